@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources for a SUNK cluster (installed as `sunk.components`)."""

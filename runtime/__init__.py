@@ -1,0 +1,2 @@
+"""In-cluster runtime: operator, syncer, scheduler, and the local Slurm harness
+(installed as `sunk.runtime`). Never imports pulumi."""

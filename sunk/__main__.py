@@ -1,0 +1,3 @@
+from sunk.cli import main
+
+raise SystemExit(main())

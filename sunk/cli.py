@@ -1,0 +1,96 @@
+"""`sunk` command line. A composition root like __main__.py: subcommands that need Pulumi or
+the runtime import them lazily, so `sunk validate` stays pure and fast."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sunk.spec.errors import SpecError
+from sunk.stackfile import list_stacks, load_stack
+
+DEFAULT_STACK = "acme-dev"
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    stacks = args.stacks or list_stacks()
+    failed = 0
+    for stack in stacks:
+        try:
+            loaded = load_stack(stack)
+        except SpecError as err:
+            failed += 1
+            print(f"✗ {stack}: {len(err.problems)} problem(s)", file=sys.stderr)
+            for problem in err.problems:
+                print(f"    {problem}", file=sys.stderr)
+            continue
+        s = loaded.spec
+        print(
+            f"✓ {stack}: cluster {s.name} (tenant {s.tenant}, namespace {s.ns}), "
+            f"{len(s.nodesets)} nodeset(s), {len(s.partitions)} partition(s)"
+        )
+    return 1 if failed else 0
+
+
+def cmd_slurm_files(args: argparse.Namespace) -> int:
+    from sunk.render import render_slurm_files
+
+    try:
+        spec = load_stack(args.stack).spec
+    except SpecError as err:
+        print(err, file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    for rel, text in render_slurm_files(spec).items():
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        print(target)
+    return 0
+
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _lazy(module: str, func: str) -> Command:
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        handler: Command = getattr(importlib.import_module(module), func)
+        return handler(args)
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sunk", description="Slurm on Kubernetes, as Pulumi stacks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="validate stacks; print every problem; exit 1 if any")
+    p.add_argument("stacks", nargs="*", help="stack names (acme-dev) or files; default: all in stacks/")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("slurm-files", help="write a stack's rendered Slurm files")
+    p.add_argument("stack")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_slurm_files)
+
+    for register in _EXTENSIONS:
+        register(sub)
+    return parser
+
+
+# Subcommands owned by other modules add themselves here (each a function taking `sub`).
+_EXTENSIONS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

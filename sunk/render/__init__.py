@@ -1,0 +1,67 @@
+"""Pure renderers: the same spec (and Node list) gives the same bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sunk.render.files import (
+    TopologyNode,
+    finalize_slurmdbd_conf,
+    gres_conf_key,
+    render_cgroup_conf,
+    render_gres_conf,
+    render_plugstack_conf,
+    render_sacctmgr,
+    render_sacctmgr_script,
+    render_slurmdbd_conf,
+    render_topology_conf,
+)
+from sunk.render.slurm_conf import node_conf, render_slurm_conf
+from sunk.spec.cluster import ClusterSpec
+
+ACCOUNTING_SETUP = "accounting-setup.sh"
+
+
+def render_slurm_files(spec: ClusterSpec, nodes: Iterable[TopologyNode] = ()) -> dict[str, str]:
+    """Every file under /etc/slurm, keyed by path relative to it, sorted by path.
+
+    `nodes` feeds topology.conf; at deploy time it is empty and the operator re-renders the
+    file from the live Nodes (dynamic nodes join switches on `scontrol reconfigure`)."""
+    files = {
+        "slurm.conf": render_slurm_conf(spec),
+        "cgroup.conf": render_cgroup_conf(spec),
+        "gres.conf": render_gres_conf(spec, None),
+        "plugstack.conf": render_plugstack_conf(spec),
+    }
+    for ns in spec.nodesets:
+        files[gres_conf_key(ns.name)] = render_gres_conf(spec, ns)
+    if spec.accounting.enabled:
+        files["slurmdbd.conf"] = render_slurmdbd_conf(spec)
+        if spec.qos:
+            files[ACCOUNTING_SETUP] = render_sacctmgr_script(spec)
+    if spec.topology.plugin != "none":
+        files["topology.conf"] = render_topology_conf(spec, nodes)
+    if spec.scripts.job_submit_lua is not None:
+        files["job_submit.lua"] = spec.scripts.job_submit_lua.rstrip("\n") + "\n"
+    for name, body in spec.scripts.prolog.items():
+        files[f"prolog.d/{name}"] = body.rstrip("\n") + "\n"
+    for name, body in spec.scripts.epilog.items():
+        files[f"epilog.d/{name}"] = body.rstrip("\n") + "\n"
+    return dict(sorted(files.items()))
+
+
+__all__ = [
+    "ACCOUNTING_SETUP",
+    "TopologyNode",
+    "finalize_slurmdbd_conf",
+    "gres_conf_key",
+    "node_conf",
+    "render_cgroup_conf",
+    "render_gres_conf",
+    "render_plugstack_conf",
+    "render_sacctmgr",
+    "render_slurm_conf",
+    "render_slurm_files",
+    "render_slurmdbd_conf",
+    "render_topology_conf",
+]

@@ -1,0 +1,194 @@
+"""The other Slurm files: slurmdbd.conf, cgroup.conf, gres.conf, topology.conf, plugstack.conf,
+job_submit.lua, prolog/epilog scripts, and the sacctmgr commands that create QOS."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sunk import naming
+from sunk.hostlist import compress
+from sunk.render.slurm_conf import HEADER
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.nodeset import NodeSetSpec
+from sunk.spec.scheduling import TopologySpec
+
+DB_PASSWORD_NOTE = "# StoragePass is appended when slurmdbd starts, from the password Secret."
+
+
+def _file(lines: Iterable[str]) -> str:
+    return "\n".join([HEADER.rstrip("\n"), *lines]) + "\n"
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def render_slurmdbd_conf(spec: ClusterSpec) -> str:
+    acct = spec.accounting
+    ext = acct.external
+    host, port = (ext.host, ext.port) if ext else (naming.mariadb(spec), 3306)
+    lines = [
+        f"AuthType=auth/{spec.auth.type}",
+        "AuthAltTypes=auth/jwt",
+        f"AuthAltParameters=jwt_key={naming.JWT_KEY_PATH}",
+        "DbdHost=localhost",
+        f"DbdPort={naming.SLURMDBD_PORT}",
+        "SlurmUser=slurm",
+        "PidFile=/run/slurmdbd/slurmdbd.pid",
+        "StorageType=accounting_storage/mysql",
+        f"StorageHost={host}",
+        f"StoragePort={port}",
+        f"StorageUser={ext.user if ext else 'slurm'}",
+        f"StorageLoc={ext.database if ext else 'slurm_acct_db'}",
+        DB_PASSWORD_NOTE,
+        *acct.extra_slurmdbd_conf,
+    ]
+    return _file(lines)
+
+
+def finalize_slurmdbd_conf(rendered: str, password: str) -> str:
+    """What slurmdbd reads: the rendered file plus the password. Written mode 0600 at start only;
+    never stored in a ConfigMap or printed."""
+    if "\n" in password:
+        raise ValueError("database password must be one line")
+    return rendered + f"StoragePass={password}\n"
+
+
+def render_cgroup_conf(spec: ClusterSpec) -> str:
+    c = spec.cgroup
+    lines = [f"CgroupPlugin={c.plugin}"]
+    if c.plugin != "disabled":
+        lines += [
+            f"ConstrainCores={_yn(c.constrain_cores)}",
+            f"ConstrainDevices={_yn(c.constrain_devices)}",
+            f"ConstrainRAMSpace={_yn(c.constrain_ram_space)}",
+            f"ConstrainSwapSpace={_yn(c.constrain_swap_space)}",
+            f"AllowedRAMSpace={c.allowed_ram_space:g}",
+        ]
+        if c.ignore_systemd:
+            lines.append("IgnoreSystemd=yes")
+    return _file([*lines, *spec.extra_config.cgroup_conf])
+
+
+def gres_conf_key(nodeset: str) -> str:
+    """Rendered file holding one NodeSet's gres.conf; mounted as gres.conf in its pods only,
+    because dynamic node names are not known when the file is rendered."""
+    return f"gres-{nodeset}.conf"
+
+
+def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None) -> str:
+    lines: list[str] = []
+    if ns is not None and ns.gpus is not None:
+        g = ns.gpus
+        # Slurm drops file-less GPUs (measured on 24.11), so each GPU is named by its device.
+        devices = f"{g.device_pattern}[0-{g.count - 1}]" if g.count > 1 else f"{g.device_pattern}0"
+        lines.append(f"Name=gpu Type={g.type} File={devices}")
+    return _file([*lines, *spec.extra_config.gres_conf])
+
+
+@dataclass(frozen=True)
+class TopologyNode:
+    """A Slurm node and the labels of the Kubernetes Node that hosts it."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+UNLABELED = "unlabeled"
+ROOT_SWITCH = "root"
+
+
+def _switch(path: Sequence[str]) -> str:
+    safe = ["".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in part) for part in path]
+    return "-".join(safe)
+
+
+def render_topology_conf(
+    spec: ClusterSpec | TopologySpec, nodes: Iterable[TopologyNode], extra: Sequence[str] = ()
+) -> str:
+    """topology.conf for tree or block from Node labels. Nodes lacking a label go under a
+    switch (or block) named `unlabeled`, so every node stays schedulable."""
+    topo = spec.topology if isinstance(spec, ClusterSpec) else spec
+    if isinstance(spec, ClusterSpec):
+        extra = [*extra, *spec.extra_config.topology_conf]
+    if topo.plugin == "none":
+        return _file(["# topology plugin: none", *extra])
+    keys = topo.label_keys
+    by_path: dict[tuple[str, ...], list[str]] = {}
+    for n in nodes:
+        values = [n.labels.get(k) for k in keys]
+        path: tuple[str, ...] = (UNLABELED,) if None in values else tuple(v for v in values if v is not None)
+        by_path.setdefault(path, []).append(n.name)
+    lines: list[str] = []
+    if topo.plugin == "block":
+        for path in sorted(by_path):
+            lines.append(f"BlockName={_switch(path)} Nodes={compress(by_path[path])}")
+        if topo.block_sizes:
+            lines.append(f"BlockSizes={','.join(str(b) for b in topo.block_sizes)}")
+        return _file([*lines, *extra])
+    # Tree: leaves hold nodes; each level above lists its child switches.
+    children: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for path in by_path:
+        for depth in range(1, len(path)):
+            children.setdefault(path[:depth], set()).add(path[: depth + 1])
+    for path in sorted(by_path):
+        lines.append(f"SwitchName={_switch(path)} Nodes={compress(by_path[path])}")
+    for parent in sorted(children, key=lambda p: (-len(p), p)):
+        kids = ",".join(sorted(_switch(c) for c in children[parent]))
+        lines.append(f"SwitchName={_switch(parent)} Switches={kids}")
+    # Pods on one Kubernetes cluster can all reach each other: a root joins the top switches so
+    # jobs may span fabrics (Slurm never places a job across disconnected trees).
+    tops = sorted({_switch(path[:1]) for path in by_path})
+    if len(tops) > 1:
+        lines.append(f"SwitchName={ROOT_SWITCH} Switches={','.join(tops)}")
+    return _file([*lines, *extra])
+
+
+PYXIS_SO = "/usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so"
+
+
+def render_plugstack_conf(spec: ClusterSpec) -> str:
+    lines = []
+    if spec.pyxis.enabled:
+        lines.append(f"required {PYXIS_SO} {' '.join(spec.pyxis.args)}".rstrip())
+    lines.append(f"include {naming.PLUGSTACK_DIR}/*")
+    return _file([*lines, *spec.extra_config.plugstack_conf])
+
+
+def render_sacctmgr(spec: ClusterSpec) -> list[list[str]]:
+    """sacctmgr commands (one process each: sacctmgr caches QOS per session) that create the QOS
+    the spec names, then their preemption lists."""
+    cmds: list[list[str]] = []
+    for q in spec.qos:
+        words = ["add", "qos", q.name, f"Priority={q.priority}"]
+        if q.preempt_mode:
+            words.append(f"PreemptMode={q.preempt_mode}")
+        if q.max_wall:
+            words.append(f"MaxWall={q.max_wall}")
+        if q.usage_factor is not None:
+            words.append(f"UsageFactor={q.usage_factor:g}")
+        cmds.append(words)
+    for q in spec.qos:
+        if q.preempt:
+            cmds.append(
+                [
+                    "modify",
+                    "qos",
+                    "where",
+                    f"name={q.name}",
+                    "set",
+                    f"Preempt={','.join(q.preempt)}",
+                ]
+            )
+    if spec.qos:
+        all_qos = ",".join(["normal", *(q.name for q in spec.qos if q.name != "normal")])
+        cmds.append(["modify", "account", "where", "name=root", "set", f"QOS+={all_qos}"])
+    return cmds
+
+
+def render_sacctmgr_script(spec: ClusterSpec) -> str:
+    body = [" ".join(["sacctmgr", "-i", *c]) for c in render_sacctmgr(spec)]
+    return "#!/bin/sh\n# Rendered by sunk: creates the spec's QOS in accounting. Idempotent.\n" + "".join(
+        f"{line} || true\n" for line in body
+    )

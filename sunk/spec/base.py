@@ -1,0 +1,158 @@
+"""Base model and constrained types shared by every spec section.
+
+Every model is frozen and forbids unknown fields; YAML keys are camelCase (Kubernetes style),
+Python attributes snake_case. Error messages name what would be valid.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        validate_default=True,
+    )
+
+
+def _matcher(pattern: str, what: str, max_len: int | None = None) -> AfterValidator:
+    rx = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if max_len is not None and len(value) > max_len:
+            raise ValueError(f"{value!r} is {len(value)} characters; at most {max_len} allowed")
+        if not rx.fullmatch(value):
+            raise ValueError(f"{value!r} is not valid: {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+DNS_LABEL_RULE = "a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit"
+DnsLabel = Annotated[str, _matcher(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", DNS_LABEL_RULE, 63)]
+"""Kubernetes object name (RFC 1123 label)."""
+
+DnsSubdomain = Annotated[
+    str,
+    _matcher(
+        r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+        "a DNS-1123 subdomain: lowercase labels separated by '.'",
+        253,
+    ),
+]
+
+SlurmName = Annotated[
+    str,
+    _matcher(r"[a-z][a-z0-9_-]*", "lowercase letter first, then lowercase letters, digits, '_', '-'", 40),
+]
+"""Name of a Slurm partition, QOS or account."""
+
+Quantity = Annotated[
+    str,
+    _matcher(
+        r"(0|[1-9][0-9]*)(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?",
+        "a Kubernetes quantity such as 500m, 2, 512Mi or 10Gi",
+    ),
+]
+
+SlurmTime = Annotated[
+    str,
+    _matcher(
+        r"UNLIMITED|INFINITE|[0-9]+|[0-9]+:[0-5][0-9]|[0-9]+:[0-5][0-9]:[0-5][0-9]"
+        r"|[0-9]+-[0-9]+(:[0-5][0-9](:[0-5][0-9])?)?",
+        "a Slurm time: UNLIMITED, minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
+    ),
+]
+
+ConfLine = Annotated[
+    str,
+    _matcher(
+        r"#[^\n]*|[A-Za-z][A-Za-z0-9]*=[^\n]*",
+        "one configuration line `Key=Value ...` (or a `#` comment), no newline",
+    ),
+]
+"""One verbatim line appended to a Slurm file: the escape hatch."""
+
+AbsPath = Annotated[str, _matcher(r"/[^\0\n]*", "an absolute path starting with '/'")]
+
+Feature = Annotated[
+    str,
+    _matcher(r"[A-Za-z][A-Za-z0-9_.]*", "a Slurm feature: a letter, then letters, digits, '_', '.'", 64),
+]
+
+FileName = Annotated[str, _matcher(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "a file name without '/'", 200)]
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+def _cidr(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        raise ValueError(f"{value!r} is not a CIDR such as 203.0.113.0/24 ({err})") from None
+    return value
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+
+
+class SecretRef(Model):
+    """A key in an existing Kubernetes Secret in the cluster's namespace."""
+
+    name: DnsSubdomain
+    """Secret name. Required."""
+    key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a Secret key: letters, digits, '-', '_', '.'", 253)]
+    """Key inside the Secret. Required."""
+
+
+class ResourceList(Model):
+    cpu: Quantity | None = None
+    """CPU, e.g. `500m`. Default: unset."""
+    memory: Quantity | None = None
+    """Memory, e.g. `1Gi`. Default: unset."""
+
+
+class Resources(Model):
+    """Container requests and limits (https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/)."""
+
+    requests: ResourceList = ResourceList(cpu="100m", memory="128Mi")
+    """Default: 100m CPU, 128Mi memory."""
+    limits: ResourceList = ResourceList(memory="512Mi")
+    """Default: 512Mi memory, no CPU limit (CPU limits throttle slurmctld under load)."""
+
+
+def resources(req_cpu: str, req_mem: str, lim_mem: str, lim_cpu: str | None = None) -> Resources:
+    return Resources(
+        requests=ResourceList(cpu=req_cpu, memory=req_mem),
+        limits=ResourceList(cpu=lim_cpu, memory=lim_mem),
+    )
+
+
+class Image(Model):
+    """A container image (https://kubernetes.io/docs/concepts/containers/images/)."""
+
+    repository: Annotated[
+        str,
+        _matcher(
+            r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*",
+            "an image repository such as ghcr.io/org/slurmctld (no tag)",
+            255,
+        ),
+    ]
+    """Repository without tag. Required."""
+    tag: Annotated[str, _matcher(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "an image tag", 128)]
+    """Tag. Required."""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repository}:{self.tag}"

@@ -1,0 +1,143 @@
+"""ClusterSpec: one SUNK cluster for one tenant, the root of every stack's configuration."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from sunk.spec.base import DnsLabel, Model
+from sunk.spec.nodeset import NodeSetSpec, _unique
+from sunk.spec.scheduling import (
+    CgroupSpec,
+    ExtraConfig,
+    PartitionSpec,
+    PyxisSpec,
+    QosSpec,
+    SchedulingSpec,
+    ScriptsSpec,
+    SharedVolumeSpec,
+    TopologySpec,
+)
+from sunk.spec.services import (
+    SLURM_VERSION,
+    AccountingSpec,
+    AuthSpec,
+    ControllerSpec,
+    Images,
+    LoginSpec,
+    RestApiSpec,
+)
+
+SUPPORTED_SLURM = (SLURM_VERSION,)
+BUILTIN_QOS = "normal"
+
+
+class ClusterSpec(Model):
+    """A whole Slurm cluster in one Kubernetes namespace."""
+
+    name: Annotated[DnsLabel, Field(max_length=30)]
+    """Slurm ClusterName and the prefix of every object. At most 30 characters. Required."""
+    tenant: DnsLabel
+    """Who the cluster belongs to; a label on every object. Required."""
+    namespace: DnsLabel | None = None
+    """Kubernetes namespace. Default: `<tenant>-<name>`."""
+    create_namespace: bool = True
+    """Create the namespace. Default: true."""
+    slurm_version: str = SLURM_VERSION
+    """The Slurm release the images ship. Default and only supported value: 24.11."""
+    images: Images = Images()
+    controller: ControllerSpec = ControllerSpec()
+    accounting: AccountingSpec = AccountingSpec()
+    restapi: RestApiSpec = RestApiSpec()
+    login: LoginSpec = LoginSpec()
+    auth: AuthSpec = AuthSpec()
+    nodesets: Annotated[list[NodeSetSpec], Field(min_length=1)]
+    """At least one. Required."""
+    partitions: Annotated[list[PartitionSpec], Field(min_length=1)]
+    """At least one. Required."""
+    qos: list[QosSpec] = []
+    """QOS created in accounting; `normal` always exists. Default: none."""
+    scheduling: SchedulingSpec = SchedulingSpec()
+    topology: TopologySpec = TopologySpec()
+    cgroup: CgroupSpec = CgroupSpec()
+    scripts: ScriptsSpec = ScriptsSpec()
+    pyxis: PyxisSpec = PyxisSpec()
+    shared_volumes: list[SharedVolumeSpec] = []
+    extra_config: ExtraConfig = ExtraConfig()
+    labels: dict[str, str] = {}
+    """Extra labels on every object. Default: none."""
+
+    @property
+    def ns(self) -> str:
+        return self.namespace or f"{self.tenant}-{self.name}"
+
+    def nodeset(self, name: str) -> NodeSetSpec:
+        return next(n for n in self.nodesets if n.name == name)
+
+    @property
+    def has_gpus(self) -> bool:
+        return any(n.gpus for n in self.nodesets)
+
+    @model_validator(mode="after")
+    def _rules(self) -> ClusterSpec:
+        errors: list[str] = []
+        if self.slurm_version not in SUPPORTED_SLURM:
+            errors.append(
+                f"slurmVersion: {self.slurm_version!r} is not supported; supported: {', '.join(SUPPORTED_SLURM)}"
+            )
+        if len(self.ns) > 63:
+            errors.append(f"namespace: {self.ns!r} is longer than 63 characters; set namespace")
+        errors += _unique("nodesets", [n.name for n in self.nodesets], "name")
+        errors += _unique("partitions", [p.name for p in self.partitions], "name")
+        errors += _unique("qos", [q.name for q in self.qos], "name")
+        errors += _unique("sharedVolumes", [v.name for v in self.shared_volumes], "name")
+        errors += _unique("sharedVolumes", [v.mount_path for v in self.shared_volumes], "mountPath")
+
+        nodesets = {n.name for n in self.nodesets}
+        qos = {q.name for q in self.qos} | {BUILTIN_QOS}
+        defaults = [i for i, p in enumerate(self.partitions) if p.default]
+        if len(defaults) > 1:
+            errors.append(
+                f"partitions[{defaults[1]}].default: partitions[{defaults[0]}] is already the default; only one may be"
+            )
+        used: set[str] = set()
+        for i, p in enumerate(self.partitions):
+            for j, ns in enumerate(p.nodesets):
+                if ns not in nodesets:
+                    errors.append(
+                        f"partitions[{i}].nodesets[{j}]: {ns!r} is not a nodeset; known: {', '.join(sorted(nodesets))}"
+                    )
+                used.add(ns)
+            for j, q in enumerate(p.allow_qos):
+                if q not in qos:
+                    errors.append(f"partitions[{i}].allowQos[{j}]: {q!r} is not a QOS; known: {', '.join(sorted(qos))}")
+            if (
+                p.preempt_mode is not None
+                and self.scheduling.preempt_type != "partition_prio"
+                and p.preempt_mode != "off"
+            ):
+                errors.append(f"partitions[{i}].preemptMode: needs scheduling.preemptType partition_prio")
+        for i, n in enumerate(self.nodesets):
+            if n.name not in used:
+                errors.append(f"nodesets[{i}]: {n.name!r} is in no partition, so its nodes could never run a job")
+        for i, entry in enumerate(self.qos):
+            for j, target in enumerate(entry.preempt):
+                if target not in qos:
+                    errors.append(f"qos[{i}].preempt[{j}]: {target!r} is not a QOS; known: {', '.join(sorted(qos))}")
+                elif target == entry.name:
+                    errors.append(f"qos[{i}].preempt[{j}]: a QOS cannot preempt itself")
+            if entry.preempt and self.scheduling.preempt_type != "qos":
+                errors.append(f"qos[{i}].preempt: needs scheduling.preemptType qos (is {self.scheduling.preempt_type})")
+        if self.scheduling.preempt_type == "partition_prio" and len({p.priority_tier for p in self.partitions}) < 2:
+            errors.append("scheduling.preemptType: partition_prio needs partitions with different priorityTier values")
+        if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
+            idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
+            errors.append(f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false")
+        if not self.accounting.enabled and self.qos:
+            errors.append("qos: QOS live in accounting; set accounting.enabled true or drop qos")
+        if not self.accounting.enabled and self.scheduling.preempt_type == "qos":
+            errors.append("scheduling.preemptType: qos needs accounting.enabled true (QOS live in slurmdbd)")
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self

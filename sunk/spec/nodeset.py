@@ -1,0 +1,270 @@
+"""NodeSet: a group of identical slurmd pods. The same model is the NodeSet CRD's spec."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from sunk.spec.base import (
+    AbsPath,
+    DnsLabel,
+    Feature,
+    Image,
+    Model,
+    PositiveInt,
+    Quantity,
+    Resources,
+    SlurmName,
+    resources,
+)
+
+MAX_GPUS_PER_NODE = 16
+
+
+class InstanceType(Model):
+    cpus: int
+    memory_mib: int
+    gpus: int
+    gpu_type: str | None
+
+
+# What the common GPU node shapes offer, so a NodeSet can't promise Slurm more than the node has.
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    "H100x8": InstanceType(cpus=128, memory_mib=2_000_000, gpus=8, gpu_type="h100"),
+    "H200x8": InstanceType(cpus=128, memory_mib=2_000_000, gpus=8, gpu_type="h200"),
+    "A100x8": InstanceType(cpus=96, memory_mib=1_000_000, gpus=8, gpu_type="a100"),
+    "L40Sx8": InstanceType(cpus=128, memory_mib=1_000_000, gpus=8, gpu_type="l40s"),
+    "GB200x4": InstanceType(cpus=144, memory_mib=900_000, gpus=4, gpu_type="gb200"),
+    "CPU-192": InstanceType(cpus=192, memory_mib=1_500_000, gpus=0, gpu_type=None),
+    "CPU-64": InstanceType(cpus=64, memory_mib=256_000, gpus=0, gpu_type=None),
+}
+
+
+class GpuSpec(Model):
+    """GPUs per node, exposed to Slurm as GRES `gpu:<type>:<count>` (https://slurm.schedmd.com/gres.html)."""
+
+    type: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_]*$", max_length=32)]
+    """GRES type, e.g. h100. Required."""
+    count: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)]
+    """GPUs per node (1-16). Required."""
+    resource_name: Annotated[str, Field(pattern=r"^[a-z0-9.-]+/[a-z0-9.-]+$")] = "nvidia.com/gpu"
+    """Kubernetes extended resource requested by each slurmd pod. Default: nvidia.com/gpu."""
+    device_pattern: Annotated[str, Field(pattern=r"^/dev/[A-Za-z0-9_-]+$")] = "/dev/nvidia"
+    """Device file prefix; gres.conf gets File=<prefix>[0-N]. Default: /dev/nvidia."""
+
+
+class Toleration(Model):
+    """https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> Toleration:
+        if self.operator == "Exists" and self.value is not None:
+            raise ValueError("value: must be empty when operator is Exists")
+        return self
+
+
+class VolumeSpec(Model):
+    """An extra volume in each slurmd pod; exactly one source."""
+
+    name: DnsLabel
+    mount_path: AbsPath
+    read_only: bool = False
+    host_path: AbsPath | None = None
+    """hostPath source. Default: none."""
+    claim_name: DnsLabel | None = None
+    """Existing PersistentVolumeClaim. Default: none."""
+    empty_dir: bool = False
+    """emptyDir source. Default: false."""
+    config_map: DnsLabel | None = None
+    """ConfigMap source. Default: none."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> VolumeSpec:
+        given = [
+            n
+            for n, v in (
+                ("hostPath", self.host_path),
+                ("claimName", self.claim_name),
+                ("emptyDir", self.empty_dir or None),
+                ("configMap", self.config_map),
+            )
+            if v
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                f"name: volume {self.name!r} needs exactly one of hostPath, claimName, emptyDir, "
+                f"configMap; got {', '.join(given) or 'none'}"
+            )
+        return self
+
+
+class EnvVar(Model):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    value: str = ""
+
+
+class Sidecar(Model):
+    """An extra container in each slurmd pod."""
+
+    name: DnsLabel
+    image: Image
+    command: list[str] = []
+    args: list[str] = []
+    env: list[EnvVar] = []
+    resources: Resources = resources("50m", "64Mi", "256Mi")
+    """Default: requests 50m/64Mi, limit 256Mi memory."""
+
+
+class UpdateStrategy(Model):
+    """How the operator replaces pods when the template changes."""
+
+    max_unavailable: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^(100|[1-9][0-9]?)%$")] = 1
+    """Pods drained and replaced at once: a count or a percentage. Default: 1."""
+    force: bool = False
+    """Replace pods without waiting for their jobs to finish. Default: false."""
+
+
+RESERVED_CONTAINERS = frozenset({"slurmd", "munge", "init"})
+
+
+class NodeSetSpec(Model):
+    """A group of identical Slurm compute nodes, one slurmd pod each (https://slurm.schedmd.com/slurm.conf.html#SECTION_NODE-CONFIGURATION)."""
+
+    name: Annotated[DnsLabel, Field(max_length=40)]
+    """NodeSet name; also its Slurm feature and the prefix of its pods. Required."""
+    mode: Literal["replicas", "all-matching-nodes"] = "replicas"
+    """`replicas`: a fixed number of pods with stable ordinals (like a StatefulSet);
+    `all-matching-nodes`: one pod per matching Kubernetes Node (like a DaemonSet). Default: replicas."""
+    replicas: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    """Pods in `replicas` mode; must be unset in all-matching-nodes. Default: 1 in replicas mode."""
+    max_nodes: Annotated[int, Field(ge=1, le=100_000)] = 256
+    """Upper bound on this NodeSet's Slurm nodes in all-matching-nodes mode (feeds MaxNodeCount). Default: 256."""
+    instance_type: str | None = None
+    """A known node shape (H100x8, A100x8, ...) to check CPUs, memory and GPUs against. Default: none."""
+    node_selector: dict[str, str] = {}
+    """Kubernetes nodeSelector. Default: none."""
+    affinity: dict[str, Any] | None = None
+    """Kubernetes affinity, verbatim. Default: none."""
+    tolerations: list[Toleration] = []
+    """Default: none."""
+    cpus: PositiveInt
+    """Slurm CPUs per node. Required."""
+    sockets: PositiveInt | None = None
+    """Default: unset (Slurm infers)."""
+    cores_per_socket: PositiveInt | None = None
+    """Default: unset."""
+    threads_per_core: PositiveInt | None = None
+    """Default: unset."""
+    memory_mib: PositiveInt
+    """Slurm RealMemory in MiB. Required."""
+    gpus: GpuSpec | None = None
+    """Default: none."""
+    features: list[Feature] = []
+    """Extra Slurm features; the NodeSet name is always one. Default: none."""
+    weight: Annotated[int, Field(ge=1, le=65533)] = 1
+    """Slurm node Weight: lower is scheduled first. Default: 1."""
+    volumes: list[VolumeSpec] = []
+    sidecars: list[Sidecar] = []
+    s6_scripts: dict[DnsLabel, str] = {}
+    """Extra s6 services (name -> run script) started beside slurmd. Default: none."""
+    image: Image | None = None
+    """slurmd image override. Default: cluster images.slurmd."""
+    resources: Resources | None = None
+    """slurmd container resources. Default: derived from cpus, memoryMib and gpus."""
+    update_strategy: UpdateStrategy = UpdateStrategy()
+    """Default: maxUnavailable 1, no force."""
+    tmp_disk_mib: Annotated[int, Field(ge=0)] = 0
+    """Slurm TmpDisk. Default: 0."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> NodeSetSpec:
+        errors: list[str] = []
+        if self.mode == "all-matching-nodes" and self.replicas is not None:
+            errors.append("replicas: must be unset in mode all-matching-nodes (one pod per matching Node)")
+        if self.mode == "replicas" and "max_nodes" in self.model_fields_set:
+            errors.append("maxNodes: only applies to mode all-matching-nodes; use replicas")
+        topo = (self.sockets, self.cores_per_socket, self.threads_per_core)
+        if any(v is not None for v in topo):
+            if None in topo:
+                errors.append("sockets: sockets, coresPerSocket and threadsPerCore go together")
+            else:
+                s, c, t = (v or 1 for v in topo)
+                if s * c * t != self.cpus:
+                    errors.append(f"cpus: {self.cpus} != sockets*coresPerSocket*threadsPerCore = {s * c * t}")
+        if self.instance_type is not None:
+            it = INSTANCE_TYPES.get(self.instance_type)
+            if it is None:
+                errors.append(
+                    f"instanceType: {self.instance_type!r} is unknown; known: {', '.join(sorted(INSTANCE_TYPES))}"
+                )
+            else:
+                if self.cpus > it.cpus:
+                    errors.append(f"cpus: {self.cpus} exceeds the {it.cpus} CPUs of instance type {self.instance_type}")
+                if self.memory_mib > it.memory_mib:
+                    errors.append(
+                        f"memoryMib: {self.memory_mib} exceeds the {it.memory_mib} MiB of instance type {self.instance_type}"
+                    )
+                if self.gpus is not None:
+                    if self.gpus.count > it.gpus:
+                        errors.append(
+                            f"gpus.count: {self.gpus.count} exceeds the {it.gpus} GPUs of instance type {self.instance_type}"
+                        )
+                    if it.gpu_type is not None and self.gpus.type != it.gpu_type:
+                        errors.append(
+                            f"gpus.type: {self.gpus.type!r} but instance type {self.instance_type} has {it.gpu_type!r}"
+                        )
+        errors += _unique("volumes", [v.name for v in self.volumes], "name")
+        errors += _unique("volumes", [v.mount_path for v in self.volumes], "mountPath")
+        errors += _unique("sidecars", [s.name for s in self.sidecars], "name")
+        errors += [
+            f"sidecars[{i}].name: {s.name!r} is reserved for sunk's own containers"
+            for i, s in enumerate(self.sidecars)
+            if s.name in RESERVED_CONTAINERS
+        ]
+        errors += [
+            f"features[{i}]: {f!r} repeats the NodeSet name, which is always a feature"
+            for i, f in enumerate(self.features)
+            if f == self.name
+        ]
+        errors += [
+            f"s6Scripts.{n}: a run script must start with '#!'"
+            for n, body in self.s6_scripts.items()
+            if not body.startswith("#!")
+        ]
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    @property
+    def desired_replicas(self) -> int | None:
+        """Pods wanted in replicas mode; None in all-matching-nodes."""
+        if self.mode == "all-matching-nodes":
+            return None
+        return 1 if self.replicas is None else self.replicas
+
+    @property
+    def node_bound(self) -> int:
+        """Most Slurm nodes this NodeSet can have at once."""
+        replicas = self.desired_replicas
+        return self.max_nodes if replicas is None else replicas
+
+
+def _unique(field: str, values: list[str], attr: str) -> list[str]:
+    seen: dict[str, int] = {}
+    errors = []
+    for i, v in enumerate(values):
+        if v in seen:
+            errors.append(f"{field}[{i}].{attr}: {v!r} repeats {field}[{seen[v]}]")
+        else:
+            seen[v] = i
+    return errors
+
+
+__all__ = ["INSTANCE_TYPES", "GpuSpec", "NodeSetSpec", "Quantity", "SlurmName"]

@@ -1,0 +1,232 @@
+"""Partitions, QOS, preemption, priorities, topology and the other cluster-wide Slurm settings."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from sunk.spec.base import (
+    AbsPath,
+    ConfLine,
+    DnsLabel,
+    FileName,
+    Model,
+    Quantity,
+    SlurmName,
+    SlurmTime,
+)
+
+PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
+
+
+class PartitionSpec(Model):
+    """A Slurm partition (https://slurm.schedmd.com/slurm.conf.html#SECTION_PARTITION-CONFIGURATION)."""
+
+    name: SlurmName
+    """Required."""
+    nodesets: Annotated[list[DnsLabel], Field(min_length=1)]
+    """NodeSets whose nodes form this partition. Required."""
+    default: bool = False
+    """The partition jobs land in without -p. Default: false (at most one may be true)."""
+    max_time: SlurmTime = "UNLIMITED"
+    """MaxTime. Default: UNLIMITED."""
+    default_time: SlurmTime | None = None
+    """DefaultTime. Default: MaxTime."""
+    priority_tier: Annotated[int, Field(ge=0, le=65533)] = 1
+    """PriorityTier: higher tiers preempt lower under preempt/partition_prio. Default: 1."""
+    preempt_mode: PreemptMode | None = None
+    """PreemptMode of jobs in this partition. Default: the cluster's."""
+    allow_accounts: list[SlurmName] = []
+    """AllowAccounts. Default: all."""
+    allow_qos: list[SlurmName] = []
+    """AllowQos; each must be a QOS of the spec (or `normal`). Default: all."""
+    extra: list[Annotated[str, Field(pattern=r"^[A-Za-z]+=[^\s]+$")]] = []
+    """Extra `Key=Value` words on the PartitionName line. Default: none."""
+
+
+class QosSpec(Model):
+    """A QOS, created with sacctmgr (https://slurm.schedmd.com/qos.html)."""
+
+    name: SlurmName
+    priority: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
+    """Default: 0."""
+    preempt: list[SlurmName] = []
+    """QOS this one may preempt (PreemptType=preempt/qos). Default: none."""
+    preempt_mode: PreemptMode | None = None
+    """How jobs of this QOS are preempted. Default: the cluster's."""
+    max_wall: SlurmTime | None = None
+    """MaxWall per job. Default: none."""
+    usage_factor: Annotated[float, Field(ge=0)] | None = None
+    """UsageFactor. Default: 1."""
+
+
+class PriorityWeights(Model):
+    """priority/multifactor weights (https://slurm.schedmd.com/priority_multifactor.html)."""
+
+    age: Annotated[int, Field(ge=0)] = 1000
+    fairshare: Annotated[int, Field(ge=0)] = 10000
+    job_size: Annotated[int, Field(ge=0)] = 0
+    partition: Annotated[int, Field(ge=0)] = 1000
+    qos: Annotated[int, Field(ge=0)] = 10000
+
+
+class SchedulingSpec(Model):
+    """Preemption and priority (https://slurm.schedmd.com/preempt.html)."""
+
+    preempt_type: Literal["none", "partition_prio", "qos"] = "qos"
+    """PreemptType: preempt/none, preempt/partition_prio or preempt/qos. Default: qos."""
+    preempt_mode: PreemptMode = "requeue"
+    """Cluster PreemptMode (suspend renders SUSPEND,GANG). Default: requeue."""
+    preempt_exempt_time: SlurmTime | None = None
+    """PreemptExemptTime: minimum run time before a job can be preempted. Default: none."""
+    priority_type: Literal["basic", "multifactor"] = "multifactor"
+    """Default: multifactor."""
+    priority_weights: PriorityWeights = PriorityWeights()
+    scheduler_parameters: list[Annotated[str, Field(pattern=r"^[a-z_]+(=[^\s,]+)?$")]] = ["batch_sched_delay=0"]
+    """SchedulerParameters. Default: batch_sched_delay=0 (placeholder jobs start without a 3 s wait)."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> SchedulingSpec:
+        if self.priority_type == "basic" and "priority_weights" in self.model_fields_set:
+            raise ValueError("priorityWeights: only used with priorityType multifactor")
+        if self.preempt_type == "none" and self.preempt_mode != "off" and "preempt_mode" in self.model_fields_set:
+            raise ValueError(f"preemptMode: {self.preempt_mode} has no effect with preemptType none; use off")
+        return self
+
+
+class TopologySpec(Model):
+    """Network topology from Kubernetes Node labels (https://slurm.schedmd.com/topology.html)."""
+
+    plugin: Literal["none", "tree", "block"] = "none"
+    """topology/tree (switch hierarchy) or topology/block (NVLink-style blocks). Default: none."""
+    label_keys: list[Annotated[str, Field(pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9][A-Za-z0-9_.-]*$")]] = []
+    """Node label keys from the top of the fabric down (tree), or the one block key (block). Default: none."""
+    block_sizes: list[Annotated[int, Field(ge=1)]] = []
+    """BlockSizes for topology/block. Default: Slurm's."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> TopologySpec:
+        if self.plugin == "none":
+            if self.label_keys:
+                raise ValueError("labelKeys: set plugin to tree or block, or drop labelKeys")
+            if self.block_sizes:
+                raise ValueError("blockSizes: only used with plugin block")
+        elif not self.label_keys:
+            what = "one or more keys, top level first" if self.plugin == "tree" else "exactly one key"
+            raise ValueError(f"labelKeys: plugin {self.plugin} needs Node label keys ({what})")
+        elif self.plugin == "block" and len(self.label_keys) != 1:
+            raise ValueError(f"labelKeys: plugin block takes exactly one key, got {len(self.label_keys)}")
+        if self.block_sizes and self.plugin != "block":
+            raise ValueError("blockSizes: only used with plugin block")
+        if len(set(self.label_keys)) != len(self.label_keys):
+            raise ValueError("labelKeys: keys repeat")
+        return self
+
+
+class CgroupSpec(Model):
+    """cgroup.conf (https://slurm.schedmd.com/cgroup.conf.html)."""
+
+    plugin: Literal["cgroup/v2", "cgroup/v1", "autodetect", "disabled"] = "cgroup/v2"
+    """CgroupPlugin. Default: cgroup/v2."""
+    constrain_cores: bool = True
+    constrain_devices: bool = True
+    """Needed so jobs see only their GPUs. Default: true."""
+    constrain_ram_space: bool = True
+    constrain_swap_space: bool = False
+    allowed_ram_space: Annotated[float, Field(gt=0, le=100)] = 100
+    """Percent of the allocation a job may use. Default: 100."""
+    ignore_systemd: bool = True
+    """IgnoreSystemd: pods have no systemd. Default: true."""
+
+
+class ScriptsSpec(Model):
+    """Prolog, epilog and job_submit.lua (https://slurm.schedmd.com/prolog_epilog.html)."""
+
+    prolog: dict[FileName, str] = {}
+    """Scripts run in order by name before each job on each node. Default: none."""
+    epilog: dict[FileName, str] = {}
+    """Scripts run after each job on each node. Default: none."""
+    job_submit_lua: str | None = None
+    """job_submit.lua body (https://slurm.schedmd.com/job_submit_plugins.html). Default: none."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> ScriptsSpec:
+        errors = [
+            f"{kind}.{name}: a script must start with '#!'"
+            for kind, scripts in (("prolog", self.prolog), ("epilog", self.epilog))
+            for name, body in scripts.items()
+            if not body.startswith("#!")
+        ]
+        if self.job_submit_lua is not None:
+            errors += [
+                f"jobSubmitLua: must define function {fn}(...)"
+                for fn in ("slurm_job_submit", "slurm_job_modify")
+                if f"function {fn}" not in self.job_submit_lua
+            ]
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+
+class PyxisSpec(Model):
+    """Pyxis + enroot container support in srun (https://github.com/NVIDIA/pyxis)."""
+
+    enabled: bool = False
+    """Default: false."""
+    args: list[Annotated[str, Field(pattern=r"^[a-z_]+=[^\s]+$")]] = ["runtime_path=/run/pyxis"]
+    """Plugin arguments in plugstack.conf. Default: runtime_path=/run/pyxis."""
+
+
+Role = Literal["login", "compute", "controller"]
+
+
+class NewClaim(Model):
+    size: Quantity
+    storage_class: str | None = None
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany"] = "ReadWriteMany"
+
+
+class SharedVolumeSpec(Model):
+    """A volume mounted at the same path on the roles that need it (home, datasets)."""
+
+    name: DnsLabel
+    mount_path: AbsPath
+    existing_claim: DnsLabel | None = None
+    """An existing PVC. Default: none."""
+    create: NewClaim | None = None
+    """A PVC created by sunk. Default: none."""
+    mount_on: Annotated[list[Role], Field(min_length=1)] = ["login", "compute"]
+    """Default: login and compute."""
+    read_only: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SharedVolumeSpec:
+        if (self.existing_claim is None) == (self.create is None):
+            raise ValueError("existingClaim: give exactly one of existingClaim or create")
+        if len(set(self.mount_on)) != len(self.mount_on):
+            raise ValueError("mountOn: roles repeat")
+        return self
+
+
+class ExtraConfig(Model):
+    """Escape hatch: lines appended verbatim to files that have no section of their own."""
+
+    cgroup_conf: list[ConfLine] = []
+    gres_conf: list[ConfLine] = []
+    topology_conf: list[ConfLine] = []
+    plugstack_conf: list[Annotated[str, Field(pattern=r"^(#.*|(required|optional|include) [^\n]+)$")]] = []
+
+
+__all__ = [
+    "AbsPath",
+    "CgroupSpec",
+    "ExtraConfig",
+    "PartitionSpec",
+    "PyxisSpec",
+    "QosSpec",
+    "SchedulingSpec",
+    "ScriptsSpec",
+    "SharedVolumeSpec",
+    "TopologySpec",
+]

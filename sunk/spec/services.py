@@ -1,0 +1,268 @@
+"""Spec sections for the Slurm daemons that are not compute nodes."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from sunk.spec.base import (
+    Cidr,
+    ConfLine,
+    DnsLabel,
+    Image,
+    Model,
+    Quantity,
+    Resources,
+    SecretRef,
+    resources,
+)
+
+SLURM_VERSION = "24.11"
+"""The Slurm release the images ship and the renderers target."""
+SLURM_PACKAGE_VERSION = "24.11.5"
+DEFAULT_REGISTRY = "ghcr.io/sunk-dev"
+
+
+def _image(role: str) -> Image:
+    return Image(repository=f"{DEFAULT_REGISTRY}/{role}", tag=SLURM_PACKAGE_VERSION)
+
+
+class Images(Model):
+    """One image per role. Default: `ghcr.io/sunk-dev/<role>:24.11.5`, built from
+    runtime/images (https://slurm.schedmd.com/quickstart_admin.html)."""
+
+    controller: Image = _image("slurmctld")
+    """slurmctld. Default: ghcr.io/sunk-dev/slurmctld:24.11.5."""
+    accounting: Image = _image("slurmdbd")
+    """slurmdbd. Default: ghcr.io/sunk-dev/slurmdbd:24.11.5."""
+    restapi: Image = _image("slurmrestd")
+    """slurmrestd. Default: ghcr.io/sunk-dev/slurmrestd:24.11.5."""
+    login: Image = _image("login")
+    """Login (sshd, sssd, Slurm clients). Default: ghcr.io/sunk-dev/login:24.11.5."""
+    slurmd: Image = _image("slurmd")
+    """slurmd for every NodeSet unless a NodeSet overrides it. Default: ghcr.io/sunk-dev/slurmd:24.11.5."""
+    mariadb: Image = Image(repository="docker.io/library/mariadb", tag="11.8")
+    """In-cluster accounting database. Default: docker.io/library/mariadb:11.8."""
+    runtime: Image = Image(repository=f"{DEFAULT_REGISTRY}/sunk-runtime", tag="0.1.0")
+    """Operator, syncer and scheduler (one Python image). Default: ghcr.io/sunk-dev/sunk-runtime:0.1.0."""
+
+
+class StateStorage(Model):
+    """PersistentVolumeClaim for StateSaveLocation (https://slurm.schedmd.com/slurm.conf.html#OPT_StateSaveLocation)."""
+
+    size: Quantity = "10Gi"
+    """Default: 10Gi."""
+    storage_class: str | None = None
+    """StorageClass. Default: the cluster's default class."""
+
+
+class ControllerSpec(Model):
+    """slurmctld (https://slurm.schedmd.com/slurmctld.html)."""
+
+    resources: Resources = resources("500m", "1Gi", "4Gi")
+    """Default: requests 500m/1Gi, limit 4Gi memory."""
+    state_storage: StateStorage = StateStorage()
+    """Default: 10Gi on the default StorageClass."""
+    extra_slurm_conf: list[ConfLine] = []
+    """Lines appended verbatim to slurm.conf, after everything sunk renders. Default: none."""
+
+
+class MariaDbSpec(Model):
+    """In-cluster MariaDB for slurmdbd."""
+
+    storage_size: Quantity = "20Gi"
+    """Default: 20Gi."""
+    storage_class: str | None = None
+    """Default: the cluster's default class."""
+    resources: Resources = resources("250m", "1Gi", "2Gi")
+    """Default: requests 250m/1Gi, limit 2Gi memory (innodb_buffer_pool_size is 256M+)."""
+
+
+class ExternalDbSpec(Model):
+    """An existing MySQL/MariaDB server (https://slurm.schedmd.com/slurmdbd.conf.html#OPT_StorageHost)."""
+
+    host: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.-]+$")]
+    """Host name or address. Required."""
+    port: Annotated[int, Field(ge=1, le=65535)] = 3306
+    """Default: 3306."""
+    database: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")] = "slurm_acct_db"
+    """StorageLoc. Default: slurm_acct_db."""
+    user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,80}$")] = "slurm"
+    """StorageUser. Default: slurm."""
+    password_secret: SecretRef
+    """Secret holding the password; read by slurmdbd at start, never rendered. Required."""
+
+
+class AccountingSpec(Model):
+    """slurmdbd and its database (https://slurm.schedmd.com/accounting.html)."""
+
+    enabled: bool = True
+    """Default: true."""
+    external: ExternalDbSpec | None = None
+    """Use an external database instead of the in-cluster MariaDB. Default: none (in-cluster)."""
+    mariadb: MariaDbSpec = MariaDbSpec()
+    """In-cluster MariaDB, used when `external` is unset. Default: 20Gi storage."""
+    resources: Resources = resources("100m", "256Mi", "1Gi")
+    """slurmdbd container. Default: requests 100m/256Mi, limit 1Gi memory."""
+    extra_slurmdbd_conf: list[ConfLine] = []
+    """Lines appended verbatim to slurmdbd.conf. Default: none."""
+
+    @model_validator(mode="after")
+    def _no_password_line(self) -> AccountingSpec:
+        bad = [i for i, line in enumerate(self.extra_slurmdbd_conf) if line.lower().startswith("storagepass")]
+        if bad:
+            raise ValueError(
+                f"extraSlurmdbdConf[{bad[0]}]: StoragePass must not be rendered into a ConfigMap; "
+                "set external.passwordSecret instead"
+            )
+        return self
+
+
+class RestApiSpec(Model):
+    """slurmrestd with JWT auth (https://slurm.schedmd.com/rest.html)."""
+
+    enabled: bool = True
+    """Default: true. The syncer and scheduler need it."""
+    replicas: Annotated[int, Field(ge=1, le=10)] = 1
+    """Default: 1."""
+    resources: Resources = resources("100m", "128Mi", "512Mi")
+    """Default: requests 100m/128Mi, limit 512Mi memory."""
+
+
+_SSH_KEY = re.compile(
+    r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com"
+    r"|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?"
+)
+
+
+def _ssh_key(value: str) -> str:
+    if not _SSH_KEY.fullmatch(value.strip()):
+        raise ValueError(
+            f"{value[:40]!r}... is not an OpenSSH public key (`ssh-ed25519 AAAA... comment`); "
+            "private keys never belong here"
+        )
+    return value.strip()
+
+
+class LoginSpec(Model):
+    """SSH login pods (sshd + sssd + Slurm clients)."""
+
+    enabled: bool = True
+    """Default: true."""
+    replicas: Annotated[int, Field(ge=1, le=20)] = 1
+    """Default: 1."""
+    service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = "LoadBalancer"
+    """How users reach sshd. Default: LoadBalancer.
+    (https://kubernetes.io/docs/concepts/services-networking/service/)"""
+    source_ranges: list[Cidr] = []
+    """loadBalancerSourceRanges: who may connect. Default: unrestricted."""
+    authorized_keys: list[Annotated[str, AfterValidator(_ssh_key)]] = []
+    """OpenSSH public keys for root. Default: none (users come from LDAP)."""
+    persist_host_keys: bool = True
+    """Keep sshd host keys in a Secret so they survive pod restarts. Default: true."""
+    resources: Resources = resources("250m", "512Mi", "2Gi")
+    """Default: requests 250m/512Mi, limit 2Gi memory."""
+
+    @model_validator(mode="after")
+    def _ranges_need_lb(self) -> LoginSpec:
+        if self.source_ranges and self.service_type != "LoadBalancer":
+            raise ValueError(f"sourceRanges: only applies to serviceType LoadBalancer, not {self.service_type}")
+        return self
+
+
+class KeySource(Model):
+    """A key generated at deploy time or taken from an existing Secret."""
+
+    generate: bool = True
+    """Generate a random key (pulumi-random, kept secret in state). Default: true."""
+    existing_secret: SecretRef | None = None
+    """Use this Secret key instead. Default: none."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KeySource:
+        if self.existing_secret is not None and self.generate:
+            raise ValueError("generate: set generate: false when existingSecret is given (one source only)")
+        if self.existing_secret is None and not self.generate:
+            raise ValueError("existingSecret: required when generate is false")
+        return self
+
+
+_DN = re.compile(r"[A-Za-z][A-Za-z0-9-]*=[^,=]+(,\s*[A-Za-z][A-Za-z0-9-]*=[^,=]+)*")
+
+
+def _dn(value: str) -> str:
+    if not _DN.fullmatch(value):
+        raise ValueError(f"{value!r} is not an LDAP DN such as dc=example,dc=com")
+    return value
+
+
+def _ldap_uri(value: str) -> str:
+    if not re.fullmatch(r"ldaps?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?", value):
+        raise ValueError(f"{value!r} is not an LDAP URI such as ldaps://ldap.example.com:636")
+    return value
+
+
+def _filter(value: str) -> str:
+    if not (value.startswith("(") and value.endswith(")") and value.count("(") == value.count(")")):
+        raise ValueError(f"{value!r} is not an LDAP filter such as (objectClass=posixAccount)")
+    return value
+
+
+class LdapSpec(Model):
+    """SSSD against LDAP for login and compute pods (https://sssd.io/)."""
+
+    uris: Annotated[list[Annotated[str, AfterValidator(_ldap_uri)]], Field(min_length=1)]
+    """LDAP servers, tried in order. Required."""
+    base_dn: Annotated[str, AfterValidator(_dn)]
+    """Search base. Required."""
+    bind_dn: Annotated[str, AfterValidator(_dn)] | None = None
+    """Bind identity. Default: anonymous bind."""
+    bind_password_secret: SecretRef | None = None
+    """Secret holding the bind password. Required with bindDn."""
+    ca_secret: SecretRef | None = None
+    """Secret holding the CA certificate (PEM). Default: system CAs."""
+    user_filter: Annotated[str, AfterValidator(_filter)] = "(objectClass=posixAccount)"
+    """Default: (objectClass=posixAccount)."""
+    group_filter: Annotated[str, AfterValidator(_filter)] = "(objectClass=posixGroup)"
+    """Default: (objectClass=posixGroup)."""
+
+    @model_validator(mode="after")
+    def _bind(self) -> LdapSpec:
+        if self.bind_dn and self.bind_password_secret is None:
+            raise ValueError("bindPasswordSecret: required when bindDn is set")
+        if self.bind_password_secret is not None and not self.bind_dn:
+            raise ValueError("bindDn: required when bindPasswordSecret is set")
+        return self
+
+
+class AuthSpec(Model):
+    """Daemon authentication (https://slurm.schedmd.com/authentication.html)."""
+
+    type: Literal["munge", "slurm"] = "munge"
+    """auth/munge (munged sidecars) or auth/slurm (shared slurm.key, no munged). Default: munge."""
+    key: KeySource = KeySource()
+    """The munge key or slurm.key. Default: generated."""
+    jwt: KeySource = KeySource()
+    """HS256 key for slurmrestd JWT (AuthAltTypes=auth/jwt). Default: generated."""
+    ldap: LdapSpec | None = None
+    """SSSD/LDAP identity. Default: none (local users only)."""
+
+
+__all__ = [
+    "SLURM_PACKAGE_VERSION",
+    "SLURM_VERSION",
+    "AccountingSpec",
+    "AuthSpec",
+    "ControllerSpec",
+    "DnsLabel",
+    "ExternalDbSpec",
+    "Images",
+    "KeySource",
+    "LdapSpec",
+    "LoginSpec",
+    "MariaDbSpec",
+    "RestApiSpec",
+    "StateStorage",
+]

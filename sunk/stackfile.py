@@ -1,0 +1,100 @@
+"""Read a stack file (stacks/Pulumi.<tenant>-<env>.yaml) into a validated spec.
+
+The same function serves `__main__.py` (through Pulumi config), `sunk validate` and the tests,
+so a stack that validates here is the stack `pulumi up` deploys."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.errors import SpecError, load_spec
+
+PROJECT = "sunk"
+CLUSTER_KEY = f"{PROJECT}:cluster"
+OPERATOR_KEY = f"{PROJECT}:operator"
+STACK_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(dev|staging|prod|[a-z0-9]+)$")
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    spec: ClusterSpec
+    deploy_operator: bool
+    """Whether this stack also installs the cluster-wide SunkOperator (once per Kubernetes cluster)."""
+
+
+def stacks_dir(start: Path | None = None) -> Path:
+    """stacks/ next to Pulumi.yaml, searching upwards from `start` (default: this checkout)."""
+    here = (start or Path(__file__).resolve().parent).resolve()
+    for folder in [here, *here.parents]:
+        if (folder / "Pulumi.yaml").is_file():
+            return folder / "stacks"
+    return Path.cwd() / "stacks"
+
+
+def stack_path(stack: str, directory: Path | None = None) -> Path:
+    """A stack name (`acme-dev`) or a path to a stack file."""
+    candidate = Path(stack)
+    if candidate.suffix in {".yaml", ".yml"} or candidate.is_file():
+        return candidate
+    return (directory or stacks_dir()) / f"Pulumi.{stack}.yaml"
+
+
+def list_stacks(directory: Path | None = None) -> list[str]:
+    folder = directory or stacks_dir()
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in folder.glob("Pulumi.*.yaml"))
+
+
+def _find_secure(value: Any, path: str) -> list[str]:
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return [
+                f"{path}: encrypted values are not read here; reference a Kubernetes Secret "
+                "(passwordSecret, bindPasswordSecret, existingSecret) instead"
+            ]
+        return [p for k, v in value.items() for p in _find_secure(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _find_secure(v, f"{path}[{i}]")]
+    return []
+
+
+def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, bool]:
+    """Pulumi config (`sunk:cluster`, `sunk:operator`) -> spec. Raises SpecError."""
+    raw = config.get(CLUSTER_KEY)
+    if raw is None:
+        raise SpecError([f"{CLUSTER_KEY}: missing; the stack must define the cluster"], source)
+    if isinstance(raw, str):  # Pulumi passes structured config as JSON text
+        raw = yaml.safe_load(raw)
+    secure = _find_secure(raw, "")
+    if secure:
+        raise SpecError(secure, source)
+    operator = config.get(OPERATOR_KEY, False)
+    if isinstance(operator, str):
+        operator = operator.strip().lower() == "true"
+    unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in {CLUSTER_KEY, OPERATOR_KEY})
+    if unknown:
+        raise SpecError([f"{k}: unknown setting; known: {CLUSTER_KEY}, {OPERATOR_KEY}" for k in unknown], source)
+    return load_spec(raw, source), bool(operator)
+
+
+def load_stack(stack: str, directory: Path | None = None) -> Stack:
+    path = stack_path(stack, directory)
+    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    if not path.is_file():
+        known = ", ".join(list_stacks(path.parent)) or "none"
+        raise SpecError([f"stack {stack!r}: no file {path}; stacks: {known}"], str(path))
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise SpecError([f"(file): not valid YAML: {err}"], str(path)) from None
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(config, dict):
+        raise SpecError(["config: the stack file needs a `config:` mapping"], str(path))
+    spec, operator = parse_config(config, str(path))
+    return Stack(name=name, spec=spec, deploy_operator=operator)
