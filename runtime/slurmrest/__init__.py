@@ -1,0 +1,49 @@
+"""Typed client of slurmrestd (API v0.0.42, Slurm 24.11), shared by the syncer, the operator
+and the scheduler.
+
+    from sunk.runtime.slurmrest import SlurmRestClient, JwtMinter
+    client = SlurmRestClient(url, user="slurm", token=JwtMinter.from_file(key_path, "slurm"))
+    for node in client.list_nodes(): ...
+"""
+
+from .auth import JwtMinter, StaticToken, TokenProvider, mint_hs256
+from .cache import NodeCache, NodeDiff
+from .client import SlurmRestClient
+from .errors import (
+    INVALID_JOB_ID,
+    INVALID_NODE_NAME,
+    NODES_BUSY,
+    SlurmApiError,
+    SlurmError,
+    SlurmRestError,
+    SlurmUnavailable,
+)
+from .models import BASE_STATES, DbJob, Job, JobSubmit, Node, Ping, no_val
+from .podref import PodRef, read_pod_ref, write_pod_ref
+
+__all__ = [
+    "BASE_STATES",
+    "INVALID_JOB_ID",
+    "INVALID_NODE_NAME",
+    "NODES_BUSY",
+    "DbJob",
+    "Job",
+    "JobSubmit",
+    "JwtMinter",
+    "Node",
+    "NodeCache",
+    "NodeDiff",
+    "Ping",
+    "PodRef",
+    "SlurmApiError",
+    "SlurmError",
+    "SlurmRestClient",
+    "SlurmRestError",
+    "SlurmUnavailable",
+    "StaticToken",
+    "TokenProvider",
+    "mint_hs256",
+    "no_val",
+    "read_pod_ref",
+    "write_pod_ref",
+]

@@ -1,0 +1,254 @@
+"""SlurmRestClient: a small synchronous client of slurmrestd's v0.0.42 API.
+
+Every reply goes through `_check`: Slurm errors become SlurmApiError (never retried, the same
+request would fail the same way), transport failures, 502-504 and "slurmctld unreachable" are
+retried with bounded exponential backoff and end as SlurmUnavailable."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from sunk.naming import SLURMRESTD_API
+
+from .auth import TokenProvider
+from .errors import CONTROLLER_UNREACHABLE, SlurmApiError, SlurmError, SlurmUnavailable
+from .models import DbJob, Job, JobSubmit, Node, Ping
+
+T = TypeVar("T", bound=BaseModel)
+
+_RETRY_STATUS = frozenset({502, 503, 504})
+_SLURM = f"/slurm/{SLURMRESTD_API}"
+_SLURMDB = f"/slurmdb/{SLURMRESTD_API}"
+
+
+def _errors(payload: Any) -> list[SlurmError]:
+    if not isinstance(payload, dict):
+        return []
+    out = []
+    for item in payload.get("errors") or []:
+        if isinstance(item, dict):
+            out.append(
+                SlurmError(
+                    code=int(item.get("error_number") or 0),
+                    description=str(item.get("description") or item.get("error") or ""),
+                    source=str(item.get("source") or ""),
+                    message=str(item.get("error") or ""),
+                )
+            )
+    return out
+
+
+class _Transient(Exception):
+    """Internal: this attempt failed in a way worth retrying."""
+
+
+class SlurmRestClient:
+    """Talks to one slurmrestd. Not thread-safe (one httpx.Client); make one per thread.
+
+    `requests` counts HTTP attempts (retries included), for metrics and benchmarks."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        user: str,
+        token: TokenProvider,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        max_backoff: float = 2.0,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        # Bounded on purpose: a controller's cycle must end; the next cycle is the real retry.
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.user = user
+        self._token = token
+        self._sleep = sleep
+        self.requests = 0
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> SlurmRestClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _once(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any) -> dict[str, Any]:
+        headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self._token.token()}
+        self.requests += 1
+        reply = self._http.request(method, path, params=params, json=body, headers=headers)
+        try:
+            payload = reply.json()
+        except ValueError:
+            payload = None
+        errors = _errors(payload)
+        if any(e.code in CONTROLLER_UNREACHABLE for e in errors):
+            raise _Transient(f"slurmctld unreachable: {errors[0].description}")
+        if reply.status_code in _RETRY_STATUS:
+            raise _Transient(f"HTTP {reply.status_code}")
+        if errors:
+            raise SlurmApiError(method, path, reply.status_code, errors)
+        if reply.status_code >= 400 or not isinstance(payload, dict):
+            if reply.status_code >= 500 and payload is None:
+                # No Slurm payload at all: slurmrestd died mid-reply or a proxy answered.
+                raise _Transient(f"HTTP {reply.status_code} without a Slurm reply")
+            raise SlurmApiError(method, path, reply.status_code, [SlurmError(0, reply.text[:200])])
+        return payload
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        idempotent: bool = True,
+    ) -> dict[str, Any]:
+        """One request with retries. A non-idempotent request (job submit) is retried only when
+        it surely never reached slurmrestd (connect failures), so a job is never submitted twice."""
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self._sleep(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+            try:
+                return self._once(method, path, params, body)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                if not idempotent:
+                    break
+            except _Transient as exc:
+                last = str(exc)
+                if not idempotent:
+                    break
+        raise SlurmUnavailable(method, path, last)
+
+    @staticmethod
+    def _items(payload: dict[str, Any], key: str, model: type[T]) -> list[T]:
+        return TypeAdapter(list[model]).validate_python(payload.get(key) or [])  # type: ignore[valid-type]
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def ping(self) -> list[Ping]:
+        """slurmctld's answer to GET /ping; raises SlurmUnavailable when no controller responds."""
+        pings = self._items(self.call("GET", f"{_SLURM}/ping/"), "pings", Ping)
+        if not any(p.responding for p in pings):
+            raise SlurmUnavailable("GET", f"{_SLURM}/ping/", "no slurmctld responding")
+        return pings
+
+    def list_nodes(self, *, future: bool = False) -> list[Node]:
+        """All nodes in one call. FUTURE nodes are only listed when asked (`?flags=FUTURE`)."""
+        params = {"flags": "FUTURE"} if future else None
+        return self._items(self.call("GET", f"{_SLURM}/nodes/", params=params), "nodes", Node)
+
+    def get_node(self, name: str) -> Node:
+        nodes = self._items(self.call("GET", f"{_SLURM}/node/{name}"), "nodes", Node)
+        if not nodes:
+            raise SlurmApiError("GET", f"{_SLURM}/node/{name}", 200, [SlurmError(2018, "no such node")])
+        return nodes[0]
+
+    @staticmethod
+    def _node_body(
+        state: str | Iterable[str] | None,
+        reason: str | None,
+        comment: str | None,
+        extra: str | None,
+        features: Iterable[str] | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if state is not None:
+            body["state"] = [state] if isinstance(state, str) else list(state)
+        if reason is not None:
+            body["reason"] = reason
+        if comment is not None:
+            body["comment"] = comment
+        if extra is not None:
+            body["extra"] = extra
+        if features is not None:
+            body["features"] = list(features)
+        if not body:
+            raise ValueError("a node update needs at least one field")
+        return body
+
+    def update_node(
+        self,
+        name: str,
+        *,
+        state: str | Iterable[str] | None = None,
+        reason: str | None = None,
+        comment: str | None = None,
+        extra: str | None = None,
+        features: Iterable[str] | None = None,
+    ) -> None:
+        """POST /node/{name}. Drain: state="DRAIN" with a reason; resume: state="RESUME"."""
+        body = self._node_body(state, reason, comment, extra, features)
+        self.call("POST", f"{_SLURM}/node/{name}", body=body)
+
+    def update_nodes(
+        self,
+        names: Iterable[str],
+        *,
+        state: str | Iterable[str] | None = None,
+        reason: str | None = None,
+        comment: str | None = None,
+        extra: str | None = None,
+        features: Iterable[str] | None = None,
+    ) -> None:
+        """POST /nodes/: the same update for many nodes in one request."""
+        body = self._node_body(state, reason, comment, extra, features)
+        body["name"] = sorted(set(names))
+        if not body["name"]:
+            return
+        self.call("POST", f"{_SLURM}/nodes/", body=body)
+
+    def delete_node(self, name: str) -> None:
+        """DELETE /node/{name}; Slurm answers "busy" (2016) until the node is DOWN."""
+        self.call("DELETE", f"{_SLURM}/node/{name}")
+
+    def submit_job(self, job: JobSubmit) -> int:
+        payload = self.call("POST", f"{_SLURM}/job/submit", body=job.body(), idempotent=False)
+        return int(payload["job_id"])
+
+    def get_job(self, job_id: int) -> Job:
+        jobs = self._items(self.call("GET", f"{_SLURM}/job/{job_id}"), "jobs", Job)
+        if not jobs:
+            raise SlurmApiError("GET", f"{_SLURM}/job/{job_id}", 200, [SlurmError(2017, "no such job")])
+        return jobs[0]
+
+    def list_jobs(self) -> list[Job]:
+        return self._items(self.call("GET", f"{_SLURM}/jobs/"), "jobs", Job)
+
+    def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
+        """DELETE /job/{id}. slurmrestd answers 200 even for an unknown job and reports the
+        failure per job under `status[]`, so that list is checked too."""
+        path = f"{_SLURM}/job/{job_id}"
+        payload = self.call("DELETE", path, params={"signal": signal} if signal else None)
+        for item in payload.get("status") or []:
+            error = item.get("error") if isinstance(item, dict) else None
+            if isinstance(error, dict) and int(error.get("code") or 0):
+                raise SlurmApiError(
+                    "DELETE",
+                    path,
+                    200,
+                    [SlurmError(int(error["code"]), str(error.get("message") or error.get("string") or ""))],
+                )
+
+    def db_jobs(self, **filters: str | int) -> list[DbJob]:
+        """GET /slurmdb/jobs with sacct-style filters, e.g. `job_name="x", start_time="now-1hour"`.
+        A `state` filter needs a time window (start_time/end_time), as with sacct."""
+        params = {key: str(value) for key, value in filters.items()}
+        return self._items(self.call("GET", f"{_SLURMDB}/jobs/", params=params), "jobs", DbJob)

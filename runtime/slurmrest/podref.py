@@ -1,0 +1,55 @@
+"""The Slurm node <-> pod mapping, kept in the Slurm node's `extra` field.
+
+slurmctld saves `extra` in its state, so the mapping survives restarts of slurmctld, slurmrestd
+and of the controllers, and it tells a Slurm node sunk manages (it names a pod) from one it does
+not. `extra` holds a JSON object so other writers (and Slurm's extra_constraints, which match
+JSON keys) can share it: only the `sunk.dev/...` keys are ours; any other key is kept as is."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+POD_KEY = "sunk.dev/pod"
+UID_KEY = "sunk.dev/pod-uid"
+_TEXT_KEY = "text"  # where a non-JSON `extra` someone else wrote is kept
+
+
+@dataclass(frozen=True, order=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _decode(extra: str) -> dict[str, object]:
+    if not extra.strip():
+        return {}
+    try:
+        data = json.loads(extra)
+    except ValueError:
+        return {_TEXT_KEY: extra}
+    return data if isinstance(data, dict) else {_TEXT_KEY: extra}
+
+
+def read_pod_ref(extra: str) -> PodRef | None:
+    data = _decode(extra)
+    pod, uid = data.get(POD_KEY), data.get(UID_KEY)
+    if not isinstance(pod, str) or "/" not in pod:
+        return None
+    namespace, _, name = pod.partition("/")
+    return PodRef(namespace, name, uid if isinstance(uid, str) else "")
+
+
+def write_pod_ref(extra: str, ref: PodRef | None) -> str:
+    """`extra` with our keys set to `ref` (removed for None), other keys untouched."""
+    data = _decode(extra)
+    data.pop(POD_KEY, None)
+    data.pop(UID_KEY, None)
+    if ref is not None:
+        data[POD_KEY] = str(ref)
+        data[UID_KEY] = ref.uid
+    return json.dumps(data, sort_keys=True, separators=(",", ":")) if data else ""

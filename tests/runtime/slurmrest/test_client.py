@@ -1,0 +1,258 @@
+"""SlurmRestClient against httpx.MockTransport: replies shaped like slurmrestd 24.11's."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from sunk.runtime.slurmrest import (
+    JobSubmit,
+    JwtMinter,
+    SlurmApiError,
+    SlurmRestClient,
+    SlurmUnavailable,
+    StaticToken,
+    mint_hs256,
+)
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def slurm_error(code: int, description: str) -> dict[str, Any]:
+    return {"errors": [{"error_number": code, "error": "x", "description": description, "source": "s"}], "warnings": []}
+
+
+def make(handler: Handler, **kw: Any) -> tuple[SlurmRestClient, list[float]]:
+    sleeps: list[float] = []
+    client = SlurmRestClient(
+        "http://slurm",
+        user="slurm",
+        token=StaticToken("tok"),
+        transport=httpx.MockTransport(handler),
+        sleep=sleeps.append,
+        **kw,
+    )
+    return client, sleeps
+
+
+NODE = {
+    "name": "cpu-0",
+    "state": ["IDLE", "DRAIN"],
+    "reason": "sunk: cordoned",
+    "reason_set_by_user": "slurm",
+    "reason_changed_at": {"set": True, "infinite": False, "number": 1700000000},
+    "free_mem": {"set": True, "infinite": False, "number": 1234},
+    "cpu_load": 7,
+    "partitions": ["cpu"],
+    "cpus": 4,
+    "alloc_cpus": 0,
+}
+
+
+def test_list_nodes_parses_and_sends_auth_headers() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"nodes": [NODE], "errors": [], "warnings": []})
+
+    client, _ = make(handler)
+    (node,) = client.list_nodes(future=True)
+    assert node.name == "cpu-0"
+    assert node.drain and node.base_state == "IDLE" and node.flags == {"DRAIN"}
+    assert node.reason_changed_at == 1700000000
+    assert node.partitions == ("cpu",)
+    req = seen[0]
+    assert req.url.path == "/slurm/v0.0.42/nodes/"
+    assert req.url.params["flags"] == "FUTURE"
+    assert req.headers["X-SLURM-USER-NAME"] == "slurm"
+    assert req.headers["X-SLURM-USER-TOKEN"] == "tok"
+    assert client.requests == 1
+
+
+def test_user_error_in_http_500_is_typed_and_not_retried() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(500, json=slurm_error(2018, "Invalid node name specified"))
+
+    client, sleeps = make(handler)
+    with pytest.raises(SlurmApiError) as info:
+        client.update_node("nope", state="DRAIN", reason="x")
+    assert info.value.code == 2018
+    assert info.value.not_found
+    assert "Invalid node name" in info.value.description
+    assert len(calls) == 1 and sleeps == []
+
+
+def test_connection_errors_are_retried_with_bounded_backoff() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) < 3:
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, json={"nodes": [], "errors": []})
+
+    client, sleeps = make(handler, backoff=0.5, max_backoff=0.8)
+    assert client.list_nodes() == []
+    assert sleeps == [0.5, 0.8]
+    assert client.requests == 3
+
+
+def test_gives_up_as_unavailable_after_retries() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, text="upstream down")
+
+    client, sleeps = make(handler, retries=2, backoff=0.1)
+    with pytest.raises(SlurmUnavailable) as info:
+        client.list_nodes()
+    assert "503" in info.value.detail
+    assert sleeps == [0.1, 0.2]
+    assert client.requests == 3
+
+
+def test_unreachable_controller_behind_restd_is_transient() -> None:
+    replies = [
+        httpx.Response(500, json=slurm_error(1800, "Unable to contact slurm controller (connect failure)")),
+        httpx.Response(200, json={"pings": [{"hostname": "h", "responding": True, "pinged": "UP"}], "errors": []}),
+    ]
+    client, sleeps = make(lambda r: replies.pop(0))
+    (ping,) = client.ping()
+    assert ping.responding
+    assert len(sleeps) == 1
+
+
+def test_500_without_body_is_transient() -> None:
+    replies = [httpx.Response(500, text=""), httpx.Response(200, json={"nodes": []})]
+    client, _ = make(lambda r: replies.pop(0))
+    assert client.list_nodes() == []
+
+
+def test_submit_is_not_retried_after_the_request_may_have_arrived() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ReadTimeout("slow", request=request)
+
+    client, _ = make(handler)
+    with pytest.raises(SlurmUnavailable):
+        client.submit_job(JobSubmit(script="#!/bin/sh\ntrue\n"))
+    assert len(calls) == 1
+
+
+def test_submit_is_retried_when_it_never_connected() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, json={"job_id": 42, "errors": []})
+
+    client, _ = make(handler)
+    assert client.submit_job(JobSubmit(script="#!/bin/sh\ntrue\n", time_limit=5, partition="cpu")) == 42
+    body = json.loads(calls[1].content)
+    assert body["job"]["time_limit"] == {"set": True, "infinite": False, "number": 5}
+    assert body["job"]["partition"] == "cpu"
+    assert body["job"]["environment"]
+    assert "qos" not in body["job"]
+
+
+def test_cancel_unknown_job_reads_status_error_in_a_200() -> None:
+    reply = {
+        "status": [{"error": {"string": "Invalid job id specified", "code": 2017, "message": "x"}, "job_id": 9}],
+        "errors": [],
+    }
+    client, _ = make(lambda r: httpx.Response(200, json=reply))
+    with pytest.raises(SlurmApiError) as info:
+        client.cancel_job(9)
+    assert info.value.code == 2017 and info.value.not_found
+
+
+def test_cancel_ok() -> None:
+    reply = {"status": [{"error": {"string": "No error", "code": 0, "message": ""}, "job_id": 9}], "errors": []}
+    client, _ = make(lambda r: httpx.Response(200, json=reply))
+    client.cancel_job(9)
+
+
+def test_batch_update_sends_sorted_names() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        assert request.url.path == "/slurm/v0.0.42/nodes/"
+        return httpx.Response(200, json={"errors": [], "warnings": []})
+
+    client, _ = make(handler)
+    client.update_nodes(["b", "a", "b"], state="RESUME")
+    client.update_nodes([], state="RESUME")  # nothing to do, no request
+    assert bodies == [{"state": ["RESUME"], "name": ["a", "b"]}]
+
+
+def test_update_without_fields_is_a_bug() -> None:
+    client, _ = make(lambda r: httpx.Response(200, json={}))
+    with pytest.raises(ValueError):
+        client.update_node("a")
+
+
+def test_db_jobs_parse_nested_fields() -> None:
+    job = {
+        "job_id": 3,
+        "name": "j",
+        "comment": {"administrator": None, "job": "hello", "system": None},
+        "state": {"current": ["COMPLETED"], "reason": "None"},
+        "time": {"start": 5, "end": 6, "limit": {"set": True, "infinite": False, "number": 5}},
+        "priority": {"set": False, "infinite": False, "number": 0},
+    }
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"jobs": [job]})
+
+    client, _ = make(handler)
+    (dbjob,) = client.db_jobs(job_name="j", start_time="now-1hour")
+    assert dbjob.comment.job == "hello"
+    assert dbjob.state.current == ("COMPLETED",)
+    assert dbjob.time.limit == 5 and dbjob.priority is None
+    assert seen[0].url.path == "/slurmdb/v0.0.42/jobs/"
+    assert seen[0].url.params["job_name"] == "j"
+
+
+def _b64decode(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def test_minted_token_is_a_valid_hs256_jwt() -> None:
+    key = b"k" * 32
+    token = mint_hs256(key, "slurm", now=1000, lifespan=60)
+    header, claims, signature = token.split(".")
+    assert json.loads(_b64decode(header)) == {"alg": "HS256", "typ": "JWT"}
+    assert json.loads(_b64decode(claims)) == {"iat": 1000, "exp": 1060, "sun": "slurm"}
+    expected = hmac.new(key, f"{header}.{claims}".encode(), hashlib.sha256).digest()
+    assert _b64decode(signature) == expected
+
+
+def test_minter_renews_before_expiry() -> None:
+    now = [1000.0]
+    minter = JwtMinter(b"k" * 32, "slurm", lifespan=100, clock=lambda: now[0])
+    first = minter.token()
+    now[0] = 1070.0
+    assert minter.token() == first  # 30 s left of 100: still good
+    now[0] = 1081.0
+    assert minter.token() != first  # under a fifth left: renewed
+    assert "k" * 32 not in repr(minter)
+
+
+def test_short_key_is_refused() -> None:
+    with pytest.raises(ValueError):
+        JwtMinter(b"short", "slurm")
