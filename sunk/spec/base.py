@@ -39,7 +39,14 @@ def _matcher(pattern: str, what: str, max_len: int | None = None) -> AfterValida
 
 
 DNS_LABEL_RULE = "a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit"
-DnsLabel = Annotated[str, _matcher(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", DNS_LABEL_RULE, 63)]
+
+
+def dns_label(max_len: int = 63) -> AfterValidator:
+    """A DNS-1123 label check with a tighter length limit (names that prefix other names)."""
+    return _matcher(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", DNS_LABEL_RULE, max_len)
+
+
+DnsLabel = Annotated[str, dns_label()]
 """Kubernetes object name (RFC 1123 label)."""
 
 DnsSubdomain = Annotated[
@@ -65,6 +72,16 @@ Quantity = Annotated[
     ),
 ]
 
+
+def _nonzero(value: str) -> str:
+    if float(value.rstrip("kmMGTPEi")) == 0:  # the Quantity pattern already matched: digits, then a suffix
+        raise ValueError(f"{value!r} is zero; a size must be positive, such as 10Gi")
+    return value
+
+
+PositiveQuantity = Annotated[Quantity, AfterValidator(_nonzero)]
+"""A Kubernetes quantity greater than zero (storage sizes)."""
+
 SlurmTime = Annotated[
     str,
     _matcher(
@@ -73,6 +90,25 @@ SlurmTime = Annotated[
         "a Slurm time: UNLIMITED, minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
     ),
 ]
+
+
+def slurm_seconds(value: str) -> float:
+    """A SlurmTime in seconds (infinity for UNLIMITED), to compare limits such as DefaultTime <= MaxTime."""
+    if value in {"UNLIMITED", "INFINITE"}:
+        return float("inf")
+    days, _, rest = value.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:  # D-HH[:MM[:SS]]
+        parts += [0] * (3 - len(parts))
+        h, m, s = parts
+    elif len(parts) == 1:  # minutes
+        h, m, s = 0, parts[0], 0
+    elif len(parts) == 2:  # MM:SS
+        h, m, s = 0, *parts
+    else:
+        h, m, s = parts
+    return float(int(days or 0) * 86400 + h * 3600 + m * 60 + s)
+
 
 ConfLine = Annotated[
     str,

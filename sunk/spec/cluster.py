@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from sunk.spec.base import DnsLabel, Model
+from sunk.spec.base import DnsLabel, Model, dns_label
 from sunk.spec.nodeset import NodeSetSpec, _unique
 from sunk.spec.scheduling import (
     CgroupSpec,
@@ -36,7 +36,7 @@ BUILTIN_QOS = "normal"
 class ClusterSpec(Model):
     """A whole Slurm cluster in one Kubernetes namespace."""
 
-    name: Annotated[DnsLabel, Field(max_length=30)]
+    name: Annotated[str, dns_label(30)]
     """Slurm ClusterName and the prefix of every object. At most 30 characters. Required."""
     tenant: DnsLabel
     """Who the cluster belongs to; a label on every object. Required."""
@@ -47,24 +47,37 @@ class ClusterSpec(Model):
     slurm_version: str = SLURM_VERSION
     """The Slurm release the images ship. Default and only supported value: 24.11."""
     images: Images = Images()
+    """Container image per role. Default: ghcr.io/sunk-dev/<role>:24.11.5."""
     controller: ControllerSpec = ControllerSpec()
+    """slurmctld. Default: 10Gi state storage, no extra lines."""
     accounting: AccountingSpec = AccountingSpec()
+    """slurmdbd. Default: enabled, in-cluster MariaDB."""
     restapi: RestApiSpec = RestApiSpec()
+    """slurmrestd. Default: enabled, 1 replica."""
     login: LoginSpec = LoginSpec()
+    """SSH login pods. Default: 1 replica behind a LoadBalancer."""
     auth: AuthSpec = AuthSpec()
+    """Default: auth/munge with generated munge and JWT keys, no LDAP."""
     nodesets: Annotated[list[NodeSetSpec], Field(min_length=1)]
-    """At least one. Required."""
+    """Groups of identical compute nodes; at least one. Required."""
     partitions: Annotated[list[PartitionSpec], Field(min_length=1)]
-    """At least one. Required."""
+    """Slurm partitions over the nodesets; at least one. Required."""
     qos: list[QosSpec] = []
     """QOS created in accounting; `normal` always exists. Default: none."""
     scheduling: SchedulingSpec = SchedulingSpec()
+    """Default: preempt/qos with requeue, priority/multifactor."""
     topology: TopologySpec = TopologySpec()
+    """Default: plugin none."""
     cgroup: CgroupSpec = CgroupSpec()
+    """Default: cgroup/v2 constraining cores, devices and RAM."""
     scripts: ScriptsSpec = ScriptsSpec()
+    """Prolog, epilog and job_submit.lua. Default: none."""
     pyxis: PyxisSpec = PyxisSpec()
+    """Default: disabled."""
     shared_volumes: list[SharedVolumeSpec] = []
+    """Volumes mounted on several roles (home, datasets). Default: none."""
     extra_config: ExtraConfig = ExtraConfig()
+    """Lines appended to cgroup.conf, gres.conf, topology.conf, plugstack.conf. Default: none."""
     labels: dict[str, str] = {}
     """Extra labels on every object. Default: none."""
 
@@ -120,7 +133,17 @@ class ClusterSpec(Model):
                 errors.append(f"partitions[{i}].preemptMode: needs scheduling.preemptType partition_prio")
         for i, n in enumerate(self.nodesets):
             if n.name not in used:
-                errors.append(f"nodesets[{i}]: {n.name!r} is in no partition, so its nodes could never run a job")
+                errors.append(
+                    f"nodesets[{i}]: {n.name!r} is in no partition, so its nodes could never run a job; "
+                    "add it to a partition's nodesets"
+                )
+            # Pods (and their Slurm node names) are <cluster>-<nodeset>-<ordinal>: a DNS label.
+            longest = f"{self.name}-{n.name}-{max(n.node_bound - 1, 0)}"
+            if len(longest) > 63:
+                errors.append(
+                    f"nodesets[{i}].name: pod names such as {longest!r} would be {len(longest)} characters; "
+                    "at most 63 allowed: shorten the cluster or nodeset name"
+                )
         for i, entry in enumerate(self.qos):
             for j, target in enumerate(entry.preempt):
                 if target not in qos:

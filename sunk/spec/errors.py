@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sunk.spec.cluster import ClusterSpec
 
@@ -39,16 +41,61 @@ def _join(base: str, rel: str) -> str:
     return f"{base}{rel}" if rel.startswith("[") else f"{base}.{rel}"
 
 
+def _model_in(tp: Any) -> type[BaseModel] | None:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    for arg in typing.get_args(tp):  # Annotated, Optional, unions
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model that holds the field at `loc` (pydantic locations use the camelCase aliases)."""
+    tp: Any = ClusterSpec
+    for part in loc:
+        model = _model_in(tp)
+        if isinstance(part, str) and model is not None:
+            fields = {f.alias or n: f for n, f in model.model_fields.items()}
+            if part not in fields:
+                return None
+            tp = fields[part].annotation
+        else:  # a list index or a dict key: step into the item type
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            while len(args) == 1 and typing.get_args(args[0]):  # unwrap Annotated / Optional
+                args = [a for a in typing.get_args(args[0]) if a is not type(None)]
+            tp = args[-1] if args else None
+    return _model_in(tp)
+
+
+def _unknown(loc: tuple[int | str, ...]) -> str:
+    model = _model_at(loc[:-1])
+    if model is None:
+        return "unknown field (check spelling; fields are camelCase)"
+    known = sorted(f.alias or n for n, f in model.model_fields.items())
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"unknown field; {hint}known: {', '.join(known)}"
+
+
+def _missing(loc: tuple[int | str, ...]) -> str:
+    model = _model_at(loc[:-1])
+    fields = {f.alias or n: f for n, f in model.model_fields.items()} if model else {}
+    doc = fields[loc[-1]].description if loc[-1] in fields else None
+    return f"required field is missing ({doc.splitlines()[0]})" if doc else "required field is missing"
+
+
 def format_errors(err: ValidationError) -> list[str]:
     problems: list[str] = []
     for e in err.errors(include_url=False):
         base = _path(tuple(e["loc"]))
         msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
         if e["type"] == "extra_forbidden":
-            problems.append(f"{base}: unknown field (check spelling; fields are camelCase)")
+            problems.append(f"{base}: {_unknown(tuple(e['loc']))}")
             continue
         if e["type"] == "missing":
-            problems.append(f"{base}: required field is missing")
+            problems.append(f"{base}: {_missing(tuple(e['loc']))}")
             continue
         for line in msg.split("\n"):
             m = _REL.match(line)

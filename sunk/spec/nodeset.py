@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from sunk.spec.base import (
     AbsPath,
@@ -16,6 +17,8 @@ from sunk.spec.base import (
     Quantity,
     Resources,
     SlurmName,
+    _matcher,
+    dns_label,
     resources,
 )
 
@@ -44,13 +47,17 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 class GpuSpec(Model):
     """GPUs per node, exposed to Slurm as GRES `gpu:<type>:<count>` (https://slurm.schedmd.com/gres.html)."""
 
-    type: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_]*$", max_length=32)]
+    type: Annotated[str, _matcher(r"[a-z0-9][a-z0-9_]*", "a lowercase GRES type such as h100 or a100_80g", 32)]
     """GRES type, e.g. h100. Required."""
     count: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)]
     """GPUs per node (1-16). Required."""
-    resource_name: Annotated[str, Field(pattern=r"^[a-z0-9.-]+/[a-z0-9.-]+$")] = "nvidia.com/gpu"
+    resource_name: Annotated[
+        str, _matcher(r"[a-z0-9.-]+/[a-z0-9.-]+", "an extended resource name such as nvidia.com/gpu")
+    ] = "nvidia.com/gpu"
     """Kubernetes extended resource requested by each slurmd pod. Default: nvidia.com/gpu."""
-    device_pattern: Annotated[str, Field(pattern=r"^/dev/[A-Za-z0-9_-]+$")] = "/dev/nvidia"
+    device_pattern: Annotated[str, _matcher(r"/dev/[A-Za-z0-9_-]+", "a device prefix such as /dev/nvidia")] = (
+        "/dev/nvidia"
+    )
     """Device file prefix; gres.conf gets File=<prefix>[0-N]. Default: /dev/nvidia."""
 
 
@@ -58,10 +65,15 @@ class Toleration(Model):
     """https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"""
 
     key: str | None = None
+    """Taint key. Default: none (with operator Exists: every taint)."""
     operator: Literal["Exists", "Equal"] = "Equal"
+    """Default: Equal."""
     value: str | None = None
+    """Taint value for operator Equal. Default: none."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    """Default: none (every effect)."""
+    toleration_seconds: Annotated[int, Field(ge=0)] | None = None
+    """How long a NoExecute taint is tolerated. Default: forever."""
 
     @model_validator(mode="after")
     def _exists_has_no_value(self) -> Toleration:
@@ -74,8 +86,11 @@ class VolumeSpec(Model):
     """An extra volume in each slurmd pod; exactly one source."""
 
     name: DnsLabel
+    """Volume name in the pod. Required."""
     mount_path: AbsPath
+    """Where slurmd and jobs see it. Required."""
     read_only: bool = False
+    """Default: false."""
     host_path: AbsPath | None = None
     """hostPath source. Default: none."""
     claim_name: DnsLabel | None = None
@@ -106,26 +121,42 @@ class VolumeSpec(Model):
 
 
 class EnvVar(Model):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    """An environment variable of a sidecar."""
+
+    name: Annotated[str, _matcher(r"[A-Za-z_][A-Za-z0-9_]*", "a letter or '_', then letters, digits, '_'")]
+    """Required."""
     value: str = ""
+    """Default: empty."""
 
 
 class Sidecar(Model):
     """An extra container in each slurmd pod."""
 
     name: DnsLabel
+    """Container name; not slurmd, munge or init. Required."""
     image: Image
+    """Required."""
     command: list[str] = []
+    """Entrypoint override. Default: the image's."""
     args: list[str] = []
+    """Default: the image's."""
     env: list[EnvVar] = []
+    """Default: none."""
     resources: Resources = resources("50m", "64Mi", "256Mi")
     """Default: requests 50m/64Mi, limit 256Mi memory."""
+
+
+def _max_unavailable(value: int | str) -> int | str:
+    ok = value >= 1 if isinstance(value, int) else re.fullmatch(r"(100|[1-9][0-9]?)%", value) is not None
+    if not ok:
+        raise ValueError(f"{value!r} is not valid: a count of at least 1 or a percentage from 1% to 100%")
+    return value
 
 
 class UpdateStrategy(Model):
     """How the operator replaces pods when the template changes."""
 
-    max_unavailable: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^(100|[1-9][0-9]?)%$")] = 1
+    max_unavailable: Annotated[int | str, AfterValidator(_max_unavailable)] = 1
     """Pods drained and replaced at once: a count or a percentage. Default: 1."""
     force: bool = False
     """Replace pods without waiting for their jobs to finish. Default: false."""
@@ -137,7 +168,7 @@ RESERVED_CONTAINERS = frozenset({"slurmd", "munge", "init"})
 class NodeSetSpec(Model):
     """A group of identical Slurm compute nodes, one slurmd pod each (https://slurm.schedmd.com/slurm.conf.html#SECTION_NODE-CONFIGURATION)."""
 
-    name: Annotated[DnsLabel, Field(max_length=40)]
+    name: Annotated[str, dns_label(40)]
     """NodeSet name; also its Slurm feature and the prefix of its pods. Required."""
     mode: Literal["replicas", "all-matching-nodes"] = "replicas"
     """`replicas`: a fixed number of pods with stable ordinals (like a StatefulSet);
@@ -171,7 +202,9 @@ class NodeSetSpec(Model):
     weight: Annotated[int, Field(ge=1, le=65533)] = 1
     """Slurm node Weight: lower is scheduled first. Default: 1."""
     volumes: list[VolumeSpec] = []
+    """Extra volumes in each slurmd pod. Default: none."""
     sidecars: list[Sidecar] = []
+    """Extra containers in each slurmd pod. Default: none."""
     s6_scripts: dict[DnsLabel, str] = {}
     """Extra s6 services (name -> run script) started beside slurmd. Default: none."""
     image: Image | None = None

@@ -12,9 +12,11 @@ from sunk.spec.base import (
     DnsLabel,
     FileName,
     Model,
-    Quantity,
+    PositiveQuantity,
     SlurmName,
     SlurmTime,
+    _matcher,
+    slurm_seconds,
 )
 
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
@@ -24,7 +26,7 @@ class PartitionSpec(Model):
     """A Slurm partition (https://slurm.schedmd.com/slurm.conf.html#SECTION_PARTITION-CONFIGURATION)."""
 
     name: SlurmName
-    """Required."""
+    """PartitionName; not `default` (Slurm reserves it). Required."""
     nodesets: Annotated[list[DnsLabel], Field(min_length=1)]
     """NodeSets whose nodes form this partition. Required."""
     default: bool = False
@@ -41,14 +43,29 @@ class PartitionSpec(Model):
     """AllowAccounts. Default: all."""
     allow_qos: list[SlurmName] = []
     """AllowQos; each must be a QOS of the spec (or `normal`). Default: all."""
-    extra: list[Annotated[str, Field(pattern=r"^[A-Za-z]+=[^\s]+$")]] = []
+    extra: list[
+        Annotated[str, _matcher(r"[A-Za-z]+=[^\s]+", "one `Key=Value` word without spaces, such as OverSubscribe=NO")]
+    ] = []
     """Extra `Key=Value` words on the PartitionName line. Default: none."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> PartitionSpec:
+        errors: list[str] = []
+        if self.name == "default":
+            errors.append("name: 'default' is reserved by Slurm (PartitionName=DEFAULT sets defaults); choose another")
+        if self.default_time is not None and slurm_seconds(self.default_time) > slurm_seconds(self.max_time):
+            errors.append(f"defaultTime: {self.default_time} exceeds maxTime {self.max_time}; use at most maxTime")
+        errors += _repeats("nodesets", self.nodesets)
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
 
 
 class QosSpec(Model):
     """A QOS, created with sacctmgr (https://slurm.schedmd.com/qos.html)."""
 
     name: SlurmName
+    """Required."""
     priority: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
     """Default: 0."""
     preempt: list[SlurmName] = []
@@ -65,10 +82,15 @@ class PriorityWeights(Model):
     """priority/multifactor weights (https://slurm.schedmd.com/priority_multifactor.html)."""
 
     age: Annotated[int, Field(ge=0)] = 1000
+    """PriorityWeightAge. Default: 1000."""
     fairshare: Annotated[int, Field(ge=0)] = 10000
+    """PriorityWeightFairshare. Default: 10000."""
     job_size: Annotated[int, Field(ge=0)] = 0
+    """PriorityWeightJobSize. Default: 0."""
     partition: Annotated[int, Field(ge=0)] = 1000
+    """PriorityWeightPartition. Default: 1000."""
     qos: Annotated[int, Field(ge=0)] = 10000
+    """PriorityWeightQOS. Default: 10000."""
 
 
 class SchedulingSpec(Model):
@@ -81,9 +103,12 @@ class SchedulingSpec(Model):
     preempt_exempt_time: SlurmTime | None = None
     """PreemptExemptTime: minimum run time before a job can be preempted. Default: none."""
     priority_type: Literal["basic", "multifactor"] = "multifactor"
-    """Default: multifactor."""
+    """PriorityType: priority/basic or priority/multifactor. Default: multifactor."""
     priority_weights: PriorityWeights = PriorityWeights()
-    scheduler_parameters: list[Annotated[str, Field(pattern=r"^[a-z_]+(=[^\s,]+)?$")]] = ["batch_sched_delay=0"]
+    """Default: age 1000, fairshare 10000, jobSize 0, partition 1000, qos 10000."""
+    scheduler_parameters: list[
+        Annotated[str, _matcher(r"[a-z_]+(=[^\s,]+)?", "one `name` or `name=value` without spaces or commas")]
+    ] = ["batch_sched_delay=0"]
     """SchedulerParameters. Default: batch_sched_delay=0 (placeholder jobs start without a 3 s wait)."""
 
     @model_validator(mode="after")
@@ -100,7 +125,14 @@ class TopologySpec(Model):
 
     plugin: Literal["none", "tree", "block"] = "none"
     """topology/tree (switch hierarchy) or topology/block (NVLink-style blocks). Default: none."""
-    label_keys: list[Annotated[str, Field(pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9][A-Za-z0-9_.-]*$")]] = []
+    label_keys: list[
+        Annotated[
+            str,
+            _matcher(
+                r"([a-z0-9.-]+/)?[A-Za-z0-9][A-Za-z0-9_.-]*", "a Node label key such as topology.example.com/leaf"
+            ),
+        ]
+    ] = []
     """Node label keys from the top of the fabric down (tree), or the one block key (block). Default: none."""
     block_sizes: list[Annotated[int, Field(ge=1)]] = []
     """BlockSizes for topology/block. Default: Slurm's."""
@@ -121,6 +153,8 @@ class TopologySpec(Model):
             raise ValueError("blockSizes: only used with plugin block")
         if len(set(self.label_keys)) != len(self.label_keys):
             raise ValueError("labelKeys: keys repeat")
+        if any(a >= b for a, b in zip(self.block_sizes, self.block_sizes[1:], strict=False)):
+            raise ValueError(f"blockSizes: {self.block_sizes} must increase, smallest (the base block) first")
         return self
 
 
@@ -130,10 +164,13 @@ class CgroupSpec(Model):
     plugin: Literal["cgroup/v2", "cgroup/v1", "autodetect", "disabled"] = "cgroup/v2"
     """CgroupPlugin. Default: cgroup/v2."""
     constrain_cores: bool = True
+    """ConstrainCores. Default: true."""
     constrain_devices: bool = True
-    """Needed so jobs see only their GPUs. Default: true."""
+    """ConstrainDevices: needed so jobs see only their GPUs. Default: true."""
     constrain_ram_space: bool = True
+    """ConstrainRAMSpace. Default: true."""
     constrain_swap_space: bool = False
+    """ConstrainSwapSpace. Default: false."""
     allowed_ram_space: Annotated[float, Field(gt=0, le=100)] = 100
     """Percent of the allocation a job may use. Default: 100."""
     ignore_systemd: bool = True
@@ -174,24 +211,43 @@ class PyxisSpec(Model):
 
     enabled: bool = False
     """Default: false."""
-    args: list[Annotated[str, Field(pattern=r"^[a-z_]+=[^\s]+$")]] = ["runtime_path=/run/pyxis"]
+    args: list[
+        Annotated[str, _matcher(r"[a-z_]+=[^\s]+", "one `name=value` argument such as runtime_path=/run/pyxis")]
+    ] = ["runtime_path=/run/pyxis"]
     """Plugin arguments in plugstack.conf. Default: runtime_path=/run/pyxis."""
 
 
 Role = Literal["login", "compute", "controller"]
 
 
+def _repeats(field: str, values: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for i, v in enumerate(values):
+        if v in seen:
+            out.append(f"{field}[{i}]: {v!r} is listed twice")
+        seen.add(v)
+    return out
+
+
 class NewClaim(Model):
-    size: Quantity
+    """A PersistentVolumeClaim created by sunk (https://kubernetes.io/docs/concepts/storage/persistent-volumes/)."""
+
+    size: PositiveQuantity
+    """Requested storage, e.g. 2Ti. Required."""
     storage_class: str | None = None
+    """StorageClass. Default: the cluster's default class."""
     access_mode: Literal["ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany"] = "ReadWriteMany"
+    """Default: ReadWriteMany (login and compute pods share it)."""
 
 
 class SharedVolumeSpec(Model):
     """A volume mounted at the same path on the roles that need it (home, datasets)."""
 
     name: DnsLabel
+    """Volume name. Required."""
     mount_path: AbsPath
+    """Same path on every role. Required."""
     existing_claim: DnsLabel | None = None
     """An existing PVC. Default: none."""
     create: NewClaim | None = None
@@ -199,6 +255,7 @@ class SharedVolumeSpec(Model):
     mount_on: Annotated[list[Role], Field(min_length=1)] = ["login", "compute"]
     """Default: login and compute."""
     read_only: bool = False
+    """Default: false."""
 
     @model_validator(mode="after")
     def _one_source(self) -> SharedVolumeSpec:
@@ -213,9 +270,21 @@ class ExtraConfig(Model):
     """Escape hatch: lines appended verbatim to files that have no section of their own."""
 
     cgroup_conf: list[ConfLine] = []
+    """Lines appended to cgroup.conf. Default: none."""
     gres_conf: list[ConfLine] = []
+    """Lines appended to every gres.conf. Default: none."""
     topology_conf: list[ConfLine] = []
-    plugstack_conf: list[Annotated[str, Field(pattern=r"^(#.*|(required|optional|include) [^\n]+)$")]] = []
+    """Lines appended to topology.conf. Default: none."""
+    plugstack_conf: list[
+        Annotated[
+            str,
+            _matcher(
+                r"#[^\n]*|(required|optional|include) [^\n]+",
+                "`required|optional <plugin.so> [args]`, `include <glob>` or a `#` comment, one line",
+            ),
+        ]
+    ] = []
+    """Lines appended to plugstack.conf. Default: none."""
 
 
 __all__ = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -13,9 +13,10 @@ from sunk.spec.base import (
     DnsLabel,
     Image,
     Model,
-    Quantity,
+    PositiveQuantity,
     Resources,
     SecretRef,
+    _matcher,
     resources,
 )
 
@@ -52,7 +53,7 @@ class Images(Model):
 class StateStorage(Model):
     """PersistentVolumeClaim for StateSaveLocation (https://slurm.schedmd.com/slurm.conf.html#OPT_StateSaveLocation)."""
 
-    size: Quantity = "10Gi"
+    size: PositiveQuantity = "10Gi"
     """Default: 10Gi."""
     storage_class: str | None = None
     """StorageClass. Default: the cluster's default class."""
@@ -72,7 +73,7 @@ class ControllerSpec(Model):
 class MariaDbSpec(Model):
     """In-cluster MariaDB for slurmdbd."""
 
-    storage_size: Quantity = "20Gi"
+    storage_size: PositiveQuantity = "20Gi"
     """Default: 20Gi."""
     storage_class: str | None = None
     """Default: the cluster's default class."""
@@ -83,13 +84,13 @@ class MariaDbSpec(Model):
 class ExternalDbSpec(Model):
     """An existing MySQL/MariaDB server (https://slurm.schedmd.com/slurmdbd.conf.html#OPT_StorageHost)."""
 
-    host: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.-]+$")]
+    host: Annotated[str, _matcher(r"[A-Za-z0-9.-]+", "a host name or IP address such as db.example.com", 253)]
     """Host name or address. Required."""
     port: Annotated[int, Field(ge=1, le=65535)] = 3306
     """Default: 3306."""
-    database: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")] = "slurm_acct_db"
+    database: Annotated[str, _matcher(r"[A-Za-z0-9_]+", "a database name: letters, digits, '_'", 64)] = "slurm_acct_db"
     """StorageLoc. Default: slurm_acct_db."""
-    user: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,80}$")] = "slurm"
+    user: Annotated[str, _matcher(r"[A-Za-z0-9_.-]+", "a database user: letters, digits, '_', '.', '-'", 80)] = "slurm"
     """StorageUser. Default: slurm."""
     password_secret: SecretRef
     """Secret holding the password; read by slurmdbd at start, never rendered. Required."""
@@ -111,6 +112,8 @@ class AccountingSpec(Model):
 
     @model_validator(mode="after")
     def _no_password_line(self) -> AccountingSpec:
+        if not self.enabled and self.external is not None:
+            raise ValueError("external: only used when accounting is enabled; drop it or set enabled: true")
         bad = [i for i, line in enumerate(self.extra_slurmdbd_conf) if line.lower().startswith("storagepass")]
         if bad:
             raise ValueError(
@@ -176,16 +179,27 @@ class KeySource(Model):
     """A key generated at deploy time or taken from an existing Secret."""
 
     generate: bool = True
-    """Generate a random key (pulumi-random, kept secret in state). Default: true."""
+    """Generate a random key (pulumi-random, kept secret in state). Default: true, or false when existingSecret is given."""
     existing_secret: SecretRef | None = None
     """Use this Secret key instead. Default: none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secret_means_no_generate(cls, data: Any) -> Any:
+        # `existingSecret` alone is unambiguous; only an explicit `generate: true` beside it is a conflict.
+        given = isinstance(data, dict) and data.get("existingSecret", data.get("existing_secret")) is not None
+        if given and "generate" not in data:
+            return {**data, "generate": False}
+        return data
 
     @model_validator(mode="after")
     def _one_source(self) -> KeySource:
         if self.existing_secret is not None and self.generate:
-            raise ValueError("generate: set generate: false when existingSecret is given (one source only)")
+            raise ValueError(
+                "generate: true conflicts with existingSecret; give one source (drop generate or existingSecret)"
+            )
         if self.existing_secret is None and not self.generate:
-            raise ValueError("existingSecret: required when generate is false")
+            raise ValueError("existingSecret: required when generate is false (or set generate: true)")
         return self
 
 
@@ -218,9 +232,9 @@ class LdapSpec(Model):
     base_dn: Annotated[str, AfterValidator(_dn)]
     """Search base. Required."""
     bind_dn: Annotated[str, AfterValidator(_dn)] | None = None
-    """Bind identity. Default: anonymous bind."""
+    """Bind identity. Default: none (anonymous bind); needs bindPasswordSecret."""
     bind_password_secret: SecretRef | None = None
-    """Secret holding the bind password. Required with bindDn."""
+    """Secret holding the bind password. Default: none; required when bindDn is set."""
     ca_secret: SecretRef | None = None
     """Secret holding the CA certificate (PEM). Default: system CAs."""
     user_filter: Annotated[str, AfterValidator(_filter)] = "(objectClass=posixAccount)"
