@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sunk.spec.base import DnsLabel, Model
+from sunk.spec.base import ConfLine, DnsLabel, Model
 from sunk.spec.nodeset import NodeSetSpec
-from sunk.spec.scheduling import SharedVolumeSpec
+from sunk.spec.scheduling import SharedVolumeSpec, TopologySpec
 
 GROUP = "slurm.sunk.dev"
 VERSION = "v1alpha1"
@@ -38,6 +38,11 @@ class NodeSetResourceSpec(NodeSetSpec):
     """Hash of everything rendered into the pods; a change rolls them (maxUnavailable at a time)."""
     shared_volumes: list[SharedVolumeSpec] = []
     """The cluster's shared volumes that mount on compute."""
+    topology: TopologySpec = TopologySpec()
+    """The cluster's topology (the same on every NodeSet of a cluster). The operator renders
+    topology.conf from it and the labels of the Nodes its pods run on. Default: none."""
+    topology_extra: list[ConfLine] = []
+    """The cluster's extraConfig.topologyConf lines, appended to that topology.conf. Default: none."""
 
 
 class NodeSetStatus(Model):

@@ -21,6 +21,9 @@ SLURMRESTD_API = "v0.0.42"
 """The slurmrestd OpenAPI version our client speaks (Slurm 24.11 serves v0.0.40-v0.0.42)."""
 OWNED_REASON_PREFIX = "sunk:"
 """Drain reasons that sunk's controllers set start with this; others are never undone."""
+OPERATOR_REASON_PREFIX = f"{OWNED_REASON_PREFIX}operator"
+"""Drains the NodeSet operator sets (scale-in, rolling update) start with this. Only the operator
+resumes them; the syncer must neither resume nor reword them (they have no Kubernetes cause)."""
 
 
 def controller(spec: ClusterSpec) -> str:
@@ -59,6 +62,13 @@ def nodeset(spec: ClusterSpec, name: str) -> str:
 def slurm_node_name(nodeset: str, ordinal: int) -> str:
     """Slurm node (and pod hostname) of ordinal `ordinal` in a replicas-mode NodeSet."""
     return f"{nodeset}-{ordinal}"
+
+
+def topology_config_map(cluster_name: str) -> str:
+    """ConfigMap (key `topology.conf`) the NodeSet operator keeps in step with the Node labels.
+    slurmctld mounts it beside the config ConfigMap in a projected volume (not subPath: subPath
+    mounts never see updates)."""
+    return f"{cluster_name}-topology"
 
 
 def config_key(path: str) -> str:
