@@ -34,6 +34,11 @@ class NodeSetResourceSpec(NodeSetSpec):
     """Secret holding the munge key (key `munge.key`) or slurm.key (key `slurm.key`)."""
     jwt_secret: DnsLabel
     """Secret holding the slurmrestd JWT key (key `jwt_hs256.key`)."""
+    auth_secret_key: str | None = None
+    """Key inside auth_secret, for an existing Secret that names it differently.
+    Default: `munge.key` or `slurm.key` by auth_type."""
+    jwt_secret_key: str | None = None
+    """Key inside jwt_secret. Default: `jwt_hs256.key`."""
     config_hash: str = ""
     """Hash of everything rendered into the pods; a change rolls them (maxUnavailable at a time)."""
     shared_volumes: list[SharedVolumeSpec] = []
