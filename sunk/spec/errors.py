@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from sunk.spec.cluster import ClusterSpec
 
-_REL = re.compile(r"^([A-Za-z][\w.\[\]]*): (.*)$", re.S)
+_REL = re.compile(r"^([A-Za-z][\w.\[\]-]*): (.*)$", re.S)
 
 
 class SpecError(ValueError):
@@ -28,8 +28,8 @@ def _path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part.startswith("function-after[") or part in {"str", "int", "float", "bool"}:
-            continue  # pydantic's names for validators and union members, not the user's fields
+        elif part.startswith("function-after[") or part in {"str", "int", "float", "bool", "[key]"}:
+            continue  # pydantic's names for validators, union members and dict keys, not the user's fields
         else:
             out += ("." if out else "") + part
     return out

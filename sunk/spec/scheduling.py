@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -153,7 +154,7 @@ class TopologySpec(Model):
             raise ValueError("blockSizes: only used with plugin block")
         if len(set(self.label_keys)) != len(self.label_keys):
             raise ValueError("labelKeys: keys repeat")
-        if any(a >= b for a, b in zip(self.block_sizes, self.block_sizes[1:], strict=False)):
+        if any(a >= b for a, b in itertools.pairwise(self.block_sizes)):
             raise ValueError(f"blockSizes: {self.block_sizes} must increase, smallest (the base block) first")
         return self
 

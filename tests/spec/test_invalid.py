@@ -1,0 +1,303 @@
+"""Bad input is rejected before anything renders, naming the field path and what would be valid.
+
+Each case starts from a small valid spec, changes it, and expects exactly one problem: the field
+path (exact) and a fragment of the message that tells the user what would be valid."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from sunk.spec import SpecError, load_spec
+
+BASE: dict[str, Any] = {
+    "name": "research",
+    "tenant": "acme",
+    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
+    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+}
+GPU = {"name": "gpu", "instanceType": "H100x8", "cpus": 64, "memoryMib": 500_000, "gpus": {"type": "h100", "count": 8}}
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq5v9mZ2wG2i3d0cFh3pQkU4sXJm0vYQn8x1bL2cD3e ops@acme"
+LDAP = {"uris": ["ldaps://ldap.acme.example:636"], "baseDn": "dc=acme,dc=example"}
+SECRET = {"name": "db", "key": "password"}
+LUA = "function slurm_job_submit(j, p, u)\n  return slurm.SUCCESS\nend\n"
+DELETE = object()
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def patched(changes: dict[str, Any]) -> dict[str, Any]:
+    """BASE with `changes` applied: keys are paths like `nodesets[0].cpus`; an index one past the
+    end appends; DELETE removes the key."""
+    data = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        steps: list[str | int] = [int(i) if i else k for k, i in _STEP.findall(path)]
+        node: Any = data
+        for step, nxt in itertools.pairwise(steps):
+            if isinstance(step, int) and step == len(node):
+                node.append({})
+            elif isinstance(step, str) and step not in node:
+                node[step] = [] if isinstance(nxt, int) else {}
+            node = node[step]
+        last = steps[-1]
+        if value is DELETE:
+            del node[last]
+        elif isinstance(last, int) and last == len(node):
+            node.append(copy.deepcopy(value))
+        else:
+            node[last] = copy.deepcopy(value)
+    return data
+
+
+@dataclass(frozen=True)
+class Bad:
+    id: str
+    changes: dict[str, Any]
+    path: str
+    valid: str
+    """A fragment of the message that says what would be valid."""
+
+
+# fmt: off
+CASES = [
+    # ----- the cluster and its names
+    Bad("unknown-top-level-field", {"colour": "red"}, "colour", "known: accounting, auth, cgroup"),
+    Bad("misspelt-nested-field", {"nodesets[0].gpu": {}}, "nodesets[0].gpu", "did you mean gpus?"),
+    Bad("misspelt-partition-field", {"partitions[0].maxtime": "1:00:00"}, "partitions[0].maxtime", "did you mean maxTime?"),
+    Bad("cluster-name-not-dns", {"name": "Research_1"}, "name", "DNS-1123 label: lowercase letters, digits and '-'"),
+    Bad("cluster-name-too-long", {"name": "r" * 31}, "name", "at most 30 allowed"),
+    Bad("tenant-not-dns", {"tenant": "ACME"}, "tenant", "DNS-1123 label"),
+    Bad("namespace-not-dns", {"namespace": "acme.research"}, "namespace", "DNS-1123 label"),
+    Bad("derived-namespace-too-long", {"tenant": "t" * 40, "name": "n" * 30}, "namespace", "longer than 63 characters; set namespace"),
+    Bad("unsupported-slurm-version", {"slurmVersion": "23.02"}, "slurmVersion", "supported: 24.11"),
+    Bad("no-nodesets", {"nodesets": []}, "nodesets", "at least 1 item"),
+    Bad("partitions-missing", {"partitions": DELETE}, "partitions", "required field is missing (Slurm partitions"),
+    Bad("labels-not-strings", {"labels": {"team": ["a"]}}, "labels.team", "valid string"),
+    # ----- cross-references and uniqueness (ClusterSpec rules)
+    Bad("duplicate-nodeset", {"nodesets[1]": {"name": "cpu", "cpus": 2, "memoryMib": 1024}}, "nodesets[1].name", "'cpu' repeats nodesets[0]"),
+    Bad("duplicate-partition", {"partitions[1]": {"name": "batch", "nodesets": ["cpu"]}}, "partitions[1].name", "repeats partitions[0]"),
+    Bad("duplicate-qos", {"qos": [{"name": "low"}, {"name": "low"}]}, "qos[1].name", "'low' repeats qos[0]"),
+    Bad("partition-unknown-nodeset", {"partitions[0].nodesets[1]": "gpu"}, "partitions[0].nodesets[1]", "'gpu' is not a nodeset; known: cpu"),
+    Bad("two-default-partitions", {"partitions[1]": {"name": "debug", "nodesets": ["cpu"], "default": True}}, "partitions[1].default", "partitions[0] is already the default; only one may be"),
+    Bad("allow-unknown-qos", {"partitions[0].allowQos": ["gold"]}, "partitions[0].allowQos[0]", "'gold' is not a QOS; known: normal"),
+    Bad("partition-preempt-mode-needs-tiers", {"partitions[0].preemptMode": "cancel"}, "partitions[0].preemptMode", "needs scheduling.preemptType partition_prio"),
+    Bad("nodeset-in-no-partition", {"nodesets[1]": {"name": "spare", "cpus": 2, "memoryMib": 1024}}, "nodesets[1]", "add it to a partition's nodesets"),
+    Bad("qos-preempts-unknown", {"qos": [{"name": "high", "preempt": ["low"]}]}, "qos[0].preempt[0]", "'low' is not a QOS; known: high, normal"),
+    Bad("qos-preempts-itself", {"qos": [{"name": "high", "preempt": ["high"]}]}, "qos[0].preempt[0]", "a QOS cannot preempt itself"),
+    Bad("qos-preempt-needs-preempt-qos", {"qos": [{"name": "low"}, {"name": "high", "preempt": ["low"]}], "scheduling": {"preemptType": "none"}}, "qos[1].preempt", "needs scheduling.preemptType qos"),
+    Bad("partition-prio-needs-tiers", {"scheduling.preemptType": "partition_prio"}, "scheduling.preemptType", "needs partitions with different priorityTier values"),
+    Bad("login-volume-without-login", {"login.enabled": False, "sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "home"}]}, "sharedVolumes[0].mountOn", "login.enabled is false"),
+    Bad("qos-without-accounting", {"accounting.enabled": False, "scheduling.preemptType": "none", "qos": [{"name": "low"}]}, "qos", "set accounting.enabled true or drop qos"),
+    Bad("preempt-qos-without-accounting", {"accounting.enabled": False}, "scheduling.preemptType", "qos needs accounting.enabled true"),
+    Bad("pod-names-too-long", {"name": "c" * 30, "nodesets[0].name": "n" * 31, "partitions[0].nodesets": ["n" * 31]}, "nodesets[0].name", "at most 63 allowed: shorten the cluster or nodeset name"),
+    Bad("duplicate-shared-volume", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "a"}, {"name": "home", "mountPath": "/data", "existingClaim": "b"}]}, "sharedVolumes[1].name", "repeats sharedVolumes[0]"),
+    Bad("shared-volume-without-source", {"sharedVolumes": [{"name": "home", "mountPath": "/home"}]}, "sharedVolumes[0].existingClaim", "give exactly one of existingClaim or create"),
+    Bad("shared-volume-two-sources", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "h", "create": {"size": "1Ti"}}]}, "sharedVolumes[0].existingClaim", "give exactly one of existingClaim or create"),
+    Bad("shared-volume-roles-repeat", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "h", "mountOn": ["login", "login"]}]}, "sharedVolumes[0].mountOn", "roles repeat"),
+    Bad("shared-volume-unknown-role", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "h", "mountOn": ["gpu"]}]}, "sharedVolumes[0].mountOn[0]", "'login', 'compute' or 'controller'"),
+    Bad("shared-volume-zero-size", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "create": {"size": "0Ti"}}]}, "sharedVolumes[0].create.size", "a size must be positive"),
+    Bad("shared-volumes-same-path", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "a"}, {"name": "h2", "mountPath": "/home", "existingClaim": "b"}]}, "sharedVolumes[1].mountPath", "'/home' repeats sharedVolumes[0]"),
+    # ----- nodesets: sizes, modes, shapes (NodeSetSpec rules)
+    Bad("zero-cpus", {"nodesets[0].cpus": 0}, "nodesets[0].cpus", "greater than 0"),
+    Bad("negative-cpus", {"nodesets[0].cpus": -8}, "nodesets[0].cpus", "greater than 0"),
+    Bad("zero-memory", {"nodesets[0].memoryMib": 0}, "nodesets[0].memoryMib", "greater than 0"),
+    Bad("cpus-not-a-number", {"nodesets[0].cpus": "many"}, "nodesets[0].cpus", "valid integer"),
+    Bad("negative-replicas", {"nodesets[0].replicas": -1}, "nodesets[0].replicas", "greater than or equal to 0"),
+    Bad("zero-sockets", {"nodesets[0].sockets": 0}, "nodesets[0].sockets", "greater than 0"),
+    Bad("negative-tmp-disk", {"nodesets[0].tmpDiskMib": -1}, "nodesets[0].tmpDiskMib", "greater than or equal to 0"),
+    Bad("zero-weight", {"nodesets[0].weight": 0}, "nodesets[0].weight", "greater than or equal to 1"),
+    Bad("unknown-mode", {"nodesets[0].mode": "daemonset"}, "nodesets[0].mode", "'replicas' or 'all-matching-nodes'"),
+    Bad("replicas-with-all-matching-nodes", {"nodesets[0].mode": "all-matching-nodes", "nodesets[0].replicas": 3}, "nodesets[0].replicas", "must be unset in mode all-matching-nodes"),
+    Bad("max-nodes-in-replicas-mode", {"nodesets[0].maxNodes": 10}, "nodesets[0].maxNodes", "only applies to mode all-matching-nodes; use replicas"),
+    Bad("nodeset-name-not-dns", {"nodesets[0].name": "GPU_nodes"}, "nodesets[0].name", "DNS-1123 label"),
+    Bad("nodeset-name-too-long", {"nodesets[0].name": "n" * 41}, "nodesets[0].name", "at most 40 allowed"),
+    Bad("partial-socket-layout", {"nodesets[0].sockets": 2}, "nodesets[0].sockets", "sockets, coresPerSocket and threadsPerCore go together"),
+    Bad("socket-layout-mismatch", {"nodesets[0].sockets": 2, "nodesets[0].coresPerSocket": 4, "nodesets[0].threadsPerCore": 2}, "nodesets[0].cpus", "4 != sockets*coresPerSocket*threadsPerCore = 16"),
+    Bad("unknown-instance-type", {"nodesets[0].instanceType": "H100x16"}, "nodesets[0].instanceType", "known: A100x8, CPU-192"),
+    Bad("cpus-beyond-instance-type", {"nodesets[0].instanceType": "CPU-64", "nodesets[0].cpus": 96}, "nodesets[0].cpus", "96 exceeds the 64 CPUs of instance type CPU-64"),
+    Bad("memory-beyond-instance-type", {"nodesets[0].instanceType": "CPU-64", "nodesets[0].memoryMib": 300_000}, "nodesets[0].memoryMib", "exceeds the 256000 MiB of instance type CPU-64"),
+    Bad("gpus-beyond-instance-type", {"nodesets[1]": {**GPU, "gpus": {"type": "h100", "count": 9}}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].gpus.count", "9 exceeds the 8 GPUs of instance type H100x8"),
+    Bad("gpu-type-unlike-instance-type", {"nodesets[1]": {**GPU, "gpus": {"type": "a100", "count": 8}}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].gpus.type", "instance type H100x8 has 'h100'"),
+    Bad("gpu-count-beyond-any-node", {"nodesets[0].gpus": {"type": "h100", "count": 17}}, "nodesets[0].gpus.count", "less than or equal to 16"),
+    Bad("zero-gpus", {"nodesets[0].gpus": {"type": "h100", "count": 0}}, "nodesets[0].gpus.count", "greater than or equal to 1"),
+    Bad("gpu-type-uppercase", {"nodesets[0].gpus": {"type": "H100", "count": 1}}, "nodesets[0].gpus.type", "lowercase GRES type such as h100"),
+    Bad("gpu-device-not-dev", {"nodesets[0].gpus": {"type": "h100", "count": 1, "devicePattern": "/tmp/gpu"}}, "nodesets[0].gpus.devicePattern", "a device prefix such as /dev/nvidia"),
+    Bad("feature-repeats-name", {"nodesets[0].features": ["cpu"]}, "nodesets[0].features[0]", "repeats the NodeSet name, which is always a feature"),
+    Bad("feature-with-space", {"nodesets[0].features": ["fast net"]}, "nodesets[0].features[0]", "a Slurm feature: a letter, then letters, digits"),
+    Bad("volume-without-source", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/v"}]}, "nodesets[0].volumes[0].name", "needs exactly one of hostPath, claimName, emptyDir, configMap; got none"),
+    Bad("volume-two-sources", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/v", "emptyDir": True, "claimName": "c"}]}, "nodesets[0].volumes[0].name", "got claimName, emptyDir"),
+    Bad("volume-relative-path", {"nodesets[0].volumes": [{"name": "v", "mountPath": "scratch", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "an absolute path starting with '/'"),
+    Bad("duplicate-volume", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/a", "emptyDir": True}, {"name": "v", "mountPath": "/b", "emptyDir": True}]}, "nodesets[0].volumes[1].name", "'v' repeats volumes[0]"),
+    Bad("duplicate-volume-path", {"nodesets[0].volumes": [{"name": "a", "mountPath": "/x", "emptyDir": True}, {"name": "b", "mountPath": "/x", "emptyDir": True}]}, "nodesets[0].volumes[1].mountPath", "repeats volumes[0]"),
+    Bad("reserved-sidecar", {"nodesets[0].sidecars": [{"name": "munge", "image": {"repository": "busybox", "tag": "1"}}]}, "nodesets[0].sidecars[0].name", "reserved for sunk's own containers"),
+    Bad("duplicate-sidecar", {"nodesets[0].sidecars": [{"name": "a", "image": {"repository": "busybox", "tag": "1"}}] * 2}, "nodesets[0].sidecars[1].name", "repeats sidecars[0]"),
+    Bad("sidecar-env-name", {"nodesets[0].sidecars": [{"name": "a", "image": {"repository": "busybox", "tag": "1"}, "env": [{"name": "1X"}]}]}, "nodesets[0].sidecars[0].env[0].name", "a letter or '_', then letters"),
+    Bad("s6-script-without-shebang", {"nodesets[0].s6Scripts": {"exporter": "exec node_exporter"}}, "nodesets[0].s6Scripts.exporter", "must start with '#!'"),
+    Bad("toleration-exists-with-value", {"nodesets[0].tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}, "nodesets[0].tolerations[0].value", "must be empty when operator is Exists"),
+    Bad("toleration-operator", {"nodesets[0].tolerations": [{"key": "k", "operator": "In"}]}, "nodesets[0].tolerations[0].operator", "'Exists' or 'Equal'"),
+    Bad("max-unavailable-zero", {"nodesets[0].updateStrategy": {"maxUnavailable": 0}}, "nodesets[0].updateStrategy.maxUnavailable", "a count of at least 1 or a percentage from 1% to 100%"),
+    Bad("max-unavailable-over-100", {"nodesets[0].updateStrategy": {"maxUnavailable": "150%"}}, "nodesets[0].updateStrategy.maxUnavailable", "a percentage from 1% to 100%"),
+    Bad("image-with-tag-in-repository", {"nodesets[0].image": {"repository": "ghcr.io/x/slurmd:1", "tag": "1"}}, "nodesets[0].image.repository", "an image repository such as ghcr.io/org/slurmctld (no tag)"),
+    # ----- partitions and QOS
+    Bad("partition-name-uppercase", {"partitions[0].name": "Batch"}, "partitions[0].name", "lowercase letter first"),
+    Bad("partition-named-default", {"partitions[0].name": "default"}, "partitions[0].name", "reserved by Slurm"),
+    Bad("partition-without-nodesets", {"partitions[0].nodesets": []}, "partitions[0].nodesets", "at least 1 item"),
+    Bad("partition-nodeset-twice", {"partitions[0].nodesets": ["cpu", "cpu"]}, "partitions[0].nodesets[1]", "'cpu' is listed twice"),
+    Bad("bad-max-time", {"partitions[0].maxTime": "1 day"}, "partitions[0].maxTime", "a Slurm time: UNLIMITED, minutes, MM:SS, HH:MM:SS, D-HH"),
+    Bad("bad-minutes-in-time", {"partitions[0].maxTime": "12:75:00"}, "partitions[0].maxTime", "a Slurm time"),
+    Bad("default-time-beyond-max", {"partitions[0].maxTime": "1-00:00:00", "partitions[0].defaultTime": "2-00:00:00"}, "partitions[0].defaultTime", "exceeds maxTime 1-00:00:00; use at most maxTime"),
+    Bad("unknown-preempt-mode", {"partitions[0].preemptMode": "kill"}, "partitions[0].preemptMode", "'off', 'cancel', 'requeue' or 'suspend'"),
+    Bad("negative-priority-tier", {"partitions[0].priorityTier": -1}, "partitions[0].priorityTier", "greater than or equal to 0"),
+    Bad("partition-extra-with-space", {"partitions[0].extra": ["OverSubscribe=YES LLN=YES"]}, "partitions[0].extra[0]", "one `Key=Value` word without spaces"),
+    Bad("qos-negative-usage-factor", {"qos": [{"name": "low", "usageFactor": -1}]}, "qos[0].usageFactor", "greater than or equal to 0"),
+    Bad("qos-bad-max-wall", {"qos": [{"name": "low", "maxWall": "forever"}]}, "qos[0].maxWall", "a Slurm time: UNLIMITED"),
+    Bad("qos-unknown-preempt-mode", {"qos": [{"name": "low", "preemptMode": "gang"}]}, "qos[0].preemptMode", "'off', 'cancel', 'requeue' or 'suspend'"),
+    # ----- scheduling (SchedulingSpec rules)
+    Bad("unknown-preempt-type", {"scheduling.preemptType": "priority"}, "scheduling.preemptType", "'none', 'partition_prio' or 'qos'"),
+    Bad("unknown-cluster-preempt-mode", {"scheduling.preemptMode": "gang"}, "scheduling.preemptMode", "'off', 'cancel', 'requeue' or 'suspend'"),
+    Bad("weights-with-basic-priority", {"scheduling.priorityType": "basic", "scheduling.priorityWeights": {"age": 1}}, "scheduling.priorityWeights", "only used with priorityType multifactor"),
+    Bad("preempt-mode-with-preempt-none", {"scheduling.preemptType": "none", "scheduling.preemptMode": "cancel"}, "scheduling.preemptMode", "has no effect with preemptType none; use off"),
+    Bad("scheduler-parameter-with-comma", {"scheduling.schedulerParameters": ["bf_continue,bf_max_job_test=100"]}, "scheduling.schedulerParameters[0]", "one `name` or `name=value` without spaces or commas"),
+    Bad("bad-preempt-exempt-time", {"scheduling.preemptExemptTime": "-5"}, "scheduling.preemptExemptTime", "a Slurm time"),
+    # ----- topology (TopologySpec rules)
+    Bad("tree-without-label-keys", {"topology.plugin": "tree"}, "topology.labelKeys", "plugin tree needs Node label keys (one or more keys, top level first)"),
+    Bad("block-without-label-keys", {"topology.plugin": "block"}, "topology.labelKeys", "plugin block needs Node label keys (exactly one key)"),
+    Bad("block-with-two-keys", {"topology": {"plugin": "block", "labelKeys": ["a", "b"]}}, "topology.labelKeys", "plugin block takes exactly one key, got 2"),
+    Bad("label-keys-without-plugin", {"topology.labelKeys": ["a"]}, "topology.labelKeys", "set plugin to tree or block, or drop labelKeys"),
+    Bad("block-sizes-without-plugin", {"topology.blockSizes": [4]}, "topology.blockSizes", "only used with plugin block"),
+    Bad("block-sizes-with-tree", {"topology": {"plugin": "tree", "labelKeys": ["a"], "blockSizes": [4]}}, "topology.blockSizes", "only used with plugin block"),
+    Bad("label-keys-repeat", {"topology": {"plugin": "tree", "labelKeys": ["a", "a"]}}, "topology.labelKeys", "keys repeat"),
+    Bad("block-sizes-decrease", {"topology": {"plugin": "block", "labelKeys": ["nvidia.com/gpu.clique"], "blockSizes": [72, 18]}}, "topology.blockSizes", "must increase, smallest (the base block) first"),
+    Bad("zero-block-size", {"topology": {"plugin": "block", "labelKeys": ["c"], "blockSizes": [0]}}, "topology.blockSizes[0]", "greater than or equal to 1"),
+    Bad("unknown-topology-plugin", {"topology.plugin": "torus"}, "topology.plugin", "'none', 'tree' or 'block'"),
+    Bad("bad-label-key", {"topology": {"plugin": "tree", "labelKeys": ["Fabric/Leaf"]}}, "topology.labelKeys[0]", "a Node label key such as topology.example.com/leaf"),
+    # ----- cgroup, scripts, pyxis, escape hatches
+    Bad("zero-allowed-ram", {"cgroup.allowedRamSpace": 0}, "cgroup.allowedRamSpace", "greater than 0"),
+    Bad("allowed-ram-over-100", {"cgroup.allowedRamSpace": 150}, "cgroup.allowedRamSpace", "less than or equal to 100"),
+    Bad("unknown-cgroup-plugin", {"cgroup.plugin": "cgroup/v3"}, "cgroup.plugin", "'cgroup/v2', 'cgroup/v1', 'autodetect' or 'disabled'"),
+    Bad("prolog-without-shebang", {"scripts.prolog": {"00-a.sh": "echo hi"}}, "scripts.prolog.00-a.sh", "a script must start with '#!'"),
+    Bad("epilog-without-shebang", {"scripts.epilog": {"99-z.sh": "echo bye"}}, "scripts.epilog.99-z.sh", "a script must start with '#!'"),
+    Bad("prolog-name-with-slash", {"scripts.prolog": {"../x.sh": "#!/bin/sh\n"}}, "scripts.prolog.../x.sh", "a file name without '/'"),
+    Bad("job-submit-without-modify", {"scripts.jobSubmitLua": LUA}, "scripts.jobSubmitLua", "must define function slurm_job_modify"),
+    Bad("pyxis-bad-arg", {"pyxis": {"enabled": True, "args": ["--runtime /x"]}}, "pyxis.args[0]", "one `name=value` argument"),
+    Bad("slurm-conf-line-with-newline", {"controller.extraSlurmConf": ["A=1\nB=2"]}, "controller.extraSlurmConf[0]", "one configuration line `Key=Value ...` (or a `#` comment), no newline"),
+    Bad("slurmdbd-conf-storage-pass", {"accounting.extraSlurmdbdConf": ["StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "set external.passwordSecret instead"),
+    Bad("cgroup-conf-not-a-setting", {"extraConfig.cgroupConf": ["just words"]}, "extraConfig.cgroupConf[0]", "one configuration line `Key=Value ...`"),
+    Bad("plugstack-bad-line", {"extraConfig.plugstackConf": ["load x.so"]}, "extraConfig.plugstackConf[0]", "`required|optional <plugin.so> [args]`, `include <glob>`"),
+    # ----- services: controller, accounting, restapi, login
+    Bad("negative-state-storage", {"controller.stateStorage.size": "-1Gi"}, "controller.stateStorage.size", "a Kubernetes quantity such as 500m, 2, 512Mi or 10Gi"),
+    Bad("zero-state-storage", {"controller.stateStorage.size": "0Gi"}, "controller.stateStorage.size", "a size must be positive, such as 10Gi"),
+    Bad("bad-cpu-request", {"controller.resources": {"requests": {"cpu": "lots"}}}, "controller.resources.requests.cpu", "a Kubernetes quantity"),
+    Bad("zero-mariadb-storage", {"accounting.mariadb.storageSize": "0"}, "accounting.mariadb.storageSize", "a size must be positive"),
+    Bad("external-db-without-password", {"accounting.external": {"host": "db.example.com"}}, "accounting.external.passwordSecret", "required field is missing (Secret holding the password"),
+    Bad("external-db-port-zero", {"accounting.external": {"host": "db", "port": 0, "passwordSecret": SECRET}}, "accounting.external.port", "greater than or equal to 1"),
+    Bad("external-db-bad-host", {"accounting.external": {"host": "db host", "passwordSecret": SECRET}}, "accounting.external.host", "a host name or IP address"),
+    Bad("external-db-without-accounting", {"accounting": {"enabled": False, "external": {"host": "db", "passwordSecret": SECRET}}, "scheduling.preemptType": "none"}, "accounting.external", "only used when accounting is enabled"),
+    Bad("password-secret-bad-name", {"accounting.external": {"host": "db", "passwordSecret": {"name": "DB_Secret", "key": "p"}}}, "accounting.external.passwordSecret.name", "a DNS-1123 subdomain"),
+    Bad("zero-restapi-replicas", {"restapi.replicas": 0}, "restapi.replicas", "greater than or equal to 1"),
+    Bad("zero-login-replicas", {"login.replicas": 0}, "login.replicas", "greater than or equal to 1"),
+    Bad("unknown-service-type", {"login.serviceType": "Ingress"}, "login.serviceType", "'LoadBalancer', 'NodePort' or 'ClusterIP'"),
+    Bad("private-ssh-key", {"login.authorizedKeys": ["-----BEGIN OPENSSH PRIVATE KEY-----"]}, "login.authorizedKeys[0]", "is not an OpenSSH public key (`ssh-ed25519 AAAA... comment`)"),
+    Bad("ssh-key-unknown-type", {"login.authorizedKeys": [KEY.replace("ssh-ed25519", "ssh-dss")]}, "login.authorizedKeys[0]", "is not an OpenSSH public key"),
+    Bad("cidr-with-host-bits", {"login.sourceRanges": ["10.0.0.1/8"]}, "login.sourceRanges[0]", "is not a CIDR such as 203.0.113.0/24"),
+    Bad("cidr-garbage", {"login.sourceRanges": ["office"]}, "login.sourceRanges[0]", "is not a CIDR such as 203.0.113.0/24"),
+    Bad("source-ranges-without-load-balancer", {"login": {"serviceType": "ClusterIP", "sourceRanges": ["203.0.113.0/24"]}}, "login.sourceRanges", "only applies to serviceType LoadBalancer, not ClusterIP"),
+    # ----- auth (KeySource and LdapSpec rules)
+    Bad("unknown-auth-type", {"auth.type": "kerberos"}, "auth.type", "'munge' or 'slurm'"),
+    Bad("key-generate-and-existing-secret", {"auth.key": {"generate": True, "existingSecret": {"name": "k", "key": "munge.key"}}}, "auth.key.generate", "give one source (drop generate or existingSecret)"),
+    Bad("key-neither-source", {"auth.jwt": {"generate": False}}, "auth.jwt.existingSecret", "required when generate is false (or set generate: true)"),
+    Bad("ldap-bind-dn-without-password", {"auth.ldap": {**LDAP, "bindDn": "cn=sssd,dc=acme,dc=example"}}, "auth.ldap.bindPasswordSecret", "required when bindDn is set"),
+    Bad("ldap-password-without-bind-dn", {"auth.ldap": {**LDAP, "bindPasswordSecret": SECRET}}, "auth.ldap.bindDn", "required when bindPasswordSecret is set"),
+    Bad("ldap-http-uri", {"auth.ldap": {**LDAP, "uris": ["http://ldap.acme.example"]}}, "auth.ldap.uris[0]", "an LDAP URI such as ldaps://ldap.example.com:636"),
+    Bad("ldap-no-uris", {"auth.ldap": {**LDAP, "uris": []}}, "auth.ldap.uris", "at least 1 item"),
+    Bad("ldap-bad-base-dn", {"auth.ldap": {**LDAP, "baseDn": "acme.example"}}, "auth.ldap.baseDn", "an LDAP DN such as dc=example,dc=com"),
+    Bad("ldap-bad-filter", {"auth.ldap": {**LDAP, "userFilter": "objectClass=person"}}, "auth.ldap.userFilter", "an LDAP filter such as (objectClass=posixAccount)"),
+]
+# fmt: on
+
+
+def _problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec(data)
+    return info.value.problems
+
+
+def test_base_is_valid() -> None:
+    assert load_spec(BASE).nodesets[0].name == "cpu"
+
+
+def test_cases_are_distinct_and_many() -> None:
+    assert len(CASES) >= 40
+    assert len({c.id for c in CASES}) == len(CASES)
+    changes = [repr(sorted(c.changes.items(), key=lambda kv: kv[0])) for c in CASES]
+    assert len(set(changes)) == len(changes), "two cases make the same change"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_invalid_spec_names_path_and_remedy(case: Bad) -> None:
+    problems = _problems(patched(case.changes))
+    assert len(problems) == 1, problems
+    path, _, message = problems[0].partition(": ")
+    assert path == case.path, problems[0]
+    assert case.valid in message, problems[0]
+
+
+def test_every_field_problem_is_reported_at_once() -> None:
+    data = patched({"nodesets[0].cpus": 0, "login.sourceRanges": ["nope"], "topology.plugin": "mesh"})
+    problems = _problems(data)
+    assert [p.partition(":")[0] for p in problems] == ["login.sourceRanges[0]", "nodesets[0].cpus", "topology.plugin"]
+
+
+def test_every_cross_reference_problem_is_reported_at_once() -> None:
+    data = patched(
+        {
+            "partitions[0].nodesets[1]": "gpu",
+            "partitions[0].allowQos": ["gold"],
+            "partitions[1]": {"name": "batch", "nodesets": ["cpu"]},
+            "qos": [{"name": "high", "preempt": ["low"]}],
+        }
+    )
+    assert [p.partition(":")[0] for p in _problems(data)] == [
+        "partitions[1].name",
+        "partitions[0].nodesets[1]",
+        "partitions[0].allowQos[0]",
+        "qos[0].preempt[0]",
+    ]
+
+
+def test_every_nodeset_rule_problem_is_reported_at_once() -> None:
+    data = patched(
+        {
+            "nodesets[0].instanceType": "CPU-64",
+            "nodesets[0].cpus": 96,
+            "nodesets[0].memoryMib": 300_000,
+            "nodesets[0].features": ["cpu"],
+        }
+    )
+    assert len(_problems(data)) == 3
+
+
+def test_not_a_mapping() -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(["name", "research"])
+    assert info.value.problems == ["(root): expected a mapping of cluster settings, got list"]
+
+
+def test_error_text_lists_each_problem_on_its_own_line() -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(patched({"nodesets[0].cpus": 0, "restapi.replicas": 0}), source="stacks/x.yaml")
+    text = str(info.value)
+    assert text.splitlines()[0] == "stacks/x.yaml: 2 problem(s)"
+    assert "  - nodesets[0].cpus: Input should be greater than 0" in text.splitlines()
+
+
+def test_patched_helper_appends_sets_and_deletes() -> None:
+    data = patched({"nodesets[1]": {"name": "b"}, "partitions[0].nodesets[1]": "b", "tenant": DELETE, "x.y": 1})
+    assert [n["name"] for n in data["nodesets"]] == ["cpu", "b"]
+    assert data["partitions"][0]["nodesets"] == ["cpu", "b"]
+    assert "tenant" not in data and data["x"] == {"y": 1}
+    assert BASE["nodesets"] == [{"name": "cpu", "cpus": 4, "memoryMib": 4096}]

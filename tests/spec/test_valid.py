@@ -1,0 +1,101 @@
+"""The other side of the rules: what they must accept, and the defaults they fill in."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from sunk.spec import ClusterSpec, load_spec
+from sunk.spec.base import slurm_seconds
+from sunk.stackfile import list_stacks, load_stack
+
+BASE: dict[str, Any] = {
+    "name": "research",
+    "tenant": "acme",
+    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
+    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+}
+
+
+def spec(**changes: Any) -> ClusterSpec:
+    data = copy.deepcopy(BASE)
+    data.update(changes)
+    return load_spec(data)
+
+
+def test_defaults() -> None:
+    s = spec()
+    assert s.ns == "acme-research"
+    assert s.nodesets[0].desired_replicas == 1
+    assert s.auth.type == "munge" and s.auth.key.generate and s.auth.key.existing_secret is None
+    assert s.scheduling.preempt_type == "qos" and s.accounting.enabled and s.accounting.external is None
+    assert s.topology.plugin == "none" and not s.pyxis.enabled
+
+
+def test_existing_secret_alone_means_no_generation() -> None:
+    s = spec(auth={"key": {"existingSecret": {"name": "k", "key": "munge.key"}}})
+    assert s.auth.key.generate is False
+    assert s.auth.key.existing_secret is not None and s.auth.key.existing_secret.name == "k"
+
+
+@pytest.mark.parametrize("value", [1, 12, "1%", "10%", "100%"])
+def test_max_unavailable_accepts_counts_and_percentages(value: int | str) -> None:
+    ns = {**BASE["nodesets"][0], "updateStrategy": {"maxUnavailable": value}}
+    assert spec(nodesets=[ns]).nodesets[0].update_strategy.max_unavailable == value
+
+
+def test_all_matching_nodes_bounds_max_node_count() -> None:
+    ns = {**BASE["nodesets"][0], "mode": "all-matching-nodes", "maxNodes": 40}
+    s = spec(nodesets=[ns])
+    assert s.nodesets[0].desired_replicas is None and s.nodesets[0].node_bound == 40
+
+
+def test_default_time_may_equal_max_time() -> None:
+    part = {**BASE["partitions"][0], "maxTime": "1-00:00:00", "defaultTime": "24:00:00"}
+    assert spec(partitions=[part]).partitions[0].default_time == "24:00:00"
+
+
+def test_normal_qos_always_exists() -> None:
+    part = {**BASE["partitions"][0], "allowQos": ["normal"]}
+    assert spec(partitions=[part]).partitions[0].allow_qos == ["normal"]
+
+
+def test_zero_replicas_is_a_valid_scaled_down_nodeset() -> None:
+    ns = {**BASE["nodesets"][0], "replicas": 0}
+    assert spec(nodesets=[ns]).nodesets[0].node_bound == 0
+
+
+def test_pod_name_limit_is_exact() -> None:
+    # The last pod, <20 chars>-<40 chars>-9, is exactly 63 characters: allowed (64 is refused in test_invalid).
+    name = "n" * 40
+    ns = {**BASE["nodesets"][0], "name": name, "replicas": 10}
+    s = spec(name="c" * 20, nodesets=[ns], partitions=[{"name": "p", "nodesets": [name]}])
+    assert len(f"{s.name}-{name}-9") == 63
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("UNLIMITED", float("inf")),
+        ("INFINITE", float("inf")),
+        ("90", 5400),
+        ("05:30", 330),
+        ("12:00:00", 43200),
+        ("2-12", 216000),
+        ("2-12:30", 217800),
+        ("1-00:00:01", 86401),
+    ],
+)
+def test_slurm_seconds(value: str, seconds: float) -> None:
+    assert slurm_seconds(value) == seconds
+
+
+def test_every_stack_loads() -> None:
+    stacks = list_stacks()
+    assert stacks == ["acme-dev", "acme-prod", "globex-dev", "globex-prod"]
+    loaded = {name: load_stack(name) for name in stacks}
+    assert loaded["acme-dev"].deploy_operator and not loaded["acme-prod"].deploy_operator
+    assert loaded["globex-prod"].spec.auth.key.generate is False
+    assert loaded["acme-prod"].spec.topology.label_keys[0] == "network.acme.example/fabric"
