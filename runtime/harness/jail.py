@@ -1,0 +1,223 @@
+"""A root filesystem copy, a private mount namespace holding its mounts, and the processes run in it.
+
+A holder process (`unshare --mount --propagation private sleep`) owns the namespace; every daemon
+and client enters it with nsenter and runs `chroot ROOT env -i PATH=...`, so no host SLURM_*
+variable leaks in and the host's mount table never sees /proc or /sys of the copy. Every process
+started here is tracked by PID; teardown also sweeps any process left in the namespace (job steps
+whose slurmd is gone), which by construction were all started by this jail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_ENV = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
+
+
+def _ns(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/ns/mnt")
+
+
+def lookup_ids(root: Path, user: str, group: str | None = None) -> tuple[int, int]:
+    """uid and gid of `user` (and `group`) in the copy's /etc/passwd: they differ from the host's."""
+    uid = gid = None
+    for line in (root / "etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == user:
+            uid, gid = int(fields[2]), int(fields[3])
+    if uid is None or gid is None:
+        raise KeyError(f"user {user} is not in {root}/etc/passwd")
+    if group is not None:
+        for line in (root / "etc/group").read_text().splitlines():
+            fields = line.split(":")
+            if fields[0] == group:
+                gid = int(fields[2])
+    return uid, gid
+
+
+class Jail:
+    """Processes chrooted into `root` inside one private mount namespace."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._holder: subprocess.Popen[bytes] | None = None
+        self._mounts: list[Path] = []
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: dict[str, IO[bytes]] = {}
+
+    # -- namespace -------------------------------------------------------------------------
+    def open(self) -> None:
+        self._holder = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sleep", "infinity"],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C in a terminal reaches us, not the holder directly
+        )
+        # Until unshare has run, /proc/<pid>/ns/mnt is still ours: entering it then would put
+        # the mounts into the host's namespace.
+        mine = _ns(os.getpid())
+        deadline = time.monotonic() + 10
+        while _ns(self._holder.pid) == mine:
+            if self._holder.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("unshare --mount failed (root and util-linux needed)")
+            time.sleep(0.005)
+        self._mount(["-t", "proc", "proc"], "proc")
+        # Read-only sysfs lets slurmd read the CPU layout.
+        self._mount(["-t", "sysfs", "-o", "ro", "sysfs"], "sys")
+
+    @property
+    def namespace(self) -> str:
+        assert self._holder is not None
+        return _ns(self._holder.pid)
+
+    def _enter(self) -> list[str]:
+        assert self._holder is not None, "jail not open"
+        return ["nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "--"]
+
+    def _mount(self, args: list[str], target: str) -> None:
+        path = self.root / target
+        path.mkdir(exist_ok=True)
+        subprocess.run([*self._enter(), "mount", *args, str(path)], check=True, capture_output=True)
+        self._mounts.append(path)
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        cwd: str = "/tmp",
+    ) -> list[str]:
+        """The host command line that runs `argv` inside the jail with a clean environment."""
+        chroot = ["chroot"]
+        if user is not None:
+            chroot.append(f"--userspec={user}")
+        variables = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]
+        return [*self._enter(), *chroot, str(self.root), "/usr/bin/env", "-i", "-C", cwd, *variables, *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        check: bool = False,
+        timeout: float = 120,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(argv, env=env, user=user),
+            input=input,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=timeout,
+        )
+
+    # -- daemons ---------------------------------------------------------------------------
+    def log_path(self, name: str) -> Path:
+        return self.root / "var/log/sunk" / f"{name}.log"
+
+    def spawn(
+        self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, user: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start a long-running daemon (foreground mode); its output goes to var/log/sunk/<name>.log.
+        nsenter, chroot and env all exec, so the PID tracked is the daemon's own."""
+        if name in self.processes and self.processes[name].poll() is None:
+            raise RuntimeError(f"{name} is already running")
+        log = self.log_path(name)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        handle = log.open("ab")
+        self._logs[name] = handle
+        proc = subprocess.Popen(
+            self.command(argv, env=env, user=user, cwd="/"),
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.processes[name] = proc
+        return proc
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.log_path(name)
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, name: str, timeout: float = 10) -> None:
+        """SIGTERM the daemon by PID, SIGKILL after `timeout`, and reap it."""
+        proc = self.processes.pop(name, None)
+        if proc is not None:
+            _terminate(proc, timeout)
+        handle = self._logs.pop(name, None)
+        if handle is not None:
+            handle.close()
+
+    def close(self) -> None:
+        """Stop every daemon (reverse start order), sweep leftovers, unmount, end the namespace."""
+        # SIGTERM all at once (teardown time matters in test suites), then reap each.
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for name in reversed(list(self.processes)):
+            self.stop(name)
+        if self._holder is not None and self._holder.poll() is None:
+            self._sweep()
+            for path in reversed(self._mounts):
+                subprocess.run([*self._enter(), "umount", "-l", str(path)], capture_output=True, check=False)
+            self._mounts.clear()
+            _terminate(self._holder, 5)
+        self._holder = None
+
+    def _sweep(self) -> None:
+        """Kill, by PID, processes still in this jail's private namespace (e.g. slurmstepd of a job
+        whose slurmd was stopped). Only this jail ever enters that namespace."""
+        assert self._holder is not None
+        ns, holder = self.namespace, self._holder.pid
+        for _ in range(50):
+            left = [pid for pid in _pids() if pid != holder and _same_ns(pid, ns)]
+            if not left:
+                return
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def remove(self) -> None:
+        """Delete the root filesystem copy, after checking nothing is mounted under it."""
+        root = str(self.root.resolve())
+        with open("/proc/self/mountinfo") as info:
+            mounted = [line.split()[4] for line in info if line.split()[4].startswith(root + "/")]
+        if mounted:
+            raise RuntimeError(f"refusing to delete {root}: still mounted {mounted}")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _same_ns(pid: int, ns: str) -> bool:
+    try:
+        return _ns(pid) == ns
+    except OSError:
+        return False
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,264 @@
+"""LocalSlurm: a stack's rendered Slurm files booted on real daemons on this host.
+
+munged, MariaDB, slurmdbd, slurmctld, one slurmd per simulated node and slurmrestd (JWT), all from
+the image's package set (rootfs.py), chrooted into a private copy (jail.py), reading the files
+`sunk.render.render_slurm_files` produced with only the off-cluster overrides (overrides.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import secrets
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Self
+
+from sunk import naming
+from sunk.render import ACCOUNTING_SETUP, TopologyNode, finalize_slurmdbd_conf, render_slurm_files, render_topology_conf
+from sunk.spec.cluster import ClusterSpec
+
+from . import daemons
+from .jail import Jail
+from .layout import SimNode, default_nodes, prepare_root, short_hostname, write_node_conf, write_slurm_files
+from .overrides import LocalPorts, gres_device_files, local_files
+from .ports import free_ports
+from .rootfs import ensure_tarball, extract
+
+log = logging.getLogger(__name__)
+
+TERMINAL = {
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "TIMEOUT",
+}
+
+
+class SlurmCommandError(subprocess.CalledProcessError):
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nstdout: {self.stdout}\nstderr: {self.stderr}"
+
+
+class LocalSlurm:
+    """One booted cluster. Use `with LocalSlurm.start(spec) as slurm:`; `stop()` is idempotent."""
+
+    def __init__(
+        self, spec: ClusterSpec, nodes: Iterable[SimNode], *, accounting: bool, restapi: bool, root: Path
+    ) -> None:
+        self.spec = spec
+        self.root = root
+        self.accounting = accounting and spec.accounting.enabled
+        self.restapi = restapi
+        self.host = short_hostname()
+        self.jail = Jail(root)
+        self._nodes: dict[str, SimNode] = {}
+        self._wanted = list(nodes)
+        ports = free_ports(5)
+        self.ports = LocalPorts(*ports)
+        self._taken = set(ports)
+        self.node_ports: dict[str, int] = {}
+        self.files: dict[str, str] = {}
+        self.timings: dict[str, float] = {}
+        self._stopped = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        spec: ClusterSpec,
+        nodes: Iterable[SimNode] | None = None,
+        *,
+        accounting: bool = True,
+        restapi: bool = True,
+    ) -> Self:
+        """Boot the cluster; on any failure (or Ctrl-C) everything started is torn down."""
+        started = time.monotonic()
+        root = extract(ensure_tarball())
+        self = cls(
+            spec, default_nodes(spec) if nodes is None else nodes, accounting=accounting, restapi=restapi, root=root
+        )
+        self.timings["extract"] = time.monotonic() - started
+        atexit.register(self.stop)
+        try:
+            self._boot()
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["total"] = time.monotonic() - started
+        log.debug("LocalSlurm %s up in %.1f s (%s)", spec.name, self.timings["total"], self._timing_text())
+        return self
+
+    def _exists(self, path: str) -> bool:
+        return (self.root / path.lstrip("/")).exists()
+
+    def _timing_text(self) -> str:
+        return ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _boot(self) -> None:
+        spec = self.spec
+        mark = time.monotonic()
+        for node in self._wanted:
+            self._check_new(node)
+        rendered = render_slurm_files(spec, [TopologyNode(n.name, n.labels) for n in self._wanted])
+        self.files = local_files(
+            rendered, host=self.host, ports=self.ports, accounting=self.accounting, exists=self._exists
+        )
+        devices = [d for rel, text in self.files.items() if rel.startswith("gres") for d in gres_device_files(text)]
+        prepare_root(self.root, self.files, host=self.host, devices=devices)
+        self.jail.open()
+        daemons.start_munged(self.jail)
+        if self.accounting:
+            password = secrets.token_hex(24)
+            daemons.start_mariadb(self.jail, self.ports.mariadb, self.files["slurmdbd.conf"], password)
+            text = finalize_slurmdbd_conf(self.files["slurmdbd.conf"], password)
+            daemons.start_slurmdbd(self.jail, self.ports.slurmdbd, text)
+        self.timings["base"] = time.monotonic() - mark
+        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
+        if self.accounting and ACCOUNTING_SETUP in self.files:
+            daemons.setup_accounting(self.jail, spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}")
+        for node in self._wanted:
+            self._spawn_slurmd(node)
+        daemons.wait_nodes_idle(self.jail, list(self._nodes))
+        if spec.topology.plugin != "none":
+            # Dynamic nodes join topology.conf's switches only on reconfigure (measured on 24.11).
+            self.reconfigure()
+        if self.restapi:
+            self.start_slurmrestd()
+        self.timings["daemons"] = time.monotonic() - mark
+
+    def stop(self) -> None:
+        """Cancel jobs, stop daemons by PID, reap, unmount and delete the root filesystem copy."""
+        if self._stopped:
+            return
+        self._stopped = True
+        atexit.unregister(self.stop)
+        try:
+            if "slurmctld" in self.jail.processes:
+                self.jail.run(["sh", "-c", "squeue -h -o %i | xargs -r scancel"], timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            pass  # teardown goes on regardless
+        finally:
+            self.jail.close()
+            self.jail.remove()
+
+    # -- clients ---------------------------------------------------------------------------
+    def run(
+        self, *argv: str, check: bool = False, input: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """A command (any Slurm client) in the chroot, as root, with a clean environment."""
+        done = self.jail.run(argv, input=input, timeout=timeout)
+        if check and done.returncode != 0:
+            raise SlurmCommandError(done.returncode, list(argv), done.stdout, done.stderr)
+        return done
+
+    def sbatch(self, script: str, *args: str) -> int:
+        """Submit `script` (starting with #!) with sbatch; returns the job id."""
+        out = self.run("sbatch", "--parsable", *args, input=script, check=True).stdout
+        return int(out.strip().split(";")[0])
+
+    def job_state(self, job_id: int) -> str:
+        done = self.run("scontrol", "show", "job", "-o", str(job_id))
+        for word in done.stdout.split():
+            if word.startswith("JobState="):
+                return word.removeprefix("JobState=")
+        # Gone from slurmctld's memory: ask accounting.
+        acct = self.run("sacct", "-X", "-n", "-P", "-o", "State", "-j", str(job_id))
+        lines = acct.stdout.split()
+        return lines[0] if lines else "UNKNOWN"
+
+    def wait_job(self, job_id: int, states: Iterable[str] = ("COMPLETED",), timeout: float = 60) -> str:
+        """Poll until the job reaches one of `states`; fail early if it ends in another."""
+        wanted = set(states)
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.job_state(job_id)
+            if state in wanted:
+                return state
+            if state in TERMINAL or time.monotonic() > deadline:
+                detail = self.run("scontrol", "show", "job", str(job_id)).stdout
+                raise RuntimeError(f"job {job_id} is {state}, wanted {sorted(wanted)}\n{detail}")
+            time.sleep(0.2)
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.slurmrestd}"
+
+    @property
+    def jwt_key_path(self) -> Path:
+        return self.root / naming.JWT_KEY_PATH.lstrip("/")
+
+    def token(self, user: str = "slurm", lifespan: int = 3600) -> str:
+        out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}", check=True).stdout
+        return out.strip().partition("=")[2]
+
+    def log(self, daemon: str, lines: int = 50) -> str:
+        """The last lines of a daemon's output (slurmctld, slurmd-<node>, slurmdbd, ...)."""
+        return self.jail.log_tail(daemon, lines)
+
+    # -- daemons ---------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[SimNode]:
+        """Simulated nodes whose slurmd runs."""
+        return [n for n in self._nodes.values() if f"slurmd-{n.name}" in self.jail.processes]
+
+    def start_slurmrestd(self) -> None:
+        daemons.start_slurmrestd(self.jail, self.ports.slurmrestd)
+
+    def stop_slurmrestd(self) -> None:
+        self.jail.stop("slurmrestd")
+
+    def restart_slurmctld(self) -> None:
+        """Stop slurmctld (it saves its state) and start it again from StateSaveLocation."""
+        self.jail.stop("slurmctld", timeout=30)
+        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
+
+    def reconfigure(self) -> None:
+        self.run("scontrol", "reconfigure", check=True)
+        daemons.wait_ctld(self.jail)
+        daemons.wait_nodes_idle(self.jail, [n.name for n in self.nodes], allow_busy=True)
+
+    def start_slurmd(self, node: SimNode) -> None:
+        """Add a simulated node at runtime. With topology on, topology.conf is re-rendered with it
+        (as the operator does from live Nodes); call reconfigure() to bind it into the switches."""
+        self._check_new(node)
+        if self.spec.topology.plugin != "none" and node.name not in self._nodes:
+            everyone = [*self._nodes.values(), node]
+            topo = render_topology_conf(self.spec, [TopologyNode(n.name, n.labels) for n in everyone])
+            self.files["topology.conf"] = topo
+            write_slurm_files(self.root, {"topology.conf": topo})
+            for other in self._nodes.values():
+                write_node_conf(self.root, other, self.files)
+        self._spawn_slurmd(node)
+        daemons.wait_nodes_idle(self.jail, [node.name], allow_busy=True)
+
+    def stop_slurmd(self, name: str) -> None:
+        """Stop one node's slurmd (like its pod dying); the Slurm node record stays."""
+        self.jail.stop(f"slurmd-{name}")
+
+    def _check_new(self, node: SimNode) -> None:
+        if f"slurmd-{node.name}" in self.jail.processes:
+            raise ValueError(f"slurmd {node.name} already runs")
+        self.spec.nodeset(node.nodeset)  # raises for an unknown NodeSet
+
+    def _spawn_slurmd(self, node: SimNode) -> None:
+        if node.name not in self.node_ports:
+            port = free_ports(1, self._taken)[0]
+            self._taken.add(port)
+            self.node_ports[node.name] = port
+        self._nodes[node.name] = node
+        conf = write_node_conf(self.root, node, self.files)
+        daemons.start_slurmd(self.jail, self.spec.nodeset(node.nodeset), node.name, conf, self.node_ports[node.name])
