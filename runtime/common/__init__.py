@@ -1,0 +1,1 @@
+"""Glue shared by the long-running runtime processes (syncer, operator, scheduler)."""

@@ -1,0 +1,107 @@
+"""What the syncer observes, and the names it writes: pure data, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sunk.crd import GROUP
+
+from ..slurmrest import Node
+
+NODESET_LABEL = f"{GROUP}/nodeset"
+"""Label on every slurmd pod: the NodeSet it belongs to. Selects the pods the syncer manages."""
+CORDON_REASON_ANNOTATION = f"{GROUP}/cordon-reason"
+"""Optional text an admin puts on a cordoned Node; becomes part of the Slurm drain reason."""
+
+# Written on slurmd pods: the Slurm view of the pod's node.
+POD_STATE_ANNOTATION = f"{GROUP}/slurm-state"
+"""idle, allocated, mixed, drain, down, future, unknown, error, or `missing` (not in Slurm)."""
+POD_STATE_DETAIL_ANNOTATION = f"{GROUP}/slurm-state-detail"
+"""Slurm's full state, flags included, joined as sinfo does: IDLE+DRAIN."""
+POD_REASON_ANNOTATION = f"{GROUP}/slurm-reason"
+"""The Slurm reason (drain or down), absent when there is none."""
+POD_CONDITION = "SlurmNodeReady"
+"""Pod condition: True when Slurm may start jobs on the node; reason is the state (Idle, Drain...)."""
+
+# Written on Kubernetes Nodes when a drain began in Slurm (an admin's or Slurm's own).
+NODE_DRAIN_ANNOTATION = f"{GROUP}/slurm-drain"
+"""`<slurm node>: <reason>` for every foreign drain of a slurmd on this Node, `; `-separated."""
+NODE_CONDITION = "SlurmDrain"
+"""Node condition: True while a slurmd on the Node is drained in Slurm by someone other than sunk."""
+
+POD_ANNOTATIONS = (POD_STATE_ANNOTATION, POD_STATE_DETAIL_ANNOTATION, POD_REASON_ANNOTATION)
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str = ""
+
+    def same(self, other: Condition | None) -> bool:
+        """Equal apart from the transition time: no write needed."""
+        return other is not None and (self.type, self.status, self.reason, self.message) == (
+            other.type,
+            other.status,
+            other.reason,
+            other.message,
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition_time,
+        }
+
+
+@dataclass(frozen=True)
+class KubeNode:
+    name: str
+    unschedulable: bool = False
+    ready: bool | None = None
+    """The Ready condition: None when the Node has none (no information is not NotReady)."""
+    ready_reason: str = ""
+    ready_message: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    conditions: Sequence[Condition] = ()
+
+
+@dataclass(frozen=True)
+class SlurmdPod:
+    namespace: str
+    name: str
+    uid: str
+    hostname: str
+    """spec.hostname, else the pod name (Kubernetes' default): equals the Slurm node name."""
+    node_name: str = ""
+    """spec.nodeName: the Kubernetes Node it runs on; empty while unscheduled."""
+    deleting: bool = False
+    created: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    conditions: Sequence[Condition] = ()
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One consistent read of both sides. Built only when both reads succeeded: the syncer never
+    plans from a partial view (fail closed)."""
+
+    slurm_nodes: Mapping[str, Node]
+    kube_nodes: Mapping[str, KubeNode]
+    pods: Sequence[SlurmdPod]
+    namespace: str
+
+
+def condition_index(conditions: Sequence[Condition], type_: str) -> int | None:
+    return next((i for i, c in enumerate(conditions) if c.type == type_), None)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,234 @@
+"""The syncer's decisions: `plan(observed, now) -> list[Action]`. Pure: no I/O, no clock.
+
+Kubernetes -> Slurm: a slurmd whose pod is deleted or terminating, or whose Node is gone,
+NotReady or cordoned, is drained with a reason starting with OWNED_REASON_PREFIX; when the cause
+is gone only such drains are resumed. Drains anyone else set are never touched, and ours is set
+again if it was cleared while the cause persists.
+Slurm -> Kubernetes: every slurmd pod carries the Slurm state as annotations and a condition;
+a Node carries an annotation and a condition while a slurmd on it is drained by someone else.
+Nothing is planned that is already true, so a steady state plans nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sunk.naming import OWNED_REASON_PREFIX
+
+from ..slurmrest import Node, PodRef, read_pod_ref, write_pod_ref
+from .model import (
+    CORDON_REASON_ANNOTATION,
+    NODE_CONDITION,
+    NODE_DRAIN_ANNOTATION,
+    POD_CONDITION,
+    POD_REASON_ANNOTATION,
+    POD_STATE_ANNOTATION,
+    POD_STATE_DETAIL_ANNOTATION,
+    Condition,
+    KubeNode,
+    Observed,
+    SlurmdPod,
+    condition_index,
+    rfc3339,
+)
+
+_MESSAGE_LIMIT = 200  # Slurm reasons show up in sinfo columns; keep Kubernetes messages short there
+
+
+@dataclass(frozen=True)
+class Drain:
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Resume:
+    node: str
+
+
+@dataclass(frozen=True)
+class SetPodRef:
+    """Record in the Slurm node's `extra` which pod runs its slurmd."""
+
+    node: str
+    extra: str
+
+
+@dataclass(frozen=True)
+class AnnotatePod:
+    namespace: str
+    name: str
+    annotations: Mapping[str, str | None]
+    """Only the keys that change; None removes the key."""
+
+
+@dataclass(frozen=True)
+class SetPodCondition:
+    namespace: str
+    name: str
+    condition: Condition
+    index: int | None
+    """Position of the existing condition of this type (None: append)."""
+    count: int
+    """How many conditions the pod has now (0: the list must be created)."""
+
+
+@dataclass(frozen=True)
+class AnnotateNode:
+    name: str
+    annotations: Mapping[str, str | None]
+
+
+@dataclass(frozen=True)
+class SetNodeCondition:
+    name: str
+    condition: Condition
+    index: int | None
+    count: int
+
+
+SlurmAction = Drain | Resume | SetPodRef
+KubeAction = AnnotatePod | SetPodCondition | AnnotateNode | SetNodeCondition
+Action = SlurmAction | KubeAction
+
+
+def owned(reason: str) -> bool:
+    return reason.startswith(OWNED_REASON_PREFIX)
+
+
+def state_summary(node: Node | None) -> str:
+    """The one word a pod annotation shows: down and drain first, then Slurm's base state."""
+    if node is None:
+        return "missing"
+    if node.base_state == "DOWN":
+        return "down"
+    if node.drain:
+        return "drain"
+    return node.base_state.lower()
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+
+
+def current_pods(pods: Sequence[SlurmdPod]) -> dict[str, SlurmdPod]:
+    """The pod that stands for each Slurm node name: a live one before a terminating one (a
+    replacement may already exist), the newest among equals."""
+    best: dict[str, SlurmdPod] = {}
+    for pod in pods:
+        old = best.get(pod.hostname)
+        if old is None or (not pod.deleting, pod.created) > (not old.deleting, old.created):
+            best[pod.hostname] = pod
+    return best
+
+
+def drain_cause(pod: SlurmdPod | None, ref: PodRef | None, kube_nodes: Mapping[str, KubeNode]) -> str | None:
+    """Why Kubernetes says this slurmd cannot take jobs, or None."""
+    if pod is None:
+        return f"slurmd pod {ref} deleted" if ref is not None else None
+    if pod.deleting:
+        return f"slurmd pod {pod.namespace}/{pod.name} terminating"
+    if not pod.node_name:
+        return None
+    kn = kube_nodes.get(pod.node_name)
+    if kn is None:
+        return f"Node {pod.node_name} deleted"
+    if kn.ready is False:
+        detail = ": ".join(part for part in (kn.ready_reason, kn.ready_message) if part)
+        return _short(f"Node {kn.name} NotReady" + (f" ({detail})" if detail else ""))
+    if kn.unschedulable:
+        why = kn.annotations.get(CORDON_REASON_ANNOTATION, "").strip()
+        return _short(f"Node {kn.name} cordoned" + (f": {why}" if why else ""))
+    return None
+
+
+def _slurm_actions(node: Node, pod: SlurmdPod | None, observed: Observed) -> list[SlurmAction]:
+    ref = read_pod_ref(node.extra)
+    if ref is not None and ref.namespace != observed.namespace:
+        ref = None  # another tenant's syncer owns this node
+    if pod is None and ref is None:
+        return []  # not a sunk-managed node: leave it alone entirely
+    out: list[SlurmAction] = []
+    cause = drain_cause(pod, ref, observed.kube_nodes)
+    if cause is not None:
+        reason = f"{OWNED_REASON_PREFIX} {cause}"
+        if not node.drain or (owned(node.reason) and node.reason != reason):
+            out.append(Drain(node.name, reason))
+    elif node.drain and owned(node.reason):
+        out.append(Resume(node.name))
+    if pod is not None and not pod.deleting:
+        want = PodRef(pod.namespace, pod.name, pod.uid)
+        if ref != want:
+            out.append(SetPodRef(node.name, write_pod_ref(node.extra, want)))
+    return out
+
+
+def _condition(want: Condition, conditions: Sequence[Condition], now: datetime) -> tuple[Condition, int | None] | None:
+    """The condition to write (keeping its transition time if the status holds), or None."""
+    index = condition_index(conditions, want.type)
+    have = conditions[index] if index is not None else None
+    if want.same(have):
+        return None
+    since = have.last_transition_time if have is not None and have.status == want.status else rfc3339(now)
+    return Condition(want.type, want.status, want.reason, want.message, since), index
+
+
+def _pod_actions(pod: SlurmdPod, node: Node | None, now: datetime) -> list[KubeAction]:
+    summary = state_summary(node)
+    want: dict[str, str | None] = {
+        POD_STATE_ANNOTATION: summary,
+        POD_STATE_DETAIL_ANNOTATION: "+".join(node.state) if node is not None else None,
+        POD_REASON_ANNOTATION: node.reason if node is not None and node.reason else None,
+    }
+    changes = {k: v for k, v in want.items() if pod.annotations.get(k) != v}
+    out: list[KubeAction] = []
+    if changes:
+        out.append(AnnotatePod(pod.namespace, pod.name, changes))
+    usable = node is not None and summary in ("idle", "allocated", "mixed") and "NOT_RESPONDING" not in node.flags
+    message = _short(node.reason) if node is not None and node.reason else ""
+    found = _condition(
+        Condition(POD_CONDITION, "True" if usable else "False", summary.capitalize(), message), pod.conditions, now
+    )
+    if found is not None:
+        out.append(SetPodCondition(pod.namespace, pod.name, found[0], found[1], len(pod.conditions)))
+    return out
+
+
+def _node_actions(kn: KubeNode, drains: list[str], now: datetime) -> list[KubeAction]:
+    text = "; ".join(sorted(drains)) or None
+    out: list[KubeAction] = []
+    if kn.annotations.get(NODE_DRAIN_ANNOTATION) != text:
+        out.append(AnnotateNode(kn.name, {NODE_DRAIN_ANNOTATION: text}))
+    index = condition_index(kn.conditions, NODE_CONDITION)
+    if text is not None:
+        want = Condition(NODE_CONDITION, "True", "DrainedInSlurm", _short(text))
+    elif index is not None:
+        want = Condition(NODE_CONDITION, "False", "NotDrainedInSlurm", "")
+    else:
+        return out  # never drained in Slurm: no condition to add
+    found = _condition(want, kn.conditions, now)
+    if found is not None:
+        out.append(SetNodeCondition(kn.name, found[0], found[1], len(kn.conditions)))
+    return out
+
+
+def plan(observed: Observed, now: datetime) -> list[Action]:
+    pods = current_pods(observed.pods)
+    slurm: list[Action] = []
+    kube: list[Action] = []
+    foreign: dict[str, list[str]] = {}
+    for name in sorted(observed.slurm_nodes):
+        node = observed.slurm_nodes[name]
+        pod = pods.get(name)
+        slurm.extend(_slurm_actions(node, pod, observed))
+        if pod is not None and not pod.deleting and pod.node_name and node.drain and not owned(node.reason):
+            foreign.setdefault(pod.node_name, []).append(f"{name}: {node.reason}")
+    for hostname in sorted(pods):
+        pod = pods[hostname]
+        if not pod.deleting:
+            kube.extend(_pod_actions(pod, observed.slurm_nodes.get(hostname), now))
+    for kn_name in sorted(observed.kube_nodes):
+        kube.extend(_node_actions(observed.kube_nodes[kn_name], foreign.get(kn_name, []), now))
+    return slurm + kube

@@ -1,0 +1,164 @@
+"""The cycle with in-memory servers: convergence, zero writes in steady state, fail closed,
+batching, metrics and probes."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry
+from sunk.runtime.common.health import HealthServer
+from sunk.runtime.slurmrest import Node, read_pod_ref
+from sunk.runtime.syncer import CycleReport, Syncer
+from sunk.runtime.syncer.fakes import FakeKube, FakeSlurm, node_object, pod_object
+from sunk.runtime.syncer.model import NODE_DRAIN_ANNOTATION, POD_CONDITION, POD_STATE_ANNOTATION
+from sunk.runtime.syncer.plan import Drain, Resume
+
+NS = "tenant"
+
+
+def cluster(n: int = 4) -> tuple[FakeSlurm, FakeKube, Syncer]:
+    slurm = FakeSlurm([Node(name=f"cpu-{i}", state=("IDLE",)) for i in range(n)])
+    kube = FakeKube()
+    for i in range(n):
+        kube.add_node(node_object(f"k{i}"))
+        kube.add_pod(pod_object(NS, f"cpu-{i}", nodeset="cpu", node_name=f"k{i}"))
+    # A pod of another tenant with a colliding hostname must not be touched.
+    kube.add_pod(pod_object("other", "cpu-0", nodeset="cpu", node_name="k0"))
+    clock = lambda: datetime(2025, 1, 1, tzinfo=UTC)  # noqa: E731
+    return slurm, kube, Syncer(slurm, kube, NS, registry=CollectorRegistry(), clock=clock)
+
+
+def test_converges_then_writes_nothing() -> None:
+    slurm, kube, syncer = cluster()
+    first = syncer.cycle()
+    assert first.ok and first.slurm_writes == 4  # the pod mapping, once per node
+    assert first.kube_writes == 8  # annotations + condition per pod
+    assert all(read_pod_ref(n.extra) is not None for n in slurm.nodes.values())
+    pod = kube.pods[(NS, "cpu-1")]
+    assert pod["metadata"]["annotations"][POD_STATE_ANNOTATION] == "idle"
+    assert [c["type"] for c in pod["status"]["conditions"]] == ["Ready", POD_CONDITION]
+    assert "annotations" not in kube.pods[("other", "cpu-0")]["metadata"]
+    for _ in range(3):
+        steady = syncer.cycle()
+        assert (steady.slurm_requests, steady.slurm_writes, steady.kube_writes, steady.actions) == (1, 0, 0, [])
+
+
+def test_cordon_drain_uncordon_resume_round_trip() -> None:
+    slurm, kube, syncer = cluster()
+    syncer.cycle()
+    kube.nodes["k1"]["spec"]["unschedulable"] = True
+    kube.nodes["k2"]["spec"]["unschedulable"] = True
+    report = syncer.cycle()
+    assert report.slurm_writes == 2  # one drain per reason (each Node name differs)
+    assert slurm.nodes["cpu-1"].drain and slurm.nodes["cpu-1"].reason == "sunk: Node k1 cordoned"
+    syncer.cycle()  # the pods now show the drain
+    assert kube.pods[(NS, "cpu-1")]["metadata"]["annotations"][POD_STATE_ANNOTATION] == "drain"
+    assert NODE_DRAIN_ANNOTATION not in kube.nodes["k1"]["metadata"]["annotations"]  # our own drain
+    assert syncer.cycle().kube_writes == 0
+    del kube.nodes["k1"]["spec"]["unschedulable"]
+    del kube.nodes["k2"]["spec"]["unschedulable"]
+    report = syncer.cycle()
+    assert report.slurm_writes == 1  # both resumes in one batch request
+    assert not slurm.nodes["cpu-1"].drain and not slurm.nodes["cpu-2"].drain
+
+
+def test_same_reason_drains_go_as_one_batch() -> None:
+    slurm, kube, syncer = cluster()
+    for i in range(4):
+        kube.add_pod(pod_object(NS, f"cpu-{i}", nodeset="cpu", node_name="k0"))
+    syncer.cycle()
+    kube.nodes["k0"]["spec"]["unschedulable"] = True
+    before = slurm.requests
+    report = syncer.cycle()
+    assert report.slurm_writes == 1 and slurm.requests - before == 2  # list + one batch
+    assert all(n.reason == "sunk: Node k0 cordoned" for n in slurm.nodes.values())
+
+
+def test_admin_drain_annotates_node_and_is_never_resumed() -> None:
+    slurm, kube, syncer = cluster()
+    syncer.cycle()
+    slurm.admin("cpu-3", state="DRAIN", reason="bad DIMM")
+    syncer.cycle()
+    assert kube.nodes["k3"]["metadata"]["annotations"][NODE_DRAIN_ANNOTATION] == "cpu-3: bad DIMM"
+    cond = kube.nodes["k3"]["status"]["conditions"][-1]
+    assert (cond["type"], cond["status"]) == ("SlurmDrain", "True")
+    for _ in range(3):
+        syncer.cycle()
+    assert slurm.nodes["cpu-3"].drain and slurm.nodes["cpu-3"].reason == "bad DIMM"
+    slurm.admin("cpu-3", state="RESUME")
+    syncer.cycle()
+    assert NODE_DRAIN_ANNOTATION not in kube.nodes["k3"]["metadata"]["annotations"]
+    assert kube.nodes["k3"]["status"]["conditions"][-1]["status"] == "False"
+    assert syncer.cycle().kube_writes == 0
+
+
+def test_slurm_unreadable_changes_nothing_anywhere() -> None:
+    slurm, kube, syncer = cluster()
+    syncer.cycle()
+    kube.nodes["k1"]["spec"]["unschedulable"] = True
+    del kube.pods[(NS, "cpu-2")]
+    slurm.down = True
+    writes = (slurm.writes, kube.writes)
+    report = syncer.cycle()
+    assert not report.ok and report.errors and (slurm.writes, kube.writes) == writes
+    assert not syncer.last_ok
+
+
+def test_kubernetes_unreadable_changes_nothing() -> None:
+    # Without the pod list every mapped node would look "pod deleted": never act on that.
+    slurm, kube, syncer = cluster()
+    syncer.cycle()
+    kube.fail_reads = True
+    writes = (slurm.writes, kube.writes)
+    assert not syncer.cycle().ok
+    assert (slurm.writes, kube.writes) == writes
+
+
+def test_pod_deleted_drains_and_recreated_pod_resumes() -> None:
+    slurm, kube, syncer = cluster()
+    syncer.cycle()
+    gone = kube.pods.pop((NS, "cpu-0"))
+    syncer.cycle()
+    assert slurm.nodes["cpu-0"].reason == f"sunk: slurmd pod {NS}/cpu-0 deleted"
+    gone["metadata"]["uid"] = "uid-new"
+    kube.add_pod(gone)
+    syncer.cycle()
+    assert not slurm.nodes["cpu-0"].drain
+    ref = read_pod_ref(slurm.nodes["cpu-0"].extra)
+    assert ref is not None and ref.uid == "uid-new"
+
+
+def test_a_vanished_slurm_node_fails_one_write_not_the_cycle() -> None:
+    slurm, _, syncer = cluster()
+    report = CycleReport()
+    syncer.apply([Drain("gone", "sunk: x"), Drain("cpu-1", "sunk: x"), Resume("cpu-2")], report)
+    # The batch is refused for the unknown name, then retried node by node.
+    assert slurm.nodes["cpu-1"].reason == "sunk: x"
+    assert report.slurm_writes == 2 and len(report.errors) == 1 and "2018" in report.errors[0]
+
+
+def test_metrics_and_probes_are_served() -> None:
+    slurm, _, syncer = cluster()
+    registry = CollectorRegistry()
+    syncer = Syncer(slurm, syncer.kube, NS, registry=registry)
+    syncer.cycle()
+    ready = [True]
+    server = HealthServer(0, registry, alive=lambda: (True, "ok"), ready=lambda: (ready[0], "r"), host="127.0.0.1")
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        text = urllib.request.urlopen(f"{base}/metrics").read().decode()
+        assert 'sunk_syncer_slurm_nodes{state="idle"} 4.0' in text
+        assert "sunk_syncer_cycle_seconds_count 1.0" in text
+        assert 'sunk_syncer_writes_total{kind="SetPodRef",target="slurm"} 4.0' in text
+        assert urllib.request.urlopen(f"{base}/healthz").status == 200
+        ready[0] = False
+        try:
+            urllib.request.urlopen(f"{base}/readyz")
+            raise AssertionError("expected 503")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+    finally:
+        server.stop()
