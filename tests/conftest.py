@@ -1,0 +1,47 @@
+"""Suite-wide options and fixtures. Keep small: subfolders own their own conftest.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/ from the current renderers instead of comparing (review the diff)",
+    )
+
+
+GoldenCheck = Callable[[str, Mapping[str, str]], None]
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> GoldenCheck:
+    """`golden("slurm/acme-dev", files)`: the folder tests/golden/<sub> must hold exactly `files`
+    (relative path -> text), byte for byte. With --update-golden the folder is rewritten instead."""
+    update: bool = request.config.getoption("--update-golden")
+
+    def check(sub: str, files: Mapping[str, str]) -> None:
+        folder = GOLDEN / sub
+        if update:
+            for old in sorted(folder.rglob("*"), reverse=True) if folder.exists() else []:
+                old.unlink() if old.is_file() else old.rmdir()
+            for rel, text in files.items():
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel).write_bytes(text.encode())
+            return
+        stored = (
+            {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} if folder.exists() else set()
+        )
+        assert stored == set(files), f"{folder}: files differ from the rendered set; rerun with --update-golden"
+        for rel, text in files.items():
+            assert (folder / rel).read_bytes().decode() == text, f"{folder / rel} differs; rerun with --update-golden"
+
+    return check

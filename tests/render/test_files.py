@@ -1,0 +1,354 @@
+"""The other Slurm files, table-driven against literal text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sunk.render import (
+    ACCOUNTING_SETUP,
+    TopologyNode,
+    finalize_slurmdbd_conf,
+    render_cgroup_conf,
+    render_gres_conf,
+    render_plugstack_conf,
+    render_sacctmgr,
+    render_slurm_files,
+    render_slurmdbd_conf,
+    render_topology_conf,
+)
+from sunk.render.slurm_conf import HEADER
+from sunk.spec import ClusterSpec
+
+MakeSpec = Callable[..., ClusterSpec]  # the make_spec fixture of conftest.py
+SECRET = {"name": "research-db", "key": "password"}
+
+
+def body(text: str) -> list[str]:
+    """The lines after the header every rendered file starts with."""
+    assert text.startswith(HEADER)
+    return text.removeprefix(HEADER).splitlines()
+
+
+# ----- cgroup.conf
+@pytest.mark.parametrize(
+    ("cgroup", "expected"),
+    [
+        (
+            {},
+            [
+                "CgroupPlugin=cgroup/v2",
+                "ConstrainCores=yes",
+                "ConstrainDevices=yes",
+                "ConstrainRAMSpace=yes",
+                "ConstrainSwapSpace=no",
+                "AllowedRAMSpace=100",
+                "IgnoreSystemd=yes",
+            ],
+        ),
+        (
+            {
+                "plugin": "cgroup/v1",
+                "constrainDevices": False,
+                "constrainSwapSpace": True,
+                "allowedRamSpace": 97.5,
+                "ignoreSystemd": False,
+            },
+            [
+                "CgroupPlugin=cgroup/v1",
+                "ConstrainCores=yes",
+                "ConstrainDevices=no",
+                "ConstrainRAMSpace=yes",
+                "ConstrainSwapSpace=yes",
+                "AllowedRAMSpace=97.5",
+            ],
+        ),
+        ({"plugin": "disabled"}, ["CgroupPlugin=disabled"]),
+    ],
+    ids=["defaults", "v1-tuned", "disabled"],
+)
+def test_cgroup_conf(make_spec: MakeSpec, cgroup: dict[str, Any], expected: list[str]) -> None:
+    assert body(render_cgroup_conf(make_spec(cgroup=cgroup))) == expected
+
+
+def test_cgroup_conf_extra_lines(make_spec: MakeSpec) -> None:
+    spec = make_spec(extraConfig={"cgroupConf": ["MinRAMSpace=100"]})
+    assert body(render_cgroup_conf(spec))[-1] == "MinRAMSpace=100"
+
+
+# ----- gres.conf
+@pytest.mark.parametrize(
+    ("gpus", "expected"),
+    [
+        (None, []),
+        ({"type": "h100", "count": 8}, ["Name=gpu Type=h100 File=/dev/nvidia[0-7]"]),
+        ({"type": "l40s", "count": 1}, ["Name=gpu Type=l40s File=/dev/nvidia0"]),
+        (
+            {"type": "mi300x", "count": 4, "devicePattern": "/dev/dri_render"},
+            ["Name=gpu Type=mi300x File=/dev/dri_render[0-3]"],
+        ),
+    ],
+    ids=["no-gpus", "h100x8", "one-gpu", "device-pattern"],
+)
+def test_gres_conf(make_spec: MakeSpec, gpus: dict[str, Any] | None, expected: list[str]) -> None:
+    ns = {"name": "cpu", "cpus": 4, "memoryMib": 4096, **({"gpus": gpus} if gpus else {})}
+    spec = make_spec(nodesets=[ns])
+    assert body(render_gres_conf(spec, spec.nodesets[0])) == expected
+
+
+def test_gres_conf_per_nodeset_files(make_spec: MakeSpec) -> None:
+    spec = make_spec(
+        nodesets=[
+            {"name": "cpu", "cpus": 4, "memoryMib": 4096},
+            {"name": "gpu", "cpus": 4, "memoryMib": 4096, "gpus": {"type": "a100", "count": 2}},
+        ],
+        partitions=[{"name": "all", "nodesets": ["cpu", "gpu"]}],
+        extraConfig={"gresConf": ["AutoDetect=off"]},
+    )
+    files = render_slurm_files(spec)
+    assert body(files["gres.conf"]) == ["AutoDetect=off"]
+    assert body(files["gres-cpu.conf"]) == ["AutoDetect=off"]
+    assert body(files["gres-gpu.conf"]) == ["Name=gpu Type=a100 File=/dev/nvidia[0-1]", "AutoDetect=off"]
+
+
+# ----- topology.conf
+def nodes(*rows: tuple[str, dict[str, str]]) -> list[TopologyNode]:
+    return [TopologyNode(name, labels) for name, labels in rows]
+
+
+FABRIC = nodes(
+    ("gpu-0", {"fabric": "f1", "spine": "s1", "leaf": "l1"}),
+    ("gpu-1", {"fabric": "f1", "spine": "s1", "leaf": "l1"}),
+    ("gpu-2", {"fabric": "f1", "spine": "s1", "leaf": "l2"}),
+    ("gpu-3", {"fabric": "f1", "spine": "s2", "leaf": "l1"}),
+    ("gpu-4", {"fabric": "f2", "spine": "s1", "leaf": "l1"}),
+    ("gpu-5", {"fabric": "f2", "spine": "s1"}),  # no leaf label: unlabeled
+    ("cpu-0", {}),
+)
+TOPOLOGY_CASES = [
+    (
+        "tree-three-levels-with-root",
+        {"plugin": "tree", "labelKeys": ["fabric", "spine", "leaf"]},
+        FABRIC,
+        [
+            "SwitchName=f1-s1-l1 Nodes=gpu-[0-1]",
+            "SwitchName=f1-s1-l2 Nodes=gpu-2",
+            "SwitchName=f1-s2-l1 Nodes=gpu-3",
+            "SwitchName=f2-s1-l1 Nodes=gpu-4",
+            "SwitchName=unlabeled Nodes=cpu-0,gpu-5",
+            "SwitchName=f1-s1 Switches=f1-s1-l1,f1-s1-l2",
+            "SwitchName=f1-s2 Switches=f1-s2-l1",
+            "SwitchName=f2-s1 Switches=f2-s1-l1",
+            "SwitchName=f1 Switches=f1-s1,f1-s2",
+            "SwitchName=f2 Switches=f2-s1",
+            "SwitchName=root Switches=f1,f2,unlabeled",
+        ],
+    ),
+    (
+        "tree-one-level-one-switch-no-root",
+        {"plugin": "tree", "labelKeys": ["leaf"]},
+        nodes(("n1", {"leaf": "a"}), ("n2", {"leaf": "a"}), ("n3", {"leaf": "a"})),
+        ["SwitchName=a Nodes=n[1-3]"],
+    ),
+    (
+        "tree-label-values-made-safe",
+        {"plugin": "tree", "labelKeys": ["leaf"]},
+        nodes(("n1", {"leaf": "rack 7/a"}), ("n2", {"leaf": "rack_8"})),
+        ["SwitchName=rack_7_a Nodes=n1", "SwitchName=rack_8 Nodes=n2", "SwitchName=root Switches=rack_7_a,rack_8"],
+    ),
+    ("tree-no-nodes-yet", {"plugin": "tree", "labelKeys": ["leaf"]}, [], []),
+    (
+        "block-with-sizes",
+        {"plugin": "block", "labelKeys": ["nvidia.com/gpu.clique"], "blockSizes": [2, 4]},
+        nodes(
+            ("gb-001", {"nvidia.com/gpu.clique": "c1"}),
+            ("gb-002", {"nvidia.com/gpu.clique": "c1"}),
+            ("gb-003", {"nvidia.com/gpu.clique": "c2"}),
+            ("gb-004", {}),
+        ),
+        [
+            "BlockName=c1 Nodes=gb-[001-002]",
+            "BlockName=c2 Nodes=gb-003",
+            "BlockName=unlabeled Nodes=gb-004",
+            "BlockSizes=2,4",
+        ],
+    ),
+    (
+        "block-without-sizes",
+        {"plugin": "block", "labelKeys": ["clique"]},
+        nodes(("n1", {"clique": "x"})),
+        ["BlockName=x Nodes=n1"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("id", "topology", "node_list", "expected"), TOPOLOGY_CASES, ids=[c[0] for c in TOPOLOGY_CASES]
+)
+def test_topology_conf(
+    make_spec: MakeSpec, id: str, topology: dict[str, Any], node_list: list[TopologyNode], expected: list[str]
+) -> None:
+    assert body(render_topology_conf(make_spec(topology=topology), node_list)) == expected
+
+
+def test_topology_ignores_node_order_and_duplicates(make_spec: MakeSpec) -> None:
+    spec = make_spec(topology={"plugin": "tree", "labelKeys": ["fabric", "spine", "leaf"]})
+    assert render_topology_conf(spec, FABRIC) == render_topology_conf(spec, list(reversed(FABRIC)))
+
+
+def test_topology_extra_lines_follow(make_spec: MakeSpec) -> None:
+    spec = make_spec(
+        topology={"plugin": "block", "labelKeys": ["c"]},
+        extraConfig={"topologyConf": ["# keep", "BlockName=spare Nodes=x"]},
+    )
+    assert body(render_topology_conf(spec, nodes(("n1", {"c": "a"})))) == [
+        "BlockName=a Nodes=n1",
+        "# keep",
+        "BlockName=spare Nodes=x",
+    ]
+
+
+def test_topology_file_only_with_a_plugin(make_spec: MakeSpec) -> None:
+    assert "topology.conf" not in render_slurm_files(make_spec())
+    spec = make_spec(topology={"plugin": "tree", "labelKeys": ["leaf"]})
+    files = render_slurm_files(spec, nodes(("cpu-0", {"leaf": "l1"})))
+    assert body(files["topology.conf"]) == ["SwitchName=l1 Nodes=cpu-0"]
+
+
+# ----- plugstack.conf
+@pytest.mark.parametrize(
+    ("sections", "expected"),
+    [
+        ({}, ["include /etc/slurm/plugstack.conf.d/*"]),
+        (
+            {"pyxis": {"enabled": True}},
+            [
+                "required /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so runtime_path=/run/pyxis",
+                "include /etc/slurm/plugstack.conf.d/*",
+            ],
+        ),
+        (
+            {
+                "pyxis": {"enabled": True, "args": ["runtime_path=/tmp/p", "execute_entrypoint=0"]},
+                "extraConfig": {"plugstackConf": ["optional /usr/lib/spank_x.so"]},
+            },
+            [
+                "required /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so runtime_path=/tmp/p execute_entrypoint=0",
+                "include /etc/slurm/plugstack.conf.d/*",
+                "optional /usr/lib/spank_x.so",
+            ],
+        ),
+        ({"pyxis": {"enabled": False, "args": ["runtime_path=/x"]}}, ["include /etc/slurm/plugstack.conf.d/*"]),
+    ],
+    ids=["no-pyxis", "pyxis", "pyxis-args-and-extra", "pyxis-off-args-ignored"],
+)
+def test_plugstack_conf(make_spec: MakeSpec, sections: dict[str, Any], expected: list[str]) -> None:
+    assert body(render_plugstack_conf(make_spec(**sections))) == expected
+
+
+# ----- prolog, epilog, job_submit.lua
+def test_scripts_become_files(make_spec: MakeSpec) -> None:
+    lua = "function slurm_job_submit(d, p, u)\n  return slurm.SUCCESS\nend\nfunction slurm_job_modify(d, j, p, u)\n  return slurm.SUCCESS\nend"
+    spec = make_spec(
+        scripts={
+            "prolog": {"10-b.sh": "#!/bin/sh\necho b", "00-a.sh": "#!/bin/sh\necho a\n\n"},
+            "epilog": {"99-clean.sh": "#!/bin/bash\nrm -rf /tmp/job\n"},
+            "jobSubmitLua": lua,
+        }
+    )
+    files = render_slurm_files(spec)
+    assert files["prolog.d/00-a.sh"] == "#!/bin/sh\necho a\n"
+    assert files["prolog.d/10-b.sh"] == "#!/bin/sh\necho b\n"
+    assert files["epilog.d/99-clean.sh"] == "#!/bin/bash\nrm -rf /tmp/job\n"
+    assert files["job_submit.lua"] == lua + "\n"
+    assert list(files) == sorted(files)
+
+
+def test_no_scripts_no_files(make_spec: MakeSpec) -> None:
+    files = render_slurm_files(make_spec())
+    assert not [f for f in files if f.startswith(("prolog.d/", "epilog.d/")) or f == "job_submit.lua"]
+
+
+# ----- slurmdbd.conf and the database password
+def test_slurmdbd_conf_in_cluster(make_spec: MakeSpec) -> None:
+    assert body(render_slurmdbd_conf(make_spec())) == [
+        "AuthType=auth/munge",
+        "AuthAltTypes=auth/jwt",
+        "AuthAltParameters=jwt_key=/etc/slurm/jwt/jwt_hs256.key",
+        "DbdHost=localhost",
+        "DbdPort=6819",
+        "SlurmUser=slurm",
+        "PidFile=/run/slurmdbd/slurmdbd.pid",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=research-mariadb",
+        "StoragePort=3306",
+        "StorageUser=slurm",
+        "StorageLoc=slurm_acct_db",
+        "# StoragePass is appended when slurmdbd starts, from the password Secret.",
+    ]
+
+
+def test_slurmdbd_conf_external_has_no_password(make_spec: MakeSpec) -> None:
+    spec = make_spec(
+        auth={"type": "slurm"},
+        accounting={
+            "external": {"host": "mysql.db", "port": 3307, "database": "acct", "user": "su", "passwordSecret": SECRET},
+            "extraSlurmdbdConf": ["CommitDelay=1"],
+        },
+    )
+    lines = body(render_slurmdbd_conf(spec))
+    assert lines[0] == "AuthType=auth/slurm"
+    assert {"StorageHost=mysql.db", "StoragePort=3307", "StorageUser=su", "StorageLoc=acct"} <= set(lines)
+    assert lines[-1] == "CommitDelay=1"
+    assert not [line for line in lines if line.lower().startswith("storagepass")]
+    assert "research-db" not in "\n".join(lines)  # not even the Secret's name
+
+
+def test_finalize_appends_the_password_last() -> None:
+    rendered = "# Rendered\nStorageUser=slurm\n"
+    assert finalize_slurmdbd_conf(rendered, "s3cr3t") == "# Rendered\nStorageUser=slurm\nStoragePass=s3cr3t\n"
+
+
+def test_finalize_refuses_a_multiline_password() -> None:
+    with pytest.raises(ValueError, match="one line"):
+        finalize_slurmdbd_conf("x\n", "a\nDbdHost=evil")
+
+
+@pytest.mark.parametrize(
+    ("sections", "present", "absent"),
+    [
+        ({}, ["slurmdbd.conf"], [ACCOUNTING_SETUP]),
+        ({"qos": [{"name": "low"}]}, ["slurmdbd.conf", ACCOUNTING_SETUP], []),
+        (
+            {"accounting": {"enabled": False}, "scheduling": {"preemptType": "none"}},
+            [],
+            ["slurmdbd.conf", ACCOUNTING_SETUP],
+        ),
+    ],
+    ids=["accounting", "accounting-with-qos", "accounting-disabled"],
+)
+def test_accounting_files(make_spec: MakeSpec, sections: dict[str, Any], present: list[str], absent: list[str]) -> None:
+    files = render_slurm_files(make_spec(**sections))
+    assert set(present) <= set(files)
+    assert not set(absent) & set(files)
+
+
+# ----- QOS in accounting
+def test_sacctmgr_commands(make_spec: MakeSpec) -> None:
+    spec = make_spec(
+        qos=[
+            {"name": "low", "priority": 10, "preemptMode": "requeue", "usageFactor": 0.5},
+            {"name": "high", "priority": 1000, "preempt": ["low"], "maxWall": "3-00:00:00"},
+        ]
+    )
+    assert render_sacctmgr(spec) == [
+        ["add", "qos", "low", "Priority=10", "PreemptMode=requeue", "UsageFactor=0.5"],
+        ["add", "qos", "high", "Priority=1000", "MaxWall=3-00:00:00"],
+        ["modify", "qos", "where", "name=high", "set", "Preempt=low"],
+        ["modify", "account", "where", "name=root", "set", "QOS+=normal,low,high"],
+    ]
+    script = render_slurm_files(spec)[ACCOUNTING_SETUP]
+    assert script.startswith("#!/bin/sh\n")
+    assert "sacctmgr -i modify qos where name=high set Preempt=low || true\n" in script
