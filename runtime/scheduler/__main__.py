@@ -1,0 +1,67 @@
+"""`python -m sunk.runtime.scheduler`: the scheduler process (settings from the environment)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+from ..slurmrest import JwtMinter, SlurmRestClient
+from .kube import OfficialKube
+from .loop import Scheduler
+from .metrics import Health, Metrics, serve
+from .settings import Settings
+from .slurm import RestSlurm
+
+
+def main() -> int:
+    logging.basicConfig(level=os.environ.get("SUNK_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        settings = Settings.from_env(os.environ)
+    except ValueError as e:
+        print(f"sunk-scheduler: {e}", file=sys.stderr)
+        return 2
+    log = logging.getLogger("sunk.scheduler")
+    kube = OfficialKube.from_environment(component=settings.scheduler_name)
+    rest = SlurmRestClient(
+        settings.slurmrestd_url,
+        user=settings.slurm_user,
+        token=JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user),
+    )
+    metrics = Metrics()
+    # Not ready / not live after three missed cycles (at least 30 s, so slow cycles are no alarm).
+    health = Health(stale_after=max(30.0, 3 * settings.interval))
+    server = serve(metrics, health, settings.metrics_port)
+    scheduler = Scheduler(
+        kube,
+        RestSlurm(rest, cwd=settings.job_cwd),
+        scheduler_name=settings.scheduler_name,
+        namespace=settings.namespace,
+        metrics=metrics,
+        health=health,
+    )
+    stop, wake = threading.Event(), threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(
+        target=kube.watch_pods, args=(settings.scheduler_name, stop, wake), name="sunk-scheduler-watch", daemon=True
+    ).start()
+    log.info(
+        "sunk-scheduler %s for cluster %s: slurmrestd %s, metrics on :%d",
+        settings.scheduler_name,
+        settings.cluster,
+        settings.slurmrestd_url,
+        settings.metrics_port,
+    )
+    try:
+        scheduler.run(stop, settings.interval, wake)
+    finally:
+        server.shutdown()
+        rest.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""In-memory KubeApi and SlurmApi for tests of the glue: same contracts, no servers."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import keys
+from .kube import Conflict
+from .model import JobView, PodRef
+from .request import JobRequest
+from .slurm import Rejected
+
+
+@dataclass
+class FakeKube:
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    slurmd: list[dict[str, Any]] = field(default_factory=list)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    events: list[tuple[PodRef, str, str, str]] = field(default_factory=list)
+    bindings: list[tuple[PodRef, str]] = field(default_factory=list)
+    deleted: list[PodRef] = field(default_factory=list)
+    fail_lists: bool = False
+
+    def add_pod(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        self.pods[(meta["namespace"], meta["name"])] = obj
+
+    def list_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        if self.fail_lists:
+            raise ConnectionError("API server unreachable")
+        return [
+            copy.deepcopy(p)
+            for p in self.pods.values()
+            if p["spec"].get("schedulerName") == scheduler_name
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+
+    def list_slurmd_pods(self, namespace: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(p) for p in self.slurmd if p["metadata"]["namespace"] == namespace]
+
+    def namespace_annotations(self, name: str) -> dict[str, str]:
+        return dict(self.namespaces.get(name, {}))
+
+    def get_pod(self, ref: PodRef) -> dict[str, Any] | None:
+        pod = self.pods.get((ref.namespace, ref.name))
+        return copy.deepcopy(pod) if pod is not None and pod["metadata"]["uid"] == ref.uid else None
+
+    def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        pod = self.pods[(ref.namespace, ref.name)]
+        if pod["spec"].get("nodeName"):
+            raise Conflict(f"{ref} already bound")
+        pod["spec"]["nodeName"] = node
+        pod["metadata"].setdefault("annotations", {}).update(annotations)
+        self.bindings.append((ref, node))
+
+    def delete_pod(self, ref: PodRef) -> None:
+        pod = self.pods.get((ref.namespace, ref.name))
+        if pod is not None and pod["metadata"]["uid"] == ref.uid:
+            del self.pods[(ref.namespace, ref.name)]
+            self.deleted.append(ref)
+
+    def set_scheduled(self, ref: PodRef, status: str, reason: str, message: str) -> None:
+        pod = self.pods.get((ref.namespace, ref.name))
+        if pod is None:
+            return
+        conditions = [c for c in pod.setdefault("status", {}).get("conditions", []) if c["type"] != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": status, "reason": reason, "message": message})
+        pod["status"]["conditions"] = conditions
+
+    def event(self, ref: PodRef, kind: str, reason: str, message: str) -> None:
+        self.events.append((ref, kind, reason, message))
+
+
+@dataclass
+class FakeSlurm:
+    """Jobs stay PENDING until a test `start`s them; `reject` makes every submit fail."""
+
+    job_list: list[JobView] = field(default_factory=list)
+    submitted: list[tuple[int, JobRequest, keys.Marker]] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+    reject: str = ""
+    next_id: int = 100
+
+    def jobs(self) -> list[JobView]:
+        return list(self.job_list)
+
+    def submit(self, request: JobRequest, marker: keys.Marker) -> int:
+        if self.reject:
+            raise Rejected(self.reject)
+        self.next_id += 1
+        self.submitted.append((self.next_id, request, marker))
+        self.job_list.append(JobView(self.next_id, marker, "PENDING", reason="Priority", submit_time=1000.0))
+        return self.next_id
+
+    def cancel(self, job_id: int) -> None:
+        self.cancelled.append(job_id)
+        self._set(job_id, state="CANCELLED", nodes=())
+
+    def start(self, job_id: int, nodes: tuple[str, ...], start_time: float = 2000.0) -> None:
+        self._set(job_id, state="RUNNING", nodes=nodes, start_time=start_time, reason="None")
+
+    def end(self, job_id: int, state: str) -> None:
+        self._set(job_id, state=state)
+
+    def _set(self, job_id: int, **changes: Any) -> None:
+        self.job_list = [replace(j, **changes) if j.job_id == job_id else j for j in self.job_list]

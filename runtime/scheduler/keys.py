@@ -1,0 +1,82 @@
+"""Annotation keys the scheduler reads and writes, and the marker that links a job to its pods.
+
+Users set the request annotations on a pod, or on its Namespace as defaults for every pod in it.
+The scheduler writes the binding annotations through the Binding object, so they land on the pod
+in the same API call that sets spec.nodeName: after a crash, a bound pod says which Slurm job and
+node it holds without any other state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+PREFIX = "slurm.sunk.dev/"
+
+# Requests (pod annotation, else Namespace annotation).
+PARTITION = PREFIX + "partition"
+QOS = PREFIX + "qos"
+ACCOUNT = PREFIX + "account"
+TIME_LIMIT = PREFIX + "time-limit"
+"""A Slurm time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED."""
+NICE = PREFIX + "nice"
+"""Slurm nice (-2147483645..2147483645); lower runs first."""
+PRIORITY = PREFIX + "priority"
+"""Admin priority: a fixed job priority (the scheduler's Slurm user must be an operator)."""
+GPU_TYPE = PREFIX + "gpu-type"
+"""GRES type, e.g. h100: `--gres=gpu:h100:N` instead of `--gres=gpu:N`."""
+REQUEST_KEYS = (PARTITION, QOS, ACCOUNT, TIME_LIMIT, NICE, PRIORITY, GPU_TYPE)
+
+# All-or-nothing groups (pod annotations only).
+GROUP = PREFIX + "group"
+"""Pods of one namespace sharing this value are placed together by one Slurm job, or not at all."""
+GROUP_SIZE = PREFIX + "group-size"
+"""How many pods the group has; the job is submitted once that many are pending."""
+
+# Written by the scheduler at binding time.
+JOB_ID = PREFIX + "job-id"
+SLURM_NODE = PREFIX + "slurm-node"
+JOB_START = PREFIX + "job-start"
+"""The job's start time (epoch seconds) when the pod was bound: a requeued job restarts later."""
+
+# The slurmd pods of the cluster carry this label; spec.hostname is the Slurm node name.
+NODESET_LABEL = PREFIX + "nodeset"
+
+_NAME = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+_MARKER = re.compile(rf"^sunk-(pod|group):({_NAME})/({_NAME})(?:/([0-9a-fA-F-]+))?$")
+
+
+@dataclass(frozen=True, order=True)
+class Marker:
+    """Job comment (and name) `sunk-pod:<ns>/<name>/<uid>` or `sunk-group:<ns>/<group>`.
+
+    A pod's marker holds its uid, so a pod recreated under the same name gets a new job and the
+    old one is an orphan. A group's marker has no uid: replacement members join the group.
+    """
+
+    kind: Literal["pod", "group"]
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def text(self) -> str:
+        if self.kind == "pod":
+            return f"sunk-pod:{self.namespace}/{self.name}/{self.uid}"
+        return f"sunk-group:{self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> Marker | None:
+        m = _MARKER.match(text or "")
+        if m is None:
+            return None
+        kind, ns, name, uid = m.group(1), m.group(2), m.group(4), m.group(6)
+        if (kind == "pod") != (uid is not None):
+            return None
+        return cls("pod" if kind == "pod" else "group", ns, name, uid or "")
+
+
+def valid_group_name(name: str) -> bool:
+    """Group names are DNS labels, so the marker stays parseable."""
+    return re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name) is not None

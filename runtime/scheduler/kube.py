@@ -1,0 +1,200 @@
+"""The Kubernetes side: a small KubeApi protocol and its implementation on the official client.
+
+Replies are read raw (`_preload_content=False`) and handled as JSON dicts: the client cannot parse
+the Status object a real API server answers to a Binding POST (kubernetes-client/python#825), and
+the scheduler only needs a few fields of each pod anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from . import keys
+from .model import PodRef
+
+log = logging.getLogger("sunk.scheduler")
+
+
+class Conflict(Exception):
+    """The API server refused a write because the object changed (already bound, uid differs)."""
+
+
+class KubeApi(Protocol):
+    def list_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        """Non-terminal pods of this scheduler, all namespaces."""
+        ...
+
+    def list_slurmd_pods(self, namespace: str) -> list[dict[str, Any]]: ...
+
+    def namespace_annotations(self, name: str) -> dict[str, str]: ...
+
+    def get_pod(self, ref: PodRef) -> dict[str, Any] | None: ...
+
+    def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None: ...
+
+    def delete_pod(self, ref: PodRef) -> None: ...
+
+    def set_scheduled(self, ref: PodRef, status: str, reason: str, message: str) -> None: ...
+
+    def event(self, ref: PodRef, kind: str, reason: str, message: str) -> None: ...
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _json(response: Any) -> Any:
+    return json.loads(response.data or b"null")
+
+
+class OfficialKube:
+    """KubeApi on kubernetes.client.CoreV1Api."""
+
+    def __init__(self, api: client.CoreV1Api, *, component: str) -> None:
+        self._api = api
+        self._component = component
+
+    @classmethod
+    def from_environment(cls, *, component: str) -> OfficialKube:
+        """In-cluster service account when running in a pod, else the kubeconfig ($KUBECONFIG)."""
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        return cls(client.CoreV1Api(), component=component)
+
+    def list_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+        # Terminal pods are left out on the server side: their jobs end as for deleted pods.
+        selector = f"spec.schedulerName={scheduler_name},status.phase!=Succeeded,status.phase!=Failed"
+        items = _json(self._api.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False))["items"]
+        # Filtered again here: the selector is an optimisation, not a guarantee we rely on.
+        return [
+            p
+            for p in items
+            if (p.get("spec") or {}).get("schedulerName") == scheduler_name
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+
+    def list_slurmd_pods(self, namespace: str) -> list[dict[str, Any]]:
+        reply = self._api.list_namespaced_pod(namespace, label_selector=keys.NODESET_LABEL, _preload_content=False)
+        return [
+            p
+            for p in _json(reply)["items"]
+            if keys.NODESET_LABEL in ((p.get("metadata") or {}).get("labels") or {})
+            and (p.get("metadata") or {}).get("namespace", namespace) == namespace
+        ]
+
+    def namespace_annotations(self, name: str) -> dict[str, str]:
+        try:
+            ns = _json(self._api.read_namespace(name, _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return {}
+            raise
+        annotations = (ns.get("metadata") or {}).get("annotations") or {}
+        return {k: v for k, v in annotations.items() if k.startswith(keys.PREFIX)}
+
+    def get_pod(self, ref: PodRef) -> dict[str, Any] | None:
+        try:
+            pod: dict[str, Any] = _json(self._api.read_namespaced_pod(ref.name, ref.namespace, _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return pod if (pod.get("metadata") or {}).get("uid") == ref.uid else None
+
+    def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        # The API server copies the Binding's annotations onto the pod in the same write as nodeName.
+        body = client.V1Binding(
+            metadata=client.V1ObjectMeta(
+                name=ref.name, namespace=ref.namespace, uid=ref.uid, annotations=dict(annotations)
+            ),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        try:
+            self._api.create_namespaced_pod_binding(ref.name, ref.namespace, body, _preload_content=False)
+        except ApiException as e:
+            if e.status == 409:
+                raise Conflict(f"pod {ref} is already bound") from e
+            raise
+
+    def delete_pod(self, ref: PodRef) -> None:
+        # The uid precondition keeps a pod recreated under the same name alive.
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=ref.uid))
+        try:
+            self._api.delete_namespaced_pod(ref.name, ref.namespace, body=body, _preload_content=False)
+        except ApiException as e:
+            if e.status not in (404, 409):
+                raise
+
+    def set_scheduled(self, ref: PodRef, status: str, reason: str, message: str) -> None:
+        pod = self.get_pod(ref)
+        if pod is None:
+            return
+        conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": _now(),
+            }
+        )
+        # The whole list is sent: a merge patch replaces lists, a strategic one merges them by type.
+        self._api.patch_namespaced_pod_status(
+            ref.name,
+            ref.namespace,
+            {"status": {"conditions": conditions}},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+        )
+
+    def event(self, ref: PodRef, kind: str, reason: str, message: str) -> None:
+        now = datetime.now(UTC)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{ref.name}.{uuid.uuid4().hex[:12]}", namespace=ref.namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind="Pod", namespace=ref.namespace, name=ref.name, uid=ref.uid
+            ),
+            reason=reason,
+            message=message[:1024],
+            type=kind,
+            source=client.V1EventSource(component=self._component),
+            reporting_component=self._component,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        self._api.create_namespaced_event(ref.namespace, body, _preload_content=False)
+
+    def watch_pods(self, scheduler_name: str, stop: threading.Event, wake: threading.Event) -> None:
+        """Set `wake` on every change to this scheduler's pods, until `stop`. Only a latency aid:
+        the loop polls anyway, so a broken watch costs speed, never correctness."""
+        while not stop.is_set():
+            w = watch.Watch()  # type: ignore[no-untyped-call]
+            try:
+                stream = w.stream(  # type: ignore[no-untyped-call]
+                    self._api.list_pod_for_all_namespaces,
+                    field_selector=f"spec.schedulerName={scheduler_name}",
+                    timeout_seconds=300,
+                    deserialize=False,
+                )
+                for event in stream:
+                    obj = event.get("raw_object") or {}
+                    if (obj.get("spec") or {}).get("schedulerName") == scheduler_name:
+                        wake.set()
+                    if stop.is_set():
+                        w.stop()  # type: ignore[no-untyped-call]
+            except Exception as e:
+                log.warning("pod watch failed (%s); polling only for 5 s", e)
+                stop.wait(5.0)

@@ -1,0 +1,204 @@
+"""Glue: observe Kubernetes and Slurm, plan, apply each action idempotently, count and report.
+
+All durable state lives in Slurm (jobs carry markers) and in Kubernetes (a bound pod's annotations
+name its job and Slurm node), so a restarted scheduler picks up where the last one stopped. Only the
+failure memory (which attempts to hold back) and the first-seen times are in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..slurmrest import SlurmRestError
+from . import keys
+from .kube import Conflict, KubeApi
+from .metrics import Health, Metrics
+from .model import Snapshot, node_map, pod_view
+from .plan import Action, Bind, Cancel, Condition, Evict, Failure, Reject, Submit, plan
+from .slurm import Rejected, SlurmApi
+
+log = logging.getLogger("sunk.scheduler")
+
+NAMESPACE_TTL = 10.0
+"""Namespace defaults are re-read this often; a changed default applies within that time."""
+
+
+MIN_GAP = 0.05
+"""Seconds between two cycles at least, however often watch events arrive."""
+
+
+def backoff(attempts: int, base: float = 10.0, cap: float = 300.0) -> float:
+    """Delay before retrying a submit Slurm refused: 10 s, 20 s, 40 s, ... at most 5 min."""
+    return float(min(cap, base * 2 ** max(0, attempts - 1)))
+
+
+@dataclass
+class _Attempts:
+    failure: Failure
+    count: int
+
+
+class Scheduler:
+    def __init__(
+        self,
+        kube: KubeApi,
+        slurm: SlurmApi,
+        *,
+        scheduler_name: str,
+        namespace: str,
+        metrics: Metrics | None = None,
+        health: Health | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.scheduler_name = scheduler_name
+        self.namespace = namespace
+        self.metrics = metrics or Metrics()
+        self.health = health or Health(stale_after=60.0)
+        self.clock = clock
+        self.failures: dict[str, _Attempts] = {}
+        self.first_seen: dict[str, float] = {}
+        self._ns_cache: dict[str, tuple[float, dict[str, str]]] = {}
+
+    # --- observe ----------------------------------------------------------------------------
+
+    def _defaults(self, namespace: str, now: float) -> dict[str, str]:
+        cached = self._ns_cache.get(namespace)
+        if cached is None or now - cached[0] > NAMESPACE_TTL:
+            cached = (now, self.kube.namespace_annotations(namespace))
+            self._ns_cache[namespace] = cached
+        return cached[1]
+
+    def observe(self, now: float) -> Snapshot:
+        """Everything or nothing: any read failing raises, and the cycle does nothing (fail closed)."""
+        pods = [pod_view(p) for p in self.kube.list_pods(self.scheduler_name)]
+        node_of = node_map(self.kube.list_slurmd_pods(self.namespace))
+        jobs = self.slurm.jobs()
+        waiting = sorted({p.namespace for p in pods if p.live and not p.node_name})
+        defaults = {ns: self._defaults(ns, now) for ns in waiting}
+        return Snapshot(pods=pods, jobs=jobs, node_of=node_of, namespace_defaults=defaults)
+
+    # --- one cycle --------------------------------------------------------------------------
+
+    def cycle(self) -> list[Action]:
+        started = time.monotonic()
+        now = self.clock()
+        try:
+            snap = self.observe(now)
+        except Exception:
+            self.metrics.errors.labels("observe").inc()
+            self.health.attempted(ok=False)
+            log.exception("observe failed; doing nothing this cycle")
+            return []
+        self._remember(snap, now)
+        actions = plan(snap, {k: a.failure for k, a in self.failures.items()}, now)
+        for action in actions:
+            try:
+                self.apply(action, now)
+            except Exception:
+                self.metrics.errors.labels(type(action).__name__.lower()).inc()
+                log.exception("%s failed", action)
+        self.health.attempted(ok=True)
+        self.metrics.last_cycle.set(now)
+        self.metrics.cycle_seconds.observe(time.monotonic() - started)
+        return actions
+
+    def _remember(self, snap: Snapshot, now: float) -> None:
+        uids = {p.uid for p in snap.pods}
+        for pod in snap.pods:
+            if pod.live and not pod.node_name:
+                self.first_seen.setdefault(pod.uid, now)
+        for uid in set(self.first_seen) - uids:
+            del self.first_seen[uid]
+        markers = {p.marker.text for p in snap.pods}
+        for key in set(self.failures) - markers:
+            del self.failures[key]
+        self.metrics.queue.set(sum(1 for p in snap.pods if p.live and not p.node_name))
+
+    def run(self, stop: threading.Event, interval: float, wake: threading.Event | None = None) -> None:
+        """Cycle until `stop` is set; `wake` (set by a watch) starts the next cycle early."""
+        wake = wake or threading.Event()
+        while not stop.is_set():
+            wake.clear()
+            self.cycle()
+            if wake.wait(interval):
+                # Our own writes wake us too; a short pause batches them into the next cycle.
+                stop.wait(MIN_GAP)
+
+    # --- apply ------------------------------------------------------------------------------
+
+    def apply(self, action: Action, now: float) -> None:
+        if isinstance(action, Submit):
+            self._submit(action, now)
+        elif isinstance(action, Bind):
+            self._bind(action, now)
+        elif isinstance(action, Evict):
+            log.info("evict %s: %s", action.pod, action.message)
+            self.kube.event(action.pod, "Warning", action.reason, f"{action.message}; evicting the pod")
+            self.kube.delete_pod(action.pod)
+            self.metrics.evictions.labels(action.reason).inc()
+        elif isinstance(action, Cancel):
+            log.info("cancel job %d (%s): %s", action.job_id, action.marker.text, action.reason)
+            self.slurm.cancel(action.job_id)
+            self.metrics.cancels.inc()
+        elif isinstance(action, Condition):
+            self.kube.set_scheduled(action.pod, "False", action.reason, action.message)
+        elif isinstance(action, Reject):
+            log.info("reject %s: %s", action.marker.text, action.message)
+            self.failures[action.marker.text] = _Attempts(Failure(action.spec_hash, float("inf")), 1)
+            self.metrics.rejects.inc()
+            for pod in action.pods:
+                self.kube.event(pod, "Warning", "FailedScheduling", action.message)
+                self.kube.set_scheduled(pod, "False", action.reason, action.message)
+
+    def _submit(self, action: Submit, now: float) -> None:
+        try:
+            job_id = self.slurm.submit(action.request, action.marker)
+        except Rejected as e:
+            previous = self.failures.get(action.marker.text)
+            count = previous.count + 1 if previous and previous.failure.spec_hash == action.spec_hash else 1
+            delay = backoff(count)
+            self.failures[action.marker.text] = _Attempts(Failure(action.spec_hash, now + delay), count)
+            self.metrics.rejects.inc()
+            message = f"Slurm rejected the placeholder job: {e}; retrying in {delay:.0f} s if nothing changes"
+            log.info("submit %s rejected: %s", action.marker.text, e)
+            for pod in action.pods:
+                self.kube.event(pod, "Warning", "FailedScheduling", message)
+                self.kube.set_scheduled(pod, "False", "Unschedulable", message)
+            return
+        except SlurmRestError:
+            self.metrics.errors.labels("submit").inc()
+            raise
+        self.failures.pop(action.marker.text, None)
+        self.metrics.submits.inc()
+        log.info("submitted job %d for %s (%d pods)", job_id, action.marker.text, len(action.pods))
+
+    def _bind(self, action: Bind, now: float) -> None:
+        current = self.kube.get_pod(action.pod)
+        # Never bind twice: the pod may have been bound by an earlier run (or be gone) since observe.
+        if current is None or (current.get("spec") or {}).get("nodeName"):
+            return
+        annotations = {
+            keys.JOB_ID: str(action.job_id),
+            keys.SLURM_NODE: action.slurm_node,
+            keys.JOB_START: action.job_start,
+        }
+        try:
+            self.kube.bind(action.pod, action.node, annotations)
+        except Conflict:
+            return
+        self.metrics.binds.inc()
+        waited = self.clock() - self.first_seen.get(action.pod.uid, now)
+        self.metrics.bind_latency.observe(max(0.0, waited))
+        log.info("bound %s to %s (job %d on %s)", action.pod, action.node, action.job_id, action.slurm_node)
+        self.kube.event(
+            action.pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {action.pod} to {action.node} (Slurm job {action.job_id} on {action.slurm_node})",
+        )

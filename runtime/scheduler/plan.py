@@ -1,0 +1,247 @@
+"""One scheduling decision: observed pods and Slurm jobs -> actions. Pure: no I/O, no clock, no logs.
+
+A workload is one pod, or the pods of one namespace sharing a group annotation; its marker names its
+placeholder job. For each workload with live pods:
+  1. a bound pod whose job is no longer running on its node lost its allocation -> Evict;
+  2. no active job: pods that waited for a job that ended (cancelled, failed) -> Evict; otherwise
+     submit once the group is complete and the request is valid (Reject if not, once per attempt);
+  3. pending job -> a PodScheduled=False condition with Slurm's reason;
+  4. running job -> bind unbound pods to the Kubernetes Nodes of the allocated Slurm nodes that no
+     live member holds yet.
+Then every active job whose workload has no live pod left is cancelled (pod ended, deleted, or an
+orphan left by a crash).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from . import keys
+from .model import JobView, PodRef, PodView, Snapshot
+from .request import Invalid, JobRequest, build_request, spec_hash
+
+PENDING_REASON = "SlurmJobPending"
+UNSCHEDULABLE = "Unschedulable"
+"""kube-scheduler's reason for a pod that cannot be placed; tools (autoscalers, kubectl) know it."""
+
+_ENDED = {
+    "PREEMPTED": ("Preempted", "was preempted by a higher-priority Slurm job"),
+    "CANCELLED": ("SlurmJobCancelled", "was cancelled"),
+    "TIMEOUT": ("SlurmTimeLimit", "reached its time limit"),
+    "COMPLETED": ("SlurmJobEnded", "ended"),
+    "DEADLINE": ("SlurmTimeLimit", "reached its deadline"),
+}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A remembered failed attempt: no new attempt with the same spec hash before retry_at."""
+
+    spec_hash: str
+    retry_at: float
+
+
+@dataclass(frozen=True)
+class Submit:
+    marker: keys.Marker
+    request: JobRequest
+    spec_hash: str
+    pods: tuple[PodRef, ...]
+
+
+@dataclass(frozen=True)
+class Reject:
+    """An invalid request: Event + PodScheduled=False on each pod, remembered until the pods change."""
+
+    marker: keys.Marker
+    spec_hash: str
+    pods: tuple[PodRef, ...]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Bind:
+    pod: PodRef
+    node: str
+    job_id: int
+    slurm_node: str
+    job_start: str
+
+
+@dataclass(frozen=True)
+class Evict:
+    pod: PodRef
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    job_id: int
+    marker: keys.Marker
+    reason: str
+
+
+@dataclass(frozen=True)
+class Condition:
+    """PodScheduled=False with a reason, no Event (waiting is not news)."""
+
+    pod: PodRef
+    reason: str
+    message: str
+
+
+Action = Submit | Reject | Bind | Evict | Cancel | Condition
+
+
+def _ended(job: JobView | None, job_id: int | None) -> tuple[str, str]:
+    if job is None:
+        return "SlurmJobGone", f"Slurm job {job_id} is gone"
+    if job.active:
+        word = "was suspended" if job.state == "SUSPENDED" else "was requeued"
+        return "SlurmJobRequeued", f"Slurm job {job.job_id} {word} and no longer holds this pod's node"
+    reason, what = _ENDED.get(job.state, ("SlurmJobFailed", f"ended in state {job.state}"))
+    return reason, f"Slurm job {job.job_id} {what}" + (f" ({job.reason})" if job.reason not in ("", "None") else "")
+
+
+def _condition(pod: PodView, reason: str, message: str) -> list[Action]:
+    if pod.scheduled == ("False", reason, message):
+        return []
+    return [Condition(pod.ref, reason, message)]
+
+
+def _group_size(members: Sequence[PodView]) -> int | Invalid:
+    values = {p.annotations.get(keys.GROUP_SIZE, "").strip() for p in members}
+    group = members[0].group or ""
+    if not keys.valid_group_name(group):
+        return Invalid("InvalidAnnotation", f"{keys.GROUP}: {group!r} is not a DNS label")
+    if len(values) != 1:
+        return Invalid("GroupMismatch", f"members of group {group} disagree on {keys.GROUP_SIZE}: {sorted(values)}")
+    value = values.pop()
+    if not value.isdigit() or not 1 <= int(value) <= 100_000:
+        return Invalid("InvalidAnnotation", f"{keys.GROUP_SIZE}: a group needs a size from 1 to 100000, got {value!r}")
+    return int(value)
+
+
+def _submit_or_reject(
+    marker: keys.Marker,
+    members: Sequence[PodView],
+    defaults: Mapping[str, str],
+    failures: Mapping[str, Failure],
+    now: float,
+) -> list[Action]:
+    outcome: JobRequest | Invalid
+    size = _group_size(members) if marker.kind == "group" else len(members)
+    if isinstance(size, Invalid):
+        outcome = size
+    elif len(members) < size:
+        msg = f"waiting for the group: {len(members)} of {size} pods pending"
+        return [a for p in members for a in _condition(p, "WaitingForGroup", msg)]
+    else:
+        # The oldest pods form the group; any extra waits for a free slot.
+        members = sorted(members, key=lambda p: (p.created, p.name))[:size]
+        outcome = build_request(members, defaults)
+    digest = spec_hash(outcome, members)
+    failure = failures.get(marker.text)
+    if failure is not None and failure.spec_hash == digest and now < failure.retry_at:
+        return []
+    refs = tuple(p.ref for p in members)
+    if isinstance(outcome, Invalid):
+        message = f"{outcome.reason}: {outcome.message}"
+        if all(p.scheduled == ("False", UNSCHEDULABLE, message) for p in members):
+            return []  # reported before a restart; the condition remembers it
+        return [Reject(marker, digest, refs, UNSCHEDULABLE, message)]
+    return [Submit(marker, outcome, digest, refs)]
+
+
+def _workload(
+    marker: keys.Marker,
+    pods: Sequence[PodView],
+    jobs: Sequence[JobView],
+    snap: Snapshot,
+    failures: Mapping[str, Failure],
+    now: float,
+) -> list[Action]:
+    live = sorted((p for p in pods if p.live), key=lambda p: p.name)
+    active = sorted((j for j in jobs if j.active), key=lambda j: j.job_id)
+    by_id = {j.job_id: j for j in jobs}
+    # Two active jobs for one marker only if a submit reply was lost: keep the oldest.
+    actions: list[Action] = [Cancel(j.job_id, marker, "duplicate placeholder job") for j in active[1:]]
+    job = active[0] if active else None
+
+    unbound: list[PodView] = []
+    holding: set[str] = set()
+    for pod in live:
+        if not pod.node_name:
+            unbound.append(pod)
+        elif pod.bound_job is not None:  # bound by us; a pod bound by hand is left alone
+            holds = (
+                job is not None
+                and job.running
+                and pod.bound_job == job.job_id
+                and pod.bound_slurm_node in job.nodes
+                and pod.bound_start in ("", str(int(job.start_time)))
+            )
+            if holds:
+                holding.add(pod.bound_slurm_node)
+            else:
+                actions.append(Evict(pod.ref, *_ended(by_id.get(pod.bound_job), pod.bound_job)))
+    if not unbound:
+        return actions
+
+    if job is None:
+        ended = max((j for j in jobs if not j.active), key=lambda j: j.job_id, default=None)
+        if ended is not None:
+            # Pods that were already waiting when that job was submitted were waiting for it.
+            waited = [p for p in unbound if marker.kind == "pod" or p.created <= ended.submit_time]
+            reason, message = _ended(ended, ended.job_id)
+            actions += [Evict(p.ref, reason, message + " before it started") for p in waited]
+            unbound = [p for p in unbound if p not in waited]
+        if unbound:
+            defaults = snap.namespace_defaults.get(marker.namespace, {})
+            actions += _submit_or_reject(marker, unbound, defaults, failures, now)
+        return actions
+
+    if not job.running:
+        what = "suspended" if job.state == "SUSPENDED" else "pending"
+        why = f" ({job.reason})" if job.reason not in ("", "None") else ""
+        msg = f"Slurm job {job.job_id} is {what}{why}"
+        return actions + [a for p in unbound for a in _condition(p, PENDING_REASON, msg)]
+
+    free = [n for n in job.nodes if n not in holding]
+    for pod, slurm_node in zip(unbound, free, strict=False):
+        node = snap.node_of.get(slurm_node)
+        if node is None:
+            msg = f"Slurm job {job.job_id} runs on {slurm_node}, which no slurmd pod maps to a Kubernetes Node"
+            actions += _condition(pod, "NoKubernetesNode", msg)
+        else:
+            actions.append(Bind(pod.ref, node, job.job_id, slurm_node, str(int(job.start_time))))
+    for pod in unbound[len(free) :]:
+        msg = f"group job {job.job_id} has no free node: {len(job.nodes)} nodes, all held"
+        actions += _condition(pod, "GroupFull", msg)
+    return actions
+
+
+def plan(snap: Snapshot, failures: Mapping[str, Failure], now: float) -> list[Action]:
+    pods: dict[str, list[PodView]] = defaultdict(list)
+    for pod in snap.pods:
+        pods[pod.marker.text].append(pod)
+    jobs: dict[str, list[JobView]] = defaultdict(list)
+    for job in snap.jobs:
+        jobs[job.marker.text].append(job)
+
+    actions: list[Action] = []
+    for key in sorted(pods):
+        members = pods[key]
+        actions += _workload(members[0].marker, members, jobs.get(key, []), snap, failures, now)
+
+    for key in sorted(jobs):
+        if any(p.live for p in pods.get(key, [])):
+            continue
+        gone = pods.get(key)
+        reason = "pod gone" if not gone else f"pod {gone[0].name} {'deleted' if gone[0].deleting else gone[0].phase}"
+        actions += [Cancel(j.job_id, j.marker, reason) for j in jobs[key] if j.active]
+    return actions

@@ -1,0 +1,174 @@
+"""Pod requests -> the placeholder job Slurm is asked for, and the v0.0.42 submit body. Pure.
+
+One job per pod (nodes=1) or per group (nodes=N, one task per node): a single allocation is
+all-or-nothing in Slurm itself, and preempting it preempts the whole group. A heterogeneous job
+would allow mixed shapes but Slurm cannot preempt parts of one and schedules its components in
+lockstep anyway; a job array is N independent jobs, which is exactly not all-or-nothing. Members of
+a group therefore share one shape: the largest request of any member, per resource.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import keys
+from .model import PodView
+
+MIB = 2**20
+PLACEHOLDER_SCRIPT = (
+    "#!/bin/bash\n"
+    "# sunk placeholder: holds this allocation for a Kubernetes pod until the scheduler cancels it.\n"
+    "exec sleep infinity\n"
+)
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    nodes: int
+    cpus_per_task: int
+    memory_mib: int
+    gpus: int = 0
+    gpu_type: str | None = None
+    partition: str | None = None
+    qos: str | None = None
+    account: str | None = None
+    time_limit: int | None = None
+    """Minutes; -1 is UNLIMITED; None leaves the partition's DefaultTime."""
+    nice: int | None = None
+    priority: int | None = None
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A request Slurm would never run: reported once, not retried until the pod changes."""
+
+    reason: str
+    message: str
+
+
+def parse_slurm_time(text: str) -> int:
+    """Slurm time string -> minutes, rounded up; UNLIMITED/INFINITE -> -1."""
+    text = text.strip()
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return -1
+    m = _TIME.match(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)")
+    days, a, b, c = m.group(1), int(m.group(2)), m.group(3), m.group(4)
+    if days is None:
+        # minutes | minutes:seconds | hours:minutes:seconds
+        if b is None:
+            seconds = a * 60
+        elif c is None:
+            seconds = a * 60 + int(b)
+        else:
+            seconds = a * 3600 + int(b) * 60 + int(c)
+    else:
+        # days-hours[:minutes[:seconds]]
+        seconds = int(days) * 86400 + a * 3600 + int(b or 0) * 60 + int(c or 0)
+    return max(1, math.ceil(seconds / 60))
+
+
+def _int(text: str, key: str, lo: int, hi: int) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{key}: {text!r} is not an integer") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{key}: {value} is outside {lo}..{hi}")
+    return value
+
+
+def _settings(pod: PodView, defaults: Mapping[str, str]) -> dict[str, str]:
+    """slurm.sunk.dev/* request annotations: the pod's, else its Namespace's."""
+    return {k: (pod.annotations.get(k) or defaults.get(k, "")).strip() for k in keys.REQUEST_KEYS}
+
+
+def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRequest | Invalid:
+    """The job for one pod, or for all members of a group (already known to be complete)."""
+    members = sorted(pods, key=lambda p: p.name)
+    bad = [p for p in members if p.resource_error]
+    if bad:
+        return Invalid("InvalidResources", f"pod {bad[0].name}: {bad[0].resource_error}")
+    settings = [_settings(p, defaults) for p in members]
+    if any(s != settings[0] for s in settings):
+        return Invalid("GroupMismatch", "members of a group must carry the same slurm.sunk.dev/* request annotations")
+    s = settings[0]
+    try:
+        time_limit = parse_slurm_time(s[keys.TIME_LIMIT]) if s[keys.TIME_LIMIT] else None
+        nice = _int(s[keys.NICE], keys.NICE, -2147483645, 2147483645) if s[keys.NICE] else None
+        priority = _int(s[keys.PRIORITY], keys.PRIORITY, 1, 4294967293) if s[keys.PRIORITY] else None
+    except ValueError as e:
+        return Invalid("InvalidAnnotation", str(e))
+    for key in (keys.PARTITION, keys.QOS, keys.ACCOUNT, keys.GPU_TYPE):
+        if s[key] and not re.fullmatch(r"[A-Za-z0-9_.-]+", s[key]):
+            return Invalid("InvalidAnnotation", f"{key}: {s[key]!r} is not a Slurm name")
+    res = [p.resources for p in members]
+    return JobRequest(
+        nodes=len(members),
+        # Slurm allocates whole CPUs; a pod without a CPU request still takes one.
+        cpus_per_task=max(1, max(math.ceil(r.cpu_millis / 1000) for r in res)),
+        # --mem=0 would mean "the whole node" to Slurm; a pod without a request reserves 1 MiB.
+        memory_mib=max(1, max(math.ceil(r.memory_bytes / MIB) for r in res)),
+        gpus=max(r.gpus for r in res),
+        gpu_type=s[keys.GPU_TYPE] or None,
+        partition=s[keys.PARTITION] or None,
+        qos=s[keys.QOS] or None,
+        account=s[keys.ACCOUNT] or None,
+        time_limit=time_limit,
+        nice=nice,
+        priority=priority,
+    )
+
+
+def spec_hash(outcome: JobRequest | Invalid, pods: Sequence[PodView]) -> str:
+    """Identifies one attempt: the same pods asking for the same job. Failures are remembered by it."""
+    doc = {"outcome": asdict(outcome), "kind": type(outcome).__name__, "uids": sorted(p.uid for p in pods)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") -> dict[str, Any]:
+    """POST /slurm/v0.0.42/job/submit body for the placeholder job."""
+    job: dict[str, Any] = {
+        "name": marker.text,
+        "comment": marker.text,
+        "script": PLACEHOLDER_SCRIPT,
+        # slurmrestd rejects a submit without an environment (error 2019).
+        "environment": ["PATH=/usr/bin:/bin"],
+        "current_working_directory": cwd,
+        "standard_output": "/dev/null",
+        "standard_error": "/dev/null",
+        "nodes": str(request.nodes),
+        "tasks": request.nodes,
+        "tasks_per_node": 1,
+        "cpus_per_task": request.cpus_per_task,
+        "memory_per_node": {"set": True, "number": request.memory_mib},
+        # A preempted placeholder must end (and its pod be evicted), not wait in the queue for a pod
+        # that is gone: with requeue off, PreemptMode=REQUEUE cancels it instead.
+        "requeue": False,
+    }
+    if request.gpus:
+        kind = f"gpu:{request.gpu_type}" if request.gpu_type else "gpu"
+        job["tres_per_node"] = f"gres/{kind}:{request.gpus}"
+    for field in ("partition", "qos", "account"):
+        value = getattr(request, field)
+        if value:
+            job[field] = value
+    if request.time_limit is not None:
+        job["time_limit"] = (
+            {"set": True, "infinite": True, "number": 0}
+            if request.time_limit < 0
+            else {"set": True, "infinite": False, "number": request.time_limit}
+        )
+    if request.nice is not None:
+        job["nice"] = request.nice
+    if request.priority is not None:
+        job["priority"] = {"set": True, "infinite": False, "number": request.priority}
+    return {"job": job}

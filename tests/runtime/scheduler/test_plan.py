@@ -1,0 +1,255 @@
+"""plan(): one table of situations per rule, built from literal pods and jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.model import JobView, PodResources, PodView, Snapshot
+from sunk.runtime.scheduler.plan import Action, Bind, Cancel, Condition, Evict, Failure, Reject, Submit, plan
+from sunk.runtime.scheduler.request import JobRequest
+
+NODES = {"cpu-0": "k8s-a", "cpu-1": "k8s-b", "cpu-2": "k8s-c"}
+
+
+def pod(name: str, *, uid: str = "", node: str = "", created: float = 100.0, **kw: Any) -> PodView:
+    annotations = dict(kw.pop("annotations", {}))
+    return PodView(
+        namespace=kw.pop("namespace", "ml"),
+        name=name,
+        uid=uid or f"uid-{name}",
+        created=created,
+        node_name=node,
+        annotations=annotations,
+        resources=kw.pop("resources", PodResources(cpu_millis=1500, memory_bytes=2**30, gpus=0)),
+        **kw,
+    )
+
+
+def bound(name: str, job_id: int, slurm_node: str, *, start: str = "2000", **kw: Any) -> PodView:
+    annotations = {keys.JOB_ID: str(job_id), keys.SLURM_NODE: slurm_node, keys.JOB_START: start}
+    annotations.update(kw.pop("annotations", {}))
+    return pod(name, node=NODES[slurm_node], annotations=annotations, **kw)
+
+
+def job(job_id: int, marker: keys.Marker, state: str = "PENDING", nodes: tuple[str, ...] = (), **kw: Any) -> JobView:
+    kw.setdefault("submit_time", 150.0)
+    kw.setdefault("start_time", 2000.0 if state == "RUNNING" else 0.0)
+    return JobView(job_id, marker, state, nodes=nodes, **kw)
+
+
+def snap(pods: list[PodView], jobs: Sequence[JobView] = (), **kw: Any) -> Snapshot:
+    return Snapshot(pods=pods, jobs=list(jobs), node_of=kw.pop("node_of", NODES), **kw)
+
+
+def run(
+    pods: list[PodView], jobs: Sequence[JobView] = (), failures: dict[str, Failure] | None = None, **kw: Any
+) -> list[Action]:
+    return plan(snap(pods, jobs, **kw), failures or {}, now=500.0)
+
+
+# --- submit ------------------------------------------------------------------------------------
+
+
+def test_a_pending_pod_gets_one_placeholder_job_shaped_like_its_requests() -> None:
+    p = pod("web", resources=PodResources(cpu_millis=1500, memory_bytes=3 * 2**30 + 1, gpus=2))
+    [action] = run([p])
+    assert isinstance(action, Submit)
+    assert action.marker == keys.Marker("pod", "ml", "web", "uid-web")
+    assert action.request == JobRequest(nodes=1, cpus_per_task=2, memory_mib=3073, gpus=2)
+    assert action.pods == (p.ref,)
+
+
+def test_namespace_annotations_are_defaults_and_the_pod_overrides_them() -> None:
+    p = pod("web", annotations={keys.QOS: "high", keys.TIME_LIMIT: "1:30:00"})
+    defaults = {"ml": {keys.PARTITION: "gpu", keys.QOS: "low", keys.ACCOUNT: "research"}}
+    [action] = run([p], namespace_defaults=defaults)
+    assert isinstance(action, Submit)
+    r = action.request
+    assert (r.partition, r.qos, r.account, r.time_limit) == ("gpu", "high", "research", 90)
+
+
+def test_an_invalid_annotation_is_rejected_once_and_not_retried() -> None:
+    p = pod("web", annotations={keys.TIME_LIMIT: "soon"})
+    [action] = run([p])
+    assert isinstance(action, Reject)
+    assert action.reason == "Unschedulable" and "'soon' is not a Slurm time" in action.message
+    # The glue remembers the attempt by spec hash: nothing more to do.
+    assert run([p], failures={p.marker.text: Failure(action.spec_hash, float("inf"))}) == []
+    # After a restart the memory is gone, but the pod's condition says it was reported.
+    reported = pod("web", annotations={keys.TIME_LIMIT: "soon"}, scheduled=("False", "Unschedulable", action.message))
+    assert run([reported]) == []
+
+
+def test_changing_the_pod_makes_a_new_attempt() -> None:
+    p = pod("web", annotations={keys.PARTITION: "nope"})
+    [first] = run([p])
+    fixed = pod("web", annotations={keys.PARTITION: "batch"})
+    [action] = run([fixed], failures={p.marker.text: Failure(first.spec_hash, float("inf"))})
+    assert isinstance(action, Submit) and action.request.partition == "batch"
+
+
+def test_a_slurm_rejection_is_retried_only_after_its_backoff() -> None:
+    p = pod("web")
+    [first] = run([p])
+    failures = {p.marker.text: Failure(first.spec_hash, retry_at=600.0)}
+    assert plan(snap([p]), failures, now=599.0) == []
+    assert [type(a) for a in plan(snap([p]), failures, now=600.0)] == [Submit]
+
+
+# --- pending and running jobs --------------------------------------------------------------------
+
+
+def test_a_pending_job_shows_slurms_reason_on_the_pod_once() -> None:
+    p = pod("web")
+    j = job(7, p.marker, "PENDING", reason="Resources")
+    assert run([p], [j]) == [Condition(p.ref, "SlurmJobPending", "Slurm job 7 is pending (Resources)")]
+    same = pod("web", scheduled=("False", "SlurmJobPending", "Slurm job 7 is pending (Resources)"))
+    assert run([same], [j]) == []
+
+
+def test_a_running_job_binds_the_pod_to_the_node_hosting_its_slurm_node() -> None:
+    p = pod("web")
+    assert run([p], [job(7, p.marker, "RUNNING", ("cpu-1",))]) == [Bind(p.ref, "k8s-b", 7, "cpu-1", "2000")]
+
+
+def test_no_binding_while_no_slurmd_pod_maps_the_slurm_node() -> None:
+    p = pod("web")
+    [action] = run([p], [job(7, p.marker, "RUNNING", ("cpu-9",))])
+    assert isinstance(action, Condition) and action.reason == "NoKubernetesNode"
+
+
+def test_a_bound_pod_holding_its_running_job_needs_nothing() -> None:
+    p = bound("web", 7, "cpu-1")
+    j = job(7, keys.Marker("pod", "ml", "web", "uid-web"), "RUNNING", ("cpu-1",))
+    assert run([p], [j]) == []
+
+
+def test_a_pod_bound_by_hand_is_left_alone() -> None:
+    p = pod("web", node="k8s-a")
+    assert run([p]) == []
+
+
+# --- the job lives as long as the pod -----------------------------------------------------------
+
+
+def test_preempted_cancelled_failed_or_vanished_jobs_evict_their_bound_pod() -> None:
+    m = keys.Marker("pod", "ml", "web", "uid-web")
+    for state, reason in [
+        ("PREEMPTED", "Preempted"),
+        ("CANCELLED", "SlurmJobCancelled"),
+        ("NODE_FAIL", "SlurmJobFailed"),
+        ("TIMEOUT", "SlurmTimeLimit"),
+    ]:
+        [action] = run([bound("web", 7, "cpu-1")], [job(7, m, state, ("cpu-1",))])
+        assert isinstance(action, Evict) and action.reason == reason, state
+        assert "Slurm job 7" in action.message
+    [gone] = run([bound("web", 7, "cpu-1")], [])
+    assert isinstance(gone, Evict) and gone.reason == "SlurmJobGone"
+
+
+def test_a_requeued_job_no_longer_holds_the_pod() -> None:
+    m = keys.Marker("pod", "ml", "web", "uid-web")
+    [pending] = run([bound("web", 7, "cpu-1")], [job(7, m, "PENDING")])
+    assert isinstance(pending, Evict) and pending.reason == "SlurmJobRequeued"
+    # Requeued and already running again (elsewhere, later): the start time tells.
+    [again] = run([bound("web", 7, "cpu-1")], [job(7, m, "RUNNING", ("cpu-1",), start_time=2500.0)])
+    assert isinstance(again, Evict) and again.reason == "SlurmJobRequeued"
+
+
+def test_a_job_cancelled_before_it_started_evicts_its_waiting_pod() -> None:
+    p = pod("web")
+    [action] = run([p], [job(7, p.marker, "CANCELLED")])
+    assert isinstance(action, Evict) and action.message.endswith("before it started")
+
+
+def test_jobs_of_ended_deleted_or_unknown_pods_are_cancelled() -> None:
+    m = keys.Marker("pod", "ml", "web", "uid-web")
+    running = job(7, m, "RUNNING", ("cpu-1",))
+    assert run([], [running]) == [Cancel(7, m, "pod gone")]
+    assert run([bound("web", 7, "cpu-1", phase="Succeeded")], [running]) == [Cancel(7, m, "pod web Succeeded")]
+    assert run([bound("web", 7, "cpu-1", deleting=True)], [running]) == [Cancel(7, m, "pod web deleted")]
+    # An ended job needs no cancel.
+    assert run([], [job(7, m, "COMPLETED")]) == []
+
+
+def test_a_pod_recreated_under_the_same_name_gets_a_new_job_and_the_old_one_ends() -> None:
+    old = keys.Marker("pod", "ml", "web", "uid-old")
+    new = pod("web", uid="uid-new")
+    actions = run([new], [job(7, old, "RUNNING", ("cpu-1",))])
+    assert [type(a) for a in actions] == [Submit, Cancel]
+    assert actions[1] == Cancel(7, old, "pod gone")
+
+
+def test_a_duplicate_job_is_cancelled_and_the_oldest_kept() -> None:
+    p = pod("web")
+    actions = run([p], [job(9, p.marker, "PENDING"), job(7, p.marker, "RUNNING", ("cpu-0",))])
+    assert Cancel(9, p.marker, "duplicate placeholder job") in actions
+    assert Bind(p.ref, "k8s-a", 7, "cpu-0", "2000") in actions
+
+
+# --- groups ------------------------------------------------------------------------------------
+
+
+def member(name: str, size: int = 3, **kw: Any) -> PodView:
+    annotations = {keys.GROUP: "train", keys.GROUP_SIZE: str(size), **kw.pop("annotations", {})}
+    return pod(name, annotations=annotations, **kw)
+
+
+def test_a_group_waits_for_all_its_pods() -> None:
+    pods = [member("w-0"), member("w-1")]
+    actions = run(pods)
+    assert [type(a) for a in actions] == [Condition, Condition]
+    assert actions[0].message == "waiting for the group: 2 of 3 pods pending"  # type: ignore[union-attr]
+
+
+def test_a_complete_group_is_one_job_with_one_node_per_pod_and_the_largest_shape() -> None:
+    big = PodResources(cpu_millis=3000, memory_bytes=2**30, gpus=1)
+    pods = [member("w-0"), member("w-1", resources=big), member("w-2")]
+    [action] = run(pods)
+    assert isinstance(action, Submit)
+    assert action.marker == keys.Marker("group", "ml", "train")
+    assert action.request == JobRequest(nodes=3, cpus_per_task=3, memory_mib=1024, gpus=1)
+    assert len(action.pods) == 3
+
+
+def test_a_running_group_binds_each_pod_to_its_own_allocated_node() -> None:
+    pods = [member("w-0"), member("w-1"), member("w-2")]
+    j = job(7, pods[0].marker, "RUNNING", ("cpu-0", "cpu-1", "cpu-2"))
+    assert run(pods, [j]) == [
+        Bind(pods[0].ref, "k8s-a", 7, "cpu-0", "2000"),
+        Bind(pods[1].ref, "k8s-b", 7, "cpu-1", "2000"),
+        Bind(pods[2].ref, "k8s-c", 7, "cpu-2", "2000"),
+    ]
+
+
+def test_after_a_crash_only_the_unbound_members_are_bound_to_the_free_nodes() -> None:
+    g = {keys.GROUP: "train", keys.GROUP_SIZE: "3"}
+    pods = [bound("w-0", 7, "cpu-1", annotations=g), member("w-1"), member("w-2")]
+    j = job(7, pods[1].marker, "RUNNING", ("cpu-0", "cpu-1", "cpu-2"))
+    assert run(pods, [j]) == [
+        Bind(pods[1].ref, "k8s-a", 7, "cpu-0", "2000"),
+        Bind(pods[2].ref, "k8s-c", 7, "cpu-2", "2000"),
+    ]
+
+
+def test_a_preempted_group_evicts_its_members_but_not_later_replacements() -> None:
+    g = {keys.GROUP: "train", keys.GROUP_SIZE: "2"}
+    m = keys.Marker("group", "ml", "train")
+    pods = [bound("w-0", 7, "cpu-0", annotations=g), member("w-1", size=2, created=900.0)]
+    actions = run(pods, [job(7, m, "PREEMPTED", ("cpu-0", "cpu-1"))])
+    assert [type(a) for a in actions] == [Evict, Condition]
+    assert actions[0].pod.name == "w-0"  # type: ignore[union-attr]
+
+
+def test_group_annotations_must_be_usable() -> None:
+    no_size = [pod("w-0", annotations={keys.GROUP: "train"})]
+    [a] = run(no_size)
+    assert isinstance(a, Reject) and "group-size" in a.message
+    mixed = [member("w-0", size=2), member("w-1", size=2, annotations={keys.QOS: "high"})]
+    [b] = run(mixed)
+    assert isinstance(b, Reject) and "GroupMismatch" in b.message
+    bad_name = [pod("w-0", annotations={keys.GROUP: "Not_A_Label", keys.GROUP_SIZE: "1"})]
+    [c] = run(bad_name)
+    assert isinstance(c, Reject)
