@@ -47,6 +47,8 @@ def cmd_slurm_files(args: argparse.Namespace) -> int:
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
+        # Slurm runs prolog/epilog scripts directly, and slurmdbd refuses a readable slurmdbd.conf.
+        target.chmod(0o755 if text.startswith("#!") else 0o600 if rel == "slurmdbd.conf" else 0o644)
         print(target)
     return 0
 

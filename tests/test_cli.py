@@ -1,0 +1,101 @@
+"""`sunk validate` and `sunk slurm-files`, through sunk.cli.main."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sunk.cli import main
+from sunk.render import render_slurm_files
+from sunk.stackfile import list_stacks, load_stack
+
+CLUSTER = {
+    "name": "research",
+    "tenant": "acme",
+    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
+    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+}
+
+
+def stack_file(tmp_path: Path, cluster: object, name: str = "acme-test") -> str:
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": {"sunk:cluster": cluster}}))
+    return str(path)
+
+
+def test_validate_all_real_stacks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert [line.split(":")[0] for line in out.splitlines()] == [f"✓ {s}" for s in list_stacks()]
+    assert "✓ acme-dev: cluster research (tenant acme, namespace acme-research), 2 nodeset(s), 2 partition(s)" in out
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_validate_each_real_stack(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", stack]) == 0
+    assert capsys.readouterr().out.startswith(f"✓ {stack}: ")
+
+
+def test_validate_prints_every_error_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = {
+        **CLUSTER,
+        "nodesets": [{"name": "cpu", "cpus": 0, "memoryMib": 4096, "gpus": {"type": "h100", "count": 99}}],
+        "login": {"sourceRanges": ["everyone"]},
+        "topology": {"plugin": "mesh"},
+    }
+    path = stack_file(tmp_path, bad)
+    assert main(["validate", path]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[0] == f"✗ {path}: 4 problem(s)"
+    assert [line.strip().partition(":")[0] for line in lines[1:]] == [
+        "login.sourceRanges[0]",
+        "nodesets[0].cpus",
+        "nodesets[0].gpus.count",
+        "topology.plugin",
+    ]
+    assert "    topology.plugin: Input should be 'none', 'tree' or 'block'" in lines
+
+
+def test_validate_reports_good_and_bad_stacks_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = stack_file(tmp_path, {**CLUSTER, "partitions": [{"name": "batch", "nodesets": ["gpu"]}]})
+    assert main(["validate", "acme-dev", bad, "globex-dev"]) == 1
+    out, err = capsys.readouterr()
+    assert out.count("✓") == 2
+    assert "partitions[0].nodesets[0]: 'gpu' is not a nodeset; known: cpu" in err
+
+
+def test_validate_unknown_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "nope-dev"]) == 1
+    assert "stacks: acme-dev, acme-prod, globex-dev, globex-prod" in capsys.readouterr().err
+
+
+def test_slurm_files_writes_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "etc"
+    assert main(["slurm-files", "acme-dev", "--out", str(out)]) == 0
+    expected = render_slurm_files(load_stack("acme-dev").spec)
+    written = {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()}
+    assert written == expected
+    assert capsys.readouterr().out.splitlines() == [str(out / rel) for rel in expected]
+    assert stat.S_IMODE((out / "prolog.d/00-mark.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((out / "slurmdbd.conf").stat().st_mode) == 0o600
+    assert stat.S_IMODE((out / "slurm.conf").stat().st_mode) == 0o644
+
+
+def test_slurm_files_refuses_an_invalid_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = stack_file(tmp_path, {**CLUSTER, "name": "Bad_Name"})
+    assert main(["slurm-files", path, "--out", str(tmp_path / "etc")]) == 1
+    assert not (tmp_path / "etc").exists()
+    assert "name: 'Bad_Name' is not valid" in capsys.readouterr().err
+
+
+def test_slurm_files_needs_out(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["slurm-files", "acme-dev"])
+    assert info.value.code == 2
+    assert "--out" in capsys.readouterr().err
