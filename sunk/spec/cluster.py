@@ -26,6 +26,7 @@ from sunk.spec.services import (
     ControllerSpec,
     Images,
     LoginSpec,
+    MonitoringSpec,
     RestApiSpec,
 )
 
@@ -80,6 +81,8 @@ class ClusterSpec(Model):
     """Lines appended to cgroup.conf, gres.conf, topology.conf, plugstack.conf. Default: none."""
     labels: dict[str, str] = {}
     """Extra labels on every object. Default: none."""
+    monitoring: MonitoringSpec = MonitoringSpec()
+    """ServiceMonitor and Grafana dashboard. Default: disabled."""
 
     @property
     def ns(self) -> str:

@@ -134,6 +134,24 @@ class RestApiSpec(Model):
     """Default: requests 100m/128Mi, limit 512Mi memory."""
 
 
+class MonitoringSpec(Model):
+    """Prometheus Operator scraping and a Grafana dashboard for the sunk runtime
+    (https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor)."""
+
+    enabled: bool = False
+    """Default: false (the cluster may have no Prometheus Operator: ServiceMonitor is its CRD)."""
+    service_monitor: bool = True
+    """A ServiceMonitor for the syncer and scheduler metrics, when enabled. Default: true."""
+    dashboard: bool = True
+    """A Grafana dashboard ConfigMap (picked up by the Grafana sidecar), when enabled. Default: true."""
+    interval: Annotated[str, Field(pattern=r"^[1-9][0-9]*(s|m)$")] = "30s"
+    """Scrape interval. Default: 30s."""
+    labels: dict[str, str] = {}
+    """Extra labels on the ServiceMonitor, e.g. the `release` your Prometheus selects. Default: none."""
+    dashboard_labels: dict[str, str] = {"grafana_dashboard": "1"}
+    """Labels the Grafana sidecar looks for. Default: grafana_dashboard: "1"."""
+
+
 _SSH_KEY = re.compile(
     r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com"
     r"|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?"
@@ -277,6 +295,7 @@ __all__ = [
     "LdapSpec",
     "LoginSpec",
     "MariaDbSpec",
+    "MonitoringSpec",
     "RestApiSpec",
     "StateStorage",
 ]
