@@ -8,10 +8,11 @@ import signal
 import sys
 import threading
 
+from ..common.health import HealthServer
 from ..slurmrest import JwtMinter, SlurmRestClient
 from .kube import OfficialKube
 from .loop import Scheduler
-from .metrics import Health, Metrics, serve
+from .metrics import Health, Metrics
 from .settings import Settings
 from .slurm import RestSlurm
 
@@ -33,7 +34,7 @@ def main() -> int:
     metrics = Metrics()
     # Not ready / not live after three missed cycles (at least 30 s, so slow cycles are no alarm).
     health = Health(stale_after=max(30.0, 3 * settings.interval))
-    server = serve(metrics, health, settings.metrics_port)
+    server = HealthServer(settings.metrics_port, metrics.registry, alive=health.alive, ready=health.ready).start()
     scheduler = Scheduler(
         kube,
         RestSlurm(rest, cwd=settings.job_cwd),
@@ -58,7 +59,7 @@ def main() -> int:
     try:
         scheduler.run(stop, settings.interval, wake)
     finally:
-        server.shutdown()
+        server.stop()
         rest.close()
     return 0
 

@@ -44,7 +44,7 @@ JOB_START = PREFIX + "job-start"
 NODESET_LABEL = PREFIX + "nodeset"
 
 _NAME = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
-_MARKER = re.compile(rf"^sunk-(pod|group):({_NAME})/({_NAME})(?:/([0-9a-fA-F-]+))?$")
+_MARKER = re.compile(rf"^sunk-(pod|group):({_NAME})/({_NAME})(?:/([0-9A-Za-z-]+))?$")
 
 
 @dataclass(frozen=True, order=True)

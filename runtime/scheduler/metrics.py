@@ -1,14 +1,11 @@
-"""Prometheus metrics and the /metrics, /healthz, /readyz endpoints."""
+"""Prometheus metrics and the health checks served by runtime/common's HealthServer."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # Pending -> bound spans Slurm's own scheduling (sub-second) up to long queue waits.
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
@@ -48,42 +45,19 @@ class Health:
         self.last_attempt: float | None = None
         self.last_success: float | None = None
 
-    def _now(self) -> float:
-        return self._clock()
-
     def attempted(self, ok: bool) -> None:
-        self.last_attempt = self._now()
+        self.last_attempt = self._clock()
         if ok:
             self.last_success = self.last_attempt
 
-    def live(self) -> bool:
-        return self.last_attempt is None or self._now() - self.last_attempt < self._stale_after
+    def alive(self) -> tuple[bool, str]:
+        if self.last_attempt is None:
+            return True, "starting"
+        age = self._clock() - self.last_attempt
+        return age < self._stale_after, f"last cycle {age:.1f} s ago"
 
-    def ready(self) -> bool:
-        return self.last_success is not None and self._now() - self.last_success < self._stale_after
-
-
-def serve(metrics: Metrics, health: Health, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
-    """Start the endpoints in a daemon thread; `shutdown()` the returned server to stop."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                body, ctype, code = generate_latest(metrics.registry), CONTENT_TYPE_LATEST, 200
-            elif self.path in ("/healthz", "/readyz"):
-                ok = health.live() if self.path == "/healthz" else health.ready()
-                body, ctype, code = (b"ok\n" if ok else b"not ok\n"), "text/plain", 200 if ok else 503
-            else:
-                body, ctype, code = b"not found\n", "text/plain", 404
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # scrapes every few seconds would drown the scheduler's own log
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="sunk-scheduler-http", daemon=True).start()
-    return server
+    def ready(self) -> tuple[bool, str]:
+        if self.last_success is None:
+            return False, "no cycle has observed Kubernetes and Slurm yet"
+        age = self._clock() - self.last_success
+        return age < self._stale_after, f"last complete observation {age:.1f} s ago"

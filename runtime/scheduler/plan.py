@@ -194,7 +194,10 @@ def _workload(
 
     if job is None:
         ended = max((j for j in jobs if not j.active), key=lambda j: j.job_id, default=None)
-        if ended is not None:
+        # A submit Slurm refused can leave a FAILED job behind (BadConstraints): that is the
+        # rejection already reported (remembered, or visible on the pods), not a reason to evict.
+        rejected = marker.text in failures or any(p.scheduled and p.scheduled[1] == UNSCHEDULABLE for p in unbound)
+        if ended is not None and not rejected:
             # Pods that were already waiting when that job was submitted were waiting for it.
             waited = [p for p in unbound if marker.kind == "pod" or p.created <= ended.submit_time]
             reason, message = _ended(ended, ended.job_id)

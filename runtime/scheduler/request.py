@@ -26,7 +26,7 @@ PLACEHOLDER_SCRIPT = (
     "# sunk placeholder: holds this allocation for a Kubernetes pod until the scheduler cancels it.\n"
     "exec sleep infinity\n"
 )
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::([0-5]?\d))?(?::([0-5]?\d))?$")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class JobRequest:
     qos: str | None = None
     account: str | None = None
     time_limit: int | None = None
-    """Minutes; -1 is UNLIMITED; None leaves the partition's DefaultTime."""
+    """Minutes; None leaves the partition's DefaultTime (else MaxTime)."""
     nice: int | None = None
     priority: int | None = None
 
@@ -103,6 +103,10 @@ def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRe
     s = settings[0]
     try:
         time_limit = parse_slurm_time(s[keys.TIME_LIMIT]) if s[keys.TIME_LIMIT] else None
+        if time_limit == -1:
+            # An infinite limit on a partition with a MaxTime pends forever (PartitionTimeLimit,
+            # measured): "as long as allowed" is the partition's limit, i.e. no limit given.
+            time_limit = None
         nice = _int(s[keys.NICE], keys.NICE, -2147483645, 2147483645) if s[keys.NICE] else None
         priority = _int(s[keys.PRIORITY], keys.PRIORITY, 1, 4294967293) if s[keys.PRIORITY] else None
     except ValueError as e:
@@ -162,11 +166,7 @@ def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") 
         if value:
             job[field] = value
     if request.time_limit is not None:
-        job["time_limit"] = (
-            {"set": True, "infinite": True, "number": 0}
-            if request.time_limit < 0
-            else {"set": True, "infinite": False, "number": request.time_limit}
-        )
+        job["time_limit"] = {"set": True, "infinite": False, "number": request.time_limit}
     if request.nice is not None:
         job["nice"] = request.nice
     if request.priority is not None:

@@ -44,20 +44,17 @@ class RestSlurm:
         return [v for v in views if v is not None]
 
     def submit(self, request: JobRequest, marker: keys.Marker) -> int:
-        body: dict[str, Any] = submit_body(request, marker, cwd=self._cwd)
+        fields: dict[str, Any] = dict(submit_body(request, marker, cwd=self._cwd)["job"])
+        # JobSubmit takes plain numbers where the wire format has {"set", "number"} objects.
+        fields["memory_per_node"] = request.memory_mib
+        fields["time_limit"] = request.time_limit
+        fields["priority"] = request.priority
         try:
-            if request.time_limit is not None and request.time_limit < 0:
-                # JobSubmit has no spelling for an infinite time limit: post the body through the
-                # client's public request method instead (same retries, same error handling).
-                reply = self._rest.call("POST", "/slurm/v0.0.42/job/submit", body=body, idempotent=False)
-                return int(reply["job_id"])
-            fields = dict(body["job"])
-            fields["memory_per_node"] = request.memory_mib
-            fields["time_limit"] = request.time_limit
-            fields["priority"] = request.priority
             return self._rest.submit_job(JobSubmit(**fields))
         except SlurmApiError as e:
-            raise Rejected(e.description or str(e)) from e
+            # The first line ("Batch job submission failed") is generic; `error` says why.
+            why = "; ".join(dict.fromkeys(err.message or err.description for err in e.errors)) or str(e)
+            raise Rejected(why) from e
 
     def cancel(self, job_id: int) -> None:
         try:

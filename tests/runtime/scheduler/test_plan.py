@@ -253,3 +253,13 @@ def test_group_annotations_must_be_usable() -> None:
     bad_name = [pod("w-0", annotations={keys.GROUP: "Not_A_Label", keys.GROUP_SIZE: "1"})]
     [c] = run(bad_name)
     assert isinstance(c, Reject)
+
+
+def test_the_failed_job_a_rejected_submit_leaves_behind_evicts_nobody() -> None:
+    p = pod("web")
+    failed = job(7, p.marker, "FAILED", reason="BadConstraints")
+    [first] = run([p])
+    assert run([p], [failed], failures={p.marker.text: Failure(first.spec_hash, retry_at=600.0)}) == []
+    # After a restart the memory is gone; the pod's condition still says it was rejected: retry.
+    marked = pod("web", scheduled=("False", "Unschedulable", "Slurm rejected ..."))
+    assert [type(a) for a in run([marked], [failed])] == [Submit]

@@ -1,0 +1,166 @@
+"""The glue on in-memory fakes: what reaches the APIs, how often, and what survives a restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.fakes import FakeKube, FakeSlurm
+from sunk.runtime.scheduler.loop import Scheduler, backoff
+from sunk.runtime.scheduler.model import PodRef
+from sunk.runtime.scheduler.plan import Bind
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def raw_pod(name: str, uid: str = "", **annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": "ml",
+            "name": name,
+            "uid": uid or f"uid-{name}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": annotations,
+        },
+        "spec": {"schedulerName": "sunk-scheduler", "containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def slurmd(host: str, node: str) -> dict[str, Any]:
+    meta = {"namespace": "slurm", "name": host, "labels": {keys.NODESET_LABEL: "cpu"}}
+    return {"metadata": meta, "spec": {"hostname": host, "nodeName": node}}
+
+
+def setup(*pods: dict[str, Any]) -> tuple[FakeKube, FakeSlurm, Scheduler, Clock]:
+    kube, slurm, clock = FakeKube(), FakeSlurm(), Clock()
+    kube.slurmd = [slurmd("cpu-0", "k8s-a"), slurmd("cpu-1", "k8s-b")]
+    for p in pods:
+        kube.add_pod(p)
+    return kube, slurm, scheduler(kube, slurm, clock), clock
+
+
+def scheduler(kube: FakeKube, slurm: FakeSlurm, clock: Clock) -> Scheduler:
+    return Scheduler(kube, slurm, scheduler_name="sunk-scheduler", namespace="slurm", clock=clock)
+
+
+def condition(kube: FakeKube, name: str) -> dict[str, Any]:
+    [c] = [c for c in kube.pods[("ml", name)]["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return c
+
+
+def test_a_pod_is_submitted_once_then_bound_once_to_the_node_slurm_chose() -> None:
+    kube, slurm, sched, clock = setup(raw_pod("web"))
+    sched.cycle()
+    sched.cycle()
+    assert len(slurm.submitted) == 1
+    [(job_id, request, marker)] = slurm.submitted
+    assert marker.text == "sunk-pod:ml/web/uid-web" and request.cpus_per_task == 1
+    assert condition(kube, "web")["reason"] == "SlurmJobPending"
+
+    slurm.start(job_id, ("cpu-1",))
+    clock.now += 2.5
+    sched.cycle()
+    sched.cycle()
+    assert kube.bindings == [(PodRef("ml", "web", "uid-web"), "k8s-b")]
+    annotations = kube.pods[("ml", "web")]["metadata"]["annotations"]
+    assert annotations[keys.JOB_ID] == str(job_id) and annotations[keys.SLURM_NODE] == "cpu-1"
+    assert [e[2] for e in kube.events] == ["Scheduled"]
+    assert sched.metrics.binds._value.get() == 1
+    assert sched.metrics.bind_latency._sum.get() == 2.5
+
+
+def test_a_refused_submit_is_reported_once_and_retried_with_backoff_not_every_cycle() -> None:
+    kube, slurm, sched, clock = setup(raw_pod("web", **{keys.PARTITION: "nope"}))
+    slurm.reject = "Invalid partition name specified"
+    attempts = 0
+
+    def submit(*args: Any) -> int:
+        nonlocal attempts
+        attempts += 1
+        return FakeSlurm.submit(slurm, *args)
+
+    slurm.submit = submit  # type: ignore[method-assign]
+    for _ in range(20):
+        sched.cycle()
+        clock.now += 0.25
+    assert attempts == 1
+    [(_, kind, reason, message)] = kube.events
+    assert (kind, reason) == ("Warning", "FailedScheduling") and "Invalid partition name" in message
+    c = condition(kube, "web")
+    assert (c["status"], c["reason"]) == ("False", "Unschedulable")
+
+    clock.now += backoff(1)
+    sched.cycle()
+    assert attempts == 2
+    clock.now += backoff(1)  # the second delay is twice the first
+    sched.cycle()
+    assert attempts == 2
+
+
+def test_an_invalid_request_is_never_submitted() -> None:
+    kube, slurm, sched, _ = setup(raw_pod("web", **{keys.NICE: "very"}))
+    for _ in range(5):
+        sched.cycle()
+    assert slurm.submitted == [] and len(kube.events) == 1
+    assert "slurm.sunk.dev/nice" in condition(kube, "web")["message"]
+
+
+def test_nothing_is_cancelled_when_kubernetes_cannot_be_read() -> None:
+    kube, slurm, sched, _ = setup(raw_pod("web"))
+    sched.cycle()
+    kube.fail_lists = True
+    del kube.pods[("ml", "web")]
+    assert sched.cycle() == []
+    assert slurm.cancelled == []
+    assert sched.metrics.errors.labels("observe")._value.get() == 1
+    assert sched.health.ready()[0]  # the previous cycle was fine; staleness decides readiness
+
+
+def test_the_job_lives_as_long_as_the_pod() -> None:
+    kube, slurm, sched, _ = setup(raw_pod("web"), raw_pod("api"))
+    sched.cycle()
+    jobs = {m.name: j for j, _, m in slurm.submitted}
+    web, api = jobs["web"], jobs["api"]
+    slurm.start(web, ("cpu-0",))
+    slurm.start(api, ("cpu-1",))
+    sched.cycle()
+    assert len(kube.bindings) == 2
+    # Slurm preempts web's job: the pod is evicted with an Event saying so.
+    slurm.end(web, "PREEMPTED")
+    # api's pod finishes: its job is cancelled.
+    kube.pods[("ml", "api")]["status"]["phase"] = "Succeeded"
+    sched.cycle()
+    assert kube.deleted == [PodRef("ml", "web", "uid-web")]
+    assert ("Warning", "Preempted") in [(e[1], e[2]) for e in kube.events]
+    assert slurm.cancelled == [api]
+    sched.cycle()
+    assert slurm.cancelled == [api] and len(kube.deleted) == 1
+
+
+def test_a_restarted_scheduler_adopts_jobs_and_never_binds_twice() -> None:
+    kube, slurm, first, clock = setup(raw_pod("web"), raw_pod("api"))
+    first.cycle()
+    jobs = {m.name: j for j, _, m in slurm.submitted}
+    web, api = jobs["web"], jobs["api"]
+    slurm.start(web, ("cpu-0",))
+    first.cycle()  # binds web, then "crashes"
+    slurm.start(api, ("cpu-1",))
+    del kube.pods[("ml", "web")]  # deleted while no scheduler ran
+
+    second = scheduler(kube, slurm, clock)
+    second.cycle()
+    assert len(slurm.submitted) == 2  # adopted by marker: nothing new submitted
+    assert [ref.name for ref, _ in kube.bindings] == ["web", "api"]
+    assert slurm.cancelled == [web]  # the orphan
+
+    # An action planned from a stale view must not bind a pod that got bound meanwhile.
+    ref = PodRef("ml", "api", "uid-api")
+    first.apply(Bind(ref, "k8s-a", api, "cpu-1", "2000"), clock.now)
+    assert [r.name for r, _ in kube.bindings] == ["web", "api"]
