@@ -1,0 +1,1 @@
+"""The NodeSet operator: NodeSet custom resources -> slurmd pods, kept safe to change."""

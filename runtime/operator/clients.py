@@ -1,0 +1,185 @@
+"""The operator's two small client interfaces and their real implementations.
+
+KubeApi wraps the official client. Reads return plain dicts (`_preload_content=False` skips the
+generated models, which cost most of a 1,000-pod list). Label selectors are sent AND applied
+again here, so the code never depends on the server filtering (kmock, the test API server,
+ignores selectors). Create answers 409 and delete 404 count as done: every action is idempotent.
+
+SlurmApi wraps the shared slurmrestd client (sunk.runtime.slurmrest); `reconfigure` is a thin
+helper on its public `call`, since the client has no such method."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from sunk import naming
+from sunk.crd import GROUP, PLURAL, VERSION
+from sunk.manifests.nodeset_pod import LABEL_COMPONENT, LABEL_NODESET, SLURMD
+
+from ..slurmrest import INVALID_NODE_NAME, SlurmApiError, SlurmRestClient
+from ..slurmrest import Node as SlurmNode
+
+
+class KubeApi(Protocol):
+    reads: int
+    writes: int
+
+    def list_nodesets(self) -> list[dict[str, Any]]: ...
+    def list_pods(self) -> list[dict[str, Any]]: ...
+    def list_nodes(self) -> list[dict[str, Any]]: ...
+    def list_services(self) -> set[tuple[str, str]]: ...
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def create_config_map(self, body: Mapping[str, Any]) -> None: ...
+    def patch_config_map(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None: ...
+    def create_pod(self, body: Mapping[str, Any]) -> None: ...
+    def delete_pod(self, namespace: str, name: str) -> None: ...
+    def create_service(self, body: Mapping[str, Any]) -> None: ...
+    def patch_nodeset_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
+    def create_event(self, body: Mapping[str, Any]) -> None: ...
+    def read_secret(self, namespace: str, name: str) -> dict[str, str] | None: ...
+
+
+class SlurmApi(Protocol):
+    def list_nodes(self) -> list[SlurmNode]: ...
+    def drain(self, name: str, reason: str) -> None: ...
+    def resume(self, name: str) -> None: ...
+    def remove(self, name: str, reason: str) -> None: ...
+    def reconfigure(self) -> None: ...
+
+
+def is_slurmd_pod(obj: Mapping[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(LABEL_COMPONENT) == SLURMD and LABEL_NODESET in labels
+
+
+class RestSlurm:
+    """SlurmApi over slurmrestd."""
+
+    def __init__(self, client: SlurmRestClient) -> None:
+        self.client = client
+
+    def list_nodes(self) -> list[SlurmNode]:
+        return self.client.list_nodes()
+
+    def drain(self, name: str, reason: str) -> None:
+        self.client.update_node(name, state="DRAIN", reason=reason)
+
+    def resume(self, name: str) -> None:
+        self.client.update_node(name, state="RESUME")
+
+    def remove(self, name: str, reason: str) -> None:
+        # DELETE answers "busy" (2016) until the node is DOWN; either call finding no node is done.
+        try:
+            self.client.update_node(name, state="DOWN", reason=reason)
+            self.client.delete_node(name)
+        except SlurmApiError as err:
+            if err.code != INVALID_NODE_NAME:
+                raise
+
+    def reconfigure(self) -> None:
+        self.client.call("GET", f"/slurm/{naming.SLURMRESTD_API}/reconfigure/")
+
+
+class OfficialKube:
+    """KubeApi over the official `kubernetes` client (an ApiClient the caller configured)."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+        self._exc = client.ApiException
+        self.reads = 0
+        self.writes = 0
+
+    def _raw(self, response: Any) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(response.data)
+        return data
+
+    def _ok(self, err: Exception, *statuses: int) -> bool:
+        return isinstance(err, self._exc) and err.status in statuses
+
+    def list_nodesets(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        raw = self._custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
+        return list(self._raw(raw).get("items") or [])
+
+    def list_pods(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        selector = f"{LABEL_COMPONENT}={SLURMD},{LABEL_NODESET}"
+        raw = self._core.list_pod_for_all_namespaces(label_selector=selector, _preload_content=False)
+        return [p for p in self._raw(raw).get("items") or [] if is_slurmd_pod(p)]
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return list(self._raw(self._core.list_node(_preload_content=False)).get("items") or [])
+
+    def list_services(self) -> set[tuple[str, str]]:
+        self.reads += 1
+        raw = self._core.list_service_for_all_namespaces(label_selector=LABEL_NODESET, _preload_content=False)
+        out = set()
+        for s in self._raw(raw).get("items") or []:
+            meta = s.get("metadata") or {}
+            if LABEL_NODESET in (meta.get("labels") or {}):
+                out.add((meta.get("namespace", ""), meta.get("name", "")))
+        return out
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads += 1
+        try:
+            return self._raw(self._core.read_namespaced_config_map(name, namespace, _preload_content=False))
+        except Exception as err:
+            if self._ok(err, 404):
+                return None
+            raise
+
+    def create_config_map(self, body: Mapping[str, Any]) -> None:
+        self._create(self._core.create_namespaced_config_map, body)
+
+    def patch_config_map(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self._core.patch_namespaced_config_map(name, namespace, dict(patch), _preload_content=False)
+
+    def create_pod(self, body: Mapping[str, Any]) -> None:
+        self._create(self._core.create_namespaced_pod, body)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.writes += 1
+        try:
+            self._core.delete_namespaced_pod(name, namespace, _preload_content=False)
+        except Exception as err:
+            if not self._ok(err, 404):
+                raise
+
+    def create_service(self, body: Mapping[str, Any]) -> None:
+        self._create(self._core.create_namespaced_service, body)
+
+    def patch_nodeset_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self._custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)}
+        )
+
+    def create_event(self, body: Mapping[str, Any]) -> None:
+        self._create(self._core.create_namespaced_event, body)
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
+        self.reads += 1
+        try:
+            raw = self._raw(self._core.read_namespaced_secret(name, namespace, _preload_content=False))
+        except Exception as err:
+            if self._ok(err, 404):
+                return None
+            raise
+        return dict(raw.get("data") or {})
+
+    def _create(self, method: Any, body: Mapping[str, Any]) -> None:
+        self.writes += 1
+        namespace = body["metadata"]["namespace"]
+        try:
+            method(namespace, dict(body), _preload_content=False)
+        except Exception as err:
+            if not self._ok(err, 409):
+                raise

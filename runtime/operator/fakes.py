@@ -1,0 +1,187 @@
+"""In-memory KubeApi and SlurmApi for tests and the benchmark. They count every call, keep what
+was written, and behave like the real APIs where the operator depends on it (create of an
+existing object and delete of a missing one are no-ops; a drained node keeps its reason)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sunk.manifests.nodeset_pod import LABEL_NODESET
+
+from ..slurmrest import Node as SlurmNode
+from ..slurmrest import SlurmUnavailable
+from .clients import is_slurmd_pod
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace", ""), meta["name"]
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.nodesets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.services: dict[tuple[str, str], dict[str, Any]] = {}
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, str]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.reads = 0
+        self.writes = 0
+        self.graceful_delete = False
+        """When true, delete only sets deletionTimestamp (a kubelet still has to stop the pod)."""
+
+    # helpers for tests
+    def add(self, obj: Mapping[str, Any]) -> None:
+        kind = obj["kind"]
+        store = {"NodeSet": self.nodesets, "Pod": self.pods, "Service": self.services, "ConfigMap": self.config_maps}
+        if kind == "Node":
+            self.nodes[obj["metadata"]["name"]] = copy.deepcopy(dict(obj))
+        else:
+            store[kind][_key(obj)] = copy.deepcopy(dict(obj))
+
+    def event_reasons(self) -> list[str]:
+        return [e["reason"] for e in self.events]
+
+    # KubeApi
+    def list_nodesets(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return [copy.deepcopy(o) for o in self.nodesets.values()]
+
+    def list_pods(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        # Shallow copies: the operator only reads them; deep copies of 1,000 pods would dominate
+        # the benchmark with work a real client does not do twice either.
+        return [dict(p) for p in self.pods.values() if is_slurmd_pod(p)]
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return list(self.nodes.values())
+
+    def list_services(self) -> set[tuple[str, str]]:
+        self.reads += 1
+        return {k for k, s in self.services.items() if LABEL_NODESET in (s["metadata"].get("labels") or {})}
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads += 1
+        cm = self.config_maps.get((namespace, name))
+        return copy.deepcopy(cm) if cm is not None else None
+
+    def create_config_map(self, body: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self.config_maps.setdefault(_key(body), copy.deepcopy(dict(body)))
+
+    def patch_config_map(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self.writes += 1
+        cm = self.config_maps[(namespace, name)]
+        for section in ("data",):
+            cm.setdefault(section, {}).update(patch.get(section) or {})
+        annotations = (patch.get("metadata") or {}).get("annotations") or {}
+        cm["metadata"].setdefault("annotations", {}).update(annotations)
+
+    def create_pod(self, body: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self.pods.setdefault(_key(body), copy.deepcopy(dict(body)))
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.writes += 1
+        if self.graceful_delete and (namespace, name) in self.pods:
+            self.pods[(namespace, name)]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        else:
+            self.pods.pop((namespace, name), None)
+
+    def create_service(self, body: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self.services.setdefault(_key(body), copy.deepcopy(dict(body)))
+
+    def patch_nodeset_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self.nodesets[(namespace, name)]["status"] = copy.deepcopy(dict(status))
+
+    def create_event(self, body: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self.events.append(copy.deepcopy(dict(body)))
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
+        self.reads += 1
+        return self.secrets.get((namespace, name))
+
+    # kubelet/scheduler stand-in
+    def run_pods(self, kube_node: str = "node-0", *, ready: bool = True) -> None:
+        """Schedule every pending pod (all-matching pods onto their own Node) and mark it Running."""
+        for pod in self.pods.values():
+            ann = pod["metadata"].get("annotations") or {}
+            pod["spec"].setdefault("nodeName", ann.get("slurm.sunk.dev/kube-node") or kube_node)
+            pod["status"] = {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            }
+
+    def finish_deletes(self) -> None:
+        for key in [k for k, p in self.pods.items() if p["metadata"].get("deletionTimestamp")]:
+            del self.pods[key]
+
+
+def slurm_node(name: str, *state: str, features: Iterable[str] = (), reason: str = "") -> SlurmNode:
+    """A Slurm node as slurmrestd lists it; dynamic unless told otherwise."""
+    states = list(state) or ["IDLE"]
+    if "STATIC" in states:
+        states.remove("STATIC")
+    elif "DYNAMIC_NORM" not in states:
+        states.append("DYNAMIC_NORM")
+    return SlurmNode(name=name, state=tuple(states), features=tuple(features), reason=reason)
+
+
+class FakeSlurm:
+    """slurmctld's node table, with the state changes the operator's calls cause."""
+
+    def __init__(self, nodes: Iterable[SlurmNode] = ()) -> None:
+        self.nodes: dict[str, SlurmNode] = {n.name: n for n in nodes}
+        self.calls: list[tuple[str, str]] = []
+        self.reads = 0
+        self.down = False
+        self.reconfigures = 0
+
+    def _check(self) -> None:
+        if self.down:
+            raise SlurmUnavailable("GET", "/slurm/v0.0.42/nodes/", "connection refused")
+
+    def register(self, name: str, features: Iterable[str], *state: str) -> None:
+        self.nodes[name] = slurm_node(name, *(state or ("IDLE",)), features=features)
+
+    def set(self, name: str, *state: str) -> None:
+        """Change the base state (IDLE, ALLOCATED, ...) keeping flags like DRAIN and the reason."""
+        old = self.nodes[name]
+        flags = [s for s in old.state if s not in ("IDLE", "ALLOCATED", "MIXED", "DOWN")]
+        self.nodes[name] = old.model_copy(update={"state": (*state, *flags)})
+
+    def list_nodes(self) -> list[SlurmNode]:
+        self._check()
+        self.reads += 1
+        return list(self.nodes.values())
+
+    def drain(self, name: str, reason: str) -> None:
+        self._check()
+        self.calls.append(("drain", name))
+        old = self.nodes[name]
+        state = old.state if "DRAIN" in old.state else (*old.state, "DRAIN")
+        self.nodes[name] = old.model_copy(update={"state": state, "reason": reason})
+
+    def resume(self, name: str) -> None:
+        self._check()
+        self.calls.append(("resume", name))
+        old = self.nodes[name]
+        self.nodes[name] = old.model_copy(update={"state": tuple(s for s in old.state if s != "DRAIN"), "reason": ""})
+
+    def remove(self, name: str, reason: str) -> None:
+        self._check()
+        self.calls.append(("remove", name))
+        self.nodes.pop(name, None)
+
+    def reconfigure(self) -> None:
+        self._check()
+        self.calls.append(("reconfigure", ""))
+        self.reconfigures += 1

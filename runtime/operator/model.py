@@ -1,0 +1,211 @@
+"""What the operator observes and the actions its plans return. Plain frozen data, no I/O.
+
+Kubernetes objects are parsed once, here, into the few fields the plans read: a 1,000-pod
+resync must not carry full pod dicts through the planning code."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sunk.crd import NodeSetResourceSpec
+from sunk.manifests.nodeset_pod import (
+    ANNOTATION_KUBE_NODE,
+    ANNOTATION_ORDINAL,
+    ANNOTATION_TEMPLATE_HASH,
+    LABEL_NODE,
+)
+from sunk.naming import OPERATOR_REASON_PREFIX
+
+from ..slurmrest import Node as SlurmNode
+
+BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True)
+class KubeNode:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> KubeNode:
+        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        taints = tuple(
+            Taint(t.get("key", ""), t.get("value") or "", t.get("effect") or "") for t in spec.get("taints") or []
+        )
+        return cls(meta["name"], dict(meta.get("labels") or {}), taints, bool(spec.get("unschedulable")), ready)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A slurmd pod of one NodeSet."""
+
+    name: str
+    slurm_node: str
+    ordinal: int | None = None
+    kube_node: str | None = None
+    """all-matching-nodes: the Node the pod was made for."""
+    node_name: str | None = None
+    """spec.nodeName: where it is scheduled (None: pending)."""
+    ready: bool = False
+    deleting: bool = False
+    template_hash: str = ""
+    uid: str = ""
+
+    @property
+    def scheduled(self) -> bool:
+        return bool(self.node_name)
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Pod:
+        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+        labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
+        ordinal = ann.get(ANNOTATION_ORDINAL)
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        return cls(
+            name=meta["name"],
+            slurm_node=labels.get(LABEL_NODE) or spec.get("hostname") or meta["name"],
+            ordinal=int(ordinal) if ordinal is not None and str(ordinal).isdigit() else None,
+            kube_node=ann.get(ANNOTATION_KUBE_NODE),
+            node_name=spec.get("nodeName") or None,
+            ready=ready and status.get("phase") == "Running",
+            deleting=bool(meta.get("deletionTimestamp")),
+            template_hash=ann.get(ANNOTATION_TEMPLATE_HASH, ""),
+            uid=meta.get("uid", ""),
+        )
+
+
+@dataclass(frozen=True)
+class NodeSetObject:
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: NodeSetResourceSpec
+    status: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def owner(self) -> dict[str, str]:
+        return {"name": self.name, "uid": self.uid}
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one NodeSet's plan reads. `slurm` is None when Slurm could not be read (then
+    nothing is deleted, drained or resumed); `config_keys` None when the ConfigMap is missing."""
+
+    nodeset: NodeSetObject
+    pods: Sequence[Pod]
+    kube_nodes: Mapping[str, KubeNode]
+    slurm: Mapping[str, SlurmNode] | None
+    config_keys: frozenset[str] | None
+    service_exists: bool = True
+
+
+# --- Slurm node predicates -------------------------------------------------------------------
+
+
+def busy(node: SlurmNode) -> bool:
+    """Runs (or is finishing) a job."""
+    return node.base_state in BUSY_STATES or "COMPLETING" in node.flags
+
+
+def drained_by_us(node: SlurmNode) -> bool:
+    return node.drain and node.reason.startswith(OPERATOR_REASON_PREFIX)
+
+
+def drained_by_others(node: SlurmNode) -> bool:
+    """A drain the operator did not set (an admin, the syncer): never resumed nor reworded."""
+    return node.drain and not node.reason.startswith(OPERATOR_REASON_PREFIX)
+
+
+def dynamic(node: SlurmNode) -> bool:
+    """Registered by `slurmd -Z`: the only kind of node the operator ever deletes from Slurm."""
+    return "DYNAMIC_NORM" in node.flags
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    pod: Mapping[str, Any]
+    slurm_node: str
+    why: str
+
+    def event(self) -> tuple[str, str]:
+        return "CreatePod", f"pod {self.pod['metadata']['name']} for Slurm node {self.slurm_node}: {self.why}"
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    name: str
+    slurm_node: str
+    why: str
+
+    def event(self) -> tuple[str, str]:
+        return "DeletePod", f"pod {self.name} (Slurm node {self.slurm_node}): {self.why}"
+
+
+@dataclass(frozen=True)
+class Drain:
+    slurm_node: str
+    reason: str
+
+    def event(self) -> tuple[str, str]:
+        return "DrainNode", f"Slurm node {self.slurm_node}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Resume:
+    slurm_node: str
+    why: str
+
+    def event(self) -> tuple[str, str]:
+        return "ResumeNode", f"Slurm node {self.slurm_node}: {self.why}"
+
+
+@dataclass(frozen=True)
+class RemoveSlurmNode:
+    """Set the node DOWN, then DELETE it (Slurm refuses to delete a node that is not DOWN)."""
+
+    slurm_node: str
+    why: str
+
+    def event(self) -> tuple[str, str]:
+        return "RemoveSlurmNode", f"Slurm node {self.slurm_node}: {self.why}"
+
+
+@dataclass(frozen=True)
+class CreateService:
+    service: Mapping[str, Any]
+
+    def event(self) -> tuple[str, str]:
+        return "CreateService", f"headless Service {self.service['metadata']['name']} for the pods' DNS names"
+
+
+@dataclass(frozen=True)
+class WriteStatus:
+    status: Mapping[str, Any]
+
+    def event(self) -> None:
+        return None  # status is visible on the object itself; an Event per write would be noise
+
+
+Action = CreatePod | DeletePod | Drain | Resume | RemoveSlurmNode | CreateService | WriteStatus

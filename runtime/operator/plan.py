@@ -1,0 +1,249 @@
+"""plan(observed, now) -> actions for one NodeSet. Pure: no I/O, no clock, no logging.
+
+Rules, each tested in tests/runtime/operator/test_plan.py:
+- Members. replicas: `replicas` pods with stable ordinals (a pod keeps its ordinal; scale-out
+  fills the lowest free ones). all-matching-nodes: one pod per eligible Kubernetes Node.
+- Scale-in picks victims unscheduled first, then not ready, idle before busy, a node we already
+  drain before one we don't (so the choice is stable between resyncs), highest ordinal last.
+- A pod is deleted only when Slurm was read and its Slurm node is drained and runs no job (or
+  never registered). The operator drains with OPERATOR_REASON_PREFIX; a node someone else
+  drained counts as drained but is never resumed or re-drained by us.
+- Rolling update (template hash changed): at most maxUnavailable members unavailable at once
+  (pod missing, terminating, not ready, or drained by us); each replaced pod is drained and
+  deleted once idle, or at once with `force`.
+- A member's Slurm node whose pod is gone is removed (DOWN, then DELETE) before the pod is
+  created again, so the new slurmd registers fresh with the new node config; unless someone else
+  drained it, so their drain survives. Slurm nodes of removed pods are removed the same way.
+- Our drains on members that are up to date and not leaving are resumed.
+- Slurm unreadable: only pods are created; nothing is deleted, drained, resumed or removed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sunk import naming
+from sunk.crd import NodeSetResourceSpec
+from sunk.manifests.nodeset_pod import (
+    headless_service,
+    nodeset_pod,
+    slurm_node_for_kube_node,
+    template_hash,
+)
+from sunk.spec.nodeset import UpdateStrategy
+
+from ..slurmrest import Node as SlurmNode
+from .matching import eligible
+from .model import (
+    Action,
+    CreatePod,
+    CreateService,
+    DeletePod,
+    Drain,
+    Observed,
+    Pod,
+    RemoveSlurmNode,
+    Resume,
+    WriteStatus,
+    busy,
+    drained_by_others,
+    drained_by_us,
+    dynamic,
+)
+from .status import compute_status
+
+SCALE_IN = f"{naming.OPERATOR_REASON_PREFIX} scale-in"
+UPDATE = f"{naming.OPERATOR_REASON_PREFIX} rolling update"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A Slurm node the NodeSet wants, and what its pod is made from."""
+
+    slurm_node: str
+    ordinal: int | None = None
+    kube_node: str | None = None
+
+
+def max_unavailable(strategy: UpdateStrategy, desired: int) -> int:
+    """An int as is; a percentage of the desired pods, rounded down but at least 1 (else a small
+    NodeSet could never update)."""
+    value = strategy.max_unavailable
+    if isinstance(value, int):
+        return value
+    return max(1, desired * int(value.rstrip("%")) // 100)
+
+
+def owns(spec: NodeSetResourceSpec, node: SlurmNode) -> bool:
+    """This NodeSet's Slurm node: dynamic, first feature the NodeSet name (node_conf puts it
+    first; another NodeSet may list it later), and in replicas mode named `<nodeset>-<n>`."""
+    if not dynamic(node) or node.features[:1] != (spec.name,):
+        return False
+    if spec.mode == "replicas":
+        return re.fullmatch(rf"{re.escape(spec.name)}-[0-9]+", node.name) is not None
+    return True
+
+
+def rank(pod: Pod, slurm: Mapping[str, SlurmNode] | None) -> tuple[Any, ...]:
+    """Sort key: the pod to remove (or replace) first sorts first."""
+    node = slurm.get(pod.slurm_node) if slurm is not None else None
+    is_busy = True if slurm is None else (node is not None and busy(node))
+    ours = node is not None and drained_by_us(node)
+    return (not pod.deleting, pod.scheduled, pod.ready, is_busy, not ours, -(pod.ordinal or 0), pod.name)
+
+
+def members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
+    """(the desired members by Slurm node name, the pods to scale in)."""
+    spec = observed.nodeset.spec
+    if spec.mode == "all-matching-nodes":
+        want: dict[str, Member] = {}
+        for kn in sorted(observed.kube_nodes.values(), key=lambda n: n.name):
+            if eligible(spec, kn):
+                m = Member(slurm_node_for_kube_node(kn.name), kube_node=kn.name)
+                want[m.slurm_node] = m
+        return want, [p for p in observed.pods if p.slurm_node not in want]
+    count = spec.desired_replicas or 0
+    numbered = [
+        p
+        for p in observed.pods
+        if p.ordinal is not None and p.slurm_node == naming.slurm_node_name(spec.name, p.ordinal)
+    ]
+    numbered_names = {p.name for p in numbered}
+    victims = [p for p in observed.pods if p.name not in numbered_names]
+    excess = len(numbered) - count
+    if excess > 0:
+        ranked = sorted(numbered, key=lambda p: rank(p, observed.slurm))
+        victims += ranked[:excess]
+        numbered = ranked[excess:]
+    want = {p.slurm_node: Member(p.slurm_node, ordinal=p.ordinal) for p in numbered}
+    used = {p.ordinal for p in observed.pods if p.ordinal is not None}
+    ordinal = 0
+    while len(want) < count:
+        if ordinal not in used:
+            name = naming.slurm_node_name(spec.name, ordinal)
+            want[name] = Member(name, ordinal=ordinal)
+        ordinal += 1
+    return want, victims
+
+
+def _deletable(node: SlurmNode | None, force: bool) -> bool:
+    """Caller checked Slurm was read. A node that never registered has nothing to protect."""
+    return node is None or force or (node.drain and not busy(node))
+
+
+def plan(observed: Observed, now: datetime) -> list[Action]:
+    ns = observed.nodeset
+    spec = ns.spec
+    slurm = observed.slurm
+    want, victims = members(observed)
+    pods: dict[str, Pod] = {}
+    for p in sorted(observed.pods, key=lambda p: (p.deleting, p.name)):
+        pods.setdefault(p.slurm_node, p)  # a live pod stands for its node before a terminating one
+    keys = observed.config_keys
+    build_error = ""
+    desired_hash: str | None = None
+    if keys is not None:
+        desired_hash = template_hash(spec, keys)
+    actions: list[Action] = []
+
+    def node_of(name: str) -> SlurmNode | None:
+        return slurm.get(name) if slurm is not None else None
+
+    def build(m: Member) -> dict[str, Any] | None:
+        nonlocal build_error
+        try:
+            return nodeset_pod(
+                spec,
+                namespace=ns.namespace,
+                config_keys=keys or (),
+                ordinal=m.ordinal,
+                kube_node=m.kube_node,
+                owner=ns.owner,
+            )
+        except ValueError as err:
+            build_error = str(err)
+            return None
+
+    if not observed.service_exists:
+        actions.append(CreateService(headless_service(spec, namespace=ns.namespace, owner=ns.owner)))
+
+    # 1. Members without a pod: clear a stale Slurm node first, then create.
+    for m in want.values():
+        if m.slurm_node in pods:
+            continue
+        node = node_of(m.slurm_node)
+        if node is not None and owns(spec, node) and not drained_by_others(node):
+            actions.append(RemoveSlurmNode(m.slurm_node, "its pod is gone; the new pod registers it afresh"))
+        elif keys is not None:
+            manifest = build(m)
+            if manifest is not None:
+                actions.append(CreatePod(manifest, m.slurm_node, "missing"))
+
+    # 2. Scale-in: drain, then delete once idle. Never without a Slurm read.
+    for pod in victims:
+        if pod.deleting or slurm is None:
+            continue
+        node = node_of(pod.slurm_node)
+        if node is not None and not node.drain:
+            actions.append(Drain(pod.slurm_node, SCALE_IN))
+        elif _deletable(node, force=False):
+            actions.append(DeletePod(pod.name, pod.slurm_node, "scale-in: its Slurm node is drained and idle"))
+
+    # 3. Rolling update within maxUnavailable, 4. resume our drains on members that stay.
+    if desired_hash is not None and slurm is not None:
+        actions += _update(observed, want, pods, desired_hash)
+
+    # 5. Slurm nodes whose pod is gone and that the NodeSet no longer wants.
+    if slurm is not None:
+        for name in sorted(slurm):
+            node = slurm[name]
+            if name not in want and name not in pods and owns(spec, node):
+                actions.append(RemoveSlurmNode(name, "its pod was removed"))
+
+    status = compute_status(observed, want, pods, desired_hash, build_error, now)
+    if status != dict(ns.status):
+        actions.append(WriteStatus(status))
+    return actions
+
+
+def _update(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod], desired_hash: str) -> list[Action]:
+    spec = observed.nodeset.spec
+    slurm = observed.slurm or {}
+    force = spec.update_strategy.force
+    live = [pods[n] for n in want if n in pods and not pods[n].deleting]
+
+    def unavailable(name: str) -> bool:
+        pod, node = pods.get(name), slurm.get(name)
+        if pod is None or pod.deleting or not pod.ready:
+            return True
+        return node is not None and drained_by_us(node)
+
+    budget = max_unavailable(spec.update_strategy, len(want)) - sum(unavailable(n) for n in want)
+    out: list[Action] = []
+    outdated = [p for p in live if p.template_hash != desired_hash]
+    for pod in sorted(outdated, key=lambda p: rank(p, slurm)):
+        node = slurm.get(pod.slurm_node)
+        counted = not pod.ready or (node is not None and drained_by_us(node))
+        if not counted:
+            if budget <= 0:
+                continue
+            budget -= 1
+        if node is not None and not node.drain:
+            out.append(Drain(pod.slurm_node, UPDATE))
+            if not force:
+                continue  # delete once Slurm shows it drained and idle, on a later resync
+        if _deletable(node, force):
+            out.append(DeletePod(pod.name, pod.slurm_node, f"rolling update to template {desired_hash}"))
+    for pod in live:
+        node = slurm.get(pod.slurm_node)
+        if pod.template_hash == desired_hash and node is not None and drained_by_us(node):
+            out.append(Resume(pod.slurm_node, "member is up to date and stays"))
+    return out
+
+
+def slurm_names(pods: Iterable[Pod]) -> Sequence[str]:
+    return sorted({p.slurm_node for p in pods})

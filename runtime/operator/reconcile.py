@@ -1,0 +1,330 @@
+"""The glue: observe everything, plan each NodeSet and each cluster's topology, apply, record.
+
+One resync is level-based: it reads the whole state (NodeSets, slurmd pods, Nodes, Services,
+each cluster's ConfigMaps and Slurm nodes), so a missed watch event or a manual change is
+caught on the next one. Reads per resync: 4 lists, then per cluster one Slurm node list and one
+or two ConfigMap reads. Writes happen only for actions, so an unchanged world writes nothing.
+Each applied action leaves an Event on the NodeSet (or the topology ConfigMap)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from sunk import naming
+from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
+from sunk.manifests.nodeset_pod import LABEL_CLUSTER, LABEL_NODESET, service_name
+from sunk.render import TopologyNode
+
+from ..slurmrest import Node as SlurmNode
+from .clients import KubeApi, SlurmApi
+from .model import (
+    Action,
+    CreatePod,
+    CreateService,
+    DeletePod,
+    Drain,
+    KubeNode,
+    NodeSetObject,
+    Observed,
+    Pod,
+    RemoveSlurmNode,
+    Resume,
+    WriteStatus,
+)
+from .plan import plan
+from .topology import (
+    ANNOTATION_RECONFIGURED,
+    ANNOTATION_WRITTEN,
+    TOPOLOGY_KEY,
+    Reconfigure,
+    TopologyAction,
+    TopologyObserved,
+    WriteTopology,
+    config_map,
+    plan_topology,
+)
+
+log = logging.getLogger("sunk.operator")
+COMPONENT = "sunk-operator"
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """One Slurm cluster: its namespace, name and the Secret holding its slurmrestd JWT key."""
+
+    namespace: str
+    cluster: str
+    jwt_secret: str
+
+
+SlurmFactory = Callable[[ClusterRef], SlurmApi]
+
+
+@dataclass
+class ResyncReport:
+    applied: list[Action | TopologyAction] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    slurm_unreadable: list[str] = field(default_factory=list)
+
+
+def _stamp(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: KubeApi,
+        slurm_for: SlurmFactory,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        topology_delay: timedelta = timedelta(seconds=90),
+        may_act: Callable[[], bool] = lambda: True,
+        identity: str = COMPONENT,
+    ) -> None:
+        self.kube = kube
+        self.slurm_for = slurm_for
+        self.clock = clock
+        self.topology_delay = topology_delay
+        self.may_act = may_act
+        self.identity = identity
+        self.slurm_reads = 0
+
+    # --- observe ----------------------------------------------------------------------------
+
+    def resync(self) -> ResyncReport:
+        now = self.clock()
+        report = ResyncReport()
+        objects = self.kube.list_nodesets()
+        pods_by: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
+        for obj in self.kube.list_pods():
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            key = (meta.get("namespace", ""), labels.get(LABEL_CLUSTER, ""), labels.get(LABEL_NODESET, ""))
+            pods_by[key].append(Pod.from_object(obj))
+        kube_nodes = {n.name: n for n in map(KubeNode.from_object, self.kube.list_nodes())}
+        services = self.kube.list_services()
+        clusters: dict[tuple[str, str], list[NodeSetObject]] = defaultdict(list)
+        for obj in objects:
+            parsed = self._parse(obj, now)
+            if parsed is not None:
+                clusters[(parsed.namespace, parsed.spec.cluster_name)].append(parsed)
+        for (namespace, cluster), sets in sorted(clusters.items()):
+            sets.sort(key=lambda s: s.name)
+            self._cluster(namespace, cluster, sets, pods_by, kube_nodes, services, now, report)
+        return report
+
+    def _parse(self, obj: Mapping[str, Any], now: datetime) -> NodeSetObject | None:
+        meta = obj.get("metadata") or {}
+        status = dict(obj.get("status") or {})
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        try:
+            spec = NodeSetResourceSpec.model_validate(obj.get("spec") or {})
+        except ValidationError as err:
+            # The CRD schema can't express cross-field rules; say so on the object, once.
+            message = str(err).replace("\n", " ")[:1000]
+            want = {
+                "observedGeneration": meta.get("generation", 0),
+                "conditions": [
+                    {
+                        "type": "SpecValid",
+                        "status": "False",
+                        "reason": "Invalid",
+                        "message": message,
+                        "lastTransitionTime": _stamp(now),
+                    }
+                ],
+            }
+            old = (status.get("conditions") or [{}])[0]
+            if old.get("message") != message or status.get("observedGeneration") != want["observedGeneration"]:
+                self._guarded(lambda: self.kube.patch_nodeset_status(namespace, name, want), f"status of {name}")
+            return None
+        return NodeSetObject(name, namespace, meta.get("uid", ""), int(meta.get("generation") or 0), spec, status)
+
+    def _cluster(
+        self,
+        namespace: str,
+        cluster: str,
+        sets: Sequence[NodeSetObject],
+        pods_by: Mapping[tuple[str, str, str], list[Pod]],
+        kube_nodes: Mapping[str, KubeNode],
+        services: set[tuple[str, str]],
+        now: datetime,
+        report: ResyncReport,
+    ) -> None:
+        first = sets[0].spec
+        api: SlurmApi | None = None
+        slurm: dict[str, SlurmNode] | None = None
+        try:
+            api = self.slurm_for(ClusterRef(namespace, cluster, first.jwt_secret))
+            self.slurm_reads += 1
+            slurm = {n.name: n for n in api.list_nodes()}
+        except Exception as err:  # any failure to read Slurm means: delete nothing this resync
+            log.warning("cluster %s/%s: Slurm unreadable, deleting nothing: %s", namespace, cluster, err)
+            report.slurm_unreadable.append(f"{namespace}/{cluster}")
+        keys: dict[str, frozenset[str] | None] = {}
+        for s in sets:
+            if s.spec.config_map not in keys:
+                cm = self.kube.get_config_map(namespace, s.spec.config_map)
+                keys[s.spec.config_map] = frozenset((cm.get("data") or {}).keys()) if cm is not None else None
+            observed = Observed(
+                nodeset=s,
+                pods=pods_by.get((namespace, cluster, s.spec.name), []),
+                kube_nodes=kube_nodes,
+                slurm=slurm,
+                config_keys=keys[s.spec.config_map],
+                service_exists=(namespace, service_name(s.spec)) in services,
+            )
+            for action in plan(observed, now):
+                self._apply(s, action, api, now, report)
+        self._topology(namespace, cluster, first, sets, pods_by, kube_nodes, slurm, api, now, report)
+
+    def _topology(
+        self,
+        namespace: str,
+        cluster: str,
+        first: NodeSetResourceSpec,
+        sets: Sequence[NodeSetObject],
+        pods_by: Mapping[tuple[str, str, str], list[Pod]],
+        kube_nodes: Mapping[str, KubeNode],
+        slurm: Mapping[str, SlurmNode] | None,
+        api: SlurmApi | None,
+        now: datetime,
+        report: ResyncReport,
+    ) -> None:
+        if first.topology.plugin == "none":
+            return
+        nodes = [
+            TopologyNode(p.slurm_node, kube_nodes[p.node_name].labels)
+            for s in sets
+            for p in pods_by.get((namespace, cluster, s.spec.name), [])
+            if p.node_name is not None and p.node_name in kube_nodes and not p.deleting
+        ]
+        observed = TopologyObserved(
+            namespace=namespace,
+            cluster=cluster,
+            spec=first.topology,
+            extra=tuple(first.topology_extra),
+            nodes=nodes,
+            config_map=self.kube.get_config_map(namespace, naming.topology_config_map(cluster)),
+            registered=frozenset(slurm) if slurm is not None else None,
+        )
+        for action in plan_topology(observed, now, self.topology_delay):
+            self._apply_topology(action, api, now, report)
+
+    # --- apply -------------------------------------------------------------------------------
+
+    def _guarded(self, fn: Callable[[], None], what: str) -> bool:
+        try:
+            fn()
+        except Exception as err:  # one failed action must not stop the others; next resync retries
+            log.warning("%s failed: %s", what, err)
+            return False
+        return True
+
+    def _apply(
+        self, s: NodeSetObject, action: Action, api: SlurmApi | None, now: datetime, report: ResyncReport
+    ) -> None:
+        if not self.may_act():
+            return
+        ns = s.namespace
+        fn: Callable[[], None]
+        if isinstance(action, CreatePod):
+            body = action.pod
+            fn = lambda: self.kube.create_pod(body)  # noqa: E731
+        elif isinstance(action, DeletePod):
+            name = action.name
+            fn = lambda: self.kube.delete_pod(ns, name)  # noqa: E731
+        elif isinstance(action, CreateService):
+            svc = action.service
+            fn = lambda: self.kube.create_service(svc)  # noqa: E731
+        elif isinstance(action, WriteStatus):
+            status = action.status
+            fn = lambda: self.kube.patch_nodeset_status(ns, s.name, status)  # noqa: E731
+        else:
+            if api is None:
+                return
+            fn = _slurm_call(api, action)
+        if not self._guarded(fn, f"{s.key}: {type(action).__name__}"):
+            report.errors.append(f"{s.key}: {type(action).__name__}")
+            return
+        report.applied.append(action)
+        event = action.event()
+        if event is not None:
+            log.info("%s: %s: %s", s.key, *event)
+            involved = {"apiVersion": API_VERSION, "kind": KIND, "name": s.name, "namespace": ns, "uid": s.uid}
+            self._event(ns, s.name, involved, *event, now=now)
+
+    def _apply_topology(
+        self, action: TopologyAction, api: SlurmApi | None, now: datetime, report: ResyncReport
+    ) -> None:
+        if not self.may_act():
+            return
+        ns, name = action.namespace, action.config_map if isinstance(action, Reconfigure) else action.name
+        fn: Callable[[], None]
+        if isinstance(action, WriteTopology):
+            text, written = action.text, action.written
+            if action.create:
+                body = config_map(ns, action.cluster, text, written)
+                fn = lambda: self.kube.create_config_map(body)  # noqa: E731
+            else:
+                patch = {"metadata": {"annotations": {ANNOTATION_WRITTEN: written}}, "data": {TOPOLOGY_KEY: text}}
+                fn = lambda: self.kube.patch_config_map(ns, name, patch)  # noqa: E731
+        else:
+            if api is None:
+                return
+            key = action.key
+            reconfigure = api.reconfigure
+
+            def fn() -> None:
+                reconfigure()
+                self.kube.patch_config_map(ns, name, {"metadata": {"annotations": {ANNOTATION_RECONFIGURED: key}}})
+
+        if not self._guarded(fn, f"{ns}/{name}: {type(action).__name__}"):
+            report.errors.append(f"{ns}/{name}: {type(action).__name__}")
+            return
+        report.applied.append(action)
+        reason, message = action.event()
+        log.info("%s/%s: %s: %s", ns, name, reason, message)
+        self._event(
+            ns, name, {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "namespace": ns}, reason, message, now=now
+        )
+
+    def _event(
+        self, namespace: str, name: str, involved: Mapping[str, str], reason: str, message: str, *, now: datetime
+    ) -> None:
+        stamp = _stamp(now)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": dict(involved),
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.identity,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        self._guarded(lambda: self.kube.create_event(body), f"event {reason} on {name}")
+
+
+def _slurm_call(api: SlurmApi, action: Action) -> Callable[[], None]:
+    if isinstance(action, Drain):
+        return lambda: api.drain(action.slurm_node, action.reason)
+    if isinstance(action, Resume):
+        return lambda: api.resume(action.slurm_node)
+    if isinstance(action, RemoveSlurmNode):
+        return lambda: api.remove(action.slurm_node, f"{naming.OPERATOR_REASON_PREFIX} {action.why}")
+    raise TypeError(f"not a Slurm action: {action!r}")

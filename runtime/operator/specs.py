@@ -1,0 +1,55 @@
+"""NodeSet objects from a ClusterSpec, the way the components write them: used by the operator's
+tests, its benchmark and the local demo, where no Pulumi program has created the objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sunk import naming
+from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
+from sunk.spec.cluster import ClusterSpec
+
+
+def resource_spec(cluster: ClusterSpec, nodeset: str, **overrides: Any) -> NodeSetResourceSpec:
+    """The NodeSet object spec of one spec nodeset (camelCase input is validated like a CR)."""
+    ns = cluster.nodeset(nodeset)
+    data: dict[str, Any] = ns.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    data.update(
+        {
+            "clusterName": cluster.name,
+            "slurmdImage": (ns.image or cluster.images.slurmd).ref,
+            "configMap": f"{cluster.name}-slurm-config",
+            "authType": cluster.auth.type,
+            "authSecret": f"{cluster.name}-auth",
+            "jwtSecret": f"{cluster.name}-jwt",
+            "configHash": "initial",
+            "sharedVolumes": [
+                v.model_dump(by_alias=True, mode="json") for v in cluster.shared_volumes if "compute" in v.mount_on
+            ],
+            "topology": cluster.topology.model_dump(by_alias=True, mode="json"),
+            "topologyExtra": list(cluster.extra_config.topology_conf),
+        }
+    )
+    data.update(overrides)
+    return NodeSetResourceSpec.model_validate(data)
+
+
+def nodeset_object(
+    spec: NodeSetResourceSpec, *, namespace: str, uid: str = "", generation: int = 1, name: str | None = None
+) -> dict[str, Any]:
+    """A NodeSet custom object as the API server returns it."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name or f"{spec.cluster_name}-{spec.name}",
+            "namespace": namespace,
+            "uid": uid or f"uid-{spec.cluster_name}-{spec.name}",
+            "generation": generation,
+        },
+        "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
+    }
+
+
+def slurm_node_names(spec: NodeSetResourceSpec, count: int) -> list[str]:
+    return [naming.slurm_node_name(spec.name, i) for i in range(count)]

@@ -1,0 +1,128 @@
+"""The NodeSet's status, computed from what was observed. Pure.
+
+Counts: desired (members), feasible (members that can run now: in all-matching-nodes the
+members whose Node is Ready and not cordoned; in replicas mode all of them when at least one
+eligible Node is usable, else only those already scheduled), scheduled, ready and updated
+(member pods), and the Slurm states of the NodeSet's Slurm nodes: down, drained (drain, no
+job), draining (drain, jobs left), allocated, idle. A node is counted once, in that order.
+Conditions keep their lastTransitionTime while their status holds, so an unchanged NodeSet
+writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sunk.crd import NodeSetStatus
+
+from .matching import eligible, usable
+from .model import Observed, Pod, busy
+
+if TYPE_CHECKING:
+    from .plan import Member
+
+
+def _slurm_counts(observed: Observed, names: set[str]) -> dict[str, int]:
+    counts = dict.fromkeys(("idle", "allocated", "draining", "drained", "down"), 0)
+    for name in names:
+        node = (observed.slurm or {}).get(name)
+        if node is None:
+            continue
+        if node.base_state == "DOWN":
+            counts["down"] += 1
+        elif node.drain:
+            counts["draining" if busy(node) else "drained"] += 1
+        elif busy(node):
+            counts["allocated"] += 1
+        elif node.base_state == "IDLE":
+            counts["idle"] += 1
+    return counts
+
+
+def _feasible(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod]) -> int:
+    spec = observed.nodeset.spec
+    if spec.mode == "all-matching-nodes":
+        kube = observed.kube_nodes
+        return sum(
+            1 for m in want.values() if m.kube_node is not None and m.kube_node in kube and usable(kube[m.kube_node])
+        )
+    if any(usable(n) and eligible(spec, n) for n in observed.kube_nodes.values()):
+        return len(want)
+    return sum(1 for name in want if name in pods and pods[name].scheduled)
+
+
+def _condition(
+    previous: list[dict[str, Any]], ctype: str, ok: bool, reason: str, message: str, now: datetime
+) -> dict[str, str]:
+    status = "True" if ok else "False"
+    old = next((c for c in previous if c.get("type") == ctype), None)
+    since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
+    stamp = since or now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": stamp}
+
+
+def compute_status(
+    observed: Observed,
+    want: Mapping[str, Member],
+    pods: Mapping[str, Pod],
+    desired_hash: str | None,
+    build_error: str,
+    now: datetime,
+) -> dict[str, Any]:
+    ns = observed.nodeset
+    mine = [pods[n] for n in want if n in pods and not pods[n].deleting]
+    ready = sum(p.ready for p in mine)
+    updated = sum(p.template_hash == desired_hash for p in mine) if desired_hash is not None else 0
+    slurm_names = {p.slurm_node for p in observed.pods} | set(want)
+    previous = list(ns.status.get("conditions") or [])
+    desired = len(want)
+    leaving = sum(1 for p in observed.pods if p.slurm_node not in want)
+    if ready == desired and updated == desired and not leaving:
+        why, msg = "AllReady", f"{ready}/{desired} pods ready and up to date"
+    elif len(mine) < desired:
+        why, msg = "ScalingOut", f"{len(mine)}/{desired} pods exist, {ready} ready"
+    elif updated < desired and desired_hash is not None:
+        why, msg = "Updating", f"{updated}/{desired} pods up to date, {ready} ready"
+    elif leaving:
+        why, msg = "ScalingIn", f"{leaving} pods leaving (drained first, deleted once idle)"
+    else:
+        why, msg = "PodsNotReady", f"{ready}/{desired} pods ready"
+    conditions = [
+        _condition(previous, "Ready", why == "AllReady", why, msg, now),
+        _condition(
+            previous,
+            "SlurmReachable",
+            observed.slurm is not None,
+            "Read" if observed.slurm is not None else "ReadFailed",
+            "" if observed.slurm is not None else "slurmrestd could not be read: nothing is deleted or drained",
+            now,
+        ),
+        _condition(
+            previous,
+            "ConfigFound",
+            observed.config_keys is not None,
+            "Found" if observed.config_keys is not None else "ConfigMapMissing",
+            "" if observed.config_keys is not None else f"ConfigMap {ns.spec.config_map} not found: no pod is created",
+            now,
+        ),
+        _condition(
+            previous,
+            "TemplateValid",
+            not build_error,
+            "Valid" if not build_error else "Invalid",
+            build_error,
+            now,
+        ),
+    ]
+    status = NodeSetStatus(
+        desired=desired,
+        feasible=_feasible(observed, want, pods),
+        scheduled=sum(p.scheduled for p in mine),
+        ready=ready,
+        updated=updated,
+        observed_generation=ns.generation,
+        conditions=conditions,
+        **_slurm_counts(observed, slurm_names),
+    )
+    return status.model_dump(by_alias=True, mode="json")

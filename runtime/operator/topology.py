@@ -1,0 +1,124 @@
+"""topology.conf kept in step with the Nodes the slurmd pods run on. Pure plan, one per cluster.
+
+The operator owns one ConfigMap per cluster (naming.topology_config_map, key `topology.conf`)
+rendered by sunk.render.render_topology_conf from the labels of the pods' Nodes. slurmctld
+reads it from a projected volume, which the kubelet refreshes within about a minute of a change,
+and dynamic nodes only join their switches on `scontrol reconfigure` (measured on 24.11). So:
+1. the text differs from what the Nodes say -> write it, stamping when (annotation);
+2. the text is current, it was written at least `delay` ago (the kubelet has had time to
+   refresh the file), and the set of registered nodes it names changed since the last
+   reconfigure -> reconfigure, recording which (text, registered nodes) it covered.
+Slurm unreadable -> no reconfigure (and nothing to learn about registrations)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sunk import naming
+from sunk.crd import GROUP
+from sunk.render import TopologyNode, render_topology_conf
+from sunk.spec.scheduling import TopologySpec
+
+TOPOLOGY_KEY = "topology.conf"
+ANNOTATION_WRITTEN = f"{GROUP}/topology-written"
+"""When the operator last changed the text (UTC, ISO 8601)."""
+ANNOTATION_RECONFIGURED = f"{GROUP}/reconfigured"
+"""Hash of the text and registered nodes the last reconfigure covered."""
+LABEL_CLUSTER = f"{GROUP}/cluster"
+
+
+@dataclass(frozen=True)
+class TopologyObserved:
+    namespace: str
+    cluster: str
+    spec: TopologySpec
+    extra: tuple[str, ...]
+    nodes: Sequence[TopologyNode]
+    """Every scheduled slurmd pod of the cluster: its Slurm node and its Node's labels."""
+    config_map: Mapping[str, Any] | None
+    registered: frozenset[str] | None
+    """Slurm nodes slurmctld knows; None when Slurm could not be read."""
+
+
+@dataclass(frozen=True)
+class WriteTopology:
+    namespace: str
+    cluster: str
+    name: str
+    text: str
+    written: str
+    create: bool
+
+    def event(self) -> tuple[str, str]:
+        return "WriteTopology", f"ConfigMap {self.name}: topology.conf follows the Node labels"
+
+
+@dataclass(frozen=True)
+class Reconfigure:
+    namespace: str
+    cluster: str
+    config_map: str
+    key: str
+
+    def event(self) -> tuple[str, str]:
+        return "Reconfigure", f"scontrol reconfigure on cluster {self.cluster}: topology.conf or its nodes changed"
+
+
+TopologyAction = WriteTopology | Reconfigure
+
+
+def _stamp(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def reconfigure_key(text: str, registered: frozenset[str], nodes: Sequence[TopologyNode]) -> str:
+    named = sorted({n.name for n in nodes} & registered)
+    return hashlib.sha256("\n".join([text, *named]).encode()).hexdigest()[:16]
+
+
+def config_map(namespace: str, cluster: str, text: str, written: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": naming.topology_config_map(cluster),
+            "namespace": namespace,
+            "labels": {LABEL_CLUSTER: cluster},
+            "annotations": {ANNOTATION_WRITTEN: written},
+        },
+        "data": {TOPOLOGY_KEY: text},
+    }
+
+
+def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -> list[TopologyAction]:
+    if observed.spec.plugin == "none":
+        return []
+    nodes = sorted(observed.nodes, key=lambda n: n.name)
+    text = render_topology_conf(observed.spec, nodes, observed.extra)
+    name = naming.topology_config_map(observed.cluster)
+    cm = observed.config_map
+    if cm is None or (cm.get("data") or {}).get(TOPOLOGY_KEY) != text:
+        return [WriteTopology(observed.namespace, observed.cluster, name, text, _stamp(now), create=cm is None)]
+    if observed.registered is None:
+        return []
+    annotations = (cm.get("metadata") or {}).get("annotations") or {}
+    key = reconfigure_key(text, observed.registered, nodes)
+    if annotations.get(ANNOTATION_RECONFIGURED) == key:
+        return []
+    written = _parse(annotations.get(ANNOTATION_WRITTEN))
+    if written is not None and now - written < delay:
+        return []  # the kubelet may not have refreshed slurmctld's copy yet
+    return [Reconfigure(observed.namespace, observed.cluster, name, key)]

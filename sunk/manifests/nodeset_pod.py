@@ -1,0 +1,422 @@
+"""slurmd pods of a NodeSet: the pure builder the NodeSet operator calls, one pod per Slurm node.
+
+Slurm nodes are dynamic: each pod runs `slurmd -D -Z -N <node> --conf "<node conf>"`, which
+registers the node with slurmctld in ~0.2 s (measured on 24.11) and reaches the NodeSet's
+partitions through `NodeSet=<name> Feature=<name>` in slurm.conf. Scaling therefore never edits
+slurm.conf nor restarts slurmctld. The pod's hostname is the Slurm node name.
+
+Files in the pod:
+- /etc/slurm: one projected volume of the config ConfigMap (the node-side files only; this
+  NodeSet's `gres-<nodeset>.conf` becomes `gres.conf`; `prolog.d_x` becomes `prolog.d/x`) plus,
+  for auth/slurm, `slurm.key` from the auth Secret. The JWT key never reaches a compute pod.
+- /etc/munge: the munge key, copied by the munge sidecar (munged insists on owning its key).
+- /etc/services.d/<name>/run: each s6 script, carried in a pod annotation and projected by the
+  downward API (no extra object to create or garbage-collect). The slurmd image's s6-overlay
+  `/init` copies /etc/services.d at start and supervises them; slurmd then runs under `/init`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sunk import naming
+from sunk.crd import API_VERSION, GROUP, KIND, NodeSetResourceSpec
+from sunk.render import gres_conf_key, node_conf
+from sunk.spec.base import ResourceList, Resources
+
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_NODESET = f"{GROUP}/nodeset"
+LABEL_NODE = f"{GROUP}/node"
+"""The Slurm node name (also the pod's hostname)."""
+LABEL_COMPONENT = "app.kubernetes.io/component"
+ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
+ANNOTATION_TEMPLATE_HASH = f"{GROUP}/template-hash"
+"""What the operator compares to roll pods: a hash of every input of the pod template."""
+ANNOTATION_ORDINAL = f"{GROUP}/ordinal"
+ANNOTATION_KUBE_NODE = f"{GROUP}/kube-node"
+"""all-matching-nodes: the Kubernetes Node the pod is pinned to."""
+S6_ANNOTATION_PREFIX = f"s6.{GROUP}/"
+
+SLURMD = "slurmd"
+MUNGE = "munge"
+MUNGE_KEY_DIR = "/etc/munge-key"
+MUNGE_RUN = "/run/munge"
+S6_SERVICES = "/etc/services.d"
+
+# Files only slurmctld/slurmdbd read, or that reach the pod another way.
+_NOT_ON_NODES = frozenset({"slurmdbd.conf", "job_submit.lua", "topology.conf", "gres.conf", "accounting-setup.sh"})
+_SUBDIRS = ("prolog.d", "epilog.d", "plugstack.conf.d")
+_EXECUTABLE = 0o755
+
+# munged refuses a key it does not own, and Secret volumes are root-owned: copy the key into a
+# munge-owned directory, create the socket directory the way munged wants it, then drop to munge.
+MUNGE_SCRIPT = (
+    "set -e; install -d -o munge -g munge -m 0700 /etc/munge; "
+    f"install -o munge -g munge -m 0400 {MUNGE_KEY_DIR}/munge.key /etc/munge/munge.key; "
+    f"install -d -o munge -g munge -m 0755 {MUNGE_RUN}; "
+    "exec runuser -u munge -- munged --foreground --num-threads=4"
+)
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def _short_hash(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def slurm_node_for_kube_node(kube_node: str) -> str:
+    """all-matching-nodes: the Slurm node (and pod hostname) on Kubernetes Node `kube_node`.
+
+    The Node name itself when it is a DNS label (a hostname must be one); otherwise (dots, over
+    63 characters) a label made from it plus a hash of the full name, so it stays unique."""
+    if len(kube_node) <= 63 and _DNS_LABEL.fullmatch(kube_node):
+        return kube_node
+    base = re.sub(r"[^a-z0-9-]+", "-", kube_node.lower()).strip("-")[:54].rstrip("-") or "node"
+    return f"{base}-{_short_hash(kube_node)}"
+
+
+def pod_name(spec: NodeSetResourceSpec, slurm_node: str) -> str:
+    """`<cluster>-<slurm node>` in replicas mode (the node already starts with the NodeSet name);
+    `<cluster>-<nodeset>-<slurm node>` in all-matching-nodes, where the node is a Kubernetes Node
+    name that two NodeSets may share."""
+    if spec.mode == "replicas":
+        return f"{spec.cluster_name}-{slurm_node}"
+    return f"{spec.cluster_name}-{spec.name}-{slurm_node}"
+
+
+def service_name(spec: NodeSetResourceSpec) -> str:
+    """Headless Service giving each slurmd pod a DNS name `<node>.<service>` (pod subdomain)."""
+    return f"{spec.cluster_name}-{spec.name}"
+
+
+def shared_claim_name(cluster_name: str, volume: str) -> str:
+    """PersistentVolumeClaim sunk creates for a shared volume with `create:`."""
+    return f"{cluster_name}-{volume}"
+
+
+def selector_labels(spec: NodeSetResourceSpec) -> dict[str, str]:
+    return {LABEL_CLUSTER: spec.cluster_name, LABEL_NODESET: spec.name}
+
+
+_HASH_EXCLUDED = {"replicas", "max_nodes", "update_strategy", "topology", "topology_extra"}
+
+
+def template_hash(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> str:
+    """Hash of every input of the pod template: spec fields that shape the pod (scaling, update
+    strategy and topology do not) and the config keys mounted. Equal hash = pod up to date."""
+    data = {
+        "spec": spec.model_dump(mode="json", by_alias=True, exclude=_HASH_EXCLUDED),
+        "keys": sorted(config_items(spec, config_keys)),
+    }
+    return _short_hash(json.dumps(data, sort_keys=True, separators=(",", ":")), 16)
+
+
+def config_items(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> list[tuple[str, str]]:
+    """(ConfigMap key, path under /etc/slurm) for the files slurmd reads, sorted by path."""
+    keys = set(config_keys)
+    items: dict[str, str] = {}
+    for key in keys:
+        if key in _NOT_ON_NODES or key.startswith("gres-"):
+            continue
+        path = key
+        for sub in _SUBDIRS:
+            if key.startswith(f"{sub}_"):
+                path = f"{sub}/{key[len(sub) + 1 :]}"
+        items[path] = key
+    own = gres_conf_key(spec.name)
+    if own in keys:
+        items["gres.conf"] = own
+    elif "gres.conf" in keys:
+        items["gres.conf"] = "gres.conf"
+    return sorted((key, path) for path, key in items.items())
+
+
+def _quantities(rl: ResourceList) -> dict[str, str]:
+    return {k: v for k, v in (("cpu", rl.cpu), ("memory", rl.memory)) if v is not None}
+
+
+def _resources(r: Resources, extra: Mapping[str, int] | None = None) -> dict[str, Any]:
+    requests: dict[str, Any] = _quantities(r.requests)
+    limits: dict[str, Any] = _quantities(r.limits)
+    for name, count in (extra or {}).items():
+        # Extended resources (GPUs) cannot be overcommitted: request and limit must be equal.
+        requests[name] = limits[name] = count
+    out: dict[str, Any] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+SLURMD_MEMORY_HEADROOM_MIB = 1024
+"""Above RealMemory in the memory limit: slurmd, slurmstepd and munged live in the same pod as
+the jobs, and a limit equal to RealMemory would OOM-kill the pod when a job uses all of it."""
+
+
+def slurmd_resources(spec: NodeSetResourceSpec) -> Resources:
+    """The spec's resources, or requests of the whole Slurm node (CPUs, RealMemory) so the
+    Kubernetes scheduler reserves what Slurm will hand to jobs. No CPU limit (throttling)."""
+    if spec.resources is not None:
+        return spec.resources
+    return Resources(
+        requests=ResourceList(cpu=str(spec.cpus), memory=f"{spec.memory_mib}Mi"),
+        limits=ResourceList(memory=f"{spec.memory_mib + SLURMD_MEMORY_HEADROOM_MIB}Mi"),
+    )
+
+
+def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str) -> list[str]:
+    """`slurmd -D -Z -N <node> --conf "<node conf>"`: a dynamic node, in the foreground."""
+    cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec)]
+    return ["/init", *cmd] if spec.s6_scripts else cmd
+
+
+def _volumes(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> tuple[list[Any], list[Any]]:
+    """(pod volumes, slurmd volume mounts)."""
+    sources: list[dict[str, Any]] = [
+        {
+            "configMap": {
+                "name": spec.config_map,
+                "items": [
+                    {"key": key, "path": path, **({"mode": _EXECUTABLE} if "/" in path else {})}
+                    for key, path in config_items(spec, config_keys)
+                ],
+            }
+        }
+    ]
+    if spec.auth_type == "slurm":
+        sources.append(
+            {"secret": {"name": spec.auth_secret, "items": [{"key": "slurm.key", "path": "slurm.key", "mode": 0o400}]}}
+        )
+    volumes: list[dict[str, Any]] = [
+        {"name": "sunk-slurm-etc", "projected": {"sources": sources}},
+        {"name": "sunk-spool", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "sunk-slurm-etc", "mountPath": naming.SLURM_ETC, "readOnly": True},
+        {"name": "sunk-spool", "mountPath": naming.SLURMD_SPOOL},
+    ]
+    if spec.auth_type == "munge":
+        volumes += [
+            {"name": "sunk-munge-key", "secret": {"secretName": spec.auth_secret, "defaultMode": 0o400}},
+            {"name": "sunk-munge-run", "emptyDir": {}},
+        ]
+        mounts.append({"name": "sunk-munge-run", "mountPath": MUNGE_RUN})
+    if spec.s6_scripts:
+        items = [
+            {
+                "path": f"{name}/run",
+                "fieldRef": {"fieldPath": f"metadata.annotations['{S6_ANNOTATION_PREFIX}{name}']"},
+                "mode": _EXECUTABLE,
+            }
+            for name in sorted(spec.s6_scripts)
+        ]
+        volumes.append({"name": "sunk-s6", "downwardAPI": {"items": items}})
+        mounts.append({"name": "sunk-s6", "mountPath": S6_SERVICES, "readOnly": True})
+    for sv in spec.shared_volumes:
+        if "compute" not in sv.mount_on:
+            continue
+        claim = sv.existing_claim or shared_claim_name(spec.cluster_name, sv.name)
+        vname = _prefixed("shared-", sv.name)
+        volumes.append({"name": vname, "persistentVolumeClaim": {"claimName": claim, "readOnly": sv.read_only}})
+        mounts.append({"name": vname, "mountPath": sv.mount_path, "readOnly": sv.read_only})
+    for v in spec.volumes:
+        source: dict[str, Any]
+        if v.host_path is not None:
+            source = {"hostPath": {"path": v.host_path}}
+        elif v.claim_name is not None:
+            source = {"persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": v.read_only}}
+        elif v.config_map is not None:
+            source = {"configMap": {"name": v.config_map}}
+        else:
+            source = {"emptyDir": {}}
+        volumes.append({"name": v.name, **source})
+        mounts.append({"name": v.name, "mountPath": v.mount_path, "readOnly": v.read_only})
+    _unique("volume name", [v["name"] for v in volumes])
+    _unique("mount path", [m["mountPath"] for m in mounts])
+    return volumes, mounts
+
+
+def _prefixed(prefix: str, name: str) -> str:
+    full = f"{prefix}{name}"
+    return full if len(full) <= 63 else f"{full[:54].rstrip('-')}-{_short_hash(full)}"
+
+
+def _unique(what: str, values: list[str]) -> None:
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{what} {v!r} is used twice in the slurmd pod (a NodeSet volume clashes with sunk's own)")
+        seen.add(v)
+
+
+def _munge_sidecar(spec: NodeSetResourceSpec) -> dict[str, Any]:
+    """munged as a native sidecar (an init container that keeps running): it starts, and its
+    socket exists, before slurmd, which fails to authenticate without it."""
+    return {
+        "name": MUNGE,
+        "image": spec.slurmd_image,
+        "command": ["/bin/sh", "-c", MUNGE_SCRIPT],
+        "restartPolicy": "Always",
+        "startupProbe": {
+            "exec": {"command": ["test", "-S", naming.MUNGE_SOCKET]},
+            "periodSeconds": 1,
+            "failureThreshold": 60,
+        },
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "securityContext": {
+            # Root only to chown the key and socket directory, then munged runs as munge.
+            "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]},
+        },
+        "volumeMounts": [
+            {"name": "sunk-munge-key", "mountPath": MUNGE_KEY_DIR, "readOnly": True},
+            {"name": "sunk-munge-run", "mountPath": MUNGE_RUN},
+        ],
+    }
+
+
+def _affinity(spec: NodeSetResourceSpec, kube_node: str | None) -> dict[str, Any] | None:
+    affinity = dict(spec.affinity or {})
+    if kube_node is None:
+        return affinity or None
+    # Like the DaemonSet controller: the Node already matched the NodeSet's required terms, so the
+    # pod is pinned with one term naming it; preferred terms and pod (anti-)affinity stay.
+    node_aff = dict(affinity.get("nodeAffinity") or {})
+    node_aff["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [kube_node]}]}]
+    }
+    affinity["nodeAffinity"] = node_aff
+    return affinity
+
+
+# all-matching-nodes pods stay on their Node through short outages and cordons, as DaemonSet
+# pods do: a flapping or cordoned Node should not kill the Slurm jobs running on it (the syncer
+# drains its Slurm node meanwhile), and a replaced pod must come back to the same Node.
+DAEMON_TOLERATIONS = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
+def nodeset_pod(
+    spec: NodeSetResourceSpec,
+    *,
+    namespace: str,
+    config_keys: Iterable[str],
+    ordinal: int | None = None,
+    kube_node: str | None = None,
+    owner: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The slurmd pod of ordinal `ordinal` (replicas mode) or of Kubernetes Node `kube_node`
+    (all-matching-nodes). `config_keys` are the keys of the config ConfigMap; `owner` is the
+    NodeSet's metadata (name, uid) for the owner reference."""
+    if (ordinal is None) == (kube_node is None):
+        raise ValueError("give exactly one of ordinal (replicas mode) or kube_node (all-matching-nodes)")
+    if (ordinal is not None) != (spec.mode == "replicas"):
+        raise ValueError(f"mode {spec.mode}: {'ordinal' if spec.mode == 'replicas' else 'kube_node'} required")
+    keys = list(config_keys)
+    node = (
+        naming.slurm_node_name(spec.name, ordinal) if ordinal is not None else slurm_node_for_kube_node(kube_node or "")
+    )
+    labels = {**selector_labels(spec), LABEL_NODE: node, LABEL_COMPONENT: SLURMD}
+    annotations = {
+        ANNOTATION_CONFIG_HASH: spec.config_hash,
+        ANNOTATION_TEMPLATE_HASH: template_hash(spec, keys),
+        **({ANNOTATION_ORDINAL: str(ordinal)} if ordinal is not None else {ANNOTATION_KUBE_NODE: kube_node or ""}),
+        **{f"{S6_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_scripts.items())},
+    }
+    metadata: dict[str, Any] = {
+        "name": pod_name(spec, node),
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": owner["name"],
+                "uid": owner["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    volumes, mounts = _volumes(spec, keys)
+    gpus = {spec.gpus.resource_name: spec.gpus.count} if spec.gpus is not None else None
+    slurmd: dict[str, Any] = {
+        "name": SLURMD,
+        "image": spec.slurmd_image,
+        "command": slurmd_command(spec, node),
+        "ports": [{"name": SLURMD, "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
+        # slurmd listens only once it has registered with slurmctld.
+        "readinessProbe": {"tcpSocket": {"port": naming.SLURMD_PORT}, "periodSeconds": 5},
+        "resources": _resources(slurmd_resources(spec), gpus),
+        # Privileged because slurmd must create a cgroup per job and constrain its devices (cgroup
+        # v2 device filters are BPF programs), start job steps as the job's user, and let
+        # pyxis/enroot mount container filesystems: a reduced capability set breaks each of these.
+        "securityContext": {"privileged": True},
+        "volumeMounts": mounts,
+    }
+    containers: list[dict[str, Any]] = [slurmd]
+    for sc in spec.sidecars:
+        c: dict[str, Any] = {"name": sc.name, "image": sc.image.ref, "resources": _resources(sc.resources)}
+        if sc.command:
+            c["command"] = list(sc.command)
+        if sc.args:
+            c["args"] = list(sc.args)
+        if sc.env:
+            c["env"] = [{"name": e.name, "value": e.value} for e in sc.env]
+        containers.append(c)
+    pod_spec: dict[str, Any] = {
+        "hostname": node,
+        "subdomain": service_name(spec),
+        "containers": containers,
+        "volumes": volumes,
+        "enableServiceLinks": False,
+        # slurmd never talks to the Kubernetes API.
+        "automountServiceAccountToken": False,
+    }
+    if spec.auth_type == "munge":
+        pod_spec["initContainers"] = [_munge_sidecar(spec)]
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(sorted(spec.node_selector.items()))
+    affinity = _affinity(spec, kube_node)
+    if affinity:
+        pod_spec["affinity"] = affinity
+    tolerations = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in spec.tolerations]
+    if kube_node is not None:
+        tolerations += [t for t in DAEMON_TOLERATIONS if t not in tolerations]
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def headless_service(
+    spec: NodeSetResourceSpec, *, namespace: str, owner: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The Service behind the pods' `subdomain`: `<node>.<service>.<namespace>.svc` resolves,
+    for MPI and srun between nodes, even before a pod is ready."""
+    metadata: dict[str, Any] = {"name": service_name(spec), "namespace": namespace, "labels": selector_labels(spec)}
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {"apiVersion": API_VERSION, "kind": KIND, "name": owner["name"], "uid": owner["uid"], "controller": True}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(spec),
+            "ports": [{"name": SLURMD, "port": naming.SLURMD_PORT, "targetPort": naming.SLURMD_PORT}],
+        },
+    }

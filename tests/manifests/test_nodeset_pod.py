@@ -1,0 +1,253 @@
+"""The pure slurmd pod builder: contents, strict Kubernetes validity, and the template hash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from sunk.runtime.operator.specs import resource_spec
+
+from sunk.manifests.nodeset_pod import (
+    ANNOTATION_CONFIG_HASH,
+    ANNOTATION_TEMPLATE_HASH,
+    LABEL_CLUSTER,
+    LABEL_NODE,
+    LABEL_NODESET,
+    headless_service,
+    nodeset_pod,
+    slurm_node_for_kube_node,
+    template_hash,
+)
+from sunk.render import node_conf
+from sunk.stackfile import load_stack
+
+K8S = "1.30"
+KEYS = [
+    "slurm.conf",
+    "cgroup.conf",
+    "gres.conf",
+    "gres-gpu.conf",
+    "gres-cpu.conf",
+    "plugstack.conf",
+    "slurmdbd.conf",
+    "accounting-setup.sh",
+    "job_submit.lua",
+    "topology.conf",
+    "prolog.d_00-mark.sh",
+    "epilog.d_99-clean.sh",
+]
+CLUSTER = load_stack("acme-dev").spec
+OWNER = {"name": "research-gpu", "uid": "u-1"}
+
+
+def gpu(**kw: Any) -> Any:
+    return resource_spec(CLUSTER, "gpu", **kw)
+
+
+def build(spec: Any = None, **kw: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {"namespace": "acme-research", "config_keys": KEYS, "owner": OWNER}
+    args.update(kw)
+    if "kube_node" not in args and "ordinal" not in args:
+        args["ordinal"] = 1
+    return nodeset_pod(spec or gpu(), **args)
+
+
+def container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    every = pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
+    return next(c for c in every if c["name"] == name)
+
+
+def test_validates_strictly_and_is_deterministic() -> None:
+    pod = build()
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    assert build() == pod
+    kubernetes_validate.validate(headless_service(gpu(), namespace="acme-research", owner=OWNER), K8S, strict=True)
+
+
+def test_identity_hostname_labels_and_hashes() -> None:
+    pod = build()
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == "research-gpu-1"
+    assert spec["hostname"] == "gpu-1"
+    assert spec["subdomain"] == "research-gpu"
+    assert meta["labels"][LABEL_NODESET] == "gpu"
+    assert meta["labels"][LABEL_CLUSTER] == "research"
+    assert meta["labels"][LABEL_NODE] == "gpu-1"
+    assert meta["annotations"][ANNOTATION_CONFIG_HASH] == "initial"
+    assert meta["annotations"][ANNOTATION_TEMPLATE_HASH] == template_hash(gpu(), KEYS)
+    assert meta["ownerReferences"][0]["uid"] == "u-1"
+    assert meta["ownerReferences"][0]["controller"] is True
+
+
+def test_slurmd_runs_as_a_dynamic_node() -> None:
+    slurmd = container(build(), "slurmd")
+    assert slurmd["command"] == ["slurmd", "-D", "-Z", "-N", "gpu-1", "--conf", node_conf(gpu())]
+    assert "Gres=gpu:h100:2" in slurmd["command"][-1]
+    assert "Feature=gpu" in slurmd["command"][-1]
+
+
+def test_config_items_are_node_side_files_only() -> None:
+    pod = build()
+    etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
+    items = {i["key"]: i["path"] for i in etc["projected"]["sources"][0]["configMap"]["items"]}
+    assert items == {
+        "slurm.conf": "slurm.conf",
+        "cgroup.conf": "cgroup.conf",
+        "gres-gpu.conf": "gres.conf",
+        "plugstack.conf": "plugstack.conf",
+        "prolog.d_00-mark.sh": "prolog.d/00-mark.sh",
+        "epilog.d_99-clean.sh": "epilog.d/99-clean.sh",
+    }
+    modes = {i["path"]: i.get("mode") for i in etc["projected"]["sources"][0]["configMap"]["items"]}
+    assert modes["prolog.d/00-mark.sh"] == 0o755
+    mounts = {m["mountPath"]: m for m in container(pod, "slurmd")["volumeMounts"]}
+    assert mounts["/etc/slurm"]["readOnly"] is True
+
+
+def test_nodeset_without_own_gres_file_gets_the_generic_one() -> None:
+    pod = build(resource_spec(CLUSTER, "cpu"), config_keys=["slurm.conf", "gres.conf"])
+    etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
+    paths = [i["path"] for i in etc["projected"]["sources"][0]["configMap"]["items"]]
+    assert paths == ["gres.conf", "slurm.conf"]
+
+
+def test_munge_runs_as_a_native_sidecar_without_privilege() -> None:
+    pod = build()
+    munge = container(pod, "munge")
+    assert munge in pod["spec"]["initContainers"]
+    assert munge["restartPolicy"] == "Always"
+    assert munge["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "privileged" not in munge["securityContext"]
+    assert any(v.get("secret", {}).get("secretName") == "research-auth" for v in pod["spec"]["volumes"])
+    assert container(pod, "slurmd")["securityContext"] == {"privileged": True}
+    # JWT key never reaches compute.
+    assert "research-jwt" not in str(pod)
+
+
+def test_auth_slurm_projects_the_key_and_has_no_munge() -> None:
+    pod = build(gpu(authType="slurm"))
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    assert "initContainers" not in pod["spec"]
+    etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
+    secret = etc["projected"]["sources"][1]["secret"]
+    assert secret == {"name": "research-auth", "items": [{"key": "slurm.key", "path": "slurm.key", "mode": 0o400}]}
+
+
+def test_gpus_requests_and_limits() -> None:
+    res = container(build(), "slurmd")["resources"]
+    assert res["requests"] == {"cpu": "16", "memory": "65536Mi", "nvidia.com/gpu": 2}
+    assert res["limits"] == {"memory": "66560Mi", "nvidia.com/gpu": 2}
+    own = gpu(resources={"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"memory": "2Gi"}})
+    assert container(build(own), "slurmd")["resources"]["requests"]["cpu"] == "2"
+
+
+def test_volumes_shared_and_nodeset() -> None:
+    spec = gpu(
+        sharedVolumes=[
+            {"name": "home", "mountPath": "/home", "existingClaim": "homes"},
+            {"name": "data", "mountPath": "/data", "create": {"size": "1Ti"}, "readOnly": True},
+            {"name": "logins", "mountPath": "/l", "existingClaim": "x", "mountOn": ["login"]},
+        ],
+        volumes=[
+            {"name": "scratch", "mountPath": "/scratch", "hostPath": "/mnt/nvme"},
+            {"name": "cache", "mountPath": "/cache", "emptyDir": True},
+            {"name": "models", "mountPath": "/models", "claimName": "models", "readOnly": True},
+            {"name": "extra", "mountPath": "/opt/extra", "configMap": "extra-cm"},
+        ],
+    )
+    pod = build(spec)
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert vols["shared-home"]["persistentVolumeClaim"] == {"claimName": "homes", "readOnly": False}
+    assert vols["shared-data"]["persistentVolumeClaim"] == {"claimName": "research-data", "readOnly": True}
+    assert "shared-logins" not in vols
+    assert vols["scratch"]["hostPath"] == {"path": "/mnt/nvme"}
+    assert vols["cache"]["emptyDir"] == {}
+    assert vols["extra"]["configMap"] == {"name": "extra-cm"}
+    mounts = {m["mountPath"]: m for m in container(pod, "slurmd")["volumeMounts"]}
+    assert mounts["/data"]["readOnly"] is True
+    assert mounts["/models"]["name"] == "models"
+
+
+def test_volume_clash_is_an_error() -> None:
+    spec = gpu(volumes=[{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}])
+    with pytest.raises(ValueError, match="volume name 'sunk-spool'"):
+        build(spec)
+    spec = gpu(volumes=[{"name": "etc", "mountPath": "/etc/slurm", "emptyDir": True}])
+    with pytest.raises(ValueError, match="mount path '/etc/slurm'"):
+        build(spec)
+
+
+def test_sidecars_and_s6_scripts() -> None:
+    spec = gpu(
+        sidecars=[
+            {
+                "name": "exporter",
+                "image": {"repository": "ghcr.io/x/dcgm", "tag": "3"},
+                "args": ["--port=9400"],
+                "env": [{"name": "A", "value": "b"}],
+            }
+        ],
+        s6Scripts={"sshd": "#!/bin/sh\nexec /usr/sbin/sshd -D\n"},
+    )
+    pod = build(spec)
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    exporter = container(pod, "exporter")
+    assert exporter["image"] == "ghcr.io/x/dcgm:3"
+    assert exporter["env"] == [{"name": "A", "value": "b"}]
+    assert exporter["resources"]["requests"] == {"cpu": "50m", "memory": "64Mi"}
+    assert "securityContext" not in exporter
+    assert pod["metadata"]["annotations"]["s6.slurm.sunk.dev/sshd"].startswith("#!/bin/sh")
+    s6 = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-s6")
+    assert s6["downwardAPI"]["items"][0]["path"] == "sshd/run"
+    assert container(pod, "slurmd")["command"][:2] == ["/init", "slurmd"]
+
+
+def test_all_matching_nodes_pins_to_the_node() -> None:
+    spec = gpu(mode="all-matching-nodes", replicas=None, affinity={"podAntiAffinity": {}})
+    pod = build(spec, kube_node="gpu-node-7")
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    assert pod["metadata"]["name"] == "research-gpu-gpu-node-7"
+    assert pod["spec"]["hostname"] == "gpu-node-7"
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-7"]}]}
+    ]
+    assert pod["spec"]["affinity"]["podAntiAffinity"] == {}
+    keys = [t.get("key") for t in pod["spec"]["tolerations"]]
+    assert keys == [
+        "nvidia.com/gpu",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/unschedulable",
+    ]
+    assert pod["metadata"]["annotations"]["slurm.sunk.dev/kube-node"] == "gpu-node-7"
+
+
+def test_kube_node_names_that_are_not_hostnames() -> None:
+    assert slurm_node_for_kube_node("node-1") == "node-1"
+    dotted = slurm_node_for_kube_node("ip-10-0-0-1.ec2.internal")
+    assert dotted.startswith("ip-10-0-0-1-ec2-internal-") and len(dotted) <= 63
+    long = slurm_node_for_kube_node("a" * 80)
+    assert len(long) <= 63 and long != slurm_node_for_kube_node("a" * 81)
+
+
+def test_mode_and_member_must_agree() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        nodeset_pod(gpu(), namespace="n", config_keys=KEYS, ordinal=1, kube_node="x")
+    with pytest.raises(ValueError, match="kube_node required"):
+        nodeset_pod(gpu(mode="all-matching-nodes", replicas=None), namespace="n", config_keys=KEYS, ordinal=0)
+
+
+def test_template_hash_tracks_pod_inputs_only() -> None:
+    base = template_hash(gpu(), KEYS)
+    assert template_hash(gpu(configHash="other"), KEYS) != base
+    assert template_hash(gpu(slurmdImage="ghcr.io/x/slurmd:2"), KEYS) != base
+    assert template_hash(gpu(), [*KEYS, "prolog.d_01-more.sh"]) != base
+    # Scaling, update strategy and topology do not roll pods.
+    assert template_hash(gpu(replicas=7), KEYS) == base
+    assert template_hash(gpu(updateStrategy={"maxUnavailable": "50%"}), KEYS) == base
+    assert template_hash(gpu(topology={"plugin": "none"}), KEYS) == base
+    # Files slurmd does not read do not roll pods either.
+    assert template_hash(gpu(), [k for k in KEYS if k != "slurmdbd.conf"]) == base

@@ -1,0 +1,87 @@
+"""Pure topology plan: write the ConfigMap when the Nodes say otherwise; reconfigure once the
+kubelet has had time to refresh slurmctld's copy and the registered nodes it names changed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sunk.runtime.operator.topology import (
+    ANNOTATION_RECONFIGURED,
+    ANNOTATION_WRITTEN,
+    Reconfigure,
+    TopologyObserved,
+    WriteTopology,
+    config_map,
+    plan_topology,
+    reconfigure_key,
+)
+
+from sunk.render import TopologyNode
+from sunk.spec.scheduling import TopologySpec
+
+TREE = TopologySpec(plugin="tree", label_keys=["spine", "leaf"])
+NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+DELAY = timedelta(seconds=90)
+NODES = [TopologyNode("cpu-0", {"spine": "s1", "leaf": "l1"}), TopologyNode("cpu-1", {"spine": "s1", "leaf": "l2"})]
+
+
+def observe(
+    cm: dict[str, Any] | None, registered: frozenset[str] | None = frozenset(), spec: TopologySpec = TREE
+) -> TopologyObserved:
+    return TopologyObserved("ns", "research", spec, (), NODES, cm, registered)
+
+
+def written(seconds_ago: int) -> str:
+    return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def current_text() -> str:
+    out = plan_topology(observe(None), NOW, DELAY)
+    assert isinstance(out[0], WriteTopology)
+    return out[0].text
+
+
+def test_none_plugin_does_nothing() -> None:
+    assert plan_topology(observe(None, spec=TopologySpec()), NOW, DELAY) == []
+
+
+def test_missing_configmap_is_created_from_node_labels() -> None:
+    (action,) = plan_topology(observe(None), NOW, DELAY)
+    assert isinstance(action, WriteTopology) and action.create
+    assert action.name == "research-topology"
+    assert "SwitchName=s1-l1 Nodes=cpu-0" in action.text
+    assert "SwitchName=s1 Switches=s1-l1,s1-l2" in action.text
+    assert action.written == "2026-11-01T12:00:00Z"
+
+
+def test_changed_labels_rewrite_the_text() -> None:
+    cm = config_map("ns", "research", "old", written(1000))
+    (action,) = plan_topology(observe(cm), NOW, DELAY)
+    assert isinstance(action, WriteTopology) and not action.create
+
+
+def test_reconfigure_waits_for_the_kubelet_then_runs_once() -> None:
+    text = current_text()
+    registered = frozenset({"cpu-0"})
+    assert plan_topology(observe(config_map("ns", "research", text, written(10)), registered), NOW, DELAY) == []
+    cm = config_map("ns", "research", text, written(100))
+    (action,) = plan_topology(observe(cm, registered), NOW, DELAY)
+    assert isinstance(action, Reconfigure) and action.key == reconfigure_key(text, registered, NODES)
+    cm["metadata"]["annotations"][ANNOTATION_RECONFIGURED] = action.key
+    assert plan_topology(observe(cm, registered), NOW, DELAY) == []
+    # A node named in topology.conf registered since: it joins its switch only on reconfigure.
+    (again,) = plan_topology(observe(cm, frozenset({"cpu-0", "cpu-1", "other"})), NOW, DELAY)
+    assert isinstance(again, Reconfigure) and again.key != action.key
+
+
+def test_no_reconfigure_without_slurm() -> None:
+    cm = config_map("ns", "research", current_text(), written(1000))
+    assert plan_topology(observe(cm, None), NOW, DELAY) == []
+
+
+def test_missing_or_bad_stamp_counts_as_old() -> None:
+    cm = config_map("ns", "research", current_text(), "yesterday-ish")
+    assert isinstance(plan_topology(observe(cm), NOW, DELAY)[0], Reconfigure)
+    del cm["metadata"]["annotations"][ANNOTATION_WRITTEN]
+    assert isinstance(plan_topology(observe(cm), NOW, DELAY)[0], Reconfigure)
