@@ -88,6 +88,33 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTENSIONS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 
 
+def _register_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "render",
+        help="evaluate a stack's program offline (Pulumi mock engine) and write its Kubernetes objects",
+        description="Runs the real Pulumi program for STACK through Pulumi's mock engine and writes one "
+        "kubectl-appliable YAML file per object, named <rank>-<kind>-<namespace>-<name>.yaml.",
+    )
+    p.add_argument("stack", nargs="?", default=DEFAULT_STACK, help=f"stack name or file (default: {DEFAULT_STACK})")
+    p.add_argument("--out", required=True, help="folder for the YAML files (earlier renders there are replaced)")
+    p.add_argument("--show-secrets", action="store_true", help="write Secret values (offline placeholders)")
+    p.add_argument("--program", type=Path, default=None, help="Pulumi program (default: the project's __main__.py)")
+    p.set_defaults(func=_lazy("sunk.components.render", "cmd_render"))
+
+
+def _register_stacks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("stacks", help="pulumi preview/up every tenant stack through the Automation API")
+    p.add_argument("action", choices=["preview", "up"])
+    p.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
+    p.add_argument("--env", action="append", help="only this environment, e.g. prod (repeatable)")
+    p.add_argument("--stacks-dir", default=None, help="folder of Pulumi.<stack>.yaml files (default: stacks/)")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failing stack")
+    p.set_defaults(func=_lazy("sunk.components.stacks", "cmd_stacks"))
+
+
+_EXTENSIONS += [_register_render, _register_stacks]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     code: int = args.func(args)

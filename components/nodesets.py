@@ -1,0 +1,36 @@
+"""NodeSets: one NodeSet custom resource per spec NodeSet."""
+
+from __future__ import annotations
+
+import pulumi
+
+from sunk import naming
+from sunk.manifests.auth import AuthRefs
+from sunk.manifests.nodeset import nodeset_resource
+from sunk.spec.cluster import ClusterSpec
+
+from ._k8s import child, create
+
+
+class NodeSets(pulumi.ComponentResource):
+    """NodeSet objects (slurm.sunk.dev/v1alpha1). The operator turns each into slurmd pods:
+    GPUs, volumes, sidecars and s6 scripts travel in the object's spec, together with the
+    config hash whose change rolls the pods (drained first, maxUnavailable at a time)."""
+
+    names: pulumi.Output[list[str]]
+    """NodeSet object names, `<cluster>-<nodeset>`."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        *,
+        namespace: pulumi.Input[str],
+        refs: AuthRefs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("sunk:index:NodeSets", name, None, opts)
+        for ns in spec.nodesets:
+            create(f"{name}-{ns.name}", nodeset_resource(spec, ns, refs), child(self), namespace=namespace)
+        self.names = pulumi.Output.from_input([naming.nodeset(spec, ns.name) for ns in spec.nodesets])
+        self.register_outputs({"names": self.names})

@@ -1,0 +1,271 @@
+"""Evaluate a Pulumi program without the Pulumi CLI or a cluster, through Pulumi's mock engine.
+
+The program runs exactly as `pulumi up` runs it (the same __main__.py, the same stack config, the
+same components); the mock engine stands in for the engine and the providers. A recording
+monitor keeps every registration as the engine would receive it: inputs (secrets still wrapped,
+so they can be redacted), parent, dependencies and options such as ignoreChanges. Generated
+values (random bytes, passwords, TLS keys) are deterministic placeholders derived from the stack
+and resource name: offline output never contains a real key."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import contextvars
+import hashlib
+import json
+import os
+import runpy
+import string
+import sys
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.stack import run_in_stack
+from pulumi.runtime.sync_await import _sync_await
+
+from sunk.manifests.meta import Manifest
+from sunk.stackfile import PROJECT
+
+SECRET_KEY = rpc._special_sig_key
+SECRET_SIG = rpc._special_secret_sig
+UNKNOWN = rpc.UNKNOWN
+REDACTED = "<redacted: generated or referenced at deploy time; sunk render --show-secrets shows offline placeholders>"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One RegisterResource call, as the engine would receive it."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    dependencies: tuple[str, ...] = ()
+    ignore_changes: tuple[str, ...] = ()
+    additional_secret_outputs: tuple[str, ...] = ()
+
+    @property
+    def is_kubernetes_object(self) -> bool:
+        return self.custom and self.type.startswith("kubernetes:") and "kind" in self.inputs
+
+
+@dataclass
+class Evaluation:
+    """Everything one program run registered, plus its stack outputs."""
+
+    project: str
+    stack: str
+    registrations: list[Registration]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def duplicate_urns(self) -> list[str]:
+        """A real engine rejects these; the mock engine accepts them silently."""
+        counts = Counter(r.urn for r in self.registrations)
+        return sorted(urn for urn, n in counts.items() if n > 1)
+
+    def kubernetes(self) -> list[Registration]:
+        return [r for r in self.registrations if r.is_kubernetes_object]
+
+    def components(self) -> list[Registration]:
+        return [r for r in self.registrations if not r.custom]
+
+    def generated(self) -> list[Registration]:
+        """Custom resources that are not Kubernetes objects (random bytes, passwords, TLS keys)."""
+        return [r for r in self.registrations if r.custom and not r.is_kubernetes_object]
+
+    def manifests(self, *, show_secrets: bool = False) -> list[Manifest]:
+        return [to_manifest(r.inputs, show_secrets=show_secrets) for r in self.kubernetes()]
+
+    def plain_outputs(self, *, show_secrets: bool = False) -> dict[str, Any]:
+        return {k: plain(v, show_secrets=show_secrets) for k, v in sorted(self.outputs.items())}
+
+
+def is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(SECRET_KEY) == SECRET_SIG
+
+
+def plain(value: Any, *, show_secrets: bool) -> Any:
+    """Mock-engine values -> what kubectl would see: secrets unwrapped or redacted, the engine's
+    floats back to ints, unknowns spelled out."""
+    if is_secret(value):
+        return plain(value["value"], show_secrets=show_secrets) if show_secrets else REDACTED
+    if isinstance(value, dict):
+        return {k: plain(v, show_secrets=show_secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v, show_secrets=show_secrets) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if value == UNKNOWN:
+        return "<unknown until deployed>"
+    return value
+
+
+def to_manifest(inputs: Mapping[str, Any], *, show_secrets: bool) -> Manifest:
+    obj: Manifest = plain(dict(inputs), show_secrets=show_secrets)
+    if obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1" and not show_secrets:
+        # Every key stays visible, no value does (generated or not). The whole map is often one
+        # secret value, so the keys come from the unwrapped inputs.
+        shown = plain(dict(inputs), show_secrets=True)
+        keys = sorted({*shown.get("data", {}), *shown.get("stringData", {})})
+        obj.pop("data", None)
+        obj["stringData"] = dict.fromkeys(keys, REDACTED)
+    return obj
+
+
+def _placeholder_bytes(stack: str, name: str, n: int) -> bytes:
+    return hashlib.shake_256(f"sunk-offline-placeholder/{stack}/{name}".encode()).digest(n)
+
+
+class ProgramFailed(Exception):
+    """The program raised; `registrations` holds what it registered before (a spec error must
+    leave it empty)."""
+
+    def __init__(self, message: str, registrations: list[Registration]) -> None:
+        super().__init__(message)
+        self.registrations = registrations
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    """Providers stand-in: Kubernetes objects echo their inputs; generated values are
+    deterministic placeholders, clearly not real keys."""
+
+    def __init__(self, stack: str) -> None:
+        self.stack = stack
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+        outputs = dict(args.inputs)
+        if args.typ == "random:index/randomBytes:RandomBytes":
+            data = _placeholder_bytes(self.stack, args.name, int(args.inputs.get("length", 32)))
+            outputs.update(base64=base64.b64encode(data).decode(), hex=data.hex())
+        elif args.typ == "random:index/randomPassword:RandomPassword":
+            alphabet = string.ascii_letters + string.digits
+            raw = _placeholder_bytes(self.stack, args.name, int(args.inputs.get("length", 32)))
+            # Marked, so a rendered --show-secrets file applied by mistake is easy to spot.
+            outputs["result"] = ("OFFLINE" + "".join(alphabet[b % len(alphabet)] for b in raw))[: len(raw)]
+        elif args.typ == "tls:index/privateKey:PrivateKey":
+            note = f"offline placeholder for {args.name}, not a key"
+            outputs.update(
+                private_key_openssh=f"-----BEGIN OPENSSH PRIVATE KEY-----\n{note}\n-----END OPENSSH PRIVATE KEY-----\n",
+                private_key_pem=f"-----BEGIN PRIVATE KEY-----\n{note}\n-----END PRIVATE KEY-----\n",
+                public_key_openssh=f"ssh-placeholder {note}\n",
+            )
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: _Mocks) -> None:
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+        self.stack_outputs: dict[str, Any] = {}
+        self.stack_urns: set[str] = set()
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type == STACK_TYPE:
+            self.stack_urns.add(response.urn)
+            return response
+        self.registrations.append(
+            Registration(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent,
+                custom=bool(request.custom),
+                inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
+                dependencies=tuple(request.dependencies),
+                ignore_changes=tuple(request.ignoreChanges),
+                additional_secret_outputs=tuple(request.additionalSecretOutputs),
+            )
+        )
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        if request.urn in self.stack_urns:
+            outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
+            if outputs:
+                self.stack_outputs = outputs
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
+
+
+@contextlib.contextmanager
+def _program_dir(folder: Path) -> Iterator[None]:
+    """The language host runs a program from its folder, with that folder importable."""
+    old_cwd, old_path = Path.cwd(), list(sys.path)
+    os.chdir(folder)
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        os.chdir(old_cwd)
+        sys.path[:] = old_path
+
+
+def _evaluate(
+    program: Path, project: str, stack: str, config: Mapping[str, str], secret_keys: Sequence[str]
+) -> Evaluation:
+    mocks = _Mocks(stack)
+    monitor = _RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    # set_mocks installs a root Stack for unit tests; the real entry point makes its own.
+    settings.ROOT.set(None)
+    monitor.registrations.clear()
+    pulumi.runtime.set_all_config(dict(config), list(secret_keys))
+
+    def run() -> None:
+        runpy.run_path(str(program), run_name="__main__")
+
+    with _program_dir(program.parent):
+        try:
+            _sync_await(run_in_stack(run))
+        except Exception as err:
+            raise ProgramFailed(str(err), list(monitor.registrations)) from err
+    return Evaluation(
+        project=project, stack=stack, registrations=list(monitor.registrations), outputs=monitor.stack_outputs
+    )
+
+
+def evaluate(
+    program: Path,
+    *,
+    stack: str,
+    config: Mapping[str, str],
+    project: str = PROJECT,
+    secret_keys: Sequence[str] = (),
+) -> Evaluation:
+    """Run `program` (a Pulumi __main__.py) for `stack` with `config` (Pulumi's flat
+    `project:key` -> string form). Each call runs in a fresh context, so stacks evaluated one
+    after another in one process never see each other's settings, config or root resource."""
+    return contextvars.Context().run(_evaluate, program, project, stack, config, secret_keys)
+
+
+def stack_config(path: Path, project: str = PROJECT) -> tuple[dict[str, str], list[str]]:
+    """A stack file's `config:` in the form the engine hands a program: `project:key` -> string,
+    structured values as JSON. `secure:` values cannot be decrypted offline: placeholders."""
+    doc = yaml.safe_load(path.read_text()) or {}
+    raw = doc.get("config") or {}
+    config: dict[str, str] = {}
+    secret: list[str] = []
+    for key, value in raw.items():
+        full = key if ":" in key else f"{project}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[full] = "<secure value: not decrypted offline>"
+            secret.append(full)
+        elif isinstance(value, str):
+            config[full] = value
+        else:
+            config[full] = json.dumps(value, sort_keys=True)
+    return config, secret

@@ -1,0 +1,182 @@
+"""`sunk render STACK --out DIR`: the stack's Kubernetes objects, offline, as kubectl-appliable
+YAML, one file per object, deterministic (same stack, same bytes, in any process).
+
+Files are named `<rank>-<kind>-<namespace>-<name>.yaml` (`_cluster` for cluster-scoped objects).
+The two-digit rank orders them for `kubectl apply -f DIR`: namespaces, the CRD, RBAC, config
+and storage, Services, workloads, then custom resources. Secret values are redacted (every key
+kept) unless --show-secrets, which shows the offline placeholders, never real keys."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sunk.manifests.meta import Manifest
+from sunk.spec.errors import SpecError
+from sunk.stackfile import load_stack, stack_path, stacks_dir
+
+from .offline import Evaluation, ProgramFailed, evaluate, is_secret, stack_config
+
+CLUSTER_SCOPE = "_cluster"
+"""Namespace part of cluster-scoped objects' file names (no namespace can contain '_')."""
+_RANKS = {
+    "Namespace": 0,
+    "CustomResourceDefinition": 1,
+    "ServiceAccount": 2,
+    "ClusterRole": 2,
+    "Role": 2,
+    "ClusterRoleBinding": 3,
+    "RoleBinding": 3,
+    "ConfigMap": 4,
+    "Secret": 4,
+    "PersistentVolumeClaim": 4,
+    "Service": 5,
+    "PodDisruptionBudget": 6,
+    "NetworkPolicy": 6,
+    "StatefulSet": 7,
+    "Deployment": 7,
+    "Job": 8,
+}
+CUSTOM_RANK = 9
+OWN_FILE = re.compile(r"^\d\d-[a-z0-9]+-[a-z0-9_.-]+\.yaml$")
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the Slurm files) as literal blocks, so the YAML reads like the file."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(obj: Manifest) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=120, allow_unicode=True)
+
+
+def rank(obj: Manifest) -> int:
+    return _RANKS.get(obj["kind"], CUSTOM_RANK)
+
+
+def file_name(obj: Manifest) -> str:
+    meta = obj["metadata"]
+    return f"{rank(obj):02d}-{obj['kind'].lower()}-{meta.get('namespace', CLUSTER_SCOPE)}-{meta['name']}.yaml"
+
+
+def ordered(objs: list[Manifest]) -> list[Manifest]:
+    return sorted(objs, key=file_name)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    evaluation: Evaluation
+    files: dict[str, str]
+    """File name -> YAML text."""
+    objects: list[Manifest]
+
+
+def render_evaluation(evaluation: Evaluation, *, show_secrets: bool = False) -> Rendered:
+    dups = evaluation.duplicate_urns()
+    if dups:
+        raise ValueError(f"duplicate resource URNs (a real `pulumi up` rejects them): {', '.join(dups)}")
+    objs = ordered(evaluation.manifests(show_secrets=show_secrets))
+    files: dict[str, str] = {}
+    for obj in objs:
+        name = file_name(obj)
+        if name in files:
+            raise ValueError(f"two objects render to {name}: the same kind, namespace and name")
+        files[name] = to_yaml(obj)
+    return Rendered(evaluation=evaluation, files=files, objects=objs)
+
+
+def program_for(stack_file: Path) -> Path:
+    """The program beside the project's Pulumi.yaml (stacks/ is its stackConfigDir)."""
+    return stack_file.resolve().parent.parent / "__main__.py"
+
+
+def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None = None) -> Rendered:
+    """Validate the stack, then run the real program for it through the mock engine."""
+    path = stack_path(stack, stacks_dir())
+    loaded = load_stack(str(path))
+    config, secret_keys = stack_config(path)
+    evaluation = evaluate(
+        (program or program_for(path)).resolve(), stack=loaded.name, config=config, secret_keys=secret_keys
+    )
+    return render_evaluation(evaluation, show_secrets=show_secrets)
+
+
+def write(rendered: Rendered, out: Path) -> list[Path]:
+    """Write every file; remove files of an earlier render that this one no longer has."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():
+        if old.is_file() and OWN_FILE.match(old.name) and old.name not in rendered.files:
+            old.unlink()
+    paths = []
+    for name, text in rendered.files.items():
+        path = out / name
+        path.write_bytes(text.encode())
+        paths.append(path)
+    return paths
+
+
+def summary(rendered: Rendered, out: Path | None, show_secrets: bool) -> str:
+    ev = rendered.evaluation
+    lines = [f"Previewing {ev.project}/{ev.stack} offline (Pulumi mock engine, same program as `pulumi up`):", ""]
+    width = max((len(f"{o['apiVersion']} {o['kind']}") for o in rendered.objects), default=0)
+    for obj in rendered.objects:
+        meta = obj["metadata"]
+        where = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+        lines.append(f"  + {(obj['apiVersion'] + ' ' + obj['kind']).ljust(width)}  {where}")
+    kinds = Counter(o["kind"] for o in rendered.objects)
+    generated = Counter(r.type.split(":")[-1] for r in ev.generated())
+    lines += [
+        "",
+        f"Resources: {len(rendered.objects)} Kubernetes objects, {len(ev.components())} components, "
+        f"{sum(generated.values())} generated values ({_counts(generated)})",
+        f"  by kind: {_counts(kinds)}",
+    ]
+    secrets = kinds.get("Secret", 0)
+    if secrets:
+        lines.append(
+            f"  secrets: {secrets} Secret(s), values "
+            + ("shown as offline placeholders" if show_secrets else "redacted (--show-secrets shows placeholders)")
+        )
+    outputs = ev.plain_outputs(show_secrets=show_secrets)
+    if outputs:
+        lines += ["", "Outputs:", *(f"    {k}: {_scalar(v)}" for k, v in outputs.items())]
+    if out is not None:
+        lines += ["", f"Wrote {len(rendered.files)} files to {out} (apply in order: kubectl apply -f {out})"]
+    return "\n".join(lines)
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(counter.items()))
+
+
+def _scalar(value: Any) -> str:
+    return "[secret]" if is_secret(value) else str(value)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    try:
+        rendered = render_stack(args.stack, show_secrets=args.show_secrets, program=args.program)
+    except SpecError as err:
+        print(err, file=sys.stderr)
+        return 1
+    except ProgramFailed as err:
+        print(f"the program failed: {err}", file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    write(rendered, out)
+    print(summary(rendered, out, args.show_secrets))
+    return 0

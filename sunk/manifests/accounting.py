@@ -1,0 +1,235 @@
+"""Accounting: the in-cluster MariaDB (or nothing, with an external database), slurmdbd and its
+Service, and the Job that registers the cluster and creates the spec's QOS."""
+
+from __future__ import annotations
+
+from sunk import naming
+from sunk.manifests import scripts
+from sunk.manifests.auth import AuthRefs, db_secret_name
+from sunk.manifests.config import (
+    DB_PASSWORD_KEY,
+    DB_ROOT_PASSWORD_KEY,
+    accounting_hash,
+    role_files,
+    slurm_files,
+    slurm_projection,
+)
+from sunk.manifests.meta import (
+    CONFIG_HASH,
+    MARIADB_UID,
+    SLURM_UID,
+    Manifest,
+    content_hash,
+    exec_probe,
+    labels,
+    metadata,
+    obj,
+    resources,
+    restricted,
+    selector,
+    tcp_probe,
+)
+from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, slurm_pod_security
+from sunk.render import ACCOUNTING_SETUP
+from sunk.spec.cluster import ClusterSpec
+
+COMPONENT = "accounting"
+DB_COMPONENT = "mariadb"
+SETUP_COMPONENT = "accounting-setup"
+MARIADB_PORT = 3306
+DATABASE = "slurm_acct_db"
+DB_USER = "slurm"
+
+
+def mariadb_claim_name(spec: ClusterSpec) -> str:
+    return f"{naming.mariadb(spec)}-data"
+
+
+def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
+    """PVC, Service and StatefulSet of the in-cluster database. Its password Secret
+    (`<cluster>-mariadb`) comes from the component, which generates the values."""
+    db = spec.accounting.mariadb
+    claim: Manifest = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": db.storage_size}}}
+    if db.storage_class:
+        claim["storageClassName"] = db.storage_class
+    name = naming.mariadb(spec)
+    secret_dir = "/etc/mariadb-secret"
+    container = {
+        "name": "mariadb",
+        "image": spec.images.mariadb.ref,
+        # Slurm's accounting guide: a buffer pool of at least 256M and a long lock wait timeout.
+        "args": ["--innodb-buffer-pool-size=512M", "--innodb-log-file-size=64M", "--innodb-lock-wait-timeout=900"],
+        "env": [
+            {"name": "MARIADB_DATABASE", "value": DATABASE},
+            {"name": "MARIADB_USER", "value": DB_USER},
+            {"name": "MARIADB_PASSWORD_FILE", "value": f"{secret_dir}/{DB_PASSWORD_KEY}"},
+            {"name": "MARIADB_ROOT_PASSWORD_FILE", "value": f"{secret_dir}/{DB_ROOT_PASSWORD_KEY}"},
+        ],
+        "ports": [{"name": "mysql", "containerPort": MARIADB_PORT, "protocol": "TCP"}],
+        "securityContext": restricted(MARIADB_UID),
+        "resources": resources(db.resources),
+        "startupProbe": tcp_probe("mysql", period=5, failures=60),
+        "readinessProbe": exec_probe(["healthcheck.sh", "--connect", "--innodb_initialized"], period=10),
+        "livenessProbe": tcp_probe("mysql", period=20, failures=6),
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/var/lib/mysql"},
+            {"name": "run", "mountPath": "/run/mysqld"},
+            {"name": "secret", "mountPath": secret_dir, "readOnly": True},
+        ],
+    }
+    pod = {
+        "metadata": {"labels": labels(spec, DB_COMPONENT)},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {**slurm_pod_security(MARIADB_UID), "runAsNonRoot": True},
+            "containers": [container],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": mariadb_claim_name(spec)}},
+                {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+                {"name": "secret", "secret": {"secretName": db_secret_name(spec), "defaultMode": 0o440}},
+            ],
+        },
+    }
+    return [
+        obj("v1", "PersistentVolumeClaim", metadata(spec, mariadb_claim_name(spec), DB_COMPONENT), spec=claim),
+        obj(
+            "v1",
+            "Service",
+            metadata(spec, name, DB_COMPONENT),
+            spec={
+                "selector": selector(spec, DB_COMPONENT),
+                "ports": [{"name": "mysql", "port": MARIADB_PORT, "targetPort": "mysql", "protocol": "TCP"}],
+            },
+        ),
+        obj(
+            "apps/v1",
+            "StatefulSet",
+            metadata(spec, name, DB_COMPONENT),
+            spec={
+                "replicas": 1,
+                "serviceName": name,
+                "selector": {"matchLabels": selector(spec, DB_COMPONENT)},
+                "template": pod,
+            },
+        ),
+    ]
+
+
+def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
+    assert refs.db_password is not None, "accounting is enabled, so a password reference exists"
+    image = spec.images.accounting.ref
+    name = naming.accounting(spec)
+    container = {
+        "name": "slurmdbd",
+        "image": image,
+        "command": ["/bin/sh", "-c", scripts.slurmdbd_start()],
+        "ports": [{"name": "slurmdbd", "containerPort": naming.SLURMDBD_PORT, "protocol": "TCP"}],
+        "securityContext": restricted(SLURM_UID),
+        "resources": resources(spec.accounting.resources),
+        "startupProbe": tcp_probe("slurmdbd", period=5, failures=60),
+        "readinessProbe": tcp_probe("slurmdbd", period=10),
+        "livenessProbe": tcp_probe("slurmdbd", period=20, failures=6),
+        "volumeMounts": [
+            {"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True},
+            {"name": "db-password", "mountPath": "/etc/slurm-db", "readOnly": True},
+            {"name": "conf", "mountPath": scripts.SLURMDBD_RUN},
+            {"name": "run", "mountPath": "/run/slurmdbd"},
+            *auth_mounts(spec),
+        ],
+    }
+    pod = {
+        "metadata": {"labels": labels(spec, COMPONENT), "annotations": {CONFIG_HASH: accounting_hash(spec)}},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": slurm_pod_security(),
+            "initContainers": auth_sidecars(spec, image),
+            "containers": [container],
+            "volumes": [
+                slurm_projection(spec, "accounting", auth_key=refs.auth, jwt_key=refs.jwt),
+                {
+                    "name": "db-password",
+                    "secret": {
+                        "secretName": refs.db_password.secret,
+                        "defaultMode": 0o440,
+                        "items": [{"key": refs.db_password.key, "path": "password"}],
+                    },
+                },
+                {"name": "conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                *auth_volumes(spec, refs.auth),
+            ],
+        },
+    }
+    deployment = obj(
+        "apps/v1",
+        "Deployment",
+        metadata(spec, name, COMPONENT),
+        spec={
+            "replicas": 1,
+            # Two slurmdbd on one database would both run its upgrades and rollups.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector(spec, COMPONENT)},
+            "template": pod,
+        },
+    )
+    service = obj(
+        "v1",
+        "Service",
+        metadata(spec, name, COMPONENT),
+        spec={
+            "selector": selector(spec, COMPONENT),
+            "ports": [{"name": "slurmdbd", "port": naming.SLURMDBD_PORT, "targetPort": "slurmdbd", "protocol": "TCP"}],
+        },
+    )
+    return [deployment, service]
+
+
+def setup_job_name(spec: ClusterSpec) -> str:
+    """The name carries a hash of what the Job does, so a new QOS list runs a new Job (Jobs are
+    immutable) and an unchanged one is left alone."""
+    script = slurm_files(spec).get(ACCOUNTING_SETUP, "")
+    return f"{spec.name}-accounting-setup-{content_hash(spec.name, script)[:8]}"
+
+
+def setup_job(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
+    image = spec.images.accounting.ref
+    has_script = ACCOUNTING_SETUP in role_files(spec, "accounting-setup")
+    container = {
+        "name": "setup",
+        "image": image,
+        "command": ["/bin/sh", "-c", scripts.accounting_setup(spec.name, has_script)],
+        # SlurmUser is an accounting administrator without further grants.
+        "securityContext": restricted(SLURM_UID),
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": [{"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True}, *auth_mounts(spec)],
+    }
+    pod = {
+        "metadata": {"labels": labels(spec, SETUP_COMPONENT)},
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": slurm_pod_security(),
+            "initContainers": auth_sidecars(spec, image),
+            "containers": [container],
+            "volumes": [
+                slurm_projection(spec, "accounting-setup", auth_key=refs.auth),
+                *auth_volumes(spec, refs.auth),
+            ],
+        },
+    }
+    return obj(
+        "batch/v1",
+        "Job",
+        metadata(spec, setup_job_name(spec), SETUP_COMPONENT),
+        spec={"backoffLimit": 10, "activeDeadlineSeconds": 3600, "template": pod},
+    )
+
+
+def accounting_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
+    if not spec.accounting.enabled:
+        return []
+    db = mariadb_manifests(spec) if spec.accounting.external is None else []
+    return [*db, *slurmdbd_manifests(spec, refs), setup_job(spec, refs)]

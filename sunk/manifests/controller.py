@@ -1,0 +1,152 @@
+"""slurmctld: a one-replica StatefulSet (stable hostname = SlurmctldHost), its state PVC, the
+headless Service that gives it a DNS name, and a PodDisruptionBudget."""
+
+from __future__ import annotations
+
+from sunk import naming
+from sunk.manifests import scripts
+from sunk.manifests.auth import AuthRefs
+from sunk.manifests.config import controller_hash, slurm_projection
+from sunk.manifests.meta import (
+    CONFIG_HASH,
+    SLURM_UID,
+    Manifest,
+    exec_probe,
+    fixed_resources,
+    labels,
+    metadata,
+    obj,
+    resources,
+    restricted,
+    selector,
+    tcp_probe,
+)
+from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared_volumes, slurm_pod_security
+from sunk.spec.cluster import ClusterSpec
+
+COMPONENT = "controller"
+
+
+def state_claim_name(spec: ClusterSpec) -> str:
+    return f"{naming.controller(spec)}-state"
+
+
+def state_claim(spec: ClusterSpec) -> Manifest:
+    storage = spec.controller.state_storage
+    claim: Manifest = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
+    if storage.storage_class:
+        claim["storageClassName"] = storage.storage_class
+    return obj("v1", "PersistentVolumeClaim", metadata(spec, state_claim_name(spec), COMPONENT), spec=claim)
+
+
+def headless_service(spec: ClusterSpec) -> Manifest:
+    """Gives `<cluster>-controller-0.<cluster>-controller.<ns>.svc` to the pod. Addresses are
+    published before readiness: slurmd and clients must resolve slurmctld while it starts."""
+    return obj(
+        "v1",
+        "Service",
+        metadata(spec, naming.controller(spec), COMPONENT),
+        spec={
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector(spec, COMPONENT),
+            "ports": [
+                {
+                    "name": "slurmctld",
+                    "port": naming.SLURMCTLD_PORT,
+                    "targetPort": "slurmctld",
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    )
+
+
+def disruption_budget(spec: ClusterSpec) -> Manifest:
+    """No automated eviction (node drains, autoscaler) takes the only slurmctld away; an admin
+    deletes the pod deliberately. A crash-looping pod may still be evicted."""
+    return obj(
+        "policy/v1",
+        "PodDisruptionBudget",
+        metadata(spec, naming.controller(spec), COMPONENT),
+        spec={
+            "minAvailable": 1,
+            "selector": {"matchLabels": selector(spec, COMPONENT)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    )
+
+
+def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
+    image = spec.images.controller.ref
+    shared_vols, shared_mounts = shared_volumes(spec, "controller")
+    config_mount = {"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True}
+    slurmctld = {
+        "name": "slurmctld",
+        "image": image,
+        "command": ["slurmctld", "-D"],
+        "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
+        "securityContext": restricted(SLURM_UID),
+        "resources": resources(spec.controller.resources),
+        # Loading a large state directory can take minutes; liveness starts after it.
+        "startupProbe": tcp_probe("slurmctld", period=10, failures=60),
+        "readinessProbe": exec_probe(["scontrol", "ping"], period=10, timeout=10),
+        "livenessProbe": tcp_probe("slurmctld", period=20, failures=6),
+        "volumeMounts": [
+            config_mount,
+            {"name": "state", "mountPath": naming.STATE_SAVE},
+            {"name": "run", "mountPath": "/run/slurmctld"},
+            *auth_mounts(spec),
+            *shared_mounts,
+        ],
+    }
+    watcher = {
+        "name": "reconfigure",
+        "image": image,
+        "command": ["/bin/sh", "-c", scripts.reconfigure_watcher()],
+        "securityContext": restricted(SLURM_UID),
+        "resources": fixed_resources("10m", "16Mi", "64Mi"),
+        "livenessProbe": exec_probe(scripts.heartbeat_probe_command(), period=30),
+        "readinessProbe": exec_probe(scripts.heartbeat_probe_command(), period=30),
+        "volumeMounts": [config_mount, {"name": "tmp", "mountPath": "/tmp"}, *auth_mounts(spec)],
+    }
+    pod = {
+        "metadata": {
+            "labels": labels(spec, COMPONENT),
+            "annotations": {CONFIG_HASH: controller_hash(spec)},
+        },
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            # slurmctld saves its state on SIGTERM; give it time on a big cluster.
+            "terminationGracePeriodSeconds": 120,
+            "securityContext": slurm_pod_security(),
+            "initContainers": auth_sidecars(spec, image),
+            "containers": [slurmctld, watcher],
+            "volumes": [
+                slurm_projection(spec, "controller", auth_key=refs.auth, jwt_key=refs.jwt),
+                {"name": "state", "persistentVolumeClaim": {"claimName": state_claim_name(spec)}},
+                {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+                *auth_volumes(spec, refs.auth),
+                *shared_vols,
+            ],
+        },
+    }
+    return obj(
+        "apps/v1",
+        "StatefulSet",
+        metadata(spec, naming.controller(spec), COMPONENT),
+        spec={
+            "replicas": 1,
+            "serviceName": naming.controller(spec),
+            "selector": {"matchLabels": selector(spec, COMPONENT)},
+            "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": pod,
+        },
+    )
+
+
+def controller_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
+    return [state_claim(spec), headless_service(spec), disruption_budget(spec), statefulset(spec, refs)]

@@ -1,0 +1,159 @@
+"""The NodeSet CustomResourceDefinition, its schema generated from the pydantic model the operator
+parses (sunk.crd.NodeSetResourceSpec), so the API server rejects what the operator would.
+
+pydantic emits JSON Schema 2020-12; Kubernetes wants an OpenAPI v3 *structural* schema
+(https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema):
+every node typed, no $ref, `nullable` instead of a null branch, int-or-string marked, free-form
+maps marked preserve-unknown-fields and every model closed with additionalProperties: false."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sunk.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION, NodeSetResourceSpec, NodeSetStatus
+from sunk.manifests.meta import Manifest
+
+Schema = dict[str, Any]
+
+# Annotations, not validation: pydantic's titles repeat the field name and defaults are applied
+# by the operator's model, so the API server stores what the user wrote.
+_DROP = frozenset({"title", "default", "examples", "$defs"})
+
+PRINTER_COLUMNS: list[Manifest] = [
+    {"name": "Mode", "type": "string", "jsonPath": ".spec.mode", "priority": 1},
+    {"name": "Desired", "type": "integer", "jsonPath": ".status.desired"},
+    {"name": "Ready", "type": "integer", "jsonPath": ".status.ready"},
+    {"name": "Idle", "type": "integer", "jsonPath": ".status.idle"},
+    {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
+    {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+class UnsupportedSchema(ValueError):
+    """A model construct with no structural-schema equivalent; change the model, not this code."""
+
+
+def _resolve(node: Schema, defs: dict[str, Schema]) -> Schema:
+    ref = node.get("$ref")
+    if ref is None:
+        return node
+    target = defs[ref.rsplit("/", 1)[-1]]
+    # Siblings of $ref (a field's description) win over the referenced model's.
+    return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def structural(node: Schema, defs: dict[str, Schema], path: str = "") -> Schema:
+    """One pydantic schema node -> a structural OpenAPI v3 node."""
+    node = _resolve(node, defs)
+    out: Schema = {}
+    branches = node.get("anyOf")
+    if branches is not None:
+        branches = [_resolve(b, defs) for b in branches]
+        nullable = any(b.get("type") == "null" for b in branches)
+        rest = [b for b in branches if b.get("type") != "null"]
+        types = sorted(str(b.get("type")) for b in rest)
+        if len(rest) == 1:
+            merged = {**{k: v for k, v in node.items() if k != "anyOf"}, **rest[0]}
+            if "description" in node:
+                merged["description"] = node["description"]
+            out = structural(merged, defs, path)
+        elif types == ["integer", "string"]:
+            out = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+            if "description" in node:
+                out["description"] = node["description"]
+        else:
+            raise UnsupportedSchema(f"{path or '(root)'}: a union of {types} has no structural schema")
+        if nullable:
+            out["nullable"] = True
+        return out
+
+    kind = node.get("type")
+    for key, value in node.items():
+        if key in _DROP or key in {"anyOf", "properties", "items", "additionalProperties", "required"}:
+            continue
+        if key == "const":
+            out["enum"] = [value]
+        elif key == "exclusiveMinimum" and kind == "integer":
+            out["minimum"] = value + 1
+        elif key == "exclusiveMaximum" and kind == "integer":
+            out["maximum"] = value - 1
+        elif key in {"exclusiveMinimum", "exclusiveMaximum"}:
+            raise UnsupportedSchema(f"{path}: numeric {key} on {kind} (OpenAPI v3.0 has only the boolean form)")
+        else:
+            out[key] = value
+    if kind is None and "enum" in out:
+        out["type"] = "string"
+    if kind == "object":
+        props = node.get("properties")
+        extra = node.get("additionalProperties")
+        if props is not None:
+            out["properties"] = {k: structural(v, defs, f"{path}.{k}" if path else k) for k, v in props.items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+            out["additionalProperties"] = False
+        elif isinstance(extra, dict) and extra:
+            out["additionalProperties"] = structural(extra, defs, f"{path}[*]")
+        else:
+            # dict[str, Any]: a free-form map (Kubernetes affinity, verbatim).
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    elif kind == "array":
+        out["items"] = structural(node.get("items", {}), defs, f"{path}[]")
+    elif kind is None:
+        raise UnsupportedSchema(f"{path or '(root)'}: untyped schema node {sorted(node)}")
+    return out
+
+
+def model_schema(model: type[NodeSetResourceSpec] | type[NodeSetStatus]) -> Schema:
+    raw = model.model_json_schema(by_alias=True)
+    return structural(raw, raw.get("$defs", {}))
+
+
+def open_api_schema() -> Schema:
+    return {
+        "type": "object",
+        "description": "A group of identical Slurm compute nodes, one slurmd pod each.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": model_schema(NodeSetResourceSpec),
+            "status": model_schema(NodeSetStatus),
+        },
+        "required": ["spec"],
+    }
+
+
+def nodeset_crd(labels: dict[str, str] | None = None) -> Manifest:
+    meta: Manifest = {"name": f"{PLURAL}.{GROUP}"}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": meta,
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": KIND.lower(),
+                "categories": ["sunk"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": open_api_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }
+
+
+__all__ = ["API_VERSION", "PRINTER_COLUMNS", "UnsupportedSchema", "nodeset_crd", "open_api_schema", "structural"]

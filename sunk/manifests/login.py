@@ -1,0 +1,220 @@
+"""Login pods: sshd with persisted host keys and authorized keys, SSSD for LDAP users, the Slurm
+clients (authenticated through a munged or sackd sidecar), shared volumes, and a Service."""
+
+from __future__ import annotations
+
+from sunk import naming
+from sunk.manifests import scripts
+from sunk.manifests.auth import (
+    LDAP_BIND_PASSWORD_PATH,
+    SSSD_CA_PATH,
+    AuthRefs,
+    host_keys_secret_name,
+    render_sssd_conf,
+    sssd_secret_name,
+)
+from sunk.manifests.config import client_hash, slurm_projection
+from sunk.manifests.meta import (
+    CONFIG_HASH,
+    Manifest,
+    content_hash,
+    exec_probe,
+    fixed_resources,
+    labels,
+    metadata,
+    obj,
+    resources,
+    selector,
+    tcp_probe,
+)
+from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared_volumes
+from sunk.spec.cluster import ClusterSpec
+
+COMPONENT = "login"
+SSH_PORT = 22
+HOST_KEY_FILES = ("ssh_host_ed25519_key", "ssh_host_rsa_key")
+"""Keys of the host-key Secret: OpenSSH private keys, copied to /etc/ssh at start."""
+
+# sshd must run as root: it binds port 22, chroots its privilege-separated child, and switches
+# to each user who logs in. No other privileges: not privileged, a minimal capability set.
+_SSHD_SECURITY: Manifest = {
+    "runAsUser": 0,
+    "runAsNonRoot": False,
+    "allowPrivilegeEscalation": True,
+    "capabilities": {
+        "drop": ["ALL"],
+        "add": [
+            "AUDIT_WRITE",
+            "CHOWN",
+            "DAC_OVERRIDE",
+            "FOWNER",
+            "KILL",
+            "NET_BIND_SERVICE",
+            "SETGID",
+            "SETUID",
+            "SYS_CHROOT",
+        ],
+    },
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+# sssd starts as root to read its 0600 config and serve NSS/PAM to sshd through shared pipes.
+_SSSD_SECURITY: Manifest = {
+    "runAsUser": 0,
+    "runAsNonRoot": False,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {
+        "drop": ["ALL"],
+        "add": ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "SETGID", "SETUID"],
+    },
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def login_config_name(spec: ClusterSpec) -> str:
+    return naming.login(spec)
+
+
+def authorized_keys_config(spec: ClusterSpec) -> Manifest | None:
+    """Public keys only, so a ConfigMap."""
+    if not spec.login.enabled or not spec.login.authorized_keys:
+        return None
+    text = "\n".join(spec.login.authorized_keys) + "\n"
+    return obj("v1", "ConfigMap", metadata(spec, login_config_name(spec), COMPONENT), data={"authorized_keys": text})
+
+
+def login_hash(spec: ClusterSpec) -> str:
+    sssd = render_sssd_conf(spec) if spec.auth.ldap is not None else ""
+    return client_hash(spec, sssd, content_hash(spec.login.authorized_keys))
+
+
+def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
+    login = spec.login
+    image = spec.images.login.ref
+    ldap = spec.auth.ldap
+    shared_vols, shared_mounts = shared_volumes(spec, "login")
+    sss = {"name": "sss", "mountPath": "/var/lib/sss"}
+    mounts: list[Manifest] = [
+        {"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True},
+        *auth_mounts(spec, sackd=True),
+        *shared_mounts,
+    ]
+    volumes: list[Manifest] = [
+        slurm_projection(spec, "login"),
+        *auth_volumes(spec, refs.auth, sackd=True),
+        *shared_vols,
+    ]
+    if login.persist_host_keys:
+        mounts.append({"name": "host-keys", "mountPath": "/etc/ssh/sunk-host-keys", "readOnly": True})
+        volumes.append(
+            {"name": "host-keys", "secret": {"secretName": host_keys_secret_name(spec), "defaultMode": 0o400}}
+        )
+    if login.authorized_keys:
+        mounts.append({"name": "authorized-keys", "mountPath": "/etc/sunk-login", "readOnly": True})
+        volumes.append({"name": "authorized-keys", "configMap": {"name": login_config_name(spec)}})
+    sidecars = auth_sidecars(spec, image, sackd=True)
+    if spec.auth.type == "slurm":
+        # sackd reads slurm.key from its own projection; login users never see the key.
+        volumes.append({**slurm_projection(spec, "login", auth_key=refs.auth), "name": "sackd-config"})
+        sidecars = [
+            {
+                **c,
+                "volumeMounts": [
+                    m if m["name"] != "slurm-config" else {**m, "name": "sackd-config"} for m in c["volumeMounts"]
+                ],
+            }
+            for c in sidecars
+        ]
+    if ldap is not None:
+        mounts.append(sss)
+        volumes.append({"name": "sss", "emptyDir": {}})
+        volumes.append({"name": "sssd-conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+        volumes.append(
+            {"name": "sssd-template", "secret": {"secretName": sssd_secret_name(spec), "defaultMode": 0o400}}
+        )
+        sssd_mounts = [
+            sss,
+            {"name": "sssd-conf", "mountPath": "/etc/sssd"},
+            {"name": "sssd-template", "mountPath": "/etc/sssd-template", "readOnly": True},
+        ]
+        if ldap.bind_password_secret is not None:
+            ref = ldap.bind_password_secret
+            volumes.append(
+                {
+                    "name": "ldap-bind",
+                    "secret": {
+                        "secretName": ref.name,
+                        "defaultMode": 0o400,
+                        "items": [{"key": ref.key, "path": "password"}],
+                    },
+                }
+            )
+            sssd_mounts.append(
+                {"name": "ldap-bind", "mountPath": LDAP_BIND_PASSWORD_PATH.rsplit("/", 1)[0], "readOnly": True}
+            )
+        if ldap.ca_secret is not None:
+            ca = ldap.ca_secret
+            volumes.append(
+                {"name": "ldap-ca", "secret": {"secretName": ca.name, "items": [{"key": ca.key, "path": "ca.crt"}]}}
+            )
+            sssd_mounts.append({"name": "ldap-ca", "mountPath": SSSD_CA_PATH.rsplit("/", 1)[0], "readOnly": True})
+        sidecars.append(
+            {
+                "name": "sssd",
+                "image": image,
+                "restartPolicy": "Always",
+                "command": ["/bin/sh", "-c", scripts.sssd_start(ldap.bind_password_secret is not None)],
+                "securityContext": _SSSD_SECURITY,
+                "resources": fixed_resources("20m", "64Mi", "256Mi"),
+                "startupProbe": exec_probe(["test", "-S", "/var/lib/sss/pipes/nss"], period=2, failures=60),
+                "livenessProbe": exec_probe(["test", "-S", "/var/lib/sss/pipes/nss"], period=30),
+                "volumeMounts": sssd_mounts,
+            }
+        )
+    sshd = {
+        "name": "sshd",
+        "image": image,
+        "command": ["/bin/sh", "-c", scripts.login_start(login.persist_host_keys, bool(login.authorized_keys))],
+        "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
+        "securityContext": _SSHD_SECURITY,
+        "resources": resources(login.resources),
+        "readinessProbe": tcp_probe("ssh", period=10),
+        "livenessProbe": tcp_probe("ssh", period=20, failures=6),
+        "volumeMounts": mounts,
+    }
+    pod = {
+        "metadata": {"labels": labels(spec, COMPONENT), "annotations": {CONFIG_HASH: login_hash(spec)}},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "initContainers": sidecars,
+            "containers": [sshd],
+            "volumes": volumes,
+        },
+    }
+    return obj(
+        "apps/v1",
+        "Deployment",
+        metadata(spec, naming.login(spec), COMPONENT),
+        spec={"replicas": login.replicas, "selector": {"matchLabels": selector(spec, COMPONENT)}, "template": pod},
+    )
+
+
+def service(spec: ClusterSpec) -> Manifest:
+    svc: Manifest = {
+        "type": spec.login.service_type,
+        "selector": selector(spec, COMPONENT),
+        "ports": [{"name": "ssh", "port": SSH_PORT, "targetPort": "ssh", "protocol": "TCP"}],
+    }
+    if spec.login.source_ranges:
+        svc["loadBalancerSourceRanges"] = list(spec.login.source_ranges)
+        # Keep the client address, or the source ranges would see the node's address instead.
+        svc["externalTrafficPolicy"] = "Local"
+    return obj("v1", "Service", metadata(spec, naming.login(spec), COMPONENT), spec=svc)
+
+
+def login_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
+    if not spec.login.enabled:
+        return []
+    keys = authorized_keys_config(spec)
+    return [*([keys] if keys else []), deployment(spec, refs), service(spec)]

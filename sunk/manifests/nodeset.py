@@ -1,0 +1,64 @@
+"""One NodeSet custom resource per spec NodeSet: the user's NodeSetSpec plus what the operator
+needs to build slurmd pods without reading the stack (sunk.crd.NodeSetResourceSpec)."""
+
+from __future__ import annotations
+
+from sunk import naming
+from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
+from sunk.manifests.auth import AuthRefs
+from sunk.manifests.config import nodeset_hash, slurm_config_name
+from sunk.manifests.meta import Manifest, metadata, obj
+from sunk.manifests.pods import shared_claim
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.nodeset import NodeSetSpec
+from sunk.spec.scheduling import SharedVolumeSpec
+
+COMPONENT = "compute"
+NODESET_LABEL = "sunk.dev/nodeset"
+
+
+def _compute_volumes(spec: ClusterSpec) -> list[SharedVolumeSpec]:
+    """Shared volumes that mount on compute, each pointing at a claim that exists (sunk creates
+    the `create:` ones), so the operator only ever mounts claims."""
+    out = []
+    for v in spec.shared_volumes:
+        if "compute" not in v.mount_on:
+            continue
+        fields = v.model_dump(exclude_unset=True, exclude={"create", "existing_claim"})
+        out.append(SharedVolumeSpec.model_validate({**fields, "existing_claim": shared_claim(spec, v)}))
+    return out
+
+
+def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSetResourceSpec:
+    fields = ns.model_dump(exclude_unset=True)
+    extra = {
+        "cluster_name": spec.name,
+        "slurmd_image": (ns.image or spec.images.slurmd).ref,
+        "config_map": slurm_config_name(spec),
+        "auth_type": spec.auth.type,
+        "auth_secret": refs.auth.secret,
+        "jwt_secret": refs.jwt.secret,
+        "config_hash": nodeset_hash(spec, ns),
+        "shared_volumes": _compute_volumes(spec),
+        "topology": spec.topology,
+        "topology_extra": list(spec.extra_config.topology_conf),
+    }
+    # Only when an existing Secret names its key differently from the convention.
+    default_auth_key = "munge.key" if spec.auth.type == "munge" else "slurm.key"
+    if refs.auth.key != default_auth_key:
+        extra["auth_secret_key"] = refs.auth.key
+    if refs.jwt.key != "jwt_hs256.key":
+        extra["jwt_secret_key"] = refs.jwt.key
+    return NodeSetResourceSpec.model_validate({**fields, **extra})
+
+
+def nodeset_resource(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> Manifest:
+    # exclude_unset keeps what the user wrote: re-parsing must not see defaults as choices
+    # (maxNodes set in replicas mode is an error).
+    body = resource_spec(spec, ns, refs).model_dump(mode="json", by_alias=True, exclude_unset=True)
+    meta = metadata(spec, naming.nodeset(spec, ns.name), COMPONENT, extra_labels={NODESET_LABEL: ns.name})
+    return obj(API_VERSION, KIND, meta, spec=body)
+
+
+def nodeset_resources(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
+    return [nodeset_resource(spec, ns, refs) for ns in spec.nodesets]

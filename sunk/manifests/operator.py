@@ -1,0 +1,155 @@
+"""The cluster-wide piece, installed once per Kubernetes cluster: the NodeSet CRD, the operator's
+namespace, ServiceAccount, RBAC and Deployment.
+
+The ClusterRole holds only what turning NodeSets into pods takes in any tenant namespace; leader
+election leases live in a Role in the operator's own namespace; each tenant grants read access
+to its JWT Secret alone (sunk.manifests.runtime.operator_access). No cluster-admin."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from sunk.crd import GROUP, PLURAL
+from sunk.manifests.crd import nodeset_crd
+from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
+from sunk.manifests.meta import resources as container_resources
+from sunk.manifests.network import OPERATOR_LABELS
+from sunk.manifests.runtime import METRICS_LABEL, METRICS_PORT, RBAC
+from sunk.spec.base import DnsLabel, Image, Model, Resources, resources
+from sunk.spec.services import Images
+
+OPERATOR_NAME = "sunk-operator"
+CLUSTER_ROLE = "sunk-operator"
+
+
+class OperatorSpec(Model):
+    """Options of the cluster-wide operator."""
+
+    namespace: DnsLabel = "sunk-system"
+    """Namespace of the operator. Default: sunk-system."""
+    create_namespace: bool = True
+    """Default: true."""
+    image: Image = Images().runtime
+    """The runtime image. Default: the cluster default runtime image."""
+    replicas: Annotated[int, Field(ge=1, le=3)] = 1
+    """More than one waits on the leader-election lease. Default: 1."""
+    resources: Resources = resources("100m", "256Mi", "1Gi")
+    """Default: requests 100m/256Mi, limit 1Gi memory."""
+    labels: dict[str, str] = {}
+    """Extra labels on every object. Default: none."""
+
+
+def _labels(op: OperatorSpec) -> dict[str, str]:
+    return {
+        **op.labels,
+        **OPERATOR_LABELS,
+        "app.kubernetes.io/component": "operator",
+        "app.kubernetes.io/part-of": "sunk",
+        "app.kubernetes.io/managed-by": "sunk",
+    }
+
+
+def _meta(op: OperatorSpec, name: str, *, namespaced: bool = True) -> Manifest:
+    meta: Manifest = {"name": name, "labels": _labels(op)}
+    if namespaced:
+        meta["namespace"] = op.namespace
+    return meta
+
+
+CLUSTER_RULES: list[Manifest] = [
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch", "update"]},
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch", "update"]},
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+    # slurmd pods (created, replaced after a drain, deleted after scale-in) and their Services.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    # Nodes: matching all-matching-nodes NodeSets and the topology labels. Read only.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    # The topology ConfigMaps it keeps in step with the Node labels, and the config it mounts.
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "update", "patch"]},
+]
+LEASE_RULES: list[Manifest] = [
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch"],
+    },
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def namespace(op: OperatorSpec) -> Manifest:
+    return obj("v1", "Namespace", _meta(op, op.namespace, namespaced=False))
+
+
+def operator_manifests(op: OperatorSpec) -> list[Manifest]:
+    subject = [{"kind": "ServiceAccount", "name": OPERATOR_NAME, "namespace": op.namespace}]
+    container = {
+        "name": "operator",
+        "image": op.image.ref,
+        "command": ["python", "-m", "sunk.runtime.operator"],
+        "env": [
+            {"name": "SUNK_NAMESPACE", "value": op.namespace},
+            {"name": "SUNK_LEASE_NAME", "value": OPERATOR_NAME},
+            {"name": "SUNK_SLURM_USER", "value": "slurm"},
+            {"name": "SUNK_METRICS_PORT", "value": str(METRICS_PORT)},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "securityContext": {**restricted(RUNTIME_UID), "readOnlyRootFilesystem": True},
+        "resources": container_resources(op.resources),
+        "readinessProbe": http_probe("/readyz", "metrics"),
+        "livenessProbe": http_probe("/healthz", "metrics", period=20, failures=6),
+    }
+    selector = {"app.kubernetes.io/name": OPERATOR_LABELS["app.kubernetes.io/name"]}
+    deployment = obj(
+        "apps/v1",
+        "Deployment",
+        _meta(op, OPERATOR_NAME),
+        spec={
+            "replicas": op.replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": _labels(op)},
+                "spec": {
+                    "serviceAccountName": OPERATOR_NAME,
+                    "enableServiceLinks": False,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                },
+            },
+        },
+    )
+    return [
+        nodeset_crd(_labels(op)),
+        obj("v1", "ServiceAccount", _meta(op, OPERATOR_NAME), automountServiceAccountToken=True),
+        obj(f"{RBAC}/v1", "ClusterRole", _meta(op, CLUSTER_ROLE, namespaced=False), rules=CLUSTER_RULES),
+        obj(
+            f"{RBAC}/v1",
+            "ClusterRoleBinding",
+            _meta(op, CLUSTER_ROLE, namespaced=False),
+            roleRef={"apiGroup": RBAC, "kind": "ClusterRole", "name": CLUSTER_ROLE},
+            subjects=subject,
+        ),
+        obj(f"{RBAC}/v1", "Role", _meta(op, f"{OPERATOR_NAME}-leader-election"), rules=LEASE_RULES),
+        obj(
+            f"{RBAC}/v1",
+            "RoleBinding",
+            _meta(op, f"{OPERATOR_NAME}-leader-election"),
+            roleRef={"apiGroup": RBAC, "kind": "Role", "name": f"{OPERATOR_NAME}-leader-election"},
+            subjects=subject,
+        ),
+        deployment,
+        obj(
+            "v1",
+            "Service",
+            {**_meta(op, OPERATOR_NAME), "labels": {**_labels(op), METRICS_LABEL: "true"}},
+            spec={
+                "selector": selector,
+                "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+            },
+        ),
+    ]

@@ -1,0 +1,145 @@
+"""Pieces of the Slurm pods: the auth sidecars, shared volumes, pod-level security."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sunk import naming
+from sunk.manifests.config import MUNGE_KEY, SecretKey
+from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj, restricted
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.scheduling import SharedVolumeSpec
+
+MUNGE_DIR = "/run/munge"
+SACK_DIR = "/run/slurm"
+"""sackd's socket directory (auth/slurm on hosts that must not hold slurm.key, such as login)."""
+
+Role = Literal["login", "compute", "controller"]
+
+_MUNGE_START = f"""set -eu
+# munged insists on its own user owning the key (0400) and the socket directory (0755).
+install -d -o munge -g munge -m 0755 {MUNGE_DIR} /var/lib/munge /var/log/munge
+install -d -o munge -g munge -m 0700 /etc/munge
+install -o munge -g munge -m 0400 /etc/munge-key/{MUNGE_KEY} /etc/munge/{MUNGE_KEY}
+exec runuser -u munge -- munged --foreground --key-file=/etc/munge/{MUNGE_KEY}
+"""
+
+
+def munge_sidecar(image: str) -> Manifest:
+    """munged as a native sidecar (an init container that keeps running, Kubernetes >= 1.29), so
+    it is up before the Slurm daemon starts and stops after it, also in Jobs."""
+    return {
+        "name": "munge",
+        "image": image,
+        "restartPolicy": "Always",
+        "command": ["/bin/sh", "-c", _MUNGE_START],
+        # Starts as root only to chown the key and socket directory, then runs munged as `munge`.
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "resources": fixed_resources("10m", "16Mi", "64Mi"),
+        "startupProbe": exec_probe(["/bin/sh", "-c", "munge -n >/dev/null"], period=2, failures=30),
+        "livenessProbe": exec_probe(["/bin/sh", "-c", "munge -n >/dev/null"], period=30),
+        "volumeMounts": [
+            {"name": "munge-socket", "mountPath": MUNGE_DIR},
+            {"name": "munge-key", "mountPath": "/etc/munge-key", "readOnly": True},
+        ],
+    }
+
+
+def sackd_sidecar(image: str) -> Manifest:
+    """sackd serves auth/slurm credentials over a socket, so login users never read slurm.key."""
+    return {
+        "name": "sackd",
+        "image": image,
+        "restartPolicy": "Always",
+        "command": ["sackd", "-D"],
+        "securityContext": restricted(SLURM_UID),
+        "resources": fixed_resources("10m", "16Mi", "64Mi"),
+        "startupProbe": exec_probe(["test", "-S", f"{SACK_DIR}/sack.socket"], period=2, failures=30),
+        "livenessProbe": exec_probe(["test", "-S", f"{SACK_DIR}/sack.socket"], period=30),
+        "volumeMounts": [
+            {"name": "sack-socket", "mountPath": SACK_DIR},
+            {"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True},
+        ],
+    }
+
+
+def auth_volumes(spec: ClusterSpec, auth: SecretKey, *, sackd: bool = False) -> list[Manifest]:
+    """munge: the socket directory and the key (for the munge sidecar only). auth/slurm daemons
+    read slurm.key from the projected /etc/slurm instead; sackd pods share its socket."""
+    if spec.auth.type == "munge":
+        return [
+            {"name": "munge-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            {
+                "name": "munge-key",
+                "secret": {
+                    "secretName": auth.secret,
+                    "defaultMode": 0o400,
+                    "items": [{"key": auth.key, "path": MUNGE_KEY}],
+                },
+            },
+        ]
+    return [{"name": "sack-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}] if sackd else []
+
+
+def auth_sidecars(spec: ClusterSpec, image: str, *, sackd: bool = False) -> list[Manifest]:
+    if spec.auth.type == "munge":
+        return [munge_sidecar(image)]
+    return [sackd_sidecar(image)] if sackd else []
+
+
+def auth_mounts(spec: ClusterSpec, *, sackd: bool = False) -> list[Manifest]:
+    """What the Slurm container itself mounts to authenticate."""
+    if spec.auth.type == "munge":
+        return [{"name": "munge-socket", "mountPath": MUNGE_DIR}]
+    return [{"name": "sack-socket", "mountPath": SACK_DIR}] if sackd else []
+
+
+def slurm_pod_security(fs_group: int = SLURM_UID) -> Manifest:
+    """Pod-level: files from Secrets and PVCs are group-readable by the slurm group."""
+    return {
+        "fsGroup": fs_group,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def shared_claim(spec: ClusterSpec, vol: SharedVolumeSpec) -> str:
+    """The PVC a shared volume mounts: the existing one, or `<cluster>-<volume>` created by sunk."""
+    return vol.existing_claim if vol.existing_claim is not None else f"{spec.name}-{vol.name}"
+
+
+def shared_volumes(spec: ClusterSpec, role: Role) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, volumeMounts) of the cluster's shared volumes that mount on `role`."""
+    vols, mounts = [], []
+    for v in spec.shared_volumes:
+        if role not in v.mount_on:
+            continue
+        name = f"shared-{v.name}"
+        vols.append(
+            {"name": name, "persistentVolumeClaim": {"claimName": shared_claim(spec, v), "readOnly": v.read_only}}
+        )
+        mounts.append({"name": name, "mountPath": v.mount_path, "readOnly": v.read_only})
+    return vols, mounts
+
+
+def shared_claim_manifest(spec: ClusterSpec, vol: SharedVolumeSpec) -> Manifest:
+    """The PVC sunk creates for a shared volume with `create:`."""
+    assert vol.create is not None
+    claim: Manifest = {
+        "accessModes": [vol.create.access_mode],
+        "resources": {"requests": {"storage": vol.create.size}},
+    }
+    if vol.create.storage_class:
+        claim["storageClassName"] = vol.create.storage_class
+    return obj("v1", "PersistentVolumeClaim", metadata(spec, shared_claim(spec, vol), "storage"), spec=claim)
+
+
+def shared_claims(spec: ClusterSpec) -> list[Manifest]:
+    """PVCs for shared volumes that sunk creates (`create:`)."""
+    return [shared_claim_manifest(spec, v) for v in spec.shared_volumes if v.create is not None]

@@ -1,0 +1,211 @@
+"""The per-tenant runtime: the syncer and the scheduler, each a Deployment of the one runtime
+image with its ServiceAccount, least-privilege RBAC and a metrics Service.
+
+Kubernetes Nodes are cluster-scoped, so the node permissions need a ClusterRole: one per tenant
+(named after its namespace, so tenants never share or overwrite one), bound only to that
+tenant's ServiceAccount, with only the verbs the controller uses. Everything about pods stays in
+a namespaced Role: a tenant's runtime can touch no pod outside its namespace."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sunk import naming
+from sunk.manifests.auth import AuthRefs
+from sunk.manifests.config import JWT_KEY
+from sunk.manifests.meta import (
+    RUNTIME_UID,
+    Manifest,
+    http_probe,
+    labels,
+    metadata,
+    obj,
+    restricted,
+    selector,
+)
+from sunk.manifests.restapi import url
+from sunk.spec.cluster import ClusterSpec
+
+Controller = Literal["syncer", "scheduler"]
+CONTROLLERS: tuple[Controller, ...] = ("syncer", "scheduler")
+METRICS_PORT = 9090
+SCHEDULER_NAME = "sunk-scheduler"
+"""schedulerName of pods that Slurm places."""
+METRICS_LABEL = "sunk.dev/metrics"
+JWT_DIR = f"{naming.SLURM_ETC}/jwt"
+RBAC = "rbac.authorization.k8s.io"
+
+_POD_RULES: dict[Controller, list[Manifest]] = {
+    "syncer": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ],
+    "scheduler": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["pods/binding", "pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ],
+}
+
+
+def _node_rules(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
+    if controller == "syncer":
+        # Cordon-driven drains are read from Nodes; Slurm-side drains are written back as an
+        # annotation (patch nodes) and a condition (patch nodes/status). No create, no delete.
+        return [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+        ]
+    # The scheduler maps Slurm nodes to Kubernetes Nodes and reads its namespace's defaults.
+    return [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"], "resourceNames": [spec.ns]},
+    ]
+
+
+def name(spec: ClusterSpec, controller: Controller) -> str:
+    return f"{spec.name}-{controller}"
+
+
+def cluster_role_name(spec: ClusterSpec, controller: Controller) -> str:
+    return f"sunk-{spec.ns}-{spec.name}-{controller}"
+
+
+def rbac(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
+    n = name(spec, controller)
+    subject = [{"kind": "ServiceAccount", "name": n, "namespace": spec.ns}]
+    cr = cluster_role_name(spec, controller)
+    return [
+        obj("v1", "ServiceAccount", metadata(spec, n, controller), automountServiceAccountToken=True),
+        obj(f"{RBAC}/v1", "Role", metadata(spec, n, controller), rules=_POD_RULES[controller]),
+        obj(
+            f"{RBAC}/v1",
+            "RoleBinding",
+            metadata(spec, n, controller),
+            roleRef={"apiGroup": RBAC, "kind": "Role", "name": n},
+            subjects=subject,
+        ),
+        obj(
+            f"{RBAC}/v1",
+            "ClusterRole",
+            metadata(spec, cr, controller, namespaced=False),
+            rules=_node_rules(spec, controller),
+        ),
+        obj(
+            f"{RBAC}/v1",
+            "ClusterRoleBinding",
+            metadata(spec, cr, controller, namespaced=False),
+            roleRef={"apiGroup": RBAC, "kind": "ClusterRole", "name": cr},
+            subjects=subject,
+        ),
+    ]
+
+
+def runtime_env(spec: ClusterSpec) -> list[Manifest]:
+    return [
+        {"name": "SUNK_CLUSTER", "value": spec.name},
+        {"name": "SUNK_NAMESPACE", "value": spec.ns},
+        {"name": "SUNK_SLURMRESTD_URL", "value": url(spec)},
+        {"name": "SUNK_JWT_KEY_FILE", "value": f"{JWT_DIR}/{JWT_KEY}"},
+        {"name": "SUNK_SLURM_USER", "value": "slurm"},
+        {"name": "SUNK_METRICS_PORT", "value": str(METRICS_PORT)},
+    ]
+
+
+def runtime_container(image: str, module: str, env: list[Manifest]) -> Manifest:
+    return {
+        "name": module.rsplit(".", 1)[-1],
+        "image": image,
+        "command": ["python", "-m", module],
+        "env": env,
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "securityContext": {**restricted(RUNTIME_UID), "readOnlyRootFilesystem": True},
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "readinessProbe": http_probe("/readyz", "metrics"),
+        "livenessProbe": http_probe("/healthz", "metrics", period=20, failures=6),
+    }
+
+
+def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Manifest:
+    n = name(spec, controller)
+    env = runtime_env(spec)
+    if controller == "scheduler":
+        env.append({"name": "SUNK_SCHEDULER_NAME", "value": SCHEDULER_NAME})
+    container = runtime_container(spec.images.runtime.ref, f"sunk.runtime.{controller}", env)
+    container["volumeMounts"] = [{"name": "jwt", "mountPath": JWT_DIR, "readOnly": True}]
+    pod = {
+        "metadata": {"labels": labels(spec, controller)},
+        "spec": {
+            "serviceAccountName": n,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "fsGroup": RUNTIME_UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [container],
+            "volumes": [
+                {
+                    "name": "jwt",
+                    "secret": {
+                        "secretName": refs.jwt.secret,
+                        "defaultMode": 0o440,
+                        "items": [{"key": refs.jwt.key, "path": JWT_KEY}],
+                    },
+                }
+            ],
+        },
+    }
+    return obj(
+        "apps/v1",
+        "Deployment",
+        metadata(spec, n, controller),
+        spec={
+            "replicas": 1,
+            # One actor per tenant: the old pod stops before the new one starts acting.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector(spec, controller)},
+            "template": pod,
+        },
+    )
+
+
+def metrics_service(spec: ClusterSpec, controller: Controller) -> Manifest:
+    return obj(
+        "v1",
+        "Service",
+        metadata(spec, name(spec, controller), controller, extra_labels={METRICS_LABEL: "true"}),
+        spec={
+            "selector": selector(spec, controller),
+            "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+        },
+    )
+
+
+def operator_access(
+    spec: ClusterSpec, refs: AuthRefs, operator_namespace: str, operator_account: str
+) -> list[Manifest]:
+    """Lets the cluster-wide operator read this tenant's JWT key (and nothing else secret) to
+    drain nodes through this tenant's slurmrestd: a Role limited by resourceNames."""
+    n = f"{spec.name}-operator"
+    return [
+        obj(
+            f"{RBAC}/v1",
+            "Role",
+            metadata(spec, n, "operator-access"),
+            rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [refs.jwt.secret]}],
+        ),
+        obj(
+            f"{RBAC}/v1",
+            "RoleBinding",
+            metadata(spec, n, "operator-access"),
+            roleRef={"apiGroup": RBAC, "kind": "Role", "name": n},
+            subjects=[{"kind": "ServiceAccount", "name": operator_account, "namespace": operator_namespace}],
+        ),
+    ]
+
+
+def runtime_manifests(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> list[Manifest]:
+    return [*rbac(spec, controller), deployment(spec, refs, controller), metrics_service(spec, controller)]
