@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import logging
 import secrets
+import shutil
 import subprocess
 import time
 from collections.abc import Iterable
@@ -23,8 +24,8 @@ from sunk.spec.cluster import ClusterSpec
 from . import daemons
 from .jail import Jail
 from .layout import SimNode, default_nodes, prepare_root, short_hostname, write_node_conf, write_slurm_files
-from .overrides import LocalPorts, gres_device_files, local_files
-from .ports import free_ports
+from .overrides import LocalPorts, directive, gres_device_files, local_files
+from .ports import free_ports, wait_until
 from .rootfs import ensure_tarball, extract
 
 log = logging.getLogger(__name__)
@@ -78,13 +79,18 @@ class LocalSlurm:
         *,
         accounting: bool = True,
         restapi: bool = True,
+        workdir: Path | None = None,
     ) -> Self:
-        """Boot the cluster; on any failure (or Ctrl-C) everything started is torn down."""
+        """Boot the cluster; on any failure (or Ctrl-C) everything started is torn down.
+        The root filesystem copy goes into a new folder under `workdir` (default: the temp dir)."""
         started = time.monotonic()
-        root = extract(ensure_tarball())
-        self = cls(
-            spec, default_nodes(spec) if nodes is None else nodes, accounting=accounting, restapi=restapi, root=root
-        )
+        root = extract(ensure_tarball(), workdir)
+        try:
+            wanted = default_nodes(spec) if nodes is None else list(nodes)
+            self = cls(spec, wanted, accounting=accounting, restapi=restapi, root=root)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
         self.timings["extract"] = time.monotonic() - started
         atexit.register(self.stop)
         try:
@@ -180,6 +186,16 @@ class LocalSlurm:
         lines = acct.stdout.split()
         return lines[0] if lines else "UNKNOWN"
 
+    def cancel_all(self, timeout: float = 30) -> None:
+        """Cancel every job and wait until no job is left and the running nodes are idle."""
+        self.run("sh", "-c", "squeue -h -o %i | xargs -r scancel", check=True)
+
+        def drained() -> bool:
+            return not self.run("squeue", "-h", "-o", "%i").stdout.strip()
+
+        wait_until("jobs to end after scancel", drained, timeout=timeout, interval=0.2)
+        daemons.wait_nodes_idle(self.jail, [n.name for n in self.nodes], timeout=timeout)
+
     def wait_job(self, job_id: int, states: Iterable[str] = ("COMPLETED",), timeout: float = 60) -> str:
         """Poll until the job reaches one of `states`; fail early if it ends in another."""
         wanted = set(states)
@@ -235,6 +251,13 @@ class LocalSlurm:
         """Add a simulated node at runtime. With topology on, topology.conf is re-rendered with it
         (as the operator does from live Nodes); call reconfigure() to bind it into the switches."""
         self._check_new(node)
+        known = daemons.node_states(self.jail)
+        bound = int(directive(self.files["slurm.conf"], "MaxNodeCount") or 0)
+        if node.name not in known and bound and len(known) >= bound:
+            raise ValueError(
+                f"MaxNodeCount={bound} (the spec's NodeSet sizes) is reached: {sorted(known)}; "
+                "delete a node (scontrol delete) or boot a spec with more replicas"
+            )
         if self.spec.topology.plugin != "none" and node.name not in self._nodes:
             everyone = [*self._nodes.values(), node]
             topo = render_topology_conf(self.spec, [TopologyNode(n.name, n.labels) for n in everyone])

@@ -110,9 +110,13 @@ def extract(tarball: Path, parent: Path | None = None) -> Path:
     root = Path(tempfile.mkdtemp(prefix="sunk-slurm-", dir=parent))
     # --numeric-owner: the rootfs's munge/slurm/mysql ids differ from the host's users of the
     # same names; names must not be remapped.
-    subprocess.run(
-        ["tar", "--zstd", "--numeric-owner", "-xpf", str(tarball), "-C", str(root)],
-        check=True,
-        capture_output=True,
-    )
+    try:
+        subprocess.run(
+            ["tar", "--zstd", "--numeric-owner", "-xpf", str(tarball), "-C", str(root)],
+            check=True,
+            capture_output=True,
+        )
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     return root

@@ -1,0 +1,41 @@
+"""globex-dev: no accounting, preemption by partition PriorityTier (preempt/partition_prio)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from sunk.runtime.harness import LocalSlurm
+
+from sunk.stackfile import load_stack
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def globex() -> Iterator[LocalSlurm]:
+    spec = load_stack("globex-dev").spec
+    assert not spec.accounting.enabled
+    with LocalSlurm.start(spec, restapi=False) as slurm:
+        yield slurm
+
+
+def test_no_slurmdbd_runs_without_accounting(globex: LocalSlurm) -> None:
+    assert "slurmdbd" not in globex.jail.processes
+    assert "slurmdbd.conf" not in globex.files
+    config = globex.run("scontrol", "show", "config", check=True).stdout
+    assert re.search(r"^AccountingStorageType\s+= \(null\)$", config, re.M), config
+
+
+def test_higher_tier_partition_preempts_and_requeues(globex: LocalSlurm) -> None:
+    nodes = str(len(globex.nodes))
+    low = globex.sbatch("#!/bin/sh\nsleep 300\n", "-p", "normal", "-N", nodes)
+    globex.wait_job(low, {"RUNNING"})
+    urgent = globex.sbatch("#!/bin/sh\nsleep 1\n", "-p", "urgent", "-N", nodes)
+    globex.wait_job(urgent, {"RUNNING", "COMPLETED"}, timeout=30)
+    info = globex.run("scontrol", "show", "job", "-o", str(low), check=True).stdout
+    assert "JobState=PENDING" in info
+    assert "Restarts=0" not in info
+    globex.wait_job(urgent, {"COMPLETED"}, timeout=30)
+    globex.cancel_all()
