@@ -16,7 +16,7 @@ from pydantic import BaseModel, TypeAdapter
 from sunk.naming import SLURMRESTD_API
 
 from .auth import TokenProvider
-from .errors import CONTROLLER_UNREACHABLE, SlurmApiError, SlurmError, SlurmUnavailable
+from .errors import CONTROLLER_UNREACHABLE, INVALID_NODE_NAME, SlurmApiError, SlurmError, SlurmUnavailable
 from .models import DbJob, Job, JobSubmit, Node, Ping
 
 T = TypeVar("T", bound=BaseModel)
@@ -156,9 +156,17 @@ class SlurmRestClient:
         return self._items(self.call("GET", f"{_SLURM}/nodes/", params=params), "nodes", Node)
 
     def get_node(self, name: str) -> Node:
-        nodes = self._items(self.call("GET", f"{_SLURM}/node/{name}"), "nodes", Node)
+        """One node (FUTURE ones included). slurmrestd 24.11 reports an unknown name as HTTP 200
+        with an error numbered 0 ("Failure to query node"); that is raised as 2018 here."""
+        path = f"{_SLURM}/node/{name}"
+        try:
+            nodes = self._items(self.call("GET", path, params={"flags": "FUTURE"}), "nodes", Node)
+        except SlurmApiError as exc:
+            if exc.code != 0:
+                raise
+            nodes = []
         if not nodes:
-            raise SlurmApiError("GET", f"{_SLURM}/node/{name}", 200, [SlurmError(2018, "no such node")])
+            raise SlurmApiError("GET", path, 200, [SlurmError(INVALID_NODE_NAME, f"Invalid node name {name}")])
         return nodes[0]
 
     @staticmethod
