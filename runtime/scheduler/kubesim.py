@@ -1,0 +1,187 @@
+"""A Kubernetes API for tests and benchmarks: kmock's emulator with the gaps the scheduler hits filled.
+
+Not used in production (kmock is a dev dependency). Added on top of kmock's KubernetesEmulator:
+- pods/binding: sets spec.nodeName, copies the Binding's annotations onto the pod, sets
+  PodScheduled=True, answers 201 with a Status; 409 when the pod is already bound or the uid
+  differs (as the API server does); `fail_bindings` makes it answer 500 (an API outage).
+- GET /api/v1/namespaces/{name} from `namespaces` (kmock has no cluster-scoped namespace reads).
+- create fills metadata.namespace (namespaced watches drop objects without it), uid,
+  creationTimestamp and resourceVersion, and status.phase=Pending for pods.
+Label and field selectors stay ignored: the scheduler filters client-side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import threading
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+import kmock
+from kmock._internal import rendering  # Request is not re-exported under a public module path
+
+_NAMESPACE = re.compile(r"^/api/v1/namespaces/([^/]+)/?$")
+
+
+def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "code": code, "reason": reason, "message": message}
+    body["status"] = "Success" if code < 400 else "Failure"
+    return aiohttp.web.json_response(body, status=code)
+
+
+class _Emulator(kmock.KubernetesEmulator):
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.sim_namespaces: dict[str, dict[str, Any]] = {}
+        self.sim_bindings: list[tuple[str, str, str]] = []
+        self.sim_fail_bindings = False
+        self._versions = itertools.count(1)
+
+    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        method = str(request.method.value).upper()
+        res = request.resource
+        if res is not None and res.plural == "pods" and request.subresource == "binding" and method == "POST":
+            return await self._bind(request)
+        match = _NAMESPACE.match(request.url.path)
+        if match and method == "GET" and res is not None and res.plural is None:
+            ns = self.sim_namespaces.get(match.group(1))
+            if ns is None:
+                return _status(404, "NotFound", f'namespaces "{match.group(1)}" not found')
+            return aiohttp.web.json_response(ns)
+        if request.action == kmock.action.CREATE and res is not None and isinstance(request.data, dict):
+            meta = request.data.setdefault("metadata", {})
+            if request.namespace:
+                meta.setdefault("namespace", request.namespace)
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            meta["resourceVersion"] = str(next(self._versions))
+            if res.plural == "pods":
+                request.data.setdefault("status", {}).setdefault("phase", "Pending")
+        return await super()._handle(request)
+
+    async def _bind(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        if self.sim_fail_bindings:
+            return _status(500, "InternalError", "binding refused by the test (simulated API outage)")
+        body = request.data if isinstance(request.data, dict) else {}
+        node = (body.get("target") or {}).get("name")
+        meta = body.get("metadata") or {}
+        if not node:
+            return _status(400, "BadRequest", "binding has no target")
+        if request.resource is None or request.name is None:
+            return _status(404, "NotFound", "no pod in the binding URL")
+        key = (request.resource, request.namespace, request.name)
+        async with self._lock:
+            if key not in self.objects or self.objects[key].deleted:
+                return _status(404, "NotFound", f'pods "{request.name}" not found')
+            obj = self.objects[key]
+            current = obj.raw
+            if (current.get("spec") or {}).get("nodeName"):
+                msg = f'pod {request.name} is already assigned to node "{current["spec"]["nodeName"]}"'
+                return _status(
+                    409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{request.name}": {msg}'
+                )
+            if meta.get("uid") and meta["uid"] != current["metadata"].get("uid"):
+                return _status(409, "Conflict", "Precondition failed: UID in precondition does not match")
+            conditions = [
+                c for c in (current.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"
+            ]
+            conditions.append({"type": "PodScheduled", "status": "True"})
+            obj.patch(
+                {
+                    "spec": {"nodeName": node},
+                    "metadata": {
+                        "annotations": dict(meta.get("annotations") or {}),
+                        "resourceVersion": str(next(self._versions)),
+                    },
+                    "status": {"conditions": conditions},
+                }
+            )
+            self.sim_bindings.append((request.namespace or "", request.name, node))
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": obj.raw})
+        return _status(201, "", "")
+
+
+class KubeSim:
+    """The emulator on a localhost port, served from a background thread (for synchronous tests)."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._emulator: _Emulator | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> KubeSim:
+        self._thread = threading.Thread(target=self._run, name="kubesim", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30) or self._error is not None:
+            raise RuntimeError(f"kmock did not start: {self._error!r}")
+        return self
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as e:
+            self._error = e
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        async with _Emulator() as emulator, kmock.Server(emulator) as server:
+            self._emulator = emulator
+            self.url = str(server.url).rstrip("/")
+            self._ready.set()
+            await self._stop.wait()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> KubeSim:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def _emu(self) -> _Emulator:
+        assert self._emulator is not None, "KubeSim not started"
+        return self._emulator
+
+    @property
+    def bindings(self) -> list[tuple[str, str, str]]:
+        """Every accepted binding as (namespace, pod, node), in order."""
+        return list(self._emu.sim_bindings)
+
+    @property
+    def fail_bindings(self) -> bool:
+        return self._emu.sim_fail_bindings
+
+    @fail_bindings.setter
+    def fail_bindings(self, value: bool) -> None:
+        self._emu.sim_fail_bindings = value
+
+    def add_namespace(self, name: str, annotations: Mapping[str, str] | None = None) -> None:
+        meta = {"name": name, "uid": str(uuid.uuid4()), "annotations": dict(annotations or {})}
+        self._emu.sim_namespaces[name] = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+    def kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig pointing at this server (for `python -m sunk.runtime.scheduler`)."""
+        path.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
+            f"clusters:\n- name: sim\n  cluster:\n    server: {self.url}\n"
+            "users:\n- name: sim\n  user:\n    token: kmock-accepts-anything\n"
+            "contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n"
+        )
+        return path

@@ -1,0 +1,176 @@
+"""Fixtures for the scheduler's real-Slurm tests: the harness (acme-dev: QOS low/high with preemption),
+kmock as the Kubernetes API with one slurmd pod and Node per simulated Slurm node, and the scheduler
+as its own process (`python -m sunk.runtime.scheduler`), so it can be killed for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from sunk.runtime.harness import LocalSlurm
+from sunk.runtime.harness.ports import free_ports
+from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.kubesim import KubeSim
+
+from sunk.stackfile import load_stack
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class Cluster:
+    """The Kubernetes side as a test sees it: typed helpers over the official client."""
+
+    def __init__(self, sim: KubeSim, slurm: LocalSlurm) -> None:
+        self.sim = sim
+        self.slurm = slurm
+        self.api = client.CoreV1Api(client.ApiClient(client.Configuration(host=sim.url)))
+        self.node_of = {n.name: f"k8s-{n.name}" for n in slurm.nodes}
+        for name, node in self.node_of.items():
+            nodeset = next(n.nodeset for n in slurm.nodes if n.name == name)
+            self.api.create_node({"metadata": {"name": node}}, _preload_content=False)
+            slurmd = {
+                "metadata": {"name": f"{slurm.spec.name}-{name}", "labels": {keys.NODESET_LABEL: nodeset}},
+                "spec": {"hostname": name, "nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+            }
+            self.api.create_namespaced_pod(slurm.spec.ns, slurmd, _preload_content=False)
+
+    def create_pod(
+        self, name: str, *, ns: str = "ml", cpu: str = "1", memory: str = "100Mi", gpus: int = 0, **annotations: str
+    ) -> None:
+        requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+        if gpus:
+            requests["nvidia.com/gpu"] = str(gpus)
+        pod = {
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "schedulerName": "sunk-scheduler",
+                "containers": [{"name": "main", "image": "app", "resources": {"requests": requests}}],
+            },
+        }
+        self.api.create_namespaced_pod(ns, pod, _preload_content=False)
+
+    def pod(self, name: str, ns: str = "ml") -> dict[str, Any] | None:
+        try:
+            return json.loads(self.api.read_namespaced_pod(name, ns, _preload_content=False).data)  # type: ignore[no-any-return]
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def wait_bound(self, name: str, ns: str = "ml", timeout: float = 30.0) -> dict[str, Any]:
+        def bound() -> dict[str, Any] | None:
+            pod = self.pod(name, ns)
+            return pod if pod and pod["spec"].get("nodeName") else None
+
+        return wait_for(f"pod {ns}/{name} bound", bound, timeout)  # type: ignore[no-any-return]
+
+    @staticmethod
+    def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+        return wait_for(what, check, timeout)
+
+    def delete_pod(self, name: str, ns: str = "ml") -> None:
+        self.api.delete_namespaced_pod(name, ns, _preload_content=False)
+
+    def events(self, name: str, ns: str = "ml") -> list[dict[str, Any]]:
+        items = json.loads(self.api.list_namespaced_event(ns, _preload_content=False).data)["items"]
+        return [e for e in items if e["involvedObject"]["name"] == name and e["metadata"].get("namespace", ns) == ns]
+
+    def condition(self, name: str, ns: str = "ml") -> dict[str, Any] | None:
+        pod = self.pod(name, ns) or {}
+        found = [c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"]
+        return found[0] if found else None
+
+
+class SchedulerProcess:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = int(env["SUNK_METRICS_PORT"])
+        self._log = log.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sunk.runtime.scheduler"], env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        self.log = log
+        wait_for("scheduler ready", self.ready, timeout=30)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as reply:
+                return reply.status, reply.read().decode()
+        except OSError as e:
+            code = getattr(e, "code", 0)
+            return code, ""
+
+    def ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"scheduler exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+        return self.get("/readyz")[0] == 200
+
+    def metric(self, name: str) -> float:
+        """Sum of a metric's samples (all label values)."""
+        _, text = self.get("/metrics")
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, like a node dying mid-cycle."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[LocalSlurm]:
+    with LocalSlurm.start(load_stack("acme-dev").spec) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def k8s(slurm: LocalSlurm) -> Iterator[Cluster]:
+    with KubeSim() as sim:
+        sim.add_namespace("ml")
+        yield Cluster(sim, slurm)
+    slurm.cancel_all()
+
+
+@pytest.fixture
+def start_scheduler(slurm: LocalSlurm, k8s: Cluster, tmp_path: Path) -> Iterator[Callable[[], SchedulerProcess]]:
+    started: list[SchedulerProcess] = []
+    kubeconfig = k8s.sim.kubeconfig(tmp_path / "kubeconfig")
+
+    def start() -> SchedulerProcess:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "KUBECONFIG": str(kubeconfig),
+            "SUNK_CLUSTER": slurm.spec.name,
+            "SUNK_NAMESPACE": slurm.spec.ns,
+            "SUNK_SLURMRESTD_URL": slurm.rest_url,
+            "SUNK_JWT_KEY_FILE": str(slurm.jwt_key_path),
+            "SUNK_SLURM_USER": "slurm",
+            "SUNK_METRICS_PORT": str(free_ports(1)[0]),
+            "SUNK_SCHEDULER_INTERVAL": "0.2",
+        }
+        proc = SchedulerProcess(env, tmp_path / f"scheduler-{len(started)}.log")
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()

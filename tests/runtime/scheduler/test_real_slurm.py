@@ -1,0 +1,147 @@
+"""The scheduler process against real slurmctld + slurmrestd (harness, acme-dev) and kmock."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sunk.runtime.harness import LocalSlurm
+from sunk.runtime.scheduler import keys
+
+from sunk.hostlist import expand
+
+pytestmark = pytest.mark.slurm
+
+FILL = "#!/bin/bash\nsleep 300\n"
+
+
+def squeue(slurm: LocalSlurm) -> dict[int, tuple[str, str, str]]:
+    """job id -> (name, state, nodes)."""
+    out = slurm.run("squeue", "-h", "-o", "%i|%j|%T|%N", check=True).stdout
+    rows = [line.split("|") for line in out.splitlines() if line]
+    return {int(r[0]): (r[1], r[2], r[3]) for r in rows}
+
+
+def placeholder_jobs(slurm: LocalSlurm) -> dict[int, tuple[str, str, str]]:
+    return {i: row for i, row in squeue(slurm).items() if row[0].startswith("sunk-")}
+
+
+def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    start_scheduler()
+    k8s.create_pod("cpu-pod", cpu="2", memory="1Gi")
+    k8s.create_pod("gpu-pod", gpus=1, **{keys.GPU_TYPE: "h100"})
+    k8s.create_pod("w-0", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
+    k8s.create_pod("w-1", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
+    for name in ("cpu-pod", "gpu-pod", "w-0", "w-1"):
+        pod = k8s.wait_bound(name)
+        annotations = pod["metadata"]["annotations"]
+        job_id, slurm_node = int(annotations[keys.JOB_ID]), annotations[keys.SLURM_NODE]
+        # The pod sits on the Kubernetes Node whose slurmd is the Slurm node of its job.
+        assert pod["spec"]["nodeName"] == k8s.node_of[slurm_node]
+        job = slurm.run("scontrol", "show", "job", "-o", str(job_id), check=True).stdout
+        assert "JobState=RUNNING" in job
+        assert slurm_node in expand(re.search(r" NodeList=(\S+)", job).group(1))  # type: ignore[union-attr]
+        assert "Comment=sunk-" in job
+        if name == "cpu-pod":
+            assert "NumCPUs=2" in job and "mem=1G" in job
+        if name == "gpu-pod":
+            assert slurm_node.startswith("gpu-") and "TresPerNode=gres/gpu:h100:1" in job
+        assert [e["reason"] for e in k8s.events(name)] == ["Scheduled"]
+    # One job for the group, one node per member.
+    w0, w1 = (k8s.pod(n)["metadata"]["annotations"] for n in ("w-0", "w-1"))
+    assert w0[keys.JOB_ID] == w1[keys.JOB_ID] and w0[keys.SLURM_NODE] != w1[keys.SLURM_NODE]
+    assert len(placeholder_jobs(slurm)) == 3
+
+
+def test_a_high_priority_pod_preempts_a_low_priority_batch_job(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    low = [slurm.sbatch(FILL, "--qos=low", "--exclusive", "-N1", f"-w{n.name}") for n in slurm.nodes]
+    for job_id in low:
+        slurm.wait_job(job_id, {"RUNNING"})
+    start_scheduler()
+    k8s.create_pod("urgent", **{keys.QOS: "high", keys.PARTITION: "batch"})
+    pod = k8s.wait_bound("urgent")
+    node = pod["metadata"]["annotations"][keys.SLURM_NODE]
+    # Slurm requeued the low job that held that node (PreemptMode=requeue on QOS low).
+    victims = [j for j in low if slurm.job_state(j) != "RUNNING"]
+    assert len(victims) == 1
+    acct = slurm.run("sacct", "-D", "-n", "-P", "-o", "State,NodeList", "-j", str(victims[0]), check=True).stdout
+    assert f"PREEMPTED|{node}" in acct
+
+
+def test_a_high_priority_batch_job_preempts_a_low_priority_pod(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    start_scheduler()
+    k8s.create_pod("batchable", **{keys.QOS: "low"})
+    pod = k8s.wait_bound("batchable")
+    node = pod["metadata"]["annotations"][keys.SLURM_NODE]
+    high = slurm.sbatch(FILL, "--qos=high", "--exclusive", "-N1", f"-w{node}")
+    slurm.wait_job(high, {"RUNNING"})
+    k8s.wait_for("the preempted pod to be evicted", lambda: k8s.pod("batchable") is None)
+    reasons = [(e["type"], e["reason"]) for e in k8s.events("batchable")]
+    assert ("Warning", "Preempted") in reasons
+    [message] = [e["message"] for e in k8s.events("batchable") if e["reason"] == "Preempted"]
+    assert "preempted by a higher-priority Slurm job" in message
+    assert placeholder_jobs(slurm) == {}
+
+
+def test_deleting_the_pod_cancels_its_job(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    start_scheduler()
+    k8s.create_pod("short-lived")
+    job_id = int(k8s.wait_bound("short-lived")["metadata"]["annotations"][keys.JOB_ID])
+    k8s.delete_pod("short-lived")
+    assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=30) == "CANCELLED"
+
+
+def test_invalid_requests_are_reported_once_without_a_retry_storm(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    proc = start_scheduler()
+    k8s.create_pod("lost", **{keys.PARTITION: "nope"})
+    k8s.create_pod("greedy", gpus=9)
+    for name, why in (
+        ("lost", "Invalid partition name specified"),
+        ("greedy", "Requested node configuration is not available"),
+    ):
+        condition = k8s.wait_for(f"{name} marked unschedulable", lambda n=name: k8s.condition(n))
+        assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+        assert why in condition["message"]
+    cycles = proc.metric("sunk_scheduler_cycle_seconds_count")
+    k8s.wait_for("ten more cycles", lambda: proc.metric("sunk_scheduler_cycle_seconds_count") >= cycles + 10)
+    assert proc.metric("sunk_scheduler_rejects_total") == 2
+    assert proc.metric("sunk_scheduler_submits_total") == 0
+    for name in ("lost", "greedy"):
+        assert [e["reason"] for e in k8s.events(name)] == ["FailedScheduling"]
+        assert k8s.pod(name) is not None  # reported, not evicted
+
+
+def test_a_killed_scheduler_restarts_adopts_its_jobs_and_binds_each_pod_once(
+    slurm: LocalSlurm, k8s, start_scheduler
+) -> None:
+    # The API server refuses bindings: jobs get submitted and start, but no pod is bound yet.
+    k8s.sim.fail_bindings = True
+    first = start_scheduler()
+    for name in ("a", "b", "c"):
+        k8s.create_pod(name)
+    jobs = k8s.wait_for(
+        "three running placeholder jobs",
+        lambda: (j := placeholder_jobs(slurm)) and len(j) == 3 and all(r[1] == "RUNNING" for r in j.values()) and j,
+    )
+    first.kill()
+    k8s.delete_pod("c")  # gone while no scheduler ran: its job is an orphan
+    k8s.sim.fail_bindings = False
+
+    second = start_scheduler()
+    bound = {name: k8s.wait_bound(name) for name in ("a", "b")}
+    job_of = {n: int(p["metadata"]["annotations"][keys.JOB_ID]) for n, p in bound.items()}
+    assert set(job_of.values()) < set(jobs)  # the same jobs, adopted by marker
+    c_job = (set(jobs) - set(job_of.values())).pop()
+    assert slurm.wait_job(c_job, {"CANCELLED"}, timeout=30) == "CANCELLED"
+
+    # Kill again right after binding; a third run must find nothing to do.
+    second.kill()
+    third = start_scheduler()
+    cycles = third.metric("sunk_scheduler_cycle_seconds_count")
+    k8s.wait_for("ten cycles", lambda: third.metric("sunk_scheduler_cycle_seconds_count") >= cycles + 10)
+    assert sorted(k8s.sim.bindings) == [
+        ("ml", "a", bound["a"]["spec"]["nodeName"]),
+        ("ml", "b", bound["b"]["spec"]["nodeName"]),
+    ]
+    assert third.metric("sunk_scheduler_submits_total") == 0
+    assert sorted(placeholder_jobs(slurm)) == sorted(job_of.values())
