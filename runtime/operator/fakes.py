@@ -185,3 +185,35 @@ class FakeSlurm:
         self._check()
         self.calls.append(("reconfigure", ""))
         self.reconfigures += 1
+
+
+class FakeLeases:
+    """LeaseApi with the API server's atomic JSON-patch `test` semantics."""
+
+    def __init__(self) -> None:
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        self.fail = False
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.fail:
+            raise ConnectionError("API server unreachable")
+        lease = self.leases.get((namespace, name))
+        return copy.deepcopy(lease) if lease is not None else None
+
+    def create_lease(self, body: Mapping[str, Any]) -> bool:
+        key = _key(body)
+        if key in self.leases:
+            return False
+        self.leases[key] = copy.deepcopy(dict(body))
+        return True
+
+    def patch_lease(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> bool:
+        lease = self.leases[(namespace, name)]
+        for op in ops:
+            field = op["path"].removeprefix("/spec/")
+            if op["op"] == "test" and lease.get("spec", {}).get(field) != op["value"]:
+                return False
+        for op in ops:
+            if op["op"] in ("replace", "add") and op["path"] == "/spec":
+                lease["spec"] = copy.deepcopy(op["value"])
+        return True

@@ -22,6 +22,7 @@ from sunk import naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.manifests.nodeset_pod import LABEL_CLUSTER, LABEL_NODESET, service_name
 from sunk.render import TopologyNode
+from sunk.spec.errors import format_errors
 
 from ..slurmrest import Node as SlurmNode
 from .clients import KubeApi, SlurmApi
@@ -130,7 +131,7 @@ class Reconciler:
             spec = NodeSetResourceSpec.model_validate(obj.get("spec") or {})
         except ValidationError as err:
             # The CRD schema can't express cross-field rules; say so on the object, once.
-            message = str(err).replace("\n", " ")[:1000]
+            message = "; ".join(format_errors(err))[:1000]
             want = {
                 "observedGeneration": meta.get("generation", 0),
                 "conditions": [

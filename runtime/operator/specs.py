@@ -47,7 +47,8 @@ def nodeset_object(
             "uid": uid or f"uid-{spec.cluster_name}-{spec.name}",
             "generation": generation,
         },
-        "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
+        # Only what was set: a default maxNodes written back would fail validation in replicas mode.
+        "spec": spec.model_dump(by_alias=True, mode="json", exclude_unset=True),
     }
 
 

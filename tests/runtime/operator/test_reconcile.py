@@ -1,0 +1,192 @@
+"""The glue on in-memory fakes: resyncs converge, write nothing when nothing changed, leave an
+Event per action, fail closed, and stop acting without the lead."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
+from sunk.runtime.operator.reconcile import ClusterRef, Reconciler
+from sunk.runtime.operator.specs import nodeset_object, resource_spec
+from sunk.runtime.operator.topology import ANNOTATION_RECONFIGURED
+
+from sunk.manifests.nodeset_pod import LABEL_NODE
+from sunk.naming import OPERATOR_REASON_PREFIX
+from sunk.stackfile import load_stack
+
+CLUSTER = load_stack("acme-dev").spec
+NS = "acme-research"
+
+
+class World:
+    def __init__(self, replicas: int = 3, **spec: Any) -> None:
+        self.kube = FakeKube()
+        self.slurm = FakeSlurm()
+        self.now = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+        self.spec = resource_spec(CLUSTER, "cpu", replicas=replicas, **spec)
+        self.kube.add(nodeset_object(self.spec, namespace=NS))
+        self.kube.add(
+            {
+                "kind": "ConfigMap",
+                "metadata": {"name": self.spec.config_map, "namespace": NS},
+                "data": {"slurm.conf": "x", "gres.conf": "y"},
+            }
+        )
+        self.kube.add(
+            {
+                "kind": "Node",
+                "metadata": {"name": "node-0", "labels": {"topology.acme.example/spine": "s1"}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        )
+        self.refs: list[ClusterRef] = []
+        self.leading = True
+        self.reconciler = Reconciler(
+            self.kube,
+            self._slurm_for,
+            clock=lambda: self.now,
+            topology_delay=timedelta(seconds=90),
+            may_act=lambda: self.leading,
+        )
+
+    def _slurm_for(self, ref: ClusterRef) -> FakeSlurm:
+        self.refs.append(ref)
+        return self.slurm
+
+    def kubelet(self) -> None:
+        """Pods start, and their slurmd register (what the real-Slurm test does for real)."""
+        self.kube.run_pods()
+        for pod in self.kube.pods.values():
+            name = pod["metadata"]["labels"][LABEL_NODE]
+            if name not in self.slurm.nodes:
+                self.slurm.register(name, ["cpu", "x86"])
+
+    def settle(self, rounds: int = 6) -> None:
+        for _ in range(rounds):
+            self.reconciler.resync()
+            self.kube.finish_deletes()
+            self.kubelet()
+            self.now += timedelta(seconds=100)
+
+    def pod_nodes(self) -> list[str]:
+        return sorted(p["metadata"]["labels"][LABEL_NODE] for p in self.kube.pods.values())
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.kube.nodesets[(NS, "research-cpu")]["status"])
+
+
+def test_first_resync_creates_pods_service_status_and_events() -> None:
+    w = World()
+    report = w.reconciler.resync()
+    assert w.pod_nodes() == ["cpu-0", "cpu-1", "cpu-2"]
+    assert (NS, "research-cpu") in w.kube.services
+    assert w.status()["desired"] == 3
+    assert w.refs[0] == ClusterRef(NS, "research", "research-jwt")
+    assert w.kube.event_reasons().count("CreatePod") == 3
+    assert "CreateService" in w.kube.event_reasons()
+    events = [e for e in w.kube.events if e["reason"] == "CreatePod"]
+    assert events[0]["involvedObject"]["kind"] == "NodeSet"
+    assert not report.errors
+
+
+def test_steady_state_writes_nothing() -> None:
+    w = World()
+    w.settle()
+    assert w.status()["ready"] == 3 and w.status()["idle"] == 3
+    writes, events = w.kube.writes, len(w.kube.events)
+    for _ in range(3):
+        w.reconciler.resync()
+        w.now += timedelta(seconds=100)
+    assert w.kube.writes == writes
+    assert len(w.kube.events) == events
+    assert w.slurm.calls.count(("reconfigure", "")) == 1  # once, after the kubelet delay
+
+
+def test_scale_in_waits_for_the_job_and_cleans_up_slurm() -> None:
+    w = World()
+    w.settle()
+    w.slurm.set("cpu-1", "ALLOCATED")
+    w.slurm.set("cpu-2", "ALLOCATED")
+    obj = w.kube.nodesets[(NS, "research-cpu")]
+    obj["spec"]["replicas"] = 1
+    w.settle()
+    # The idle node goes first, then the busy one with the highest ordinal, once its job ends.
+    assert w.pod_nodes() == ["cpu-1", "cpu-2"]
+    assert w.slurm.nodes["cpu-2"].reason.startswith(OPERATOR_REASON_PREFIX)
+    assert not w.slurm.nodes["cpu-1"].drain
+    assert "cpu-0" not in w.slurm.nodes
+    w.slurm.set("cpu-2", "IDLE")
+    w.settle()
+    assert w.pod_nodes() == ["cpu-1"]
+    assert sorted(w.slurm.nodes) == ["cpu-1"]
+    assert w.status()["desired"] == 1
+
+
+def test_slurm_down_deletes_nothing() -> None:
+    w = World()
+    w.settle()
+    w.kube.nodesets[(NS, "research-cpu")]["spec"]["replicas"] = 1
+    w.slurm.down = True
+    w.settle()
+    assert w.pod_nodes() == ["cpu-0", "cpu-1", "cpu-2"]
+    conditions = {c["type"]: c["status"] for c in w.status()["conditions"]}
+    assert conditions["SlurmReachable"] == "False"
+    w.slurm.down = False
+    w.settle()
+    assert w.pod_nodes() == ["cpu-0"]
+
+
+@pytest.mark.parametrize(("max_unavailable", "replicas"), [(1, 3), (2, 5), ("50%", 4)])
+def test_rolling_update_replaces_every_pod_within_max_unavailable(max_unavailable: int | str, replicas: int) -> None:
+    w = World(replicas=replicas, updateStrategy={"maxUnavailable": max_unavailable})
+    w.settle()
+    w.kube.nodesets[(NS, "research-cpu")]["spec"]["configHash"] = "v2"
+    worst = 0
+    for _ in range(30):
+        w.reconciler.resync()
+        available = {
+            p["metadata"]["labels"][LABEL_NODE]
+            for p in w.kube.pods.values()
+            if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("phase") == "Running"
+        }
+        available -= {n for n, s in w.slurm.nodes.items() if s.drain}
+        worst = max(worst, replicas - len(available))
+        w.kube.finish_deletes()
+        w.kubelet()
+        w.now += timedelta(seconds=100)
+    hashes = {p["metadata"]["annotations"]["slurm.sunk.dev/config-hash"] for p in w.kube.pods.values()}
+    assert hashes == {"v2"}
+    assert w.status()["updated"] == replicas
+    assert not any(n.drain for n in w.slurm.nodes.values())
+    limit = max_unavailable if isinstance(max_unavailable, int) else replicas // 2
+    assert worst == limit
+
+
+def test_invalid_spec_is_reported_once() -> None:
+    w = World()
+    w.kube.nodesets[(NS, "research-cpu")]["spec"]["replicas"] = -1
+    w.reconciler.resync()
+    cond = w.status()["conditions"][0]
+    assert (cond["type"], cond["status"]) == ("SpecValid", "False")
+    writes = w.kube.writes
+    w.reconciler.resync()
+    assert w.kube.writes == writes
+    assert w.kube.pods == {}
+
+
+def test_no_lead_no_writes() -> None:
+    w = World()
+    w.leading = False
+    w.reconciler.resync()
+    assert w.kube.writes == 0 and w.slurm.calls == []
+
+
+def test_topology_configmap_and_reconfigure_after_the_kubelet_delay() -> None:
+    w = World()
+    w.settle(rounds=3)
+    cm = w.kube.config_maps[(NS, "research-topology")]
+    assert "Nodes=cpu-[0-2]" in cm["data"]["topology.conf"]
+    assert ANNOTATION_RECONFIGURED in cm["metadata"]["annotations"]
+    assert "Reconfigure" in w.kube.event_reasons()
