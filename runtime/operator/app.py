@@ -36,8 +36,6 @@ from .reconcile import ClusterRef, Reconciler, SlurmFactory
 
 log = logging.getLogger("sunk.operator")
 
-DEFAULT_JWT_KEY = "jwt_hs256.key"
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -81,15 +79,12 @@ class SlurmClients:
         *,
         ttl: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
-        jwt_keys: Mapping[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.url_template = url_template
         self.user = user
         self.ttl = ttl
         self.monotonic = monotonic
-        self.jwt_keys = dict(jwt_keys or {})
-        """Secret key name per cluster ("namespace/cluster"), when not jwt_hs256.key."""
         self._cache: dict[ClusterRef, tuple[float, RestSlurm]] = {}
 
     def __call__(self, ref: ClusterRef) -> SlurmApi:
@@ -97,10 +92,9 @@ class SlurmClients:
         if hit is not None and self.monotonic() - hit[0] < self.ttl:
             return hit[1]
         secret = self.kube.read_secret(ref.namespace, ref.jwt_secret)
-        key_name = self.jwt_keys.get(f"{ref.namespace}/{ref.cluster}", DEFAULT_JWT_KEY)
-        if secret is None or key_name not in secret:
-            raise LookupError(f"Secret {ref.namespace}/{ref.jwt_secret} has no key {key_name}")
-        key = base64.b64decode(secret[key_name])
+        if secret is None or ref.jwt_key not in secret:
+            raise LookupError(f"Secret {ref.namespace}/{ref.jwt_secret} has no key {ref.jwt_key}")
+        key = base64.b64decode(secret[ref.jwt_key])
         url = self.url_template.format(cluster=ref.cluster, namespace=ref.namespace)
         # One retry only: a resync reads every cluster in turn, and the next resync is the retry.
         client = SlurmRestClient(url, user=self.user, token=JwtMinter(key, self.user), retries=1, timeout=10.0)

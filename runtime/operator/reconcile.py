@@ -64,6 +64,8 @@ class ClusterRef:
     namespace: str
     cluster: str
     jwt_secret: str
+    jwt_key: str = "jwt_hs256.key"
+    """The key inside jwt_secret."""
 
 
 SlurmFactory = Callable[[ClusterRef], SlurmApi]
@@ -165,7 +167,8 @@ class Reconciler:
         api: SlurmApi | None = None
         slurm: dict[str, SlurmNode] | None = None
         try:
-            api = self.slurm_for(ClusterRef(namespace, cluster, first.jwt_secret))
+            ref = ClusterRef(namespace, cluster, first.jwt_secret, first.jwt_secret_key or "jwt_hs256.key")
+            api = self.slurm_for(ref)
             self.slurm_reads += 1
             slurm = {n.name: n for n in api.list_nodes()}
         except Exception as err:  # any failure to read Slurm means: delete nothing this resync

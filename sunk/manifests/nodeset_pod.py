@@ -189,8 +189,9 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> tuple[lis
         }
     ]
     if spec.auth_type == "slurm":
+        key = spec.auth_secret_key or "slurm.key"
         sources.append(
-            {"secret": {"name": spec.auth_secret, "items": [{"key": "slurm.key", "path": "slurm.key", "mode": 0o400}]}}
+            {"secret": {"name": spec.auth_secret, "items": [{"key": key, "path": "slurm.key", "mode": 0o400}]}}
         )
     volumes: list[dict[str, Any]] = [
         {"name": "sunk-slurm-etc", "projected": {"sources": sources}},
@@ -202,7 +203,13 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> tuple[lis
     ]
     if spec.auth_type == "munge":
         volumes += [
-            {"name": "sunk-munge-key", "secret": {"secretName": spec.auth_secret, "defaultMode": 0o400}},
+            {
+                "name": "sunk-munge-key",
+                "secret": {
+                    "secretName": spec.auth_secret,
+                    "items": [{"key": spec.auth_secret_key or "munge.key", "path": "munge.key", "mode": 0o400}],
+                },
+            },
             {"name": "sunk-munge-run", "emptyDir": {}},
         ]
         mounts.append({"name": "sunk-munge-run", "mountPath": MUNGE_RUN})

@@ -119,7 +119,12 @@ def test_munge_runs_as_a_native_sidecar_without_privilege() -> None:
     assert munge["restartPolicy"] == "Always"
     assert munge["securityContext"]["allowPrivilegeEscalation"] is False
     assert "privileged" not in munge["securityContext"]
-    assert any(v.get("secret", {}).get("secretName") == "research-auth" for v in pod["spec"]["volumes"])
+    key = next(v["secret"] for v in pod["spec"]["volumes"] if v["name"] == "sunk-munge-key")
+    assert key == {"secretName": "research-auth", "items": [{"key": "munge.key", "path": "munge.key", "mode": 0o400}]}
+    other = next(
+        v["secret"] for v in build(gpu(authSecretKey="key"))["spec"]["volumes"] if v["name"] == "sunk-munge-key"
+    )
+    assert other["items"][0]["key"] == "key"
     assert container(pod, "slurmd")["securityContext"] == {"privileged": True}
     # JWT key never reaches compute.
     assert "research-jwt" not in str(pod)
@@ -132,6 +137,8 @@ def test_auth_slurm_projects_the_key_and_has_no_munge() -> None:
     etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
     secret = etc["projected"]["sources"][1]["secret"]
     assert secret == {"name": "research-auth", "items": [{"key": "slurm.key", "path": "slurm.key", "mode": 0o400}]}
+    renamed = build(gpu(authType="slurm", authSecretKey="k"))["spec"]["volumes"][0]["projected"]["sources"][1]
+    assert renamed["secret"]["items"][0]["key"] == "k"
 
 
 def test_gpus_requests_and_limits() -> None:
