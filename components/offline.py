@@ -54,6 +54,8 @@ class Registration:
     dependencies: tuple[str, ...] = ()
     ignore_changes: tuple[str, ...] = ()
     additional_secret_outputs: tuple[str, ...] = ()
+    provider: str = ""
+    """`<provider urn>::<id>` when set explicitly or inherited from a parent; empty for the default."""
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -82,7 +84,11 @@ class Evaluation:
 
     def generated(self) -> list[Registration]:
         """Custom resources that are not Kubernetes objects (random bytes, passwords, TLS keys)."""
-        return [r for r in self.registrations if r.custom and not r.is_kubernetes_object]
+        return [
+            r
+            for r in self.registrations
+            if r.custom and not r.is_kubernetes_object and not r.type.startswith("pulumi:providers:")
+        ]
 
     def manifests(self, *, show_secrets: bool = False) -> list[Manifest]:
         return [to_manifest(r.inputs, show_secrets=show_secrets) for r in self.kubernetes()]
@@ -189,6 +195,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 dependencies=tuple(request.dependencies),
                 ignore_changes=tuple(request.ignoreChanges),
                 additional_secret_outputs=tuple(request.additionalSecretOutputs),
+                provider=request.provider,
             )
         )
         return response

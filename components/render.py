@@ -99,9 +99,9 @@ def render_evaluation(evaluation: Evaluation, *, show_secrets: bool = False) -> 
     return Rendered(evaluation=evaluation, files=files, objects=objs)
 
 
-def program_for(stack_file: Path) -> Path:
-    """The program beside the project's Pulumi.yaml (stacks/ is its stackConfigDir)."""
-    return stack_file.resolve().parent.parent / "__main__.py"
+def default_program() -> Path:
+    """The project's program: __main__.py beside Pulumi.yaml (whose stackConfigDir is stacks/)."""
+    return stacks_dir().parent / "__main__.py"
 
 
 def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None = None) -> Rendered:
@@ -110,7 +110,7 @@ def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None
     loaded = load_stack(str(path))
     config, secret_keys = stack_config(path)
     evaluation = evaluate(
-        (program or program_for(path)).resolve(), stack=loaded.name, config=config, secret_keys=secret_keys
+        (program or default_program()).resolve(), stack=loaded.name, config=config, secret_keys=secret_keys
     )
     return render_evaluation(evaluation, show_secrets=show_secrets)
 

@@ -4,7 +4,14 @@ parses (sunk.crd.NodeSetResourceSpec), so the API server rejects what the operat
 pydantic emits JSON Schema 2020-12; Kubernetes wants an OpenAPI v3 *structural* schema
 (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema):
 every node typed, no $ref, `nullable` instead of a null branch, int-or-string marked, free-form
-maps marked preserve-unknown-fields and every model closed with additionalProperties: false."""
+maps (Kubernetes affinity) marked preserve-unknown-fields.
+
+Models are *not* closed with `additionalProperties: false` in the CRD: the API server rejects a
+schema that has both `properties` and `additionalProperties` ("additionalProperties and
+properties are mutual exclusive", apiextensions validation). It prunes unknown fields instead,
+and `kubectl apply` (strict field validation, the default) turns them into errors. `closed()`
+gives the schema with every model closed, which is what that strict validation enforces; the
+tests validate NodeSet objects against it."""
 
 from __future__ import annotations
 
@@ -91,7 +98,6 @@ def structural(node: Schema, defs: dict[str, Schema], path: str = "") -> Schema:
             out["properties"] = {k: structural(v, defs, f"{path}.{k}" if path else k) for k, v in props.items()}
             if node.get("required"):
                 out["required"] = list(node["required"])
-            out["additionalProperties"] = False
         elif isinstance(extra, dict) and extra:
             out["additionalProperties"] = structural(extra, defs, f"{path}[*]")
         else:
@@ -122,6 +128,21 @@ def open_api_schema() -> Schema:
         },
         "required": ["spec"],
     }
+
+
+def closed(schema: Schema) -> Schema:
+    """`schema` with `additionalProperties: false` on every node that lists properties: an
+    unknown field anywhere is an error, as under `kubectl apply`'s strict field validation.
+    For validators only; the API server refuses it in a CRD."""
+    out = dict(schema)
+    if "properties" in out:
+        out["properties"] = {k: closed(v) for k, v in out["properties"].items()}
+        if out.get("x-kubernetes-preserve-unknown-fields") is not True:
+            out["additionalProperties"] = False
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = closed(out[key])
+    return out
 
 
 def nodeset_crd(labels: dict[str, str] | None = None) -> Manifest:
@@ -156,4 +177,12 @@ def nodeset_crd(labels: dict[str, str] | None = None) -> Manifest:
     }
 
 
-__all__ = ["API_VERSION", "PRINTER_COLUMNS", "UnsupportedSchema", "nodeset_crd", "open_api_schema", "structural"]
+__all__ = [
+    "API_VERSION",
+    "PRINTER_COLUMNS",
+    "UnsupportedSchema",
+    "closed",
+    "nodeset_crd",
+    "open_api_schema",
+    "structural",
+]

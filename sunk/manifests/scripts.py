@@ -12,14 +12,16 @@ RECONFIGURE_PERIOD = 15
 """Seconds between checks. The kubelet refreshes projected volumes about once a minute anyway."""
 
 
-def reconfigure_watcher() -> str:
+def reconfigure_watcher(
+    directory: str = naming.SLURM_ETC, period: float = RECONFIGURE_PERIOD, heartbeat: str = RECONFIGURE_HEARTBEAT
+) -> str:
     """The reconfigure path: when the mounted Slurm files change, run `scontrol reconfigure`
     (24.11 re-executes slurmctld and every slurmd in place, jobs keep running). Changes to the
     restart-class settings are left alone: they change the pod template hash, and the
     StatefulSet replaces slurmctld instead (a reconfigure that changes MaxNodeCount kills it)."""
     keys = "|".join(sorted(RESTART_KEYS))
     return f"""set -u
-dir={naming.SLURM_ETC}
+dir={directory}
 # The projected volume swaps a `..data` symlink atomically; read through it, skip the keys.
 fingerprint() {{
   find -L "$dir" -type f ! -path '*/..*' ! -name '*.key' | sort | xargs cat | grep -v -E '^({keys})=' | sha256sum
@@ -28,8 +30,8 @@ restart_class() {{ grep -h -E '^({keys})=' "$dir/slurm.conf" | sort | sha256sum;
 seen=$(fingerprint)
 boot=$(restart_class)
 while :; do
-  touch {RECONFIGURE_HEARTBEAT}
-  sleep {RECONFIGURE_PERIOD}
+  touch {heartbeat}
+  sleep {period:g}
   now=$(fingerprint)
   [ "$now" = "$seen" ] && continue
   if [ "$(restart_class)" != "$boot" ]; then
@@ -39,7 +41,7 @@ while :; do
     echo "configuration changed: scontrol reconfigure done"
     seen=$now
   else
-    echo "scontrol reconfigure failed; retrying in {RECONFIGURE_PERIOD}s" >&2
+    echo "scontrol reconfigure failed; retrying in {period:g}s" >&2
   fi
 done
 """
@@ -53,19 +55,21 @@ SLURMDBD_RUN = "/run/slurm"
 DB_PASSWORD_FILE = "/etc/slurm-db/password"
 
 
-def slurmdbd_start() -> str:
+def slurmdbd_start(
+    etc: str = naming.SLURM_ETC, password_file: str = DB_PASSWORD_FILE, run_dir: str = SLURMDBD_RUN
+) -> str:
     """What sunk.render.finalize_slurmdbd_conf does, at container start: the rendered file plus
     `StoragePass=` from the mounted Secret, written 0600 (slurmdbd refuses a readable file).
     slurmdbd finds slurmdbd.conf beside $SLURM_CONF."""
     return f"""set -eu
 umask 077
-password=$(cat {DB_PASSWORD_FILE})
+password=$(cat {password_file})
 case "$password" in *'
 '*) echo "database password must be one line" >&2; exit 1 ;; esac
-cp {naming.SLURM_ETC}/slurm.conf {SLURMDBD_RUN}/slurm.conf
-{{ cat {naming.SLURM_ETC}/slurmdbd.conf; printf 'StoragePass=%s\\n' "$password"; }} > {SLURMDBD_RUN}/slurmdbd.conf
-chmod 0600 {SLURMDBD_RUN}/slurmdbd.conf
-export SLURM_CONF={SLURMDBD_RUN}/slurm.conf
+cp {etc}/slurm.conf {run_dir}/slurm.conf
+{{ cat {etc}/slurmdbd.conf; printf 'StoragePass=%s\\n' "$password"; }} > {run_dir}/slurmdbd.conf
+chmod 0600 {run_dir}/slurmdbd.conf
+export SLURM_CONF={run_dir}/slurm.conf
 exec slurmdbd -D
 """
 

@@ -1,0 +1,42 @@
+"""Each stack's program is evaluated once per session (through the same mock engine as
+`sunk render`) and shared by every test here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sunk.components.offline import Evaluation, evaluate, stack_config
+from sunk.components.render import Rendered, default_program, render_evaluation
+
+from sunk.spec.cluster import ClusterSpec
+from sunk.stackfile import list_stacks, load_stack, stack_path
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = list_stacks(ROOT / "stacks")
+LIBRARY_PROGRAM = Path(__file__).parent / "library_program" / "__main__.py"
+LIBRARY = "library"
+"""Key of the library program's evaluation beside the stacks."""
+
+
+def _evaluate_stack(stack: str) -> Evaluation:
+    path = stack_path(stack, ROOT / "stacks")
+    config, secret = stack_config(path)
+    return evaluate(default_program(), stack=stack, config=config, secret_keys=secret)
+
+
+@pytest.fixture(scope="session")
+def evaluations() -> dict[str, Evaluation]:
+    out = {stack: _evaluate_stack(stack) for stack in STACKS}
+    out[LIBRARY] = evaluate(LIBRARY_PROGRAM, stack="dev", project="platform-hpc", config={})
+    return out
+
+
+@pytest.fixture(scope="session")
+def rendered(evaluations: dict[str, Evaluation]) -> dict[str, Rendered]:
+    return {name: render_evaluation(ev) for name, ev in evaluations.items()}
+
+
+@pytest.fixture(scope="session")
+def specs() -> dict[str, ClusterSpec]:
+    return {stack: load_stack(stack, ROOT / "stacks").spec for stack in STACKS}

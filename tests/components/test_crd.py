@@ -1,0 +1,156 @@
+"""The NodeSet CRD's schema is a structural schema generated from the model the operator parses,
+and the NodeSet objects the components write survive a round trip through that model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openapi_schema_validator import OAS30Validator
+
+from sunk.crd import NodeSetResourceSpec
+from sunk.manifests.auth import auth_refs
+from sunk.manifests.crd import PRINTER_COLUMNS, UnsupportedSchema, closed, nodeset_crd, open_api_schema, structural
+from sunk.manifests.nodeset import nodeset_resource, resource_spec
+from sunk.spec.cluster import ClusterSpec
+
+from .conftest import STACKS
+
+
+def _nodes(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out = [(path, schema)]
+    for key, sub in schema.get("properties", {}).items():
+        out += _nodes(sub, f"{path}.{key}")
+    if isinstance(schema.get("items"), dict):
+        out += _nodes(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        out += _nodes(schema["additionalProperties"], f"{path}{{}}")
+    return out
+
+
+def test_schema_is_structural() -> None:
+    """The rules the API server enforces (no $ref, every node typed, junctors only for
+    int-or-string, free-form maps marked) plus ours (no titles, closed models)."""
+    for path, node in _nodes(open_api_schema()):
+        assert "$ref" not in node and "$defs" not in node and "title" not in node, path
+        assert "const" not in node and "default" not in node, path
+        if node.get("x-kubernetes-int-or-string"):
+            assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
+            continue
+        assert "anyOf" not in node and "oneOf" not in node and "allOf" not in node, path
+        assert node.get("type") in {"object", "array", "string", "integer", "number", "boolean"}, path
+        # The API server refuses both on one node ("mutual exclusive"); it prunes unknown fields.
+        assert not ("properties" in node and "additionalProperties" in node), path
+        if node["type"] == "object" and path not in {".metadata"}:
+            model = "properties" in node
+            typed_map = isinstance(node.get("additionalProperties"), dict)
+            free = node.get("x-kubernetes-preserve-unknown-fields") is True
+            assert model or typed_map or free, f"{path}: object neither a model, a typed map nor free-form"
+            if free:
+                assert path.endswith(".affinity"), f"{path}: only Kubernetes affinity is free-form"
+
+
+def test_schema_follows_the_model() -> None:
+    spec = open_api_schema()["properties"]["spec"]
+    assert set(spec["properties"]) == {f.alias or n for n, f in NodeSetResourceSpec.model_fields.items()}
+    required = {f.alias or n for n, f in NodeSetResourceSpec.model_fields.items() if f.is_required()}
+    assert set(spec["required"]) == required
+    assert spec["properties"]["replicas"]["nullable"] is True
+    assert spec["properties"]["updateStrategy"]["properties"]["maxUnavailable"]["x-kubernetes-int-or-string"]
+    assert spec["properties"]["cpus"]["minimum"] == 1  # PositiveInt (exclusiveMinimum 0) in OpenAPI v3.0 terms
+
+
+def test_crd_object() -> None:
+    crd = nodeset_crd()
+    version = crd["spec"]["versions"][0]
+    assert crd["metadata"]["name"] == "nodesets.slurm.sunk.dev"
+    assert version["subresources"] == {"status": {}}
+    assert [c["name"] for c in PRINTER_COLUMNS if "priority" not in c] == [
+        "Desired",
+        "Ready",
+        "Idle",
+        "Allocated",
+        "Drained",
+        "Age",
+    ]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    for column in PRINTER_COLUMNS:
+        field = column["jsonPath"].split(".")
+        if field[1] == "status":
+            assert field[2] in status, column
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_nodeset_objects_round_trip_through_the_operators_model(specs: dict[str, ClusterSpec], stack: str) -> None:
+    spec = specs[stack]
+    refs = auth_refs(spec)
+    validator = OAS30Validator(closed(open_api_schema()))
+    for ns in spec.nodesets:
+        obj = nodeset_resource(spec, ns, refs)
+        assert not list(validator.iter_errors(obj))
+        parsed = NodeSetResourceSpec.model_validate(obj["spec"])
+        assert parsed == resource_spec(spec, ns, refs)
+        # What the user wrote is carried verbatim; defaults stay the model's business.
+        assert (
+            parsed.model_dump(
+                exclude={
+                    "cluster_name",
+                    "slurmd_image",
+                    "config_map",
+                    "auth_type",
+                    "auth_secret",
+                    "jwt_secret",
+                    "config_hash",
+                    "shared_volumes",
+                    "topology",
+                    "topology_extra",
+                    "auth_secret_key",
+                    "jwt_secret_key",
+                }
+            )
+            == ns.model_dump()
+        )
+
+
+def test_schema_rejects_what_the_model_rejects() -> None:
+    validator = OAS30Validator(closed(open_api_schema()))
+    good = {
+        "apiVersion": "slurm.sunk.dev/v1alpha1",
+        "kind": "NodeSet",
+        "metadata": {"name": "x"},
+        "spec": {
+            "name": "cpu",
+            "cpus": 4,
+            "memoryMib": 1024,
+            "clusterName": "c",
+            "slurmdImage": "i",
+            "configMap": "c-slurm-config",
+            "authSecret": "a",
+            "jwtSecret": "j",
+        },
+    }
+    assert not list(validator.iter_errors(good))
+    for bad_spec in (
+        {**good["spec"], "cpu": 4},  # unknown field
+        {**good["spec"], "cpus": 0},  # PositiveInt
+        {**good["spec"], "mode": "daemonset"},  # enum
+        {**good["spec"], "updateStrategy": {"maxUnavailable": 1.5}},  # int-or-string
+        {k: v for k, v in good["spec"].items() if k != "configMap"},  # required
+    ):
+        assert list(validator.iter_errors({**good, "spec": bad_spec})), bad_spec
+
+
+def test_closed_schema_is_for_validators_only() -> None:
+    strict = closed(open_api_schema())
+    assert strict["additionalProperties"] is False
+    assert strict["properties"]["spec"]["properties"]["gpus"]["additionalProperties"] is False
+    assert "additionalProperties" not in strict["properties"]["spec"]["properties"]["affinity"]
+    assert strict["properties"]["spec"]["properties"]["nodeSelector"]["additionalProperties"] == {"type": "string"}
+    assert "additionalProperties" not in open_api_schema()["properties"]["spec"]
+
+
+def test_unsupported_constructs_fail_loudly() -> None:
+    with pytest.raises(UnsupportedSchema, match="union"):
+        structural({"anyOf": [{"type": "string"}, {"type": "boolean"}]}, {}, "x")
+    with pytest.raises(UnsupportedSchema, match="untyped"):
+        structural({"description": "anything"}, {}, "y")

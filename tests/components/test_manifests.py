@@ -1,0 +1,212 @@
+"""The pure builders under the components: what rolls pods and what only reconfigures, the
+container start scripts (run for real with stand-in Slurm binaries), SSSD and the network fences."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sunk.components.offline import Evaluation
+
+from sunk.manifests import scripts
+from sunk.manifests.auth import auth_refs, render_sssd_conf, sssd_secret
+from sunk.manifests.config import (
+    accounting_hash,
+    client_hash,
+    controller_hash,
+    nodeset_hash,
+    restart_lines,
+    role_files,
+)
+from sunk.manifests.login import login_hash
+from sunk.manifests.network import network_policies
+from sunk.render import finalize_slurmdbd_conf, render_slurm_files
+from sunk.spec.cluster import ClusterSpec
+
+from .conftest import LIBRARY, STACKS
+
+
+def _change(spec: ClusterSpec, **update: Any) -> ClusterSpec:
+    data = spec.model_dump(by_alias=True, exclude_unset=True)
+    for path, value in update.items():
+        node = data
+        keys = path.split("__")
+        for key in keys[:-1]:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        node[keys[-1]] = value
+    return ClusterSpec.model_validate(data)
+
+
+def test_reconfigurable_changes_roll_nothing(specs: dict[str, ClusterSpec]) -> None:
+    spec = specs["acme-dev"]
+    changed = _change(spec, partitions__0__maxTime="2-00:00:00")
+    assert render_slurm_files(changed)["slurm.conf"] != render_slurm_files(spec)["slurm.conf"]
+    assert controller_hash(changed) == controller_hash(spec)
+    assert client_hash(changed) == client_hash(spec)
+    assert nodeset_hash(changed, changed.nodesets[0]) == nodeset_hash(spec, spec.nodesets[0])
+    assert accounting_hash(changed) == accounting_hash(spec)
+
+
+def test_restart_class_changes_roll_slurmctld(specs: dict[str, ClusterSpec]) -> None:
+    spec = specs["acme-dev"]
+    scaled = _change(spec, nodesets__0__replicas=5)  # MaxNodeCount: a reconfigure would kill slurmctld
+    assert "MaxNodeCount=4" in restart_lines(render_slurm_files(spec)["slurm.conf"])
+    assert controller_hash(scaled) != controller_hash(spec)
+    auth = _change(spec, auth__type="slurm")
+    assert controller_hash(auth) != controller_hash(spec) and client_hash(auth) != client_hash(spec)
+
+
+def test_only_what_a_role_reads_rolls_it(specs: dict[str, ClusterSpec]) -> None:
+    spec = specs["acme-dev"]
+    gres = _change(spec, nodesets__1__gpus={"type": "h100", "count": 1})
+    assert nodeset_hash(gres, gres.nodesets[1]) != nodeset_hash(spec, spec.nodesets[1])
+    assert nodeset_hash(gres, gres.nodesets[0]) == nodeset_hash(spec, spec.nodesets[0])  # the CPU nodes keep going
+    dbd = _change(spec, accounting__extraSlurmdbdConf=["DebugLevel=debug"])
+    assert accounting_hash(dbd) != accounting_hash(spec)
+    assert controller_hash(dbd) == controller_hash(spec) and nodeset_hash(dbd, dbd.nodesets[0]) == nodeset_hash(
+        spec, spec.nodesets[0]
+    )
+    keys = _change(spec, login__authorizedKeys=[])
+    assert login_hash(keys) != login_hash(spec) and controller_hash(keys) == controller_hash(spec)
+
+
+def test_roles_mount_only_their_files(specs: dict[str, ClusterSpec]) -> None:
+    spec = specs["acme-dev"]
+    assert role_files(spec, "restapi") == ["slurm.conf"]
+    assert "slurmdbd.conf" not in role_files(spec, "login")
+    assert "job_submit.lua" in role_files(spec, "controller")
+    assert "accounting-setup.sh" in role_files(spec, "accounting-setup")
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    """Stand-ins for Slurm binaries: they record how they were called."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    log = tmp_path / "calls.log"
+    for name, body in {
+        "scontrol": f'echo "scontrol $*" >> {log}',
+        "slurmdbd": 'echo "SLURM_CONF=$SLURM_CONF"; stat -c %a "$(dirname "$SLURM_CONF")/slurmdbd.conf"',
+    }.items():
+        path = folder / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return folder
+
+
+def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_reconfigure_watcher_reconfigures_only_what_it_may(tmp_path: Path, bin_dir: Path) -> None:
+    etc = tmp_path / "etc"
+    (etc / "jwt").mkdir(parents=True)
+    (etc / "slurm.conf").write_text("ClusterName=c\nMaxNodeCount=4\nPartitionName=p MaxTime=10\n")
+    (etc / "jwt" / "jwt_hs256.key").write_text("k1")
+    log = tmp_path / "calls.log"
+    script = scripts.reconfigure_watcher(str(etc), period=0.1, heartbeat=str(tmp_path / "alive"))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["/bin/sh", "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: (tmp_path / "alive").exists())
+        (etc / "jwt" / "jwt_hs256.key").write_text("k2")  # keys are not configuration
+        (etc / "slurm.conf").write_text("ClusterName=c\nMaxNodeCount=4\nPartitionName=p MaxTime=20\n")
+        assert _wait_for(lambda: log.exists() and log.read_text() == "scontrol reconfigure\n")
+        (etc / "slurm.conf").write_text("ClusterName=c\nMaxNodeCount=9\nPartitionName=p MaxTime=30\n")
+        time.sleep(0.6)
+        assert log.read_text() == "scontrol reconfigure\n", "a restart-class change must not reconfigure"
+    finally:
+        proc.kill()
+        out, _ = proc.communicate()
+    assert "restart-class settings changed" in out
+
+
+def test_slurmdbd_start_mirrors_finalize_slurmdbd_conf(
+    tmp_path: Path, bin_dir: Path, specs: dict[str, ClusterSpec]
+) -> None:
+    spec = specs["acme-dev"]
+    files = render_slurm_files(spec)
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    etc.mkdir()
+    run.mkdir()
+    (etc / "slurm.conf").write_text(files["slurm.conf"])
+    (etc / "slurmdbd.conf").write_text(files["slurmdbd.conf"])
+    secret = tmp_path / "password"
+    secret.write_text("s3cret-Pass\n")
+    script = scripts.slurmdbd_start(str(etc), str(secret), str(run))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == [f"SLURM_CONF={run}/slurm.conf", "600"]
+    assert (run / "slurmdbd.conf").read_text() == finalize_slurmdbd_conf(files["slurmdbd.conf"], "s3cret-Pass")
+    secret.write_text("two\nlines")
+    bad = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "one line" in bad.stderr
+
+
+@pytest.mark.parametrize("name", [*STACKS, LIBRARY])
+def test_every_container_script_parses(evaluations: dict[str, Evaluation], name: str) -> None:
+    for obj in evaluations[name].manifests():
+        template = obj.get("spec", {}).get("template", {})
+        pod = template.get("spec", {})
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            cmd = c.get("command", [])
+            if cmd[:2] == ["/bin/sh", "-c"]:
+                check = subprocess.run(["/bin/sh", "-n", "-c", cmd[2]], capture_output=True, text=True)
+                assert check.returncode == 0, f"{obj['metadata']['name']}/{c['name']}: {check.stderr}"
+
+
+def test_sssd_conf_never_holds_the_bind_password(specs: dict[str, ClusterSpec]) -> None:
+    spec = specs["acme-prod"]
+    conf = render_sssd_conf(spec)
+    assert "ldap_uri = ldaps://ldap.acme.example:636" in conf
+    assert "ldap_default_bind_dn = cn=sssd,ou=services,dc=acme,dc=example" in conf
+    assert "ldap_default_authtok =" not in conf
+    assert conf.rstrip().splitlines()[-1].startswith("ldap_default_authtok_type")  # appended after, same section
+    assert sssd_secret(specs["acme-dev"]) is None
+
+
+def test_network_fences(specs: dict[str, ClusterSpec]) -> None:
+    dev = {p["metadata"]["name"]: p for p in network_policies(specs["acme-dev"], "sunk-system")}
+    db = dev["research-mariadb-ingress"]["spec"]
+    assert db["ingress"] == [
+        {
+            "from": [{"podSelector": {"matchLabels": {**_sel("research", "accounting")}}}],
+            "ports": [{"protocol": "TCP", "port": 3306}],
+        }
+    ]
+    rest = dev["research-restapi-ingress"]["spec"]["ingress"][0]["from"]
+    assert [p.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") for p in rest] == [
+        "syncer",
+        "scheduler",
+        "login",
+        None,
+    ]
+    assert rest[-1]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "sunk-system"}}
+    external = {p["metadata"]["name"] for p in network_policies(specs["acme-prod"], None)}
+    assert external == {"research-restapi-ingress"}  # external DB: nothing of ours to fence
+
+
+def _sel(cluster: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "slurm",
+        "app.kubernetes.io/instance": cluster,
+        "app.kubernetes.io/component": component,
+    }
+
+
+def test_existing_secrets_are_referenced_not_created(specs: dict[str, ClusterSpec]) -> None:
+    refs = auth_refs(specs["globex-prod"])
+    assert (refs.auth.secret, refs.auth.key, refs.generate_auth) == ("globex-slurm-key", "slurm.key", False)
+    assert (refs.jwt.secret, refs.generate_jwt) == ("globex-jwt", False)
+    prod = auth_refs(specs["acme-prod"])
+    assert prod.db_password is not None and prod.db_password.secret == "research-db" and not prod.generate_db
