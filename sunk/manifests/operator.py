@@ -58,26 +58,20 @@ def _meta(op: OperatorSpec, name: str, *, namespaced: bool = True) -> Manifest:
     return meta
 
 
+# What turning NodeSets into pods takes in any tenant namespace (runtime/operator/clients.py).
+# ConfigMaps and the JWT Secret are granted per tenant, by name (sunk.manifests.runtime.operator_access).
 CLUSTER_RULES: list[Manifest] = [
-    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch", "update"]},
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch", "update"]},
-    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
-    # slurmd pods (created, replaced after a drain, deleted after scale-in) and their Services.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    # slurmd pods: created, and deleted only after Slurm drained them; their headless Services.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-    # Nodes: matching all-matching-nodes NodeSets and the topology labels. Read only.
+    # Nodes: all-matching-nodes membership and the topology labels. Read only.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-    # The topology ConfigMaps it keeps in step with the Node labels, and the config it mounts.
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "update", "patch"]},
 ]
 LEASE_RULES: list[Manifest] = [
-    {
-        "apiGroups": ["coordination.k8s.io"],
-        "resources": ["leases"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch"],
-    },
-    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "patch"]},
 ]
 
 
@@ -91,12 +85,15 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
         "name": "operator",
         "image": op.image.ref,
         "command": ["python", "-m", "sunk.runtime.operator"],
+        # Settings of sunk.runtime.operator (runtime/operator/app.py); it derives each
+        # tenant's slurmrestd URL from the NodeSet's cluster and namespace.
         "env": [
-            {"name": "SUNK_NAMESPACE", "value": op.namespace},
-            {"name": "SUNK_LEASE_NAME", "value": OPERATOR_NAME},
+            {"name": "SUNK_OPERATOR_NAMESPACE", "value": op.namespace},
+            {"name": "SUNK_OPERATOR_LEASE", "value": OPERATOR_NAME},
+            {"name": "SUNK_OPERATOR_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "SUNK_SLURM_USER", "value": "slurm"},
-            {"name": "SUNK_METRICS_PORT", "value": str(METRICS_PORT)},
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            # One port serves /metrics, /healthz and /readyz (runtime/common/health.py).
+            {"name": "SUNK_HEALTH_PORT", "value": str(METRICS_PORT)},
         ],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "securityContext": {**restricted(RUNTIME_UID), "readOnlyRootFilesystem": True},

@@ -12,7 +12,7 @@ from typing import Literal
 
 from sunk import naming
 from sunk.manifests.auth import AuthRefs
-from sunk.manifests.config import JWT_KEY
+from sunk.manifests.config import JWT_KEY, slurm_config_name
 from sunk.manifests.meta import (
     RUNTIME_UID,
     Manifest,
@@ -187,16 +187,28 @@ def metrics_service(spec: ClusterSpec, controller: Controller) -> Manifest:
 def operator_access(
     spec: ClusterSpec, refs: AuthRefs, operator_namespace: str, operator_account: str
 ) -> list[Manifest]:
-    """Lets the cluster-wide operator read this tenant's JWT key (and nothing else secret) to
-    drain nodes through this tenant's slurmrestd: a Role limited by resourceNames."""
+    """What the cluster-wide operator may do in this tenant's namespace beyond pods, by name:
+    read the JWT key (and no other Secret) to drain nodes through this tenant's slurmrestd, read
+    the config ConfigMap, and keep the topology ConfigMap in step with the Nodes. `create`
+    cannot be limited by name; the operator only creates the topology ConfigMap if it is gone."""
     n = f"{spec.name}-operator"
+    rules: list[Manifest] = [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [refs.jwt.secret]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": [slurm_config_name(spec)]},
+    ]
+    if spec.topology.plugin != "none":
+        topology = naming.topology_config_map(spec.name)
+        rules += [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "verbs": ["get", "patch", "update"],
+                "resourceNames": [topology],
+            },
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        ]
     return [
-        obj(
-            f"{RBAC}/v1",
-            "Role",
-            metadata(spec, n, "operator-access"),
-            rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [refs.jwt.secret]}],
-        ),
+        obj(f"{RBAC}/v1", "Role", metadata(spec, n, "operator-access"), rules=rules),
         obj(
             f"{RBAC}/v1",
             "RoleBinding",
