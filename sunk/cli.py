@@ -112,7 +112,24 @@ def _register_stacks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.set_defaults(func=_lazy("sunk.components.stacks", "cmd_stacks"))
 
 
-_EXTENSIONS += [_register_render, _register_stacks]
+def _register_harness(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="validate a stack, render its Slurm files, boot them on real local daemons, run a job, tear down",
+    )
+    p.add_argument("stack", nargs="?", default=DEFAULT_STACK, help=f"stack name or file (default: {DEFAULT_STACK})")
+    p.add_argument("--debug", action="store_true", help="log the harness's steps and timings")
+    p.set_defaults(func=_lazy("sunk.runtime.harness.cli", "cmd_demo"))
+
+    p = sub.add_parser("slurm-up", help="boot a stack's Slurm files on real local daemons until Ctrl-C")
+    p.add_argument("stack", nargs="?", default=DEFAULT_STACK, help=f"stack name or file (default: {DEFAULT_STACK})")
+    p.add_argument("--no-accounting", action="store_true", help="skip MariaDB and slurmdbd")
+    p.add_argument("--seconds", type=float, default=0, help="tear down after this long (default: wait for Ctrl-C)")
+    p.add_argument("--debug", action="store_true", help="log the harness's steps and timings")
+    p.set_defaults(func=_lazy("sunk.runtime.harness.cli", "cmd_slurm_up"))
+
+
+_EXTENSIONS += [_register_render, _register_stacks, _register_harness]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -164,10 +164,13 @@ def wait_nodes_idle(jail: Jail, names: list[str], *, allow_busy: bool = False, t
     wait_until(f"slurmd {','.join(names)}", ready, timeout=timeout, on_fail=fail, interval=0.1)
 
 
-def start_slurmrestd(jail: Jail, port: int) -> None:
+def start_slurmrestd(jail: Jail, port: int, *, accounting: bool) -> None:
     """slurmrestd refuses root and SlurmUser; SLURM_JWT=daemon only in its own environment (clients
-    with SLURM_JWT set would authenticate by JWT and slurmd would reject their launches)."""
-    argv = ["slurmrestd", "-u", "nobody", "-g", "nogroup", "-a", "rest_auth/jwt", f"{LOOPBACK}:{port}"]
+    with SLURM_JWT set would authenticate by JWT and slurmd would reject their launches).
+    Without slurmdbd the default plugin set fails ("Failure loading plugin path bindings"), so
+    the OpenAPI plugins are named: openapi/slurmdbd only with accounting."""
+    plugins = "openapi/slurmctld,openapi/slurmdbd" if accounting else "openapi/slurmctld"
+    argv = ["slurmrestd", "-u", "nobody", "-g", "nogroup", "-a", "rest_auth/jwt", "-s", plugins, f"{LOOPBACK}:{port}"]
     proc = jail.spawn("slurmrestd", argv, env={"SLURM_JWT": "daemon"})
     wait_until(
         "slurmrestd",

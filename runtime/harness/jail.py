@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import IO
 
 PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+CLOSE_GRACE = 1.0
+"""Seconds daemons get to exit on SIGTERM at teardown before SIGKILL."""
 BASE_ENV = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
 
 
@@ -164,12 +166,14 @@ class Jail:
 
     def close(self) -> None:
         """Stop every daemon (reverse start order), sweep leftovers, unmount, end the namespace."""
-        # SIGTERM all at once (teardown time matters in test suites), then reap each.
+        # SIGTERM all at once, then SIGKILL what is left after a short grace: the copy is deleted
+        # next, so nothing needs a clean shutdown, and slurmd with a job ending waits ~10 s.
         for proc in self.processes.values():
             if proc.poll() is None:
                 proc.terminate()
+        deadline = time.monotonic() + CLOSE_GRACE
         for name in reversed(list(self.processes)):
-            self.stop(name)
+            self.stop(name, timeout=max(0.0, deadline - time.monotonic()))
         if self._holder is not None and self._holder.poll() is None:
             self._sweep()
             for path in reversed(self._mounts):

@@ -84,14 +84,18 @@ class LocalSlurm:
         """Boot the cluster; on any failure (or Ctrl-C) everything started is torn down.
         The root filesystem copy goes into a new folder under `workdir` (default: the temp dir)."""
         started = time.monotonic()
-        root = extract(ensure_tarball(), workdir)
+        tarball = ensure_tarball()
+        built = time.monotonic()
+        root = extract(tarball, workdir)
         try:
             wanted = default_nodes(spec) if nodes is None else list(nodes)
             self = cls(spec, wanted, accounting=accounting, restapi=restapi, root=root)
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-        self.timings["extract"] = time.monotonic() - started
+        if built - started > 1:
+            self.timings["build"] = built - started  # first run on this machine (or new packages.txt)
+        self.timings["extract"] = time.monotonic() - built
         atexit.register(self.stop)
         try:
             self._boot()
@@ -209,6 +213,20 @@ class LocalSlurm:
                 raise RuntimeError(f"job {job_id} is {state}, wanted {sorted(wanted)}\n{detail}")
             time.sleep(0.2)
 
+    def wait_accounted(self, job_id: int, states: Iterable[str] = ("COMPLETED",), timeout: float = 30) -> str:
+        """Poll sacct until the job's record reaches one of `states` (slurmctld sends job records to
+        slurmdbd asynchronously, so sacct may lag scontrol)."""
+        wanted = set(states)
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.run("sacct", "-X", "-n", "-P", "-o", "State", "-j", str(job_id)).stdout.split()
+            state = out[0] if out else "MISSING"
+            if state in wanted:
+                return state
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"job {job_id}: sacct says {state}, wanted {sorted(wanted)}")
+            time.sleep(0.2)
+
     @property
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.slurmrestd}"
@@ -232,7 +250,7 @@ class LocalSlurm:
         return [n for n in self._nodes.values() if f"slurmd-{n.name}" in self.jail.processes]
 
     def start_slurmrestd(self) -> None:
-        daemons.start_slurmrestd(self.jail, self.ports.slurmrestd)
+        daemons.start_slurmrestd(self.jail, self.ports.slurmrestd, accounting=self.accounting)
 
     def stop_slurmrestd(self) -> None:
         self.jail.stop("slurmrestd")

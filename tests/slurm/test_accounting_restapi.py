@@ -21,6 +21,7 @@ def _headers(slurm: LocalSlurm, user: str = "slurm") -> dict[str, str]:
 def finished_job(acme_cluster: LocalSlurm) -> int:
     job = acme_cluster.sbatch("#!/bin/sh\necho accounted\n", "-J", "acct-probe", "-C", "cpu", "-o", "/dev/null")
     acme_cluster.wait_job(job)
+    acme_cluster.wait_accounted(job)
     return job
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from sunk.runtime.harness import LocalSlurm
 
+from sunk import naming
 from sunk.stackfile import load_stack
 
 pytestmark = pytest.mark.slurm
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.slurm
 def globex() -> Iterator[LocalSlurm]:
     spec = load_stack("globex-dev").spec
     assert not spec.accounting.enabled
-    with LocalSlurm.start(spec, restapi=False) as slurm:
+    with LocalSlurm.start(spec) as slurm:
         yield slurm
 
 
@@ -26,6 +28,14 @@ def test_no_slurmdbd_runs_without_accounting(globex: LocalSlurm) -> None:
     assert "slurmdbd.conf" not in globex.files
     config = globex.run("scontrol", "show", "config", check=True).stdout
     assert re.search(r"^AccountingStorageType\s+= \(null\)$", config, re.M), config
+
+
+def test_slurmrestd_serves_without_accounting(globex: LocalSlurm) -> None:
+    # Started with only openapi/slurmctld: the default plugin set fails without slurmdbd.
+    headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": globex.token()}
+    resp = httpx.get(f"{globex.rest_url}/slurm/{naming.SLURMRESTD_API}/ping", headers=headers, timeout=30)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["pings"][0]["pinged"] == "UP"
 
 
 def test_higher_tier_partition_preempts_and_requeues(globex: LocalSlurm) -> None:
