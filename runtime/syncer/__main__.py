@@ -28,6 +28,10 @@ def main() -> int:
         settings.slurmrestd_url,
         user=settings.slurm_user,
         token=JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user),
+        # slurmrestd itself waits ~9 s for an unreachable slurmctld before answering 502, and a
+        # 10,000-node list takes seconds: a long timeout, one retry; the next cycle is the retry.
+        timeout=30.0,
+        retries=1,
     )
     registry = CollectorRegistry()
     syncer = Syncer(slurm, KubernetesApi.from_environment(), settings.namespace, registry=registry)

@@ -7,6 +7,7 @@ call, so a test can assert "no writes"."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -123,6 +124,11 @@ def json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> None:
     doc.update(work)
 
 
+def _wire(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies as a server's reply would be: through JSON (also what the real client pays for)."""
+    return json.loads(json.dumps(items))  # type: ignore[no-any-return]
+
+
 def _selected(labels: dict[str, str], selector: str) -> bool:
     for term in filter(None, (t.strip() for t in selector.split(","))):
         key, eq, value = term.partition("=")
@@ -153,15 +159,17 @@ class FakeKube:
 
     def list_nodes(self) -> list[dict[str, Any]]:
         self._read()
-        return [copy.deepcopy(n) for n in self.nodes.values()]
+        return _wire(list(self.nodes.values()))
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         self._read()
-        return [
-            copy.deepcopy(p)
-            for (ns, _), p in self.pods.items()
-            if ns == namespace and _selected(p["metadata"].get("labels") or {}, label_selector)
-        ]
+        return _wire(
+            [
+                p
+                for (ns, _), p in self.pods.items()
+                if ns == namespace and _selected(p["metadata"].get("labels") or {}, label_selector)
+            ]
+        )
 
     def _obj(self, table: dict[Any, dict[str, Any]], key: Any) -> dict[str, Any]:
         self.writes += 1
