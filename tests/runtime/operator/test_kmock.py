@@ -1,0 +1,153 @@
+"""The real Kubernetes client code against kmock: reads, idempotent writes, status, Events,
+Leases; and two operator replicas where only the leader acts (Slurm faked here; the
+real-Slurm scenarios are in test_real_slurm.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kubernetes import client
+from sunk.runtime.operator.app import Operator, Settings, SlurmClients
+from sunk.runtime.operator.clients import OfficialKube, RestSlurm
+from sunk.runtime.operator.fakes import FakeSlurm
+from sunk.runtime.operator.reconcile import ClusterRef
+from sunk.runtime.operator.specs import nodeset_object, resource_spec
+
+from sunk.crd import GROUP, PLURAL, VERSION
+from sunk.manifests.nodeset_pod import LABEL_NODE
+from sunk.stackfile import load_stack
+
+from .conftest import KubeServer
+
+NS = "acme-research"
+CLUSTER = load_stack("acme-dev").spec
+
+
+def seed(server: KubeServer, replicas: int = 2) -> Any:
+    api = server.api_client()
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    spec = resource_spec(CLUSTER, "cpu", replicas=replicas)
+    core.create_namespaced_config_map(
+        NS, {"metadata": {"name": spec.config_map}, "data": {"slurm.conf": "x"}}, _preload_content=False
+    )
+    key = base64.b64encode(b"k" * 32).decode()
+    core.create_namespaced_secret(
+        NS, {"metadata": {"name": spec.jwt_secret}, "data": {"jwt_hs256.key": key}}, _preload_content=False
+    )
+    core.create_node(
+        {"metadata": {"name": "node-0"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        _preload_content=False,
+    )
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodeset_object(spec, namespace=NS))
+    return spec
+
+
+def test_official_client_against_kmock(kube_server: KubeServer) -> None:
+    kube = OfficialKube(kube_server.api_client())
+    assert kube.list_nodesets() == [] and kube.list_pods() == [] and kube.list_services() == set()
+    spec = seed(kube_server)
+    assert [n["metadata"]["name"] for n in kube.list_nodes()] == ["node-0"]
+    assert kube.get_config_map(NS, "missing") is None
+    assert kube.get_config_map(NS, spec.config_map)["data"] == {"slurm.conf": "x"}  # type: ignore[index]
+    assert kube.read_secret(NS, spec.jwt_secret) is not None
+    assert kube.read_secret(NS, "missing") is None
+    # kmock ignores the label selector: a foreign pod comes back from the server and is dropped here.
+    other = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": NS, "labels": {"app": "web"}}}
+    other["spec"] = {"containers": [{"name": "c", "image": "nginx"}]}
+    kube.create_pod(other)
+    ours = json.loads(json.dumps(other))
+    ours["metadata"] |= {
+        "name": "research-cpu-0",
+        "labels": {"app.kubernetes.io/component": "slurmd", "slurm.sunk.dev/nodeset": "cpu"},
+    }
+    kube.create_pod(ours)
+    kube.create_pod(ours)  # 409 is "already done"
+    assert [p["metadata"]["name"] for p in kube.list_pods()] == ["research-cpu-0"]
+    kube.delete_pod(NS, "research-cpu-0")
+    kube.delete_pod(NS, "research-cpu-0")  # 404 is "already done"
+    assert kube.list_pods() == []
+    kube.patch_nodeset_status(NS, "research-cpu", {"desired": 2})
+    assert kube.list_nodesets()[0]["status"] == {"desired": 2}
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l", "namespace": NS}}
+    lease["spec"] = {"holderIdentity": "a", "renewTime": "2026-11-01T00:00:00.000000Z"}
+    assert kube.create_lease(lease) is True
+    assert kube.create_lease(lease) is False
+    seen = kube.get_lease(NS, "l")
+    assert seen is not None
+    stale = [
+        {"op": "test", "path": "/spec/holderIdentity", "value": "b"},
+        {"op": "replace", "path": "/spec", "value": {}},
+    ]
+    assert kube.patch_lease(NS, "l", stale) is False
+    fresh = [{"op": "test", "path": "/spec/holderIdentity", "value": "a"}]
+    assert kube.patch_lease(NS, "l", [*fresh, {"op": "replace", "path": "/spec/holderIdentity", "value": "c"}]) is True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def wall(self) -> datetime:
+        return datetime.fromtimestamp(1_790_000_000 + self.t, tz=UTC)
+
+
+def test_only_the_leader_acts_and_a_follower_takes_over(kube_server: KubeServer) -> None:
+    seed(kube_server)
+    slurm = FakeSlurm()
+    clock = Clock()
+    settings = {"lease_namespace": NS, "resync": 1.0, "lease_duration": 15.0, "renew_deadline": 10.0}
+    ops = []
+    for identity in ("a", "b"):
+        kube = OfficialKube(kube_server.api_client())
+        op = Operator(
+            kube,
+            kube,
+            Settings(identity=identity, **settings),  # type: ignore[arg-type]
+            slurm_for=lambda ref: slurm,
+            monotonic=clock,
+            clock=clock.wall,
+        )
+        ops.append((op, kube))
+    (a, kube_a), (b, kube_b) = ops
+    assert a.step() is True
+    assert b.step() is False
+    pods = kube_a.list_pods()
+    assert sorted(p["metadata"]["labels"][LABEL_NODE] for p in pods) == ["cpu-0", "cpu-1"]
+    events = json.loads(
+        client.CoreV1Api(kube_server.api_client()).list_event_for_all_namespaces(_preload_content=False).data
+    )
+    assert {e["reason"] for e in events["items"]} >= {"CreatePod", "CreateService"}
+    assert kube_b.writes == 0
+    # a stops; b must see the Lease unchanged for a whole duration before taking over.
+    clock.t += 10
+    assert b.step() is False
+    clock.t += 6
+    assert b.step() is True
+    assert b.elector.is_leader() and not a.elector.is_leader()
+    assert a.ready() == (True, "standing by")
+    assert b.ready() == (True, "leading")
+
+
+def test_slurm_clients_read_the_jwt_secret(kube_server: KubeServer) -> None:
+    spec = seed(kube_server)
+    kube = OfficialKube(kube_server.api_client())
+    factory = SlurmClients(kube, "http://{cluster}-restapi.{namespace}.svc:6820", "slurm")
+    api = factory(ClusterRef(NS, spec.cluster_name, spec.jwt_secret))
+    assert isinstance(api, RestSlurm)
+    assert str(api.client._http.base_url) == "http://research-restapi.acme-research.svc:6820"
+    assert factory(ClusterRef(NS, spec.cluster_name, spec.jwt_secret)) is api  # cached
+    with pytest.raises(LookupError, match="no key"):
+        factory(ClusterRef(NS, spec.cluster_name, spec.jwt_secret, "other.key"))
+
+
+def test_settings_from_env() -> None:
+    s = Settings.from_env({"SUNK_OPERATOR_ID": "op-1", "SUNK_RESYNC_SECONDS": "3", "SUNK_TOPOLOGY_DELAY_SECONDS": "5"})
+    assert (s.identity, s.resync, s.topology_delay, s.lease_namespace) == ("op-1", 3.0, 5.0, "sunk-system")
+    assert s.slurmrestd_url.format(cluster="c", namespace="n") == "http://c-restapi.n.svc.cluster.local:6820"
