@@ -130,6 +130,15 @@ def test_pod_deleted_drains_and_recreated_pod_resumes() -> None:
     assert ref is not None and ref.uid == "uid-new"
 
 
+def test_a_restarted_syncer_drains_for_a_pod_deleted_while_it_was_away() -> None:
+    slurm, kube, syncer = cluster()
+    syncer.cycle()  # records the mapping in Slurm
+    del kube.pods[(NS, "cpu-3")]
+    fresh = Syncer(slurm, kube, NS, registry=CollectorRegistry())  # no memory of the pod
+    fresh.cycle()
+    assert slurm.nodes["cpu-3"].reason == f"sunk: slurmd pod {NS}/cpu-3 deleted"
+
+
 def test_a_vanished_slurm_node_fails_one_write_not_the_cycle() -> None:
     slurm, _, syncer = cluster()
     report = CycleReport()

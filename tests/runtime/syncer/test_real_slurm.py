@@ -34,7 +34,7 @@ from sunk.runtime.syncer.model import (
     POD_REASON_ANNOTATION,
     POD_STATE_ANNOTATION,
 )
-from sunk.runtime.syncer.plan import Drain, Resume
+from sunk.runtime.syncer.plan import Drain, Resume, SetPodRef
 
 from sunk.stackfile import load_stack
 
@@ -160,6 +160,20 @@ def test_first_cycles_map_pods_and_annotate_then_write_nothing(world: World) -> 
     for _ in range(3):
         steady = syncer.cycle()
         assert (steady.slurm_requests, steady.slurm_writes, steady.kube_writes) == (1, 0, 0)
+
+
+def test_mapping_survives_slurmctld_and_syncer_restarts(world: World) -> None:
+    before = {sim.name: read_pod_ref(world.node(sim.name).extra) for sim in NODES}
+    assert all(before.values())
+    world.slurm.restart_slurmctld()
+    after = {sim.name: read_pod_ref(world.node(sim.name).extra) for sim in NODES}
+    assert after == before
+    # A new syncer process (empty cache) has no mapping to rewrite and nothing to drain or resume.
+    fresh = world.syncer()
+    first = fresh.cycle()
+    assert first.ok and first.slurm_writes == 0
+    assert not [a for a in first.actions if isinstance(a, Drain | Resume | SetPodRef)]
+    settle(fresh)
 
 
 def test_cordon_drains_with_our_reason_and_uncordon_resumes(world: World) -> None:
