@@ -6,7 +6,7 @@ from typing import Literal
 
 from sunk import naming
 from sunk.manifests.config import MUNGE_KEY, SecretKey
-from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj, restricted
+from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import SharedVolumeSpec
 
@@ -58,7 +58,15 @@ def sackd_sidecar(image: str) -> Manifest:
         "image": image,
         "restartPolicy": "Always",
         "command": ["sackd", "-D"],
-        "securityContext": restricted(SLURM_UID),
+        # Root without a single capability: it reads the root-owned slurm.key of its own volume.
+        # Login pods get no fsGroup, which would re-own the users' shared home volumes.
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "resources": fixed_resources("10m", "16Mi", "64Mi"),
         "startupProbe": exec_probe(["test", "-S", f"{SACK_DIR}/sack.socket"], period=2, failures=30),
         "livenessProbe": exec_probe(["test", "-S", f"{SACK_DIR}/sack.socket"], period=30),
@@ -101,7 +109,10 @@ def auth_mounts(spec: ClusterSpec, *, sackd: bool = False) -> list[Manifest]:
 
 
 def slurm_pod_security(fs_group: int = SLURM_UID) -> Manifest:
-    """Pod-level: files from Secrets and PVCs are group-readable by the slurm group."""
+    """Pod-level: files from Secrets and PVCs are group-readable by the slurm group. The kubelet
+    applies fsGroup only where the volume driver supports ownership changes (CSI default
+    fsGroupPolicy: ReadWriteOnce volumes with a filesystem type), so ReadWriteMany shared volumes
+    mounted beside the state PVC keep their owners."""
     return {
         "fsGroup": fs_group,
         "fsGroupChangePolicy": "OnRootMismatch",

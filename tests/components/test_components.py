@@ -176,9 +176,10 @@ def test_probes_and_resources_on_every_container(evaluations: dict[str, Evaluati
                 assert "startupProbe" in c, f"{where}: startup probe"
 
 
-ROOT_ALLOWED = {"munge", "sshd", "sssd"}
+ROOT_ALLOWED = {"munge", "sackd", "sshd", "sssd"}
 """Containers that start as root, each for a stated reason in sunk.manifests (munged's key
-ownership, sshd, sssd). None is privileged; slurmd pods come from the operator."""
+ownership, sackd's root-owned key on login, sshd, sssd). None is privileged; slurmd pods come
+from the operator."""
 
 
 @pytest.mark.parametrize("name", ALL)
