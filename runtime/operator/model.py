@@ -63,10 +63,17 @@ class Pod:
     deleting: bool = False
     template_hash: str = ""
     uid: str = ""
+    terminal: bool = False
+    """Phase Failed or Succeeded (evicted, say): its containers will never run again."""
 
     @property
     def scheduled(self) -> bool:
         return bool(self.node_name)
+
+    @property
+    def leaving(self) -> bool:
+        """Terminating, or dead and about to be deleted: it stands for its node no longer."""
+        return self.deleting or self.terminal
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Pod:
@@ -84,6 +91,7 @@ class Pod:
             deleting=bool(meta.get("deletionTimestamp")),
             template_hash=ann.get(ANNOTATION_TEMPLATE_HASH, ""),
             uid=meta.get("uid", ""),
+            terminal=status.get("phase") in ("Failed", "Succeeded"),
         )
 
 

@@ -15,6 +15,7 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
   created again, so the new slurmd registers fresh with the new node config; unless someone else
   drained it, so their drain survives. Slurm nodes of removed pods are removed the same way.
 - Our drains on members that are up to date and not leaving are resumed.
+- A pod that ended (phase Failed or Succeeded, e.g. evicted) is deleted and then replaced.
 - Slurm unreadable: only pods are created; nothing is deleted, drained, resumed or removed.
 """
 
@@ -93,7 +94,7 @@ def rank(pod: Pod, slurm: Mapping[str, SlurmNode] | None) -> tuple[Any, ...]:
     node = slurm.get(pod.slurm_node) if slurm is not None else None
     is_busy = True if slurm is None else (node is not None and busy(node))
     ours = node is not None and drained_by_us(node)
-    return (not pod.deleting, pod.scheduled, pod.ready, is_busy, not ours, -(pod.ordinal or 0), pod.name)
+    return (not pod.leaving, pod.scheduled, pod.ready, is_busy, not ours, -(pod.ordinal or 0), pod.name)
 
 
 def members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
@@ -141,7 +142,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
     slurm = observed.slurm
     want, victims = members(observed)
     pods: dict[str, Pod] = {}
-    for p in sorted(observed.pods, key=lambda p: (p.deleting, p.name)):
+    for p in sorted(observed.pods, key=lambda p: (p.leaving, p.name)):
         pods.setdefault(p.slurm_node, p)  # a live pod stands for its node before a terminating one
     keys = observed.config_keys
     build_error = ""
@@ -168,6 +169,13 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
             build_error = str(err)
             return None
 
+    # 0. Pods that ended (evicted, failed) run nothing any more: delete them so they can be
+    # replaced. Still only with Slurm read, like every deletion.
+    if slurm is not None:
+        for p in observed.pods:
+            if p.terminal and not p.deleting:
+                actions.append(DeletePod(p.name, p.slurm_node, "the pod ended; it is replaced"))
+
     if not observed.service_exists:
         actions.append(CreateService(headless_service(spec, namespace=ns.namespace, owner=ns.owner)))
 
@@ -185,7 +193,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
 
     # 2. Scale-in: drain, then delete once idle. Never without a Slurm read.
     for pod in victims:
-        if pod.deleting or slurm is None:
+        if pod.leaving or slurm is None:
             continue
         node = node_of(pod.slurm_node)
         if node is not None and not node.drain:
@@ -214,11 +222,11 @@ def _update(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, P
     spec = observed.nodeset.spec
     slurm = observed.slurm or {}
     force = spec.update_strategy.force
-    live = [pods[n] for n in want if n in pods and not pods[n].deleting]
+    live = [pods[n] for n in want if n in pods and not pods[n].leaving]
 
     def unavailable(name: str) -> bool:
         pod, node = pods.get(name), slurm.get(name)
-        if pod is None or pod.deleting or not pod.ready:
+        if pod is None or pod.leaving or not pod.ready:
             return True
         return node is not None and drained_by_us(node)
 

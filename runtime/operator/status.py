@@ -71,7 +71,7 @@ def compute_status(
     now: datetime,
 ) -> dict[str, Any]:
     ns = observed.nodeset
-    mine = [pods[n] for n in want if n in pods and not pods[n].deleting]
+    mine = [pods[n] for n in want if n in pods and not pods[n].leaving]
     ready = sum(p.ready for p in mine)
     updated = sum(p.template_hash == desired_hash for p in mine) if desired_hash is not None else 0
     slurm_names = {p.slurm_node for p in observed.pods} | set(want)

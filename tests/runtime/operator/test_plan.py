@@ -121,6 +121,15 @@ def test_terminating_member_is_recreated_only_once_gone() -> None:
     assert summary(acts(observe([pod(0)], [node(0)], spec=cpu(replicas=2)))) == [("CreatePod", "cpu-1")]
 
 
+def test_ended_pod_is_deleted_then_replaced() -> None:
+    evicted = Pod("research-cpu-1", "cpu-1", 1, None, "k1", False, False, HASH, terminal=True)
+    slurm = [node(0), node(1, "IDLE", "NOT_RESPONDING")]
+    out = acts(observe([pod(0), evicted], slurm, spec=cpu(replicas=2)))
+    assert summary(out) == [("DeletePod", "cpu-1")]
+    assert acts(observe([pod(0), evicted], None, spec=cpu(replicas=2))) == []  # never without Slurm
+    assert Pod.from_object({"metadata": {"name": "p"}, "status": {"phase": "Failed"}}).terminal
+
+
 def test_missing_service_is_created() -> None:
     pods, slurm = steady(1)
     out = acts(observe(pods, slurm, service=False))
