@@ -210,3 +210,15 @@ def test_existing_secrets_are_referenced_not_created(specs: dict[str, ClusterSpe
     assert (refs.jwt.secret, refs.generate_jwt) == ("globex-jwt", False)
     prod = auth_refs(specs["acme-prod"])
     assert prod.db_password is not None and prod.db_password.secret == "research-db" and not prod.generate_db
+
+
+def test_slurmrestd_loads_the_slurmdbd_plugin_only_with_accounting(specs: dict[str, ClusterSpec]) -> None:
+    from sunk.manifests.restapi import restapi_manifests
+
+    def plugins(stack: str) -> str:
+        spec = specs[stack]
+        cmd = restapi_manifests(spec, auth_refs(spec))[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+        return str(cmd[cmd.index("-s") + 1])
+
+    assert plugins("acme-dev") == "openapi/slurmctld,openapi/slurmdbd"
+    assert plugins("globex-dev") == "openapi/slurmctld"  # accounting disabled
