@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
+from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.operator.app import Operator, Settings, SlurmClients
 from sunk.runtime.operator.clients import OfficialKube, RestSlurm
 from sunk.runtime.operator.fakes import FakeSlurm
@@ -151,3 +159,51 @@ def test_settings_from_env() -> None:
     s = Settings.from_env({"SUNK_OPERATOR_ID": "op-1", "SUNK_RESYNC_SECONDS": "3", "SUNK_TOPOLOGY_DELAY_SECONDS": "5"})
     assert (s.identity, s.resync, s.topology_delay, s.lease_namespace) == ("op-1", 3.0, 5.0, "sunk-system")
     assert s.slurmrestd_url.format(cluster="c", namespace="n") == "http://c-restapi.n.svc.cluster.local:6820"
+
+
+def test_the_process_runs_creates_pods_serves_health_and_releases_the_lease(
+    kube_server: KubeServer, tmp_path: Path
+) -> None:
+    seed(kube_server)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "k", "cluster": {"server": kube_server.url}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    port, dead = free_ports(2)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "SUNK_OPERATOR_ID": "proc-1",
+        "SUNK_OPERATOR_NAMESPACE": NS,
+        "SUNK_RESYNC_SECONDS": "0.5",
+        "SUNK_HEALTH_PORT": str(port),
+        # Nothing listens there: Slurm is unreadable, so pods are created and nothing else.
+        "SUNK_SLURMRESTD_URL": f"http://127.0.0.1:{dead}",
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "sunk.runtime.operator"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        kube = OfficialKube(kube_server.api_client())
+        deadline = time.monotonic() + 30
+        while len(kube.list_pods()) < 2:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the operator created no pods"
+            time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+            assert reply.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            assert b"sunk_operator_leader 1.0" in reply.read()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0
+    lease = kube.get_lease(NS, "sunk-operator")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""
