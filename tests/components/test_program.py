@@ -57,4 +57,4 @@ def test_exports(evaluations: dict[str, Evaluation]) -> None:
 
 def test_operator_only_where_the_stack_asks(evaluations: dict[str, Evaluation]) -> None:
     has = {s: any(r.type == "sunk:index:SunkOperator" for r in evaluations[s].registrations) for s in evaluations}
-    assert has == {"acme-dev": True, "acme-prod": False, "globex-dev": False, "globex-prod": False, "library": True}
+    assert has == {"acme-dev": True, "acme-prod": True, "globex-dev": False, "globex-prod": False, "library": True}

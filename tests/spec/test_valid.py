@@ -96,6 +96,7 @@ def test_every_stack_loads() -> None:
     stacks = list_stacks()
     assert stacks == ["acme-dev", "acme-prod", "globex-dev", "globex-prod"]
     loaded = {name: load_stack(name) for name in stacks}
-    assert loaded["acme-dev"].deploy_operator and not loaded["acme-prod"].deploy_operator
+    assert loaded["acme-dev"].deploy_operator and loaded["acme-prod"].deploy_operator
+    assert not loaded["globex-dev"].deploy_operator and not loaded["globex-prod"].deploy_operator
     assert loaded["globex-prod"].spec.auth.key.generate is False
     assert loaded["acme-prod"].spec.topology.label_keys[0] == "network.acme.example/fabric"
