@@ -122,8 +122,17 @@ def render_topology_conf(
         by_path.setdefault(path, []).append(n.name)
     lines: list[str] = []
     if topo.plugin == "block":
-        for path in sorted(by_path):
-            lines.append(f"BlockName={_switch(path)} Nodes={compress(by_path[path])}")
+        # Slurm 24.11 exits ("children count lower than bblock_node_cnt", measured) when a block
+        # holds fewer nodes than the base block size: the first BlockSizes value, else the first
+        # block's size. So without sizes the smallest block goes first, and with sizes a smaller
+        # block (a partly filled clique, a few unlabeled nodes) stays a comment until it fills:
+        # its nodes cannot run jobs under topology/block, but slurmctld keeps running.
+        base = topo.block_sizes[0] if topo.block_sizes else 0
+        order = sorted(by_path) if base else sorted(by_path, key=lambda p: (len(set(by_path[p])), p))
+        for path in order:
+            line = f"BlockName={_switch(path)} Nodes={compress(by_path[path])}"
+            small = len(set(by_path[path])) < base
+            lines.append(f"# {line} (fewer nodes than the base block size {base})" if small else line)
         if topo.block_sizes:
             lines.append(f"BlockSizes={','.join(str(b) for b in topo.block_sizes)}")
         return _file([*lines, *extra])
