@@ -70,7 +70,9 @@ def _folder(path: Path, mode: int, owner: tuple[int, int]) -> None:
     os.chown(path, *owner)
 
 
-def prepare_root(root: Path, files: Mapping[str, str], *, host: str, devices: Sequence[str]) -> None:
+def prepare_root(
+    root: Path, files: Mapping[str, str], *, host: str, devices: Sequence[str], auth: str = "munge"
+) -> None:
     """Keys, /etc/hosts, runtime folders, fake GPU devices and /etc/slurm from `files`."""
     slurm = lookup_ids(root, "slurm")
     munge = lookup_ids(root, "munge")
@@ -82,6 +84,10 @@ def prepare_root(root: Path, files: Mapping[str, str], *, host: str, devices: Se
     _write(root / "etc/munge/munge.key", secrets.token_bytes(1024), 0o400, munge)
     # munged's socket folder must be owned by munge and world-searchable (clients connect).
     _folder(root / "run/munge", 0o755, munge)
+    if auth == "slurm":
+        # auth/slurm: one shared key, owned by SlurmUser and private (as its Secret is mounted).
+        key = root / naming.SLURM_KEY_PATH.lstrip("/")
+        _write(key, secrets.token_bytes(1024), 0o600, slurm)
     jwt_key = root / naming.JWT_KEY_PATH.lstrip("/")
     _folder(jwt_key.parent, 0o755, slurm)
     _write(jwt_key, secrets.token_bytes(32), 0o600, slurm)
@@ -129,4 +135,8 @@ def write_node_conf(root: Path, node: SimNode, files: Mapping[str, str]) -> str:
             continue  # the DB password stays with slurmdbd; scripts are referenced by absolute path
         body = files.get(gres_conf_key(node.nodeset), text) if rel == "gres.conf" else text
         _write(folder / rel, body, 0o755 if rel.endswith(".sh") else 0o644)
+    key = root / naming.SLURM_KEY_PATH.lstrip("/")
+    if key.exists() and not (folder / key.name).exists():
+        # auth/slurm reads slurm.key beside slurm.conf; a hard link keeps owner and mode 0600.
+        os.link(key, folder / key.name)
     return f"{node_conf_dir(node)}/slurm.conf"

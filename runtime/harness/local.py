@@ -67,6 +67,7 @@ class LocalSlurm:
         self._taken = set(ports)
         self.node_ports: dict[str, int] = {}
         self.files: dict[str, str] = {}
+        self._deploy_topology = ""
         self.timings: dict[str, float] = {}
         self._stopped = False
 
@@ -123,14 +124,19 @@ class LocalSlurm:
         mark = time.monotonic()
         for node in self._wanted:
             self._check_new(node)
-        rendered = render_slurm_files(spec, [TopologyNode(n.name, n.labels) for n in self._wanted])
+        # Deploy-time rendering: topology.conf names no node yet. Once slurmd have registered it is
+        # re-rendered from them for slurmctld (as the operator does from live Nodes): on 24.11 a
+        # block topology naming nodes that do not exist yet is fatal to slurmctld and slurmd.
+        rendered = render_slurm_files(spec, [])
+        self._deploy_topology = rendered.get("topology.conf", "")
         self.files = local_files(
             rendered, host=self.host, ports=self.ports, accounting=self.accounting, exists=self._exists
         )
         devices = [d for rel, text in self.files.items() if rel.startswith("gres") for d in gres_device_files(text)]
-        prepare_root(self.root, self.files, host=self.host, devices=devices)
+        prepare_root(self.root, self.files, host=self.host, devices=devices, auth=spec.auth.type)
         self.jail.open()
-        daemons.start_munged(self.jail)
+        if spec.auth.type == "munge":
+            daemons.start_munged(self.jail)
         if self.accounting:
             password = secrets.token_hex(24)
             daemons.start_mariadb(self.jail, self.ports.mariadb, self.files["slurmdbd.conf"], password)
@@ -144,6 +150,7 @@ class LocalSlurm:
             self._spawn_slurmd(node)
         daemons.wait_nodes_idle(self.jail, list(self._nodes))
         if spec.topology.plugin != "none":
+            self._render_topology()
             # Dynamic nodes join topology.conf's switches only on reconfigure (measured on 24.11).
             self.reconfigure()
         if self.restapi:
@@ -266,8 +273,9 @@ class LocalSlurm:
         daemons.wait_nodes_idle(self.jail, [n.name for n in self.nodes], allow_busy=True)
 
     def start_slurmd(self, node: SimNode) -> None:
-        """Add a simulated node at runtime. With topology on, topology.conf is re-rendered with it
-        (as the operator does from live Nodes); call reconfigure() to bind it into the switches."""
+        """Add a simulated node at runtime. With topology on, slurmctld's topology.conf is then
+        re-rendered with it (as the operator does from live Nodes); call reconfigure() to bind it
+        into the switches."""
         self._check_new(node)
         known = daemons.node_states(self.jail)
         bound = int(directive(self.files["slurm.conf"], "MaxNodeCount") or 0)
@@ -276,15 +284,16 @@ class LocalSlurm:
                 f"MaxNodeCount={bound} (the spec's NodeSet sizes) is reached: {sorted(known)}; "
                 "delete a node (scontrol delete) or boot a spec with more replicas"
             )
-        if self.spec.topology.plugin != "none" and node.name not in self._nodes:
-            everyone = [*self._nodes.values(), node]
-            topo = render_topology_conf(self.spec, [TopologyNode(n.name, n.labels) for n in everyone])
-            self.files["topology.conf"] = topo
-            write_slurm_files(self.root, {"topology.conf": topo})
-            for other in self._nodes.values():
-                write_node_conf(self.root, other, self.files)
         self._spawn_slurmd(node)
         daemons.wait_nodes_idle(self.jail, [node.name], allow_busy=True)
+        if self.spec.topology.plugin != "none":
+            self._render_topology()
+
+    def _render_topology(self) -> None:
+        """slurmctld's topology.conf from every node started so far (read on reconfigure)."""
+        topo = render_topology_conf(self.spec, [TopologyNode(n.name, n.labels) for n in self._nodes.values()])
+        self.files["topology.conf"] = topo
+        write_slurm_files(self.root, {"topology.conf": topo})
 
     def stop_slurmd(self, name: str) -> None:
         """Stop one node's slurmd (like its pod dying); the Slurm node record stays."""
@@ -301,5 +310,7 @@ class LocalSlurm:
             self._taken.add(port)
             self.node_ports[node.name] = port
         self._nodes[node.name] = node
-        conf = write_node_conf(self.root, node, self.files)
+        # What the slurmd pod mounts: its NodeSet's gres.conf and the deploy-time topology.conf.
+        files = {**self.files, "topology.conf": self._deploy_topology} if self._deploy_topology else self.files
+        conf = write_node_conf(self.root, node, files)
         daemons.start_slurmd(self.jail, self.spec.nodeset(node.nodeset), node.name, conf, self.node_ports[node.name])
