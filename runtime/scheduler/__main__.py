@@ -60,6 +60,7 @@ def main() -> int:
         scheduler.run(stop, settings.interval, wake)
     finally:
         server.stop()
+        scheduler.close()
         rest.close()
     return 0
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -95,9 +95,10 @@ class FakeSlurm:
         self.job_list.append(JobView(self.next_id, marker, "PENDING", reason="Priority", submit_time=1000.0))
         return self.next_id
 
-    def cancel(self, job_id: int) -> None:
-        self.cancelled.append(job_id)
-        self._set(job_id, state="CANCELLED", nodes=())
+    def cancel(self, job_ids: Iterable[int]) -> None:
+        for job_id in sorted(set(job_ids)):
+            self.cancelled.append(job_id)
+            self._set(job_id, state="CANCELLED", nodes=())
 
     def start(self, job_id: int, nodes: tuple[str, ...], start_time: float = 2000.0) -> None:
         self._set(job_id, state="RUNNING", nodes=nodes, start_time=start_time, reason="None")

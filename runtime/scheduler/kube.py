@@ -137,27 +137,21 @@ class OfficialKube:
                 raise
 
     def set_scheduled(self, ref: PodRef, status: str, reason: str, message: str) -> None:
-        pod = self.get_pod(ref)
-        if pod is None:
-            return
-        conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": _now(),
-            }
-        )
-        # The whole list is sent: a merge patch replaces lists, a strategic one merges them by type.
-        self._api.patch_namespaced_pod_status(
-            ref.name,
-            ref.namespace,
-            {"status": {"conditions": conditions}},
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-        )
+        condition = {"type": "PodScheduled", "status": status, "reason": reason, "message": message}
+        condition["lastTransitionTime"] = _now()
+        # Strategic merge: the API server merges status.conditions by type, so the pod's other
+        # conditions stay and no read is needed first (kube-scheduler patches the same way).
+        try:
+            self._api.patch_namespaced_pod_status(
+                ref.name,
+                ref.namespace,
+                {"metadata": {"uid": ref.uid}, "status": {"conditions": [condition]}},
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+            )
+        except ApiException as e:
+            if e.status not in (404, 409):  # gone, or a new pod under the same name (uid differs)
+                raise
 
     def event(self, ref: PodRef, kind: str, reason: str, message: str) -> None:
         now = datetime.now(UTC)

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..slurmrest import SlurmRestError
@@ -53,6 +54,7 @@ class Scheduler:
         metrics: Metrics | None = None,
         health: Health | None = None,
         clock: Callable[[], float] = time.time,
+        kube_workers: int = 8,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
@@ -64,6 +66,7 @@ class Scheduler:
         self.failures: dict[str, _Attempts] = {}
         self.first_seen: dict[str, float] = {}
         self._ns_cache: dict[str, tuple[float, dict[str, str]]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=kube_workers, thread_name_prefix="sunk-scheduler-kube")
 
     # --- observe ----------------------------------------------------------------------------
 
@@ -90,6 +93,7 @@ class Scheduler:
         now = self.clock()
         try:
             snap = self.observe(now)
+            self.metrics.observe_seconds.observe(time.monotonic() - started)
         except Exception:
             self.metrics.errors.labels("observe").inc()
             self.health.attempted(ok=False)
@@ -97,16 +101,31 @@ class Scheduler:
             return []
         self._remember(snap, now)
         actions = plan(snap, {k: a.failure for k, a in self.failures.items()}, now)
+        self._cancel([a for a in actions if isinstance(a, Cancel)])
+        # Slurm actions one at a time (the slurmrestd client is not thread-safe, slurmctld
+        # serialises submits anyway); Kubernetes-only actions touch one pod each and are
+        # independent, so they overlap their round trips.
         for action in actions:
-            try:
-                self.apply(action, now)
-            except Exception:
-                self.metrics.errors.labels(type(action).__name__.lower()).inc()
-                log.exception("%s failed", action)
+            if isinstance(action, Submit | Reject):
+                self._apply_counted(action, now)
+        concurrent = [a for a in actions if isinstance(a, Bind | Evict | Condition)]
+        list(self._pool.map(lambda a: self._apply_counted(a, now), concurrent))
         self.health.attempted(ok=True)
         self.metrics.last_cycle.set(now)
         self.metrics.cycle_seconds.observe(time.monotonic() - started)
         return actions
+
+    def _apply_counted(self, action: Action, now: float) -> None:
+        kind, mark = type(action).__name__.lower(), time.monotonic()
+        try:
+            self.apply(action, now)
+        except Exception:
+            self.metrics.errors.labels(kind).inc()
+            log.exception("%s failed", action)
+        self.metrics.action_seconds.labels(kind).observe(time.monotonic() - mark)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
     def _remember(self, snap: Snapshot, now: float) -> None:
         uids = {p.uid for p in snap.pods}
@@ -143,9 +162,7 @@ class Scheduler:
             self.kube.delete_pod(action.pod)
             self.metrics.evictions.labels(action.reason).inc()
         elif isinstance(action, Cancel):
-            log.info("cancel job %d (%s): %s", action.job_id, action.marker.text, action.reason)
-            self.slurm.cancel(action.job_id)
-            self.metrics.cancels.inc()
+            self._cancel([action])
         elif isinstance(action, Condition):
             self.kube.set_scheduled(action.pod, "False", action.reason, action.message)
         elif isinstance(action, Reject):
@@ -155,6 +172,22 @@ class Scheduler:
             for pod in action.pods:
                 self.kube.event(pod, "Warning", "FailedScheduling", action.message)
                 self.kube.set_scheduled(pod, "False", action.reason, action.message)
+
+    def _cancel(self, actions: list[Cancel]) -> None:
+        """All of a cycle's cancels in one request (one DELETE /jobs/ instead of ~14 ms each)."""
+        if not actions:
+            return
+        mark = time.monotonic()
+        for action in actions:
+            log.info("cancel job %d (%s): %s", action.job_id, action.marker.text, action.reason)
+        try:
+            self.slurm.cancel(a.job_id for a in actions)
+        except Exception:
+            self.metrics.errors.labels("cancel").inc()
+            log.exception("cancelling %d jobs failed", len(actions))
+            return
+        self.metrics.cancels.inc(len(actions))
+        self.metrics.action_seconds.labels("cancel").observe(time.monotonic() - mark)
 
     def _submit(self, action: Submit, now: float) -> None:
         try:

@@ -28,6 +28,12 @@ class Metrics:
         self.evictions = Counter("sunk_scheduler_evictions", "Pods evicted", ["reason"], registry=r)
         self.cancels = Counter("sunk_scheduler_cancels", "Placeholder jobs cancelled", registry=r)
         self.errors = Counter("sunk_scheduler_errors", "Failed API operations", ["op"], registry=r)
+        self.action_seconds = Histogram(
+            "sunk_scheduler_action_seconds", "Applying one action (API calls included)", ["action"], registry=r
+        )
+        self.observe_seconds = Histogram(
+            "sunk_scheduler_observe_seconds", "Reading pods, slurmd pods and jobs", registry=r
+        )
         self.cycle_seconds = Histogram("sunk_scheduler_cycle_seconds", "One observe-plan-apply cycle", registry=r)
         self.last_cycle = Gauge(
             "sunk_scheduler_last_success_timestamp_seconds",

@@ -1,0 +1,214 @@
+"""The Slurm-backed scheduler binding a burst of pods through real slurmctld + slurmrestd.
+
+Run: .venv/bin/python bench/scheduler_bench.py [--pods 200] [--nodes 8] [--cpus 8] [--hold 0.5]
+
+The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each;
+kmock (sunk.runtime.scheduler.kubesim) is the Kubernetes API with one Node and one slurmd pod per
+Slurm node. The scheduler runs as its own process (`python -m sunk.runtime.scheduler`, 0.2 s poll
+plus pod watch). The benchmark creates `--pods` one-CPU pods at once; a simulated kubelet marks each
+bound pod Succeeded `--hold` seconds after its binding, so the scheduler cancels its placeholder job
+and Slurm starts the next: with more pods than CPU slots the figures include queueing behind
+running pods, with fewer they are the pure pending -> bound path.
+
+Prints pods per second (pods / time from the first creation to the last binding) and the p50, p95
+and max pending -> bound latency per pod (its creation to the API server accepting its Binding),
+plus the scheduler's own counters. Figures only; nothing is asserted about time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from kubernetes import client
+from sunk.runtime.harness import LocalSlurm, SimNode
+from sunk.runtime.harness.ports import free_ports
+from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.kubesim import KubeSim
+
+from sunk.spec.errors import load_spec
+
+NS = "bench"
+
+
+def spec(nodes: int, cpus: int, depth: int):  # type: ignore[no-untyped-def]
+    return load_spec(
+        {
+            "name": "sched",
+            "tenant": "bench",
+            "nodesets": [{"name": "cpu", "replicas": nodes, "cpus": cpus, "memoryMib": 4096}],
+            "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+            # slurmctld's event-driven pass starts at most default_queue_depth (100) jobs; the rest of
+            # a burst then waits for the periodic passes (~30 s, measured): look deeper.
+            "scheduling": {"schedulerParameters": ["batch_sched_delay=0", f"default_queue_depth={depth}"]},
+        }
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def metrics(port: int) -> dict[str, float]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return {}  # not listening yet
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("sunk_scheduler_") and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+def wait(what: str, check, timeout: float) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def kubelet(api: client.CoreV1Api, sim: KubeSim, hold: float, stop: threading.Event) -> None:
+    """Marks each bound pod Succeeded `hold` seconds after its binding (its work is done)."""
+    finished: set[tuple[str, str]] = set()
+    while not stop.is_set():
+        now = time.monotonic()
+        for (ns, name), at in sim.bound_at.items():
+            if (ns, name) not in finished and now - at >= hold:
+                api.patch_namespaced_pod_status(
+                    name,
+                    ns,
+                    {"status": {"phase": "Succeeded"}},
+                    _content_type="application/merge-patch+json",
+                    _preload_content=False,
+                )
+                finished.add((ns, name))
+        stop.wait(0.05)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=8, help="simulated Slurm nodes (one slurmd each)")
+    parser.add_argument("--cpus", type=int, default=8, help="CPUs per Slurm node; one pod takes one")
+    parser.add_argument("--hold", type=float, default=0.5, help="seconds a bound pod runs before it succeeds")
+    parser.add_argument("--interval", type=float, default=0.2, help="scheduler poll interval (seconds)")
+    parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
+    args = parser.parse_args()
+
+    started = time.monotonic()
+    nodes = [SimNode(f"cpu-{i}", "cpu") for i in range(args.nodes)]
+    with LocalSlurm.start(spec(args.nodes, args.cpus, max(100, args.pods)), nodes=nodes) as slurm, KubeSim() as sim:
+        print(f"harness up in {time.monotonic() - started:.1f} s: {args.nodes} Slurm nodes x {args.cpus} CPUs")
+        api = client.CoreV1Api(client.ApiClient(client.Configuration(host=sim.url)))
+        sim.add_namespace(NS)
+        for node in nodes:
+            api.create_node({"metadata": {"name": f"k8s-{node.name}"}}, _preload_content=False)
+            slurmd = {
+                "metadata": {"name": f"slurmd-{node.name}", "labels": {keys.NODESET_LABEL: "cpu"}},
+                "spec": {"hostname": node.name, "nodeName": f"k8s-{node.name}", "containers": [{"name": "slurmd"}]},
+            }
+            api.create_namespaced_pod(slurm.spec.ns, slurmd, _preload_content=False)
+
+        workdir = Path(tempfile.mkdtemp(prefix="sunk-sched-bench-"))
+        port = free_ports(1)[0]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "KUBECONFIG": str(sim.kubeconfig(workdir / "kubeconfig")),
+            "SUNK_CLUSTER": slurm.spec.name,
+            "SUNK_NAMESPACE": slurm.spec.ns,
+            "SUNK_SLURMRESTD_URL": slurm.rest_url,
+            "SUNK_JWT_KEY_FILE": str(slurm.jwt_key_path),
+            "SUNK_METRICS_PORT": str(port),
+            "SUNK_SCHEDULER_INTERVAL": str(args.interval),
+            "SUNK_LOG_LEVEL": "WARNING",
+        }
+        log = (workdir / "scheduler.log").open("wb")
+        profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+        command = [sys.executable, *profile, "-m", "sunk.runtime.scheduler"]
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+        stop = threading.Event()
+        try:
+            wait("scheduler /readyz", lambda: metrics(port).get("sunk_scheduler_last_success_timestamp_seconds"), 30)
+            threading.Thread(target=kubelet, args=(api, sim, args.hold, stop), daemon=True).start()
+
+            created: dict[str, float] = {}
+            first = time.monotonic()
+            for i in range(args.pods):
+                name = f"pod-{i:04d}"
+                pod = {
+                    "metadata": {"name": name},
+                    "spec": {
+                        "schedulerName": "sunk-scheduler",
+                        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "10Mi"}}}],
+                    },
+                }
+                api.create_namespaced_pod(NS, pod, _preload_content=False)
+                created[name] = time.monotonic()
+            creation = time.monotonic() - first
+            wait(f"{args.pods} bindings", lambda: len(sim.bound_at) >= args.pods, timeout=60 + 2 * args.pods)
+            bound = {name: at for (ns, name), at in sim.bound_at.items() if ns == NS}
+            last = max(bound.values())
+            latencies = [bound[name] - at for name, at in created.items()]
+            counters = metrics(port)
+        finally:
+            stop.set()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+        binds = sum(1 for ns, _, _ in sim.bindings if ns == NS)
+        slots = args.nodes * args.cpus
+        print(f"{args.pods} pods created in {creation:.2f} s; {slots} CPU slots; pods hold {args.hold} s after binding")
+        print(
+            f"bound {len(bound)} pods ({binds} bindings) in {last - first:.2f} s: {len(bound) / (last - first):.1f} pods/s"
+        )
+        print(
+            "pending -> bound latency: "
+            f"p50 {percentile(latencies, 0.50):.2f} s, p95 {percentile(latencies, 0.95):.2f} s, "
+            f"max {max(latencies):.2f} s, mean {statistics.fmean(latencies):.2f} s"
+        )
+        wanted = (
+            "submits_total",
+            "binds_total",
+            "cancels_total",
+            "rejects_total",
+            "errors_total",
+            "cycle_seconds_count",
+        )
+        print(
+            "scheduler: "
+            + ", ".join(f"{w.removesuffix('_total')} {counters.get('sunk_scheduler_' + w, 0):.0f}" for w in wanted)
+            + f", mean cycle {counters['sunk_scheduler_cycle_seconds_sum'] / counters['sunk_scheduler_cycle_seconds_count'] * 1000:.0f} ms"
+        )
+        per_action = sorted(
+            (name.split('"')[1], counters[name], counters[name.replace("_count", "_sum")])
+            for name in counters
+            if name.startswith("sunk_scheduler_action_seconds_count")
+        )
+        print("per action: " + ", ".join(f"{a} {n:.0f} x {s / n * 1000:.1f} ms" for a, n, s in per_action))
+        obs_n, obs_s = counters["sunk_scheduler_observe_seconds_count"], counters["sunk_scheduler_observe_seconds_sum"]
+        print(f"observe (list pods, slurmd pods, jobs): {obs_n:.0f} x {obs_s / obs_n * 1000:.1f} ms")
+        print(json.dumps({"pods": args.pods, "pods_per_s": round(len(bound) / (last - first), 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
