@@ -52,6 +52,7 @@ CASES = [
             "AccountingStorageHost=research-accounting",
             "AccountingStoragePort=6819",
             "AccountingStoreFlags=job_comment,job_extra",
+            "JobAcctGatherType=jobacct_gather/cgroup",
             "NodeSet=cpu Feature=cpu",
             "PartitionName=batch Nodes=cpu Default=YES MaxTime=UNLIMITED PriorityTier=1 State=UP",
         ],
@@ -202,6 +203,7 @@ CASES = [
             "AccountingStoragePort=",
             "AccountingStoreFlags=",
             "AccountingStorageType=accounting_storage/slurmdbd",
+            "JobAcctGatherType=",  # gathering without storage makes slurmctld log an error
         ],
     ),
     Case(
