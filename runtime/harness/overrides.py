@@ -89,10 +89,11 @@ def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: boo
         # tree: track processes through /proc instead (the cluster keeps the rendered plugins).
         "ProctrackType": "proctrack/linuxproc",
         "TaskPlugin": "task/affinity",
-        "JobAcctGatherType": "jobacct_gather/linux",
         # Simulated nodes claim the NodeSet's CPUs and memory, more than this host has.
         "SlurmdParameters": ",".join(dict.fromkeys([*parameters, "config_overrides"])),
     }
+    if directive(text, "JobAcctGatherType"):
+        values["JobAcctGatherType"] = "jobacct_gather/linux"  # the cgroup one needs cgroups too
     if accounting:
         # slurmdbd runs beside slurmctld on loopback instead of behind its Service name.
         values["AccountingStorageHost"] = LOOPBACK
@@ -104,6 +105,7 @@ def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: boo
         values["AccountingStoragePort"] = ""
         values["AccountingStoreFlags"] = ""
         values["AccountingStorageTRES"] = ""
+        values["JobAcctGatherType"] = ""  # as the renderer does without accounting
     return set_directives(text, values)
 
 
