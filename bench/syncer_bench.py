@@ -65,6 +65,11 @@ def daemon_cpu(slurm: LocalSlurm) -> float:
     return total / TICKS
 
 
+def declare(slurm: LocalSlurm, hostlist: str) -> None:
+    """Slurm nodes that exist but never register (no slurmd): listed with ?flags=FUTURE."""
+    slurm.run("scontrol", "create", f"NodeName={hostlist}", "State=FUTURE", "CPUs=4", "RealMemory=4096", check=True)
+
+
 class Bench:
     def __init__(self, slurm: LocalSlurm, size: int) -> None:
         self.slurm = slurm
@@ -86,6 +91,8 @@ class Bench:
         report = self.syncer.cycle()
         cpu, wall, server = time.process_time() - cpu, time.monotonic() - wall, daemon_cpu(self.slurm) - server
         assert report.ok, report.errors
+        if label == "settling" and report.actions and os.environ.get("SUNK_BENCH_DEBUG"):
+            print("   ", report.actions[:3])
         self.last_wall = wall
         print(
             f"  cycle {self.n:3d} {label:<22} slurm requests {report.slurm_requests:6d}  slurm writes "
@@ -107,9 +114,13 @@ class Bench:
         return {n.name: (n.drain, n.reason) for n in self.syncer.slurm.list_nodes(future=True)}
 
     def quiet(self, names: list[str]) -> None:
-        """Resumed FUTURE nodes turn IDLE+NOT_RESPONDING (slurmctld pings them, nobody answers);
-        put them back to FUTURE, then let the pods catch up."""
-        self.slurm.run("scontrol", "update", f"NodeName={compress(names)}", "State=FUTURE", check=True)
+        """Resumed FUTURE nodes turn IDLE+NOT_RESPONDING (slurmctld pings them, nobody answers)
+        and, even set back to FUTURE, gain NOT_RESPONDING minutes later: a real change that would
+        land in a later "steady" cycle. So they are deleted and declared afresh (the syncer then
+        records their pod mapping again), and the pods catch up."""
+        hostlist = compress(names)
+        self.slurm.run("scontrol", "delete", f"NodeName={hostlist}", check=True)
+        declare(self.slurm, hostlist)
         while self.cycle("settling").actions:
             pass
 
@@ -120,7 +131,9 @@ class Bench:
             pass
         for _ in range(3):
             steady = self.cycle("steady (no change)")
-            assert steady.kube_writes == 0, f"{steady.kube_writes} Kubernetes writes with nothing changed"
+            assert steady.kube_writes == 0, (
+                f"{steady.kube_writes} Kubernetes writes with nothing changed: {steady.actions[:4]}"
+            )
             assert steady.slurm_writes == 0
 
         names = [f"cpu-{i}" for i in range(1, 1 + batch)]
@@ -182,9 +195,7 @@ def main() -> int:
                 with (slurm.root / "etc/hosts").open("a") as hosts:
                     hosts.writelines(f"127.0.0.1 cpu-{i}\n" for i in range(declared, size))
                 new = compress(f"cpu-{i}" for i in range(declared, size))
-                slurm.run(
-                    "scontrol", "create", f"NodeName={new}", "State=FUTURE", "CPUs=4", "RealMemory=4096", check=True
-                )
+                declare(slurm, new)
                 print(f"declared {size - declared} FUTURE nodes in {time.monotonic() - mark:.2f} s")
                 declared = size
             Bench(slurm, size).run(args.batch)
