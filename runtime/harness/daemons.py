@@ -13,10 +13,10 @@ from .overrides import LOOPBACK, directive
 from .ports import listening, wait_until
 
 MARIADB_SOCKET = "/run/mysqld/mysqld.sock"
-# slurmdbd logs "Database settings not recommended values" below half its recommendation
-# (1 GiB buffer pool, 900 s lock wait; 512M still draws the warning on 24.11 with MariaDB 11.8).
-# InnoDB touches the pool lazily, so a large pool costs little memory here.
-MARIADB_BUFFER_POOL = "1G"
+# slurmdbd 24.11 logs "Database settings not recommended values" with a buffer pool below 2G
+# (measured: 1G still warns, 2G does not) or a lock wait below 900 s. InnoDB touches the pool
+# lazily: MariaDB's RSS is ~150 MB with 2G (~130 MB with 1G).
+MARIADB_BUFFER_POOL = "2G"
 MARIADB_LOCK_WAIT = "900"
 START_TIMEOUT = 30.0
 
