@@ -134,6 +134,7 @@ def main() -> int:
             "SUNK_JWT_KEY_FILE": str(slurm.jwt_key_path),
             "SUNK_METRICS_PORT": str(port),
             "SUNK_SCHEDULER_INTERVAL": str(args.interval),
+            "SUNK_POD_NAMESPACES": NS,
             "SUNK_LOG_LEVEL": "WARNING",
         }
         log = (workdir / "scheduler.log").open("wb")

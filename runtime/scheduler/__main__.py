@@ -25,6 +25,8 @@ def main() -> int:
         print(f"sunk-scheduler: {e}", file=sys.stderr)
         return 2
     log = logging.getLogger("sunk.scheduler")
+    for noisy in ("httpx", "urllib3", "kubernetes"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)  # a line per request would drown ours
     kube = OfficialKube.from_environment(component=settings.scheduler_name)
     rest = SlurmRestClient(
         settings.slurmrestd_url,
@@ -40,19 +42,25 @@ def main() -> int:
         RestSlurm(rest, cwd=settings.job_cwd),
         scheduler_name=settings.scheduler_name,
         namespace=settings.namespace,
+        pod_namespaces=settings.pod_namespaces,
         metrics=metrics,
         health=health,
     )
     stop, wake = threading.Event(), threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    threading.Thread(
-        target=kube.watch_pods, args=(settings.scheduler_name, stop, wake), name="sunk-scheduler-watch", daemon=True
-    ).start()
+    for ns in settings.pod_namespaces:
+        threading.Thread(
+            target=kube.watch_pods,
+            args=(settings.scheduler_name, ns, stop, wake),
+            name=f"sunk-scheduler-watch-{ns}",
+            daemon=True,
+        ).start()
     log.info(
-        "sunk-scheduler %s for cluster %s: slurmrestd %s, metrics on :%d",
+        "sunk-scheduler %s for cluster %s (pods in %s): slurmrestd %s, metrics on :%d",
         settings.scheduler_name,
         settings.cluster,
+        ",".join(settings.pod_namespaces),
         settings.slurmrestd_url,
         settings.metrics_port,
     )

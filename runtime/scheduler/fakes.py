@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import keys
-from .kube import Conflict
+from .kube import Conflict, EvictionBlocked
 from .model import JobView, PodRef
 from .request import JobRequest
 from .slurm import Rejected
@@ -23,19 +23,21 @@ class FakeKube:
     bindings: list[tuple[PodRef, str]] = field(default_factory=list)
     deleted: list[PodRef] = field(default_factory=list)
     fail_lists: bool = False
+    block_evictions: bool = False
 
     def add_pod(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
         self.pods[(meta["namespace"], meta["name"])] = obj
 
-    def list_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+    def list_pods(self, scheduler_name: str, namespaces: Sequence[str]) -> list[dict[str, Any]]:
         if self.fail_lists:
             raise ConnectionError("API server unreachable")
         return [
             copy.deepcopy(p)
-            for p in self.pods.values()
+            for (ns, _), p in self.pods.items()
             if p["spec"].get("schedulerName") == scheduler_name
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and ("*" in namespaces or ns in namespaces)
         ]
 
     def list_slurmd_pods(self, namespace: str) -> list[dict[str, Any]]:
@@ -56,7 +58,9 @@ class FakeKube:
         pod["metadata"].setdefault("annotations", {}).update(annotations)
         self.bindings.append((ref, node))
 
-    def delete_pod(self, ref: PodRef) -> None:
+    def evict(self, ref: PodRef) -> None:
+        if self.block_evictions:
+            raise EvictionBlocked(f"{ref}: PodDisruptionBudget")
         pod = self.pods.get((ref.namespace, ref.name))
         if pod is not None and pod["metadata"]["uid"] == ref.uid:
             del self.pods[(ref.namespace, ref.name)]

@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -28,9 +28,16 @@ class Conflict(Exception):
     """The API server refused a write because the object changed (already bound, uid differs)."""
 
 
+class EvictionBlocked(Exception):
+    """The API server refused an eviction (429: a PodDisruptionBudget allows none right now)."""
+
+
+ALL_NAMESPACES = "*"
+
+
 class KubeApi(Protocol):
-    def list_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
-        """Non-terminal pods of this scheduler, all namespaces."""
+    def list_pods(self, scheduler_name: str, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+        """Non-terminal pods of this scheduler in these namespaces (["*"]: all)."""
         ...
 
     def list_slurmd_pods(self, namespace: str) -> list[dict[str, Any]]: ...
@@ -41,7 +48,9 @@ class KubeApi(Protocol):
 
     def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None: ...
 
-    def delete_pod(self, ref: PodRef) -> None: ...
+    def evict(self, ref: PodRef) -> None:
+        """Eviction API (graceful, respects PodDisruptionBudgets); a pod already gone is fine."""
+        ...
 
     def set_scheduled(self, ref: PodRef, status: str, reason: str, message: str) -> None: ...
 
@@ -72,16 +81,24 @@ class OfficialKube:
             config.load_kube_config()  # type: ignore[no-untyped-call]
         return cls(client.CoreV1Api(), component=component)
 
-    def list_pods(self, scheduler_name: str) -> list[dict[str, Any]]:
+    def list_pods(self, scheduler_name: str, namespaces: Sequence[str]) -> list[dict[str, Any]]:
         # Terminal pods are left out on the server side: their jobs end as for deleted pods.
         selector = f"spec.schedulerName={scheduler_name},status.phase!=Succeeded,status.phase!=Failed"
-        items = _json(self._api.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False))["items"]
+        if ALL_NAMESPACES in namespaces:
+            replies = [self._api.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)]
+        else:
+            replies = [
+                self._api.list_namespaced_pod(ns, field_selector=selector, _preload_content=False) for ns in namespaces
+            ]
+        wanted = None if ALL_NAMESPACES in namespaces else set(namespaces)
         # Filtered again here: the selector is an optimisation, not a guarantee we rely on.
         return [
             p
-            for p in items
+            for reply in replies
+            for p in _json(reply)["items"]
             if (p.get("spec") or {}).get("schedulerName") == scheduler_name
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and (wanted is None or (p.get("metadata") or {}).get("namespace") in wanted)
         ]
 
     def list_slurmd_pods(self, namespace: str) -> list[dict[str, Any]]:
@@ -127,12 +144,17 @@ class OfficialKube:
                 raise Conflict(f"pod {ref} is already bound") from e
             raise
 
-    def delete_pod(self, ref: PodRef) -> None:
+    def evict(self, ref: PodRef) -> None:
         # The uid precondition keeps a pod recreated under the same name alive.
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=ref.uid))
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=ref.name, namespace=ref.namespace),
+            delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=ref.uid)),
+        )
         try:
-            self._api.delete_namespaced_pod(ref.name, ref.namespace, body=body, _preload_content=False)
+            self._api.create_namespaced_pod_eviction(ref.name, ref.namespace, body, _preload_content=False)
         except ApiException as e:
+            if e.status == 429:
+                raise EvictionBlocked(f"eviction of {ref} refused: {e.reason}") from e
             if e.status not in (404, 409):
                 raise
 
@@ -171,18 +193,28 @@ class OfficialKube:
         )
         self._api.create_namespaced_event(ref.namespace, body, _preload_content=False)
 
-    def watch_pods(self, scheduler_name: str, stop: threading.Event, wake: threading.Event) -> None:
-        """Set `wake` on every change to this scheduler's pods, until `stop`. Only a latency aid:
-        the loop polls anyway, so a broken watch costs speed, never correctness."""
+    def watch_pods(self, scheduler_name: str, namespace: str, stop: threading.Event, wake: threading.Event) -> None:
+        """Set `wake` on every change to this scheduler's pods in `namespace` ("*": all), until
+        `stop`. Only a latency aid: the loop polls anyway, so a broken watch costs speed only."""
+        selector = f"spec.schedulerName={scheduler_name}"
         while not stop.is_set():
             w = watch.Watch()  # type: ignore[no-untyped-call]
             try:
-                stream = w.stream(  # type: ignore[no-untyped-call]
-                    self._api.list_pod_for_all_namespaces,
-                    field_selector=f"spec.schedulerName={scheduler_name}",
-                    timeout_seconds=300,
-                    deserialize=False,
-                )
+                if namespace == ALL_NAMESPACES:
+                    stream = w.stream(  # type: ignore[no-untyped-call]
+                        self._api.list_pod_for_all_namespaces,
+                        field_selector=selector,
+                        timeout_seconds=300,
+                        deserialize=False,
+                    )
+                else:
+                    stream = w.stream(  # type: ignore[no-untyped-call]
+                        self._api.list_namespaced_pod,
+                        namespace,
+                        field_selector=selector,
+                        timeout_seconds=300,
+                        deserialize=False,
+                    )
                 for event in stream:
                     obj = event.get("raw_object") or {}
                     if (obj.get("spec") or {}).get("schedulerName") == scheduler_name:

@@ -1,6 +1,8 @@
 """A Kubernetes API for tests and benchmarks: kmock's emulator with the gaps the scheduler hits filled.
 
 Not used in production (kmock is a dev dependency). Added on top of kmock's KubernetesEmulator:
+- pods/eviction: deletes the pod at once (no kubelet to finish a graceful deletion), 409 for a
+  uid precondition that does not match; `block_evictions` answers 429 as a PodDisruptionBudget would.
 - pods/binding: sets spec.nodeName, copies the Binding's annotations onto the pod, sets
   PodScheduled=True, answers 201 with a Status; 409 when the pod is already bound or the uid
   differs (as the API server does); `fail_bindings` makes it answer 500 (an API outage).
@@ -43,6 +45,8 @@ class _Emulator(kmock.KubernetesEmulator):
         self.sim_bindings: list[tuple[str, str, str]] = []
         self.sim_bound_at: dict[tuple[str, str], float] = {}
         self.sim_fail_bindings = False
+        self.sim_block_evictions = False
+        self.sim_evictions: list[tuple[str, str]] = []
         self._versions = itertools.count(1)
         self._in_flight: list[rendering.Request] = []
 
@@ -65,6 +69,8 @@ class _Emulator(kmock.KubernetesEmulator):
         res = request.resource
         if res is not None and res.plural == "pods" and request.subresource == "binding" and method == "POST":
             return await self._bind(request)
+        if res is not None and res.plural == "pods" and request.subresource == "eviction" and method == "POST":
+            return await self._evict(request)
         match = _NAMESPACE.match(request.url.path)
         if match and method == "GET" and res is not None and res.plural is None:
             ns = self.sim_namespaces.get(match.group(1))
@@ -122,6 +128,27 @@ class _Emulator(kmock.KubernetesEmulator):
             self.sim_bindings.append((request.namespace or "", request.name, node))
             self.sim_bound_at[(request.namespace or "", request.name)] = time.monotonic()
             await self._buses[request.resource].put({"type": "MODIFIED", "object": obj.raw})
+        return _status(201, "", "")
+
+    async def _evict(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        if self.sim_block_evictions:
+            return _status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.")
+        if request.resource is None or request.name is None:
+            return _status(404, "NotFound", "no pod in the eviction URL")
+        body = request.data if isinstance(request.data, dict) else {}
+        uid = (((body.get("deleteOptions") or {}).get("preconditions")) or {}).get("uid")
+        key = (request.resource, request.namespace, request.name)
+        async with self._lock:
+            if key not in self.objects or self.objects[key].deleted:
+                return _status(404, "NotFound", f'pods "{request.name}" not found')
+            obj = self.objects[key]
+            if uid and uid != obj.raw["metadata"].get("uid"):
+                return _status(409, "Conflict", "Precondition failed: UID in precondition does not match")
+            # No kubelet here to finish a graceful deletion: the pod goes at once.
+            raw = obj.raw
+            obj.delete()
+            self.sim_evictions.append((request.namespace or "", request.name))
+            await self._buses[request.resource].put({"type": "DELETED", "object": raw})
         return _status(201, "", "")
 
 
@@ -186,6 +213,19 @@ class KubeSim:
     def bound_at(self) -> dict[tuple[str, str], float]:
         """(namespace, pod) -> time.monotonic() of its accepted binding (benchmarks measure with it)."""
         return dict(self._emu.sim_bound_at)
+
+    @property
+    def evictions(self) -> list[tuple[str, str]]:
+        """Every accepted eviction as (namespace, pod)."""
+        return list(self._emu.sim_evictions)
+
+    @property
+    def block_evictions(self) -> bool:
+        return self._emu.sim_block_evictions
+
+    @block_evictions.setter
+    def block_evictions(self, value: bool) -> None:
+        self._emu.sim_block_evictions = value
 
     @property
     def fail_bindings(self) -> bool:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..slurmrest import SlurmRestError
 from . import keys
-from .kube import Conflict, KubeApi
+from .kube import ALL_NAMESPACES, Conflict, EvictionBlocked, KubeApi
 from .metrics import Health, Metrics
 from .model import Snapshot, node_map, pod_view
 from .plan import Action, Bind, Cancel, Condition, Evict, Failure, Reject, Submit, plan
@@ -51,6 +51,7 @@ class Scheduler:
         *,
         scheduler_name: str,
         namespace: str,
+        pod_namespaces: Sequence[str] = (),
         metrics: Metrics | None = None,
         health: Health | None = None,
         clock: Callable[[], float] = time.time,
@@ -60,6 +61,9 @@ class Scheduler:
         self.slurm = slurm
         self.scheduler_name = scheduler_name
         self.namespace = namespace
+        self.pod_namespaces = tuple(pod_namespaces) or (namespace,)
+        """Where this scheduler's pods live: by default the cluster's own namespace (one tenant's
+        scheduler never touches another tenant's pods, or their jobs); "*" for all."""
         self.metrics = metrics or Metrics()
         self.health = health or Health(stale_after=60.0)
         self.clock = clock
@@ -79,12 +83,16 @@ class Scheduler:
 
     def observe(self, now: float) -> Snapshot:
         """Everything or nothing: any read failing raises, and the cycle does nothing (fail closed)."""
-        pods = [pod_view(p) for p in self.kube.list_pods(self.scheduler_name)]
+        pods = [pod_view(p) for p in self.kube.list_pods(self.scheduler_name, self.pod_namespaces)]
         node_of = node_map(self.kube.list_slurmd_pods(self.namespace))
-        jobs = self.slurm.jobs()
+        # A job marked for a namespace outside our scope is not ours to adopt or cancel.
+        jobs = [j for j in self.slurm.jobs() if self._in_scope(j.marker.namespace)]
         waiting = sorted({p.namespace for p in pods if p.live and not p.node_name})
         defaults = {ns: self._defaults(ns, now) for ns in waiting}
         return Snapshot(pods=pods, jobs=jobs, node_of=node_of, namespace_defaults=defaults)
+
+    def _in_scope(self, namespace: str) -> bool:
+        return ALL_NAMESPACES in self.pod_namespaces or namespace in self.pod_namespaces
 
     # --- one cycle --------------------------------------------------------------------------
 
@@ -157,9 +165,15 @@ class Scheduler:
         elif isinstance(action, Bind):
             self._bind(action, now)
         elif isinstance(action, Evict):
-            log.info("evict %s: %s", action.pod, action.message)
-            self.kube.event(action.pod, "Warning", action.reason, f"{action.message}; evicting the pod")
-            self.kube.delete_pod(action.pod)
+            try:
+                self.kube.evict(action.pod)
+            except EvictionBlocked as e:
+                # Retried next cycle; the Event waits for the eviction so it is written once.
+                self.metrics.errors.labels("evict_blocked").inc()
+                log.warning("%s (%s)", e, action.message)
+                return
+            log.info("evicted %s: %s", action.pod, action.message)
+            self.kube.event(action.pod, "Warning", action.reason, f"{action.message}; pod evicted")
             self.metrics.evictions.labels(action.reason).inc()
         elif isinstance(action, Cancel):
             self._cancel([action])

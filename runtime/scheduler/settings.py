@@ -25,6 +25,10 @@ class Settings:
     """Seconds between cycles when no watch event arrives (SUNK_SCHEDULER_INTERVAL)."""
     job_cwd: str = "/tmp"
     """Working directory of placeholder jobs, as slurmd sees it (SUNK_JOB_CWD)."""
+    pod_namespaces: tuple[str, ...] = ()
+    """Namespaces whose pods this scheduler places (SUNK_POD_NAMESPACES, comma-separated; `*` for
+    all, which needs cluster-wide pod RBAC). Default: SUNK_NAMESPACE only, what the per-tenant
+    Role grants; every tenant's scheduler shares the schedulerName, so scope keeps them apart."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -48,4 +52,7 @@ class Settings:
             scheduler_name=env.get("SUNK_SCHEDULER_NAME") or "sunk-scheduler",
             interval=interval,
             job_cwd=env.get("SUNK_JOB_CWD") or "/tmp",
+            pod_namespaces=tuple(
+                ns.strip() for ns in (env.get("SUNK_POD_NAMESPACES") or env["SUNK_NAMESPACE"]).split(",") if ns.strip()
+            ),
         )

@@ -84,12 +84,16 @@ class RestSlurm:
             fresh = list(self._rest.call("GET", f"{_SLURM}/jobs/").get("jobs") or [])
         else:
             fresh = [raw for job_id in stale for raw in self._one(job_id)]
+        refreshed = set()
         for raw in fresh:
             job_id = int(raw.get("job_id") or 0)
             if job_id in states:
                 self._cache[job_id] = (states[job_id], now, job_view(raw))
-        for job_id in set(self._cache) - set(states):
-            del self._cache[job_id]  # purged by slurmctld (MinJobAge)
+                refreshed.add(job_id)
+        # Purged by slurmctld (MinJobAge), or listed and gone before it could be read: never
+        # answer with a stale copy.
+        for job_id in (set(self._cache) - set(states)) | (set(stale) - refreshed):
+            self._cache.pop(job_id, None)
         return [view for _, _, view in self._cache.values() if view is not None]
 
     def _one(self, job_id: int) -> list[dict[str, Any]]:

@@ -166,6 +166,7 @@ def start_scheduler(slurm: LocalSlurm, k8s: Cluster, tmp_path: Path) -> Iterator
             "SUNK_SLURM_USER": "slurm",
             "SUNK_METRICS_PORT": str(free_ports(1)[0]),
             "SUNK_SCHEDULER_INTERVAL": "0.2",
+            "SUNK_POD_NAMESPACES": "ml",
         }
         proc = SchedulerProcess(env, tmp_path / f"scheduler-{len(started)}.log")
         started.append(proc)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.fakes import FakeKube, FakeSlurm
 from sunk.runtime.scheduler.loop import Scheduler, backoff
-from sunk.runtime.scheduler.model import PodRef
+from sunk.runtime.scheduler.metrics import Health
+from sunk.runtime.scheduler.model import JobView, PodRef
 from sunk.runtime.scheduler.plan import Bind
+from sunk.runtime.scheduler.settings import Settings
 
 
 class Clock:
@@ -47,7 +50,9 @@ def setup(*pods: dict[str, Any]) -> tuple[FakeKube, FakeSlurm, Scheduler, Clock]
 
 
 def scheduler(kube: FakeKube, slurm: FakeSlurm, clock: Clock) -> Scheduler:
-    return Scheduler(kube, slurm, scheduler_name="sunk-scheduler", namespace="slurm", clock=clock)
+    return Scheduler(
+        kube, slurm, scheduler_name="sunk-scheduler", namespace="slurm", pod_namespaces=["ml"], clock=clock
+    )
 
 
 def condition(kube: FakeKube, name: str) -> dict[str, Any]:
@@ -164,3 +169,68 @@ def test_a_restarted_scheduler_adopts_jobs_and_never_binds_twice() -> None:
     ref = PodRef("ml", "api", "uid-api")
     first.apply(Bind(ref, "k8s-a", api, "cpu-1", "2000"), clock.now)
     assert [r.name for r, _ in kube.bindings] == ["web", "api"]
+
+
+def test_pods_and_jobs_outside_the_scheduler_namespaces_are_not_touched() -> None:
+    foreign = raw_pod("elsewhere")
+    foreign["metadata"]["namespace"] = "other-tenant"
+    kube, slurm, sched, _ = setup(foreign)
+    other = keys.Marker("pod", "other-tenant", "web", "uid-x")
+    slurm.job_list.append(JobView(55, other, "RUNNING", nodes=("cpu-0",)))
+    sched.cycle()
+    assert slurm.submitted == [] and slurm.cancelled == [] and kube.events == []
+
+
+def test_a_blocked_eviction_is_retried_and_reported_once_it_happens() -> None:
+    kube, slurm, sched, _ = setup(raw_pod("web"))
+    sched.cycle()
+    [(job_id, _, _)] = slurm.submitted
+    slurm.start(job_id, ("cpu-0",))
+    sched.cycle()
+    slurm.end(job_id, "PREEMPTED")
+    kube.block_evictions = True
+    sched.cycle()
+    sched.cycle()
+    assert kube.deleted == [] and [e[2] for e in kube.events] == ["Scheduled"]
+    assert sched.metrics.errors.labels("evict_blocked")._value.get() == 2
+    kube.block_evictions = False
+    sched.cycle()
+    sched.cycle()
+    assert kube.deleted == [PodRef("ml", "web", "uid-web")]
+    assert [e[2] for e in kube.events] == ["Scheduled", "Preempted"]
+
+
+def test_settings_come_from_the_environment() -> None:
+    env = {
+        "SUNK_CLUSTER": "research",
+        "SUNK_NAMESPACE": "acme-research",
+        "SUNK_SLURMRESTD_URL": "http://research-restapi:6820",
+        "SUNK_JWT_KEY_FILE": "/etc/slurm/jwt/jwt_hs256.key",
+    }
+    s = Settings.from_env(env)
+    assert (s.scheduler_name, s.slurm_user, s.metrics_port, s.pod_namespaces) == (
+        "sunk-scheduler",
+        "slurm",
+        8080,
+        ("acme-research",),
+    )
+    s = Settings.from_env(
+        {**env, "SUNK_POD_NAMESPACES": "ml, web", "SUNK_SCHEDULER_NAME": "x", "SUNK_METRICS_PORT": "9"}
+    )
+    assert (s.pod_namespaces, s.scheduler_name, s.metrics_port) == (("ml", "web"), "x", 9)
+    with pytest.raises(ValueError, match="SUNK_JWT_KEY_FILE"):
+        Settings.from_env({k: v for k, v in env.items() if k != "SUNK_JWT_KEY_FILE"})
+    with pytest.raises(ValueError, match="SUNK_SCHEDULER_INTERVAL"):
+        Settings.from_env({**env, "SUNK_SCHEDULER_INTERVAL": "0"})
+
+
+def test_health_goes_stale_without_cycles() -> None:
+    t = [0.0]
+    health = Health(stale_after=30, clock=lambda: t[0])
+    assert health.alive()[0] and not health.ready()[0]
+    health.attempted(ok=True)
+    t[0] = 29
+    assert health.alive()[0] and health.ready()[0]
+    health.attempted(ok=False)
+    t[0] = 61
+    assert not health.ready()[0] and not health.alive()[0]

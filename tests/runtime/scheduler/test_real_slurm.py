@@ -32,6 +32,7 @@ def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_s
     k8s.create_pod("gpu-pod", gpus=1, **{keys.GPU_TYPE: "h100"})
     k8s.create_pod("w-0", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
     k8s.create_pod("w-1", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
+    k8s.create_pod("not-ours", ns="other-tenant")  # outside SUNK_POD_NAMESPACES
     for name in ("cpu-pod", "gpu-pod", "w-0", "w-1"):
         pod = k8s.wait_bound(name)
         annotations = pod["metadata"]["annotations"]
@@ -51,6 +52,7 @@ def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_s
     w0, w1 = (k8s.pod(n)["metadata"]["annotations"] for n in ("w-0", "w-1"))
     assert w0[keys.JOB_ID] == w1[keys.JOB_ID] and w0[keys.SLURM_NODE] != w1[keys.SLURM_NODE]
     assert len(placeholder_jobs(slurm)) == 3
+    assert not k8s.pod("not-ours", "other-tenant")["spec"].get("nodeName")  # type: ignore[index]
 
 
 def test_a_high_priority_pod_preempts_a_low_priority_batch_job(slurm: LocalSlurm, k8s, start_scheduler) -> None:
@@ -76,6 +78,7 @@ def test_a_high_priority_batch_job_preempts_a_low_priority_pod(slurm: LocalSlurm
     high = slurm.sbatch(FILL, "--qos=high", "--exclusive", "-N1", f"-w{node}")
     slurm.wait_job(high, {"RUNNING"})
     k8s.wait_for("the preempted pod to be evicted", lambda: k8s.pod("batchable") is None)
+    assert k8s.sim.evictions == [("ml", "batchable")]  # through the Eviction API
     reasons = [(e["type"], e["reason"]) for e in k8s.events("batchable")]
     assert ("Warning", "Preempted") in reasons
     [message] = [e["message"] for e in k8s.events("batchable") if e["reason"] == "Preempted"]

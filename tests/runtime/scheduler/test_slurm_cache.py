@@ -1,0 +1,148 @@
+"""RestSlurm on a scripted slurmrestd: which requests it makes, not just what it returns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.request import JobRequest
+from sunk.runtime.scheduler.slurm import Rejected, RestSlurm
+from sunk.runtime.slurmrest import SlurmApiError, SlurmRestClient, StaticToken
+
+API = "/slurm/v0.0.42"
+
+
+class Slurmrestd:
+    def __init__(self) -> None:
+        self.jobs: dict[int, dict[str, Any]] = {}
+        self.paths: list[str] = []
+        self.bodies: list[Any] = []
+        self.submit_error: dict[str, Any] | None = None
+
+    def add(self, job_id: int, state: str, comment: str = "", nodes: str = "") -> None:
+        self.jobs[job_id] = {"job_id": job_id, "comment": comment, "job_state": [state], "nodes": nodes}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        self.paths.append(f"{request.method} {path}")
+        body = json.loads(request.content) if request.content else None
+        self.bodies.append(body)
+        if path == f"{API}/jobs/state/":
+            states = [{"job_id": str(i), "state": j["job_state"]} for i, j in self.jobs.items()]
+            return httpx.Response(200, json={"jobs": [*states, {"job_id": "9_1", "state": ["PENDING"]}]})
+        if path == f"{API}/jobs/" and request.method == "GET":
+            return httpx.Response(200, json={"jobs": list(self.jobs.values())})
+        if path.startswith(f"{API}/job/") and request.method == "GET":
+            job = self.jobs.get(int(path.rsplit("/", 1)[1]))
+            if job is None:
+                return httpx.Response(500, json={"errors": [{"error_number": 2017, "error": "Invalid job id"}]})
+            return httpx.Response(200, json={"jobs": [job]})
+        if path == f"{API}/jobs/" and request.method == "DELETE":
+            status = [
+                {"job_id": int(i), "error": {"code": 2017 if int(i) not in self.jobs else 0}} for i in body["jobs"]
+            ]
+            return httpx.Response(200, json={"status": status})
+        if path == f"{API}/job/submit":
+            if self.submit_error:
+                return httpx.Response(500, json={"errors": [self.submit_error]})
+            return httpx.Response(200, json={"job_id": 77})
+        return httpx.Response(404, json={})
+
+    def reset(self) -> None:
+        self.paths.clear()
+        self.bodies.clear()
+
+
+@pytest.fixture
+def server() -> Slurmrestd:
+    return Slurmrestd()
+
+
+def client(server: Slurmrestd, clock: list[float]) -> RestSlurm:
+    rest = SlurmRestClient(
+        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+    )
+    return RestSlurm(rest, bulk_over=2, clock=lambda: clock[0])
+
+
+def test_jobs_are_reread_only_when_their_state_changes_or_they_get_old(server: Slurmrestd) -> None:
+    clock = [0.0]
+    slurm = client(server, clock)
+    server.add(1, "PENDING", "sunk-pod:ml/a/u1")
+    server.add(2, "RUNNING", "sunk-group:ml/g", "cpu-[0-1]")
+    server.add(3, "RUNNING", "a user's own job")
+    views = slurm.jobs()
+    assert sorted(v.job_id for v in views) == [1, 2]
+    assert [v.nodes for v in views if v.job_id == 2] == [("cpu-0", "cpu-1")]
+    assert server.paths[1:] == [f"GET {API}/jobs/"]  # 3 unknown jobs > bulk_over: one list
+
+    server.reset()
+    assert len(slurm.jobs()) == 2
+    assert server.paths == [f"GET {API}/jobs/state/"]  # nothing changed: no job read
+
+    server.reset()
+    server.add(1, "RUNNING", "sunk-pod:ml/a/u1", "cpu-2")
+    del server.jobs[3]
+    views = slurm.jobs()
+    assert server.paths == [f"GET {API}/jobs/state/", f"GET {API}/job/1"]
+    assert [v.running for v in views if v.job_id == 1] == [True]
+
+    server.reset()
+    clock[0] = 60.0  # pending reasons change without a state change: old copies are re-read
+    slurm.jobs()
+    assert sorted(server.paths) == [f"GET {API}/job/1", f"GET {API}/job/2", f"GET {API}/jobs/state/"]
+
+
+def test_a_job_purged_between_the_two_reads_is_skipped(server: Slurmrestd) -> None:
+    slurm = client(server, [0.0])
+    server.add(1, "PENDING", "sunk-pod:ml/a/u1")
+    slurm.jobs()
+    server.jobs[1]["job_state"] = ["COMPLETED"]
+    real = server.__call__
+
+    def purge_after_listing(request: httpx.Request) -> httpx.Response:
+        reply = real(request)
+        if request.url.path.endswith("/jobs/state/"):
+            server.jobs.clear()
+        return reply
+
+    slurm._rest._http._transport = httpx.MockTransport(purge_after_listing)  # type: ignore[attr-defined]
+    assert slurm.jobs() == []
+
+
+def test_cancels_go_in_one_request_and_finished_jobs_are_fine(server: Slurmrestd) -> None:
+    slurm = client(server, [0.0])
+    server.add(1, "RUNNING")
+    slurm.cancel([1, 5, 1])
+    assert server.paths == [f"DELETE {API}/jobs/"]
+    assert server.bodies == [{"jobs": ["1", "5"]}]
+    server.reset()
+    slurm.cancel([])
+    assert server.paths == []
+
+
+def test_a_refused_submit_says_why(server: Slurmrestd) -> None:
+    slurm = client(server, [0.0])
+    request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, partition="nope")
+    assert slurm.submit(request, keys.Marker("pod", "ml", "a", "u1")) == 77
+    sent = server.bodies[-1]["job"]
+    assert sent["memory_per_node"] == {"set": True, "infinite": False, "number": 1} and sent["partition"] == "nope"
+    server.submit_error = {
+        "error_number": 2000,
+        "description": "Batch job submission failed",
+        "error": "Invalid partition name specified",
+    }
+    with pytest.raises(Rejected, match="Invalid partition name specified"):
+        slurm.submit(request, keys.Marker("pod", "ml", "a", "u1"))
+
+
+def test_an_unreachable_controller_is_not_a_rejection(server: Slurmrestd) -> None:
+    slurm = client(server, [0.0])
+    server.submit_error = {"error_number": 1800, "error": "Unable to contact slurm controller"}
+    slurm._rest._sleep = lambda _: None  # type: ignore[attr-defined]
+    with pytest.raises(Exception) as caught:
+        slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1"))
+    assert not isinstance(caught.value, Rejected | SlurmApiError)
