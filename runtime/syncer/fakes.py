@@ -141,6 +141,7 @@ class FakeKube:
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
         self.reads = 0
         self.writes = 0
         self.fail_reads = False
@@ -195,6 +196,10 @@ class FakeKube:
 
     def patch_node_status(self, name: str, patch: Patch) -> None:
         self._patch(self._obj(self.nodes, name), patch)
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """Events are not counted as writes: `writes` stays the object patches."""
+        self.events.append({**body, "metadata": {**body["metadata"], "namespace": namespace}})
 
 
 def node_object(

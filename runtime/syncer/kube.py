@@ -4,12 +4,14 @@ the official client, and the parsing of Nodes and pods into the syncer's views."
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any, Protocol
 
 from sunk.crd import GROUP
 
-from .model import NODESET_LABEL, Condition, KubeNode, SlurmdPod
+from .model import NODESET_LABEL, Condition, KubeNode, SlurmdPod, rfc3339
 
 JsonPatch = list[dict[str, Any]]
 Patch = dict[str, Any] | JsonPatch
@@ -34,6 +36,8 @@ class KubeApi(Protocol):
     def patch_node(self, name: str, patch: dict[str, Any]) -> None: ...
 
     def patch_node_status(self, name: str, patch: Patch) -> None: ...
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
 
 
 def _conditions(obj: dict[str, Any]) -> tuple[Condition, ...]:
@@ -90,6 +94,32 @@ def parse_pod(obj: dict[str, Any], namespace: str) -> SlurmdPod | None:
         annotations=_ours(meta.get("annotations")),
         conditions=_conditions(obj),
     )
+
+
+def pod_event(pod: SlurmdPod, reason: str, message: str, type_: str, now: datetime) -> dict[str, Any]:
+    """A core/v1 Event about a slurmd pod. The name is made unique here: kmock has no
+    generateName, and the API server would only append the same kind of suffix."""
+    stamp = rfc3339(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod.name}.{uuid.uuid4().hex[:12]}", "namespace": pod.namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": type_,
+        "source": {"component": "sunk-syncer"},
+        "reportingComponent": "sunk-syncer",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
 
 
 def condition_patch(condition: Condition, index: int | None, count: int) -> Patch:
@@ -174,3 +204,6 @@ class KubernetesApi:
 
     def patch_node_status(self, name: str, patch: Patch) -> None:
         self._call(self._core.patch_node_status, name, patch, _content_type=self._content_type(patch))
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        self._call(self._core.create_namespaced_event, namespace, body)

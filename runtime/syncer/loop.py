@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 
 from ..slurmrest import Node, NodeCache, NodeDiff, SlurmApiError, SlurmRestError, SlurmUnavailable
-from .kube import KubeApi, KubeApiError, condition_patch, parse_node, parse_pod
-from .model import NODESET_LABEL, Observed
+from .kube import KubeApi, KubeApiError, condition_patch, parse_node, parse_pod, pod_event
+from .model import NODESET_LABEL, Observed, SlurmdPod
 from .plan import (
     Action,
     AnnotateNode,
@@ -28,6 +28,7 @@ from .plan import (
     SetPodCondition,
     SetPodRef,
     SlurmAction,
+    current_pods,
     plan,
     state_summary,
 )
@@ -75,6 +76,8 @@ class CycleReport:
     slurm_requests: int = 0
     slurm_writes: int = 0
     kube_writes: int = 0
+    events: int = 0
+    """Kubernetes Events created (one per drain or resume applied), not in kube_writes."""
     errors: list[str] = field(default_factory=list)
     diff: NodeDiff | None = None
 
@@ -122,13 +125,18 @@ class Syncer:
         )
 
     # 3. apply ---------------------------------------------------------------------------------
-    def apply(self, actions: list[Action], report: CycleReport) -> None:
+    def apply(self, actions: list[Action], report: CycleReport, pods: Mapping[str, SlurmdPod] | None = None) -> None:
         slurm = [a for a in actions if isinstance(a, Drain | Resume | SetPodRef)]
         kube = [a for a in actions if not isinstance(a, Drain | Resume | SetPodRef)]
+        done: list[tuple[str, str, str | None]] = []
         try:
-            self._apply_slurm(slurm, report)
+            self._apply_slurm(slurm, report, done)
         except SlurmUnavailable as exc:
             self._error(report, "slurm_write", exc)  # the rest waits for the next cycle
+        for node, kind, reason in done:
+            pod = (pods or {}).get(node)
+            if pod is not None:
+                self._event(report, pod, kind, reason)
         for action in kube:
             try:
                 self._apply_kube(action)
@@ -137,15 +145,34 @@ class Syncer:
             except KubeApiError as exc:
                 self._error(report, "kube_write", exc)
 
-    def _slurm_write(self, report: CycleReport, kind: str, fn: Callable[[], None]) -> None:
+    def _slurm_write(self, report: CycleReport, kind: str, fn: Callable[[], None]) -> bool:
         try:
             fn()
             report.slurm_writes += 1
             self.metrics.writes.labels("slurm", kind).inc()
+            return True
         except SlurmApiError as exc:  # e.g. the node vanished since the read; others still go
             self._error(report, "slurm_write", exc)
+            return False
 
-    def _apply_slurm(self, actions: list[SlurmAction], report: CycleReport) -> None:
+    def _event(self, report: CycleReport, pod: SlurmdPod, kind: str, reason: str | None) -> None:
+        """Best effort: an Event on the slurmd pod for every drain and resume sunk made."""
+        if kind == "Drain":
+            body = pod_event(
+                pod, "SlurmNodeDrained", f"Slurm node {pod.hostname} drained: {reason}", "Warning", self.clock()
+            )
+        else:
+            body = pod_event(pod, "SlurmNodeResumed", f"Slurm node {pod.hostname} resumed", "Normal", self.clock())
+        try:
+            self.kube.create_event(pod.namespace, body)
+            report.events += 1
+            self.metrics.writes.labels("kubernetes", "Event").inc()
+        except KubeApiError as exc:
+            self._error(report, "kube_write", exc)
+
+    def _apply_slurm(
+        self, actions: list[SlurmAction], report: CycleReport, done: list[tuple[str, str, str | None]]
+    ) -> None:
         # Same-reason drains and all resumes go as one batch request each (POST /nodes/); a
         # batch Slurm refuses (one unknown name) is retried node by node.
         drains: dict[str, list[str]] = defaultdict(list)
@@ -165,11 +192,13 @@ class Syncer:
                     self.slurm.update_nodes(names, state=state, reason=reason)
                     report.slurm_writes += 1
                     self.metrics.writes.labels("slurm", kind).inc()
+                    done.extend((name, kind, reason) for name in names)
                     continue
                 except SlurmApiError:
                     pass
             for name in names:
-                self._slurm_write(report, kind, partial(self.slurm.update_node, name, state=state, reason=reason))
+                if self._slurm_write(report, kind, partial(self.slurm.update_node, name, state=state, reason=reason)):
+                    done.append((name, kind, reason))
         for action in actions:
             if isinstance(action, SetPodRef):
                 self._slurm_write(report, "SetPodRef", partial(self.slurm.update_node, action.node, extra=action.extra))
@@ -194,7 +223,7 @@ class Syncer:
         if observed is not None:
             report.ok = True
             report.actions = plan(observed, self.clock())  # 2. plan
-            self.apply(report.actions, report)  # 3. apply
+            self.apply(report.actions, report, current_pods(observed.pods))  # 3. apply
         report.slurm_requests = self.slurm.requests - before
         self.metrics.cycle_seconds.observe(time.monotonic() - started)
         self.last_cycle_end = time.monotonic()

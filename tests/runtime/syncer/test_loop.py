@@ -62,6 +62,17 @@ def test_cordon_drain_uncordon_resume_round_trip() -> None:
     report = syncer.cycle()
     assert report.slurm_writes == 1  # both resumes in one batch request
     assert not slurm.nodes["cpu-1"].drain and not slurm.nodes["cpu-2"].drain
+    # Every drain and resume left an Event on its pod, and only those did.
+    seen = sorted((e["involvedObject"]["name"], e["reason"], e["type"]) for e in kube.events)
+    assert seen == [
+        ("cpu-1", "SlurmNodeDrained", "Warning"),
+        ("cpu-1", "SlurmNodeResumed", "Normal"),
+        ("cpu-2", "SlurmNodeDrained", "Warning"),
+        ("cpu-2", "SlurmNodeResumed", "Normal"),
+    ]
+    drained = next(e for e in kube.events if e["reason"] == "SlurmNodeDrained")
+    assert drained["message"] == "Slurm node cpu-1 drained: sunk: Node k1 cordoned"
+    assert drained["metadata"]["namespace"] == NS and drained["involvedObject"]["uid"] == f"uid-{NS}-cpu-1"
 
 
 def test_same_reason_drains_go_as_one_batch() -> None:

@@ -200,6 +200,9 @@ def test_cordon_drains_with_our_reason_and_uncordon_resumes(world: World) -> Non
     assert not world.node("cpu-0").drain
     settle(syncer)
     assert annotations(world.pod("cpu-0"))[POD_STATE_ANNOTATION] == "idle"
+    events = json.loads(world.api.list_namespaced_event(world.ns, _preload_content=False).data)["items"]
+    reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == f"{world.slurm.spec.name}-cpu-0"]
+    assert reasons == ["SlurmNodeDrained", "SlurmNodeResumed"]
 
 
 def test_admin_drain_is_shown_in_kubernetes_and_never_resumed(world: World) -> None:
