@@ -96,7 +96,7 @@ class Bench:
         self.last_wall = wall
         print(
             f"  cycle {self.n:3d} {label:<22} slurm requests {report.slurm_requests:6d}  slurm writes "
-            f"{report.slurm_writes:6d}  k8s writes {report.kube_writes:6d}  syncer CPU {cpu:6.2f} s  "
+            f"{report.slurm_writes:6d}  k8s writes {report.kube_writes:6d} (+{report.events} events)  syncer CPU {cpu:6.2f} s  "
             f"slurmrestd+ctld CPU {server:6.2f} s  wall {wall:6.2f} s"
         )
         return report
