@@ -27,8 +27,9 @@ def placeholder_jobs(slurm: LocalSlurm) -> dict[int, tuple[str, str, str]]:
 
 
 def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    k8s.sim.add_namespace("ml", {keys.TIME_LIMIT: "0:30:00"})  # a Namespace default
     start_scheduler()
-    k8s.create_pod("cpu-pod", cpu="2", memory="1Gi")
+    k8s.create_pod("cpu-pod", cpu="2", memory="1Gi", **{keys.NICE: "10", keys.PRIORITY: "5000", keys.ACCOUNT: "root"})
     k8s.create_pod("gpu-pod", gpus=1, **{keys.GPU_TYPE: "h100"})
     k8s.create_pod("w-0", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
     k8s.create_pod("w-1", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
@@ -43,8 +44,10 @@ def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_s
         assert "JobState=RUNNING" in job
         assert slurm_node in expand(re.search(r" NodeList=(\S+)", job).group(1))  # type: ignore[union-attr]
         assert "Comment=sunk-" in job
+        assert "TimeLimit=00:30:00" in job
         if name == "cpu-pod":
             assert "NumCPUs=2" in job and "mem=1G" in job
+            assert "Nice=10" in job and "Priority=5000" in job and "Account=root" in job
         if name == "gpu-pod":
             assert slurm_node.startswith("gpu-") and "TresPerNode=gres/gpu:h100:1" in job
         assert [e["reason"] for e in k8s.events(name)] == ["Scheduled"]
