@@ -6,6 +6,7 @@ retried with bounded exponential backoff and end as SlurmUnavailable."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -41,6 +42,12 @@ def _errors(payload: Any) -> list[SlurmError]:
                 )
             )
     return out
+
+
+@functools.cache
+def _adapter(model: type[T]) -> TypeAdapter[list[T]]:
+    """Built once per model: a TypeAdapter costs more to make than to validate a short list."""
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
 class _Transient(Exception):
@@ -139,7 +146,7 @@ class SlurmRestClient:
 
     @staticmethod
     def _items(payload: dict[str, Any], key: str, model: type[T]) -> list[T]:
-        return TypeAdapter(list[model]).validate_python(payload.get(key) or [])  # type: ignore[valid-type]
+        return _adapter(model).validate_python(payload.get(key) or [])
 
     # --- calls ------------------------------------------------------------------------------
 
