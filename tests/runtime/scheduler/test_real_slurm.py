@@ -86,7 +86,7 @@ def test_a_high_priority_batch_job_preempts_a_low_priority_pod(slurm: LocalSlurm
     assert ("Warning", "Preempted") in reasons
     [message] = [e["message"] for e in k8s.events("batchable") if e["reason"] == "Preempted"]
     assert "preempted by a higher-priority Slurm job" in message
-    assert placeholder_jobs(slurm) == {}
+    k8s.wait_for("the placeholder to leave the queue", lambda: placeholder_jobs(slurm) == {})
 
 
 def test_deleting_the_pod_cancels_its_job(slurm: LocalSlurm, k8s, start_scheduler) -> None:
