@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sunk.naming import OWNED_REASON_PREFIX
+from sunk.naming import OPERATOR_REASON_PREFIX, OWNED_REASON_PREFIX
 
 from ..slurmrest import Node, PodRef, read_pod_ref, write_pod_ref
 from .model import (
@@ -94,6 +94,14 @@ Action = SlurmAction | KubeAction
 
 
 def owned(reason: str) -> bool:
+    """A drain this syncer set and may undo. The operator's drains (scale-in, rolling update)
+    share the `sunk:` prefix but are the operator's to finish: resuming them would let new jobs
+    land on a node that is about to go."""
+    return reason.startswith(OWNED_REASON_PREFIX) and not reason.startswith(OPERATOR_REASON_PREFIX)
+
+
+def sunk_drain(reason: str) -> bool:
+    """Any drain set by sunk (syncer or operator): not one that began with an admin in Slurm."""
     return reason.startswith(OWNED_REASON_PREFIX)
 
 
@@ -223,7 +231,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
         node = observed.slurm_nodes[name]
         pod = pods.get(name)
         slurm.extend(_slurm_actions(node, pod, observed))
-        if pod is not None and not pod.deleting and pod.node_name and node.drain and not owned(node.reason):
+        if pod is not None and not pod.deleting and pod.node_name and node.drain and not sunk_drain(node.reason):
             foreign.setdefault(pod.node_name, []).append(f"{name}: {node.reason}")
     for hostname in sorted(pods):
         pod = pods[hostname]

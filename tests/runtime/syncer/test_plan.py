@@ -124,6 +124,29 @@ def test_admin_drain_is_never_resumed() -> None:
     assert slurm_actions(obs) == []
 
 
+def test_operator_drain_is_never_resumed_by_the_syncer() -> None:
+    # The operator drains before scale-in or a rolling update; resuming would invite new jobs.
+    reason = "sunk:operator scale-in"
+    obs = observe([slurm("cpu-0", "IDLE", "DRAIN", reason=reason, pod="cpu-0")], pods=[pod("cpu-0")])
+    assert slurm_actions(obs) == []
+
+
+def test_operator_drain_is_not_reworded_while_a_syncer_cause_exists() -> None:
+    kube = [node_object("k1", unschedulable=True)]
+    reason = "sunk:operator rolling update"
+    obs = observe([slurm("cpu-0", "IDLE", "DRAIN", reason=reason, pod="cpu-0")], kube, [pod("cpu-0")])
+    assert slurm_actions(obs) == []
+
+
+def test_operator_drain_is_not_reported_as_a_drain_that_began_in_slurm() -> None:
+    obs = observe(
+        [slurm("cpu-0", "IDLE", "DRAIN", reason="sunk:operator scale-in", pod="cpu-0")],
+        [node_object("k1")],
+        [pod("cpu-0")],
+    )
+    assert not [a for a in kube_actions(obs) if isinstance(a, AnnotateNode | SetNodeCondition)]
+
+
 def test_admin_drain_is_not_overwritten_while_our_cause_exists() -> None:
     kube = [node_object("k1", unschedulable=True)]
     obs = observe([slurm("cpu-0", "IDLE", "DRAIN", reason="bad DIMM", pod="cpu-0")], kube, [pod("cpu-0")])
