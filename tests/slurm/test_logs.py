@@ -19,6 +19,10 @@ HARMLESS = [
     r"_find_node_record: lookup failure for node",
     # The deploy-time topology.conf has no switch until nodes exist (the operator re-renders it).
     r"No switches configured",
+    # slurmd caches the hwloc topology in /var/spool/slurmd (not the per-node %n folder); here
+    # several slurmd share that folder and may read it while another writes it, then fall back
+    # to probing the hardware. Pods each have their own spool folder.
+    r"xcpuinfo_hwloc_topo_load: hwloc_topology_set_xml\(\) failed",
     # No mail program in the image (nor in the cluster's images).
     r"Configured MailProg is invalid",
     # slurmdbd pushes association updates while slurmctld is still loading them.
