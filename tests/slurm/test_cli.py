@@ -47,7 +47,9 @@ def test_slurm_up_serves_until_terminated() -> None:
             lines.append(line)
             if line.startswith("Ctrl-C"):
                 break
-        client = next(line.split()[3] for line in lines if "run Slurm clients:" in line)
+        clients = [line.split()[3] for line in lines if "run Slurm clients:" in line]
+        assert clients, "".join(lines)
+        client = clients[0]
         sinfo = subprocess.run([client, "sinfo", "-h", "-o", "%P %D %T"], capture_output=True, text=True, timeout=30)
         assert sinfo.stdout.split("\n")[0].split() == ["normal*", "2", "idle"], sinfo
         os.kill(proc.pid, signal.SIGTERM)
