@@ -169,8 +169,10 @@ class LocalSlurm:
         except (OSError, subprocess.SubprocessError):
             pass  # teardown goes on regardless
         finally:
-            self.jail.close()
-            self.jail.remove()
+            try:
+                self.jail.close()
+            finally:
+                self.jail.remove()  # refuses (raises) while anything is still mounted under it
 
     # -- clients ---------------------------------------------------------------------------
     def run(
