@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.reconcile import Reconciler
-from sunk.runtime.operator.specs import nodeset_object, resource_spec
+from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import Node as SlurmNode
 
 from sunk.manifests.nodeset_pod import LABEL_NODE
@@ -81,13 +81,8 @@ def build(pods: int, mode: str, wire: bool) -> tuple[FakeKube, FakeSlurm, Reconc
     kube = WireKube() if wire else FakeKube()
     slurm = WireSlurm() if wire else FakeSlurm()
     kube.add(nodeset_object(resource_spec(spec, "cpu"), namespace=NS))
-    kube.add(
-        {
-            "kind": "ConfigMap",
-            "metadata": {"name": "bench-slurm-config", "namespace": NS},
-            "data": {"slurm.conf": "x", "gres.conf": "x", "cgroup.conf": "x", "plugstack.conf": "x"},
-        }
-    )
+    for cm in config_map_objects(spec, namespace=NS):
+        kube.add(cm)
     for i in range(pods):
         kube.add(
             {
@@ -155,7 +150,8 @@ def scenario(pods: int, mode: str, resyncs: int, wire: bool) -> None:
         f"({statistics.median(ms) / len(kube.pods) * 1000:.1f} us per pod)"
     )
     print(
-        f"    Kubernetes API calls per resync: {kube_reads[0]} reads (4 lists, 2 ConfigMap gets), {max(kube_writes)} writes"
+        f"    Kubernetes API calls per resync: {kube_reads[0]} reads (4 lists, {kube_reads[0] - 4} ConfigMap gets: "
+        f"one per Slurm file the pods mount, one topology), {max(kube_writes)} writes"
     )
     print(f"    Slurm API calls per resync: {slurm_reads[0]} read (one node list), {max(slurm_writes)} writes")
     assert set(kube_writes) == {0}, f"Kubernetes writes on an unchanged world: {kube_writes}"

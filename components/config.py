@@ -1,25 +1,27 @@
-"""SlurmConfig: the rendered Slurm files as ConfigMaps."""
+"""SlurmConfig: the rendered Slurm files as ConfigMaps, one per file."""
 
 from __future__ import annotations
 
 import pulumi
 
-from sunk.manifests.config import TOPOLOGY_FILE, config_maps, slurm_config_name, topology_config_name
+from sunk import naming
+from sunk.manifests.config import TOPOLOGY_FILE, config_maps, topology_config_name
 from sunk.spec.cluster import ClusterSpec
 
 from ._k8s import child, create
 
 
 class SlurmConfig(pulumi.ComponentResource):
-    """`<cluster>-slurm-config` with every rendered file (keys from sunk.naming.config_key) and,
-    with a topology plugin, `<cluster>-topology`, which the NodeSet operator owns after creation.
+    """One ConfigMap per rendered Slurm file (`<cluster>-slurm-conf`, `<cluster>-gres-gpu-conf`,
+    ...: sunk.naming.config_file_map; the file's name its only key) and, with a topology plugin,
+    `<cluster>-topology`, which the NodeSet operator owns after creation.
 
-    Pods mount them through projected volumes, so an edited file reaches running pods and the
-    reconfigure watcher beside slurmctld applies it; pod templates carry a hash of only what a
-    reconfigure cannot apply (sunk.manifests.config)."""
+    Pods mount them through projected volumes, one source per file their role reads, so an edited
+    file reaches running pods and the reconfigure watcher beside slurmctld applies it; pod
+    templates carry a hash of only what a reconfigure cannot apply (sunk.manifests.config)."""
 
-    config_map: pulumi.Output[str]
-    """Name of the ConfigMap with the Slurm files."""
+    config_maps: pulumi.Output[dict[str, str]]
+    """ConfigMap name of each Slurm file, by path relative to /etc/slurm (topology.conf's too)."""
     topology_config_map: pulumi.Output[str] | None
     """Name of the topology ConfigMap, if the cluster has a topology plugin."""
 
@@ -33,13 +35,18 @@ class SlurmConfig(pulumi.ComponentResource):
     ) -> None:
         super().__init__("sunk:index:SlurmConfig", name, None, opts)
         self.topology_config_map = None
-        main, *rest = config_maps(spec)
-        create(f"{name}-files", main, child(self), namespace=namespace)
-        self.config_map = pulumi.Output.from_input(slurm_config_name(spec))
-        for topo in rest:
-            assert TOPOLOGY_FILE in topo["data"]
-            # Rendered with no nodes; the operator rewrites it from the Node labels. Pulumi
-            # creates it and then never reverts the operator's data.
-            create(f"{name}-topology", topo, child(self, ignore_changes=["data"]), namespace=namespace)
-            self.topology_config_map = pulumi.Output.from_input(topology_config_name(spec))
-        self.register_outputs({"config_map": self.config_map, "topology_config_map": self.topology_config_map})
+        names: dict[str, str] = {}
+        for cm in config_maps(spec):
+            path = cm["metadata"]["annotations"][naming.CONFIG_FILE_ANNOTATION]
+            names[path] = cm["metadata"]["name"]
+            if path == TOPOLOGY_FILE:
+                # Rendered with no nodes; the operator rewrites it from the Node labels. Pulumi
+                # creates it and then never reverts the operator's data.
+                create(f"{name}-topology", cm, child(self, ignore_changes=["data"]), namespace=namespace)
+                self.topology_config_map = pulumi.Output.from_input(topology_config_name(spec))
+            else:
+                # Child names follow the ConfigMap names, which are unique and stable per path.
+                suffix = cm["metadata"]["name"].removeprefix(f"{spec.name}-")
+                create(f"{name}-{suffix}", cm, child(self), namespace=namespace)
+        self.config_maps = pulumi.Output.from_input(names)
+        self.register_outputs({"config_maps": self.config_maps, "topology_config_map": self.topology_config_map})

@@ -1,14 +1,17 @@
 """The NodeSet custom resource: what the components write and the operator reads.
 
 Its spec is the user's NodeSetSpec plus what the operator needs to build slurmd pods without
-reading the stack: the resolved image, the config objects, and the config hash that triggers a
-rolling update. The CRD's OpenAPI schema is generated from this model (sunk.manifests.crd)."""
+reading the stack: the resolved image, the ConfigMap of each Slurm file its pods mount, the
+Secrets, and the config hash that triggers a rolling update. The CRD's OpenAPI schema is generated from this model (sunk.manifests.crd)."""
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from sunk.spec.base import ConfLine, DnsLabel, Model
+from pydantic import AfterValidator, model_validator
+
+from sunk.spec.base import ConfLine, DnsLabel, DnsSubdomain, Model
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import SharedVolumeSpec, TopologySpec
 
@@ -18,6 +21,18 @@ KIND = "NodeSet"
 PLURAL = "nodesets"
 API_VERSION = f"{GROUP}/{VERSION}"
 
+# Folders and file names as sunk.spec.base.FileName allows them: no '..', no absolute path.
+_CONFIG_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+
+
+def _config_path(value: str) -> str:
+    if len(value) > 253 or not _CONFIG_PATH.fullmatch(value):
+        raise ValueError(f"{value!r} is not a path relative to /etc/slurm such as slurm.conf or prolog.d/00-x.sh")
+    return value
+
+
+ConfigPath = Annotated[str, AfterValidator(_config_path)]
+
 
 class NodeSetResourceSpec(NodeSetSpec):
     """spec of a NodeSet object."""
@@ -26,8 +41,10 @@ class NodeSetResourceSpec(NodeSetSpec):
     """Slurm ClusterName (and the prefix of the cluster's objects)."""
     slurmd_image: str
     """Resolved slurmd image reference (NodeSet override or the cluster default)."""
-    config_map: DnsLabel
-    """ConfigMap with the rendered Slurm files (keys from sunk.naming.config_key)."""
+    config_files: dict[ConfigPath, DnsSubdomain]
+    """Every file the slurmd pods get under /etc/slurm: path relative to it -> the ConfigMap holding
+    the file as its only key (sunk.manifests.config: one ConfigMap per rendered file; this NodeSet's
+    `gres-<nodeset>.conf` is its `gres.conf`). Must include slurm.conf. Required."""
     auth_type: Literal["munge", "slurm"] = "munge"
     """auth/munge adds a munged container; auth/slurm mounts slurm.key."""
     auth_secret: DnsLabel
@@ -48,6 +65,15 @@ class NodeSetResourceSpec(NodeSetSpec):
     topology.conf from it and the labels of the Nodes its pods run on. Default: none."""
     topology_extra: list[ConfLine] = []
     """The cluster's extraConfig.topologyConf lines, appended to that topology.conf. Default: none."""
+
+    @model_validator(mode="after")
+    def _slurm_conf_mounted(self) -> NodeSetResourceSpec:
+        if "slurm.conf" not in self.config_files:
+            given = ", ".join(sorted(self.config_files)) or "none"
+            raise ValueError(
+                f"configFiles must name the ConfigMap of slurm.conf (slurmd cannot start without it); got {given}"
+            )
+        return self
 
 
 class NodeSetStatus(Model):

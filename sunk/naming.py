@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 from sunk.spec.cluster import ClusterSpec
 
 SLURM_ETC = "/etc/slurm"
@@ -66,11 +69,68 @@ def slurm_node_name(nodeset: str, ordinal: int) -> str:
 
 def topology_config_map(cluster_name: str) -> str:
     """ConfigMap (key `topology.conf`) the NodeSet operator keeps in step with the Node labels.
-    slurmctld mounts it beside the config ConfigMap in a projected volume (not subPath: subPath
-    mounts never see updates)."""
+    slurmctld mounts it beside the per-file ConfigMaps in a projected volume (not subPath:
+    subPath mounts never see updates)."""
     return f"{cluster_name}-topology"
 
 
-def config_key(path: str) -> str:
-    """ConfigMap key for a rendered file path relative to /etc/slurm (keys cannot hold '/')."""
-    return path.replace("/", "_")
+CONFIG_FILE_ANNOTATION = "sunk.dev/slurm-file"
+"""On each per-file ConfigMap: the file's path relative to /etc/slurm (its key is only the name)."""
+
+_SLUG_JUNK = re.compile(r"[^a-z0-9]+")
+_SCRIPT_DIRS = {"prolog-": "prolog.d/", "epilog-": "epilog.d/"}
+# Slugs whose file name holds a character the slug turns into '-' other than the extension dot.
+_UNSLUG_FIXED = {"job-submit-lua": "job_submit.lua"}
+_HASH_CHARS = 10
+"""40 bits of sha256: hashed names of one cluster collide only if those do (for a few files, ~2^-30)."""
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_MAX_NAME = 253
+
+
+def _slug(path: str) -> str:
+    for short, prefix in _SCRIPT_DIRS.items():
+        if path.startswith(prefix):
+            path = short + path[len(prefix) :]
+    return _SLUG_JUNK.sub("-", path.lower()).strip("-")
+
+
+def _unslug(slug: str) -> str | None:
+    """The one path whose plain name is `<cluster>-<slug>`, or None (then no path has one)."""
+    for short, prefix in _SCRIPT_DIRS.items():
+        if slug.startswith(short):
+            rest = _unslug(slug[len(short) :])
+            return None if rest is None or rest.startswith(tuple(_SCRIPT_DIRS.values())) else prefix + rest
+    if slug in _UNSLUG_FIXED:
+        return _UNSLUG_FIXED[slug]
+    stem, dash, ext = slug.rpartition("-")
+    return f"{stem}.{ext}" if dash and stem else None
+
+
+def config_file_map(cluster_name: str, path: str) -> str:
+    """Name of the ConfigMap holding the rendered Slurm file `path` (relative to /etc/slurm).
+
+    Plain names are `<cluster>-<slug>`: the path lowercased, `prolog.d/`/`epilog.d/` shortened
+    to `prolog-`/`epilog-`, every other run of characters outside [a-z0-9] one '-'
+    (`slurm.conf` -> `<cluster>-slurm-conf`, `gres-gpu.conf` -> `<cluster>-gres-gpu-conf`,
+    `prolog.d/00-mark.sh` -> `<cluster>-prolog-00-mark-sh`). A slug loses information (`a_b` and
+    `a-b` agree), so a path gets the plain name only if it is exactly the path `_unslug` reads
+    back from the slug; any other path (and any name that would pass 253 characters) becomes
+    `<cluster>-<slug, cut to fit>.<10 hex of sha256(path)>`. Hence names are unique per cluster:
+    two plain names agree only for one path (`_unslug` is a function), a plain name has no '.'
+    while a hashed one has, and two hashed names agree only if their hashes do. A plain name
+    always has an extension part (`-conf`), so it never takes `<cluster>-topology` or another
+    one-word object name. Always a DNS-1123 subdomain of at most 253 characters."""
+    if not _DNS_LABEL.fullmatch(cluster_name) or len(cluster_name) > 63:
+        raise ValueError(f"cluster name {cluster_name!r} is not a DNS-1123 label")
+    slug = _slug(path)
+    plain = f"{cluster_name}-{slug}"
+    if slug and _unslug(slug) == path and len(plain) <= _MAX_NAME:
+        return plain
+    digest = hashlib.sha256(path.encode()).hexdigest()[:_HASH_CHARS]
+    room = _MAX_NAME - len(cluster_name) - 2 - _HASH_CHARS
+    return f"{cluster_name}-{slug[:room].rstrip('-') or 'file'}.{digest}"
+
+
+def config_file_key(path: str) -> str:
+    """The only key of a per-file ConfigMap: the file's name (ConfigMap keys cannot hold '/')."""
+    return path.rsplit("/", 1)[-1]

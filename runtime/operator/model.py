@@ -116,14 +116,20 @@ class NodeSetObject:
 @dataclass(frozen=True)
 class Observed:
     """Everything one NodeSet's plan reads. `slurm` is None when Slurm could not be read (then
-    nothing is deleted, drained or resumed); `config_keys` None when the ConfigMap is missing."""
+    nothing is deleted, drained or resumed); `config_keys` holds the keys of each ConfigMap of
+    the NodeSet's configFiles that exists (by name; a missing one is absent)."""
 
     nodeset: NodeSetObject
     pods: Sequence[Pod]
     kube_nodes: Mapping[str, KubeNode]
     slurm: Mapping[str, SlurmNode] | None
-    config_keys: frozenset[str] | None
+    config_keys: Mapping[str, frozenset[str]]
     service_exists: bool = True
+
+    @property
+    def missing_config(self) -> list[str]:
+        """ConfigMaps the NodeSet's configFiles name that do not exist: no pod is created."""
+        return sorted({n for n in self.nodeset.spec.config_files.values() if n not in self.config_keys})
 
 
 # --- Slurm node predicates -------------------------------------------------------------------

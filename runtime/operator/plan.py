@@ -147,7 +147,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
     keys = observed.config_keys
     build_error = ""
     desired_hash: str | None = None
-    if keys is not None:
+    if not observed.missing_config:
         desired_hash = template_hash(spec, keys)
     actions: list[Action] = []
 
@@ -160,7 +160,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
             return nodeset_pod(
                 spec,
                 namespace=ns.namespace,
-                config_keys=keys or (),
+                config_keys=keys,
                 ordinal=m.ordinal,
                 kube_node=m.kube_node,
                 owner=ns.owner,
@@ -186,7 +186,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
         node = node_of(m.slurm_node)
         if node is not None and owns(spec, node) and not drained_by_others(node):
             actions.append(RemoveSlurmNode(m.slurm_node, "its pod is gone; the new pod registers it afresh"))
-        elif keys is not None:
+        elif desired_hash is not None:
             manifest = build(m)
             if manifest is not None:
                 actions.append(CreatePod(manifest, m.slurm_node, "missing"))

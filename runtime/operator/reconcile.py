@@ -2,9 +2,10 @@
 
 One resync is level-based: it reads the whole state (NodeSets, slurmd pods, Nodes, Services,
 each cluster's ConfigMaps and Slurm nodes), so a missed watch event or a manual change is
-caught on the next one. Reads per resync: 4 lists, then per cluster one Slurm node list and one
-or two ConfigMap reads. Writes happen only for actions, so an unchanged world writes nothing.
-Each applied action leaves an Event on the NodeSet (or the topology ConfigMap)."""
+caught on the next one. Reads per resync: 4 lists, then per cluster one Slurm node list, one read
+per ConfigMap its NodeSets mount (one per Slurm file) and, with a topology plugin, one of the
+topology ConfigMap. Writes happen only for actions, so an unchanged world writes nothing. Each
+applied action leaves an Event on the NodeSet (or the topology ConfigMap)."""
 
 from __future__ import annotations
 
@@ -174,17 +175,18 @@ class Reconciler:
         except Exception as err:  # any failure to read Slurm means: delete nothing this resync
             log.warning("cluster %s/%s: Slurm unreadable, deleting nothing: %s", namespace, cluster, err)
             report.slurm_unreadable.append(f"{namespace}/{cluster}")
+        # One read per ConfigMap a NodeSet of the cluster mounts (NodeSets share most of them).
         keys: dict[str, frozenset[str] | None] = {}
         for s in sets:
-            if s.spec.config_map not in keys:
-                cm = self.kube.get_config_map(namespace, s.spec.config_map)
-                keys[s.spec.config_map] = frozenset((cm.get("data") or {}).keys()) if cm is not None else None
+            for name in sorted(set(s.spec.config_files.values()) - set(keys)):
+                cm = self.kube.get_config_map(namespace, name)
+                keys[name] = frozenset((cm.get("data") or {}).keys()) if cm is not None else None
             observed = Observed(
                 nodeset=s,
                 pods=pods_by.get((namespace, cluster, s.spec.name), []),
                 kube_nodes=kube_nodes,
                 slurm=slurm,
-                config_keys=keys[s.spec.config_map],
+                config_keys={n: k for n in s.spec.config_files.values() if (k := keys[n]) is not None},
                 service_exists=(namespace, service_name(s.spec)) in services,
             )
             for action in plan(observed, now):

@@ -7,6 +7,7 @@ from typing import Any
 
 from sunk import naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
+from sunk.manifests.config import TOPOLOGY_FILE, config_maps, nodeset_config_files
 from sunk.spec.cluster import ClusterSpec
 
 
@@ -18,7 +19,7 @@ def resource_spec(cluster: ClusterSpec, nodeset: str, **overrides: Any) -> NodeS
         {
             "clusterName": cluster.name,
             "slurmdImage": (ns.image or cluster.images.slurmd).ref,
-            "configMap": f"{cluster.name}-slurm-config",
+            "configFiles": nodeset_config_files(cluster, ns),
             "authType": cluster.auth.type,
             "authSecret": f"{cluster.name}-auth",
             "jwtSecret": f"{cluster.name}-jwt",
@@ -32,6 +33,16 @@ def resource_spec(cluster: ClusterSpec, nodeset: str, **overrides: Any) -> NodeS
     )
     data.update(overrides)
     return NodeSetResourceSpec.model_validate(data)
+
+
+def config_map_objects(cluster: ClusterSpec, *, namespace: str) -> list[dict[str, Any]]:
+    """The per-file Slurm ConfigMaps the components create (not topology.conf's: the operator
+    creates that one when it is missing), in `namespace`."""
+    return [
+        {**cm, "metadata": {**cm["metadata"], "namespace": namespace}}
+        for cm in config_maps(cluster)
+        if TOPOLOGY_FILE not in cm["data"]
+    ]
 
 
 def nodeset_object(

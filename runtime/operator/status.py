@@ -71,6 +71,7 @@ def compute_status(
     now: datetime,
 ) -> dict[str, Any]:
     ns = observed.nodeset
+    missing = observed.missing_config
     mine = [pods[n] for n in want if n in pods and not pods[n].leaving]
     ready = sum(p.ready for p in mine)
     updated = sum(p.template_hash == desired_hash for p in mine) if desired_hash is not None else 0
@@ -101,9 +102,9 @@ def compute_status(
         _condition(
             previous,
             "ConfigFound",
-            observed.config_keys is not None,
-            "Found" if observed.config_keys is not None else "ConfigMapMissing",
-            "" if observed.config_keys is not None else f"ConfigMap {ns.spec.config_map} not found: no pod is created",
+            not missing,
+            "Found" if not missing else "ConfigMapMissing",
+            "" if not missing else f"ConfigMap {', '.join(missing)} not found: no pod is created",
             now,
         ),
         _condition(

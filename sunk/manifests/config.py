@@ -1,14 +1,18 @@
 """The rendered Slurm files as ConfigMaps, what each role mounts of them, and the hashes that
 decide between a pod replacement and `scontrol reconfigure`.
 
-Two ConfigMaps per cluster: `<cluster>-slurm-config` (every rendered file, keys from
-sunk.naming.config_key) and `<cluster>-topology` (topology.conf alone, rendered with no nodes at
-deploy time; the NodeSet operator rewrites it from the Node labels, so the components create it
-once and never overwrite its data).
+One ConfigMap per rendered file (sunk.render.render_slurm_files): named by
+sunk.naming.config_file_map (`<cluster>-slurm-conf`, `<cluster>-gres-gpu-conf`,
+`<cluster>-prolog-00-mark-sh`), the file's name its only key, its path under /etc/slurm in the
+`sunk.dev/slurm-file` annotation. So an edited file updates one object, and each pod lists
+exactly the objects of the files its role reads. topology.conf is the exception:
+`<cluster>-topology`, rendered with no nodes at deploy time; the NodeSet operator rewrites it from
+the Node labels, so the components create it once and never overwrite its data.
 
-Pods mount a projected volume at /etc/slurm (never subPath: subPath mounts never see updates), so
-a changed ConfigMap reaches running pods and the reconfigure watcher beside slurmctld applies it.
-Only changes Slurm cannot take through a reconfigure change a pod template's hash."""
+Pods mount one projected volume at /etc/slurm with a configMap source per file (never subPath:
+subPath mounts never see updates), so a changed ConfigMap reaches running pods and the reconfigure
+watcher beside slurmctld applies it. Only changes Slurm cannot take through a reconfigure change a
+pod template's hash."""
 
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ Role = Literal["controller", "accounting", "accounting-setup", "restapi", "login
 
 # What each role reads from /etc/slurm. Clients (login, sacctmgr) read slurm.conf on every call;
 # srun on login also loads plugstack.conf (Pyxis). gres-<nodeset>.conf and prolog/epilog scripts
-# belong to compute pods, which the operator builds from the NodeSet resource.
+# belong to compute pods (nodeset_files), which the operator builds from the NodeSet resource.
 _ROLE_FILES: dict[Role, tuple[str, ...]] = {
     "controller": ("slurm.conf", "cgroup.conf", "gres.conf", "plugstack.conf", "job_submit.lua"),
     "accounting": ("slurm.conf", "slurmdbd.conf"),
@@ -41,6 +45,9 @@ _ROLE_FILES: dict[Role, tuple[str, ...]] = {
     "restapi": ("slurm.conf",),
     "login": ("slurm.conf", "plugstack.conf"),
 }
+# What slurmd reads besides its gres.conf and the prolog/epilog scripts.
+_NODE_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf")
+_SCRIPT_DIRS = ("prolog.d/", "epilog.d/")
 
 RESTART_KEYS = frozenset(
     {
@@ -72,8 +79,9 @@ RESTART_KEYS = frozenset(
 _KEY = re.compile(r"^([A-Za-z]+)=")
 
 
-def slurm_config_name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-slurm-config"
+def config_map_name(spec: ClusterSpec, path: str) -> str:
+    """The ConfigMap holding rendered file `path` (relative to /etc/slurm)."""
+    return naming.config_file_map(spec.name, path)
 
 
 def topology_config_name(spec: ClusterSpec) -> str:
@@ -86,16 +94,24 @@ def slurm_files(spec: ClusterSpec) -> dict[str, str]:
 
 
 def config_maps(spec: ClusterSpec) -> list[Manifest]:
-    """The main ConfigMap and, with a topology plugin, the operator-maintained topology ConfigMap."""
+    """One ConfigMap per rendered file in path order, topology.conf's (operator-maintained) last."""
     files = slurm_files(spec)
-    data = {naming.config_key(path): text for path, text in files.items() if path != TOPOLOGY_FILE}
-    out = [obj("v1", "ConfigMap", metadata(spec, slurm_config_name(spec), "config"), data=data)]
+    out = [
+        obj(
+            "v1",
+            "ConfigMap",
+            metadata(spec, config_map_name(spec, path), "config", annotations={naming.CONFIG_FILE_ANNOTATION: path}),
+            data={naming.config_file_key(path): text},
+        )
+        for path, text in files.items()
+        if path != TOPOLOGY_FILE
+    ]
     if TOPOLOGY_FILE in files:
         meta = metadata(
             spec,
             topology_config_name(spec),
             "config",
-            annotations={"sunk.dev/maintained-by": "nodeset-operator"},
+            annotations={"sunk.dev/maintained-by": "nodeset-operator", naming.CONFIG_FILE_ANNOTATION: TOPOLOGY_FILE},
         )
         out.append(obj("v1", "ConfigMap", meta, data={TOPOLOGY_FILE: files[TOPOLOGY_FILE]}))
     return out
@@ -114,6 +130,31 @@ def role_files(spec: ClusterSpec, role: Role) -> list[str]:
     return [path for path in _ROLE_FILES[role] if path in files]
 
 
+def nodeset_files(spec: ClusterSpec, ns: NodeSetSpec) -> dict[str, str]:
+    """What slurmd pods of `ns` mount: path under /etc/slurm -> rendered file. The NodeSet's own
+    `gres-<nodeset>.conf` becomes its `gres.conf`; prolog and epilog scripts keep their folders."""
+    files = slurm_files(spec)
+    out = {path: path for path in files if path in _NODE_FILES or path.startswith(_SCRIPT_DIRS)}
+    out["gres.conf"] = gres_conf_key(ns.name)  # rendered for every NodeSet, empty without GRES
+    return dict(sorted(out.items()))
+
+
+def nodeset_config_files(spec: ClusterSpec, ns: NodeSetSpec) -> dict[str, str]:
+    """The NodeSet resource's configFiles: path under /etc/slurm -> ConfigMap holding it."""
+    return {mount: config_map_name(spec, path) for mount, path in nodeset_files(spec, ns).items()}
+
+
+def nodeset_config_maps(spec: ClusterSpec) -> list[str]:
+    """Every ConfigMap some NodeSet mounts (what the operator reads, by name), sorted."""
+    return sorted({name for ns in spec.nodesets for name in nodeset_config_files(spec, ns).values()})
+
+
+def file_source(spec: ClusterSpec, path: str) -> Manifest:
+    """A projected-volume source putting rendered file `path` at `path` under the mount."""
+    key = naming.config_file_key(path)
+    return {"configMap": {"name": config_map_name(spec, path), "items": [{"key": key, "path": path}]}}
+
+
 def slurm_projection(
     spec: ClusterSpec,
     role: Role,
@@ -121,16 +162,10 @@ def slurm_projection(
     auth_key: SecretKey | None = None,
     jwt_key: SecretKey | None = None,
 ) -> Manifest:
-    """Projected volume for /etc/slurm: the role's files, topology.conf on the controller, and
-    the keys Slurm expects beside them (slurm.key for auth/slurm, jwt/jwt_hs256.key)."""
-    sources: list[Manifest] = [
-        {
-            "configMap": {
-                "name": slurm_config_name(spec),
-                "items": [{"key": naming.config_key(p), "path": p} for p in role_files(spec, role)],
-            }
-        }
-    ]
+    """Projected volume for /etc/slurm: one source per file the role reads, topology.conf on
+    the controller, and the keys Slurm expects beside them (slurm.key for auth/slurm,
+    jwt/jwt_hs256.key)."""
+    sources = [file_source(spec, path) for path in role_files(spec, role)]
     if role == "controller" and TOPOLOGY_FILE in slurm_files(spec):
         sources.append(
             {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sunk import naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.manifests.auth import AuthRefs
-from sunk.manifests.config import nodeset_hash, slurm_config_name
+from sunk.manifests.config import nodeset_config_files, nodeset_hash
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.pods import shared_claim
 from sunk.spec.cluster import ClusterSpec
@@ -34,7 +34,7 @@ def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSet
     extra = {
         "cluster_name": spec.name,
         "slurmd_image": (ns.image or spec.images.slurmd).ref,
-        "config_map": slurm_config_name(spec),
+        "config_files": nodeset_config_files(spec, ns),
         "auth_type": spec.auth.type,
         "auth_secret": refs.auth.secret,
         "jwt_secret": refs.jwt.secret,

@@ -6,9 +6,10 @@ partitions through `NodeSet=<name> Feature=<name>` in slurm.conf. Scaling theref
 slurm.conf nor restarts slurmctld. The pod's hostname is the Slurm node name.
 
 Files in the pod:
-- /etc/slurm: one projected volume of the config ConfigMap (the node-side files only; this
-  NodeSet's `gres-<nodeset>.conf` becomes `gres.conf`; `prolog.d_x` becomes `prolog.d/x`) plus,
-  for auth/slurm, `slurm.key` from the auth Secret. The JWT key never reaches a compute pod.
+- /etc/slurm: one projected volume with a configMap source per entry of the NodeSet's
+  configFiles (path -> ConfigMap holding that one file as its only key; the components list the
+  node-side files, with this NodeSet's `gres-<nodeset>.conf` as `gres.conf`) plus, for
+  auth/slurm, `slurm.key` from the auth Secret. The JWT key never reaches a compute pod.
 - /etc/munge: the munge key, copied by the munge sidecar (munged insists on owning its key).
 - /etc/services.d/<name>/run: each s6 script, carried in a pod annotation and projected by the
   downward API (no extra object to create or garbage-collect). The slurmd image's s6-overlay
@@ -20,12 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from sunk import naming
 from sunk.crd import API_VERSION, GROUP, KIND, NodeSetResourceSpec
-from sunk.render import gres_conf_key, node_conf
+from sunk.render import node_conf
 from sunk.spec.base import ResourceList, Resources
 
 LABEL_CLUSTER = f"{GROUP}/cluster"
@@ -47,9 +48,6 @@ MUNGE_KEY_DIR = "/etc/munge-key"
 MUNGE_RUN = "/run/munge"
 S6_SERVICES = "/etc/services.d"
 
-# Files only slurmctld/slurmdbd read, or that reach the pod another way.
-_NOT_ON_NODES = frozenset({"slurmdbd.conf", "job_submit.lua", "topology.conf", "gres.conf", "accounting-setup.sh"})
-_SUBDIRS = ("prolog.d", "epilog.d", "plugstack.conf.d")
 _EXECUTABLE = 0o755
 
 # munged refuses a key it does not own, and Secret volumes are root-owned: copy the key into a
@@ -105,34 +103,38 @@ def selector_labels(spec: NodeSetResourceSpec) -> dict[str, str]:
 _HASH_EXCLUDED = {"replicas", "max_nodes", "update_strategy", "topology", "topology_extra"}
 
 
-def template_hash(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> str:
+ConfigKeys = Mapping[str, Collection[str]]
+"""The keys of each ConfigMap the operator found, by name."""
+
+
+def template_hash(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> str:
     """Hash of every input of the pod template: spec fields that shape the pod (scaling, update
-    strategy and topology do not) and the config keys mounted. Equal hash = pod up to date."""
+    strategy and topology do not; configFiles does) and the keys of the ConfigMaps it names.
+    Equal hash = pod up to date. ConfigMap contents are not inputs: they reach running pods."""
     data = {
         "spec": spec.model_dump(mode="json", by_alias=True, exclude=_HASH_EXCLUDED),
-        "keys": sorted(config_items(spec, config_keys)),
+        "keys": {name: sorted(config_keys.get(name) or ()) for name in sorted(set(spec.config_files.values()))},
     }
     return _short_hash(json.dumps(data, sort_keys=True, separators=(",", ":")), 16)
 
 
-def config_items(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> list[tuple[str, str]]:
-    """(ConfigMap key, path under /etc/slurm) for the files slurmd reads, sorted by path."""
-    keys = set(config_keys)
-    items: dict[str, str] = {}
-    for key in keys:
-        if key in _NOT_ON_NODES or key.startswith("gres-"):
-            continue
-        path = key
-        for sub in _SUBDIRS:
-            if key.startswith(f"{sub}_"):
-                path = f"{sub}/{key[len(sub) + 1 :]}"
-        items[path] = key
-    own = gres_conf_key(spec.name)
-    if own in keys:
-        items["gres.conf"] = own
-    elif "gres.conf" in keys:
-        items["gres.conf"] = "gres.conf"
-    return sorted((key, path) for path, key in items.items())
+def config_items(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> list[tuple[str, str, str]]:
+    """(path under /etc/slurm, ConfigMap, key) for each of spec.config_files, sorted by path. Each
+    ConfigMap holds one file as its only key; a missing one, or one with several keys, is an error
+    (the operator waits for the first and reports the second as TemplateValid=False)."""
+    out = []
+    for path, name in sorted(spec.config_files.items()):
+        found = config_keys.get(name)
+        if found is None:
+            raise ValueError(f"ConfigMap {name} (for {path}) not found")
+        keys = sorted(found)
+        if len(keys) != 1:
+            listed = f": {', '.join(keys)}" if keys else ""
+            raise ValueError(
+                f"ConfigMap {name} (for {path}) must hold exactly one key, the file; it has {len(keys)}{listed}"
+            )
+        out.append((path, name, keys[0]))
+    return out
 
 
 def _quantities(rl: ResourceList) -> dict[str, str]:
@@ -175,18 +177,17 @@ def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str) -> list[str]:
     return ["/init", *cmd] if spec.s6_scripts else cmd
 
 
-def _volumes(spec: NodeSetResourceSpec, config_keys: Iterable[str]) -> tuple[list[Any], list[Any]]:
+def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[Any], list[Any]]:
     """(pod volumes, slurmd volume mounts)."""
+    # Files in folders are the prolog/epilog scripts slurmd executes.
     sources: list[dict[str, Any]] = [
         {
             "configMap": {
-                "name": spec.config_map,
-                "items": [
-                    {"key": key, "path": path, **({"mode": _EXECUTABLE} if "/" in path else {})}
-                    for key, path in config_items(spec, config_keys)
-                ],
+                "name": name,
+                "items": [{"key": key, "path": path, **({"mode": _EXECUTABLE} if "/" in path else {})}],
             }
         }
+        for path, name, key in config_items(spec, config_keys)
     ]
     if spec.auth_type == "slurm":
         key = spec.auth_secret_key or "slurm.key"
@@ -316,26 +317,25 @@ def nodeset_pod(
     spec: NodeSetResourceSpec,
     *,
     namespace: str,
-    config_keys: Iterable[str],
+    config_keys: ConfigKeys,
     ordinal: int | None = None,
     kube_node: str | None = None,
     owner: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The slurmd pod of ordinal `ordinal` (replicas mode) or of Kubernetes Node `kube_node`
-    (all-matching-nodes). `config_keys` are the keys of the config ConfigMap; `owner` is the
-    NodeSet's metadata (name, uid) for the owner reference."""
+    (all-matching-nodes). `config_keys` are the keys of the ConfigMaps spec.config_files names;
+    `owner` is the NodeSet's metadata (name, uid) for the owner reference."""
     if (ordinal is None) == (kube_node is None):
         raise ValueError("give exactly one of ordinal (replicas mode) or kube_node (all-matching-nodes)")
     if (ordinal is not None) != (spec.mode == "replicas"):
         raise ValueError(f"mode {spec.mode}: {'ordinal' if spec.mode == 'replicas' else 'kube_node'} required")
-    keys = list(config_keys)
     node = (
         naming.slurm_node_name(spec.name, ordinal) if ordinal is not None else slurm_node_for_kube_node(kube_node or "")
     )
     labels = {**selector_labels(spec), LABEL_NODE: node, LABEL_COMPONENT: SLURMD}
     annotations = {
         ANNOTATION_CONFIG_HASH: spec.config_hash,
-        ANNOTATION_TEMPLATE_HASH: template_hash(spec, keys),
+        ANNOTATION_TEMPLATE_HASH: template_hash(spec, config_keys),
         **({ANNOTATION_ORDINAL: str(ordinal)} if ordinal is not None else {ANNOTATION_KUBE_NODE: kube_node or ""}),
         **{f"{S6_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_scripts.items())},
     }
@@ -356,7 +356,7 @@ def nodeset_pod(
                 "blockOwnerDeletion": True,
             }
         ]
-    volumes, mounts = _volumes(spec, keys)
+    volumes, mounts = _volumes(spec, config_keys)
     gpus = {spec.gpus.resource_name: spec.gpus.count} if spec.gpus is not None else None
     slurmd: dict[str, Any] = {
         "name": SLURMD,

@@ -12,7 +12,7 @@ from typing import Literal
 
 from sunk import naming
 from sunk.manifests.auth import AuthRefs
-from sunk.manifests.config import JWT_KEY, slurm_config_name
+from sunk.manifests.config import JWT_KEY, nodeset_config_maps
 from sunk.manifests.meta import (
     RUNTIME_UID,
     Manifest,
@@ -189,12 +189,13 @@ def operator_access(
 ) -> list[Manifest]:
     """What the cluster-wide operator may do in this tenant's namespace beyond pods, by name:
     read the JWT key (and no other Secret) to drain nodes through this tenant's slurmrestd, read
-    the config ConfigMap, and keep the topology ConfigMap in step with the Nodes. `create`
-    cannot be limited by name; the operator only creates the topology ConfigMap if it is gone."""
+    the ConfigMaps of the Slurm files the NodeSets mount, and keep the topology ConfigMap in step
+    with the Nodes. `create` cannot be limited by name; the operator only creates the topology
+    ConfigMap if it is gone."""
     n = f"{spec.name}-operator"
     rules: list[Manifest] = [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [refs.jwt.secret]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": [slurm_config_name(spec)]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": nodeset_config_maps(spec)},
     ]
     if spec.topology.plugin != "none":
         topology = naming.topology_config_map(spec.name)

@@ -58,6 +58,9 @@ def test_schema_follows_the_model() -> None:
     assert spec["properties"]["replicas"]["nullable"] is True
     assert spec["properties"]["updateStrategy"]["properties"]["maxUnavailable"]["x-kubernetes-int-or-string"]
     assert spec["properties"]["cpus"]["minimum"] == 1  # PositiveInt (exclusiveMinimum 0) in OpenAPI v3.0 terms
+    # path under /etc/slurm -> ConfigMap name: a typed map the API server checks value types of.
+    assert spec["properties"]["configFiles"]["additionalProperties"] == {"type": "string"}
+    assert "configFiles" in spec["required"]
 
 
 def test_crd_object() -> None:
@@ -96,7 +99,7 @@ def test_nodeset_objects_round_trip_through_the_operators_model(specs: dict[str,
                 exclude={
                     "cluster_name",
                     "slurmd_image",
-                    "config_map",
+                    "config_files",
                     "auth_type",
                     "auth_secret",
                     "jwt_secret",
@@ -124,7 +127,7 @@ def test_schema_rejects_what_the_model_rejects() -> None:
             "memoryMib": 1024,
             "clusterName": "c",
             "slurmdImage": "i",
-            "configMap": "c-slurm-config",
+            "configFiles": {"slurm.conf": "c-slurm-conf", "prolog.d/00-x.sh": "c-prolog-00-x-sh"},
             "authSecret": "a",
             "jwtSecret": "j",
         },
@@ -135,9 +138,28 @@ def test_schema_rejects_what_the_model_rejects() -> None:
         {**good["spec"], "cpus": 0},  # PositiveInt
         {**good["spec"], "mode": "daemonset"},  # enum
         {**good["spec"], "updateStrategy": {"maxUnavailable": 1.5}},  # int-or-string
-        {k: v for k, v in good["spec"].items() if k != "configMap"},  # required
+        {k: v for k, v in good["spec"].items() if k != "configFiles"},  # required
+        {**good["spec"], "configFiles": {"slurm.conf": 1}},  # ConfigMap names are strings
     ):
         assert list(validator.iter_errors({**good, "spec": bad_spec})), bad_spec
+
+
+@pytest.mark.parametrize(
+    ("files", "error"),
+    [
+        ({"slurm.conf": "c-slurm-conf", "../x": "c-x"}, "not a path relative to /etc/slurm"),
+        ({"slurm.conf": "c-slurm-conf", "/etc/passwd": "c-x"}, "not a path relative to /etc/slurm"),
+        ({"slurm.conf": "c-slurm-conf", "prolog.d//x": "c-x"}, "not a path relative to /etc/slurm"),
+        ({"slurm.conf": "C_Slurm"}, "DNS-1123 subdomain"),
+        ({"cgroup.conf": "c-cgroup-conf"}, "configFiles must name the ConfigMap of slurm.conf"),
+    ],
+)
+def test_model_rejects_bad_config_files(files: dict[str, str], error: str) -> None:
+    """What the schema cannot say (path shape, name syntax, slurm.conf present), the operator's
+    model does: such a NodeSet gets SpecValid=False instead of pods."""
+    base = {"name": "cpu", "cpus": 4, "memoryMib": 1024, "clusterName": "c", "slurmdImage": "i"}
+    with pytest.raises(ValueError, match=error):
+        NodeSetResourceSpec.model_validate({**base, "authSecret": "a", "jwtSecret": "j", "configFiles": files})
 
 
 def test_closed_schema_is_for_validators_only() -> None:

@@ -13,18 +13,23 @@ from typing import Any
 import pytest
 from sunk.components.offline import Evaluation
 
+from sunk.crd import NodeSetResourceSpec
 from sunk.manifests import scripts
 from sunk.manifests.auth import auth_refs, render_sssd_conf, sssd_secret
+from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import (
     accounting_hash,
     client_hash,
     controller_hash,
+    nodeset_config_files,
     nodeset_hash,
     restart_lines,
     role_files,
+    slurm_projection,
 )
 from sunk.manifests.login import login_hash
 from sunk.manifests.network import network_policies
+from sunk.manifests.nodeset_pod import template_hash
 from sunk.render import finalize_slurmdbd_conf, render_slurm_files
 from sunk.spec.cluster import ClusterSpec
 
@@ -81,6 +86,76 @@ def test_roles_mount_only_their_files(specs: dict[str, ClusterSpec]) -> None:
     assert "slurmdbd.conf" not in role_files(spec, "login")
     assert "job_submit.lua" in role_files(spec, "controller")
     assert "accounting-setup.sh" in role_files(spec, "accounting-setup")
+    sources = slurm_projection(spec, "accounting")["projected"]["sources"]
+    assert sources == [
+        {"configMap": {"name": "research-slurm-conf", "items": [{"key": "slurm.conf", "path": "slurm.conf"}]}},
+        {"configMap": {"name": "research-slurmdbd-conf", "items": [{"key": "slurmdbd.conf", "path": "slurmdbd.conf"}]}},
+    ]
+    assert nodeset_config_files(spec, spec.nodeset("gpu")) == {
+        "cgroup.conf": "research-cgroup-conf",
+        "gres.conf": "research-gres-gpu-conf",
+        "plugstack.conf": "research-plugstack-conf",
+        "prolog.d/00-mark.sh": "research-prolog-00-mark-sh",
+        "slurm.conf": "research-slurm-conf",
+    }
+
+
+def _deployed(spec: ClusterSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what decides a roll of each workload, data of each ConfigMap) for the whole cluster: the
+    pod template of each Deployment and StatefulSet, and for each NodeSet the template hash the
+    operator compares its pods with (given the keys of the ConfigMaps of the same render)."""
+    objs = cluster_manifests(spec)
+    data = {o["metadata"]["name"]: o["data"] for o in objs if o["kind"] == "ConfigMap"}
+    keys = {name: list(d) for name, d in data.items()}
+    rolls: dict[str, Any] = {}
+    for o in objs:
+        if o["kind"] in {"Deployment", "StatefulSet"}:
+            rolls[o["metadata"]["name"]] = o["spec"]["template"]
+        elif o["kind"] == "NodeSet":
+            rolls[o["metadata"]["name"]] = template_hash(NodeSetResourceSpec.model_validate(o["spec"]), keys)
+    return rolls, data
+
+
+def _effect(before: ClusterSpec, after: ClusterSpec) -> tuple[set[str], set[str]]:
+    """(workloads whose pods a change replaces, ConfigMaps it updates in place: running pods see
+    those, and the reconfigure watcher applies them)."""
+    (old_rolls, old_data), (new_rolls, new_data) = _deployed(before), _deployed(after)
+    rolled = {n for n in old_rolls.keys() | new_rolls.keys() if old_rolls.get(n) != new_rolls.get(n)}
+    updated = {n for n in old_data.keys() | new_data.keys() if old_data.get(n) != new_data.get(n)}
+    return rolled, updated
+
+
+@pytest.mark.parametrize(
+    ("change", "rolled", "updated"),
+    [
+        # Reconfigurable: one ConfigMap changes, no pod is replaced.
+        ({"partitions__0__maxTime": "2-00:00:00"}, set(), {"research-slurm-conf"}),
+        ({"scripts__prolog": {"00-mark.sh": "#!/bin/sh\necho changed\n"}}, set(), {"research-prolog-00-mark-sh"}),
+        # gres-gpu.conf (and the node line): only the gpu NodeSet's pods.
+        ({"nodesets__1__gpus": {"type": "h100", "count": 1}}, {"research-gpu"}, {"research-gres-gpu-conf"}),
+        # Every gres file: every NodeSet, but slurmctld reconfigures.
+        (
+            {"extraConfig__gresConf": ["Name=mps Count=100"]},
+            {"research-cpu", "research-gpu"},
+            {"research-gres-conf", "research-gres-cpu-conf", "research-gres-gpu-conf"},
+        ),
+        # slurmdbd has no file-triggered reconfigure.
+        ({"accounting__extraSlurmdbdConf": ["DebugLevel=debug"]}, {"research-accounting"}, {"research-slurmdbd-conf"}),
+        # A new script is a new ConfigMap in the NodeSets' configFiles: their pods roll.
+        (
+            {"scripts__prolog": {"00-mark.sh": "#!/bin/sh\n", "10-more.sh": "#!/bin/sh\n"}},
+            {"research-cpu", "research-gpu"},
+            {"research-prolog-00-mark-sh", "research-prolog-10-more-sh"},
+        ),
+    ],
+    ids=["partition", "prolog-body", "gres-gpu", "gres-all", "slurmdbd", "new-prolog"],
+)
+def test_a_change_rolls_only_what_must_roll(
+    specs: dict[str, ClusterSpec], change: dict[str, Any], rolled: set[str], updated: set[str]
+) -> None:
+    """End to end over the cluster's manifests, per-file ConfigMaps included."""
+    spec = specs["acme-dev"]
+    assert _effect(spec, _change(spec, **change)) == (rolled, updated)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import kubernetes_validate
 import pytest
 from sunk.runtime.operator.specs import resource_spec
 
+from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset_pod import (
     ANNOTATION_CONFIG_HASH,
     ANNOTATION_TEMPLATE_HASH,
@@ -23,21 +24,9 @@ from sunk.render import node_conf
 from sunk.stackfile import load_stack
 
 K8S = "1.30"
-KEYS = [
-    "slurm.conf",
-    "cgroup.conf",
-    "gres.conf",
-    "gres-gpu.conf",
-    "gres-cpu.conf",
-    "plugstack.conf",
-    "slurmdbd.conf",
-    "accounting-setup.sh",
-    "job_submit.lua",
-    "topology.conf",
-    "prolog.d_00-mark.sh",
-    "epilog.d_99-clean.sh",
-]
 CLUSTER = load_stack("acme-dev").spec
+KEYS = {cm["metadata"]["name"]: list(cm["data"]) for cm in config_maps(CLUSTER)}
+"""The keys of the cluster's per-file ConfigMaps, as the operator reads them."""
 OWNER = {"name": "research-gpu", "uid": "u-1"}
 
 
@@ -87,29 +76,40 @@ def test_slurmd_runs_as_a_dynamic_node() -> None:
     assert "Feature=gpu" in slurmd["command"][-1]
 
 
-def test_config_items_are_node_side_files_only() -> None:
-    pod = build()
+def _config_sources(pod: dict[str, Any]) -> list[dict[str, Any]]:
     etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
-    items = {i["key"]: i["path"] for i in etc["projected"]["sources"][0]["configMap"]["items"]}
-    assert items == {
-        "slurm.conf": "slurm.conf",
-        "cgroup.conf": "cgroup.conf",
-        "gres-gpu.conf": "gres.conf",
-        "plugstack.conf": "plugstack.conf",
-        "prolog.d_00-mark.sh": "prolog.d/00-mark.sh",
-        "epilog.d_99-clean.sh": "epilog.d/99-clean.sh",
+    return [s["configMap"] for s in etc["projected"]["sources"] if "configMap" in s]
+
+
+def test_each_config_file_is_one_source_of_its_own_config_map() -> None:
+    pod = build()
+    sources = _config_sources(pod)
+    assert all(len(s["items"]) == 1 for s in sources)
+    files = {s["items"][0]["path"]: (s["name"], s["items"][0]["key"], s["items"][0].get("mode")) for s in sources}
+    assert files == {
+        "cgroup.conf": ("research-cgroup-conf", "cgroup.conf", None),
+        "gres.conf": ("research-gres-gpu-conf", "gres-gpu.conf", None),
+        "plugstack.conf": ("research-plugstack-conf", "plugstack.conf", None),
+        "prolog.d/00-mark.sh": ("research-prolog-00-mark-sh", "00-mark.sh", 0o755),
+        "slurm.conf": ("research-slurm-conf", "slurm.conf", None),
     }
-    modes = {i["path"]: i.get("mode") for i in etc["projected"]["sources"][0]["configMap"]["items"]}
-    assert modes["prolog.d/00-mark.sh"] == 0o755
     mounts = {m["mountPath"]: m for m in container(pod, "slurmd")["volumeMounts"]}
     assert mounts["/etc/slurm"]["readOnly"] is True
 
 
-def test_nodeset_without_own_gres_file_gets_the_generic_one() -> None:
-    pod = build(resource_spec(CLUSTER, "cpu"), config_keys=["slurm.conf", "gres.conf"])
-    etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
-    paths = [i["path"] for i in etc["projected"]["sources"][0]["configMap"]["items"]]
-    assert paths == ["gres.conf", "slurm.conf"]
+def test_the_pod_mounts_exactly_the_config_files_of_the_resource() -> None:
+    """The builder trusts configFiles (the components chose the node-side files) and takes each
+    ConfigMap's one key as the operator read it."""
+    spec = gpu(configFiles={"slurm.conf": "x-slurm", "epilog.d/99-clean.sh": "x-clean"})
+    pod = build(spec, config_keys={"x-slurm": ["slurm.conf"], "x-clean": ["clean"], "unrelated": ["a", "b"]})
+    assert [(s["name"], s["items"]) for s in _config_sources(pod)] == [
+        ("x-clean", [{"key": "clean", "path": "epilog.d/99-clean.sh", "mode": 0o755}]),
+        ("x-slurm", [{"key": "slurm.conf", "path": "slurm.conf"}]),
+    ]
+    with pytest.raises(ValueError, match=r"ConfigMap x-clean .* not found"):
+        build(spec, config_keys={"x-slurm": ["slurm.conf"]})
+    with pytest.raises(ValueError, match=r"ConfigMap x-slurm .*exactly one key.* it has 2: a, b"):
+        build(spec, config_keys={"x-slurm": ["a", "b"], "x-clean": ["clean"]})
 
 
 def test_munge_runs_as_a_native_sidecar_without_privilege() -> None:
@@ -135,9 +135,9 @@ def test_auth_slurm_projects_the_key_and_has_no_munge() -> None:
     kubernetes_validate.validate(pod, K8S, strict=True)
     assert "initContainers" not in pod["spec"]
     etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
-    secret = etc["projected"]["sources"][1]["secret"]
+    secret = etc["projected"]["sources"][-1]["secret"]
     assert secret == {"name": "research-auth", "items": [{"key": "slurm.key", "path": "slurm.key", "mode": 0o400}]}
-    renamed = build(gpu(authType="slurm", authSecretKey="k"))["spec"]["volumes"][0]["projected"]["sources"][1]
+    renamed = build(gpu(authType="slurm", authSecretKey="k"))["spec"]["volumes"][0]["projected"]["sources"][-1]
     assert renamed["secret"]["items"][0]["key"] == "k"
 
 
@@ -251,10 +251,12 @@ def test_template_hash_tracks_pod_inputs_only() -> None:
     base = template_hash(gpu(), KEYS)
     assert template_hash(gpu(configHash="other"), KEYS) != base
     assert template_hash(gpu(slurmdImage="ghcr.io/x/slurmd:2"), KEYS) != base
-    assert template_hash(gpu(), [*KEYS, "prolog.d_01-more.sh"]) != base
+    more = {**gpu().config_files, "prolog.d/01-more.sh": "research-prolog-01-more-sh"}
+    assert template_hash(gpu(configFiles=more), {**KEYS, "research-prolog-01-more-sh": ["01-more.sh"]}) != base
+    assert template_hash(gpu(), {**KEYS, "research-slurm-conf": ["renamed"]}) != base
     # Scaling, update strategy and topology do not roll pods.
     assert template_hash(gpu(replicas=7), KEYS) == base
     assert template_hash(gpu(updateStrategy={"maxUnavailable": "50%"}), KEYS) == base
     assert template_hash(gpu(topology={"plugin": "none"}), KEYS) == base
     # Files slurmd does not read do not roll pods either.
-    assert template_hash(gpu(), [k for k in KEYS if k != "slurmdbd.conf"]) == base
+    assert template_hash(gpu(), {k: v for k, v in KEYS.items() if k != "research-slurmdbd-conf"}) == base

@@ -23,7 +23,7 @@ from sunk.runtime.operator.app import Operator, Settings, SlurmClients
 from sunk.runtime.operator.clients import OfficialKube, RestSlurm
 from sunk.runtime.operator.fakes import FakeSlurm
 from sunk.runtime.operator.reconcile import ClusterRef
-from sunk.runtime.operator.specs import nodeset_object, resource_spec
+from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
 from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.manifests.nodeset_pod import LABEL_NODE
@@ -39,9 +39,8 @@ def seed(server: KubeServer, replicas: int = 2) -> Any:
     api = server.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     spec = resource_spec(CLUSTER, "cpu", replicas=replicas)
-    core.create_namespaced_config_map(
-        NS, {"metadata": {"name": spec.config_map}, "data": {"slurm.conf": "x"}}, _preload_content=False
-    )
+    for cm in config_map_objects(CLUSTER, namespace=NS):
+        core.create_namespaced_config_map(NS, cm, _preload_content=False)
     key = base64.b64encode(b"k" * 32).decode()
     core.create_namespaced_secret(
         NS, {"metadata": {"name": spec.jwt_secret}, "data": {"jwt_hs256.key": key}}, _preload_content=False
@@ -60,7 +59,8 @@ def test_official_client_against_kmock(kube_server: KubeServer) -> None:
     spec = seed(kube_server)
     assert [n["metadata"]["name"] for n in kube.list_nodes()] == ["node-0"]
     assert kube.get_config_map(NS, "missing") is None
-    assert kube.get_config_map(NS, spec.config_map)["data"] == {"slurm.conf": "x"}  # type: ignore[index]
+    slurm_conf = kube.get_config_map(NS, spec.config_files["slurm.conf"])
+    assert slurm_conf is not None and list(slurm_conf["data"]) == ["slurm.conf"]
     assert kube.read_secret(NS, spec.jwt_secret) is not None
     assert kube.read_secret(NS, "missing") is None
     # kmock ignores the label selector: a foreign pod comes back from the server and is dropped here.

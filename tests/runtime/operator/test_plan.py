@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from sunk.runtime.operator.plan import SCALE_IN, UPDATE, max_unavailable, member
 from sunk.runtime.operator.specs import resource_spec
 from sunk.runtime.slurmrest import Node as SlurmNode
 
+from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset_pod import template_hash
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.spec.nodeset import UpdateStrategy
@@ -33,7 +34,8 @@ from sunk.stackfile import load_stack
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 CLUSTER = load_stack("acme-dev").spec
-KEYS = frozenset({"slurm.conf", "cgroup.conf", "gres.conf", "plugstack.conf"})
+KEYS = {cm["metadata"]["name"]: frozenset(cm["data"]) for cm in config_maps(CLUSTER)}
+"""The keys of every per-file ConfigMap of the cluster, as the operator reads them."""
 NS = "acme-research"
 
 
@@ -65,7 +67,7 @@ def observe(
     slurm: Iterable[SlurmNode] | None,
     *,
     spec: Any = None,
-    keys: frozenset[str] | None = KEYS,
+    keys: Mapping[str, frozenset[str]] = KEYS,
     kube_nodes: Iterable[KubeNode] = (KubeNode("k1"),),
     status: dict[str, Any] | None = None,
     service: bool = True,
@@ -220,10 +222,28 @@ def test_slurm_unreadable_deletes_drains_and_resumes_nothing() -> None:
 
 
 def test_config_missing_creates_nothing() -> None:
-    out = plan(observe([], [], spec=cpu(replicas=2), keys=None), NOW)
+    keys = {k: v for k, v in KEYS.items() if k not in {"research-slurm-conf", "research-gres-cpu-conf"}}
+    out = plan(observe([], [], spec=cpu(replicas=2), keys=keys), NOW)
     assert [type(a) for a in out] == [WriteStatus]
     cond = {c["type"]: c for c in out[0].status["conditions"]}
     assert cond["ConfigFound"]["reason"] == "ConfigMapMissing"
+    assert cond["ConfigFound"]["message"] == (
+        "ConfigMap research-gres-cpu-conf, research-slurm-conf not found: no pod is created"
+    )
+    # Only the ConfigMaps this NodeSet mounts count: another NodeSet's gres file may be missing.
+    others = {k: v for k, v in KEYS.items() if k != "research-gres-gpu-conf"}
+    out = plan(observe([], [], spec=cpu(replicas=1), keys=others), NOW)
+    assert [type(a) for a in out] == [CreatePod, WriteStatus]
+
+
+def test_a_config_map_with_several_keys_is_an_invalid_template() -> None:
+    keys = {**KEYS, "research-slurm-conf": frozenset({"slurm.conf", "stray"})}
+    out = plan(observe([], [], spec=cpu(replicas=1), keys=keys), NOW)
+    assert [type(a) for a in out] == [WriteStatus]
+    cond = {c["type"]: c for c in out[0].status["conditions"]}
+    assert cond["ConfigFound"]["status"] == "True"
+    assert cond["TemplateValid"]["status"] == "False"
+    assert "research-slurm-conf (for slurm.conf) must hold exactly one key" in cond["TemplateValid"]["message"]
 
 
 def test_invalid_template_is_a_condition_not_a_crash() -> None:

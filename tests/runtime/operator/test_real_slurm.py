@@ -21,7 +21,7 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.operator.app import Operator, Settings
 from sunk.runtime.operator.clients import OfficialKube
-from sunk.runtime.operator.specs import nodeset_object, resource_spec
+from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 
 from sunk.crd import GROUP, PLURAL, VERSION
@@ -127,10 +127,8 @@ class World:
             slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm")
         )
         ns_spec = resource_spec(SPEC, "cpu", replicas=replicas, **spec)
-        keys = {"slurm.conf": "x", "cgroup.conf": "x", "gres.conf": "x"}
-        self.core.create_namespaced_config_map(
-            NS, {"metadata": {"name": ns_spec.config_map}, "data": keys}, _preload_content=False
-        )
+        for cm in config_map_objects(SPEC, namespace=NS):
+            self.core.create_namespaced_config_map(NS, cm, _preload_content=False)
         jwt = base64.b64encode(slurm.jwt_key_path.read_bytes()).decode()
         self.core.create_namespaced_secret(
             NS, {"metadata": {"name": ns_spec.jwt_secret}, "data": {"jwt_hs256.key": jwt}}, _preload_content=False

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.reconcile import ClusterRef, Reconciler
-from sunk.runtime.operator.specs import nodeset_object, resource_spec
+from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.operator.topology import ANNOTATION_RECONFIGURED
 
+from sunk.manifests.auth import auth_refs
 from sunk.manifests.nodeset_pod import LABEL_NODE
+from sunk.manifests.runtime import operator_access
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.stackfile import load_stack
 
@@ -27,13 +29,8 @@ class World:
         self.now = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
         self.spec = resource_spec(CLUSTER, "cpu", replicas=replicas, **spec)
         self.kube.add(nodeset_object(self.spec, namespace=NS))
-        self.kube.add(
-            {
-                "kind": "ConfigMap",
-                "metadata": {"name": self.spec.config_map, "namespace": NS},
-                "data": {"slurm.conf": "x", "gres.conf": "y"},
-            }
-        )
+        for cm in config_map_objects(CLUSTER, namespace=NS):
+            self.kube.add(cm)
         self.kube.add(
             {
                 "kind": "Node",
@@ -190,3 +187,49 @@ def test_topology_configmap_and_reconfigure_after_the_kubelet_delay() -> None:
     assert "Nodes=cpu-[0-2]" in cm["data"]["topology.conf"]
     assert ANNOTATION_RECONFIGURED in cm["metadata"]["annotations"]
     assert "Reconfigure" in w.kube.event_reasons()
+
+
+def test_reads_each_config_map_once_and_only_those_its_role_grants() -> None:
+    """One get per ConfigMap the cluster's NodeSets mount (shared ones once), and exactly the
+    names the tenant's operator Role lets it get."""
+    w = World()
+    w.kube.add(nodeset_object(resource_spec(CLUSTER, "gpu", replicas=1), namespace=NS))
+    read: list[str] = []
+    get = w.kube.get_config_map
+
+    def recording(namespace: str, name: str) -> dict[str, Any] | None:
+        read.append(name)
+        return get(namespace, name)
+
+    w.kube.get_config_map = recording  # type: ignore[method-assign]
+    w.reconciler.resync()
+    assert len(read) == len(set(read))
+    role = operator_access(CLUSTER, auth_refs(CLUSTER), "sunk-system", "sunk-operator")[0]
+    granted = {
+        name
+        for rule in role["rules"]
+        if rule["resources"] == ["configmaps"] and "get" in rule["verbs"]
+        for name in rule.get("resourceNames", [])
+    }
+    assert set(read) == granted
+    assert {"research-gres-cpu-conf", "research-gres-gpu-conf", "research-topology"} <= granted
+
+
+def test_a_missing_config_map_holds_pod_creation_until_it_exists() -> None:
+    w = World()
+    gone = w.kube.config_maps.pop((NS, "research-cgroup-conf"))
+    w.settle(rounds=2)
+    assert w.kube.pods == {}
+    found = next(c for c in w.status()["conditions"] if c["type"] == "ConfigFound")
+    assert (found["status"], found["message"]) == (
+        "False",
+        "ConfigMap research-cgroup-conf not found: no pod is created",
+    )
+    w.kube.add(gone)
+    w.settle()
+    assert w.pod_nodes() == ["cpu-0", "cpu-1", "cpu-2"]
+    pod = next(iter(w.kube.pods.values()))
+    sources = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")["projected"]["sources"]
+    assert {"name": "research-cgroup-conf", "items": [{"key": "cgroup.conf", "path": "cgroup.conf"}]} in [
+        s.get("configMap") for s in sources
+    ]
