@@ -32,6 +32,7 @@ from sunk.manifests.meta import (
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, slurm_pod_security
 from sunk.render import ACCOUNTING_SETUP
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.services import MARIADB_BUFFER_POOL_MIB
 
 COMPONENT = "accounting"
 DB_COMPONENT = "mariadb"
@@ -57,8 +58,14 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
     container = {
         "name": "mariadb",
         "image": spec.images.mariadb.ref,
-        # Slurm's accounting guide: a buffer pool of at least 256M and a long lock wait timeout.
-        "args": ["--innodb-buffer-pool-size=512M", "--innodb-log-file-size=64M", "--innodb-lock-wait-timeout=900"],
+        # slurmdbd 24.11 logs errors with a buffer pool under 2G (measured; 1G still errs) or a
+        # short lock wait timeout (Slurm's accounting guide: 900). MariaDbSpec keeps the memory
+        # request and limit above the pool.
+        "args": [
+            f"--innodb-buffer-pool-size={MARIADB_BUFFER_POOL_MIB}M",
+            "--innodb-log-file-size=64M",
+            "--innodb-lock-wait-timeout=900",
+        ],
         "env": [
             {"name": "MARIADB_DATABASE", "value": DATABASE},
             {"name": "MARIADB_USER", "value": DB_USER},

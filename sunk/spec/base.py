@@ -82,6 +82,16 @@ def _nonzero(value: str) -> str:
 PositiveQuantity = Annotated[Quantity, AfterValidator(_nonzero)]
 """A Kubernetes quantity greater than zero (storage sizes)."""
 
+_QUANTITY_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_QUANTITY_SUFFIX |= {f"{s}i": 1024.0 ** (i + 1) for i, s in enumerate("KMGTPE")}
+
+
+def quantity_value(value: str) -> float:
+    """A Quantity as a number (bytes for memory): `3Gi` -> 3221225472.0, `500m` -> 0.5."""
+    number = value.rstrip("kmMGTPEi")
+    return float(number) * _QUANTITY_SUFFIX.get(value[len(number) :], 1.0)
+
+
 SlurmTime = Annotated[
     str,
     _matcher(

@@ -17,6 +17,7 @@ from sunk.spec.base import (
     Resources,
     SecretRef,
     _matcher,
+    quantity_value,
     resources,
 )
 
@@ -70,6 +71,13 @@ class ControllerSpec(Model):
     """Lines appended verbatim to slurm.conf, after everything sunk renders. Default: none."""
 
 
+MARIADB_BUFFER_POOL_MIB = 2048
+"""innodb_buffer_pool_size of the in-cluster MariaDB: with less, slurmdbd 24.11 logs errors
+(measured on real Slurm; 1G still errs)."""
+MARIADB_HEADROOM_MIB = 512
+"""Memory MariaDB needs above its buffer pool (buffer-pool bookkeeping, connections, log buffer)."""
+
+
 class MariaDbSpec(Model):
     """In-cluster MariaDB for slurmdbd."""
 
@@ -77,8 +85,26 @@ class MariaDbSpec(Model):
     """Default: 20Gi."""
     storage_class: str | None = None
     """Default: the cluster's default class."""
-    resources: Resources = resources("250m", "1Gi", "2Gi")
-    """Default: requests 250m/1Gi, limit 2Gi memory (innodb_buffer_pool_size is 256M+)."""
+    resources: Resources = resources("250m", "2560Mi", "3Gi")
+    """Default: requests 250m/2.5Gi, limit 3Gi memory (the InnoDB buffer pool is 2Gi). A memory
+    request must hold the buffer pool and a limit must leave 512Mi above it."""
+
+    @model_validator(mode="after")
+    def _room_for_the_buffer_pool(self) -> MariaDbSpec:
+        pool = MARIADB_BUFFER_POOL_MIB * 2**20
+        limit, request = self.resources.limits.memory, self.resources.requests.memory
+        need = MARIADB_BUFFER_POOL_MIB + MARIADB_HEADROOM_MIB
+        if limit is not None and quantity_value(limit) < need * 2**20:
+            raise ValueError(
+                f"resources.limits.memory: {limit} would OOM-kill MariaDB, whose InnoDB buffer pool alone is "
+                f"{MARIADB_BUFFER_POOL_MIB}Mi; use at least {need}Mi (default 3Gi)"
+            )
+        if request is not None and quantity_value(request) < pool:
+            raise ValueError(
+                f"resources.requests.memory: {request} is less than MariaDB's {MARIADB_BUFFER_POOL_MIB}Mi InnoDB "
+                f"buffer pool; request at least {MARIADB_BUFFER_POOL_MIB}Mi (default 2560Mi)"
+            )
+        return self
 
 
 class ExternalDbSpec(Model):

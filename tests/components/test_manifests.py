@@ -15,6 +15,7 @@ from sunk.components.offline import Evaluation
 
 from sunk.crd import NodeSetResourceSpec
 from sunk.manifests import scripts
+from sunk.manifests.accounting import mariadb_manifests
 from sunk.manifests.auth import auth_refs, render_sssd_conf, sssd_secret
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import (
@@ -31,6 +32,7 @@ from sunk.manifests.login import login_hash
 from sunk.manifests.network import network_policies
 from sunk.manifests.nodeset_pod import template_hash
 from sunk.render import finalize_slurmdbd_conf, render_slurm_files
+from sunk.spec.base import quantity_value
 from sunk.spec.cluster import ClusterSpec
 
 from .conftest import LIBRARY, STACKS
@@ -297,3 +299,21 @@ def test_slurmrestd_loads_the_slurmdbd_plugin_only_with_accounting(specs: dict[s
 
     assert plugins("acme-dev") == "openapi/slurmctld,openapi/slurmdbd"
     assert plugins("globex-dev") == "openapi/slurmctld"  # accounting disabled
+
+
+def test_mariadb_memory_holds_the_buffer_pool_slurmdbd_needs(specs: dict[str, ClusterSpec]) -> None:
+    """slurmdbd 24.11 logs errors under a 2G buffer pool or a short lock wait (measured); the
+    container's memory request holds the pool and the limit leaves headroom above it."""
+    in_cluster = [s for s in specs.values() if s.accounting.enabled and s.accounting.external is None]
+    assert in_cluster
+    for spec in in_cluster:
+        sts = next(m for m in mariadb_manifests(spec) if m["kind"] == "StatefulSet")
+        container = sts["spec"]["template"]["spec"]["containers"][0]
+        args = dict(a.removeprefix("--").split("=", 1) for a in container["args"])
+        assert args["innodb-lock-wait-timeout"] == "900"
+        pool = args["innodb-buffer-pool-size"]
+        assert pool.endswith("M") and int(pool[:-1]) * 2**20 >= 2 * 2**30  # MariaDB's M is MiB
+        memory = {part: quantity_value(container["resources"][part]["memory"]) for part in ("requests", "limits")}
+        assert memory["requests"] >= int(pool[:-1]) * 2**20
+        assert memory["limits"] - int(pool[:-1]) * 2**20 >= 512 * 2**20
+    assert quantity_value("2560Mi") == 2.5 * 2**30 and quantity_value("3G") == 3e9 and quantity_value("500m") == 0.5

@@ -189,6 +189,8 @@ CASES = [
     Bad("cgroup-conf-not-a-setting", {"extraConfig.cgroupConf": ["just words"]}, "extraConfig.cgroupConf[0]", "one configuration line `Key=Value ...`"),
     Bad("plugstack-bad-line", {"extraConfig.plugstackConf": ["load x.so"]}, "extraConfig.plugstackConf[0]", "`required|optional <plugin.so> [args]`, `include <glob>`"),
     # ----- services: controller, accounting, restapi, login
+    Bad("mariadb-limit-under-buffer-pool", {"accounting.mariadb.resources": {"limits": {"memory": "2Gi"}}}, "accounting.mariadb.resources.limits.memory", "use at least 2560Mi"),
+    Bad("mariadb-request-under-buffer-pool", {"accounting.mariadb.resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "3Gi"}}}, "accounting.mariadb.resources.requests.memory", "request at least 2048Mi"),
     Bad("negative-state-storage", {"controller.stateStorage.size": "-1Gi"}, "controller.stateStorage.size", "a Kubernetes quantity such as 500m, 2, 512Mi or 10Gi"),
     Bad("zero-state-storage", {"controller.stateStorage.size": "0Gi"}, "controller.stateStorage.size", "a size must be positive, such as 10Gi"),
     Bad("bad-cpu-request", {"controller.resources": {"requests": {"cpu": "lots"}}}, "controller.resources.requests.cpu", "a Kubernetes quantity"),
