@@ -140,6 +140,8 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         ]
         if p.default_time:
             words.append(f"DefaultTime={p.default_time}")
+        # CR_Core_Memory without a default gives a job that asks for no memory the whole node.
+        words.append(f"DefMemPerCPU={spec.def_mem_per_cpu(p)}")
         words.append(f"PriorityTier={p.priority_tier}")
         if p.preempt_mode:
             words.append(f"PreemptMode={_mode(p.preempt_mode)}")

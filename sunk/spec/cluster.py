@@ -18,6 +18,8 @@ from sunk.spec.scheduling import (
     ScriptsSpec,
     SharedVolumeSpec,
     TopologySpec,
+    mib_per_cpu,
+    partition_problems,
 )
 from sunk.spec.services import (
     SLURM_VERSION,
@@ -91,6 +93,12 @@ class ClusterSpec(Model):
     def nodeset(self, name: str) -> NodeSetSpec:
         return next(n for n in self.nodesets if n.name == name)
 
+    def def_mem_per_cpu(self, partition: PartitionSpec) -> int:
+        """The partition's DefMemPerCPU: its own, else the smallest MiB per CPU of its nodesets."""
+        if partition.def_mem_per_cpu is not None:
+            return partition.def_mem_per_cpu
+        return min(mib_per_cpu(self.nodeset(name)) for name in partition.nodesets)
+
     @property
     def has_gpus(self) -> bool:
         return any(n.gpus for n in self.nodesets)
@@ -155,6 +163,7 @@ class ClusterSpec(Model):
                     errors.append(f"qos[{i}].preempt[{j}]: a QOS cannot preempt itself")
             if entry.preempt and self.scheduling.preempt_type != "qos":
                 errors.append(f"qos[{i}].preempt: needs scheduling.preemptType qos (is {self.scheduling.preempt_type})")
+        errors += partition_problems(self.partitions, self.nodesets, self.topology)
         if self.scheduling.preempt_type == "partition_prio" and len({p.priority_tier for p in self.partitions}) < 2:
             errors.append("scheduling.preemptType: partition_prio needs partitions with different priorityTier values")
         if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -19,8 +20,11 @@ from sunk.spec.base import (
     _matcher,
     slurm_seconds,
 )
+from sunk.spec.nodeset import NodeSetSpec
 
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
+MAX_BLOCK_RATIO = 1 << 15
+"""Largest BlockSizes value over the base size that slurmctld 24.11 accepts (2^15; 2^16 is fatal)."""
 
 
 class PartitionSpec(Model):
@@ -36,6 +40,13 @@ class PartitionSpec(Model):
     """MaxTime. Default: UNLIMITED."""
     default_time: SlurmTime | None = None
     """DefaultTime. Default: MaxTime."""
+    def_mem_per_cpu: Annotated[int, Field(ge=1)] | None = None
+    """DefMemPerCPU: MiB a job gets per allocated CPU when it asks for no memory (no --mem,
+    --mem-per-cpu or --mem-per-gpu). Default: the smallest `memoryMib // cpus` among the
+    partition's nodesets, so a whole-node job without --mem fits every node. (With no default,
+    SelectTypeParameters=CR_Core_Memory gives such a job all of a node's memory, so every node
+    runs one job at a time: measured on Slurm 24.11.)
+    https://slurm.schedmd.com/slurm.conf.html#OPT_DefMemPerCPU"""
     priority_tier: Annotated[int, Field(ge=0, le=65533)] = 1
     """PriorityTier: higher tiers preempt lower under preempt/partition_prio. Default: 1."""
     preempt_mode: PreemptMode | None = None
@@ -57,6 +68,16 @@ class PartitionSpec(Model):
         if self.default_time is not None and slurm_seconds(self.default_time) > slurm_seconds(self.max_time):
             errors.append(f"defaultTime: {self.default_time} exceeds maxTime {self.max_time}; use at most maxTime")
         errors += _repeats("nodesets", self.nodesets)
+        for i, word in enumerate(self.extra):
+            key = word.partition("=")[0].lower()
+            if key == "defmempercpu":
+                errors.append(f"extra[{i}]: set defMemPerCpu instead of {word}")
+            elif key == "defmempernode":
+                # Measured on 24.11: slurmctld then ignores the rendered DefMemPerCPU and logs an error.
+                errors.append(
+                    f"extra[{i}]: {word} excludes the DefMemPerCPU every partition gets; "
+                    "set defMemPerCpu instead (MiB per allocated CPU)"
+                )
         if errors:
             raise ValueError("\n".join(errors))
         return self
@@ -136,7 +157,14 @@ class TopologySpec(Model):
     ] = []
     """Node label keys from the top of the fabric down (tree), or the one block key (block). Default: none."""
     block_sizes: list[Annotated[int, Field(ge=1)]] = []
-    """BlockSizes for topology/block. Default: Slurm's."""
+    """BlockSizes for topology/block: the base block size (nodes per block, e.g. 18 trays of a
+    GB200 NVL72 rack) first, then larger sizes, each the base times a power of two (slurmctld 24.11
+    exits on any other value, measured). A block with fewer nodes than the base is left out of
+    topology.conf (slurmctld exits on it), and so are nodes without the label: a job whose
+    candidate nodes include block nodes is placed inside blocks only, while partitions without
+    block nodes schedule as if there were no topology (measured on 24.11). Default: Slurm's (the
+    first block's size, then 2, 4 and 8 times it).
+    https://slurm.schedmd.com/topology.conf.html#OPT_BlockSizes"""
 
     @model_validator(mode="after")
     def _rules(self) -> TopologySpec:
@@ -156,7 +184,28 @@ class TopologySpec(Model):
             raise ValueError("labelKeys: keys repeat")
         if any(a >= b for a, b in itertools.pairwise(self.block_sizes)):
             raise ValueError(f"blockSizes: {self.block_sizes} must increase, smallest (the base block) first")
+        for i, size in enumerate(self.block_sizes[1:], 1):
+            base = self.block_sizes[0]
+            ratio, rest = divmod(size, base)
+            # slurmctld 24.11 accepts base * 2^k up to k = 15 and exits on anything else
+            # ("Invalid BlockSizes value", measured with 2,3 / 2,6 / 3,9 / 1,65536).
+            if rest or ratio & (ratio - 1) or ratio > MAX_BLOCK_RATIO:
+                fits = ", ".join(str(base << k) for k in range(1, 4))
+                what = (
+                    f"is more than 2^15 times the base block size {base}"
+                    if ratio > MAX_BLOCK_RATIO
+                    else f"is not the base block size {base} times a power of two"
+                )
+                raise ValueError(
+                    f"blockSizes[{i}]: {size} {what} (slurmctld exits on it); use one of {fits}, ... "
+                    f"up to {base * MAX_BLOCK_RATIO}"
+                )
         return self
+
+    @property
+    def base_block_size(self) -> int | None:
+        """Nodes in a base block, when blockSizes fixes it (else Slurm takes the first block's)."""
+        return self.block_sizes[0] if self.plugin == "block" and self.block_sizes else None
 
 
 class CgroupSpec(Model):
@@ -229,6 +278,52 @@ def _repeats(field: str, values: list[str]) -> list[str]:
             out.append(f"{field}[{i}]: {v!r} is listed twice")
         seen.add(v)
     return out
+
+
+def mib_per_cpu(ns: NodeSetSpec) -> int:
+    """Memory per CPU of one node of the NodeSet, in MiB; at least 1 (DefMemPerCPU=0 means none)."""
+    return max(1, ns.memory_mib // ns.cpus)
+
+
+def partition_problems(
+    partitions: Sequence[PartitionSpec], nodesets: Sequence[NodeSetSpec], topology: TopologySpec
+) -> list[str]:
+    """Rules that need a partition's nodesets: its memory default and its place in block topology."""
+    known = {n.name: n for n in nodesets}
+    base = topology.base_block_size
+    errors: list[str] = []
+    for i, p in enumerate(partitions):
+        members = [known[name] for name in p.nodesets if name in known]
+        if p.def_mem_per_cpu is not None and members:
+            roomiest = max(members, key=mib_per_cpu)
+            most = mib_per_cpu(roomiest)
+            if p.def_mem_per_cpu > most:
+                # Measured on 24.11: sbatch --exclusive without --mem is refused ("Requested node
+                # configuration is not available") when DefMemPerCPU * CPUs exceeds every node.
+                errors.append(
+                    f"partitions[{i}].defMemPerCpu: {p.def_mem_per_cpu} MiB per CPU is more than any of its "
+                    f"nodes has ({roomiest.name}: {roomiest.memory_mib} MiB / {roomiest.cpus} CPUs); a whole-node "
+                    f"job without --mem could start nowhere: use at most {most}"
+                )
+        if base is None:
+            continue
+        # A replicas-mode NodeSet smaller than the base block can never fill a block, so its nodes
+        # stay outside every block. Measured on 24.11: a job whose candidate nodes include block
+        # nodes is placed inside blocks only, so beside a NodeSet that can fill blocks those nodes
+        # run jobs only when a job is constrained to them (-C, -w is refused).
+        fillers = [n.name for n in members if n.desired_replicas is None or n.desired_replicas >= base]
+        for j, name in enumerate(p.nodesets):
+            ns = known.get(name)
+            replicas = ns.desired_replicas if ns is not None else None
+            if not fillers or replicas is None or replicas == 0 or replicas >= base:
+                continue
+            errors.append(
+                f"partitions[{i}].nodesets[{j}]: {name} has {replicas} replicas, fewer than the base block size "
+                f"{base} (topology.blockSizes[0]), so its nodes are in no block, and Slurm places this "
+                f"partition's jobs inside the blocks of {', '.join(fillers)}: {name}'s nodes would run only jobs "
+                f"constrained to them. Give {name} a partition of its own, or at least {base} replicas"
+            )
+    return errors
 
 
 class NewClaim(Model):

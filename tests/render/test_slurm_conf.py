@@ -54,7 +54,7 @@ CASES = [
             "AccountingStoreFlags=job_comment,job_extra",
             "JobAcctGatherType=jobacct_gather/cgroup",
             "NodeSet=cpu Feature=cpu",
-            "PartitionName=batch Nodes=cpu Default=YES MaxTime=UNLIMITED PriorityTier=1 State=UP",
+            "PartitionName=batch Nodes=cpu Default=YES MaxTime=UNLIMITED DefMemPerCPU=1024 PriorityTier=1 State=UP",
         ],
         ["GresTypes=", "TopologyPlugin=", "Prolog=", "Epilog=", "JobSubmitPlugins=", "AccountingStorageTRES="],
     ),
@@ -81,8 +81,8 @@ CASES = [
         [
             "PreemptType=preempt/partition_prio",
             "PreemptMode=REQUEUE",
-            "PartitionName=low Nodes=cpu Default=YES MaxTime=UNLIMITED PriorityTier=1 State=UP",
-            "PartitionName=high Nodes=cpu Default=NO MaxTime=UNLIMITED PriorityTier=10 State=UP",
+            "PartitionName=low Nodes=cpu Default=YES MaxTime=UNLIMITED DefMemPerCPU=1024 PriorityTier=1 State=UP",
+            "PartitionName=high Nodes=cpu Default=NO MaxTime=UNLIMITED DefMemPerCPU=1024 PriorityTier=10 State=UP",
         ],
     ),
     Case(
@@ -92,8 +92,8 @@ CASES = [
             "partitions": [{**TWO_TIERS[0], "preemptMode": "suspend"}, {**TWO_TIERS[1], "preemptMode": "off"}],
         },
         [
-            "PartitionName=low Nodes=cpu Default=YES MaxTime=UNLIMITED PriorityTier=1 PreemptMode=SUSPEND,GANG State=UP",
-            "PartitionName=high Nodes=cpu Default=NO MaxTime=UNLIMITED PriorityTier=10 PreemptMode=OFF State=UP",
+            "PartitionName=low Nodes=cpu Default=YES MaxTime=UNLIMITED DefMemPerCPU=1024 PriorityTier=1 PreemptMode=SUSPEND,GANG State=UP",
+            "PartitionName=high Nodes=cpu Default=NO MaxTime=UNLIMITED DefMemPerCPU=1024 PriorityTier=10 PreemptMode=OFF State=UP",
         ],
     ),
     Case(
@@ -133,7 +133,7 @@ CASES = [
             ],
         },
         [
-            "PartitionName=gpu Nodes=cpu Default=YES MaxTime=2-00:00:00 DefaultTime=01:00:00 PriorityTier=7 "
+            "PartitionName=gpu Nodes=cpu Default=YES MaxTime=2-00:00:00 DefaultTime=01:00:00 DefMemPerCPU=1024 PriorityTier=7 "
             "AllowAccounts=physics,chem AllowQos=high,normal OverSubscribe=NO LLN=YES State=UP"
         ],
     ),
@@ -149,9 +149,26 @@ CASES = [
         [
             "NodeSet=cpu Feature=cpu",
             "NodeSet=gpu Feature=gpu",
-            "PartitionName=all Nodes=cpu,gpu Default=YES MaxTime=UNLIMITED PriorityTier=1 State=UP",
-            "PartitionName=gpu Nodes=gpu Default=NO MaxTime=UNLIMITED PriorityTier=1 State=UP",
+            # DefMemPerCPU: the smallest MiB per CPU of the partition's nodesets (cpu 4096/4, gpu 65536/16).
+            "PartitionName=all Nodes=cpu,gpu Default=YES MaxTime=UNLIMITED DefMemPerCPU=1024 PriorityTier=1 State=UP",
+            "PartitionName=gpu Nodes=gpu Default=NO MaxTime=UNLIMITED DefMemPerCPU=4096 PriorityTier=1 State=UP",
         ],
+    ),
+    Case(
+        "partition-def-mem-per-cpu-given",
+        {
+            "nodesets": [CPU, GPU],
+            "partitions": [{"name": "all", "nodesets": ["cpu", "gpu"], "default": True, "defMemPerCpu": 3000}],
+        },
+        ["PartitionName=all Nodes=cpu,gpu Default=YES MaxTime=UNLIMITED DefMemPerCPU=3000 PriorityTier=1 State=UP"],
+    ),
+    Case(
+        "partition-def-mem-per-cpu-rounds-down-to-at-least-one",
+        {
+            "nodesets": [{"name": "tiny", "cpus": 3, "memoryMib": 2}],
+            "partitions": [{"name": "t", "nodesets": ["tiny"]}],
+        },
+        ["PartitionName=t Nodes=tiny Default=NO MaxTime=UNLIMITED DefMemPerCPU=1 PriorityTier=1 State=UP"],
     ),
     # ----- GRES, node bound, topology, scripts
     Case(

@@ -40,7 +40,8 @@ def test_slurmrestd_serves_without_accounting(globex: LocalSlurm) -> None:
 
 def test_higher_tier_partition_preempts_and_requeues(globex: LocalSlurm) -> None:
     nodes = str(len(globex.nodes))
-    low = globex.sbatch("#!/bin/sh\nsleep 300\n", "-p", "normal", "-N", nodes)
+    # Whole nodes: without --exclusive both jobs fit side by side (DefMemPerCPU) and nothing is preempted.
+    low = globex.sbatch("#!/bin/sh\nsleep 300\n", "-p", "normal", "-N", nodes, "--exclusive")
     globex.wait_job(low, {"RUNNING"})
     urgent = globex.sbatch("#!/bin/sh\nsleep 1\n", "-p", "urgent", "-N", nodes)
     globex.wait_job(urgent, {"RUNNING", "COMPLETED"}, timeout=30)

@@ -62,8 +62,8 @@ def test_partition_max_time_holds_longer_jobs(acme: LocalSlurm) -> None:
 
 def test_high_qos_preempts_and_requeues_low(acme: LocalSlurm) -> None:
     cpu_nodes = [n.name for n in acme.nodes if n.nodeset == "cpu"]
-    # The low job takes every cpu node (no DefMemPerCPU: a job gets the whole node's memory).
-    low = acme.sbatch("#!/bin/sh\nsleep 300\n", "-C", "cpu", "-N", str(len(cpu_nodes)), "--qos=low")
+    # The low job takes every cpu node whole (jobs share nodes otherwise: DefMemPerCPU).
+    low = acme.sbatch("#!/bin/sh\nsleep 300\n", "-C", "cpu", "-N", str(len(cpu_nodes)), "--qos=low", "--exclusive")
     acme.wait_job(low, {"RUNNING"})
     high = acme.sbatch("#!/bin/sh\nsleep 1\n", "-C", "cpu", "-N", str(len(cpu_nodes)), "--qos=high")
     acme.wait_job(high, {"RUNNING", "COMPLETED"}, timeout=30)

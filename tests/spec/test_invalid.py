@@ -21,6 +21,13 @@ BASE: dict[str, Any] = {
     "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
     "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
 }
+GB200 = {
+    "name": "gb200",
+    "instanceType": "GB200x4",
+    "cpus": 144,
+    "memoryMib": 880_000,
+    "gpus": {"type": "gb200", "count": 4},
+}
 GPU = {"name": "gpu", "instanceType": "H100x8", "cpus": 64, "memoryMib": 500_000, "gpus": {"type": "h100", "count": 8}}
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq5v9mZ2wG2i3d0cFh3pQkU4sXJm0vYQn8x1bL2cD3e ops@acme"
 LDAP = {"uris": ["ldaps://ldap.acme.example:636"], "baseDn": "dc=acme,dc=example"}
@@ -152,6 +159,10 @@ CASES = [
     Bad("default-time-beyond-max", {"partitions[0].maxTime": "1-00:00:00", "partitions[0].defaultTime": "2-00:00:00"}, "partitions[0].defaultTime", "exceeds maxTime 1-00:00:00; use at most maxTime"),
     Bad("unknown-preempt-mode", {"partitions[0].preemptMode": "kill"}, "partitions[0].preemptMode", "'off', 'cancel', 'requeue' or 'suspend'"),
     Bad("negative-priority-tier", {"partitions[0].priorityTier": -1}, "partitions[0].priorityTier", "greater than or equal to 0"),
+    Bad("def-mem-per-cpu-beyond-every-node", {"partitions[0].defMemPerCpu": 2000}, "partitions[0].defMemPerCpu", "more than any of its nodes has (cpu: 4096 MiB / 4 CPUs); a whole-node job without --mem could start nowhere: use at most 1024"),
+    Bad("def-mem-per-cpu-zero", {"partitions[0].defMemPerCpu": 0}, "partitions[0].defMemPerCpu", "greater than or equal to 1"),
+    Bad("def-mem-per-cpu-in-extra", {"partitions[0].extra": ["OverSubscribe=NO", "DefMemPerCPU=512"]}, "partitions[0].extra[1]", "set defMemPerCpu instead of DefMemPerCPU=512"),
+    Bad("def-mem-per-node-in-extra", {"partitions[0].extra": ["defmempernode=2048"]}, "partitions[0].extra[0]", "excludes the DefMemPerCPU every partition gets; set defMemPerCpu instead"),
     Bad("partition-extra-with-space", {"partitions[0].extra": ["OverSubscribe=YES LLN=YES"]}, "partitions[0].extra[0]", "one `Key=Value` word without spaces"),
     Bad("qos-negative-usage-factor", {"qos": [{"name": "low", "usageFactor": -1}]}, "qos[0].usageFactor", "greater than or equal to 0"),
     Bad("qos-bad-max-wall", {"qos": [{"name": "low", "maxWall": "forever"}]}, "qos[0].maxWall", "a Slurm time: UNLIMITED"),
@@ -175,6 +186,11 @@ CASES = [
     Bad("zero-block-size", {"topology": {"plugin": "block", "labelKeys": ["c"], "blockSizes": [0]}}, "topology.blockSizes[0]", "greater than or equal to 1"),
     Bad("unknown-topology-plugin", {"topology.plugin": "torus"}, "topology.plugin", "'none', 'tree' or 'block'"),
     Bad("bad-label-key", {"topology": {"plugin": "tree", "labelKeys": ["Fabric/Leaf"]}}, "topology.labelKeys[0]", "a Node label key such as topology.example.com/leaf"),
+    # slurmctld 24.11 exits unless each BlockSizes value is the base times a power of two (measured).
+    Bad("block-size-not-base-times-power-of-two", {"topology": {"plugin": "block", "labelKeys": ["c"], "blockSizes": [18, 54]}}, "topology.blockSizes[1]", "not the base block size 18 times a power of two (slurmctld exits on it); use one of 36, 72, 144"),
+    Bad("block-size-ratio-beyond-slurm", {"topology": {"plugin": "block", "labelKeys": ["c"], "blockSizes": [1, 65536]}}, "topology.blockSizes[1]", "65536 is more than 2^15 times the base block size 1 (slurmctld exits on it); use one of 2, 4, 8, ... up to 32768"),
+    # A 4-node NodeSet can never fill an 18-node block, and beside GB200 nodes its nodes would idle.
+    Bad("small-nodeset-beside-block-nodeset", {"nodesets[0].replicas": 4, "nodesets[1]": {**GB200, "mode": "all-matching-nodes"}, "partitions[0].nodesets[1]": "gb200", "topology": {"plugin": "block", "labelKeys": ["c"], "blockSizes": [18, 36]}}, "partitions[0].nodesets[0]", "Give cpu a partition of its own, or at least 18 replicas"),
     # ----- cgroup, scripts, pyxis, escape hatches
     Bad("zero-allowed-ram", {"cgroup.allowedRamSpace": 0}, "cgroup.allowedRamSpace", "greater than 0"),
     Bad("allowed-ram-over-100", {"cgroup.allowedRamSpace": 150}, "cgroup.allowedRamSpace", "less than or equal to 100"),

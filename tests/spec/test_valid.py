@@ -100,3 +100,43 @@ def test_every_stack_loads() -> None:
     assert not loaded["globex-dev"].deploy_operator and not loaded["globex-prod"].deploy_operator
     assert loaded["globex-prod"].spec.auth.key.generate is False
     assert loaded["acme-prod"].spec.topology.label_keys[0] == "network.acme.example/fabric"
+
+
+def test_def_mem_per_cpu_defaults_to_the_smallest_share_of_the_partitions_nodesets() -> None:
+    nodesets = [BASE["nodesets"][0], {"name": "big", "cpus": 8, "memoryMib": 65536}]
+    s = spec(nodesets=nodesets, partitions=[{"name": "all", "nodesets": ["cpu", "big"]}])
+    assert s.partitions[0].def_mem_per_cpu is None and s.def_mem_per_cpu(s.partitions[0]) == 1024
+    # Up to the roomiest nodeset's share is allowed: whole-node jobs without --mem fit there.
+    given = spec(nodesets=nodesets, partitions=[{"name": "all", "nodesets": ["cpu", "big"], "defMemPerCpu": 8192}])
+    assert given.def_mem_per_cpu(given.partitions[0]) == 8192
+    # DefMemPerGPU coexists with DefMemPerCPU (measured on 24.11), so extra may set it.
+    assert spec(partitions=[{**BASE["partitions"][0], "extra": ["DefMemPerGPU=4096"]}]).partitions[0].extra
+
+
+BLOCK = {"plugin": "block", "labelKeys": ["nvidia.com/gpu.clique"], "blockSizes": [18, 36, 72, 144, 1152]}
+GB200 = {"name": "gb200", "mode": "all-matching-nodes", "cpus": 144, "memoryMib": 880_000}
+
+
+@pytest.mark.parametrize(
+    "partitions",
+    [
+        # The small NodeSet alone in its partition: no block nodes there, Slurm schedules it freely.
+        [{"name": "gpu", "nodesets": ["gb200"]}, {"name": "cpu", "nodesets": ["cpu"]}],
+        # Beside a NodeSet that can fill blocks, a NodeSet at least one base block large.
+        [{"name": "all", "nodesets": ["gb200", "cpu"]}],
+    ],
+    ids=["own-partition", "large-enough"],
+)
+def test_block_topology_accepts_nodesets_that_can_run_jobs(partitions: list[dict[str, Any]]) -> None:
+    replicas = 4 if len(partitions) == 2 else 18
+    s = spec(nodesets=[{**BASE["nodesets"][0], "replicas": replicas}, GB200], partitions=partitions, topology=BLOCK)
+    assert s.topology.base_block_size == 18
+
+
+def test_block_topology_without_sizes_or_with_only_small_nodesets_has_no_nodeset_rule() -> None:
+    small = [{**BASE["nodesets"][0], "replicas": 2}, {"name": "cpu2", "cpus": 4, "memoryMib": 4096, "replicas": 3}]
+    both = [{"name": "all", "nodesets": ["cpu", "cpu2"]}]
+    assert spec(nodesets=small, partitions=both, topology={**BLOCK, "blockSizes": [18]}).topology.plugin == "block"
+    mixed = [small[0], GB200]
+    parts = [{"name": "all", "nodesets": ["cpu", "gb200"]}]
+    assert spec(nodesets=mixed, partitions=parts, topology={**BLOCK, "blockSizes": []}).topology.base_block_size is None
