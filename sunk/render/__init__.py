@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sunk.render.files import (
-    TopologyNode,
     finalize_slurmdbd_conf,
     gres_conf_key,
     render_cgroup_conf,
@@ -14,9 +13,9 @@ from sunk.render.files import (
     render_sacctmgr,
     render_sacctmgr_script,
     render_slurmdbd_conf,
-    render_topology_conf,
 )
 from sunk.render.slurm_conf import node_conf, render_slurm_conf
+from sunk.render.topology import TopologyNode, render_topology_conf, unique_names
 from sunk.spec.cluster import ClusterSpec
 
 ACCOUNTING_SETUP = "accounting-setup.sh"
@@ -64,4 +63,5 @@ __all__ = [
     "render_slurm_files",
     "render_slurmdbd_conf",
     "render_topology_conf",
+    "unique_names",
 ]

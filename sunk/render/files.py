@@ -1,17 +1,14 @@
-"""The other Slurm files: slurmdbd.conf, cgroup.conf, gres.conf, topology.conf, plugstack.conf,
-job_submit.lua, prolog/epilog scripts, and the sacctmgr commands that create QOS."""
+"""The other Slurm files: slurmdbd.conf, cgroup.conf, gres.conf, plugstack.conf, job_submit.lua,
+prolog/epilog scripts, and the sacctmgr commands that create QOS (topology.conf: topology.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
 from sunk import naming
-from sunk.hostlist import compress
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
-from sunk.spec.scheduling import TopologySpec
 
 DB_PASSWORD_NOTE = "# StoragePass is appended when slurmdbd starts, from the password Secret."
 
@@ -85,73 +82,6 @@ def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None) -> str:
         devices = f"{g.device_pattern}[0-{g.count - 1}]" if g.count > 1 else f"{g.device_pattern}0"
         lines.append(f"Name=gpu Type={g.type} File={devices}")
     return _file([*lines, *spec.extra_config.gres_conf])
-
-
-@dataclass(frozen=True)
-class TopologyNode:
-    """A Slurm node and the labels of the Kubernetes Node that hosts it."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-UNLABELED = "unlabeled"
-ROOT_SWITCH = "root"
-
-
-def _switch(path: Sequence[str]) -> str:
-    safe = ["".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in part) for part in path]
-    return "-".join(safe)
-
-
-def render_topology_conf(
-    spec: ClusterSpec | TopologySpec, nodes: Iterable[TopologyNode], extra: Sequence[str] = ()
-) -> str:
-    """topology.conf for tree or block from Node labels. Nodes lacking a label go under a
-    switch (or block) named `unlabeled`, so every node stays schedulable."""
-    topo = spec.topology if isinstance(spec, ClusterSpec) else spec
-    if isinstance(spec, ClusterSpec):
-        extra = [*extra, *spec.extra_config.topology_conf]
-    if topo.plugin == "none":
-        return _file(["# topology plugin: none", *extra])
-    keys = topo.label_keys
-    by_path: dict[tuple[str, ...], list[str]] = {}
-    for n in nodes:
-        values = [n.labels.get(k) for k in keys]
-        path: tuple[str, ...] = (UNLABELED,) if None in values else tuple(v for v in values if v is not None)
-        by_path.setdefault(path, []).append(n.name)
-    lines: list[str] = []
-    if topo.plugin == "block":
-        # Slurm 24.11 exits ("children count lower than bblock_node_cnt", measured) when a block
-        # holds fewer nodes than the base block size: the first BlockSizes value, else the first
-        # block's size. So without sizes the smallest block goes first, and with sizes a smaller
-        # block (a partly filled clique, a few unlabeled nodes) stays a comment until it fills:
-        # its nodes cannot run jobs under topology/block, but slurmctld keeps running.
-        base = topo.block_sizes[0] if topo.block_sizes else 0
-        order = sorted(by_path) if base else sorted(by_path, key=lambda p: (len(set(by_path[p])), p))
-        for path in order:
-            line = f"BlockName={_switch(path)} Nodes={compress(by_path[path])}"
-            small = len(set(by_path[path])) < base
-            lines.append(f"# {line} (fewer nodes than the base block size {base})" if small else line)
-        if topo.block_sizes:
-            lines.append(f"BlockSizes={','.join(str(b) for b in topo.block_sizes)}")
-        return _file([*lines, *extra])
-    # Tree: leaves hold nodes; each level above lists its child switches.
-    children: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
-    for path in by_path:
-        for depth in range(1, len(path)):
-            children.setdefault(path[:depth], set()).add(path[: depth + 1])
-    for path in sorted(by_path):
-        lines.append(f"SwitchName={_switch(path)} Nodes={compress(by_path[path])}")
-    for parent in sorted(children, key=lambda p: (-len(p), p)):
-        kids = ",".join(sorted(_switch(c) for c in children[parent]))
-        lines.append(f"SwitchName={_switch(parent)} Switches={kids}")
-    # Pods on one Kubernetes cluster can all reach each other: a root joins the top switches so
-    # jobs may span fabrics (Slurm never places a job across disconnected trees).
-    tops = sorted({_switch(path[:1]) for path in by_path})
-    if len(tops) > 1:
-        lines.append(f"SwitchName={ROOT_SWITCH} Switches={','.join(tops)}")
-    return _file([*lines, *extra])
 
 
 PYXIS_SO = "/usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so"

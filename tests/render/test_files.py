@@ -9,7 +9,6 @@ import pytest
 
 from sunk.render import (
     ACCOUNTING_SETUP,
-    TopologyNode,
     finalize_slurmdbd_conf,
     render_cgroup_conf,
     render_gres_conf,
@@ -17,7 +16,6 @@ from sunk.render import (
     render_sacctmgr,
     render_slurm_files,
     render_slurmdbd_conf,
-    render_topology_conf,
 )
 from sunk.render.slurm_conf import HEADER
 from sunk.spec import ClusterSpec
@@ -111,118 +109,6 @@ def test_gres_conf_per_nodeset_files(make_spec: MakeSpec) -> None:
     assert body(files["gres.conf"]) == ["AutoDetect=off"]
     assert body(files["gres-cpu.conf"]) == ["AutoDetect=off"]
     assert body(files["gres-gpu.conf"]) == ["Name=gpu Type=a100 File=/dev/nvidia[0-1]", "AutoDetect=off"]
-
-
-# ----- topology.conf
-def nodes(*rows: tuple[str, dict[str, str]]) -> list[TopologyNode]:
-    return [TopologyNode(name, labels) for name, labels in rows]
-
-
-FABRIC = nodes(
-    ("gpu-0", {"fabric": "f1", "spine": "s1", "leaf": "l1"}),
-    ("gpu-1", {"fabric": "f1", "spine": "s1", "leaf": "l1"}),
-    ("gpu-2", {"fabric": "f1", "spine": "s1", "leaf": "l2"}),
-    ("gpu-3", {"fabric": "f1", "spine": "s2", "leaf": "l1"}),
-    ("gpu-4", {"fabric": "f2", "spine": "s1", "leaf": "l1"}),
-    ("gpu-5", {"fabric": "f2", "spine": "s1"}),  # no leaf label: unlabeled
-    ("cpu-0", {}),
-)
-TOPOLOGY_CASES = [
-    (
-        "tree-three-levels-with-root",
-        {"plugin": "tree", "labelKeys": ["fabric", "spine", "leaf"]},
-        FABRIC,
-        [
-            "SwitchName=f1-s1-l1 Nodes=gpu-[0-1]",
-            "SwitchName=f1-s1-l2 Nodes=gpu-2",
-            "SwitchName=f1-s2-l1 Nodes=gpu-3",
-            "SwitchName=f2-s1-l1 Nodes=gpu-4",
-            "SwitchName=unlabeled Nodes=cpu-0,gpu-5",
-            "SwitchName=f1-s1 Switches=f1-s1-l1,f1-s1-l2",
-            "SwitchName=f1-s2 Switches=f1-s2-l1",
-            "SwitchName=f2-s1 Switches=f2-s1-l1",
-            "SwitchName=f1 Switches=f1-s1,f1-s2",
-            "SwitchName=f2 Switches=f2-s1",
-            "SwitchName=root Switches=f1,f2,unlabeled",
-        ],
-    ),
-    (
-        "tree-one-level-one-switch-no-root",
-        {"plugin": "tree", "labelKeys": ["leaf"]},
-        nodes(("n1", {"leaf": "a"}), ("n2", {"leaf": "a"}), ("n3", {"leaf": "a"})),
-        ["SwitchName=a Nodes=n[1-3]"],
-    ),
-    (
-        "tree-label-values-made-safe",
-        {"plugin": "tree", "labelKeys": ["leaf"]},
-        nodes(("n1", {"leaf": "rack 7/a"}), ("n2", {"leaf": "rack_8"})),
-        ["SwitchName=rack_7_a Nodes=n1", "SwitchName=rack_8 Nodes=n2", "SwitchName=root Switches=rack_7_a,rack_8"],
-    ),
-    ("tree-no-nodes-yet", {"plugin": "tree", "labelKeys": ["leaf"]}, [], []),
-    (
-        "block-with-sizes",
-        {"plugin": "block", "labelKeys": ["nvidia.com/gpu.clique"], "blockSizes": [2, 4]},
-        nodes(
-            ("gb-001", {"nvidia.com/gpu.clique": "c1"}),
-            ("gb-002", {"nvidia.com/gpu.clique": "c1"}),
-            ("gb-003", {"nvidia.com/gpu.clique": "c2"}),
-            ("gb-004", {}),
-        ),
-        [
-            "BlockName=c1 Nodes=gb-[001-002]",
-            # Slurm 24.11 exits on a block smaller than the base block size (2 here).
-            "# BlockName=c2 Nodes=gb-003 (fewer nodes than the base block size 2)",
-            "# BlockName=unlabeled Nodes=gb-004 (fewer nodes than the base block size 2)",
-            "BlockSizes=2,4",
-        ],
-    ),
-    (
-        "block-without-sizes-smallest-first",
-        {"plugin": "block", "labelKeys": ["clique"]},
-        nodes(("n1", {"clique": "a"}), ("n2", {"clique": "a"}), ("n3", {"clique": "b"})),
-        # Without BlockSizes the first block sets the base size; a smaller one later is fatal.
-        ["BlockName=b Nodes=n3", "BlockName=a Nodes=n[1-2]"],
-    ),
-    (
-        "block-without-sizes",
-        {"plugin": "block", "labelKeys": ["clique"]},
-        nodes(("n1", {"clique": "x"})),
-        ["BlockName=x Nodes=n1"],
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    ("id", "topology", "node_list", "expected"), TOPOLOGY_CASES, ids=[c[0] for c in TOPOLOGY_CASES]
-)
-def test_topology_conf(
-    make_spec: MakeSpec, id: str, topology: dict[str, Any], node_list: list[TopologyNode], expected: list[str]
-) -> None:
-    assert body(render_topology_conf(make_spec(topology=topology), node_list)) == expected
-
-
-def test_topology_ignores_node_order_and_duplicates(make_spec: MakeSpec) -> None:
-    spec = make_spec(topology={"plugin": "tree", "labelKeys": ["fabric", "spine", "leaf"]})
-    assert render_topology_conf(spec, FABRIC) == render_topology_conf(spec, list(reversed(FABRIC)))
-
-
-def test_topology_extra_lines_follow(make_spec: MakeSpec) -> None:
-    spec = make_spec(
-        topology={"plugin": "block", "labelKeys": ["c"]},
-        extraConfig={"topologyConf": ["# keep", "BlockName=spare Nodes=x"]},
-    )
-    assert body(render_topology_conf(spec, nodes(("n1", {"c": "a"})))) == [
-        "BlockName=a Nodes=n1",
-        "# keep",
-        "BlockName=spare Nodes=x",
-    ]
-
-
-def test_topology_file_only_with_a_plugin(make_spec: MakeSpec) -> None:
-    assert "topology.conf" not in render_slurm_files(make_spec())
-    spec = make_spec(topology={"plugin": "tree", "labelKeys": ["leaf"]})
-    files = render_slurm_files(spec, nodes(("cpu-0", {"leaf": "l1"})))
-    assert body(files["topology.conf"]) == ["SwitchName=l1 Nodes=cpu-0"]
 
 
 # ----- plugstack.conf

@@ -22,12 +22,26 @@ GoldenCheck = Callable[[str, Mapping[str, str]], None]  # the golden fixture of 
 
 
 def golden_nodes(spec: ClusterSpec) -> list[TopologyNode]:
-    """Four nodes per NodeSet, labelled so topology.conf is non-trivial: nodes 0-1 share the lowest
-    switch (or block), node 2 hangs off a sibling leaf under the same upper levels, node 3 has no
-    labels. Each NodeSet gets its own upper levels, so several NodeSets also get a root switch."""
+    """Nodes labelled so topology.conf is non-trivial.
+
+    Tree: four nodes per NodeSet; nodes 0-1 share the lowest switch, node 2 hangs off a sibling
+    leaf under the same upper levels, node 3 has no labels. Each NodeSet gets its own upper
+    levels, so several NodeSets also get a root switch.
+    Block: a GPU NodeSet fills one base block (nodes 0..base-1), starts a second clique with one
+    node, and has one node without the label; NodeSets without GPUs get four unlabelled nodes
+    (no NVLink domain)."""
     keys = spec.topology.label_keys
     out = []
     for j, ns in enumerate(spec.nodesets):
+        if spec.topology.plugin == "block":
+            base = spec.topology.base_block_size or 2
+            count = base + 2 if ns.gpus else 4
+            short = keys[0].rsplit("/", 1)[-1].replace(".", "-")
+            for i in range(count):
+                labelled = ns.gpus is not None and i <= base
+                labels = {keys[0]: f"{short}{j}{i // base}"} if labelled else {}
+                out.append(TopologyNode(f"{ns.name}-{i}", labels))
+            continue
         for i in range(4):
             labels: dict[str, str] = {}
             if i < 3:
@@ -56,8 +70,13 @@ def test_golden_topology_is_non_trivial() -> None:
     tree = stack_files("acme-prod")["topology.conf"]
     assert "SwitchName=root Switches=" in tree and "SwitchName=unlabeled Nodes=cpu-3,h100-3" in tree
     assert re.search(r"^SwitchName=\S+ Nodes=h100-\[0-1\]$", tree, re.M)
-    block = stack_files("globex-prod")["topology.conf"]
-    assert "BlockSizes=18,36,72" in block and "BlockName=unlabeled Nodes=cpu-3,gb200-3" in block
+    block = stack_files("globex-prod")["topology.conf"].splitlines()
+    assert block[1:] == [
+        "BlockName=gpu-clique00 Nodes=gb200-[0-9],gb200-[10-17]",
+        "# BlockName=gpu-clique01 Nodes=gb200-18 (fewer nodes than the base block size 18)",
+        "# In no block (no nvidia.com/gpu.clique label): cpu-[0-3],gb200-19",
+        "BlockSizes=18,36,72",
+    ]
 
 
 def _shuffled(value: Any, rng: random.Random) -> Any:

@@ -1,9 +1,10 @@
-"""globex-prod's shape on real Slurm: auth/slurm (no munged) and topology/block from Node labels.
+"""globex-prod as written, on real Slurm: auth/slurm (no munged) and topology/block with the
+stack's BlockSizes 18,36,72, so one GB200 NVL72 rack (18 trays) is a base block.
 
-The stack's blockSizes (18 nodes per NVL72 clique) would need 18 simulated nodes per block: Slurm
-24.11 rejects a block with fewer registered nodes than the base block size (measured: slurmctld
-exits with "children count lower than bblock_node_cnt"). So the cliques here have 2 nodes and
-blockSizes [2, 4]; everything else is the stack as written."""
+Measured on 24.11 (see the spec's TopologySpec.block_sizes): slurmctld exits on a block with fewer
+registered nodes than the base size, so a rack still filling stays a comment in topology.conf and
+its nodes run no job in the gpu partition; nodes without the clique label (the cpu NodeSet) are in
+no block, and a partition without block nodes schedules them as if there were no topology."""
 
 from __future__ import annotations
 
@@ -19,45 +20,72 @@ from sunk.stackfile import load_stack
 pytestmark = pytest.mark.slurm
 
 CLIQUE = "nvidia.com/gpu.clique"
+RACK = 18  # GB200 NVL72: 18 compute trays (nodes) of 4 GPUs share one NVLink domain
+
+
+def _ran_on(stdout: str) -> list[str]:
+    return sorted({line.split(": ")[1] for line in stdout.splitlines()})
+
+
+def _hosts(slurm: LocalSlurm, hostlist: str) -> list[str]:
+    return sorted(slurm.run("scontrol", "show", "hostnames", hostlist, check=True).stdout.split())
 
 
 @pytest.fixture(scope="module")
 def globex_prod() -> Iterator[LocalSlurm]:
     spec = load_stack("globex-prod").spec
     assert spec.auth.type == "slurm" and spec.topology.plugin == "block"
-    spec = spec.model_copy(update={"topology": spec.topology.model_copy(update={"block_sizes": [2, 4]})})
-    nodes = [
-        SimNode("gb200-0", "gb200", {CLIQUE: "nvl-a"}),
-        SimNode("gb200-1", "gb200", {CLIQUE: "nvl-a"}),
-        SimNode("gb200-2", "gb200", {CLIQUE: "nvl-b"}),
-        SimNode("gb200-3", "gb200", {CLIQUE: "nvl-b"}),
-        SimNode("cpu-0", "cpu"),  # no clique label: the renderer's `unlabeled` block
-        SimNode("cpu-1", "cpu"),
-    ]
+    assert spec.topology.block_sizes == [RACK, 2 * RACK, 4 * RACK]
+    cpu = spec.nodeset("cpu").desired_replicas
+    assert cpu is not None and cpu < RACK  # too few to fill a block: fine in a partition of their own
+    nodes = [SimNode(f"gb200-{i}", "gb200", {CLIQUE: "nvl72-a"}) for i in range(RACK)]
+    nodes.append(SimNode(f"gb200-{RACK}", "gb200", {CLIQUE: "nvl72-b"}))  # the first tray of a second rack
+    nodes += [SimNode(naming.slurm_node_name("cpu", i), "cpu") for i in range(cpu)]  # no clique label
     with LocalSlurm.start(spec, nodes) as slurm:
+        print(f"\nLocalSlurm globex-prod ({len(nodes)} nodes) start-up: {slurm.timings}")
         yield slurm
 
 
 def test_auth_slurm_runs_without_munged(globex_prod: LocalSlurm) -> None:
     assert "munged" not in globex_prod.jail.processes
     assert "AuthType=auth/slurm" in globex_prod.files["slurm.conf"]
-    done = globex_prod.run("srun", "-p", "cpu", "-N2", "-l", "printenv", "SLURMD_NODENAME", check=True)
-    assert sorted(line.split(": ")[1] for line in done.stdout.splitlines()) == ["cpu-0", "cpu-1"]
 
 
-def test_blocks_from_clique_labels_are_accepted(globex_prod: LocalSlurm) -> None:
-    shown = globex_prod.run("scontrol", "show", "topology", check=True).stdout
-    assert "BlockName=nvl-a BlockIndex=0 Nodes=gb200-[0-1] BlockSize=2" in shown
-    assert "BlockName=nvl-b BlockIndex=1 Nodes=gb200-[2-3] BlockSize=2" in shown
-    assert "Nodes=cpu-[0-1]" in shown
+def test_the_full_rack_is_a_block_and_the_rest_is_in_none(globex_prod: LocalSlurm) -> None:
+    conf = globex_prod.files["topology.conf"].splitlines()
+    assert "BlockName=nvl72-a Nodes=gb200-[0-9],gb200-[10-17]" in conf
+    assert f"# BlockName=nvl72-b Nodes=gb200-{RACK} (fewer nodes than the base block size {RACK})" in conf
+    assert f"# In no block (no {CLIQUE} label): cpu-[0-3]" in conf
+    shown = globex_prod.run("scontrol", "show", "topology", check=True).stdout.splitlines()
+    assert [line.split()[0] for line in shown] == ["BlockName=nvl72-a"], shown
+    assert f"BlockSize={RACK}" in shown[0]
+    block_nodes = shown[0].split("Nodes=")[1].split()[0]
+    assert _hosts(globex_prod, block_nodes) == sorted(f"gb200-{i}" for i in range(RACK))
 
 
-def test_a_job_is_placed_in_whole_blocks(globex_prod: LocalSlurm) -> None:
-    done = globex_prod.run("srun", "-p", "gpu", "-N2", "--segment=2", "-l", "printenv", "SLURMD_NODENAME", check=True)
-    ran = sorted(line.split(": ")[1] for line in done.stdout.splitlines())
-    assert ran in (["gb200-0", "gb200-1"], ["gb200-2", "gb200-3"])
-    gpus = globex_prod.run("srun", "-p", "gpu", "--gres=gpu:gb200:4", "printenv", "SLURM_GPUS_ON_NODE", check=True)
+def test_the_cpu_partition_runs_jobs_on_every_cpu_node(globex_prod: LocalSlurm) -> None:
+    cpus = sorted(n.name for n in globex_prod.nodes if n.nodeset == "cpu")
+    done = globex_prod.run("srun", "-p", "cpu", f"-N{len(cpus)}", "-l", "printenv", "SLURMD_NODENAME", check=True)
+    assert _ran_on(done.stdout) == cpus
+    one = globex_prod.run("srun", "-p", "cpu", "-w", cpus[-1], "printenv", "SLURMD_NODENAME", check=True)
+    assert one.stdout.strip() == cpus[-1]
+
+
+def test_the_gpu_partition_runs_jobs_inside_the_rack(globex_prod: LocalSlurm) -> None:
+    rack = sorted(f"gb200-{i}" for i in range(RACK))
+    whole = globex_prod.run("srun", "-p", "gpu", f"-N{RACK}", "-l", "printenv", "SLURMD_NODENAME", check=True)
+    assert _ran_on(whole.stdout) == rack
+    pair = globex_prod.run("srun", "-N2", "-l", "printenv", "SLURMD_NODENAME", check=True)  # gpu is the default
+    assert set(_ran_on(pair.stdout)) <= set(rack)
+    gpus = globex_prod.run("srun", "--gres=gpu:gb200:4", "printenv", "SLURM_GPUS_ON_NODE", check=True)
     assert gpus.stdout.strip() == "4"
+
+
+def test_a_tray_of_an_unfilled_rack_runs_no_job(globex_prod: LocalSlurm) -> None:
+    lonely = globex_prod.run("srun", "-p", "gpu", "-w", f"gb200-{RACK}", "-t", "1", "--immediate=5", "true")
+    assert "Requested topology configuration is not available" in lonely.stderr
+    more = globex_prod.run("srun", "-p", "gpu", f"-N{RACK + 1}", "-t", "1", "--immediate=5", "true")
+    assert more.returncode != 0  # 19 nodes fit in no block: the rack-b tray does not count
 
 
 def test_slurmrestd_works_with_auth_slurm(globex_prod: LocalSlurm) -> None:
@@ -67,13 +95,13 @@ def test_slurmrestd_works_with_auth_slurm(globex_prod: LocalSlurm) -> None:
     assert {n["name"] for n in resp.json()["nodes"]} == {n.name for n in globex_prod.nodes}
 
 
-def test_an_underfilled_clique_does_not_stop_slurmctld(globex_prod: LocalSlurm) -> None:
-    # One node of a new clique: a block below the base size (2) would make slurmctld exit on
-    # reconfigure; the renderer leaves it commented out instead.
-    globex_prod.start_slurmd(SimNode("gb200-4", "gb200", {CLIQUE: "nvl-c"}))
-    assert "# BlockName=nvl-c Nodes=gb200-4 (fewer nodes" in globex_prod.files["topology.conf"]
+def test_a_second_rack_joins_once_full_and_jobs_span_two_racks(globex_prod: LocalSlurm) -> None:
+    # Runs last in this module: it grows the cluster to two full racks.
+    for i in range(RACK + 1, 2 * RACK):
+        globex_prod.start_slurmd(SimNode(f"gb200-{i}", "gb200", {CLIQUE: "nvl72-b"}))
+    assert "BlockName=nvl72-b Nodes=gb200-[18-35]" in globex_prod.files["topology.conf"].splitlines()
     globex_prod.reconfigure()
-    assert "is UP" in globex_prod.run("scontrol", "ping", check=True).stdout
-    lonely = globex_prod.run("srun", "-p", "gpu", "-w", "gb200-4", "-t", "1", "--immediate=5", "true")
-    assert "Requested topology configuration is not available" in lonely.stderr
-    globex_prod.run("srun", "-p", "gpu", "-N4", "true", check=True)
+    shown = globex_prod.run("scontrol", "show", "topology", check=True).stdout
+    assert "BlockName=nvl72-b BlockIndex=1" in shown and f"BlockSize={2 * RACK}" in shown  # aggregated
+    done = globex_prod.run("srun", "-p", "gpu", f"-N{2 * RACK}", "-l", "printenv", "SLURMD_NODENAME", check=True)
+    assert _ran_on(done.stdout) == sorted(f"gb200-{i}" for i in range(2 * RACK))

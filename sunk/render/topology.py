@@ -1,0 +1,140 @@
+"""topology.conf (https://slurm.schedmd.com/topology.conf.html) from the labels of the Kubernetes
+Nodes that host the Slurm nodes: switches for topology/tree, blocks for topology/block."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sunk.hostlist import compress
+from sunk.render.slurm_conf import HEADER
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.scheduling import TopologySpec
+
+UNLABELED = "unlabeled"
+"""Tree switch of the nodes lacking a label (joined to the others by the root switch)."""
+ROOT_SWITCH = "root"
+MAX_NAME = 63
+"""slurmctld 24.11 exits on a SwitchName over 64 characters ("must be shorter than 64 chars";
+measured: 64 passes, 65 is fatal). BlockName has no limit; one rule for both keeps names short."""
+HASH_DIGITS = (8, 16, 32)
+"""Suffix lengths tried in turn until every name is unique (32 hex digits: 128 bits)."""
+
+Path = tuple[str, ...]
+_DEFINED = re.compile(r"^\s*(?:SwitchName|BlockName)=(\S+)", re.I)
+
+
+@dataclass(frozen=True)
+class TopologyNode:
+    """A Slurm node and the labels of the Kubernetes Node that hosts it."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _safe(value: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in value)
+
+
+def _name(path: Path, digits: int) -> str:
+    natural = "-".join(_safe(part) for part in path)
+    if not digits:
+        return natural
+    # Hashed from the exact values, so paths that read alike (a-b/c and a/b-c) differ.
+    digest = hashlib.sha256(json.dumps(list(path)).encode()).hexdigest()[:digits]
+    return f"{natural[: MAX_NAME - digits - 1]}-{digest}"
+
+
+def unique_names(paths: Iterable[Path], reserved: Collection[str] = ()) -> dict[Path, str]:
+    """A Slurm name per label path: its values joined by '-' (characters Slurm may not take become
+    '_'). A name that is too long, or that another path or a reserved name also gets, becomes a
+    hashed suffix on every path involved, lengthened until nothing clashes: deterministic, and
+    slurmctld exits on a name defined twice ("has already been defined", measured on 24.11)."""
+    todo = sorted(set(paths))
+    level = {p: 0 if len(_name(p, 0)) <= MAX_NAME else 1 for p in todo}
+    while True:
+        names = {p: _name(p, HASH_DIGITS[level[p] - 1] if level[p] else 0) for p in todo}
+        counts = Counter(names.values())
+        clashing = [p for p in todo if counts[names[p]] > 1 or names[p] in reserved]
+        if not clashing:
+            return names
+        for p in clashing:
+            if level[p] == len(HASH_DIGITS):
+                raise ValueError(f"topology: no unique switch name for label values {list(p)}")
+            level[p] += 1
+
+
+def _file(lines: Iterable[str]) -> str:
+    return "\n".join([HEADER.rstrip("\n"), *lines]) + "\n"
+
+
+def render_topology_conf(
+    spec: ClusterSpec | TopologySpec, nodes: Iterable[TopologyNode], extra: Sequence[str] = ()
+) -> str:
+    """topology.conf for tree or block from Node labels. A node lacking a label (or with an empty
+    value) hangs off the `unlabeled` switch (tree), or stays outside every block (block)."""
+    topo = spec.topology if isinstance(spec, ClusterSpec) else spec
+    if isinstance(spec, ClusterSpec):
+        extra = [*extra, *spec.extra_config.topology_conf]
+    if topo.plugin == "none":
+        return _file(["# topology plugin: none", *extra])
+    reserved = {m.group(1) for line in extra if (m := _DEFINED.match(line))}
+    by_path: dict[Path, list[str]] = {}
+    unlabeled: list[str] = []
+    for n in nodes:
+        values = [n.labels.get(k) or "" for k in topo.label_keys]
+        if all(values):
+            by_path.setdefault(tuple(values), []).append(n.name)
+        else:
+            unlabeled.append(n.name)
+    if topo.plugin == "block":
+        return _file([*_blocks(topo, by_path, unlabeled, reserved), *extra])
+    return _file([*_tree(by_path, unlabeled, reserved), *extra])
+
+
+def _blocks(topo: TopologySpec, by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[str]) -> list[str]:
+    names = unique_names(by_path, reserved)
+    # Slurm 24.11 exits ("children count lower than bblock_node_cnt", measured) when a block
+    # holds fewer nodes than the base block size: the first BlockSizes value, else the first
+    # block's size. So without sizes the smallest block goes first, and with sizes a smaller
+    # block (a partly filled clique) stays a comment until it fills: its nodes cannot run jobs in
+    # a partition that has block nodes, but slurmctld keeps running.
+    base = topo.base_block_size or 0
+    order = sorted(by_path) if base else sorted(by_path, key=lambda p: (len(set(by_path[p])), p))
+    lines = []
+    for path in order:
+        line = f"BlockName={names[path]} Nodes={compress(by_path[path])}"
+        small = len(set(by_path[path])) < base
+        lines.append(f"# {line} (fewer nodes than the base block size {base})" if small else line)
+    if unlabeled:
+        # Not a block of their own: they share no NVLink domain, and a partition without block
+        # nodes schedules them as if there were no topology (measured on 24.11).
+        lines.append(f"# In no block (no {topo.label_keys[0]} label): {compress(unlabeled)}")
+    if topo.block_sizes:
+        lines.append(f"BlockSizes={','.join(str(b) for b in topo.block_sizes)}")
+    return lines
+
+
+def _tree(by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[str]) -> list[str]:
+    # Leaves hold nodes; each level above lists its child switches.
+    children: dict[Path, set[Path]] = {}
+    for path in by_path:
+        for depth in range(1, len(path)):
+            children.setdefault(path[:depth], set()).add(path[: depth + 1])
+    names = unique_names([*by_path, *children], {*reserved, UNLABELED, ROOT_SWITCH})
+    lines = [f"SwitchName={names[path]} Nodes={compress(by_path[path])}" for path in sorted(by_path)]
+    if unlabeled:
+        lines.append(f"SwitchName={UNLABELED} Nodes={compress(unlabeled)}")
+    for parent in sorted(children, key=lambda p: (-len(p), p)):
+        kids = ",".join(sorted(names[c] for c in children[parent]))
+        lines.append(f"SwitchName={names[parent]} Switches={kids}")
+    # Pods on one Kubernetes cluster can all reach each other: a root joins the top switches so
+    # jobs may span fabrics (Slurm never places a job across disconnected trees).
+    tops = sorted({names[path[:1]] for path in by_path} | ({UNLABELED} if unlabeled else set()))
+    if len(tops) > 1:
+        lines.append(f"SwitchName={ROOT_SWITCH} Switches={','.join(tops)}")
+    return lines
