@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from sunk.spec import SpecError, load_spec
+from sunk.stackfile import CLUSTER_KEY, stack_path
 
 BASE: dict[str, Any] = {
     "name": "research",
@@ -319,3 +321,11 @@ def test_patched_helper_appends_sets_and_deletes() -> None:
     assert data["partitions"][0]["nodesets"] == ["cpu", "b"]
     assert "tenant" not in data and data["x"] == {"y": 1}
     assert BASE["nodesets"] == [{"name": "cpu", "cpus": 4, "memoryMib": 4096}]
+
+
+def test_globex_prod_keeps_its_cpu_nodes_out_of_the_gpu_partition() -> None:
+    raw = yaml.safe_load(stack_path("globex-prod").read_text())["config"][CLUSTER_KEY]
+    assert load_spec(raw).topology.block_sizes == [18, 36, 72]
+    raw["partitions"][0]["nodesets"].append("cpu")  # gpu partition: gb200 (all-matching-nodes) and cpu
+    problems = _problems(raw)
+    assert len(problems) == 1 and problems[0].startswith("partitions[0].nodesets[1]: cpu has 4 replicas"), problems
