@@ -8,7 +8,8 @@ and dynamic nodes only join their switches on `scontrol reconfigure` (measured o
 2. the text is current, it was written at least `delay` ago (the kubelet has had time to
    refresh the file), and the set of registered nodes it names changed since the last
    reconfigure -> reconfigure, recording which (text, registered nodes) it covered.
-Slurm unreadable -> no reconfigure (and nothing to learn about registrations)."""
+Slurm unreadable -> no reconfigure (and nothing to learn about registrations); under
+topology/block no write either: a block is rendered only once enough of its nodes registered."""
 
 from __future__ import annotations
 
@@ -106,8 +107,12 @@ def config_map(namespace: str, cluster: str, text: str, written: str) -> dict[st
 def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -> list[TopologyAction]:
     if observed.spec.plugin == "none":
         return []
+    if observed.spec.plugin == "block" and observed.registered is None:
+        # Which blocks are safe depends on which nodes registered: slurmctld exits on a block with
+        # fewer registered nodes than the base block size (24.11, measured). Fail closed.
+        return []
     nodes = sorted(observed.nodes, key=lambda n: n.name)
-    text = render_topology_conf(observed.spec, nodes, observed.extra)
+    text = render_topology_conf(observed.spec, nodes, observed.extra, observed.registered)
     name = naming.topology_config_map(observed.cluster)
     cm = observed.config_map
     if cm is None or (cm.get("data") or {}).get(TOPOLOGY_KEY) != text:

@@ -73,10 +73,17 @@ def _file(lines: Iterable[str]) -> str:
 
 
 def render_topology_conf(
-    spec: ClusterSpec | TopologySpec, nodes: Iterable[TopologyNode], extra: Sequence[str] = ()
+    spec: ClusterSpec | TopologySpec,
+    nodes: Iterable[TopologyNode],
+    extra: Sequence[str] = (),
+    registered: Collection[str] | None = None,
 ) -> str:
     """topology.conf for tree or block from Node labels. A node lacking a label (or with an empty
-    value) hangs off the `unlabeled` switch (tree), or stays outside every block (block)."""
+    value) hangs off the `unlabeled` switch (tree), or stays outside every block (block).
+
+    `registered`: the Slurm nodes slurmctld knows. slurmctld counts only those in a block (a name
+    it does not know is skipped), so when given, a block is judged by them; when None, every node
+    listed counts (right when all of them have registered, as at deploy time with none)."""
     topo = spec.topology if isinstance(spec, ClusterSpec) else spec
     if isinstance(spec, ClusterSpec):
         extra = [*extra, *spec.extra_config.topology_conf]
@@ -92,24 +99,39 @@ def render_topology_conf(
         else:
             unlabeled.append(n.name)
     if topo.plugin == "block":
-        return _file([*_blocks(topo, by_path, unlabeled, reserved), *extra])
+        known = None if registered is None else set(registered)
+        return _file([*_blocks(topo, by_path, unlabeled, reserved, known), *extra])
     return _file([*_tree(by_path, unlabeled, reserved), *extra])
 
 
-def _blocks(topo: TopologySpec, by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[str]) -> list[str]:
+def _blocks(
+    topo: TopologySpec,
+    by_path: dict[Path, list[str]],
+    unlabeled: list[str],
+    reserved: set[str],
+    registered: set[str] | None,
+) -> list[str]:
     names = unique_names(by_path, reserved)
+
+    def count(path: Path) -> int:
+        members = set(by_path[path])
+        return len(members if registered is None else members & registered)
+
     # Slurm 24.11 exits ("children count lower than bblock_node_cnt", measured) when a block
-    # holds fewer nodes than the base block size: the first BlockSizes value, else the first
-    # block's size. So without sizes the smallest block goes first, and with sizes a smaller
+    # holds fewer registered nodes than the base block size: the first BlockSizes value, else the
+    # first block's size. So without sizes the smallest block goes first, and with sizes a smaller
     # block (a partly filled clique) stays a comment until it fills: its nodes cannot run jobs in
-    # a partition that has block nodes, but slurmctld keeps running.
+    # a partition that has block nodes, but slurmctld keeps running. A block none of whose nodes
+    # has registered is a comment too (all of them empty is fatal: "Block not contains any nodes").
     base = topo.base_block_size or 0
-    order = sorted(by_path) if base else sorted(by_path, key=lambda p: (len(set(by_path[p])), p))
+    order = sorted(by_path) if base else sorted(by_path, key=lambda p: (count(p), p))
+    what = "nodes" if registered is None else "registered nodes"
     lines = []
     for path in order:
         line = f"BlockName={names[path]} Nodes={compress(by_path[path])}"
-        small = len(set(by_path[path])) < base
-        lines.append(f"# {line} (fewer nodes than the base block size {base})" if small else line)
+        if count(path) < max(base, 1):
+            line = f"# {line} (fewer {what} than the base block size {base})" if base else f"# {line} (none registered)"
+        lines.append(line)
     if unlabeled:
         # Not a block of their own: they share no NVLink domain, and a partition without block
         # nodes schedules them as if there were no topology (measured on 24.11).

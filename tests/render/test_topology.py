@@ -255,3 +255,32 @@ def test_names_do_not_depend_on_order() -> None:
     shuffled = paths[:]
     random.Random(7).shuffle(shuffled)
     assert unique_names(paths, {"root"}) == unique_names(shuffled, {"root"})
+
+
+# ----- registered nodes: slurmctld counts only the nodes it knows in a block
+def test_a_block_counts_only_registered_nodes_when_told_which(make_spec: MakeSpec) -> None:
+    spec = make_spec(topology={"plugin": "block", "labelKeys": ["c"], "blockSizes": [2]})
+    rack = nodes(("n1", {"c": "a"}), ("n2", {"c": "a"}))
+    assert body(render_topology_conf(spec, rack, registered={"n1"})) == [
+        "# BlockName=a Nodes=n[1-2] (fewer registered nodes than the base block size 2)",
+        "BlockSizes=2",
+    ]
+    assert body(render_topology_conf(spec, rack, registered={"n1", "n2", "other"}))[0] == "BlockName=a Nodes=n[1-2]"
+    assert render_topology_conf(spec, rack) == render_topology_conf(spec, rack, registered={"n1", "n2"})
+
+
+def test_without_sizes_registered_nodes_order_the_blocks_and_empty_ones_are_left_out(make_spec: MakeSpec) -> None:
+    spec = make_spec(topology={"plugin": "block", "labelKeys": ["c"]})
+    listed = nodes(("n1", {"c": "a"}), ("n2", {"c": "a"}), ("n3", {"c": "b"}), ("n4", {"c": "c"}))
+    assert body(render_topology_conf(spec, listed, registered={"n1", "n2", "n3"})) == [
+        "# BlockName=c Nodes=n4 (none registered)",
+        "BlockName=b Nodes=n3",
+        "BlockName=a Nodes=n[1-2]",
+    ]
+
+
+def test_a_tree_lists_unregistered_nodes(make_spec: MakeSpec) -> None:
+    # topology/tree only logs a lookup failure for a node it does not know yet (measured).
+    spec = make_spec(topology={"plugin": "tree", "labelKeys": ["leaf"]})
+    listed = nodes(("n1", {"leaf": "l1"}), ("n2", {"leaf": "l1"}))
+    assert render_topology_conf(spec, listed, registered=set()) == render_topology_conf(spec, listed)

@@ -15,6 +15,7 @@ import pytest
 from sunk.runtime.harness import LocalSlurm, SimNode
 
 from sunk import naming
+from sunk.render import TopologyNode, render_topology_conf
 from sunk.stackfile import load_stack
 
 pytestmark = pytest.mark.slurm
@@ -93,6 +94,19 @@ def test_slurmrestd_works_with_auth_slurm(globex_prod: LocalSlurm) -> None:
     resp = httpx.get(f"{globex_prod.rest_url}/slurm/{naming.SLURMRESTD_API}/nodes/", headers=headers, timeout=30)
     assert resp.status_code == 200, resp.text
     assert {n["name"] for n in resp.json()["nodes"]} == {n.name for n in globex_prod.nodes}
+
+
+def test_a_rack_whose_pods_are_scheduled_but_not_registered_stays_a_comment(globex_prod: LocalSlurm) -> None:
+    # The operator lists every scheduled slurmd pod; slurmctld counts only registered nodes in a
+    # block and exits below the base size, so the operator renders with the registered set.
+    started = [TopologyNode(n.name, n.labels) for n in globex_prod.nodes]
+    pending = [TopologyNode(f"gb200-{i}", {CLIQUE: "nvl72-c"}) for i in range(100, 100 + RACK)]
+    registered = globex_prod.run("sinfo", "-h", "-N", "-o", "%N", check=True).stdout.split()
+    text = render_topology_conf(globex_prod.spec, [*started, *pending], registered=registered)
+    assert "# BlockName=nvl72-c Nodes=gb200-[100-117] (fewer registered nodes than the base block size 18)" in text
+    (globex_prod.root / "etc/slurm/topology.conf").write_text(text)
+    globex_prod.reconfigure()
+    assert "is UP" in globex_prod.run("scontrol", "ping", check=True).stdout
 
 
 def test_a_second_rack_joins_once_full_and_jobs_span_two_racks(globex_prod: LocalSlurm) -> None:

@@ -85,3 +85,20 @@ def test_missing_or_bad_stamp_counts_as_old() -> None:
     assert isinstance(plan_topology(observe(cm), NOW, DELAY)[0], Reconfigure)
     del cm["metadata"]["annotations"][ANNOTATION_WRITTEN]
     assert isinstance(plan_topology(observe(cm), NOW, DELAY)[0], Reconfigure)
+
+
+BLOCK = TopologySpec(plugin="block", label_keys=["clique"], block_sizes=[2])
+RACK = [TopologyNode("gb-0", {"clique": "a"}), TopologyNode("gb-1", {"clique": "a"})]
+
+
+def test_a_block_is_written_only_once_enough_of_its_nodes_registered() -> None:
+    # slurmctld 24.11 exits on a block with fewer registered nodes than the base block size.
+    def text(registered: frozenset[str] | None) -> list[str]:
+        obs = TopologyObserved("ns", "research", BLOCK, (), RACK, None, registered)
+        return [a.text for a in plan_topology(obs, NOW, DELAY) if isinstance(a, WriteTopology)]
+
+    (one,) = text(frozenset({"gb-0"}))
+    assert "# BlockName=a Nodes=gb-[0-1] (fewer registered nodes than the base block size 2)" in one
+    (both,) = text(frozenset({"gb-0", "gb-1"}))
+    assert "\nBlockName=a Nodes=gb-[0-1]\n" in both
+    assert text(None) == []  # Slurm unreadable: nothing is written
