@@ -40,7 +40,7 @@ SPINE, LEAF = "example.com/spine", "example.com/leaf"
 
 def cluster(pods: int, mode: str) -> ClusterSpec:
     nodeset: dict[str, Any] = {"name": "cpu", "cpus": 64, "memoryMib": 256000, "nodeSelector": {"pool": "cpu"}}
-    nodeset |= {"replicas": pods} if mode == "replicas" else {"mode": mode, "maxNodes": pods}
+    nodeset |= {"replicas": pods, "maxNodes": pods} if mode == "replicas" else {"mode": mode, "maxNodes": pods}
     return ClusterSpec.model_validate(
         {
             "name": "bench",

@@ -47,7 +47,7 @@ def spec(max_nodes: int) -> ClusterSpec:
         {
             "name": "research",
             "tenant": "bench",
-            "nodesets": [{"name": "cpu", "replicas": max_nodes, "cpus": 4, "memoryMib": 4096}],
+            "nodesets": [{"name": "cpu", "replicas": max_nodes, "maxNodes": max_nodes, "cpus": 4, "memoryMib": 4096}],
             "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
         }
     )

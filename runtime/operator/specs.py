@@ -58,7 +58,7 @@ def nodeset_object(
             "uid": uid or f"uid-{spec.cluster_name}-{spec.name}",
             "generation": generation,
         },
-        # Only what was set: a default maxNodes written back would fail validation in replicas mode.
+        # Only what was set, as the components write it.
         "spec": spec.model_dump(by_alias=True, mode="json", exclude_unset=True),
     }
 

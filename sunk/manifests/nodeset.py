@@ -54,7 +54,7 @@ def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSet
 
 def nodeset_resource(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> Manifest:
     # exclude_unset keeps what the user wrote: re-parsing must not see defaults as choices
-    # (maxNodes set in replicas mode is an error).
+    # (an operator parsing the object sees the spec as written).
     body = resource_spec(spec, ns, refs).model_dump(mode="json", by_alias=True, exclude_unset=True)
     meta = metadata(spec, naming.nodeset(spec, ns.name), COMPONENT, extra_labels={NODESET_LABEL: ns.name})
     return obj(API_VERSION, KIND, meta, spec=body)

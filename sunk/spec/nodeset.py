@@ -176,7 +176,9 @@ class NodeSetSpec(Model):
     replicas: Annotated[int, Field(ge=0, le=10_000)] | None = None
     """Pods in `replicas` mode; must be unset in all-matching-nodes. Default: 1 in replicas mode."""
     max_nodes: Annotated[int, Field(ge=1, le=100_000)] = 256
-    """Upper bound on this NodeSet's Slurm nodes in all-matching-nodes mode (feeds MaxNodeCount). Default: 256."""
+    """Upper bound on this NodeSet's Slurm nodes, in either mode: its share of slurm.conf's MaxNodeCount.
+    Scaling replicas up to it changes no slurm.conf line, so it rolls nothing; changing it restarts
+    slurmctld (a reconfigure that changes MaxNodeCount kills slurmctld). Default: 256."""
     instance_type: str | None = None
     """A known node shape (H100x8, A100x8, ...) to check CPUs, memory and GPUs against. Default: none."""
     node_selector: dict[str, str] = {}
@@ -221,8 +223,12 @@ class NodeSetSpec(Model):
         errors: list[str] = []
         if self.mode == "all-matching-nodes" and self.replicas is not None:
             errors.append("replicas: must be unset in mode all-matching-nodes (one pod per matching Node)")
-        if self.mode == "replicas" and "max_nodes" in self.model_fields_set:
-            errors.append("maxNodes: only applies to mode all-matching-nodes; use replicas")
+        replicas = self.desired_replicas
+        if replicas is not None and replicas > self.max_nodes:
+            errors.append(
+                f"replicas: {replicas} exceeds maxNodes {self.max_nodes} (this NodeSet's share of MaxNodeCount); "
+                f"raise maxNodes to at least {replicas}"
+            )
         topo = (self.sockets, self.cores_per_socket, self.threads_per_core)
         if any(v is not None for v in topo):
             if None in topo:
@@ -284,9 +290,8 @@ class NodeSetSpec(Model):
 
     @property
     def node_bound(self) -> int:
-        """Most Slurm nodes this NodeSet can have at once."""
-        replicas = self.desired_replicas
-        return self.max_nodes if replicas is None else replicas
+        """Most Slurm nodes this NodeSet can have at once (replicas never exceed it)."""
+        return self.max_nodes
 
 
 def _unique(field: str, values: list[str], attr: str) -> list[str]:

@@ -61,9 +61,9 @@ def test_reconfigurable_changes_roll_nothing(specs: dict[str, ClusterSpec]) -> N
 
 def test_restart_class_changes_roll_slurmctld(specs: dict[str, ClusterSpec]) -> None:
     spec = specs["acme-dev"]
-    scaled = _change(spec, nodesets__0__replicas=5)  # MaxNodeCount: a reconfigure would kill slurmctld
-    assert "MaxNodeCount=4" in restart_lines(render_slurm_files(spec)["slurm.conf"])
-    assert controller_hash(scaled) != controller_hash(spec)
+    bound = _change(spec, nodesets__0__maxNodes=300)  # MaxNodeCount: a reconfigure would kill slurmctld
+    assert "MaxNodeCount=512" in restart_lines(render_slurm_files(spec)["slurm.conf"])
+    assert controller_hash(bound) != controller_hash(spec)
     auth = _change(spec, auth__type="slurm")
     assert controller_hash(auth) != controller_hash(spec) and client_hash(auth) != client_hash(spec)
 
@@ -132,6 +132,8 @@ def _effect(before: ClusterSpec, after: ClusterSpec) -> tuple[set[str], set[str]
     [
         # Reconfigurable: one ConfigMap changes, no pod is replaced.
         ({"partitions__0__maxTime": "2-00:00:00"}, set(), {"research-slurm-conf"}),
+        # Scaling within maxNodes: slurm.conf is unchanged; the operator adds the pods.
+        ({"nodesets__0__replicas": 5}, set(), set()),
         ({"scripts__prolog": {"00-mark.sh": "#!/bin/sh\necho changed\n"}}, set(), {"research-prolog-00-mark-sh"}),
         # gres-gpu.conf (and the node line): only the gpu NodeSet's pods.
         ({"nodesets__1__gpus": {"type": "h100", "count": 1}}, {"research-gpu"}, {"research-gres-gpu-conf"}),
@@ -150,7 +152,7 @@ def _effect(before: ClusterSpec, after: ClusterSpec) -> tuple[set[str], set[str]
             {"research-prolog-00-mark-sh", "research-prolog-10-more-sh"},
         ),
     ],
-    ids=["partition", "prolog-body", "gres-gpu", "gres-all", "slurmdbd", "new-prolog"],
+    ids=["partition", "scale", "prolog-body", "gres-gpu", "gres-all", "slurmdbd", "new-prolog"],
 )
 def test_a_change_rolls_only_what_must_roll(
     specs: dict[str, ClusterSpec], change: dict[str, Any], rolled: set[str], updated: set[str]

@@ -42,7 +42,7 @@ CASES = [
             "AuthAltTypes=auth/jwt",
             "AuthAltParameters=jwt_key=/etc/slurm/jwt/jwt_hs256.key",
             "SelectType=select/cons_tres",
-            "MaxNodeCount=1",
+            "MaxNodeCount=256",
             "PreemptType=preempt/qos",
             "PreemptMode=REQUEUE",
             "PriorityType=priority/multifactor",
@@ -174,7 +174,7 @@ CASES = [
     Case(
         "gres",
         {"nodesets": [CPU, GPU], "partitions": [{"name": "all", "nodesets": ["cpu", "gpu"], "default": True}]},
-        ["GresTypes=gpu", "AccountingStorageTRES=gres/gpu", "MaxNodeCount=3"],
+        ["GresTypes=gpu", "AccountingStorageTRES=gres/gpu", "MaxNodeCount=512"],
     ),
     Case(
         "max-node-count-all-matching-nodes",
@@ -182,7 +182,7 @@ CASES = [
             "nodesets": [{**CPU, "mode": "all-matching-nodes", "maxNodes": 500}, {**GPU, "replicas": 12}],
             "partitions": [{"name": "all", "nodesets": ["cpu", "gpu"], "default": True}],
         },
-        ["MaxNodeCount=512"],
+        ["MaxNodeCount=756"],  # 500 + the replicas NodeSet's default bound of 256
     ),
     Case(
         "topology-tree",

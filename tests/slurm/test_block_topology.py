@@ -117,5 +117,9 @@ def test_a_second_rack_joins_once_full_and_jobs_span_two_racks(globex_prod: Loca
     globex_prod.reconfigure()
     shown = globex_prod.run("scontrol", "show", "topology", check=True).stdout
     assert "BlockName=nvl72-b BlockIndex=1" in shown and f"BlockSize={2 * RACK}" in shown  # aggregated
-    done = globex_prod.run("srun", "-p", "gpu", f"-N{2 * RACK}", "-l", "printenv", "SLURMD_NODENAME", check=True)
+    # 36 slurmd re-register after the reconfigure; on a loaded 2-core machine that took over a
+    # minute once (srun waits, "queued and waiting for resources"), so give it room.
+    done = globex_prod.run(
+        "srun", "-p", "gpu", f"-N{2 * RACK}", "-l", "printenv", "SLURMD_NODENAME", check=True, timeout=300
+    )
     assert _ran_on(done.stdout) == sorted(f"gb200-{i}" for i in range(2 * RACK))

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.slurm
 def _acme_with_spare_cpu_slot() -> ClusterSpec:
     spec = load_stack("acme-dev").spec
     cpu, *rest = spec.nodesets
-    return spec.model_copy(update={"nodesets": [cpu.model_copy(update={"replicas": 3}), *rest]})
+    # Small bounds (MaxNodeCount=5) so the limit is reached after a few extra slurmd.
+    cpu = cpu.model_copy(update={"replicas": 3, "max_nodes": 3})
+    return spec.model_copy(update={"nodesets": [cpu, *(n.model_copy(update={"max_nodes": 2}) for n in rest)]})
 
 
 @pytest.fixture(scope="module")

@@ -64,13 +64,18 @@ def test_normal_qos_always_exists() -> None:
 
 def test_zero_replicas_is_a_valid_scaled_down_nodeset() -> None:
     ns = {**BASE["nodesets"][0], "replicas": 0}
-    assert spec(nodesets=[ns]).nodesets[0].node_bound == 0
+    assert spec(nodesets=[ns]).nodesets[0].desired_replicas == 0
+
+
+def test_replicas_mode_bound_is_max_nodes_so_scaling_keeps_slurm_conf() -> None:
+    two, five = ({**BASE["nodesets"][0], "replicas": n} for n in (2, 5))
+    assert spec(nodesets=[two]).nodesets[0].node_bound == spec(nodesets=[five]).nodesets[0].node_bound == 256
 
 
 def test_pod_name_limit_is_exact() -> None:
     # The last pod, <20 chars>-<40 chars>-9, is exactly 63 characters: allowed (64 is refused in test_invalid).
     name = "n" * 40
-    ns = {**BASE["nodesets"][0], "name": name, "replicas": 10}
+    ns = {**BASE["nodesets"][0], "name": name, "replicas": 10, "maxNodes": 10}
     s = spec(name="c" * 20, nodesets=[ns], partitions=[{"name": "p", "nodesets": [name]}])
     assert len(f"{s.name}-{name}-9") == 63
 

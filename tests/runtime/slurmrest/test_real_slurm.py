@@ -82,7 +82,7 @@ def test_unknown_node_errors_are_typed(rest: SlurmRestClient) -> None:
 
 
 def test_future_nodes_are_listed_only_when_asked(slurm: LocalSlurm, rest: SlurmRestClient) -> None:
-    # acme-dev's MaxNodeCount is 4 (2 cpu + 2 gpu replicas); two slots are free.
+    # acme-dev's MaxNodeCount is 512 (maxNodes 256 per NodeSet): slots are free.
     slurm.run("scontrol", "create", "NodeName=fut-0", "State=FUTURE", "CPUs=1", "RealMemory=100", check=True)
     assert "fut-0" not in {n.name for n in rest.list_nodes()}
     future = {n.name: n for n in rest.list_nodes(future=True)}
