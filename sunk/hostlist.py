@@ -11,15 +11,22 @@ _GROUP = re.compile(r"([^,\[]*)\[([^\]]+)\]([^,]*)|([^,\[\]]+)")
 
 
 def compress(names: Iterable[str]) -> str:
-    """Compress node names into a hostlist; numbers of one width share brackets."""
-    groups: dict[tuple[str, int], set[int]] = defaultdict(set)
+    """Compress node names into a hostlist. Unpadded numbers of any width share brackets
+    (`n[9-11]`); zero-padded ones share brackets with the numbers of their width (`n[09-11]`)."""
+    digits_by_prefix: dict[str, set[str]] = defaultdict(set)
     plain: set[str] = set()
     for name in set(names):
         m = _TRAILING.match(name)
         if m:
-            groups[(m.group(1), len(m.group(2)))].add(int(m.group(2)))
+            digits_by_prefix[m.group(1)].add(m.group(2))
         else:
             plain.add(name)
+    groups: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for prefix, all_digits in digits_by_prefix.items():
+        padded = {len(d) for d in all_digits if len(d) > 1 and d[0] == "0"}
+        for d in all_digits:
+            # width 0: printed as is; a padded width keeps its zeros (`010` is not `10`)
+            groups[(prefix, len(d) if len(d) in padded else 0)].add(int(d))
     parts = sorted(plain)
     for (prefix, width), numbers in sorted(groups.items()):
         nums = sorted(numbers)

@@ -72,7 +72,7 @@ def test_golden_topology_is_non_trivial() -> None:
     assert re.search(r"^SwitchName=\S+ Nodes=h100-\[0-1\]$", tree, re.M)
     block = stack_files("globex-prod")["topology.conf"].splitlines()
     assert block[1:] == [
-        "BlockName=gpu-clique00 Nodes=gb200-[0-9],gb200-[10-17]",
+        "BlockName=gpu-clique00 Nodes=gb200-[0-17]",
         "# BlockName=gpu-clique01 Nodes=gb200-18 (fewer nodes than the base block size 18)",
         "# In no block (no nvidia.com/gpu.clique label): cpu-[0-3],gb200-19",
         "BlockSizes=18,36,72",
