@@ -3,7 +3,7 @@
 Run: .venv/bin/python bench/scheduler_bench.py [--pods 200] [--nodes 8] [--cpus 8] [--hold 0.5]
 
 The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each;
-kmock (sunk.runtime.scheduler.kubesim) is the Kubernetes API with one Node and one slurmd pod per
+kmock (sunk.runtime.testing.kubesim) is the Kubernetes API with one Node and one slurmd pod per
 Slurm node. The scheduler runs as its own process (`python -m sunk.runtime.scheduler`, 0.2 s poll
 plus pod watch). The benchmark creates `--pods` one-CPU pods at once; a simulated kubelet marks each
 bound pod Succeeded `--hold` seconds after its binding, so the scheduler cancels its placeholder job
@@ -33,7 +33,7 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.scheduler import keys
-from sunk.runtime.scheduler.kubesim import KubeSim
+from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.spec.errors import load_spec
 
@@ -113,7 +113,7 @@ def main() -> int:
     nodes = [SimNode(f"cpu-{i}", "cpu") for i in range(args.nodes)]
     with LocalSlurm.start(spec(args.nodes, args.cpus, max(100, args.pods)), nodes=nodes) as slurm, KubeSim() as sim:
         print(f"harness up in {time.monotonic() - started:.1f} s: {args.nodes} Slurm nodes x {args.cpus} CPUs")
-        api = client.CoreV1Api(client.ApiClient(client.Configuration(host=sim.url)))
+        api = client.CoreV1Api(sim.api_client())
         sim.add_namespace(NS)
         for node in nodes:
             api.create_node({"metadata": {"name": f"k8s-{node.name}"}}, _preload_content=False)

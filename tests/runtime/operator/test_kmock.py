@@ -24,18 +24,17 @@ from sunk.runtime.operator.clients import OfficialKube, RestSlurm
 from sunk.runtime.operator.fakes import FakeSlurm
 from sunk.runtime.operator.reconcile import ClusterRef
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
+from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.manifests.nodeset_pod import LABEL_NODE
 from sunk.stackfile import load_stack
 
-from .conftest import KubeServer
-
 NS = "acme-research"
 CLUSTER = load_stack("acme-dev").spec
 
 
-def seed(server: KubeServer, replicas: int = 2) -> Any:
+def seed(server: KubeSim, replicas: int = 2) -> Any:
     api = server.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     spec = resource_spec(CLUSTER, "cpu", replicas=replicas)
@@ -53,7 +52,7 @@ def seed(server: KubeServer, replicas: int = 2) -> Any:
     return spec
 
 
-def test_official_client_against_kmock(kube_server: KubeServer) -> None:
+def test_official_client_against_kmock(kube_server: KubeSim) -> None:
     kube = OfficialKube(kube_server.api_client())
     assert kube.list_nodesets() == [] and kube.list_pods() == [] and kube.list_services() == set()
     spec = seed(kube_server)
@@ -106,7 +105,7 @@ class Clock:
         return datetime.fromtimestamp(1_790_000_000 + self.t, tz=UTC)
 
 
-def test_only_the_leader_acts_and_a_follower_takes_over(kube_server: KubeServer) -> None:
+def test_only_the_leader_acts_and_a_follower_takes_over(kube_server: KubeSim) -> None:
     seed(kube_server)
     slurm = FakeSlurm()
     clock = Clock()
@@ -143,7 +142,7 @@ def test_only_the_leader_acts_and_a_follower_takes_over(kube_server: KubeServer)
     assert b.ready() == (True, "leading")
 
 
-def test_slurm_clients_read_the_jwt_secret(kube_server: KubeServer) -> None:
+def test_slurm_clients_read_the_jwt_secret(kube_server: KubeSim) -> None:
     spec = seed(kube_server)
     kube = OfficialKube(kube_server.api_client())
     factory = SlurmClients(kube, "http://{cluster}-restapi.{namespace}.svc:6820", "slurm")
@@ -162,7 +161,7 @@ def test_settings_from_env() -> None:
 
 
 def test_the_process_runs_creates_pods_serves_health_and_releases_the_lease(
-    kube_server: KubeServer, tmp_path: Path
+    kube_server: KubeSim, tmp_path: Path
 ) -> None:
     seed(kube_server)
     kubeconfig = tmp_path / "kubeconfig"

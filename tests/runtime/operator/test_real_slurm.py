@@ -23,14 +23,13 @@ from sunk.runtime.operator.app import Operator, Settings
 from sunk.runtime.operator.clients import OfficialKube
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
+from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.hostlist import expand
 from sunk.manifests.nodeset_pod import ANNOTATION_CONFIG_HASH, LABEL_NODESET
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.spec.cluster import ClusterSpec
-
-from .conftest import KubeServer
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -119,7 +118,7 @@ class Kubelet(threading.Thread):
 
 
 class World:
-    def __init__(self, slurm: LocalSlurm, server: KubeServer, replicas: int, **spec: Any) -> None:
+    def __init__(self, slurm: LocalSlurm, server: KubeSim, replicas: int, **spec: Any) -> None:
         self.slurm = slurm
         api = server.api_client()
         self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -202,7 +201,7 @@ class World:
 
 
 @pytest.fixture()
-def world(slurm: LocalSlurm, kube_server: KubeServer, request: pytest.FixtureRequest) -> Iterator[World]:
+def world(slurm: LocalSlurm, kube_server: KubeSim, request: pytest.FixtureRequest) -> Iterator[World]:
     w = World(slurm, kube_server, **request.param)
     try:
         yield w

@@ -20,7 +20,7 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.scheduler import keys
-from sunk.runtime.scheduler.kubesim import KubeSim
+from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.stackfile import load_stack
 
@@ -42,7 +42,7 @@ class Cluster:
     def __init__(self, sim: KubeSim, slurm: LocalSlurm) -> None:
         self.sim = sim
         self.slurm = slurm
-        self.api = client.CoreV1Api(client.ApiClient(client.Configuration(host=sim.url)))
+        self.api = client.CoreV1Api(sim.api_client())
         self.node_of = {n.name: f"k8s-{n.name}" for n in slurm.nodes}
         for name, node in self.node_of.items():
             nodeset = next(n.nodeset for n in slurm.nodes if n.name == name)

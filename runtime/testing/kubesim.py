@@ -1,15 +1,20 @@
-"""A Kubernetes API for tests and benchmarks: kmock's emulator with the gaps the scheduler hits filled.
+"""A Kubernetes API for tests and benchmarks: kmock's emulator served from a background thread,
+with the gaps the operator, syncer and scheduler hit filled.
 
 Not used in production (kmock is a dev dependency). Added on top of kmock's KubernetesEmulator:
+- RESOURCES declared up front, so listing a kind with no objects answers [] instead of 404.
 - pods/eviction: deletes the pod at once (no kubelet to finish a graceful deletion), 409 for a
   uid precondition that does not match; `block_evictions` answers 429 as a PodDisruptionBudget would.
 - pods/binding: sets spec.nodeName, copies the Binding's annotations onto the pod, sets
   PodScheduled=True, answers 201 with a Status; 409 when the pod is already bound or the uid
   differs (as the API server does); `fail_bindings` makes it answer 500 (an API outage).
-- GET /api/v1/namespaces/{name} from `namespaces` (kmock has no cluster-scoped namespace reads).
-- create fills metadata.namespace (namespaced watches drop objects without it), uid,
-  creationTimestamp and resourceVersion, and status.phase=Pending for pods.
-Label and field selectors stay ignored: the scheduler filters client-side.
+- GET /api/v1/namespaces/{name} from `add_namespace` (kmock has no cluster-scoped namespace reads).
+- create fills what an API server fills: metadata.namespace from the URL (namespaced watches drop
+  objects without it), uid, creationTimestamp, generation and resourceVersion, and
+  status.phase=Pending for pods.
+- kmock's request log is not kept (its reaction lookup scans it: quadratic over a run).
+Label and field selectors stay ignored, as does resourceVersion on writes: every user filters
+client-side and none relies on optimistic concurrency from this server.
 """
 
 from __future__ import annotations
@@ -28,6 +33,19 @@ from typing import Any
 import aiohttp.web
 import kmock
 from kmock._internal import rendering  # Request is not re-exported under a public module path
+from kubernetes import client
+
+# "group/version/plural" -> (kind, namespaced): every kind the runtime lists or watches.
+RESOURCES: dict[str, tuple[str, bool]] = {
+    "v1/pods": ("Pod", True),
+    "v1/nodes": ("Node", False),
+    "v1/services": ("Service", True),
+    "v1/configmaps": ("ConfigMap", True),
+    "v1/secrets": ("Secret", True),
+    "v1/events": ("Event", True),
+    "coordination.k8s.io/v1/leases": ("Lease", True),
+    "slurm.sunk.dev/v1alpha1/nodesets": ("NodeSet", True),
+}
 
 _NAMESPACE = re.compile(r"^/api/v1/namespaces/([^/]+)/?$")
 
@@ -79,10 +97,11 @@ class _Emulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(ns)
         if request.action == kmock.action.CREATE and res is not None and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
-            if request.namespace:
-                meta.setdefault("namespace", request.namespace)
+            if request.namespace and not meta.get("namespace"):
+                meta["namespace"] = request.namespace
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            meta.setdefault("generation", 1)
             meta["resourceVersion"] = str(next(self._versions))
             if res.plural == "pods":
                 request.data.setdefault("status", {}).setdefault("phase", "Pending")
@@ -182,6 +201,8 @@ class KubeSim:
         self._stop = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         async with _Emulator() as emulator, kmock.Server(emulator) as server:
+            for key, (kind, namespaced) in RESOURCES.items():
+                emulator.resources[key] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
             self._emulator = emulator
             self.url = str(server.url).rstrip("/")
             self._ready.set()
@@ -239,8 +260,12 @@ class KubeSim:
         meta = {"name": name, "uid": str(uuid.uuid4()), "annotations": dict(annotations or {})}
         self._emu.sim_namespaces[name] = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
+    def api_client(self) -> client.ApiClient:
+        """The official client pointed at this server."""
+        return client.ApiClient(client.Configuration(host=self.url))
+
     def kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig pointing at this server (for `python -m sunk.runtime.scheduler`)."""
+        """A kubeconfig pointing at this server (for a runtime started as its own process)."""
         path.write_text(
             "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
             f"clusters:\n- name: sim\n  cluster:\n    server: {self.url}\n"
