@@ -7,9 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..slurmrest.podref import PodRef
 from . import keys
 from .kube import Conflict, EvictionBlocked
-from .model import JobView, PodRef
+from .model import JobView
 from .request import JobRequest
 from .slurm import Rejected
 

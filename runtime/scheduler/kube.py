@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from ..slurmrest.podref import PodRef
 from . import keys
-from .model import PodRef
 
 log = logging.getLogger("sunk.scheduler")
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from sunk.hostlist import expand
 
+from ..slurmrest.podref import PodRef
 from . import keys
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -109,16 +110,6 @@ class PodView:
     @property
     def ref(self) -> PodRef:
         return PodRef(self.namespace, self.name, self.uid)
-
-
-@dataclass(frozen=True, order=True)
-class PodRef:
-    namespace: str
-    name: str
-    uid: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)

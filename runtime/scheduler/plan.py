@@ -18,8 +18,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..slurmrest.podref import PodRef
 from . import keys
-from .model import JobView, PodRef, PodView, Snapshot
+from .model import JobView, PodView, Snapshot
 from .request import Invalid, JobRequest, build_request, spec_hash
 
 PENDING_REASON = "SlurmJobPending"
