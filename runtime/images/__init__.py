@@ -1,0 +1,1 @@
+"""sunk's images: recipes (one folder per layer) and the daemonless builder."""

@@ -1,0 +1,450 @@
+"""Builds sunk's images without a daemon: mmdebstrap for the Debian base, buildah (vfs storage,
+chroot isolation) for every layer above it, skopeo and umoci to export and unpack.
+
+Each layer is a buildah image tagged by the hash of its inputs (recipe.layer_hash), so a layer is
+built once per content and shared by the roles above it. Each role is also written as an
+oci-archive under the cache and, for the local harness, unpacked into a root filesystem: the
+tests boot exactly what `sunk images push` ships. A build that fails leaves no container, tag,
+archive or root filesystem behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sunk
+from sunk.images import DEFAULT_ARCH, ROLES, SUITE, Arch, reference, tag_for
+
+from . import recipe
+from .recipe import EXCLUDED, MIRROR, Layer
+
+STORAGE = ("--storage-driver", "vfs")
+PYTHON_VERSION = "3.13"
+"""Debian trixie's python3: the runtime's wheels are chosen for it."""
+SITE_PACKAGES = f"/usr/local/lib/python{PYTHON_VERSION}/dist-packages"
+SOURCE_URL = "https://github.com/sunk-dev/sunk"
+QEMU = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}
+
+
+class BuildError(RuntimeError):
+    """A build that cannot go on; the message is one line naming the cause."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SUNK_CACHE_DIR") or Path.home() / ".cache" / "sunk")
+
+
+def host_arch() -> Arch:
+    machine = platform.machine()
+    return "arm64" if machine in ("aarch64", "arm64") else "amd64"
+
+
+def check_arch(arch: str) -> Arch:
+    """The architecture if this host can build it: its own, or one qemu-user runs via binfmt."""
+    if arch not in ("amd64", "arm64"):
+        raise BuildError(f"unknown architecture {arch!r}: use amd64 or arm64")
+    if arch == host_arch():
+        return arch  # type: ignore[return-value]
+    handler = Path("/proc/sys/fs/binfmt_misc") / QEMU[arch]
+    if not handler.is_file() or "enabled" not in handler.read_text():
+        raise BuildError(
+            f"cannot build {arch} images on this {host_arch()} host: no {QEMU[arch]} binfmt_misc handler "
+            "(apt-get install qemu-user-static binfmt-support on a host that may register one)"
+        )
+    return arch  # type: ignore[return-value]
+
+
+def require_tools(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        raise BuildError(f"{', '.join(missing)} not installed: apt-get install {' '.join(missing)} (or bash .ci/bootstrap)")
+
+
+@dataclass(frozen=True)
+class Built:
+    """One role's image: its buildah tag, the oci-archive and the reference it ships under."""
+
+    role: str
+    arch: Arch
+    digest: str
+    """The input hash (cache key), not a registry digest."""
+    tag: str
+    archive: Path
+    reference: str
+    size: int
+    """Uncompressed root filesystem, bytes."""
+    seconds: float
+    """Build time of this call (0 when cached)."""
+
+    @property
+    def archive_size(self) -> int:
+        return self.archive.stat().st_size
+
+
+def _tree_size(root: Path) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def _source_root() -> Path | None:
+    """The checkout this sunk runs from (pyproject.toml beside sunk/), if any."""
+    top = Path(sunk.__file__).resolve().parent.parent
+    return top if (top / "pyproject.toml").is_file() and (top / "runtime").is_dir() else None
+
+
+def _source_files() -> list[Path]:
+    top = _source_root()
+    if top is None:  # an installed wheel: the package folder already has the final layout
+        base = Path(sunk.__file__).resolve().parent
+        return sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files = [top / "pyproject.toml"]
+    for folder in ("sunk", "components", "runtime"):
+        files += sorted(
+            p for p in (top / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        )
+    return files
+
+
+def _hash_files(files: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for path in files:
+        h.update(str(path.name).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _lock_file() -> Path | None:
+    top = _source_root()
+    return top / "requirements.lock" if top is not None else None
+
+
+class Builder:
+    """Builds layers and roles for one architecture, in one buildah storage under the cache."""
+
+    def __init__(self, arch: str = DEFAULT_ARCH, *, cache: Path | None = None, log: Callable[[str], None] | None = None):
+        self.arch = check_arch(arch)
+        self.cache = cache or cache_dir()
+        self.root = self.cache / "buildah"
+        self.images = self.cache / "images"
+        self.log = log or (lambda text: print(f"sunk images: {text}", file=sys.stderr))
+        self._hashes: dict[str, str] = {}
+
+    # -- buildah ----------------------------------------------------------------------------
+    def buildah(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        cmd = ["buildah", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"), *STORAGE, *args]
+        done = subprocess.run(cmd, input=input, capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-12:]
+            raise BuildError(f"buildah {args[0]} failed: " + " | ".join(tail))
+        return done.stdout.strip()
+
+    def _has_image(self, tag: str) -> bool:
+        done = subprocess.run(
+            ["buildah", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"), *STORAGE]
+            + ["inspect", "--type", "image", tag],
+            capture_output=True,
+            check=False,
+        )
+        return done.returncode == 0
+
+    # -- identity ---------------------------------------------------------------------------
+    def _extra(self, layer: Layer) -> str:
+        if layer.name == "python":
+            lock = _lock_file()
+            return PYTHON_VERSION + (lock.read_text() if lock is not None else "")
+        if layer.name == "runtime":
+            return _hash_files(_source_files())
+        return ""
+
+    def digest(self, name: str) -> str:
+        if name not in self._hashes:
+            layer = recipe.load(name)
+            parent = self.digest(layer.parent) if layer.parent else ""
+            self._hashes[name] = recipe.layer_hash(layer, parent, self.arch, self._extra(layer))
+        return self._hashes[name]
+
+    def tag(self, name: str) -> str:
+        return f"localhost/sunk-layer/{name}:{self.arch}-{self.digest(name)}"
+
+    # -- layers -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.images.mkdir(parents=True, exist_ok=True)
+        with (self.images / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def ensure_layer(self, name: str) -> str:
+        """The layer's buildah tag, building it (and its parents) first if absent."""
+        tag = self.tag(name)
+        if self._has_image(tag):
+            return tag
+        layer = recipe.load(name)
+        if layer.parent is not None:
+            self.ensure_layer(layer.parent)
+        started = time.monotonic()
+        self.log(f"building layer {name} ({self.arch}, {len(layer.packages)} package(s))")
+        container = f"sunk-build-{name}-{self.digest(name)}-{os.getpid()}"
+        if layer.parent is None:
+            self.buildah("from", "--name", container, "--arch", self.arch, "scratch")
+        else:
+            self.buildah("from", "--name", container, "--pull-never", self.tag(layer.parent))
+        try:
+            mount = Path(self.buildah("mount", container))
+            if layer.parent is None:
+                self._debootstrap(layer, mount)
+            else:
+                self._install(layer, container, mount)
+            self._configure(layer, container)
+            self.buildah("commit", "--format", "oci", "--quiet", container, tag)
+        finally:
+            self.buildah("rm", container, check=False)
+        self._prune(name, keep=tag)
+        self.log(f"layer {name} built in {time.monotonic() - started:.0f} s")
+        return tag
+
+    def _debootstrap(self, layer: Layer, mount: Path) -> None:
+        require_tools("mmdebstrap")
+        cmd = [
+            "mmdebstrap",
+            "--variant=apt",
+            "--mode=root",
+            f"--architectures={self.arch}",
+            "--aptopt=APT::Install-Recommends false",
+            *(f"--dpkgopt=path-exclude={p}" for p in EXCLUDED),
+            "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/* $1/var/log/apt/* $1/var/log/dpkg.log",
+        ]
+        if layer.packages:
+            cmd.append(f"--include={','.join(layer.packages)}")
+        done = subprocess.run([*cmd, SUITE, str(mount), MIRROR], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = [line for line in done.stderr.splitlines() if line.startswith("E:")][-3:] or done.stderr.splitlines()[-3:]
+            raise BuildError(f"mmdebstrap {SUITE} from {MIRROR} failed: " + " | ".join(tail))
+
+    def _run(self, container: str, script: str, what: str) -> None:
+        # -e: the first failing command stops the step (and so the build).
+        done = subprocess.run(
+            ["buildah", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"), *STORAGE]
+            + ["run", "--isolation", "chroot", container, "--", "/bin/sh", "-euc", script],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            tail = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()][-4:]
+            raise BuildError(f"{what} failed ({done.returncode}): " + " | ".join(tail))
+
+    def _install(self, layer: Layer, container: str, mount: Path) -> None:
+        if layer.pre_install:
+            self._run(container, layer.pre_install, f"{layer.name}/pre-install.sh")
+        if layer.packages:
+            self._run(
+                container,
+                "export DEBIAN_FRONTEND=noninteractive\n"
+                "apt-get -q update >/dev/null\n"
+                f"apt-get install -y -q --no-install-recommends {' '.join(layer.packages)} >/dev/null\n"
+                "rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* /var/log/dpkg.log\n",
+                f"apt-get install {' '.join(layer.packages)} ({SUITE}, {MIRROR})",
+            )
+        for path, mode, content in layer.files:
+            target = mount / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            target.chmod(mode)
+        if layer.name == "python":
+            self._pip(mount, ["-r", str(layer.folder / "requirements.txt")], constraints=_lock_file())
+        if layer.name == "runtime":
+            self._install_sunk(mount)
+        if layer.name in ("python", "runtime"):
+            # Bytecode at build time: the processes start faster and never write into the image.
+            self._run(container, f"python3 -m compileall -q {SITE_PACKAGES} >/dev/null", "compileall")
+        if layer.post_install:
+            self._run(container, layer.post_install, f"{layer.name}/post-install.sh")
+
+    def _pip(self, mount: Path, args: list[str], *, constraints: Path | None = None, binary: bool = True) -> None:
+        machine = "aarch64" if self.arch == "arm64" else "x86_64"
+        cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
+        cmd += ["--target", str(mount / SITE_PACKAGES.lstrip("/"))]
+        if binary:
+            cmd += ["--only-binary=:all:", "--python-version", PYTHON_VERSION, "--implementation", "cp"]
+            cmd += ["--abi", f"cp{PYTHON_VERSION.replace('.', '')}", "--abi", "abi3", "--abi", "none"]
+            for tag in ("manylinux2014", "manylinux_2_17", "manylinux_2_28", "manylinux_2_34", "manylinux_2_39"):
+                cmd += ["--platform", f"{tag}_{machine}"]
+        if constraints is not None:
+            cmd += ["-c", str(constraints)]
+        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+        done = subprocess.run([*cmd, *args], capture_output=True, text=True, check=False, env=env)
+        if done.returncode != 0:
+            tail = [line for line in done.stderr.splitlines() if line.strip()][-3:]
+            raise BuildError("pip install into the image failed: " + " | ".join(tail))
+
+    def _install_sunk(self, mount: Path) -> None:
+        """The sunk package alone (its dependencies are the python layer's)."""
+        top = _source_root()
+        target = mount / SITE_PACKAGES.lstrip("/")
+        if top is None:
+            shutil.copytree(
+                Path(sunk.__file__).resolve().parent, target / "sunk", ignore=shutil.ignore_patterns("__pycache__")
+            )
+            return
+        with tempfile.TemporaryDirectory(prefix="sunk-wheel-") as tmp:
+            env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+            cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, str(top)]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            if done.returncode != 0:
+                raise BuildError("building the sunk wheel failed: " + done.stderr.strip().splitlines()[-1])
+            wheel = next(Path(tmp).glob("sunk-*.whl"))
+            self._pip(mount, ["--no-deps", str(wheel)], binary=False)
+        # pip writes a bin/ with the console script into the target; the image runs python -m.
+        shutil.rmtree(target / "bin", ignore_errors=True)
+        # Build leftovers in the checkout (setuptools' build/ and egg-info) are not ours to keep.
+        shutil.rmtree(top / "build", ignore_errors=True)
+
+    def _configure(self, layer: Layer, container: str) -> None:
+        role = layer.role
+        labels = {
+            "org.opencontainers.image.source": SOURCE_URL,
+            "org.opencontainers.image.title": f"sunk {layer.name}",
+            "org.opencontainers.image.revision": _revision(),
+            "dev.sunk.inputs": self.digest(layer.name),
+        }
+        args = ["config", "--arch", self.arch, "--os", "linux"]
+        if role is not None:
+            labels["org.opencontainers.image.version"] = role.tag
+            labels["org.opencontainers.image.description"] = role.description
+            args += ["--user", role.user, "--workingdir", role.workdir]
+            args += ["--cmd", json.dumps(list(role.cmd))]
+            args += ["--entrypoint", json.dumps(list(role.entrypoint))]
+            for env in role.env:
+                args += ["--env", env]
+        for key, value in labels.items():
+            args += ["--label", f"{key}={value}"]
+        self.buildah(*args, container)
+
+    def _prune(self, name: str, keep: str) -> None:
+        """Older builds of this layer: their storage (vfs keeps whole copies) is reclaimed."""
+        repo = keep.rsplit(":", 1)[0]
+        listing = self.buildah("images", "--format", "{{.Name}}:{{.Tag}}", check=False)
+        for line in listing.splitlines():
+            if line.startswith(f"{repo}:{self.arch}-") and line != keep:
+                self.buildah("rmi", line, check=False)
+
+    # -- roles ------------------------------------------------------------------------------
+    def archive_path(self, role: str) -> Path:
+        return self.images / f"{role}-{self.arch}-{self.digest(role)}.oci.tar"
+
+    def build(self, role: str) -> Built:
+        """The role's image as an oci-archive (built, or from the cache)."""
+        if role not in ROLES:
+            raise BuildError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+        started = time.monotonic()
+        ref = reference(role, arch=self.arch)
+        with self._locked():
+            archive = self.archive_path(role)
+            fresh = not archive.is_file()
+            tag = self.ensure_layer(role)
+            if fresh:
+                partial = archive.with_suffix(f".{os.getpid()}.partial")
+                try:
+                    self.buildah("push", "--quiet", tag, f"oci-archive:{partial}:{ref}")
+                    partial.rename(archive)
+                finally:
+                    partial.unlink(missing_ok=True)
+                for old in self.images.glob(f"{role}-{self.arch}-*.oci.tar"):
+                    if old != archive:
+                        old.unlink(missing_ok=True)
+            size = self._size(role, tag)
+        return Built(
+            role=role,
+            arch=self.arch,
+            digest=self.digest(role),
+            tag=tag,
+            archive=archive,
+            reference=ref,
+            size=size,
+            seconds=time.monotonic() - started if fresh else 0.0,
+        )
+
+    def _size(self, role: str, tag: str) -> int:
+        note = self.images / f"{role}-{self.arch}-{self.digest(role)}.size"
+        if note.is_file():
+            return int(note.read_text())
+        container = f"sunk-size-{role}-{os.getpid()}"
+        self.buildah("from", "--name", container, "--pull-never", tag)
+        try:
+            size = _tree_size(Path(self.buildah("mount", container)))
+        finally:
+            self.buildah("rm", container, check=False)
+        note.write_text(str(size))
+        return size
+
+    def rootfs(self, role: str) -> Path:
+        """The role's image unpacked (from its oci-archive, with umoci): a read-only root
+        filesystem that harness instances mount under a private overlay."""
+        built = self.build(role)
+        target = self.cache / "rootfs" / f"{role}-{self.arch}-{built.digest}"
+        if (target / "rootfs").is_dir():
+            return target / "rootfs"
+        require_tools("skopeo", "umoci")
+        with self._locked():
+            if (target / "rootfs").is_dir():
+                return target / "rootfs"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix=f".{role}-", dir=target.parent))
+            try:
+                layout = work / "oci"
+                _check(["skopeo", "copy", "-q", f"oci-archive:{built.archive}", f"oci:{layout}:image"], "skopeo copy")
+                _check(["umoci", "unpack", "--image", f"{layout}:image", str(work / "bundle")], "umoci unpack")
+                (work / "bundle").rename(target)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            for old in target.parent.glob(f"{role}-{self.arch}-*"):
+                if old != target:
+                    shutil.rmtree(old, ignore_errors=True)
+        return target / "rootfs"
+
+
+def _check(cmd: list[str], what: str) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BuildError(f"{what} failed: " + " | ".join(done.stderr.strip().splitlines()[-3:]))
+
+
+def _revision() -> str:
+    top = _source_root()
+    if top is None or shutil.which("git") is None:
+        return "unknown"
+    done = subprocess.run(["git", "-C", str(top), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "unknown"
+
+
+def build_roles(roles: Sequence[str], arch: str = DEFAULT_ARCH, *, cache: Path | None = None) -> list[Built]:
+    require_tools("buildah")
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise BuildError(f"unknown role {unknown[0]!r}: one of {', '.join(ROLES)}")
+    builder = Builder(arch, cache=cache)
+    return [builder.build(r) for r in (roles or list(ROLES))]
+
+
+def image_tag(role: str, arch: Arch = DEFAULT_ARCH) -> str:
+    return tag_for(ROLES[role], arch)

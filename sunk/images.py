@@ -1,0 +1,151 @@
+"""The images sunk builds: one per role, layered on shared Debian trixie bases.
+
+Pure data, shared by the spec (default image references), the manifests (the users and commands
+the images are made for) and the builder (runtime/images/build.py, which turns each role into an
+OCI image with mmdebstrap and buildah). Package lists live beside the builder, one file per
+layer: runtime/images/<layer>/packages.txt.
+
+Layers, each a buildah commit on its parent, so registries and nodes store the shared ones once:
+
+    base     Debian trixie (apt variant)
+    slurm    base + Slurm clients, plugins and munge (every Slurm role)
+    python   base + Debian's python3 and the runtime's pinned dependencies (no pulumi)
+    <role>   one of those + the role's own packages and files
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SLURM_VERSION = "24.11"
+"""The Slurm release the images ship and the renderers target."""
+SLURM_PACKAGE_VERSION = "24.11.5"
+"""Debian trixie's slurm-wlm version: the tag of every Slurm role image."""
+MARIADB_VERSION = "11.8"
+"""Debian trixie's mariadb-server version: the tag of the mariadb image."""
+RUNTIME_VERSION = "0.1.0"
+"""The sunk package version: the tag of the runtime image (operator, syncer, scheduler)."""
+DEFAULT_REGISTRY = "ghcr.io/sunk-dev"
+"""Where released images live; `images.registry` in a stack points elsewhere (`sunk images push`)."""
+SUITE = "trixie"
+
+Arch = Literal["amd64", "arm64"]
+ARCHES: tuple[Arch, ...] = ("amd64", "arm64")
+DEFAULT_ARCH: Arch = "amd64"
+TRIPLETS: dict[Arch, str] = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
+"""Debian's multiarch directory: Slurm's plugins are in /usr/lib/<triplet>/slurm."""
+
+SLURM_UID = 64030
+"""Debian's slurm-wlm packages create `slurm` with this fixed id (and group)."""
+MUNGE_UID = 990
+"""Fixed in our base, so files munged owns mean the same in every Slurm image."""
+MARIADB_UID = 999
+"""`mysql` in our mariadb image (the id the official image uses too)."""
+NOBODY_UID = 65534
+"""slurmrestd refuses to run as root or as SlurmUser; `nobody` is the documented choice."""
+RUNTIME_UID = 10001
+"""The runtime image's unprivileged user `sunk` (a plain Python process)."""
+
+PYXIS_VARIANT = "pyxis"
+"""Tag suffix of slurmd/login images built with the optional pyxis+enroot stage."""
+SPANK_DIR = "/usr/local/lib/sunk/spank"
+"""Architecture-neutral folder of SPANK plugins in our images (links into /usr/lib/<triplet>/slurm),
+so one plugstack.conf serves amd64 and arm64 NodeSets."""
+S6_INIT = "/usr/local/sbin/sunk-init"
+"""In the slurmd image: runs a NodeSet's one-shot scripts, supervises its s6 services with Debian's
+s6, and runs slurmd in the foreground (what s6-overlay's `/init` does, which Debian lacks)."""
+MARIADB_ENTRYPOINT = "/usr/local/bin/sunk-mariadb-entrypoint"
+
+
+@dataclass(frozen=True)
+class Role:
+    """One image: its repository name, the layer it builds on, and its OCI config."""
+
+    name: str
+    image: str
+    """Repository name under the registry."""
+    parent: Literal["base", "slurm", "python"]
+    tag: str
+    cmd: tuple[str, ...]
+    """What the image runs by default: the manifests' command for this role."""
+    user: str
+    """Image User: the account the manifests run the role's main container as."""
+    description: str
+    entrypoint: tuple[str, ...] = ()
+    workdir: str = "/"
+    env: tuple[str, ...] = ()
+
+
+ROLES: dict[str, Role] = {
+    r.name: r
+    for r in (
+        Role("slurmctld", "slurmctld", "slurm", SLURM_PACKAGE_VERSION, ("slurmctld", "-D"), "slurm", "Slurm controller"),
+        Role("slurmdbd", "slurmdbd", "slurm", SLURM_PACKAGE_VERSION, ("slurmdbd", "-D"), "slurm", "Slurm accounting"),
+        Role(
+            "slurmrestd",
+            "slurmrestd",
+            "slurm",
+            SLURM_PACKAGE_VERSION,
+            ("slurmrestd", "-a", "rest_auth/jwt", "0.0.0.0:6820"),
+            "nobody",
+            "Slurm REST API",
+            env=("SLURM_JWT=daemon",),
+        ),
+        Role("slurmd", "slurmd", "slurm", SLURM_PACKAGE_VERSION, ("slurmd", "-D"), "root", "Slurm compute node"),
+        Role(
+            "login",
+            "login",
+            "slurm",
+            SLURM_PACKAGE_VERSION,
+            ("/usr/sbin/sshd", "-D", "-e"),
+            "root",
+            "Slurm login node: sshd, SSSD, sackd and the Slurm clients",
+        ),
+        Role(
+            "mariadb",
+            "mariadb",
+            "base",
+            MARIADB_VERSION,
+            (),
+            str(MARIADB_UID),
+            "MariaDB for in-cluster Slurm accounting",
+            entrypoint=(MARIADB_ENTRYPOINT,),
+        ),
+        Role(
+            "runtime",
+            "sunk-runtime",
+            "python",
+            RUNTIME_VERSION,
+            ("python", "-m", "sunk.runtime.operator"),
+            str(RUNTIME_UID),
+            "sunk operator, syncer and scheduler",
+            env=("PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"),
+        ),
+    )
+}
+"""Every image a rendered manifest may name (besides a user's own, e.g. NodeSet sidecars)."""
+
+LAYERS = ("base", "slurm", "python")
+"""Shared parent layers, in build order."""
+
+
+def tag_for(role: Role, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> str:
+    """`24.11.5` for amd64, `24.11.5-arm64` for arm64; a variant adds `-pyxis`."""
+    tag = role.tag
+    if variant:
+        tag = f"{tag}-{variant}"
+    return tag if arch == DEFAULT_ARCH else f"{tag}-{arch}"
+
+
+def repository(role: str, registry: str = DEFAULT_REGISTRY) -> str:
+    return f"{registry.rstrip('/')}/{ROLES[role].image}"
+
+
+def reference(role: str, registry: str = DEFAULT_REGISTRY, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> str:
+    return f"{repository(role, registry)}:{tag_for(ROLES[role], arch, variant)}"
+
+
+def plugin_dir(arch: Arch) -> str:
+    """Slurm's PluginDir in a Debian image of `arch`."""
+    return f"/usr/lib/{TRIPLETS[arch]}/slurm"
