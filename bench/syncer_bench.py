@@ -192,8 +192,8 @@ def main() -> int:
                 mark = time.monotonic()
                 # A resumed FUTURE node is pinged: its name must resolve at once (no DNS here;
                 # a failing lookup stalls slurmctld for seconds per node).
-                with (slurm.root / "etc/hosts").open("a") as hosts:
-                    hosts.writelines(f"127.0.0.1 cpu-{i}\n" for i in range(declared, size))
+                for i in range(declared, size):
+                    slurm.add_hosts_line(f"127.0.0.1 cpu-{i}")
                 new = compress(f"cpu-{i}" for i in range(declared, size))
                 declare(slurm, new)
                 print(f"declared {size - declared} FUTURE nodes in {time.monotonic() - mark:.2f} s")

@@ -46,9 +46,9 @@ def _load(stack: str) -> ClusterSpec | None:
 
 def _timings(slurm: LocalSlurm) -> str:
     t = slurm.timings
-    build = f"rootfs build {t['build']:.0f} s, " if "build" in t else ""
+    build = f"image build or unpack {t['build']:.0f} s, " if "build" in t else ""
     return (
-        f"{t['total']:.1f} s ({build}rootfs copy {t['extract']:.1f} s, "
+        f"{t['total']:.1f} s ({build}overlay mounts {t['mount']:.1f} s, "
         f"daemons {t['daemons']:.1f} s incl. munged/MariaDB/slurmdbd {t['base']:.1f} s)"
     )
 
@@ -72,7 +72,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     try:
         with LocalSlurm.start(spec) as slurm:
-            _section("booted on real Slurm daemons", f"  start-up: {_timings(slurm)}\n  rootfs copy: {slurm.root}")
+            _section(
+                "booted on real Slurm daemons",
+                f"  start-up: {_timings(slurm)}\n  roots: {slurm.jail.workdir}/roots ({', '.join(slurm.roles)})",
+            )
             partition, count = _multi_node_partition(spec, slurm)
             if count == 0:
                 print(f"✗ partition {partition} has no running node", file=sys.stderr)
@@ -116,14 +119,14 @@ def cmd_slurm_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill <pid>` tears down like Ctrl-C
     try:
         with LocalSlurm.start(spec, accounting=not args.no_accounting) as slurm:
-            client = slurm.root / "sunk-client"
+            client = slurm.jail.workdir / "sunk-client"
             client.write_text(
-                "#!/bin/sh\nexec " + shlex.join(slurm.jail.command(["$@"])).replace("'$@'", '"$@"') + "\n"
+                "#!/bin/sh\nexec " + shlex.join(slurm.jail.command(["$@"], role="login")).replace("'$@'", '"$@"') + "\n"
             )
             client.chmod(0o755)
             print(f"\nSlurm is up in {_timings(slurm)}.")
             print(f"  run Slurm clients:  {client} sinfo   ({client} sbatch --wrap 'srun hostname', …)")
-            print(f"  daemon logs:        {slurm.root}/var/log/sunk/")
+            print(f"  daemon logs:        {slurm.log_dir}/")
             if slurm.restapi:
                 print(f"  slurmrestd:         {slurm.rest_url}")
                 print(f"  a token:            {client} scontrol token username=slurm lifespan=3600")

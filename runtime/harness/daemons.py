@@ -1,23 +1,24 @@
-"""Starting each daemon in the jail and waiting until it serves. Secrets go through files and
-stdin only, never through command lines (visible in `ps`) or logs."""
+"""Starting each daemon from its own role's image root and waiting until it serves. Secrets go
+through files only, never through command lines (visible in `ps`) or logs."""
 
 from __future__ import annotations
 
+import secrets
+
 from sunk import naming
+from sunk.images import MARIADB_ENTRYPOINT, SLURM_UID
+from sunk.manifests import scripts
+from sunk.manifests.accounting import mariadb_manifests
+from sunk.manifests.meta import Manifest
 from sunk.render import node_conf
+from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 
-from .jail import Jail
-from .layout import write_slurmdbd_conf
+from .jail import Jail, lookup_ids
+from .layout import write_file
 from .overrides import LOOPBACK, directive
 from .ports import listening, wait_until
 
-MARIADB_SOCKET = "/run/mysqld/mysqld.sock"
-# slurmdbd 24.11 logs "Database settings not recommended values" with a buffer pool below 2G
-# (measured: 1G still warns, 2G does not) or a lock wait below 900 s. InnoDB touches the pool
-# lazily: MariaDB's RSS is ~150 MB with 2G (~130 MB with 1G).
-MARIADB_BUFFER_POOL = "2G"
-MARIADB_LOCK_WAIT = "900"
 START_TIMEOUT = 30.0
 
 
@@ -25,61 +26,59 @@ def _fail(jail: Jail, name: str) -> str:
     return f"--- {name} log ---\n{jail.log_tail(name)}"
 
 
-def start_munged(jail: Jail) -> None:
-    proc = jail.spawn("munged", ["munged", "-F"], user="munge:munge")
-    socket = jail.root / naming.MUNGE_SOCKET.lstrip("/")
-    wait_until("munged", socket.exists, timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, "munged"))
+def start_munged(jail: Jail, role: str) -> None:
+    """munged in one role's root, as the munge sidecar of that role's pod runs it (same image)."""
+    name = f"munged-{role}"
+    proc = jail.spawn(name, ["munged", "-F"], role=role, user="munge:munge")
+    socket = jail.root(role) / naming.MUNGE_SOCKET.lstrip("/")
+    wait_until(name, socket.exists, timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, name))
 
 
-def start_mariadb(jail: Jail, port: int, slurmdbd_conf: str, password: str) -> None:
-    """MariaDB on loopback with its own socket and port; the package's postinst already created
-    the data folder. Creates slurmdbd's user and database (the password goes in over stdin)."""
-    argv = [
-        "mariadbd",
-        "--no-defaults",
-        "--user=mysql",
-        "--datadir=/var/lib/mysql",
-        f"--socket={MARIADB_SOCKET}",
-        f"--port={port}",
-        f"--bind-address={LOOPBACK}",
-        "--skip-name-resolve",
-        f"--innodb-buffer-pool-size={MARIADB_BUFFER_POOL}",
-        f"--innodb-lock-wait-timeout={MARIADB_LOCK_WAIT}",
-        "--pid-file=/run/mysqld/mysqld.pid",
-    ]
-    proc = jail.spawn("mariadb", argv)
+def _container(manifests: list[Manifest], kind: str, name: str) -> Manifest:
+    for manifest in manifests:
+        if manifest["kind"] == kind:
+            for container in manifest["spec"]["template"]["spec"]["containers"]:
+                if container["name"] == name:
+                    return dict(container)
+    raise KeyError(f"no {kind} container {name}")
+
+
+def start_mariadb(jail: Jail, spec: ClusterSpec, port: int, slurmdbd_conf: str, password: str) -> None:
+    """MariaDB from the mariadb image, started as its StatefulSet starts it: the image's entrypoint,
+    the manifest's arguments, environment and user, with the password files where the manifest
+    mounts its Secret. Off-cluster it listens on loopback on a free port. The entrypoint creates
+    slurmdbd's database and user on this first start; the database and user are slurmdbd.conf's
+    (an external database's names too: the harness stands in for it)."""
+    container = _container(mariadb_manifests(spec), "StatefulSet", "mariadb")
+    env = {e["name"]: e["value"] for e in container["env"]}
+    env["MARIADB_DATABASE"] = directive(slurmdbd_conf, "StorageLoc") or env["MARIADB_DATABASE"]
+    env["MARIADB_USER"] = directive(slurmdbd_conf, "StorageUser") or env["MARIADB_USER"]
+    root = jail.root("mariadb")
+    mysql = lookup_ids(root, "mysql")
+    for variable, value in (("MARIADB_PASSWORD_FILE", password), ("MARIADB_ROOT_PASSWORD_FILE", secrets.token_hex(24))):
+        write_file(root / env[variable].lstrip("/"), value, 0o400, mysql)
+    uid = container["securityContext"]["runAsUser"]
+    argv = [*container["args"], f"--port={port}", f"--bind-address={LOOPBACK}"]
+    proc = jail.spawn("mariadb", [MARIADB_ENTRYPOINT, *argv], role="mariadb", env=env, user=f"{uid}:{uid}")
     wait_until(
         "mariadb", lambda: listening(port), timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, "mariadb")
     )
-    user = directive(slurmdbd_conf, "StorageUser") or "slurm"
-    database = directive(slurmdbd_conf, "StorageLoc") or "slurm_acct_db"
-    accounts = ", ".join(f"'{user}'@'{host}'" for host in ("localhost", LOOPBACK))
-    sql = "".join(
-        [
-            *(
-                f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{password}';\n"
-                for host in ("localhost", LOOPBACK)
-            ),
-            f"CREATE DATABASE IF NOT EXISTS `{database}`;\n",
-            f"GRANT ALL ON `{database}`.* TO {accounts};\n",
-        ]
-    )
-    done = jail.run(["mariadb", "--no-defaults", f"--socket={MARIADB_SOCKET}", "-u", "root"], input=sql)
-    if done.returncode != 0:
-        # stderr only: the input (with the password) is never echoed.
-        raise RuntimeError(f"creating the slurmdbd database user failed: {done.stderr}")
 
 
-def start_slurmdbd(jail: Jail, port: int, finalized_conf: str) -> None:
-    write_slurmdbd_conf(jail.root, finalized_conf)
-    proc = jail.spawn("slurmdbd", ["slurmdbd", "-D"])
+def start_slurmdbd(jail: Jail, port: int, password: str) -> None:
+    """slurmdbd from the slurmdbd image, by the manifest's own start script (it adds the password
+    from the mounted Secret to a private copy of slurmdbd.conf), as the slurm user."""
+    root = jail.root("slurmdbd")
+    write_file(root / scripts.DB_PASSWORD_FILE.lstrip("/"), password, 0o400, lookup_ids(root, "slurm"))
+    argv = ["/bin/sh", "-c", scripts.slurmdbd_start()]
+    proc = jail.spawn("slurmdbd", argv, role="slurmdbd", user=f"{SLURM_UID}:{SLURM_UID}")
     wait_until(
         "slurmdbd", lambda: listening(port), timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, "slurmdbd")
     )
 
 
 def start_slurmctld(jail: Jail, port: int) -> None:
-    proc = jail.spawn("slurmctld", ["slurmctld", "-D"])
+    proc = jail.spawn("slurmctld", ["slurmctld", "-D"], role="slurmctld")
     wait_until(
         "slurmctld",
         lambda: listening(port),
@@ -119,7 +118,8 @@ def setup_accounting(jail: Jail, cluster: str, script: str) -> None:
         on_fail=lambda: _fail(jail, "slurmctld") + "\n" + _fail(jail, "slurmdbd"),
         interval=0.2,
     )
-    done = jail.run(["sh", script], timeout=60)
+    # The accounting-setup Job runs it from the slurmdbd image.
+    done = jail.run(["sh", script], role="slurmdbd", timeout=60)
     if done.returncode != 0:
         raise RuntimeError(f"{script} failed: {done.stdout}{done.stderr}")
 
@@ -127,10 +127,10 @@ def setup_accounting(jail: Jail, cluster: str, script: str) -> None:
 def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int) -> None:
     """A dynamic node (-Z) registering with its NodeSet's node definition, on its own port."""
     # SlurmdSpoolDir is per node (%n) here; slurmd does not create it before binding its socket.
-    spool = jail.root / "var/spool/slurmd" / name
+    spool = jail.root("slurmd") / "var/spool/slurmd" / name
     spool.mkdir(parents=True, exist_ok=True)
     argv = ["slurmd", "-D", "-Z", "-N", name, "-f", conf, "--conf", f"{node_conf(ns)} Port={port}"]
-    jail.spawn(f"slurmd-{name}", argv)
+    jail.spawn(f"slurmd-{name}", argv, role="slurmd")
 
 
 def node_states(jail: Jail) -> dict[str, str]:
@@ -171,7 +171,7 @@ def start_slurmrestd(jail: Jail, port: int, *, accounting: bool) -> None:
     the OpenAPI plugins are named: openapi/slurmdbd only with accounting."""
     plugins = "openapi/slurmctld,openapi/slurmdbd" if accounting else "openapi/slurmctld"
     argv = ["slurmrestd", "-u", "nobody", "-g", "nogroup", "-a", "rest_auth/jwt", "-s", plugins, f"{LOOPBACK}:{port}"]
-    proc = jail.spawn("slurmrestd", argv, env={"SLURM_JWT": "daemon"})
+    proc = jail.spawn("slurmrestd", argv, role="slurmrestd", env={"SLURM_JWT": "daemon"})
     wait_until(
         "slurmrestd",
         lambda: listening(port),

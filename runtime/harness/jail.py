@@ -1,8 +1,13 @@
-"""A root filesystem copy, a private mount namespace holding its mounts, and the processes run in it.
+"""Root filesystems of several images, one private mount namespace holding their mounts, and the
+processes run in them.
 
-A holder process (`unshare --mount --propagation private sleep`) owns the namespace; every daemon
-and client enters it with nsenter and runs `chroot ROOT env -i PATH=...`, so no host SLURM_*
-variable leaks in and the host's mount table never sees /proc or /sys of the copy. Every process
+Each role's image root filesystem (read-only, unpacked once per image hash by
+runtime/images/build.py) is mounted as the lower layer of an overlay with a private upper folder,
+so instances start in milliseconds and never change the image. A holder process (`unshare --mount
+--propagation private sleep`) owns the namespace; every daemon and client enters it with nsenter
+and runs `chroot ROOT env -i PATH=...`, so no host SLURM_* variable leaks in and the host's mount
+table never sees any of it: the mounts vanish with the holder. From the host, a root is read and
+written through `/proc/<holder>/root/...`, which resolves inside the namespace. Every process
 started here is tracked by PID; teardown also sweeps any process left in the namespace (job steps
 whose slurmd is gone), which by construction were all started by this jail.
 """
@@ -19,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CLOSE_GRACE = 1.0
 """Seconds daemons get to exit on SIGTERM at teardown before SIGKILL."""
 BASE_ENV = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
@@ -30,7 +35,7 @@ def _ns(pid: int) -> str:
 
 
 def lookup_ids(root: Path, user: str, group: str | None = None) -> tuple[int, int]:
-    """uid and gid of `user` (and `group`) in the copy's /etc/passwd: they differ from the host's."""
+    """uid and gid of `user` (and `group`) in a root's /etc/passwd: they differ from the host's."""
     uid = gid = None
     for line in (root / "etc/passwd").read_text().splitlines():
         fields = line.split(":")
@@ -47,12 +52,16 @@ def lookup_ids(root: Path, user: str, group: str | None = None) -> tuple[int, in
 
 
 class Jail:
-    """Processes chrooted into `root` inside one private mount namespace."""
+    """Processes chrooted into overlays of image root filesystems inside one private mount namespace.
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    `lowers` maps a role (slurmctld, slurmd, login, ...) to its image's unpacked root filesystem;
+    everything this jail creates lives under `workdir` (uppers, logs, shared folders)."""
+
+    def __init__(self, workdir: Path, lowers: Mapping[str, Path]) -> None:
+        self.workdir = workdir
+        self.lowers = dict(lowers)
+        self.log_dir = workdir / "logs"
         self._holder: subprocess.Popen[bytes] | None = None
-        self._mounts: list[Path] = []
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, IO[bytes]] = {}
 
@@ -71,52 +80,80 @@ class Jail:
             if self._holder.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("unshare --mount failed (root and util-linux needed)")
             time.sleep(0.005)
-        self._mount(["-t", "proc", "proc"], "proc")
-        # Read-only sysfs lets slurmd read the CPU layout.
-        self._mount(["-t", "sysfs", "-o", "ro", "sysfs"], "sys")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for role, lower in self.lowers.items():
+            base = self.workdir / "roots" / role
+            for part in ("upper", "work", "merged"):
+                (base / part).mkdir(parents=True, exist_ok=True)
+            options = f"lowerdir={lower},upperdir={base / 'upper'},workdir={base / 'work'}"
+            self._ns_mount(["-t", "overlay", "-o", options, "overlay"], base / "merged")
+            self._ns_mount(["-t", "proc", "proc"], self.real(role) / "proc")
+            # Read-only sysfs lets slurmd read the CPU layout.
+            self._ns_mount(["-t", "sysfs", "-o", "ro", "sysfs"], self.real(role) / "sys")
 
     @property
     def namespace(self) -> str:
         assert self._holder is not None
         return _ns(self._holder.pid)
 
+    def real(self, role: str) -> Path:
+        """The role's root as processes inside the namespace see it (what they chroot into)."""
+        return self.workdir / "roots" / role / "merged"
+
+    def root(self, role: str) -> Path:
+        """The role's root as this (host) process reads and writes it: through the holder."""
+        assert self._holder is not None, "jail not open"
+        return Path(f"/proc/{self._holder.pid}/root") / str(self.real(role)).lstrip("/")
+
+    def bind(self, role: str, source: Path, target: str, *, read_only: bool = False) -> None:
+        """Mount host folder `source` at `target` inside the role's root (shared between roles
+        that bind the same source, as a volume several pods mount)."""
+        (self.root(role) / target.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        self._ns_mount(["--bind", str(source)], self.real(role) / target.lstrip("/"))
+        if read_only:
+            self._ns_mount(["-o", "remount,bind,ro"], self.real(role) / target.lstrip("/"))
+
     def _enter(self) -> list[str]:
         assert self._holder is not None, "jail not open"
         return ["nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "--"]
 
-    def _mount(self, args: list[str], target: str) -> None:
-        path = self.root / target
-        path.mkdir(exist_ok=True)
-        subprocess.run([*self._enter(), "mount", *args, str(path)], check=True, capture_output=True)
-        self._mounts.append(path)
+    def _ns_mount(self, args: list[str], target: Path) -> None:
+        done = subprocess.run([*self._enter(), "mount", *args, str(target)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"mount {' '.join(args)} {target} failed: {done.stderr.strip()}")
 
     def command(
         self,
         argv: Sequence[str],
         *,
+        role: str,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
         cwd: str = "/tmp",
     ) -> list[str]:
-        """The host command line that runs `argv` inside the jail with a clean environment."""
+        """The host command line that runs `argv` inside the role's root with a clean environment."""
+        if role not in self.lowers:
+            raise KeyError(f"no {role} root in this jail (roles: {', '.join(self.lowers)})")
         chroot = ["chroot"]
         if user is not None:
             chroot.append(f"--userspec={user}")
         variables = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]
-        return [*self._enter(), *chroot, str(self.root), "/usr/bin/env", "-i", "-C", cwd, *variables, *argv]
+        return [*self._enter(), *chroot, str(self.real(role)), "/usr/bin/env", "-i", "-C", cwd, *variables, *argv]
 
     def run(
         self,
         argv: Sequence[str],
         *,
+        role: str = "login",
         input: str | None = None,
         check: bool = False,
         timeout: float = 120,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """A command to completion; by default a Slurm client on the login root (as users run them)."""
         return subprocess.run(
-            self.command(argv, env=env, user=user),
+            self.command(argv, role=role, env=env, user=user),
             input=input,
             capture_output=True,
             text=True,
@@ -126,13 +163,19 @@ class Jail:
 
     # -- daemons ---------------------------------------------------------------------------
     def log_path(self, name: str) -> Path:
-        return self.root / "var/log/sunk" / f"{name}.log"
+        return self.log_dir / f"{name}.log"
 
     def spawn(
-        self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, user: str | None = None
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        role: str,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start a long-running daemon (foreground mode); its output goes to var/log/sunk/<name>.log.
-        nsenter, chroot and env all exec, so the PID tracked is the daemon's own."""
+        """Start a long-running daemon (foreground mode) in the role's root; its output goes to
+        logs/<name>.log. nsenter, chroot and env all exec, so the PID tracked is the daemon's own."""
         if name in self.processes and self.processes[name].poll() is None:
             raise RuntimeError(f"{name} is already running")
         log = self.log_path(name)
@@ -140,7 +183,7 @@ class Jail:
         handle = log.open("ab")
         self._logs[name] = handle
         proc = subprocess.Popen(
-            self.command(argv, env=env, user=user, cwd="/"),
+            self.command(argv, role=role, env=env, user=user, cwd="/"),
             stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.STDOUT,
@@ -165,8 +208,9 @@ class Jail:
             handle.close()
 
     def close(self) -> None:
-        """Stop every daemon (reverse start order), sweep leftovers, unmount, end the namespace."""
-        # SIGTERM all at once, then SIGKILL what is left after a short grace: the copy is deleted
+        """Stop every daemon (reverse start order), sweep leftovers, end the namespace (and with
+        it every mount)."""
+        # SIGTERM all at once, then SIGKILL what is left after a short grace: the roots are deleted
         # next, so nothing needs a clean shutdown, and slurmd with a job ending waits ~10 s.
         for proc in self.processes.values():
             if proc.poll() is None:
@@ -176,9 +220,6 @@ class Jail:
             self.stop(name, timeout=max(0.0, deadline - time.monotonic()))
         if self._holder is not None and self._holder.poll() is None:
             self._sweep()
-            for path in reversed(self._mounts):
-                subprocess.run([*self._enter(), "umount", "-l", str(path)], capture_output=True, check=False)
-            self._mounts.clear()
             _terminate(self._holder, 5)
         self._holder = None
 
@@ -197,13 +238,14 @@ class Jail:
             time.sleep(0.1)
 
     def remove(self) -> None:
-        """Delete the root filesystem copy, after checking nothing is mounted under it."""
-        root = str(self.root.resolve())
+        """Delete the work folder (uppers, logs, shared folders), after checking nothing of the
+        host's is mounted under it."""
+        top = str(self.workdir.resolve())
         with open("/proc/self/mountinfo") as info:
-            mounted = [line.split()[4] for line in info if line.split()[4].startswith(root + "/")]
+            mounted = [line.split()[4] for line in info if line.split()[4].startswith(top + "/")]
         if mounted:
-            raise RuntimeError(f"refusing to delete {root}: still mounted {mounted}")
-        shutil.rmtree(root, ignore_errors=True)
+            raise RuntimeError(f"refusing to delete {top}: still mounted {mounted}")
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _pids() -> list[int]:

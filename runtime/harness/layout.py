@@ -1,4 +1,4 @@
-"""Puts the (overridden) rendered files, keys and runtime folders into a root filesystem copy."""
+"""Puts the (overridden) rendered files, keys and runtime folders into the roles' root filesystems."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def short_hostname() -> str:
     return socket.gethostname().split(".")[0]
 
 
-def _write(path: Path, text: str | bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
+def write_file(path: Path, text: str | bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Created with the final mode (not chmod-ed afterwards): key files are never world-readable.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -70,62 +70,71 @@ def _folder(path: Path, mode: int, owner: tuple[int, int]) -> None:
     os.chown(path, *owner)
 
 
-def prepare_root(
-    root: Path, files: Mapping[str, str], *, host: str, devices: Sequence[str], auth: str = "munge"
-) -> None:
-    """Keys, /etc/hosts, runtime folders, fake GPU devices and /etc/slurm from `files`."""
-    slurm = lookup_ids(root, "slurm")
-    munge = lookup_ids(root, "munge")
-    mysql = lookup_ids(root, "mysql")
-    # The copy has no /etc/hosts and no DNS: the short hostname must resolve for SlurmctldHost.
-    _write(root / "etc/hosts", f"127.0.0.1 localhost {host}\n", 0o644)
-    # A fresh munge key per instance (the tarball's was made at build time and is shared).
-    _folder(root / "etc/munge", 0o700, munge)
-    _write(root / "etc/munge/munge.key", secrets.token_bytes(1024), 0o400, munge)
-    # munged's socket folder must be owned by munge and world-searchable (clients connect).
-    _folder(root / "run/munge", 0o755, munge)
+SLURM_ROLES = ("slurmctld", "slurmdbd", "slurmrestd", "slurmd", "login")
+"""Roles whose images run Slurm daemons or clients (and so a munged, with auth/munge)."""
+ROLE_FOLDERS: dict[str, tuple[tuple[str, str], ...]] = {
+    # (folder, owner): what each role's pod gets from its volumes or creates at start.
+    "slurmctld": ((naming.STATE_SAVE, "slurm"), ("/run/slurmctld", "slurm")),
+    "slurmdbd": (("/run/slurm", "slurm"), ("/run/slurmdbd", "slurm")),
+    "slurmd": (("/run/slurmd", "root"), ("/var/spool/slurmd", "root")),
+    "mariadb": (("/run/mysqld", "mysql"),),
+}
+
+
+def prepare_etc(etc: Path, files: Mapping[str, str], *, slurm: tuple[int, int], auth: str = "munge") -> None:
+    """The shared /etc/slurm (what the ConfigMaps and key Secrets project): the rendered files,
+    the JWT key and, for auth/slurm, slurm.key; fresh keys per instance."""
     if auth == "slurm":
         # auth/slurm: one shared key, owned by SlurmUser and private (as its Secret is mounted).
-        key = root / naming.SLURM_KEY_PATH.lstrip("/")
-        _write(key, secrets.token_bytes(1024), 0o600, slurm)
-    jwt_key = root / naming.JWT_KEY_PATH.lstrip("/")
+        write_file(
+            etc / naming.SLURM_KEY_PATH.removeprefix(naming.SLURM_ETC).lstrip("/"),
+            secrets.token_bytes(1024),
+            0o600,
+            slurm,
+        )
+    jwt_key = etc / naming.JWT_KEY_PATH.removeprefix(naming.SLURM_ETC).lstrip("/")
     _folder(jwt_key.parent, 0o755, slurm)
-    _write(jwt_key, secrets.token_bytes(32), 0o600, slurm)
-    for folder in (naming.STATE_SAVE, "/run/slurmctld", "/run/slurmdbd", "/var/log/slurm"):
-        _folder(root / folder.lstrip("/"), 0o755, slurm)
-    for folder in ("/run/slurmd", "/var/spool/slurmd"):
-        _folder(root / folder.lstrip("/"), 0o755, (0, 0))
-    _folder(root / "run/mysqld", 0o755, mysql)
-    _folder(root / "var/log/sunk", 0o755, (0, 0))
+    write_file(jwt_key, secrets.token_bytes(32), 0o600, slurm)
+    write_slurm_files(etc, files)
+
+
+def prepare_role(root: Path, role: str, *, host: str, munge_key: bytes | None, devices: Sequence[str] = ()) -> None:
+    """One role's root: /etc/hosts, the munge key and socket folder (auth/munge), its runtime
+    folders, and fake GPU device files (slurmd)."""
+    # The image has no /etc/hosts and no DNS: the short hostname must resolve for SlurmctldHost.
+    write_file(root / "etc/hosts", f"127.0.0.1 localhost {host}\n", 0o644)
+    if munge_key is not None and role in SLURM_ROLES:
+        munge = lookup_ids(root, "munge")
+        _folder(root / "etc/munge", 0o700, munge)
+        write_file(root / "etc/munge/munge.key", munge_key, 0o400, munge)
+        # munged's socket folder must be owned by munge and world-searchable (clients connect).
+        _folder(root / "run/munge", 0o755, munge)
+    if role in SLURM_ROLES:
+        _folder(root / "var/log/slurm", 0o755, lookup_ids(root, "slurm"))
+    for folder, owner in ROLE_FOLDERS.get(role, ()):
+        _folder(root / folder.lstrip("/"), 0o755, (0, 0) if owner == "root" else lookup_ids(root, owner))
     for device in devices:
         target = root / device.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             # A char device like /dev/null (1,3): Slurm only checks that GRES files exist.
             os.mknod(target, 0o666 | 0o020000, os.makedev(1, 3))
-    write_slurm_files(root, files)
 
 
-def write_slurm_files(root: Path, files: Mapping[str, str]) -> None:
-    etc = root / naming.SLURM_ETC.lstrip("/")
+def write_slurm_files(etc: Path, files: Mapping[str, str]) -> None:
+    """The rendered files into /etc/slurm (slurmdbd.conf too: without its password, as in its
+    ConfigMap; slurmdbd's start script adds the password to a private copy)."""
     for rel, text in files.items():
-        if rel == SLURMDBD_CONF:
-            continue  # written by finalize_slurmdbd (mode 0600, with the password)
         executable = rel.startswith(("prolog.d/", "epilog.d/")) or rel.endswith(".sh")
-        _write(etc / rel, text, 0o755 if executable else 0o644)
+        write_file(etc / rel, text, 0o755 if executable else 0o644)
     (etc / naming.PLUGSTACK_DIR.removeprefix(naming.SLURM_ETC).lstrip("/")).mkdir(exist_ok=True)
-
-
-def write_slurmdbd_conf(root: Path, text: str) -> None:
-    """slurmdbd refuses a slurmdbd.conf not owned by SlurmUser or readable by others."""
-    _write(root / naming.SLURM_ETC.lstrip("/") / SLURMDBD_CONF, text, 0o600, lookup_ids(root, "slurm"))
 
 
 def node_conf_dir(node: SimNode) -> str:
     return f"{NODE_CONF_ROOT}/{node.name}"
 
 
-def write_node_conf(root: Path, node: SimNode, files: Mapping[str, str]) -> str:
+def write_node_conf(root: Path, etc: Path, node: SimNode, files: Mapping[str, str]) -> str:
     """A copy of /etc/slurm for one slurmd whose gres.conf is its NodeSet's (as its pod mounts it).
     Returns the slurm.conf path inside the jail."""
     folder = root / node_conf_dir(node).lstrip("/")
@@ -134,9 +143,10 @@ def write_node_conf(root: Path, node: SimNode, files: Mapping[str, str]) -> str:
         if rel == SLURMDBD_CONF or "/" in rel:
             continue  # the DB password stays with slurmdbd; scripts are referenced by absolute path
         body = files.get(gres_conf_key(node.nodeset), text) if rel == "gres.conf" else text
-        _write(folder / rel, body, 0o755 if rel.endswith(".sh") else 0o644)
-    key = root / naming.SLURM_KEY_PATH.lstrip("/")
+        write_file(folder / rel, body, 0o755 if rel.endswith(".sh") else 0o644)
+    key = etc / naming.SLURM_KEY_PATH.removeprefix(naming.SLURM_ETC).lstrip("/")
     if key.exists() and not (folder / key.name).exists():
-        # auth/slurm reads slurm.key beside slurm.conf; a hard link keeps owner and mode 0600.
-        os.link(key, folder / key.name)
+        # auth/slurm reads slurm.key beside slurm.conf: a copy with the same owner and mode 0600.
+        info = key.stat()
+        write_file(folder / key.name, key.read_bytes(), 0o600, (info.st_uid, info.st_gid))
     return f"{node_conf_dir(node)}/slurm.conf"

@@ -1,8 +1,13 @@
 """LocalSlurm: a stack's rendered Slurm files booted on real daemons on this host.
 
-munged, MariaDB, slurmdbd, slurmctld, one slurmd per simulated node and slurmrestd (JWT), all from
-the image's package set (rootfs.py), chrooted into a private copy (jail.py), reading the files
-`sunk.render.render_slurm_files` produced with only the off-cluster overrides (overrides.py).
+Each daemon runs from its own role's image, as in the cluster: slurmctld from the slurmctld image,
+MariaDB (through the image's entrypoint) from mariadb, slurmdbd (through the manifest's start
+script) from slurmdbd, one slurmd per simulated node from slurmd, slurmrestd (JWT) from
+slurmrestd, and the Slurm clients from login; with auth/munge, a munged in each Slurm root. The
+images are built (and cached by input hash) by runtime/images/build.py and unpacked once; each
+instance mounts them under private overlays (jail.py). All roots share one /etc/slurm (the
+ConfigMaps: the files `sunk.render.render_slurm_files` produced with only the off-cluster overrides
+of overrides.py) and one /tmp (standing in for a shared home: job output is visible everywhere).
 """
 
 from __future__ import annotations
@@ -12,21 +17,31 @@ import logging
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
 from sunk import naming
-from sunk.render import ACCOUNTING_SETUP, TopologyNode, finalize_slurmdbd_conf, render_slurm_files, render_topology_conf
+from sunk.render import ACCOUNTING_SETUP, TopologyNode, render_slurm_files, render_topology_conf
 from sunk.spec.cluster import ClusterSpec
 
+from ..images.build import Builder
 from . import daemons
-from .jail import Jail
-from .layout import SimNode, default_nodes, prepare_root, short_hostname, write_node_conf, write_slurm_files
+from .jail import Jail, lookup_ids
+from .layout import (
+    SLURM_ROLES,
+    SimNode,
+    default_nodes,
+    prepare_etc,
+    prepare_role,
+    short_hostname,
+    write_node_conf,
+    write_slurm_files,
+)
 from .overrides import LocalPorts, directive, gres_device_files, local_files
 from .ports import free_ports, wait_until
-from .rootfs import ensure_tarball, extract
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +67,13 @@ class LocalSlurm:
     """One booted cluster. Use `with LocalSlurm.start(spec) as slurm:`; `stop()` is idempotent."""
 
     def __init__(
-        self, spec: ClusterSpec, nodes: Iterable[SimNode], *, accounting: bool, restapi: bool, root: Path
+        self, spec: ClusterSpec, nodes: Iterable[SimNode], *, accounting: bool, restapi: bool, jail: Jail
     ) -> None:
         self.spec = spec
-        self.root = root
         self.accounting = accounting and spec.accounting.enabled
         self.restapi = restapi
         self.host = short_hostname()
-        self.jail = Jail(root)
+        self.jail = jail
         self._nodes: dict[str, SimNode] = {}
         self._wanted = list(nodes)
         ports = free_ports(5)
@@ -85,20 +99,24 @@ class LocalSlurm:
         """Boot the cluster; on any failure (or Ctrl-C) everything started is torn down.
         The root filesystem copy goes into a new folder under `workdir` (default: the temp dir)."""
         started = time.monotonic()
-        tarball = ensure_tarball()
+        wanted_roles = roles_for(spec, accounting=accounting, restapi=restapi)
+        builder = Builder()
+        lowers = {role: builder.rootfs(role) for role in wanted_roles}
         built = time.monotonic()
-        root = extract(tarball, workdir)
+        workdir = Path(tempfile.mkdtemp(prefix="sunk-slurm-", dir=workdir))
+        jail = Jail(workdir, lowers)
         try:
             wanted = default_nodes(spec) if nodes is None else list(nodes)
-            self = cls(spec, wanted, accounting=accounting, restapi=restapi, root=root)
+            self = cls(spec, wanted, accounting=accounting, restapi=restapi, jail=jail)
         except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(workdir, ignore_errors=True)
             raise
         if built - started > 1:
-            self.timings["build"] = built - started  # first run on this machine (or new packages.txt)
-        self.timings["extract"] = time.monotonic() - built
+            self.timings["build"] = built - started  # images built or unpacked (first run, or new inputs)
         atexit.register(self.stop)
         try:
+            jail.open()
+            self.timings["mount"] = time.monotonic() - built
             self._boot()
         except BaseException:
             self.stop()
@@ -108,7 +126,37 @@ class LocalSlurm:
         return self
 
     def _exists(self, path: str) -> bool:
-        return (self.root / path.lstrip("/")).exists()
+        """Whether the slurmd image has `path` (a SPANK plugin plugstack.conf names, say)."""
+        return (self.jail.root("slurmd") / path.lstrip("/")).exists()
+
+    # -- roots -----------------------------------------------------------------------------
+    @property
+    def roles(self) -> list[str]:
+        return list(self.jail.lowers)
+
+    def role_root(self, role: str) -> Path:
+        """A role's root filesystem as this process reads and writes it."""
+        return self.jail.root(role)
+
+    @property
+    def root(self) -> Path:
+        """The login root: where users (and the tests) see /tmp, /etc/slurm and the clients."""
+        return self.jail.root("login")
+
+    @property
+    def etc(self) -> Path:
+        """The shared /etc/slurm (a host folder bound into every Slurm root)."""
+        return self.jail.workdir / "shared" / "etc-slurm"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.jail.log_dir
+
+    def add_hosts_line(self, line: str) -> None:
+        """Append a line to /etc/hosts in every root (name resolution is per image)."""
+        for role in self.roles:
+            with (self.role_root(role) / "etc/hosts").open("a") as hosts:
+                hosts.write(line.rstrip("\n") + "\n")
 
     def _timing_text(self) -> str:
         return ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items())
@@ -132,16 +180,14 @@ class LocalSlurm:
         self.files = local_files(
             rendered, host=self.host, ports=self.ports, accounting=self.accounting, exists=self._exists
         )
-        devices = [d for rel, text in self.files.items() if rel.startswith("gres") for d in gres_device_files(text)]
-        prepare_root(self.root, self.files, host=self.host, devices=devices, auth=spec.auth.type)
-        self.jail.open()
-        if spec.auth.type == "munge":
-            daemons.start_munged(self.jail)
+        self._prepare()
+        for role in SLURM_ROLES:
+            if role in self.roles and spec.auth.type == "munge":
+                daemons.start_munged(self.jail, role)
         if self.accounting:
             password = secrets.token_hex(24)
-            daemons.start_mariadb(self.jail, self.ports.mariadb, self.files["slurmdbd.conf"], password)
-            text = finalize_slurmdbd_conf(self.files["slurmdbd.conf"], password)
-            daemons.start_slurmdbd(self.jail, self.ports.slurmdbd, text)
+            daemons.start_mariadb(self.jail, spec, self.ports.mariadb, self.files["slurmdbd.conf"], password)
+            daemons.start_slurmdbd(self.jail, self.ports.slurmdbd, password)
         self.timings["base"] = time.monotonic() - mark
         daemons.start_slurmctld(self.jail, self.ports.slurmctld)
         if self.accounting and ACCOUNTING_SETUP in self.files:
@@ -157,8 +203,26 @@ class LocalSlurm:
             self.start_slurmrestd()
         self.timings["daemons"] = time.monotonic() - mark
 
+    def _prepare(self) -> None:
+        """The shared folders bound into every Slurm root, and each root's own keys and folders."""
+        shared = self.jail.workdir / "shared"
+        (shared / "tmp").mkdir(parents=True, exist_ok=True)
+        (shared / "tmp").chmod(0o1777)
+        self.etc.mkdir(parents=True, exist_ok=True)
+        slurm = lookup_ids(self.jail.root("slurmctld"), "slurm")
+        prepare_etc(self.etc, self.files, slurm=slurm, auth=self.spec.auth.type)
+        devices = [d for rel, text in self.files.items() if rel.startswith("gres") for d in gres_device_files(text)]
+        munge_key = secrets.token_bytes(1024) if self.spec.auth.type == "munge" else None
+        for role in self.roles:
+            if role in SLURM_ROLES:
+                self.jail.bind(role, self.etc, naming.SLURM_ETC)
+                self.jail.bind(role, shared / "tmp", "/tmp")
+            root = self.jail.root(role)
+            prepare_role(root, role, host=self.host, munge_key=munge_key, devices=devices if role == "slurmd" else ())
+
     def stop(self) -> None:
-        """Cancel jobs, stop daemons by PID, reap, unmount and delete the root filesystem copy."""
+        """Cancel jobs, stop daemons by PID, reap, end the namespace (every mount with it) and
+        delete the work folder."""
         if self._stopped:
             return
         self._stopped = True
@@ -242,7 +306,8 @@ class LocalSlurm:
 
     @property
     def jwt_key_path(self) -> Path:
-        return self.root / naming.JWT_KEY_PATH.lstrip("/")
+        """The JWT key as the host sees it (in the shared /etc/slurm)."""
+        return self.etc / naming.JWT_KEY_PATH.removeprefix(naming.SLURM_ETC).lstrip("/")
 
     def token(self, user: str = "slurm", lifespan: int = 3600) -> str:
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}", check=True).stdout
@@ -295,7 +360,7 @@ class LocalSlurm:
         """slurmctld's topology.conf from every node started so far (read on reconfigure)."""
         topo = render_topology_conf(self.spec, [TopologyNode(n.name, n.labels) for n in self._nodes.values()])
         self.files["topology.conf"] = topo
-        write_slurm_files(self.root, {"topology.conf": topo})
+        write_slurm_files(self.etc, {"topology.conf": topo})
 
     def stop_slurmd(self, name: str) -> None:
         """Stop one node's slurmd (like its pod dying); the Slurm node record stays."""
@@ -314,5 +379,16 @@ class LocalSlurm:
         self._nodes[node.name] = node
         # What the slurmd pod mounts: its NodeSet's gres.conf and the deploy-time topology.conf.
         files = {**self.files, "topology.conf": self._deploy_topology} if self._deploy_topology else self.files
-        conf = write_node_conf(self.root, node, files)
+        conf = write_node_conf(self.jail.root("slurmd"), self.etc, node, files)
         daemons.start_slurmd(self.jail, self.spec.nodeset(node.nodeset), node.name, conf, self.node_ports[node.name])
+
+
+def roles_for(spec: ClusterSpec, *, accounting: bool = True, restapi: bool = True) -> list[str]:
+    """The images a harness instance boots: slurmctld, slurmd and login (the clients) always;
+    mariadb and slurmdbd with accounting; slurmrestd with the REST API."""
+    roles = ["slurmctld", "slurmd", "login"]
+    if accounting and spec.accounting.enabled:
+        roles += ["mariadb", "slurmdbd"]
+    if restapi:
+        roles.append("slurmrestd")
+    return roles

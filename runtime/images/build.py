@@ -57,7 +57,7 @@ def check_arch(arch: str) -> Arch:
     if arch not in ("amd64", "arm64"):
         raise BuildError(f"unknown architecture {arch!r}: use amd64 or arm64")
     if arch == host_arch():
-        return arch  # type: ignore[return-value]
+        return arch
     handler = Path("/proc/sys/fs/binfmt_misc") / QEMU[arch]
     if not handler.is_file() or "enabled" not in handler.read_text():
         raise BuildError(
@@ -70,7 +70,9 @@ def check_arch(arch: str) -> Arch:
 def require_tools(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        raise BuildError(f"{', '.join(missing)} not installed: apt-get install {' '.join(missing)} (or bash .ci/bootstrap)")
+        raise BuildError(
+            f"{', '.join(missing)} not installed: apt-get install {' '.join(missing)} (or bash .ci/bootstrap)"
+        )
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,9 @@ def _lock_file() -> Path | None:
 class Builder:
     """Builds layers and roles for one architecture, in one buildah storage under the cache."""
 
-    def __init__(self, arch: str = DEFAULT_ARCH, *, cache: Path | None = None, log: Callable[[str], None] | None = None):
+    def __init__(
+        self, arch: str = DEFAULT_ARCH, *, cache: Path | None = None, log: Callable[[str], None] | None = None
+    ):
         self.arch = check_arch(arch)
         self.cache = cache or cache_dir()
         self.root = self.cache / "buildah"
@@ -146,21 +150,18 @@ class Builder:
         self._hashes: dict[str, str] = {}
 
     # -- buildah ----------------------------------------------------------------------------
+    def _argv(self, *args: str) -> list[str]:
+        return ["buildah", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"), *STORAGE, *args]
+
     def buildah(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        cmd = ["buildah", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"), *STORAGE, *args]
-        done = subprocess.run(cmd, input=input, capture_output=True, text=True, check=False)
+        done = subprocess.run(self._argv(*args), input=input, capture_output=True, text=True, check=False)
         if check and done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-12:]
             raise BuildError(f"buildah {args[0]} failed: " + " | ".join(tail))
         return done.stdout.strip()
 
     def _has_image(self, tag: str) -> bool:
-        done = subprocess.run(
-            ["buildah", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"), *STORAGE]
-            + ["inspect", "--type", "image", tag],
-            capture_output=True,
-            check=False,
-        )
+        done = subprocess.run(self._argv("inspect", "--type", "image", tag), capture_output=True, check=False)
         return done.returncode == 0
 
     # -- identity ---------------------------------------------------------------------------
@@ -237,18 +238,15 @@ class Builder:
             cmd.append(f"--include={','.join(layer.packages)}")
         done = subprocess.run([*cmd, SUITE, str(mount), MIRROR], capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            tail = [line for line in done.stderr.splitlines() if line.startswith("E:")][-3:] or done.stderr.splitlines()[-3:]
+            tail = [line for line in done.stderr.splitlines() if line.startswith("E:")][
+                -3:
+            ] or done.stderr.splitlines()[-3:]
             raise BuildError(f"mmdebstrap {SUITE} from {MIRROR} failed: " + " | ".join(tail))
 
     def _run(self, container: str, script: str, what: str) -> None:
         # -e: the first failing command stops the step (and so the build).
-        done = subprocess.run(
-            ["buildah", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"), *STORAGE]
-            + ["run", "--isolation", "chroot", container, "--", "/bin/sh", "-euc", script],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        argv = self._argv("run", "--isolation", "chroot", container, "--", "/bin/sh", "-euc", script)
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()][-4:]
             raise BuildError(f"{what} failed ({done.returncode}): " + " | ".join(tail))

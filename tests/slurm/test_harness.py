@@ -60,24 +60,38 @@ def test_max_node_count_is_enforced_with_a_clear_error(small: LocalSlurm) -> Non
             small.start_slurmd(SimNode(f"cpu-{i}", "cpu"))
 
 
-def test_secrets_stay_in_0600_files_and_out_of_logs(acme_cluster: LocalSlurm) -> None:
-    root = acme_cluster.root
+def _holding(root: Path, secret: str) -> list[str]:
+    found = []
+    for folder in ("etc", "run", "tmp", "var/lib/mysql"):
+        for path in (root / folder).rglob("*"):
+            if path.is_file() and not path.is_symlink() and secret.encode() in path.read_bytes():
+                found.append("/" + path.relative_to(root).as_posix())
+    return sorted(found)
+
+
+def test_secrets_stay_in_private_files_and_out_of_logs(acme_cluster: LocalSlurm) -> None:
+    dbd_root = acme_cluster.role_root("slurmdbd")
     assert "StoragePass=" not in acme_cluster.files["slurmdbd.conf"]
-    dbd = root / "etc/slurm/slurmdbd.conf"
+    # slurmdbd's start script (the manifest's) wrote the one slurmdbd.conf holding the password.
+    dbd = dbd_root / "run/slurm/slurmdbd.conf"
     password = next(line for line in dbd.read_text().splitlines() if line.startswith("StoragePass="))
     password = password.partition("=")[2]
     assert len(password) >= 32
-    slurm = lookup_ids(root, "slurm")
+    slurm = lookup_ids(dbd_root, "slurm")
     for path in (dbd, acme_cluster.jwt_key_path):
         info = path.stat()
         assert stat.S_IMODE(info.st_mode) == 0o600 and (info.st_uid, info.st_gid) == slurm
-    munge_key = (root / "etc/munge/munge.key").stat()
-    assert stat.S_IMODE(munge_key.st_mode) == 0o400
-    for log in (root / "var/log/sunk").iterdir():
+    for role in ("slurmctld", "slurmd", "login"):
+        munge_key = (acme_cluster.role_root(role) / "etc/munge/munge.key").stat()
+        assert stat.S_IMODE(munge_key.st_mode) == 0o400
+    for log in acme_cluster.log_dir.iterdir():
         assert password not in log.read_text(errors="replace"), log
-    # The finalized slurmdbd.conf is the one file holding it.
-    holders = [p for p in (root / "etc").rglob("*") if p.is_file() and password in p.read_text(errors="replace")]
-    assert holders == [dbd]
+    # Only the Secret mounts (0400) and slurmdbd's private copy hold it: not /etc/slurm (the
+    # ConfigMaps), not the clients, not the database files.
+    assert _holding(dbd_root, password) == ["/etc/slurm-db/password", "/run/slurm/slurmdbd.conf"]
+    assert _holding(acme_cluster.role_root("mariadb"), password) == ["/etc/mariadb-secret/password"]
+    for role in ("slurmctld", "slurmd", "login"):
+        assert _holding(acme_cluster.role_root(role), password) == [], role
 
 
 def _in_namespace(ns: str) -> list[int]:
@@ -100,11 +114,11 @@ def test_stop_kills_unmounts_and_deletes(tmp_path: Path) -> None:
     slurm.wait_job(job, {"RUNNING"})
     slurm.stop()
     slurm.stop()  # idempotent
-    assert not slurm.root.exists()
+    assert not slurm.jail.workdir.exists()
     assert list(tmp_path.iterdir()) == []
     assert _in_namespace(ns) == []
     assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
-    assert str(slurm.root) not in Path("/proc/self/mountinfo").read_text()
+    assert str(slurm.jail.workdir) not in Path("/proc/self/mountinfo").read_text()
 
 
 def test_failed_start_cleans_up_and_shows_the_log(tmp_path: Path) -> None:

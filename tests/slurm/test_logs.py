@@ -36,7 +36,7 @@ HARMLESS = [
 def test_daemons_log_no_unexpected_errors(acme: LocalSlurm) -> None:
     harmless = re.compile("|".join(HARMLESS))
     bad = []
-    for log in sorted((acme.root / "var/log/sunk").glob("*.log")):
+    for log in sorted(acme.log_dir.glob("*.log")):
         for line in log.read_text(errors="replace").splitlines():
             if re.search(r"\b(error|fatal):", line) and not harmless.search(line):
                 bad.append(f"{log.name}: {line}")

@@ -19,7 +19,6 @@ from sunk.runtime.harness.overrides import (
     local_slurmdbd_conf,
     set_directives,
 )
-from sunk.runtime.harness.rootfs import cache_key, mmdebstrap_command, read_packages
 
 from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
@@ -175,16 +174,3 @@ def test_node_conf_dir_gets_its_nodesets_gres_and_no_db_password(tmp_path: Path)
     assert (folder.parent / "gres.conf").read_text() == "Name=gpu\n"
     assert not (folder.parent / "slurmdbd.conf").exists()
     assert not (folder.parent / "prolog.d").exists()
-
-
-def test_package_set_is_declared_once_and_keys_the_cache() -> None:
-    packages = read_packages()
-    for needed in ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "slurm-client", "munge", "mariadb-server"):
-        assert needed in packages
-    assert len(packages) == len(set(packages))
-    assert cache_key(packages) == cache_key(list(reversed(packages)))
-    assert cache_key(packages) != cache_key([*packages, "lua5.1"])
-    cmd = mmdebstrap_command(packages, Path("/x.tar.zst"))
-    assert f"--include={','.join(packages)}" in cmd and "trixie" in cmd
-    dockerfile = (Path(__file__).parents[3] / "runtime/images/slurm/Dockerfile").read_text()
-    assert "packages.txt" in dockerfile and "--no-install-recommends" in dockerfile
