@@ -18,7 +18,7 @@ def resource_spec(cluster: ClusterSpec, nodeset: str, **overrides: Any) -> NodeS
     data.update(
         {
             "clusterName": cluster.name,
-            "slurmdImage": (ns.image or cluster.images.slurmd).ref,
+            "slurmdImage": cluster.slurmd_image(ns).ref,
             "configFiles": nodeset_config_files(cluster, ns),
             "authType": cluster.auth.type,
             "authSecret": f"{cluster.name}-auth",

@@ -89,7 +89,7 @@ def login_hash(spec: ClusterSpec) -> str:
 
 def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     login = spec.login
-    image = spec.images.login.ref
+    image = spec.login_image.ref
     ldap = spec.auth.ldap
     shared_vols, shared_mounts = shared_volumes(spec, "login")
     sss = {"name": "sss", "mountPath": "/var/lib/sss"}

@@ -33,7 +33,7 @@ def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSet
     fields = ns.model_dump(exclude_unset=True)
     extra = {
         "cluster_name": spec.name,
-        "slurmd_image": (ns.image or spec.images.slurmd).ref,
+        "slurmd_image": spec.slurmd_image(ns).ref,
         "config_files": nodeset_config_files(spec, ns),
         "auth_type": spec.auth.type,
         "auth_secret": refs.auth.secret,

@@ -1,11 +1,11 @@
 """The typed model of a SUNK cluster. Import from here."""
 
+from sunk.images import SLURM_PACKAGE_VERSION, SLURM_VERSION
 from sunk.spec.base import Image, Model, Resources, SecretRef
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, load_spec
 from sunk.spec.nodeset import INSTANCE_TYPES, GpuSpec, NodeSetSpec
 from sunk.spec.scheduling import PartitionSpec, QosSpec, TopologySpec
-from sunk.spec.services import SLURM_PACKAGE_VERSION, SLURM_VERSION
 
 __all__ = [
     "INSTANCE_TYPES",

@@ -184,17 +184,21 @@ def resources(req_cpu: str, req_mem: str, lim_mem: str, lim_cpu: str | None = No
     )
 
 
+_REPOSITORY = r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+"""A registry host (optional port), then path components: the reference grammar without tag or digest."""
+
+Registry = Annotated[
+    str,
+    _matcher(_REPOSITORY, "a registry and optional path such as registry.example.com:5000/hpc (no trailing '/')", 200),
+]
+"""Where a set of images lives: `<registry>/<image>` is a repository. At most 200 characters, so
+the longest image name still fits a repository's 255."""
+
+
 class Image(Model):
     """A container image (https://kubernetes.io/docs/concepts/containers/images/)."""
 
-    repository: Annotated[
-        str,
-        _matcher(
-            r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*",
-            "an image repository such as ghcr.io/org/slurmctld (no tag)",
-            255,
-        ),
-    ]
+    repository: Annotated[str, _matcher(_REPOSITORY, "an image repository such as ghcr.io/org/slurmctld (no tag)", 255)]
     """Repository without tag. Required."""
     tag: Annotated[str, _matcher(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "an image tag", 128)]
     """Tag. Required."""

@@ -6,7 +6,8 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from sunk.spec.base import DnsLabel, Model, dns_label
+from sunk.images import SLURM_VERSION
+from sunk.spec.base import DnsLabel, Image, Model, dns_label
 from sunk.spec.nodeset import NodeSetSpec, _unique
 from sunk.spec.scheduling import (
     CgroupSpec,
@@ -22,7 +23,6 @@ from sunk.spec.scheduling import (
     partition_problems,
 )
 from sunk.spec.services import (
-    SLURM_VERSION,
     AccountingSpec,
     AuthSpec,
     ControllerSpec,
@@ -50,7 +50,7 @@ class ClusterSpec(Model):
     slurm_version: str = SLURM_VERSION
     """The Slurm release the images ship. Default and only supported value: 24.11."""
     images: Images = Images()
-    """Container image per role. Default: ghcr.io/sunk-dev/<role>:24.11.5."""
+    """Container image per role. Default: the images sunk builds, ghcr.io/sunk-dev/<role>:<tag>."""
     controller: ControllerSpec = ControllerSpec()
     """slurmctld. Default: 10Gi state storage, no extra lines."""
     accounting: AccountingSpec = AccountingSpec()
@@ -98,6 +98,15 @@ class ClusterSpec(Model):
         if partition.def_mem_per_cpu is not None:
             return partition.def_mem_per_cpu
         return min(mib_per_cpu(self.nodeset(name)) for name in partition.nodesets)
+
+    def slurmd_image(self, ns: NodeSetSpec) -> Image:
+        """The NodeSet's own image, else images.slurmd."""
+        return ns.image or self.images.resolve("slurmd")
+
+    @property
+    def login_image(self) -> Image:
+        """images.login."""
+        return self.images.resolve("login")
 
     @property
     def has_gpus(self) -> bool:

@@ -7,6 +7,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from sunk.images import (
+    DEFAULT_ARCH,
+    DEFAULT_REGISTRY,
+    ROLES,
+    SLURM_PACKAGE_VERSION,
+    SLURM_VERSION,
+    Arch,
+    repository,
+    tag_for,
+)
 from sunk.spec.base import (
     Cidr,
     ConfLine,
@@ -14,6 +24,7 @@ from sunk.spec.base import (
     Image,
     Model,
     PositiveQuantity,
+    Registry,
     Resources,
     SecretRef,
     _matcher,
@@ -21,34 +32,63 @@ from sunk.spec.base import (
     resources,
 )
 
-SLURM_VERSION = "24.11"
-"""The Slurm release the images ship and the renderers target."""
-SLURM_PACKAGE_VERSION = "24.11.5"
-DEFAULT_REGISTRY = "ghcr.io/sunk-dev"
+ROLE_OF: dict[str, str] = {
+    "controller": "slurmctld",
+    "accounting": "slurmdbd",
+    "restapi": "slurmrestd",
+    "login": "login",
+    "slurmd": "slurmd",
+    "mariadb": "mariadb",
+    "runtime": "runtime",
+}
+"""The sunk.images role behind each field of Images."""
 
 
-def _image(role: str) -> Image:
-    return Image(repository=f"{DEFAULT_REGISTRY}/{role}", tag=SLURM_PACKAGE_VERSION)
+def ours(role: str, registry: str = DEFAULT_REGISTRY, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> Image:
+    """The image sunk builds for `role` (sunk.images.ROLES), as an Image."""
+    return Image(repository=repository(role, registry), tag=tag_for(ROLES[role], arch, variant))
 
 
 class Images(Model):
-    """One image per role. Default: `ghcr.io/sunk-dev/<role>:24.11.5`, built from
-    runtime/images (https://slurm.schedmd.com/quickstart_admin.html)."""
+    """One image per role, each built by `sunk images build` from runtime/images (sunk.images.ROLES).
+    A role left unset is ours: `<registry>/<image>:<tag>`. A role set here is used as given,
+    everywhere (https://kubernetes.io/docs/concepts/containers/images/)."""
 
-    controller: Image = _image("slurmctld")
+    registry: Registry | None = None
+    """Registry (and path) every unset role's image comes from, e.g. registry.example.com:5000/hpc
+    for a mirror filled by `sunk images push`. Default: none (ghcr.io/sunk-dev)."""
+    controller: Image = ours("slurmctld")
     """slurmctld. Default: ghcr.io/sunk-dev/slurmctld:24.11.5."""
-    accounting: Image = _image("slurmdbd")
+    accounting: Image = ours("slurmdbd")
     """slurmdbd. Default: ghcr.io/sunk-dev/slurmdbd:24.11.5."""
-    restapi: Image = _image("slurmrestd")
+    restapi: Image = ours("slurmrestd")
     """slurmrestd. Default: ghcr.io/sunk-dev/slurmrestd:24.11.5."""
-    login: Image = _image("login")
+    login: Image = ours("login")
     """Login (sshd, sssd, Slurm clients). Default: ghcr.io/sunk-dev/login:24.11.5."""
-    slurmd: Image = _image("slurmd")
-    """slurmd for every NodeSet unless a NodeSet overrides it. Default: ghcr.io/sunk-dev/slurmd:24.11.5."""
-    mariadb: Image = Image(repository="docker.io/library/mariadb", tag="11.8")
-    """In-cluster accounting database. Default: docker.io/library/mariadb:11.8."""
-    runtime: Image = Image(repository=f"{DEFAULT_REGISTRY}/sunk-runtime", tag="0.1.0")
+    slurmd: Image = ours("slurmd")
+    """slurmd for every NodeSet without its own `image`. Default: ghcr.io/sunk-dev/slurmd:24.11.5."""
+    mariadb: Image = ours("mariadb")
+    """In-cluster accounting database (Debian's mariadb-server with sunk's entrypoint).
+    Default: ghcr.io/sunk-dev/mariadb:11.8."""
+    runtime: Image = ours("runtime")
     """Operator, syncer and scheduler (one Python image). Default: ghcr.io/sunk-dev/sunk-runtime:0.1.0."""
+
+    @model_validator(mode="after")
+    def _from_registry(self) -> Images:
+        if self.registry is not None:
+            for field, role in ROLE_OF.items():
+                if field not in self.model_fields_set:
+                    # The model is frozen; this is its own validation filling a default, which
+                    # stays unset (model_fields_set), so a dump and reload gives the same result.
+                    object.__setattr__(self, field, ours(role, self.registry))
+        return self
+
+    def resolve(self, field: str, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> Image:
+        """The image of role `field` for `arch` and `variant` (such as pyxis): as set, else ours."""
+        if field in self.model_fields_set:
+            image: Image = getattr(self, field)
+            return image
+        return ours(ROLE_OF[field], self.registry or DEFAULT_REGISTRY, arch, variant)
 
 
 class StateStorage(Model):
@@ -309,6 +349,7 @@ class AuthSpec(Model):
 
 
 __all__ = [
+    "DEFAULT_REGISTRY",
     "SLURM_PACKAGE_VERSION",
     "SLURM_VERSION",
     "AccountingSpec",

@@ -226,6 +226,8 @@ CASES = [
     Bad("cidr-with-host-bits", {"login.sourceRanges": ["10.0.0.1/8"]}, "login.sourceRanges[0]", "is not a CIDR such as 203.0.113.0/24"),
     Bad("cidr-garbage", {"login.sourceRanges": ["office"]}, "login.sourceRanges[0]", "is not a CIDR such as 203.0.113.0/24"),
     Bad("source-ranges-without-load-balancer", {"login": {"serviceType": "ClusterIP", "sourceRanges": ["203.0.113.0/24"]}}, "login.sourceRanges", "only applies to serviceType LoadBalancer, not ClusterIP"),
+    Bad("registry-with-trailing-slash", {"images.registry": "registry.example.com/"}, "images.registry", "a registry and optional path such as registry.example.com:5000/hpc"),
+    Bad("registry-with-scheme", {"images.registry": "https://registry.example.com"}, "images.registry", "(no trailing '/')"),
     # ----- auth (KeySource and LdapSpec rules)
     Bad("unknown-auth-type", {"auth.type": "kerberos"}, "auth.type", "'munge' or 'slurm'"),
     Bad("key-generate-and-existing-secret", {"auth.key": {"generate": True, "existingSecret": {"name": "k", "key": "munge.key"}}}, "auth.key.generate", "give one source (drop generate or existingSecret)"),

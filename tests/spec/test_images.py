@@ -1,0 +1,53 @@
+"""Which image each role runs: ours by default (sunk.images), moved by `images.registry`, and an
+image the stack sets stays as given."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sunk import images
+from sunk.spec import ClusterSpec, load_spec
+
+BASE: dict[str, Any] = {
+    "name": "research",
+    "tenant": "acme",
+    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
+    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+}
+MIRROR = "registry.example.com:5000/hpc"
+
+
+def spec(**changes: Any) -> ClusterSpec:
+    data = copy.deepcopy(BASE)
+    data.update(changes)
+    return load_spec(data)
+
+
+def test_every_default_is_the_image_we_build() -> None:
+    s = spec()
+    assert s.images.mariadb.ref == images.reference("mariadb") == "ghcr.io/sunk-dev/mariadb:11.8"
+    assert s.images.controller.ref == images.reference("slurmctld") == "ghcr.io/sunk-dev/slurmctld:24.11.5"
+    assert s.images.runtime.ref == images.reference("runtime") == "ghcr.io/sunk-dev/sunk-runtime:0.1.0"
+    assert s.slurmd_image(s.nodesets[0]).ref == images.reference("slurmd")
+    assert s.login_image.ref == images.reference("login")
+
+
+def test_registry_moves_every_image_the_stack_did_not_set() -> None:
+    own = {"repository": "ghcr.io/acme/slurmctld", "tag": "custom"}
+    s = spec(images={"registry": MIRROR, "controller": own})
+    assert s.images.controller.ref == "ghcr.io/acme/slurmctld:custom"
+    assert s.images.accounting.ref == f"{MIRROR}/slurmdbd:24.11.5"
+    assert s.images.mariadb.ref == f"{MIRROR}/mariadb:11.8"
+    assert s.images.runtime.ref == f"{MIRROR}/sunk-runtime:0.1.0"
+    assert s.login_image.ref == f"{MIRROR}/login:24.11.5"
+    assert s.slurmd_image(s.nodesets[0]).ref == f"{MIRROR}/slurmd:24.11.5"
+    # What the registry filled in stays a default: a dump and reload gives the same spec.
+    assert s.images.model_fields_set == {"registry", "controller"}
+    assert load_spec(s.model_dump(mode="json", by_alias=True, exclude_unset=True)) == s
+
+
+def test_a_nodeset_image_wins_over_images_slurmd() -> None:
+    own = {"repository": "ghcr.io/acme/slurmd", "tag": "cuda"}
+    s = spec(images={"registry": MIRROR}, nodesets=[{**BASE["nodesets"][0], "image": own}])
+    assert s.slurmd_image(s.nodesets[0]).ref == "ghcr.io/acme/slurmd:cuda"
