@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (.ci/bootstrap).
-.PHONY: demo test lint bootstrap
+.PHONY: demo test lint bootstrap images
 
 bootstrap:
 	bash .ci/bootstrap
@@ -8,8 +8,13 @@ bootstrap:
 demo: bootstrap
 	.venv/bin/sunk demo
 
-# Everything CI runs: lint, types, layers, then the whole pytest suite (real Slurm included).
-test: bootstrap lint
+# Every image the manifests name, built from Debian trixie packages (cached by input hash).
+images: bootstrap
+	.venv/bin/sunk images build
+
+# Everything CI runs: lint, types, layers, the images, then the whole pytest suite (real Slurm
+# booted from those images included).
+test: bootstrap lint images
 	.venv/bin/python -m pytest
 
 lint:

@@ -129,7 +129,39 @@ def _register_harness(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(func=_lazy("sunk.runtime.harness.cli", "cmd_slurm_up"))
 
 
-_EXTENSIONS += [_register_render, _register_stacks, _register_harness]
+def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sunk.images import ROLES
+
+    images = sub.add_parser("images", help="build and push the images the manifests name (buildah, no daemon)")
+    verbs = images.add_subparsers(dest="verb", required=True)
+    for verb, helptext in (
+        ("build", "build role images from Debian trixie packages (cached by input hash)"),
+        ("push", "build if needed, then copy role images to a registry with skopeo"),
+    ):
+        p = verbs.add_parser(verb, help=helptext)
+        p.add_argument("roles", nargs="*", metavar="ROLE", help=f"default: all ({', '.join(ROLES)})")
+        p.add_argument("--arch", default="amd64", help="amd64 (default) or arm64 (needs a qemu-user binfmt handler)")
+        p.add_argument(
+            "--with",
+            dest="variant",
+            choices=["pyxis"],
+            default=None,
+            help="optional stage: pyxis and enroot (NVIDIA's releases, not Debian) on slurmd and login",
+        )
+        if verb == "build":
+            p.add_argument("--out", help="also copy each image's oci-archive into this folder")
+            p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_build"))
+        else:
+            p.add_argument("--registry", required=True, help="e.g. registry.example.com/hpc")
+            p.add_argument("--tag", help="push under this tag instead of each role's own")
+            p.add_argument("--insecure", action="store_true", help="plain-HTTP or self-signed registry")
+            p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_push"))
+    p = verbs.add_parser("list", help="every role's image and the reference the manifests use by default")
+    p.add_argument("--arch", default="amd64")
+    p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_list"))
+
+
+_EXTENSIONS += [_register_render, _register_stacks, _register_harness, _register_images]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,7 +80,9 @@ class Role:
 ROLES: dict[str, Role] = {
     r.name: r
     for r in (
-        Role("slurmctld", "slurmctld", "slurm", SLURM_PACKAGE_VERSION, ("slurmctld", "-D"), "slurm", "Slurm controller"),
+        Role(
+            "slurmctld", "slurmctld", "slurm", SLURM_PACKAGE_VERSION, ("slurmctld", "-D"), "slurm", "Slurm controller"
+        ),
         Role("slurmdbd", "slurmdbd", "slurm", SLURM_PACKAGE_VERSION, ("slurmdbd", "-D"), "slurm", "Slurm accounting"),
         Role(
             "slurmrestd",
@@ -142,7 +144,9 @@ def repository(role: str, registry: str = DEFAULT_REGISTRY) -> str:
     return f"{registry.rstrip('/')}/{ROLES[role].image}"
 
 
-def reference(role: str, registry: str = DEFAULT_REGISTRY, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> str:
+def reference(
+    role: str, registry: str = DEFAULT_REGISTRY, arch: Arch = DEFAULT_ARCH, variant: str | None = None
+) -> str:
     return f"{repository(role, registry)}:{tag_for(ROLES[role], arch, variant)}"
 
 

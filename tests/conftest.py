@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from sunk.runtime.harness.image_process import RuntimeImage
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -45,3 +49,14 @@ def golden(request: pytest.FixtureRequest) -> GoldenCheck:
             assert (folder / rel).read_bytes().decode() == text, f"{folder / rel} differs; rerun with --update-golden"
 
     return check
+
+
+@pytest.fixture(scope="session")
+def runtime_image() -> Iterator[RuntimeImage]:
+    """The runtime image's root filesystem: the process-level tests start the operator, syncer and
+    scheduler from it (`python -m sunk.runtime.<controller>` with the image's python3 and wheels),
+    so they prove what the Deployments run."""
+    from sunk.runtime.harness.image_process import RuntimeImage
+
+    with RuntimeImage() as image:
+        yield image

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 
 from sunk import naming
-from sunk.images import MARIADB_ENTRYPOINT, SLURM_UID
+from sunk.images import MARIADB_ENTRYPOINT, S6_INIT, SLURM_UID
 from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.manifests.meta import Manifest
@@ -32,6 +32,15 @@ def start_munged(jail: Jail, role: str) -> None:
     proc = jail.spawn(name, ["munged", "-F"], role=role, user="munge:munge")
     socket = jail.root(role) / naming.MUNGE_SOCKET.lstrip("/")
     wait_until(name, socket.exists, timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, name))
+
+
+def start_sackd(jail: Jail) -> None:
+    """auth/slurm: the login pod's sackd sidecar. Slurm clients never read slurm.key; they ask a
+    sack socket for credentials (measured on 24.11: scontrol with a readable slurm.key still fails
+    with "failed to connect to any sack sockets" where no daemon serves one)."""
+    proc = jail.spawn("sackd", ["sackd", "-D"], role="login")
+    socket = jail.root("login") / "run/slurm/sack.socket"
+    wait_until("sackd", socket.exists, timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, "sackd"))
 
 
 def _container(manifests: list[Manifest], kind: str, name: str) -> Manifest:
@@ -125,12 +134,30 @@ def setup_accounting(jail: Jail, cluster: str, script: str) -> None:
 
 
 def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int) -> None:
-    """A dynamic node (-Z) registering with its NodeSet's node definition, on its own port."""
+    """A dynamic node (-Z) registering with its NodeSet's node definition, on its own port. With
+    s6 scripts, under the slurmd image's sunk-init as the pod runs it (one-shots first, services
+    supervised beside slurmd), from per-node folders since the simulated nodes share one root."""
+    root = jail.root("slurmd")
     # SlurmdSpoolDir is per node (%n) here; slurmd does not create it before binding its socket.
-    spool = jail.root("slurmd") / "var/spool/slurmd" / name
+    spool = root / "var/spool/slurmd" / name
     spool.mkdir(parents=True, exist_ok=True)
     argv = ["slurmd", "-D", "-Z", "-N", name, "-f", conf, "--conf", f"{node_conf(ns)} Port={port}"]
-    jail.spawn(f"slurmd-{name}", argv, role="slurmd")
+    env: dict[str, str] = {}
+    oneshots: dict[str, str] = dict(getattr(ns, "s6_oneshots", {}) or {})
+    if ns.s6_scripts or oneshots:
+        base = f"/etc/sunk-nodes/{name}"
+        for script, body in oneshots.items():
+            write_file(root / base.lstrip("/") / "cont-init.d" / script, body, 0o755)
+        for service, body in ns.s6_scripts.items():
+            write_file(root / base.lstrip("/") / "services.d" / service / "run", body, 0o755)
+        env = {
+            "SUNK_ONESHOTS": f"{base}/cont-init.d",
+            "SUNK_SERVICES": f"{base}/services.d",
+            "SUNK_SCANDIR": f"/run/sunk-s6/{name}",
+            "SLURMD_NODENAME": name,
+        }
+        argv = [S6_INIT, *argv]
+    jail.spawn(f"slurmd-{name}", argv, role="slurmd", env=env)
 
 
 def node_states(jail: Jail) -> dict[str, str]:

@@ -78,6 +78,7 @@ ROLE_FOLDERS: dict[str, tuple[tuple[str, str], ...]] = {
     "slurmdbd": (("/run/slurm", "slurm"), ("/run/slurmdbd", "slurm")),
     "slurmd": (("/run/slurmd", "root"), ("/var/spool/slurmd", "root")),
     "mariadb": (("/run/mysqld", "mysql"),),
+    "login": (("/run/slurm", "root"),),
 }
 
 

@@ -189,6 +189,8 @@ class LocalSlurm:
             daemons.start_mariadb(self.jail, spec, self.ports.mariadb, self.files["slurmdbd.conf"], password)
             daemons.start_slurmdbd(self.jail, self.ports.slurmdbd, password)
         self.timings["base"] = time.monotonic() - mark
+        if spec.auth.type == "slurm":
+            daemons.start_sackd(self.jail)  # a native sidecar: up before the login pod's clients
         daemons.start_slurmctld(self.jail, self.ports.slurmctld)
         if self.accounting and ACCOUNTING_SETUP in self.files:
             daemons.setup_accounting(self.jail, spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}")

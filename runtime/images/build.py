@@ -29,7 +29,7 @@ import sunk
 from sunk.images import DEFAULT_ARCH, ROLES, SUITE, Arch, reference, tag_for
 
 from . import recipe
-from .recipe import EXCLUDED, MIRROR, Layer
+from .recipe import EXCLUDED, Layer
 
 STORAGE = ("--storage-driver", "vfs")
 PYTHON_VERSION = "3.13"
@@ -41,6 +41,35 @@ QEMU = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}
 
 class BuildError(RuntimeError):
     """A build that cannot go on; the message is one line naming the cause."""
+
+
+SOURCES = {
+    # pyxis and enroot are not Debian packages: NVIDIA publishes them on GitHub (the pyxis recipe
+    # downloads exactly these).
+    "pyxis": (
+        "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/",
+        "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz",
+    ),
+}
+
+
+def probe_sources(variant: str, timeout: float = 10) -> None:
+    """Refuse, before any layer is built, a variant whose downloads this host cannot reach."""
+    import urllib.error
+    import urllib.request
+
+    for url in SOURCES.get(variant, ()):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+                pass
+        except urllib.error.HTTPError:
+            continue  # the host answered (a folder URL may say 404): it is reachable
+        except (OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            raise BuildError(
+                f"--with {variant}: cannot fetch {url} ({reason}); {variant} is not a Debian package, "
+                "so this stage needs a host that reaches github.com (or use a NodeSet image of your own)"
+            ) from None
 
 
 def cache_dir() -> Path:
@@ -95,6 +124,10 @@ class Built:
     def archive_size(self) -> int:
         return self.archive.stat().st_size
 
+    @property
+    def tag_name(self) -> str:
+        return self.reference.rsplit(":", 1)[1]
+
 
 def _tree_size(root: Path) -> int:
     total = 0
@@ -148,6 +181,7 @@ class Builder:
         self.images = self.cache / "images"
         self.log = log or (lambda text: print(f"sunk images: {text}", file=sys.stderr))
         self._hashes: dict[str, str] = {}
+        self.mirror = recipe.mirror()
 
     # -- buildah ----------------------------------------------------------------------------
     def _argv(self, *args: str) -> list[str]:
@@ -177,7 +211,7 @@ class Builder:
         if name not in self._hashes:
             layer = recipe.load(name)
             parent = self.digest(layer.parent) if layer.parent else ""
-            self._hashes[name] = recipe.layer_hash(layer, parent, self.arch, self._extra(layer))
+            self._hashes[name] = recipe.layer_hash(layer, parent, self.arch, self._extra(layer), self.mirror)
         return self._hashes[name]
 
     def tag(self, name: str) -> str:
@@ -236,12 +270,12 @@ class Builder:
         ]
         if layer.packages:
             cmd.append(f"--include={','.join(layer.packages)}")
-        done = subprocess.run([*cmd, SUITE, str(mount), MIRROR], capture_output=True, text=True, check=False)
+        done = subprocess.run([*cmd, SUITE, str(mount), self.mirror], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = [line for line in done.stderr.splitlines() if line.startswith("E:")][
                 -3:
             ] or done.stderr.splitlines()[-3:]
-            raise BuildError(f"mmdebstrap {SUITE} from {MIRROR} failed: " + " | ".join(tail))
+            raise BuildError(f"mmdebstrap {SUITE} from {self.mirror} failed: " + " | ".join(tail))
 
     def _run(self, container: str, script: str, what: str) -> None:
         # -e: the first failing command stops the step (and so the build).
@@ -261,7 +295,7 @@ class Builder:
                 "apt-get -q update >/dev/null\n"
                 f"apt-get install -y -q --no-install-recommends {' '.join(layer.packages)} >/dev/null\n"
                 "rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* /var/log/dpkg.log\n",
-                f"apt-get install {' '.join(layer.packages)} ({SUITE}, {MIRROR})",
+                f"apt-get install {' '.join(layer.packages)} ({SUITE}, {self.mirror})",
             )
         for path, mode, content in layer.files:
             target = mount / path.lstrip("/")
@@ -347,19 +381,27 @@ class Builder:
                 self.buildah("rmi", line, check=False)
 
     # -- roles ------------------------------------------------------------------------------
-    def archive_path(self, role: str) -> Path:
-        return self.images / f"{role}-{self.arch}-{self.digest(role)}.oci.tar"
+    def archive_path(self, layer: str) -> Path:
+        return self.images / f"{layer.replace('+', '-')}-{self.arch}-{self.digest(layer)}.oci.tar"
 
-    def build(self, role: str) -> Built:
+    def build(self, role: str, variant: str | None = None) -> Built:
         """The role's image as an oci-archive (built, or from the cache)."""
         if role not in ROLES:
             raise BuildError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+        layer = role
+        if variant is not None:
+            if role not in recipe.VARIANTS.get(variant, ()):
+                raise BuildError(
+                    f"--with {variant} applies to {', '.join(recipe.VARIANTS.get(variant, ()))}, not {role}"
+                )
+            probe_sources(variant)
+            layer = f"{role}+{variant}"
         started = time.monotonic()
-        ref = reference(role, arch=self.arch)
+        ref = reference(role, arch=self.arch, variant=variant)
         with self._locked():
-            archive = self.archive_path(role)
+            archive = self.archive_path(layer)
             fresh = not archive.is_file()
-            tag = self.ensure_layer(role)
+            tag = self.ensure_layer(layer)
             if fresh:
                 partial = archive.with_suffix(f".{os.getpid()}.partial")
                 try:
@@ -367,14 +409,14 @@ class Builder:
                     partial.rename(archive)
                 finally:
                     partial.unlink(missing_ok=True)
-                for old in self.images.glob(f"{role}-{self.arch}-*.oci.tar"):
+                for old in self.images.glob(f"{layer.replace('+', '-')}-{self.arch}-*.oci.tar"):
                     if old != archive:
                         old.unlink(missing_ok=True)
-            size = self._size(role, tag)
+            size = self._size(layer, tag)
         return Built(
             role=role,
             arch=self.arch,
-            digest=self.digest(role),
+            digest=self.digest(layer),
             tag=tag,
             archive=archive,
             reference=ref,
@@ -382,11 +424,11 @@ class Builder:
             seconds=time.monotonic() - started if fresh else 0.0,
         )
 
-    def _size(self, role: str, tag: str) -> int:
-        note = self.images / f"{role}-{self.arch}-{self.digest(role)}.size"
+    def _size(self, layer: str, tag: str) -> int:
+        note = self.images / f"{layer.replace('+', '-')}-{self.arch}-{self.digest(layer)}.size"
         if note.is_file():
             return int(note.read_text())
-        container = f"sunk-size-{role}-{os.getpid()}"
+        container = f"sunk-size-{layer.replace('+', '-')}-{os.getpid()}"
         self.buildah("from", "--name", container, "--pull-never", tag)
         try:
             size = _tree_size(Path(self.buildah("mount", container)))

@@ -20,7 +20,13 @@ from pathlib import Path
 from sunk.images import LAYERS, ROLES, SUITE, Arch, Role
 
 HERE = Path(__file__).resolve().parent
-MIRROR = "http://deb.debian.org/debian"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+def mirror() -> str:
+    """Where Debian packages come from: SUNK_DEBIAN_MIRROR, else Debian's own (part of every
+    layer's hash: a base from another mirror is another base)."""
+    return os.environ.get("SUNK_DEBIAN_MIRROR") or DEFAULT_MIRROR
 RECIPE = "2"
 """Bump when the build steps in build.py change, so layers built the old way are not reused."""
 EXCLUDED = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
@@ -28,7 +34,13 @@ EXCLUDED = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/s
 PARENTS: dict[str, str | None] = {"base": None, "slurm": "base", "python": "base"}
 
 
+VARIANTS: dict[str, tuple[str, ...]] = {"pyxis": ("slurmd", "login")}
+"""Optional stages on top of a role (`<role>+<variant>`, recipe folder <variant>/)."""
+
+
 def parent_of(layer: str) -> str | None:
+    if "+" in layer:
+        return layer.split("+", 1)[0]
     return PARENTS[layer] if layer in PARENTS else ROLES[layer].parent
 
 
@@ -45,7 +57,8 @@ class Layer:
 
     @property
     def role(self) -> Role | None:
-        return ROLES.get(self.name)
+        """The role whose image this layer completes (a variant keeps its role's config)."""
+        return ROLES.get(self.name.split("+", 1)[0])
 
 
 def _text(path: Path) -> str:
@@ -59,7 +72,7 @@ def read_packages(path: Path) -> tuple[str, ...]:
 
 
 def load(name: str, root: Path = HERE) -> Layer:
-    folder = root / name
+    folder = root / name.split("+", 1)[-1]
     if not (folder / "packages.txt").is_file():
         raise KeyError(f"no recipe for {name!r}: {folder}/packages.txt is missing")
     files = []
@@ -90,7 +103,7 @@ def all_layers() -> tuple[str, ...]:
     return (*LAYERS, *ROLES)
 
 
-def layer_hash(layer: Layer, parent_hash: str, arch: Arch, extra: str = "") -> str:
+def layer_hash(layer: Layer, parent_hash: str, arch: Arch, extra: str = "", source: str = DEFAULT_MIRROR) -> str:
     """Identity of a layer's content: its parent's hash, what it installs and copies, how it is
     built, the role's OCI config, and `extra` (the sunk source or the Python pins)."""
     h = hashlib.sha256()
@@ -98,7 +111,7 @@ def layer_hash(layer: Layer, parent_hash: str, arch: Arch, extra: str = "") -> s
     head = {
         "recipe": RECIPE,
         "suite": SUITE,
-        "mirror": MIRROR,
+        "mirror": source,
         "arch": arch,
         "parent": parent_hash,
         "packages": sorted(layer.packages),

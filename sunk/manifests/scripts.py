@@ -67,6 +67,8 @@ password=$(cat {password_file})
 case "$password" in *'
 '*) echo "database password must be one line" >&2; exit 1 ;; esac
 cp {etc}/slurm.conf {run_dir}/slurm.conf
+# auth/slurm reads slurm.key beside $SLURM_CONF (measured: slurmdbd 24.11 dies without it there).
+if [ -e {etc}/slurm.key ]; then ln -sf {etc}/slurm.key {run_dir}/slurm.key; fi
 {{ cat {etc}/slurmdbd.conf; printf 'StoragePass=%s\\n' "$password"; }} > {run_dir}/slurmdbd.conf
 chmod 0600 {run_dir}/slurmdbd.conf
 export SLURM_CONF={run_dir}/slurm.conf

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.operator.app import Operator, Settings, SlurmClients
 from sunk.runtime.operator.clients import OfficialKube, RestSlurm
@@ -161,7 +161,7 @@ def test_settings_from_env() -> None:
 
 
 def test_the_process_runs_creates_pods_serves_health_and_releases_the_lease(
-    kube_server: KubeSim, tmp_path: Path
+    kube_server: KubeSim, tmp_path: Path, runtime_image: RuntimeImage
 ) -> None:
     seed(kube_server)
     kubeconfig = tmp_path / "kubeconfig"
@@ -188,7 +188,8 @@ def test_the_process_runs_creates_pods_serves_health_and_releases_the_lease(
         # Nothing listens there: Slurm is unreadable, so pods are created and nothing else.
         "SUNK_SLURMRESTD_URL": f"http://127.0.0.1:{dead}",
     }
-    proc = subprocess.Popen([sys.executable, "-m", "sunk.runtime.operator"], env=env, stderr=subprocess.PIPE, text=True)
+    # From the runtime image, as the operator Deployment runs it.
+    proc = runtime_image.popen("sunk.runtime.operator", env, stderr=subprocess.PIPE, text=True)
     try:
         kube = OfficialKube(kube_server.api_client())
         deadline = time.monotonic() + 30

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm
+from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.scheduler import keys
 from sunk.runtime.testing.kubesim import KubeSim
@@ -101,12 +101,12 @@ class Cluster:
 
 
 class SchedulerProcess:
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    """The scheduler from the runtime image, as its Deployment runs it."""
+
+    def __init__(self, image: RuntimeImage, env: dict[str, str], log: Path) -> None:
         self.port = int(env["SUNK_METRICS_PORT"])
         self._log = log.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sunk.runtime.scheduler"], env=env, stdout=self._log, stderr=subprocess.STDOUT
-        )
+        self.proc = image.popen("sunk.runtime.scheduler", env, stdout=self._log, stderr=subprocess.STDOUT)
         self.log = log
         wait_for("scheduler ready", self.ready, timeout=30)
 
@@ -151,9 +151,12 @@ def k8s(slurm: LocalSlurm) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def start_scheduler(slurm: LocalSlurm, k8s: Cluster, tmp_path: Path) -> Iterator[Callable[[], SchedulerProcess]]:
+def start_scheduler(
+    slurm: LocalSlurm, k8s: Cluster, tmp_path: Path, runtime_image: RuntimeImage
+) -> Iterator[Callable[[], SchedulerProcess]]:
     started: list[SchedulerProcess] = []
     kubeconfig = k8s.sim.kubeconfig(tmp_path / "kubeconfig")
+    jwt_key = runtime_image.secret_file(slurm.jwt_key_path)
 
     def start() -> SchedulerProcess:
         env = {
@@ -162,13 +165,13 @@ def start_scheduler(slurm: LocalSlurm, k8s: Cluster, tmp_path: Path) -> Iterator
             "SUNK_CLUSTER": slurm.spec.name,
             "SUNK_NAMESPACE": slurm.spec.ns,
             "SUNK_SLURMRESTD_URL": slurm.rest_url,
-            "SUNK_JWT_KEY_FILE": str(slurm.jwt_key_path),
+            "SUNK_JWT_KEY_FILE": str(jwt_key),
             "SUNK_SLURM_USER": "slurm",
             "SUNK_METRICS_PORT": str(free_ports(1)[0]),
             "SUNK_SCHEDULER_INTERVAL": "0.2",
             "SUNK_POD_NAMESPACES": "ml",
         }
-        proc = SchedulerProcess(env, tmp_path / f"scheduler-{len(started)}.log")
+        proc = SchedulerProcess(runtime_image, env, tmp_path / f"scheduler-{len(started)}.log")
         started.append(proc)
         return proc
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -21,6 +20,7 @@ import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 from sunk.runtime.harness import LocalSlurm, SimNode
+from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.slurmrest import JwtMinter, Node, PodRef, SlurmRestClient, read_pod_ref
 from sunk.runtime.syncer import CycleReport, Syncer
@@ -302,7 +302,7 @@ def test_slurmrestd_killed_and_restarted_mid_run(world: World) -> None:
     settle(syncer)
 
 
-def test_the_process_runs_from_the_environment(world: World, tmp_path: Path) -> None:
+def test_the_process_runs_from_the_environment(world: World, tmp_path: Path, runtime_image: RuntimeImage) -> None:
     (port,) = free_ports(1)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -316,13 +316,14 @@ def test_the_process_runs_from_the_environment(world: World, tmp_path: Path) -> 
         "SUNK_CLUSTER": world.slurm.spec.name,
         "SUNK_NAMESPACE": world.ns,
         "SUNK_SLURMRESTD_URL": world.slurm.rest_url,
-        "SUNK_JWT_KEY_FILE": str(world.slurm.jwt_key_path),
+        "SUNK_JWT_KEY_FILE": str(runtime_image.secret_file(world.slurm.jwt_key_path)),
         "SUNK_METRICS_PORT": str(port),
         "SUNK_SYNC_INTERVAL": "0.5",
     }
     log = tmp_path / "syncer.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "sunk.runtime.syncer"], env=env, stdout=out, stderr=out)
+        # From the runtime image, as the syncer Deployment runs it.
+        proc = runtime_image.popen("sunk.runtime.syncer", env, stdout=out, stderr=out)
     try:
         world.patch_kube_node("cpu-1", {"spec": {"unschedulable": True}})
         until(lambda: world.node("cpu-1").drain, proc, log)

@@ -1,0 +1,80 @@
+"""`sunk images build|push|list` (parsers in sunk/cli.py): the images the manifests name, built
+here and pushed anywhere."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from sunk.images import ROLES, repository, tag_for
+
+from .build import Builder, BuildError, Built, require_tools
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+def _roles(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n not in ROLES]
+    if unknown:
+        raise BuildError(f"unknown role {unknown[0]!r}: one of {', '.join(ROLES)}")
+    return names or list(ROLES)
+
+
+def _build(args: argparse.Namespace) -> list[Built]:
+    require_tools("buildah", "mmdebstrap")
+    roles = _roles(args.roles)
+    builder = Builder(args.arch)
+    return [builder.build(role, variant=args.variant) for role in roles]
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    try:
+        built = _build(args)
+        out = Path(args.out) if args.out else None
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+        for b in built:
+            line = f"{b.reference:<48} rootfs {_mib(b.size):>8}  archive {_mib(b.archive_size):>7}"
+            line += f"  built in {b.seconds:.0f} s" if b.seconds else "  cached"
+            if out is not None:
+                target = out / f"{b.role}-{b.tag_name}.oci.tar"
+                shutil.copyfile(b.archive, target)
+                line += f"  -> {target}"
+            print(line)
+    except BuildError as err:
+        print(f"sunk images build: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    try:
+        require_tools("skopeo")
+        built = _build(args)
+        for b in built:
+            tag = args.tag or tag_for(ROLES[b.role], b.arch, args.variant)
+            dest = f"{repository(b.role, args.registry)}:{tag}"
+            cmd = ["skopeo", "copy", "-q", f"oci-archive:{b.archive}", f"docker://{dest}"]
+            if args.insecure:
+                cmd.insert(2, "--dest-tls-verify=false")
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise BuildError(f"pushing {dest} failed: {reason}")
+            print(f"pushed {dest}")
+    except BuildError as err:
+        print(f"sunk images push: {err}", file=sys.stderr)
+        return 1
+    print(f"\nin a stack:  images: {{registry: {args.registry}}}  (every role image then comes from there)")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for role in ROLES.values():
+        print(f"{role.name:<11} {repository(role.name)}:{tag_for(role, args.arch)}  ({role.description})")
+    return 0

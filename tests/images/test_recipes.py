@@ -1,0 +1,120 @@
+"""The image recipes and the manifests agree: one package list per layer, hashes that key the
+cache, and every role's image made for the command and user its manifests run. No build here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sunk.runtime.images import recipe
+
+from sunk.images import DEFAULT_REGISTRY, ROLES, SLURM_UID, reference, repository, tag_for
+from sunk.manifests.cluster import cluster_manifests
+from sunk.manifests.operator import OperatorSpec, operator_manifests
+from sunk.stackfile import list_stacks, load_stack
+
+
+def test_every_layer_has_one_package_list_without_duplicates() -> None:
+    for name in recipe.all_layers():
+        layer = recipe.load(name)
+        assert len(layer.packages) == len(set(layer.packages)), name
+        assert all(" " not in p for p in layer.packages), name
+
+
+def test_roles_install_what_they_run() -> None:
+    packages = {name: set(recipe.load(name).packages) for name in recipe.all_layers()}
+    assert {"slurm-client", "munge", "slurm-wlm-jwt-plugin"} <= packages["slurm"]
+    assert "slurmctld" in packages["slurmctld"]
+    assert {"slurmdbd", "slurm-wlm-mysql-plugin"} <= packages["slurmdbd"]
+    assert "slurmrestd" in packages["slurmrestd"]
+    assert {"slurmd", "s6", "crun"} <= packages["slurmd"]
+    assert {"sackd", "openssh-server", "libnss-sss", "libpam-sss"} <= packages["login"]
+    assert "mariadb-server" in packages["mariadb"]
+    assert "python3" in packages["python"]
+    # The runtime image has no Pulumi: its Python dependencies are listed apart from the project's.
+    wanted = recipe.read_packages(recipe.HERE / "python" / "requirements.txt")
+    assert not [w for w in wanted if "pulumi" in w]
+    assert {"kubernetes", "httpx", "pydantic", "prometheus-client"} <= set(wanted)
+
+
+def test_layers_chain_on_shared_bases() -> None:
+    assert recipe.chain("slurmctld") == ["base", "slurm", "slurmctld"]
+    assert recipe.chain("runtime") == ["base", "python", "runtime"]
+    assert recipe.chain("mariadb") == ["base", "mariadb"]
+    assert recipe.chain("slurmd+pyxis") == ["base", "slurm", "slurmd", "slurmd+pyxis"]
+    assert recipe.load("login+pyxis").role == ROLES["login"]
+
+
+def test_the_hash_keys_content_not_order() -> None:
+    layer = recipe.load("slurmd")
+    base = recipe.layer_hash(layer, "parent", "amd64")
+    assert recipe.layer_hash(replace(layer, packages=layer.packages[::-1]), "parent", "amd64") == base
+    changed = [
+        recipe.layer_hash(replace(layer, packages=(*layer.packages, "lua5.1")), "parent", "amd64"),
+        recipe.layer_hash(layer, "other-parent", "amd64"),
+        recipe.layer_hash(layer, "parent", "arm64"),
+        recipe.layer_hash(layer, "parent", "amd64", source="http://mirror.example/debian"),
+        recipe.layer_hash(replace(layer, post_install=layer.post_install + "true\n"), "parent", "amd64"),
+        recipe.layer_hash(replace(layer, files=((*layer.files, ("/x", 0o644, b"x")))), "parent", "amd64"),
+    ]
+    assert len({base, *changed}) == len(changed) + 1
+
+
+def test_architecture_and_variant_tags() -> None:
+    slurmd = ROLES["slurmd"]
+    assert tag_for(slurmd) == "24.11.5"
+    assert tag_for(slurmd, "arm64") == "24.11.5-arm64"
+    assert tag_for(slurmd, "arm64", "pyxis") == "24.11.5-pyxis-arm64"
+    assert reference("runtime", "registry.example:5000/hpc") == "registry.example:5000/hpc/sunk-runtime:0.1.0"
+
+
+def _containers(manifests: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(kind/name, pod spec, container) of every container in `manifests`."""
+    out = []
+    for m in manifests:
+        spec = m.get("spec") or {}
+        template = spec.get("jobTemplate", {}).get("spec", spec).get("template") if "jobTemplate" in spec else None
+        pod = (template or spec.get("template") or {}).get("spec")
+        if pod is None:
+            continue
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            out.append((f"{m['kind']}/{m['metadata']['name']}", pod, c))
+    return out
+
+
+MAIN = {"slurmctld": "slurmctld", "slurmrestd": "slurmrestd", "sshd": "login", "mariadb": "mariadb"}
+"""Main containers whose command (or image entrypoint) the image's config must match."""
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_manifests_run_what_the_images_are_made_for(stack: str) -> None:
+    spec = load_stack(stack).spec
+    registry = getattr(spec.images, "registry", None) or DEFAULT_REGISTRY
+    manifests = [*cluster_manifests(spec), *operator_manifests(OperatorSpec())]
+    tags = {
+        role: {tag_for(ROLES[role], arch, variant) for arch in ("amd64", "arm64") for variant in (None, "pyxis")}
+        for role in ROLES
+    }
+    seen = set()
+    for where, pod, c in _containers(manifests):
+        repo, _, tag = c["image"].rpartition(":")
+        role = next((r for r in ROLES if repo.endswith("/" + ROLES[r].image)), None)
+        if role is None:
+            continue  # a user's own sidecar image
+        assert repo == repository(role, registry), f"{where}: {c['image']} is not from {registry}"
+        assert tag in tags[role], f"{where}: {c['image']} is not a tag sunk builds"
+        seen.add(role)
+        if c["name"] in MAIN and MAIN[c["name"]] == role:
+            image = ROLES[role]
+            if image.entrypoint:
+                assert "command" not in c, f"{where}: {role} runs through its image's entrypoint"
+            elif c["name"] != "sshd":
+                assert c["command"][0] == image.cmd[0], where
+            uid = (c.get("securityContext") or {}).get("runAsUser", (pod.get("securityContext") or {}).get("runAsUser"))
+            expected = {"slurm": SLURM_UID, "root": 0, "nobody": 65534}.get(image.user, None)
+            if expected is None:
+                expected = int(image.user)
+            if uid is not None:
+                assert uid == expected, f"{where}: runs as {uid}, the {role} image is made for {image.user}"
+    assert {"slurmctld", "runtime"} <= seen
