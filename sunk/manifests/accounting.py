@@ -38,6 +38,9 @@ COMPONENT = "accounting"
 DB_COMPONENT = "mariadb"
 SETUP_COMPONENT = "accounting-setup"
 MARIADB_PORT = 3306
+MARIADB_RUN = "/run/mysqld"
+MARIADB_SOCKET = f"{MARIADB_RUN}/mysqld.sock"
+"""Where sunk-mariadb-entrypoint starts mariadbd's socket (runtime/images/mariadb)."""
 DATABASE = "slurm_acct_db"
 DB_USER = "slurm"
 
@@ -76,11 +79,14 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
         "securityContext": restricted(MARIADB_UID),
         "resources": resources(db.resources),
         "startupProbe": tcp_probe("mysql", period=5, failures=60),
-        "readinessProbe": exec_probe(["healthcheck.sh", "--connect", "--innodb_initialized"], period=10),
+        # Our image has no healthcheck.sh (the official image's); `ping` exits 0 whenever the
+        # server answers, even when it refuses the (passwordless) login. The first-start server
+        # listens on the socket too, but has no network: the startup probe holds until it is gone.
+        "readinessProbe": exec_probe(["mariadb-admin", f"--socket={MARIADB_SOCKET}", "ping"], period=10),
         "livenessProbe": tcp_probe("mysql", period=20, failures=6),
         "volumeMounts": [
             {"name": "data", "mountPath": "/var/lib/mysql"},
-            {"name": "run", "mountPath": "/run/mysqld"},
+            {"name": "run", "mountPath": MARIADB_RUN},
             {"name": "secret", "mountPath": secret_dir, "readOnly": True},
         ],
     }

@@ -9,6 +9,11 @@ import hashlib
 import json
 from typing import Any
 
+# The users the roles run as are the images' own (sunk.images), re-exported for the builders.
+from sunk.images import MARIADB_UID as MARIADB_UID
+from sunk.images import NOBODY_UID as NOBODY_UID
+from sunk.images import RUNTIME_UID as RUNTIME_UID
+from sunk.images import SLURM_UID as SLURM_UID
 from sunk.spec.base import Resources
 from sunk.spec.cluster import ClusterSpec
 
@@ -20,16 +25,6 @@ TENANT_LABEL = "sunk.dev/tenant"
 CLUSTER_LABEL = "sunk.dev/cluster"
 CONFIG_HASH = "sunk.dev/config-hash"
 """Pod-template annotation: a change replaces the pods (the reconfigure path covers the rest)."""
-
-SLURM_UID = 64030
-"""Debian's slurm-wlm packages create the `slurm` user and group with this fixed id; our images
-install those packages, so slurmctld and slurmdbd can run as it without a custom passwd."""
-MARIADB_UID = 999
-"""The `mysql` user of the official mariadb image."""
-NOBODY_UID = 65534
-"""slurmrestd refuses to run as root or as SlurmUser; `nobody` is the documented choice."""
-RUNTIME_UID = 10001
-"""The sunk-runtime image's unprivileged user (a plain Python process)."""
 
 
 def labels(spec: ClusterSpec, component: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ import pytest
 from sunk.components.offline import Evaluation
 
 from sunk.crd import NodeSetResourceSpec
+from sunk.images import MARIADB_ENTRYPOINT, MARIADB_UID, reference
 from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.manifests.auth import auth_refs, render_sssd_conf, sssd_secret
@@ -35,7 +36,7 @@ from sunk.render import finalize_slurmdbd_conf, render_slurm_files
 from sunk.spec.base import quantity_value
 from sunk.spec.cluster import ClusterSpec
 
-from .conftest import LIBRARY, STACKS
+from .conftest import LIBRARY, ROOT, STACKS
 
 
 def _change(spec: ClusterSpec, **update: Any) -> ClusterSpec:
@@ -301,6 +302,26 @@ def test_slurmrestd_loads_the_slurmdbd_plugin_only_with_accounting(specs: dict[s
 
     assert plugins("acme-dev") == "openapi/slurmctld,openapi/slurmdbd"
     assert plugins("globex-dev") == "openapi/slurmctld"  # accounting disabled
+
+
+def test_mariadb_asks_only_what_our_image_does(specs: dict[str, ClusterSpec]) -> None:
+    """The entrypoint reads every MARIADB_* variable the manifest sets, the readiness probe is a
+    command the image has on the socket the entrypoint starts, and the user is the image's."""
+    entrypoint = (ROOT / "runtime/images/mariadb/rootfs" / MARIADB_ENTRYPOINT.lstrip("/")).read_text()
+    sts = next(m for m in mariadb_manifests(specs["acme-dev"]) if m["kind"] == "StatefulSet")
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == reference("mariadb")
+    assert [e["name"] for e in container["env"]] == [
+        "MARIADB_DATABASE",
+        "MARIADB_USER",
+        "MARIADB_PASSWORD_FILE",
+        "MARIADB_ROOT_PASSWORD_FILE",
+    ]
+    assert all(e["name"] in entrypoint for e in container["env"])
+    probe = container["readinessProbe"]["exec"]["command"]
+    assert probe == ["mariadb-admin", "--socket=/run/mysqld/mysqld.sock", "ping"]
+    assert "socket=/run/mysqld/mysqld.sock" in entrypoint
+    assert container["securityContext"]["runAsUser"] == MARIADB_UID == 999
 
 
 def test_mariadb_memory_holds_the_buffer_pool_slurmdbd_needs(specs: dict[str, ClusterSpec]) -> None:
