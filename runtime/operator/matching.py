@@ -70,7 +70,7 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
 
 def eligible(spec: NodeSetSpec, node: KubeNode) -> bool:
     """The NodeSet's pods may be placed on `node` (ignoring resources and cordon)."""
-    if any(node.labels.get(k) != v for k, v in spec.node_selector.items()):
+    if any(node.labels.get(k) != v for k, v in spec.pod_node_selector.items()):
         return False
     if not matches_affinity(spec.affinity, node):
         return False

@@ -393,8 +393,7 @@ def nodeset_pod(
     }
     if spec.auth_type == "munge":
         pod_spec["initContainers"] = [_munge_sidecar(spec)]
-    if spec.node_selector:
-        pod_spec["nodeSelector"] = dict(sorted(spec.node_selector.items()))
+    pod_spec["nodeSelector"] = spec.pod_node_selector
     affinity = _affinity(spec, kube_node)
     if affinity:
         pod_spec["affinity"] = affinity

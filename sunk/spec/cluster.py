@@ -100,8 +100,8 @@ class ClusterSpec(Model):
         return min(mib_per_cpu(self.nodeset(name)) for name in partition.nodesets)
 
     def slurmd_image(self, ns: NodeSetSpec) -> Image:
-        """The NodeSet's own image, else images.slurmd."""
-        return ns.image or self.images.resolve("slurmd")
+        """The NodeSet's own image, else images.slurmd as set, else ours for its architecture."""
+        return ns.image or self.images.resolve("slurmd", ns.architecture)
 
     @property
     def login_image(self) -> Image:

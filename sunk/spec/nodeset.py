@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from sunk.images import DEFAULT_ARCH, Arch
 from sunk.spec.base import (
     AbsPath,
     DnsLabel,
@@ -23,6 +24,8 @@ from sunk.spec.base import (
 )
 
 MAX_GPUS_PER_NODE = 16
+ARCH_LABEL = "kubernetes.io/arch"
+"""The Node label every kubelet sets to its GOARCH (amd64, arm64)."""
 
 
 class InstanceType(Model):
@@ -181,8 +184,13 @@ class NodeSetSpec(Model):
     slurmctld (a reconfigure that changes MaxNodeCount kills slurmctld). Default: 256."""
     instance_type: str | None = None
     """A known node shape (H100x8, A100x8, ...) to check CPUs, memory and GPUs against. Default: none."""
+    architecture: Arch = DEFAULT_ARCH
+    """CPU architecture of this NodeSet's Nodes: `amd64` or `arm64`. Picks the slurmd image built for
+    it (tag suffix `-arm64`) and adds `kubernetes.io/arch: <architecture>` to the pods' nodeSelector
+    (https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-arch). An image set
+    in the stack (`image`, images.slurmd) is used as given and must run on it. Default: amd64."""
     node_selector: dict[str, str] = {}
-    """Kubernetes nodeSelector. Default: none."""
+    """Kubernetes nodeSelector; kubernetes.io/arch comes from `architecture`. Default: none."""
     affinity: dict[str, Any] | None = None
     """Kubernetes affinity, verbatim. Default: none."""
     tolerations: list[Toleration] = []
@@ -259,6 +267,12 @@ class NodeSetSpec(Model):
                         errors.append(
                             f"gpus.type: {self.gpus.type!r} but instance type {self.instance_type} has {it.gpu_type!r}"
                         )
+        arch = self.node_selector.get(ARCH_LABEL)
+        if arch is not None and arch != self.architecture:
+            errors.append(
+                f"nodeSelector: {ARCH_LABEL} {arch} contradicts architecture {self.architecture}, which picks "
+                f"the image; set architecture: {arch} (it adds the selector) and drop this key"
+            )
         errors += _unique("volumes", [v.name for v in self.volumes], "name")
         errors += _unique("volumes", [v.mount_path for v in self.volumes], "mountPath")
         errors += _unique("sidecars", [s.name for s in self.sidecars], "name")
@@ -289,6 +303,11 @@ class NodeSetSpec(Model):
         return 1 if self.replicas is None else self.replicas
 
     @property
+    def pod_node_selector(self) -> dict[str, str]:
+        """nodeSelector of the slurmd pods, sorted: kubernetes.io/arch of `architecture` and node_selector."""
+        return dict(sorted({ARCH_LABEL: self.architecture, **self.node_selector}.items()))
+
+    @property
     def node_bound(self) -> int:
         """Most Slurm nodes this NodeSet can have at once (replicas never exceed it)."""
         return self.max_nodes
@@ -305,4 +324,4 @@ def _unique(field: str, values: list[str], attr: str) -> list[str]:
     return errors
 
 
-__all__ = ["INSTANCE_TYPES", "GpuSpec", "NodeSetSpec", "Quantity", "SlurmName"]
+__all__ = ["ARCH_LABEL", "INSTANCE_TYPES", "GpuSpec", "NodeSetSpec", "Quantity", "SlurmName"]

@@ -66,7 +66,9 @@ class Images(Model):
     login: Image = ours("login")
     """Login (sshd, sssd, Slurm clients). Default: ghcr.io/sunk-dev/login:24.11.5."""
     slurmd: Image = ours("slurmd")
-    """slurmd for every NodeSet without its own `image`. Default: ghcr.io/sunk-dev/slurmd:24.11.5."""
+    """slurmd for every NodeSet without its own `image`, whatever its architecture (so set a
+    multi-arch image here). Default: ghcr.io/sunk-dev/slurmd:24.11.5 for amd64 NodeSets,
+    slurmd:24.11.5-arm64 for arm64 ones."""
     mariadb: Image = ours("mariadb")
     """In-cluster accounting database (Debian's mariadb-server with sunk's entrypoint).
     Default: ghcr.io/sunk-dev/mariadb:11.8."""

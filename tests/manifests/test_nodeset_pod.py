@@ -211,6 +211,17 @@ def test_sidecars_and_s6_scripts() -> None:
     assert container(pod, "slurmd")["command"][:2] == ["/init", "slurmd"]
 
 
+def test_pods_select_their_architecture_beside_the_nodesets_selector() -> None:
+    assert build()["spec"]["nodeSelector"] == {
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": "H100x8",
+    }
+    arm = gpu(architecture="arm64", nodeSelector={})
+    pod = build(arm)
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/arch": "arm64"}
+
+
 def test_all_matching_nodes_pins_to_the_node() -> None:
     spec = gpu(mode="all-matching-nodes", replicas=None, affinity={"podAntiAffinity": {}})
     pod = build(spec, kube_node="gpu-node-7")

@@ -51,3 +51,25 @@ def test_a_nodeset_image_wins_over_images_slurmd() -> None:
     own = {"repository": "ghcr.io/acme/slurmd", "tag": "cuda"}
     s = spec(images={"registry": MIRROR}, nodesets=[{**BASE["nodesets"][0], "image": own}])
     assert s.slurmd_image(s.nodesets[0]).ref == "ghcr.io/acme/slurmd:cuda"
+
+
+def test_a_nodeset_gets_the_slurmd_image_of_its_architecture() -> None:
+    arm = {"name": "gb200", "cpus": 144, "memoryMib": 880_000, "architecture": "arm64"}
+    nodesets = [BASE["nodesets"][0], arm]
+    partitions = [{"name": "batch", "nodesets": ["cpu", "gb200"]}]
+    s = spec(nodesets=nodesets, partitions=partitions)
+    assert s.slurmd_image(s.nodesets[0]).ref == "ghcr.io/sunk-dev/slurmd:24.11.5"
+    assert s.slurmd_image(s.nodesets[1]).ref == "ghcr.io/sunk-dev/slurmd:24.11.5-arm64"
+    assert s.nodesets[1].pod_node_selector == {"kubernetes.io/arch": "arm64"}
+    mirrored = spec(nodesets=nodesets, partitions=partitions, images={"registry": MIRROR})
+    assert mirrored.slurmd_image(mirrored.nodesets[1]).ref == f"{MIRROR}/slurmd:24.11.5-arm64"
+    # A slurmd image the stack sets is used as given on every architecture (a multi-arch image).
+    multi = {"repository": "ghcr.io/acme/slurmd", "tag": "multi"}
+    own = spec(nodesets=nodesets, partitions=partitions, images={"slurmd": multi})
+    assert {own.slurmd_image(n).ref for n in own.nodesets} == {"ghcr.io/acme/slurmd:multi"}
+
+
+def test_the_architecture_selector_joins_the_stacks_own() -> None:
+    selector = {"node.kubernetes.io/instance-type": "GB200x4", "kubernetes.io/arch": "arm64"}
+    ns = spec(nodesets=[{**BASE["nodesets"][0], "architecture": "arm64", "nodeSelector": selector}]).nodesets[0]
+    assert ns.pod_node_selector == {"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "GB200x4"}

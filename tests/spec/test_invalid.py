@@ -146,6 +146,8 @@ CASES = [
     Bad("duplicate-sidecar", {"nodesets[0].sidecars": [{"name": "a", "image": {"repository": "busybox", "tag": "1"}}] * 2}, "nodesets[0].sidecars[1].name", "repeats sidecars[0]"),
     Bad("sidecar-env-name", {"nodesets[0].sidecars": [{"name": "a", "image": {"repository": "busybox", "tag": "1"}, "env": [{"name": "1X"}]}]}, "nodesets[0].sidecars[0].env[0].name", "a letter or '_', then letters"),
     Bad("s6-script-without-shebang", {"nodesets[0].s6Scripts": {"exporter": "exec node_exporter"}}, "nodesets[0].s6Scripts.exporter", "must start with '#!'"),
+    Bad("unknown-architecture", {"nodesets[0].architecture": "x86_64"}, "nodesets[0].architecture", "'amd64' or 'arm64'"),
+    Bad("arch-selector-contradicts-architecture", {"nodesets[0].nodeSelector": {"kubernetes.io/arch": "arm64"}}, "nodesets[0].nodeSelector", "set architecture: arm64 (it adds the selector)"),
     Bad("toleration-exists-with-value", {"nodesets[0].tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}, "nodesets[0].tolerations[0].value", "must be empty when operator is Exists"),
     Bad("toleration-operator", {"nodesets[0].tolerations": [{"key": "k", "operator": "In"}]}, "nodesets[0].tolerations[0].operator", "'Exists' or 'Equal'"),
     Bad("max-unavailable-zero", {"nodesets[0].updateStrategy": {"maxUnavailable": 0}}, "nodesets[0].updateStrategy.maxUnavailable", "a count of at least 1 or a percentage from 1% to 100%"),

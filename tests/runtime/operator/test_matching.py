@@ -8,14 +8,16 @@ import pytest
 from sunk.runtime.operator.matching import eligible, matches_affinity, tolerates
 from sunk.runtime.operator.model import KubeNode, Taint
 
-from sunk.spec.nodeset import NodeSetSpec, Toleration
+from sunk.spec.nodeset import ARCH_LABEL, NodeSetSpec, Toleration
 
 
 def ns(**kw: Any) -> NodeSetSpec:
     return NodeSetSpec.model_validate({"name": "gpu", "cpus": 4, "memoryMib": 1024, **kw})
 
 
-NODE = KubeNode("n1", {"zone": "a", "gen": "5", "gpu": "h100"})
+AMD64 = {ARCH_LABEL: "amd64"}
+"""What every kubelet labels its Node with (an amd64 one here)."""
+NODE = KubeNode("n1", {"zone": "a", "gen": "5", "gpu": "h100", **AMD64})
 
 
 def term(*exprs: dict[str, Any], fields: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -72,6 +74,14 @@ def test_node_selector() -> None:
     assert not eligible(ns(nodeSelector={"zone": "a", "gpu": "a100"}), NODE)
 
 
+def test_architecture_is_part_of_the_selector() -> None:
+    """The pods select kubernetes.io/arch, so a Node of another architecture is not eligible."""
+    assert eligible(ns(), NODE) and not eligible(ns(architecture="arm64"), NODE)
+    arm = KubeNode("g1", {"gpu": "gb200", ARCH_LABEL: "arm64"})
+    assert eligible(ns(architecture="arm64", nodeSelector={"gpu": "gb200"}), arm)
+    assert not eligible(ns(nodeSelector={"gpu": "gb200"}), arm)
+
+
 @pytest.mark.parametrize(
     ("tol", "taint", "ok"),
     [
@@ -88,13 +98,13 @@ def test_tolerations(tol: dict[str, Any], taint: Taint, ok: bool) -> None:
 
 
 def test_taints_block_unless_tolerated_or_soft_or_daemon() -> None:
-    tainted = KubeNode("n", {}, (Taint("gpu", "", "NoSchedule"),))
+    tainted = KubeNode("n", AMD64, (Taint("gpu", "", "NoSchedule"),))
     assert not eligible(ns(), tainted)
     assert eligible(ns(tolerations=[{"key": "gpu", "operator": "Exists"}]), tainted)
-    assert eligible(ns(), KubeNode("n", {}, (Taint("x", "", "PreferNoSchedule"),)))
+    assert eligible(ns(), KubeNode("n", AMD64, (Taint("x", "", "PreferNoSchedule"),)))
     # Cordon and NotReady taints never make a Node ineligible: its slurmd must not be deleted.
     for key in ("node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        assert eligible(ns(), KubeNode("n", {}, (Taint(key, "", "NoSchedule"),), unschedulable=True, ready=False))
+        assert eligible(ns(), KubeNode("n", AMD64, (Taint(key, "", "NoSchedule"),), unschedulable=True, ready=False))
 
 
 def test_kube_node_from_object() -> None:

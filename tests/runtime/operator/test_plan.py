@@ -380,7 +380,9 @@ def gpu_all(**kw: Any) -> Any:
     return resource_spec(CLUSTER, "gpu", mode="all-matching-nodes", replicas=None, **kw)
 
 
-H100 = {"node.kubernetes.io/instance-type": "H100x8"}
+AMD64 = {"kubernetes.io/arch": "amd64"}
+"""Every kubelet labels its Node with its architecture; the pods select it."""
+H100 = {"node.kubernetes.io/instance-type": "H100x8", **AMD64}
 GPU_TAINT = (Taint("nvidia.com/gpu", "", "NoSchedule"),)
 
 
@@ -389,7 +391,7 @@ def test_all_matching_one_pod_per_eligible_node() -> None:
         KubeNode("g1", H100, GPU_TAINT),
         KubeNode("g2", H100, GPU_TAINT, unschedulable=True),  # cordoned: keeps its pod
         KubeNode("g3", H100, (Taint("dedicated", "other", "NoSchedule"),)),  # untolerated taint
-        KubeNode("c1", {"node.kubernetes.io/instance-type": "CPU-64"}),
+        KubeNode("c1", {"node.kubernetes.io/instance-type": "CPU-64", **AMD64}),
         KubeNode("g4.example.com", H100, (Taint("soft", "", "PreferNoSchedule"),)),
     ]
     obs = Observed(NodeSetObject("research-gpu", NS, "u", 1, gpu_all()), [], {n.name: n for n in nodes}, {}, KEYS)
@@ -408,7 +410,7 @@ def test_all_matching_pod_of_a_node_that_left_is_drained_then_deleted() -> None:
         Pod("research-gpu-g1", "g1", None, "g1", "g1", True, False, h),
         Pod("research-gpu-g2", "g2", None, "g2", "g2", True, False, h),
     ]
-    nodes = {"g1": KubeNode("g1", H100, GPU_TAINT), "g2": KubeNode("g2", {}, GPU_TAINT)}
+    nodes = {"g1": KubeNode("g1", H100, GPU_TAINT), "g2": KubeNode("g2", AMD64, GPU_TAINT)}
     slurm = {n: slurm_node(n, features=["gpu"]) for n in ("g1", "g2")}
     out = [a for a in plan(Observed(obj, pods, nodes, slurm, KEYS), NOW) if not isinstance(a, WriteStatus)]
     assert summary(out) == [("Drain", "g2")]
@@ -423,7 +425,7 @@ def test_mode_switch_replaces_ordinal_pods() -> None:
     obj = NodeSetObject("research-gpu", NS, "u", 1, spec.model_copy(update={"tolerations": []}))
     old = Pod("research-gpu-0", "gpu-0", 0, None, "g1", True, False, "x")
     slurm = {"gpu-0": slurm_node("gpu-0", features=["gpu"])}
-    out = plan(Observed(obj, [old], {"g1": KubeNode("g1")}, slurm, KEYS), NOW)
+    out = plan(Observed(obj, [old], {"g1": KubeNode("g1", AMD64)}, slurm, KEYS), NOW)
     assert summary(a for a in out if not isinstance(a, WriteStatus)) == [("CreatePod", "g1"), ("Drain", "gpu-0")]
 
 
