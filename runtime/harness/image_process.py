@@ -5,12 +5,13 @@ environment plus the SUNK_* settings and KUBECONFIG a test gives.
 
 Differences from a pod, kept small on purpose: the host's /tmp is bound into the root (where tests
 keep kubeconfigs and keys), and the network is the host's (Kubernetes and slurmrestd stand-ins
-listen on loopback). A key the pod would get from a Secret mount is handed over as a copy owned by
-the image's user (`secret_file`), as fsGroup makes it readable in the pod.
+listen on loopback). A file a test hands over (KUBECONFIG, any SUNK_*_FILE) is given to the
+process as a copy only the image's user can read, as a Secret mount with fsGroup is in the pod.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -37,7 +38,9 @@ class RuntimeImage:
         self.user = f"{process['user']['uid']}:{process['user']['gid']}"
         self.uid, self.gid = int(process["user"]["uid"]), int(process["user"]["gid"])
         self.env = dict(item.split("=", 1) for item in process.get("env", []))
-        self.jail = Jail(Path(tempfile.mkdtemp(prefix="sunk-runtime-", dir=parent)), {"runtime": rootfs})
+        workdir = Path(tempfile.mkdtemp(prefix="sunk-runtime-", dir=parent))
+        workdir.chmod(0o711)  # the image's user reaches its secrets/ folder below, nothing else
+        self.jail = Jail(workdir, {"runtime": rootfs})
 
     def __enter__(self) -> Self:
         try:
@@ -62,7 +65,7 @@ class RuntimeImage:
         folder = self.jail.workdir / "secrets"
         folder.mkdir(mode=0o700, exist_ok=True)
         shutil.chown(folder, self.uid, self.gid)
-        target = folder / source.name
+        target = folder / f"{hashlib.sha256(str(source).encode()).hexdigest()[:8]}-{source.name}"
         shutil.copyfile(source, target)
         target.chmod(0o400)
         shutil.chown(target, self.uid, self.gid)
@@ -70,6 +73,9 @@ class RuntimeImage:
 
     def command(self, module: str, env: Mapping[str, str]) -> list[str]:
         passed = {k: v for k, v in env.items() if k.startswith(PASSED)}
+        for key, value in passed.items():
+            if (key == "KUBECONFIG" or key.endswith("_FILE")) and Path(value).is_file():
+                passed[key] = str(self.secret_file(Path(value)))
         return self.jail.command(
             ["python", "-m", module], role="runtime", env={**self.env, **passed}, user=self.user, cwd="/"
         )

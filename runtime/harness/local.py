@@ -242,10 +242,11 @@ class LocalSlurm:
 
     # -- clients ---------------------------------------------------------------------------
     def run(
-        self, *argv: str, check: bool = False, input: str | None = None, timeout: float = 60
+        self, *argv: str, check: bool = False, input: str | None = None, timeout: float = 60, role: str = "login"
     ) -> subprocess.CompletedProcess[str]:
-        """A command (any Slurm client) in the chroot, as root, with a clean environment."""
-        done = self.jail.run(argv, input=input, timeout=timeout)
+        """A command (any Slurm client) in a role's root (the login image by default), as root,
+        with a clean environment."""
+        done = self.jail.run(argv, role=role, input=input, timeout=timeout)
         if check and done.returncode != 0:
             raise SlurmCommandError(done.returncode, list(argv), done.stdout, done.stderr)
         return done

@@ -37,6 +37,8 @@ PYTHON_VERSION = "3.13"
 SITE_PACKAGES = f"/usr/local/lib/python{PYTHON_VERSION}/dist-packages"
 SOURCE_URL = "https://github.com/sunk-dev/sunk"
 QEMU = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+"""Where the kernel lists the interpreters of foreign binaries (qemu-user registers here)."""
 
 
 class BuildError(RuntimeError):
@@ -87,7 +89,7 @@ def check_arch(arch: str) -> Arch:
         raise BuildError(f"unknown architecture {arch!r}: use amd64 or arm64")
     if arch == host_arch():
         return arch
-    handler = Path("/proc/sys/fs/binfmt_misc") / QEMU[arch]
+    handler = BINFMT / QEMU[arch]
     if not handler.is_file() or "enabled" not in handler.read_text():
         raise BuildError(
             f"cannot build {arch} images on this {host_arch()} host: no {QEMU[arch]} binfmt_misc handler "

@@ -27,6 +27,8 @@ def mirror() -> str:
     """Where Debian packages come from: SUNK_DEBIAN_MIRROR, else Debian's own (part of every
     layer's hash: a base from another mirror is another base)."""
     return os.environ.get("SUNK_DEBIAN_MIRROR") or DEFAULT_MIRROR
+
+
 RECIPE = "2"
 """Bump when the build steps in build.py change, so layers built the old way are not reused."""
 EXCLUDED = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")

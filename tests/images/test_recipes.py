@@ -112,7 +112,7 @@ def test_manifests_run_what_the_images_are_made_for(stack: str) -> None:
             elif c["name"] != "sshd":
                 assert c["command"][0] == image.cmd[0], where
             uid = (c.get("securityContext") or {}).get("runAsUser", (pod.get("securityContext") or {}).get("runAsUser"))
-            expected = {"slurm": SLURM_UID, "root": 0, "nobody": 65534}.get(image.user, None)
+            expected = {"slurm": SLURM_UID, "root": 0, "nobody": 65534}.get(image.user)
             if expected is None:
                 expected = int(image.user)
             if uid is not None:

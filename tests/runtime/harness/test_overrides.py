@@ -168,7 +168,7 @@ def test_node_conf_dir_gets_its_nodesets_gres_and_no_db_password(tmp_path: Path)
         "slurmdbd.conf": "StoragePass=x\n",
         "prolog.d/a.sh": "#!/bin/sh\n",
     }
-    conf = write_node_conf(tmp_path, SimNode("gpu-0", "gpu"), files)
+    conf = write_node_conf(tmp_path, tmp_path / "etc", SimNode("gpu-0", "gpu"), files)
     folder = tmp_path / conf.lstrip("/")
     assert folder.name == "slurm.conf"
     assert (folder.parent / "gres.conf").read_text() == "Name=gpu\n"

@@ -156,7 +156,6 @@ def start_scheduler(
 ) -> Iterator[Callable[[], SchedulerProcess]]:
     started: list[SchedulerProcess] = []
     kubeconfig = k8s.sim.kubeconfig(tmp_path / "kubeconfig")
-    jwt_key = runtime_image.secret_file(slurm.jwt_key_path)
 
     def start() -> SchedulerProcess:
         env = {
@@ -165,7 +164,7 @@ def start_scheduler(
             "SUNK_CLUSTER": slurm.spec.name,
             "SUNK_NAMESPACE": slurm.spec.ns,
             "SUNK_SLURMRESTD_URL": slurm.rest_url,
-            "SUNK_JWT_KEY_FILE": str(jwt_key),
+            "SUNK_JWT_KEY_FILE": str(slurm.jwt_key_path),
             "SUNK_SLURM_USER": "slurm",
             "SUNK_METRICS_PORT": str(free_ports(1)[0]),
             "SUNK_SCHEDULER_INTERVAL": "0.2",

@@ -316,7 +316,7 @@ def test_the_process_runs_from_the_environment(world: World, tmp_path: Path, run
         "SUNK_CLUSTER": world.slurm.spec.name,
         "SUNK_NAMESPACE": world.ns,
         "SUNK_SLURMRESTD_URL": world.slurm.rest_url,
-        "SUNK_JWT_KEY_FILE": str(runtime_image.secret_file(world.slurm.jwt_key_path)),
+        "SUNK_JWT_KEY_FILE": str(world.slurm.jwt_key_path),
         "SUNK_METRICS_PORT": str(port),
         "SUNK_SYNC_INTERVAL": "0.5",
     }

@@ -1,0 +1,213 @@
+"""The built images (make images builds them first; cached by input hash): their OCI config, what
+they hold and don't, the refusals of bad builds, and a push to a real registry on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sunk.runtime.harness.image_process import RuntimeImage
+from sunk.runtime.harness.ports import free_ports, listening, wait_until
+from sunk.runtime.images import build
+from sunk.runtime.images.build import Builder, BuildError, Built
+
+from sunk.images import MUNGE_UID, ROLES, SLURM_UID, tag_for
+
+SLURM_ROLES = ("slurmctld", "slurmdbd", "slurmrestd", "slurmd", "login")
+
+
+@pytest.fixture(scope="module")
+def images() -> dict[str, Built]:
+    builder = Builder()
+    return {role: builder.build(role) for role in ROLES}
+
+
+def _config(built: Built) -> dict[str, object]:
+    done = subprocess.run(
+        ["skopeo", "inspect", "--config", f"oci-archive:{built.archive}"], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _sunk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sunk", *args], capture_output=True, text=True, timeout=600, env=env, check=False
+    )
+
+
+@pytest.mark.parametrize("role", list(ROLES))
+def test_each_image_is_configured_for_what_its_manifests_run(images: dict[str, Built], role: str) -> None:
+    built, image = images[role], ROLES[role]
+    config = _config(built)
+    assert config["architecture"] == "amd64" and config["os"] == "linux"
+    inner = config["config"]
+    assert isinstance(inner, dict)
+    assert inner["User"] == image.user
+    assert (inner.get("Cmd") or []) == list(image.cmd)
+    assert (inner.get("Entrypoint") or []) == list(image.entrypoint)
+    labels = inner["Labels"]
+    assert labels["org.opencontainers.image.version"] == image.tag
+    assert labels["org.opencontainers.image.source"].startswith("https://")
+    assert labels["org.opencontainers.image.revision"]
+    assert labels["dev.sunk.inputs"] == built.digest
+    assert built.reference.endswith(f"/{image.image}:{tag_for(image)}")
+
+
+def _passwd(root: Path) -> dict[str, int]:
+    return {line.split(":")[0]: int(line.split(":")[2]) for line in (root / "etc/passwd").read_text().splitlines()}
+
+
+@pytest.mark.parametrize("role", list(ROLES))
+def test_images_hold_no_docs_no_baked_keys_and_fixed_ids(images: dict[str, Built], role: str) -> None:
+    root = Builder().rootfs(role)
+    for folder in ("usr/share/doc", "usr/share/man", "usr/share/locale"):
+        files = [p for p in (root / folder).rglob("*") if p.is_file()] if (root / folder).exists() else []
+        assert files == [], f"{role}: {folder} has {files[:3]}"
+    assert not list((root / "var/lib/apt/lists").glob("*_Packages")), role
+    assert not (root / "etc/munge/munge.key").exists(), f"{role}: a munge key baked into a public image"
+    assert not list((root / "etc/ssh").glob("ssh_host_*")), f"{role}: SSH host keys baked into the image"
+    ids = _passwd(root)
+    if role in SLURM_ROLES:
+        assert (ids["slurm"], ids["munge"]) == (SLURM_UID, MUNGE_UID), role
+    if role == "mariadb":
+        assert ids["mysql"] == int(ROLES["mariadb"].user)
+        assert list((root / "var/lib/mysql").iterdir()) == []  # initialised on first start, on the PVC
+    if role == "runtime":
+        assert ids["sunk"] == int(ROLES["runtime"].user)
+
+
+def test_role_images_share_their_base_layers(images: dict[str, Built]) -> None:
+    layers = {}
+    for role, built in images.items():
+        done = subprocess.run(
+            ["skopeo", "inspect", f"oci-archive:{built.archive}"], capture_output=True, text=True, check=True
+        )
+        layers[role] = json.loads(done.stdout)["Layers"]
+    assert len({tuple(layers[r][:2]) for r in SLURM_ROLES}) == 1  # base + slurm, stored once by a registry
+    assert len({layers[r][0] for r in ROLES}) == 1  # one Debian base under every image
+    assert all(len(layers[r]) == 3 for r in SLURM_ROLES)
+
+
+def test_runtime_image_runs_the_controllers_without_pulumi(runtime_image: RuntimeImage) -> None:
+    code = (
+        "import sunk.runtime.operator.app, sunk.runtime.syncer.loop, sunk.runtime.scheduler.loop, sys\n"
+        "import importlib.util as u\n"
+        "print(sys.version_info[:2], u.find_spec('pulumi'), u.find_spec('kmock'))\n"
+    )
+    done = runtime_image.jail.run(
+        ["python", "-c", code], role="runtime", user=runtime_image.user, env=runtime_image.env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(3, 13) None None"
+
+
+def test_bad_input_gets_one_line_naming_the_cause(tmp_path: Path) -> None:
+    done = _sunk("images", "build", "slurmctl")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "sunk images build: unknown role 'slurmctl': one of slurmctld, slurmdbd, slurmrestd, slurmd, login, mariadb, runtime"
+    )
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    done = _sunk("images", "build", "slurmd", env={**os.environ, "PATH": str(empty)})
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "sunk images build: buildah, mmdebstrap not installed: apt-get install buildah mmdebstrap "
+        "(or bash .ci/bootstrap)"
+    )
+
+
+def test_an_unreachable_mirror_fails_in_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    (closed,) = free_ports(1)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "SUNK_CACHE_DIR": str(cache), "SUNK_DEBIAN_MIRROR": f"http://127.0.0.1:{closed}/debian"}
+    done = _sunk("images", "build", "slurmctld", env=env)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("sunk images: building layer base"), lines
+    assert lines[1].startswith(f"sunk images build: mmdebstrap trixie from http://127.0.0.1:{closed}/debian failed")
+    builder = Builder(cache=cache)
+    assert builder.buildah("containers", "--quiet") == ""
+    assert builder.buildah("images", "--quiet") == ""
+    assert [p.name for p in (cache / "images").iterdir()] == [".lock"]
+
+
+def test_a_variant_whose_sources_are_unreachable_is_refused_before_building(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (closed,) = free_ports(1)
+    monkeypatch.setitem(build.SOURCES, "pyxis", (f"http://127.0.0.1:{closed}/enroot.deb",))
+    builder = Builder(cache=tmp_path)
+    with pytest.raises(BuildError, match=rf"--with pyxis: cannot fetch http://127.0.0.1:{closed}/enroot.deb"):
+        builder.build("slurmd", variant="pyxis")
+    assert not (tmp_path / "buildah").exists()
+    with pytest.raises(BuildError, match="--with pyxis applies to slurmd, login, not slurmctld"):
+        builder.build("slurmctld", variant="pyxis")
+
+
+def test_a_foreign_architecture_needs_a_qemu_binfmt_handler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(build, "BINFMT", tmp_path)
+    monkeypatch.setattr(build, "host_arch", lambda: "amd64")
+    with pytest.raises(BuildError, match="cannot build arm64 images on this amd64 host: no qemu-aarch64"):
+        build.check_arch("arm64")
+    (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\n")
+    assert build.check_arch("arm64") == "arm64"
+    with pytest.raises(BuildError, match="unknown architecture 'riscv64'"):
+        build.check_arch("riscv64")
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[str]:
+    """A real OCI registry (Distribution, Debian's docker-registry) on a loopback port."""
+    binary = shutil.which("docker-registry")
+    assert binary, "docker-registry is installed by .ci/bootstrap"
+    (port,) = free_ports(1)
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        "version: 0.1\nlog:\n  level: error\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until("registry", lambda: listening(port), timeout=20, alive=proc)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_push_copies_images_to_a_registry(images: dict[str, Built], registry: str) -> None:
+    started = time.monotonic()
+    done = _sunk("images", "push", "slurmctld", "runtime", "--registry", f"{registry}/hpc", "--insecure")
+    assert done.returncode == 0, done.stderr
+    assert f"pushed {registry}/hpc/slurmctld:24.11.5" in done.stdout
+    assert f"pushed {registry}/hpc/sunk-runtime:0.1.0" in done.stdout
+    assert f"images: {{registry: {registry}/hpc}}" in done.stdout
+    inspect = subprocess.run(
+        ["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/hpc/slurmctld:24.11.5"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pushed = json.loads(inspect.stdout)
+    assert pushed["Labels"]["dev.sunk.inputs"] == images["slurmctld"].digest
+    assert pushed["Architecture"] == "amd64"
+    done = _sunk("images", "push", "slurmd", "--registry", f"{registry}/hpc", "--tag", "rc1", "--insecure")
+    assert done.returncode == 0 and f"pushed {registry}/hpc/slurmd:rc1" in done.stdout
+    print(f"pushed 3 images in {time.monotonic() - started:.1f} s")
+
+
+def test_push_to_an_unreachable_registry_fails_in_one_line(images: dict[str, Built]) -> None:
+    (closed,) = free_ports(1)
+    done = _sunk("images", "push", "slurmd", "--registry", f"127.0.0.1:{closed}/hpc", "--insecure")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"sunk images push: pushing 127.0.0.1:{closed}/hpc/slurmd:24.11.5 failed: ")
+    assert len(done.stderr.strip().splitlines()) == 1
