@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sunk import naming
+from sunk.images import SPANK_DIR
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
@@ -84,7 +85,9 @@ def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None) -> str:
     return _file([*lines, *spec.extra_config.gres_conf])
 
 
-PYXIS_SO = "/usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so"
+PYXIS_SO = f"{SPANK_DIR}/spank_pyxis.so"
+"""In the pyxis variant of our slurmd and login images, on every architecture: one plugstack.conf
+serves amd64 and arm64 NodeSets (Slurm's own plugin folder has the multiarch triplet in it)."""
 
 
 def render_plugstack_conf(spec: ClusterSpec) -> str:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from sunk.images import SLURM_VERSION
+from sunk.images import PYXIS_VARIANT, SLURM_VERSION
 from sunk.spec.base import DnsLabel, Image, Model, dns_label
 from sunk.spec.nodeset import NodeSetSpec, _unique
 from sunk.spec.scheduling import (
@@ -76,7 +76,7 @@ class ClusterSpec(Model):
     scripts: ScriptsSpec = ScriptsSpec()
     """Prolog, epilog and job_submit.lua. Default: none."""
     pyxis: PyxisSpec = PyxisSpec()
-    """Default: disabled."""
+    """Pyxis in srun, with the pyxis variant of our slurmd and login images. Default: disabled."""
     shared_volumes: list[SharedVolumeSpec] = []
     """Volumes mounted on several roles (home, datasets). Default: none."""
     extra_config: ExtraConfig = ExtraConfig()
@@ -99,14 +99,21 @@ class ClusterSpec(Model):
             return partition.def_mem_per_cpu
         return min(mib_per_cpu(self.nodeset(name)) for name in partition.nodesets)
 
+    @property
+    def image_variant(self) -> str | None:
+        """Tag variant of our slurmd and login images: pyxis when it is enabled, so the plugin
+        plugstack.conf requires is in every image that reads it."""
+        return PYXIS_VARIANT if self.pyxis.enabled else None
+
     def slurmd_image(self, ns: NodeSetSpec) -> Image:
-        """The NodeSet's own image, else images.slurmd as set, else ours for its architecture."""
-        return ns.image or self.images.resolve("slurmd", ns.architecture)
+        """The NodeSet's own image, else images.slurmd as set, else ours for its architecture
+        (the pyxis variant with pyxis enabled)."""
+        return ns.image or self.images.resolve("slurmd", ns.architecture, self.image_variant)
 
     @property
     def login_image(self) -> Image:
-        """images.login."""
-        return self.images.resolve("login")
+        """images.login as set, else ours (the pyxis variant with pyxis enabled)."""
+        return self.images.resolve("login", variant=self.image_variant)
 
     @property
     def has_gpus(self) -> bool:

@@ -260,7 +260,13 @@ class PyxisSpec(Model):
     """Pyxis + enroot container support in srun (https://github.com/NVIDIA/pyxis)."""
 
     enabled: bool = False
-    """Default: false."""
+    """Load spank_pyxis.so (plugstack.conf: `required /usr/local/lib/sunk/spank/spank_pyxis.so`,
+    the same path on amd64 and arm64). The slurmd and login images the stack does not set become
+    their pyxis variant (tag `24.11.5-pyxis`, arm64 `24.11.5-pyxis-arm64`), built by
+    `sunk images build slurmd login --with pyxis`: an optional stage that fetches NVIDIA's pyxis
+    and enroot releases (Debian packages neither). An image set in the stack (images.slurmd,
+    images.login, a NodeSet's `image`) is used as given and must carry spank_pyxis.so in that
+    folder. Default: false."""
     args: list[
         Annotated[str, _matcher(r"[a-z_]+=[^\s]+", "one `name=value` argument such as runtime_path=/run/pyxis")]
     ] = ["runtime_path=/run/pyxis"]

@@ -51,8 +51,9 @@ def ours(role: str, registry: str = DEFAULT_REGISTRY, arch: Arch = DEFAULT_ARCH,
 
 class Images(Model):
     """One image per role, each built by `sunk images build` from runtime/images (sunk.images.ROLES).
-    A role left unset is ours: `<registry>/<image>:<tag>`. A role set here is used as given,
-    everywhere (https://kubernetes.io/docs/concepts/containers/images/)."""
+    A role left unset is ours: `<registry>/<image>:<tag>`, for the architecture of the NodeSet
+    that runs it and, with pyxis enabled, the pyxis variant of slurmd and login. A role set here is
+    used as given, everywhere (https://kubernetes.io/docs/concepts/containers/images/)."""
 
     registry: Registry | None = None
     """Registry (and path) every unset role's image comes from, e.g. registry.example.com:5000/hpc
@@ -64,11 +65,13 @@ class Images(Model):
     restapi: Image = ours("slurmrestd")
     """slurmrestd. Default: ghcr.io/sunk-dev/slurmrestd:24.11.5."""
     login: Image = ours("login")
-    """Login (sshd, sssd, Slurm clients). Default: ghcr.io/sunk-dev/login:24.11.5."""
+    """Login (sshd, sssd, Slurm clients). Default: ghcr.io/sunk-dev/login:24.11.5, with pyxis
+    enabled login:24.11.5-pyxis."""
     slurmd: Image = ours("slurmd")
     """slurmd for every NodeSet without its own `image`, whatever its architecture (so set a
     multi-arch image here). Default: ghcr.io/sunk-dev/slurmd:24.11.5 for amd64 NodeSets,
-    slurmd:24.11.5-arm64 for arm64 ones."""
+    slurmd:24.11.5-arm64 for arm64 ones; with pyxis enabled slurmd:24.11.5-pyxis and
+    slurmd:24.11.5-pyxis-arm64."""
     mariadb: Image = ours("mariadb")
     """In-cluster accounting database (Debian's mariadb-server with sunk's entrypoint).
     Default: ghcr.io/sunk-dev/mariadb:11.8."""

@@ -119,7 +119,7 @@ def test_gres_conf_per_nodeset_files(make_spec: MakeSpec) -> None:
         (
             {"pyxis": {"enabled": True}},
             [
-                "required /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so runtime_path=/run/pyxis",
+                "required /usr/local/lib/sunk/spank/spank_pyxis.so runtime_path=/run/pyxis",
                 "include /etc/slurm/plugstack.conf.d/*",
             ],
         ),
@@ -129,7 +129,7 @@ def test_gres_conf_per_nodeset_files(make_spec: MakeSpec) -> None:
                 "extraConfig": {"plugstackConf": ["optional /usr/lib/spank_x.so"]},
             },
             [
-                "required /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so runtime_path=/tmp/p execute_entrypoint=0",
+                "required /usr/local/lib/sunk/spank/spank_pyxis.so runtime_path=/tmp/p execute_entrypoint=0",
                 "include /etc/slurm/plugstack.conf.d/*",
                 "optional /usr/lib/spank_x.so",
             ],
@@ -140,6 +140,19 @@ def test_gres_conf_per_nodeset_files(make_spec: MakeSpec) -> None:
 )
 def test_plugstack_conf(make_spec: MakeSpec, sections: dict[str, Any], expected: list[str]) -> None:
     assert body(render_plugstack_conf(make_spec(**sections))) == expected
+
+
+def test_plugstack_conf_names_one_path_for_every_architecture(make_spec: MakeSpec) -> None:
+    """The pyxis variant links the plugin into an architecture-neutral folder: no multiarch triplet."""
+    arm = {"name": "gb200", "cpus": 144, "memoryMib": 880_000, "architecture": "arm64"}
+    spec = make_spec(
+        nodesets=[{"name": "cpu", "cpus": 4, "memoryMib": 4096}, arm],
+        partitions=[{"name": "all", "nodesets": ["cpu", "gb200"]}],
+        pyxis={"enabled": True},
+    )
+    (line,) = [x for x in body(render_plugstack_conf(spec)) if "pyxis" in x]
+    assert line == "required /usr/local/lib/sunk/spank/spank_pyxis.so runtime_path=/run/pyxis"
+    assert "linux-gnu" not in line
 
 
 # ----- prolog, epilog, job_submit.lua

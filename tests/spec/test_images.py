@@ -4,10 +4,13 @@ image the stack sets stays as given."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from sunk import images
+from sunk.render.files import PYXIS_SO
 from sunk.spec import ClusterSpec, load_spec
+from sunk.spec.scheduling import PyxisSpec
 
 BASE: dict[str, Any] = {
     "name": "research",
@@ -73,3 +76,28 @@ def test_the_architecture_selector_joins_the_stacks_own() -> None:
     selector = {"node.kubernetes.io/instance-type": "GB200x4", "kubernetes.io/arch": "arm64"}
     ns = spec(nodesets=[{**BASE["nodesets"][0], "architecture": "arm64", "nodeSelector": selector}]).nodesets[0]
     assert ns.pod_node_selector == {"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "GB200x4"}
+
+
+def test_pyxis_picks_the_pyxis_variant_of_every_default_slurmd_and_login_image() -> None:
+    arm = {"name": "gb200", "cpus": 144, "memoryMib": 880_000, "architecture": "arm64"}
+    own = {"name": "own", "cpus": 4, "memoryMib": 4096, "image": {"repository": "ghcr.io/acme/slurmd", "tag": "p"}}
+    nodesets = [BASE["nodesets"][0], arm, own]
+    partitions = [{"name": "batch", "nodesets": ["cpu", "gb200", "own"]}]
+    s = spec(nodesets=nodesets, partitions=partitions, pyxis={"enabled": True})
+    assert [s.slurmd_image(n).ref for n in s.nodesets] == [
+        "ghcr.io/sunk-dev/slurmd:24.11.5-pyxis",
+        "ghcr.io/sunk-dev/slurmd:24.11.5-pyxis-arm64",
+        "ghcr.io/acme/slurmd:p",  # set by the stack: used as given
+    ]
+    assert s.login_image.ref == "ghcr.io/sunk-dev/login:24.11.5-pyxis"
+    assert s.images.controller.ref == "ghcr.io/sunk-dev/slurmctld:24.11.5"  # loads no SPANK plugin
+    login = {"repository": "ghcr.io/acme/login", "tag": "p"}
+    given = spec(pyxis={"enabled": True}, images={"registry": MIRROR, "login": login})
+    assert given.login_image.ref == "ghcr.io/acme/login:p"
+    assert given.slurmd_image(given.nodesets[0]).ref == f"{MIRROR}/slurmd:24.11.5-pyxis"
+
+
+def test_plugstack_conf_names_the_plugin_where_the_pyxis_stage_links_it_and_the_docs_say() -> None:
+    stage = (Path(__file__).parents[2] / "runtime/images/pyxis/post-install.sh").read_text()
+    assert PYXIS_SO.startswith(images.SPANK_DIR + "/") and PYXIS_SO in stage
+    assert PYXIS_SO in (PyxisSpec.model_fields["enabled"].description or "")
