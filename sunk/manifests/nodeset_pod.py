@@ -11,9 +11,11 @@ Files in the pod:
   node-side files, with this NodeSet's `gres-<nodeset>.conf` as `gres.conf`) plus, for
   auth/slurm, `slurm.key` from the auth Secret. The JWT key never reaches a compute pod.
 - /etc/munge: the munge key, copied by the munge sidecar (munged insists on owning its key).
-- /etc/services.d/<name>/run: each s6 script, carried in a pod annotation and projected by the
-  downward API (no extra object to create or garbage-collect). The slurmd image's s6-overlay
-  `/init` copies /etc/services.d at start and supervises them; slurmd then runs under `/init`.
+- /etc/cont-init.d/<name> and /etc/services.d/<name>/run: the NodeSet's s6 one-shots and s6
+  services, each carried in a pod annotation and projected by the downward API (no extra object
+  to create or garbage-collect). With either, slurmd runs under the slurmd image's sunk-init
+  (sunk.images.S6_INIT): the one-shots run to completion in name order, then Debian's s6
+  supervises the services, and slurmd runs in the foreground.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from sunk import naming
 from sunk.crd import API_VERSION, GROUP, KIND, NodeSetResourceSpec
+from sunk.images import S6_INIT
 from sunk.render import node_conf
 from sunk.spec.base import ResourceList, Resources
 
@@ -41,12 +44,16 @@ ANNOTATION_ORDINAL = f"{GROUP}/ordinal"
 ANNOTATION_KUBE_NODE = f"{GROUP}/kube-node"
 """all-matching-nodes: the Kubernetes Node the pod is pinned to."""
 S6_ANNOTATION_PREFIX = f"s6.{GROUP}/"
+"""An s6 service's run script, by service name."""
+S6_ONESHOT_ANNOTATION_PREFIX = f"s6-oneshot.{GROUP}/"
+"""An s6 one-shot script, by name."""
 
 SLURMD = "slurmd"
 MUNGE = "munge"
 MUNGE_KEY_DIR = "/etc/munge-key"
 MUNGE_RUN = "/run/munge"
 S6_SERVICES = "/etc/services.d"
+S6_ONESHOTS = "/etc/cont-init.d"
 
 _EXECUTABLE = 0o755
 
@@ -172,9 +179,10 @@ def slurmd_resources(spec: NodeSetResourceSpec) -> Resources:
 
 
 def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str) -> list[str]:
-    """`slurmd -D -Z -N <node> --conf "<node conf>"`: a dynamic node, in the foreground."""
+    """`slurmd -D -Z -N <node> --conf "<node conf>"`: a dynamic node, in the foreground; under
+    sunk-init when the NodeSet has s6 one-shots or services."""
     cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec)]
-    return ["/init", *cmd] if spec.s6_scripts else cmd
+    return [S6_INIT, *cmd] if spec.s6_scripts or spec.s6_oneshots else cmd
 
 
 def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[Any], list[Any]]:
@@ -214,17 +222,23 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[A
             {"name": "sunk-munge-run", "emptyDir": {}},
         ]
         mounts.append({"name": "sunk-munge-run", "mountPath": MUNGE_RUN})
-    if spec.s6_scripts:
+    # One-shots are files in their folder; a service is a folder with its `run` script.
+    for volume, folder, prefix, scripts, suffix in (
+        ("sunk-s6-oneshots", S6_ONESHOTS, S6_ONESHOT_ANNOTATION_PREFIX, spec.s6_oneshots, ""),
+        ("sunk-s6", S6_SERVICES, S6_ANNOTATION_PREFIX, spec.s6_scripts, "/run"),
+    ):
+        if not scripts:
+            continue
         items = [
             {
-                "path": f"{name}/run",
-                "fieldRef": {"fieldPath": f"metadata.annotations['{S6_ANNOTATION_PREFIX}{name}']"},
+                "path": f"{name}{suffix}",
+                "fieldRef": {"fieldPath": f"metadata.annotations['{prefix}{name}']"},
                 "mode": _EXECUTABLE,
             }
-            for name in sorted(spec.s6_scripts)
+            for name in sorted(scripts)
         ]
-        volumes.append({"name": "sunk-s6", "downwardAPI": {"items": items}})
-        mounts.append({"name": "sunk-s6", "mountPath": S6_SERVICES, "readOnly": True})
+        volumes.append({"name": volume, "downwardAPI": {"items": items}})
+        mounts.append({"name": volume, "mountPath": folder, "readOnly": True})
     for sv in spec.shared_volumes:
         if "compute" not in sv.mount_on:
             continue
@@ -337,6 +351,7 @@ def nodeset_pod(
         ANNOTATION_CONFIG_HASH: spec.config_hash,
         ANNOTATION_TEMPLATE_HASH: template_hash(spec, config_keys),
         **({ANNOTATION_ORDINAL: str(ordinal)} if ordinal is not None else {ANNOTATION_KUBE_NODE: kube_node or ""}),
+        **{f"{S6_ONESHOT_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_oneshots.items())},
         **{f"{S6_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_scripts.items())},
     }
     metadata: dict[str, Any] = {

@@ -215,8 +215,14 @@ class NodeSetSpec(Model):
     """Extra volumes in each slurmd pod. Default: none."""
     sidecars: list[Sidecar] = []
     """Extra containers in each slurmd pod. Default: none."""
+    s6_oneshots: dict[DnsLabel, str] = {}
+    """One-shot scripts (name -> script starting with '#!'), at /etc/cont-init.d/<name>: the slurmd
+    image's sunk-init runs them to completion, in name order, before the s6 services and slurmd;
+    one failing stops the slurmd container (the kubelet restarts it). Default: none."""
     s6_scripts: dict[DnsLabel, str] = {}
-    """Extra s6 services (name -> run script) started beside slurmd. Default: none."""
+    """s6 services (name -> run script starting with '#!'), at /etc/services.d/<name>/run: the
+    slurmd image's sunk-init supervises them beside slurmd with Debian's s6, restarting one that
+    exits. Default: none."""
     image: Image | None = None
     """slurmd image override. Default: cluster images.slurmd."""
     resources: Resources | None = None
@@ -285,6 +291,11 @@ class NodeSetSpec(Model):
             f"features[{i}]: {f!r} repeats the NodeSet name, which is always a feature"
             for i, f in enumerate(self.features)
             if f == self.name
+        ]
+        errors += [
+            f"s6Oneshots.{n}: a one-shot script must start with '#!'"
+            for n, body in self.s6_oneshots.items()
+            if not body.startswith("#!")
         ]
         errors += [
             f"s6Scripts.{n}: a run script must start with '#!'"

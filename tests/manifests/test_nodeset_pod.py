@@ -8,6 +8,7 @@ import kubernetes_validate
 import pytest
 from sunk.runtime.operator.specs import resource_spec
 
+from sunk.images import S6_INIT
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset_pod import (
     ANNOTATION_CONFIG_HASH,
@@ -208,7 +209,36 @@ def test_sidecars_and_s6_scripts() -> None:
     assert pod["metadata"]["annotations"]["s6.slurm.sunk.dev/sshd"].startswith("#!/bin/sh")
     s6 = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-s6")
     assert s6["downwardAPI"]["items"][0]["path"] == "sshd/run"
-    assert container(pod, "slurmd")["command"][:2] == ["/init", "slurmd"]
+    assert container(pod, "slurmd")["command"][:2] == ["/usr/local/sbin/sunk-init", "slurmd"]
+    assert not any(v["name"] == "sunk-s6-oneshots" for v in pod["spec"]["volumes"])
+
+
+def test_s6_oneshots_reach_cont_init_d_and_start_slurmd_under_sunk_init() -> None:
+    """One-shots alone are enough for sunk-init; each is a file of its own (sunk-init runs them in
+    name order), in a volume apart from the services' so neither hides the other's folder."""
+    spec = gpu(s6Oneshots={"20-b": "#!/bin/sh\necho b\n", "10-a": "#!/bin/sh\necho a\n"})
+    pod = build(spec)
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    assert container(pod, "slurmd")["command"][:2] == [S6_INIT, "slurmd"]
+    assert pod["metadata"]["annotations"]["s6-oneshot.slurm.sunk.dev/10-a"] == "#!/bin/sh\necho a\n"
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-s6-oneshots")
+    assert volume["downwardAPI"]["items"] == [
+        {
+            "path": name,
+            "fieldRef": {"fieldPath": f"metadata.annotations['s6-oneshot.slurm.sunk.dev/{name}']"},
+            "mode": 0o755,
+        }
+        for name in ("10-a", "20-b")
+    ]
+    mount = next(m for m in container(pod, "slurmd")["volumeMounts"] if m["name"] == "sunk-s6-oneshots")
+    assert mount == {"name": "sunk-s6-oneshots", "mountPath": "/etc/cont-init.d", "readOnly": True}
+    assert not any(v["name"] == "sunk-s6" for v in pod["spec"]["volumes"])
+    both = build(gpu(s6Oneshots={"a": "#!/bin/sh\n"}, s6Scripts={"b": "#!/bin/sh\n"}))
+    assert {"sunk-s6", "sunk-s6-oneshots"} <= {v["name"] for v in both["spec"]["volumes"]}
+    assert container(build(), "slurmd")["command"][0] == "slurmd"  # neither: slurmd itself
+    cpu = build(resource_spec(CLUSTER, "cpu"))  # acme-dev's cpu NodeSet has a one-shot
+    kubernetes_validate.validate(cpu, K8S, strict=True)
+    assert container(cpu, "slurmd")["command"][0] == S6_INIT
 
 
 def test_pods_select_their_architecture_beside_the_nodesets_selector() -> None:

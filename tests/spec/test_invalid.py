@@ -145,6 +145,8 @@ CASES = [
     Bad("reserved-sidecar", {"nodesets[0].sidecars": [{"name": "munge", "image": {"repository": "busybox", "tag": "1"}}]}, "nodesets[0].sidecars[0].name", "reserved for sunk's own containers"),
     Bad("duplicate-sidecar", {"nodesets[0].sidecars": [{"name": "a", "image": {"repository": "busybox", "tag": "1"}}] * 2}, "nodesets[0].sidecars[1].name", "repeats sidecars[0]"),
     Bad("sidecar-env-name", {"nodesets[0].sidecars": [{"name": "a", "image": {"repository": "busybox", "tag": "1"}, "env": [{"name": "1X"}]}]}, "nodesets[0].sidecars[0].env[0].name", "a letter or '_', then letters"),
+    Bad("s6-oneshot-without-shebang", {"nodesets[0].s6Oneshots": {"prepare": "mkdir -p /scratch"}}, "nodesets[0].s6Oneshots.prepare", "a one-shot script must start with '#!'"),
+    Bad("s6-oneshot-name-not-dns", {"nodesets[0].s6Oneshots": {"10_Prepare": "#!/bin/sh\n"}}, "nodesets[0].s6Oneshots.10_Prepare", "DNS-1123 label"),
     Bad("s6-script-without-shebang", {"nodesets[0].s6Scripts": {"exporter": "exec node_exporter"}}, "nodesets[0].s6Scripts.exporter", "must start with '#!'"),
     Bad("unknown-architecture", {"nodesets[0].architecture": "x86_64"}, "nodesets[0].architecture", "'amd64' or 'arm64'"),
     Bad("arch-selector-contradicts-architecture", {"nodesets[0].nodeSelector": {"kubernetes.io/arch": "arm64"}}, "nodesets[0].nodeSelector", "set architecture: arm64 (it adds the selector)"),
