@@ -113,6 +113,10 @@ class Jail:
         if read_only:
             self._ns_mount(["-o", "remount,bind,ro"], self.real(role) / target.lstrip("/"))
 
+    def mount_tmpfs(self, role: str, target: str) -> None:
+        """An empty tmpfs at `target` in the role's root (the folder must exist there)."""
+        self._ns_mount(["-t", "tmpfs", "-o", "mode=0755", "tmpfs"], self.real(role) / target.lstrip("/"))
+
     def _enter(self) -> list[str]:
         assert self._holder is not None, "jail not open"
         return ["nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "--"]

@@ -219,6 +219,10 @@ class LocalSlurm:
             if role in SLURM_ROLES:
                 self.jail.bind(role, self.etc, naming.SLURM_ETC)
                 self.jail.bind(role, shared / "tmp", "/tmp")
+            if role == "slurmd":
+                # No cgroup hierarchy in the jail (cgroup plugins are off, overrides.py), but crun
+                # (srun --container) refuses to start unless /sys/fs/cgroup is a cgroup or tmpfs mount.
+                self.jail.mount_tmpfs(role, "/sys/fs/cgroup")
             root = self.jail.root(role)
             prepare_role(root, role, host=self.host, munge_key=munge_key, devices=devices if role == "slurmd" else ())
 

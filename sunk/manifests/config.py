@@ -46,7 +46,7 @@ _ROLE_FILES: dict[Role, tuple[str, ...]] = {
     "login": ("slurm.conf", "plugstack.conf"),
 }
 # What slurmd reads besides its gres.conf and the prolog/epilog scripts.
-_NODE_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf")
+_NODE_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "oci.conf")
 _SCRIPT_DIRS = ("prolog.d/", "epilog.d/")
 
 RESTART_KEYS = frozenset(

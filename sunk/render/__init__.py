@@ -9,6 +9,7 @@ from sunk.render.files import (
     gres_conf_key,
     render_cgroup_conf,
     render_gres_conf,
+    render_oci_conf,
     render_plugstack_conf,
     render_sacctmgr,
     render_sacctmgr_script,
@@ -40,6 +41,8 @@ def render_slurm_files(spec: ClusterSpec, nodes: Iterable[TopologyNode] = ()) ->
             files[ACCOUNTING_SETUP] = render_sacctmgr_script(spec)
     if spec.topology.plugin != "none":
         files["topology.conf"] = render_topology_conf(spec, nodes)
+    if spec.containers.enabled:
+        files["oci.conf"] = render_oci_conf(spec)
     if spec.scripts.job_submit_lua is not None:
         files["job_submit.lua"] = spec.scripts.job_submit_lua.rstrip("\n") + "\n"
     for name, body in spec.scripts.prolog.items():
@@ -57,6 +60,7 @@ __all__ = [
     "node_conf",
     "render_cgroup_conf",
     "render_gres_conf",
+    "render_oci_conf",
     "render_plugstack_conf",
     "render_sacctmgr",
     "render_slurm_conf",

@@ -90,6 +90,28 @@ PYXIS_SO = f"{SPANK_DIR}/spank_pyxis.so"
 serves amd64 and arm64 NodeSets (Slurm's own plugin folder has the multiarch triplet in it)."""
 
 
+OCI_STATE = "/run/user/%U"
+"""crun's state folder: per job user (%U), as Slurm's rootless crun example keeps it."""
+
+
+def render_oci_conf(spec: ClusterSpec) -> str:
+    """oci.conf for `srun --container`: slurmstepd runs crun as the job's user (rootless), naming
+    each container by node, user, job, step and task. `--cgroup-manager=disabled`: the step is
+    already in its job cgroup, which confines the container; crun must not make (or fail to make)
+    one of its own. SLURM_CONF stays out of the container's and the runtime's environment."""
+    crun = f"crun --rootless=true --cgroup-manager=disabled --root={OCI_STATE}"
+    name = "%n.%u.%j.%s.%t"
+    lines = [
+        'EnvExclude="^(SLURM_CONF|SLURM_CONF_SERVER)="',
+        'RunTimeEnvExclude="^(SLURM_CONF|SLURM_CONF_SERVER)="',
+        f'RunTimeQuery="{crun} state {name}"',
+        f'RunTimeKill="{crun} kill -a {name}"',
+        f'RunTimeDelete="{crun} delete --force {name}"',
+        f'RunTimeRun="{crun} run --bundle %b {name}"',
+    ]
+    return _file(lines)
+
+
 def render_plugstack_conf(spec: ClusterSpec) -> str:
     lines = []
     if spec.pyxis.enabled:

@@ -11,6 +11,7 @@ from sunk.spec.base import DnsLabel, Image, Model, dns_label
 from sunk.spec.nodeset import NodeSetSpec, _unique
 from sunk.spec.scheduling import (
     CgroupSpec,
+    ContainersSpec,
     ExtraConfig,
     PartitionSpec,
     PyxisSpec,
@@ -77,6 +78,8 @@ class ClusterSpec(Model):
     """Prolog, epilog and job_submit.lua. Default: none."""
     pyxis: PyxisSpec = PyxisSpec()
     """Pyxis in srun, with the pyxis variant of our slurmd and login images. Default: disabled."""
+    containers: ContainersSpec = ContainersSpec()
+    """OCI containers in job steps (oci.conf with crun). Default: disabled."""
     shared_volumes: list[SharedVolumeSpec] = []
     """Volumes mounted on several roles (home, datasets). Default: none."""
     extra_config: ExtraConfig = ExtraConfig()

@@ -273,6 +273,17 @@ class PyxisSpec(Model):
     """Plugin arguments in plugstack.conf. Default: runtime_path=/run/pyxis."""
 
 
+class ContainersSpec(Model):
+    """Slurm's native OCI container support: `srun --container=BUNDLE` and `sbatch --container`
+    run job steps in an OCI bundle through crun, which the slurmd image ships
+    (https://slurm.schedmd.com/containers.html, https://slurm.schedmd.com/oci.conf.html)."""
+
+    enabled: bool = False
+    """Render oci.conf for compute pods: crun, rootless as the job's user with its state under
+    /run/user/<uid>, and no cgroup of its own (slurmstepd has already placed the step in its job
+    cgroup, which confines the container too). Default: false."""
+
+
 Role = Literal["login", "compute", "controller"]
 
 
@@ -392,6 +403,7 @@ class ExtraConfig(Model):
 __all__ = [
     "AbsPath",
     "CgroupSpec",
+    "ContainersSpec",
     "ExtraConfig",
     "PartitionSpec",
     "PyxisSpec",
