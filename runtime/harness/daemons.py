@@ -143,7 +143,7 @@ def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int) -
     spool.mkdir(parents=True, exist_ok=True)
     argv = ["slurmd", "-D", "-Z", "-N", name, "-f", conf, "--conf", f"{node_conf(ns)} Port={port}"]
     env: dict[str, str] = {}
-    oneshots: dict[str, str] = dict(getattr(ns, "s6_oneshots", {}) or {})
+    oneshots = ns.s6_oneshots
     if ns.s6_scripts or oneshots:
         base = f"/etc/sunk-nodes/{name}"
         for script, body in oneshots.items():

@@ -81,9 +81,7 @@ SERVICE = "#!/bin/sh\necho $$ >> /tmp/service-$SLURMD_NODENAME.pids\nexec sleep 
 def s6_cluster() -> Iterator[LocalSlurm]:
     spec = load_stack("globex-dev").spec
     cpu = spec.nodeset("cpu")
-    extra = {"s6_scripts": {"heartbeat": SERVICE}}
-    if "s6_oneshots" in type(cpu).model_fields:
-        extra["s6_oneshots"] = {"prepare": ONESHOT}
+    extra = {"s6_scripts": {"heartbeat": SERVICE}, "s6_oneshots": {"prepare": ONESHOT}}
     spec = spec.model_copy(update={"nodesets": [cpu.model_copy(update=extra)]})
     with LocalSlurm.start(spec, accounting=False, restapi=False) as slurm:
         yield slurm
@@ -98,10 +96,9 @@ def test_s6_runs_the_oneshot_first_and_supervises_the_service_beside_slurmd(s6_c
     node = s6_cluster.nodes[0].name
     log = s6_cluster.log(f"slurmd-{node}", 200)
     assert f"sunk-init: supervising 1 service(s) in /run/sunk-s6/{node}" in log
-    if "s6_oneshots" in type(s6_cluster.spec.nodeset("cpu")).model_fields:
-        lines = log.splitlines()
-        first_slurmd = next(i for i, line in enumerate(lines) if "slurmd version" in line)
-        assert lines.index(f"oneshot ran on {node}") < first_slurmd
+    lines = log.splitlines()
+    first_slurmd = next(i for i, line in enumerate(lines) if "slurmd version" in line)
+    assert lines.index(f"oneshot ran on {node}") < first_slurmd
     wait_until("s6 service started", lambda: len(_pids(s6_cluster, node)) == 1, timeout=10)
     # s6-supervise restarts a service that dies.
     s6_cluster.run("kill", str(_pids(s6_cluster, node)[0]), role="slurmd", check=True)
