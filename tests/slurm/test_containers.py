@@ -34,7 +34,13 @@ def _bundle(folder: Path, hostname: str) -> None:
     (rootfs / "etc/os-release").write_text("NAME=sunk-test-bundle\n")
     config = {
         "ociVersion": "1.0.2",
-        "process": {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": ["/bin/sh"], "env": ["PATH=/bin"], "cwd": "/"},
+        "process": {
+            "terminal": False,
+            "user": {"uid": 0, "gid": 0},
+            "args": ["/bin/sh"],
+            "env": ["PATH=/bin"],
+            "cwd": "/",
+        },
         "root": {"path": "rootfs", "readonly": True},
         "hostname": hostname,
         "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}],
