@@ -33,6 +33,7 @@ from sunk.runtime.slurmrest import Node as SlurmNode
 
 from sunk.manifests.nodeset_pod import LABEL_NODE
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.nodeset import ARCH_LABEL
 
 NS = "bench"
 SPINE, LEAF = "example.com/spine", "example.com/leaf"
@@ -89,7 +90,8 @@ def build(pods: int, mode: str, wire: bool) -> tuple[FakeKube, FakeSlurm, Reconc
                 "kind": "Node",
                 "metadata": {
                     "name": f"node-{i:04d}",
-                    "labels": {"pool": "cpu", SPINE: f"s{i // 256}", LEAF: f"l{i // 32}"},
+                    # kubernetes.io/arch: every kubelet sets it, and slurmd pods select it.
+                    "labels": {"pool": "cpu", ARCH_LABEL: "amd64", SPINE: f"s{i // 256}", LEAF: f"l{i // 32}"},
                 },
                 "spec": {},
                 "status": {"conditions": [{"type": "Ready", "status": "True"}]},
