@@ -32,7 +32,10 @@ from sunk.spec.base import (
     resources,
 )
 
-ROLE_OF: dict[str, str] = {
+RoleField = Literal["controller", "accounting", "restapi", "login", "slurmd", "mariadb", "runtime"]
+"""A field of Images: one per role."""
+
+ROLE_OF: dict[RoleField, str] = {
     "controller": "slurmctld",
     "accounting": "slurmdbd",
     "restapi": "slurmrestd",
@@ -88,7 +91,7 @@ class Images(Model):
                     object.__setattr__(self, field, ours(role, self.registry))
         return self
 
-    def resolve(self, field: str, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> Image:
+    def resolve(self, field: RoleField, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> Image:
         """The image of role `field` for `arch` and `variant` (such as pyxis): as set, else ours."""
         if field in self.model_fields_set:
             image: Image = getattr(self, field)

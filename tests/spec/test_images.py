@@ -11,6 +11,7 @@ from sunk import images
 from sunk.render.files import PYXIS_SO
 from sunk.spec import ClusterSpec, load_spec
 from sunk.spec.scheduling import PyxisSpec
+from sunk.spec.services import ROLE_OF, Images
 
 BASE: dict[str, Any] = {
     "name": "research",
@@ -25,6 +26,11 @@ def spec(**changes: Any) -> ClusterSpec:
     data = copy.deepcopy(BASE)
     data.update(changes)
     return load_spec(data)
+
+
+def test_images_has_one_field_per_role_we_build() -> None:
+    assert set(ROLE_OF) == set(Images.model_fields) - {"registry"}
+    assert sorted(ROLE_OF.values()) == sorted(images.ROLES)
 
 
 def test_every_default_is_the_image_we_build() -> None:
