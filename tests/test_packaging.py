@@ -132,3 +132,18 @@ def test_python_dash_m_sunk(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("✓ acme-dev: cluster research")
+
+
+def test_the_image_recipes_ship_in_the_wheel(wheel: zipfile.ZipFile, src: Path) -> None:
+    """`sunk images build` works from an installed wheel: every recipe file is there, and the
+    programs copied into images keep their executable bit."""
+    names = set(wheel.namelist())
+    recipes = src / "runtime/images"
+    wanted = [
+        "sunk/runtime/images/" + p.relative_to(recipes).as_posix()
+        for p in recipes.rglob("*")
+        if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts
+    ]
+    assert wanted and not [w for w in wanted if w not in names]
+    init = wheel.getinfo("sunk/runtime/images/slurmd/rootfs/usr/local/sbin/sunk-init")
+    assert (init.external_attr >> 16) & 0o111

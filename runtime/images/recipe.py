@@ -81,7 +81,10 @@ def load(name: str, root: Path = HERE) -> Layer:
     tree = folder / "rootfs"
     if tree.is_dir():
         for path in sorted(p for p in tree.rglob("*") if p.is_file()):
-            files.append(("/" + path.relative_to(tree).as_posix(), os.stat(path).st_mode & 0o777, path.read_bytes()))
+            target = "/" + path.relative_to(tree).as_posix()
+            # Programs are executable even where an install lost the bit (a wheel may).
+            mode = 0o755 if "/bin/" in target or "/sbin/" in target else os.stat(path).st_mode & 0o777
+            files.append((target, mode, path.read_bytes()))
     return Layer(
         name=name,
         parent=parent_of(name),
