@@ -98,6 +98,7 @@ def test_roles_mount_only_their_files(specs: dict[str, ClusterSpec]) -> None:
         "cgroup.conf": "research-cgroup-conf",
         "gres.conf": "research-gres-gpu-conf",
         "plugstack.conf": "research-plugstack-conf",
+        "oci.conf": "research-oci-conf",
         "prolog.d/00-mark.sh": "research-prolog-00-mark-sh",
         "slurm.conf": "research-slurm-conf",
     }

@@ -91,6 +91,7 @@ def test_each_config_file_is_one_source_of_its_own_config_map() -> None:
         "cgroup.conf": ("research-cgroup-conf", "cgroup.conf", None),
         "gres.conf": ("research-gres-gpu-conf", "gres-gpu.conf", None),
         "plugstack.conf": ("research-plugstack-conf", "plugstack.conf", None),
+        "oci.conf": ("research-oci-conf", "oci.conf", None),
         "prolog.d/00-mark.sh": ("research-prolog-00-mark-sh", "00-mark.sh", 0o755),
         "slurm.conf": ("research-slurm-conf", "slurm.conf", None),
     }
