@@ -31,6 +31,7 @@ from sunk.crd import API_VERSION, GROUP, KIND, NodeSetResourceSpec
 from sunk.images import S6_INIT
 from sunk.render import node_conf
 from sunk.spec.base import ResourceList, Resources
+from sunk.spec.nodeset import MUNGE_RESOURCES, RESOURCE_MODE_LABEL
 
 LABEL_CLUSTER = f"{GROUP}/cluster"
 LABEL_NODESET = f"{GROUP}/nodeset"
@@ -162,20 +163,11 @@ def _resources(r: Resources, extra: Mapping[str, int] | None = None) -> dict[str
     return out
 
 
-SLURMD_MEMORY_HEADROOM_MIB = 1024
-"""Above RealMemory in the memory limit: slurmd, slurmstepd and munged live in the same pod as
-the jobs, and a limit equal to RealMemory would OOM-kill the pod when a job uses all of it."""
-
-
 def slurmd_resources(spec: NodeSetResourceSpec) -> Resources:
-    """The spec's resources, or requests of the whole Slurm node (CPUs, RealMemory) so the
-    Kubernetes scheduler reserves what Slurm will hand to jobs. No CPU limit (throttling)."""
-    if spec.resources is not None:
-        return spec.resources
-    return Resources(
-        requests=ResourceList(cpu=str(spec.cpus), memory=f"{spec.memory_mib}Mi"),
-        limits=ResourceList(memory=f"{spec.memory_mib + SLURMD_MEMORY_HEADROOM_MIB}Mi"),
-    )
+    """The spec's resources, or by resourceMode: exclusive requests the whole Slurm node (CPUs,
+    RealMemory) so the kubelet reserves what Slurm hands to jobs; shared requests slurmd's own
+    overhead. No CPU limit (throttling); memory limit RealMemory plus headroom (jobs run inside)."""
+    return spec.slurmd_resources
 
 
 def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str) -> list[str]:
@@ -289,7 +281,7 @@ def _munge_sidecar(spec: NodeSetResourceSpec) -> dict[str, Any]:
             "periodSeconds": 1,
             "failureThreshold": 60,
         },
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "resources": _resources(MUNGE_RESOURCES),
         "securityContext": {
             # Root only to chown the key and socket directory, then munged runs as munge.
             "runAsUser": 0,
@@ -346,7 +338,12 @@ def nodeset_pod(
     node = (
         naming.slurm_node_name(spec.name, ordinal) if ordinal is not None else slurm_node_for_kube_node(kube_node or "")
     )
-    labels = {**selector_labels(spec), LABEL_NODE: node, LABEL_COMPONENT: SLURMD}
+    labels = {
+        **selector_labels(spec),
+        LABEL_NODE: node,
+        LABEL_COMPONENT: SLURMD,
+        RESOURCE_MODE_LABEL: spec.resource_mode,
+    }
     annotations = {
         ANNOTATION_CONFIG_HASH: spec.config_hash,
         ANNOTATION_TEMPLATE_HASH: template_hash(spec, config_keys),
@@ -372,7 +369,9 @@ def nodeset_pod(
             }
         ]
     volumes, mounts = _volumes(spec, config_keys)
-    gpus = {spec.gpus.resource_name: spec.gpus.count} if spec.gpus is not None else None
+    # Exclusive: the GPUs are the slurmd pod's. Shared: none, so the device plugin hands them to
+    # pods (slurmd is privileged and sees every device; Slurm's GRES accounting splits them).
+    gpus = spec.slurmd_extended or None
     slurmd: dict[str, Any] = {
         "name": SLURMD,
         "image": spec.slurmd_image,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -15,36 +16,21 @@ from sunk.spec.base import (
     Image,
     Model,
     PositiveInt,
+    PositiveQuantity,
     Quantity,
+    ResourceList,
     Resources,
     SlurmName,
     _matcher,
     dns_label,
+    quantity_value,
     resources,
 )
+from sunk.spec.capacity import INSTANCE_TYPES, Available, cpu_text
 
 MAX_GPUS_PER_NODE = 16
 ARCH_LABEL = "kubernetes.io/arch"
 """The Node label every kubelet sets to its GOARCH (amd64, arm64)."""
-
-
-class InstanceType(Model):
-    cpus: int
-    memory_mib: int
-    gpus: int
-    gpu_type: str | None
-
-
-# What the common GPU node shapes offer, so a NodeSet can't promise Slurm more than the node has.
-INSTANCE_TYPES: dict[str, InstanceType] = {
-    "H100x8": InstanceType(cpus=128, memory_mib=2_000_000, gpus=8, gpu_type="h100"),
-    "H200x8": InstanceType(cpus=128, memory_mib=2_000_000, gpus=8, gpu_type="h200"),
-    "A100x8": InstanceType(cpus=96, memory_mib=1_000_000, gpus=8, gpu_type="a100"),
-    "L40Sx8": InstanceType(cpus=128, memory_mib=1_000_000, gpus=8, gpu_type="l40s"),
-    "GB200x4": InstanceType(cpus=144, memory_mib=900_000, gpus=4, gpu_type="gb200"),
-    "CPU-192": InstanceType(cpus=192, memory_mib=1_500_000, gpus=0, gpu_type=None),
-    "CPU-64": InstanceType(cpus=64, memory_mib=256_000, gpus=0, gpu_type=None),
-}
 
 
 class GpuSpec(Model):
@@ -167,6 +153,34 @@ class UpdateStrategy(Model):
 
 RESERVED_CONTAINERS = frozenset({"slurmd", "munge", "init"})
 
+ResourceMode = Literal["exclusive", "shared"]
+RESOURCE_MODE_LABEL = "slurm.sunk.dev/resource-mode"
+"""On every slurmd pod: its NodeSet's resourceMode. The sunk scheduler reads it from the slurmd pod
+of a Slurm node and never binds a pod to the Node of an `exclusive` one."""
+SLURMD_OVERHEAD = ResourceList(cpu="500m", memory="1Gi")
+"""What slurmd, slurmstepd and the s6 services use of their own on a busy node (slurmd idles near
+50m and 100Mi; slurmstepd adds a few MiB per step, and a node running dozens of steps with
+pyxis/enroot imports peaks around 1Gi)."""
+SLURMD_MEMORY_HEADROOM_MIB = 1024
+"""Above RealMemory in the memory limit: slurmd, slurmstepd and munged live in the same pod as
+the jobs, and a limit equal to RealMemory would OOM-kill the pod when a job uses all of it."""
+MUNGE_RESOURCES = resources("10m", "32Mi", "128Mi")
+"""The munged sidecar of every auth/munge slurmd pod. The admission check counts it for auth/slurm
+pods too (10m and 32Mi too many): the NodeSet spec does not know the cluster's auth type."""
+
+
+class NodeAllocatable(Model):
+    """What one slurmd pod may request on an otherwise empty Node of this NodeSet: the Nodes'
+    `status.allocatable` (`kubectl get node <n> -o jsonpath='{.status.allocatable}'`) minus the
+    requests of the DaemonSet pods there (https://kubernetes.io/docs/tasks/administer-cluster/reserve-compute-resources/)."""
+
+    cpu: PositiveQuantity
+    """CPUs, e.g. `126` or `126500m`. Required."""
+    memory: PositiveQuantity
+    """Memory, e.g. `1900Gi` (quantities as `kubectl` prints them, such as `2063891028Ki`). Required."""
+    gpus: Annotated[int, Field(ge=0)] = 0
+    """GPUs of the NodeSet's `gpus.resourceName`. Default: 0."""
+
 
 class NodeSetSpec(Model):
     """A group of identical Slurm compute nodes, one slurmd pod each (https://slurm.schedmd.com/slurm.conf.html#SECTION_NODE-CONFIGURATION)."""
@@ -225,8 +239,29 @@ class NodeSetSpec(Model):
     exits. Default: none."""
     image: Image | None = None
     """slurmd image override. Default: cluster images.slurmd."""
+    resource_mode: ResourceMode = "exclusive"
+    """How the slurmd pod shares its Node with other pods
+    (https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/).
+    `exclusive`: the slurmd pod requests what Slurm hands to jobs (cpus, memoryMib and
+    `gpus.count` of `gpus.resourceName`), so no other pod can take it, and the sunk scheduler never
+    places pods on the Node. `shared`: the slurmd pod requests only slurmd's own overhead
+    (slurmdOverhead) and no GPUs, with no CPU limit and a memory limit of memoryMib plus 1 GiB
+    (jobs run in its cgroup); the device plugin's GPUs stay free for pods, and Slurm's accounting
+    of the node keeps Slurm jobs and the pods the sunk scheduler places there through Slurm apart.
+    Default: exclusive, because it is correct with any scheduler: on a shared Node a pod placed by
+    kube-scheduler (or any pod not placed through Slurm) takes CPUs, memory and GPUs Slurm still
+    believes free. Choose shared where every pod on those Nodes goes through the sunk scheduler."""
+    slurmd_overhead: ResourceList | None = None
+    """resourceMode shared: the slurmd container's requests. Must be unset in exclusive mode.
+    Default: 500m CPU, 1Gi memory."""
+    node_allocatable: NodeAllocatable | None = None
+    """What one pod may request on an otherwise empty Node of this NodeSet, checked against the
+    slurmd pod's requests and, in either mode, the Slurm node (cpus, memoryMib, gpus): a kubelet
+    rejects a pod whose requests do not fit. Overrides the figures of instanceType (see
+    sunk.spec.capacity for how those are derived). Default: from instanceType, else unchecked."""
     resources: Resources | None = None
-    """slurmd container resources. Default: derived from cpus, memoryMib and gpus."""
+    """slurmd container resources, used as given in either mode. Default: derived from
+    resourceMode, cpus, memoryMib and slurmdOverhead."""
     update_strategy: UpdateStrategy = UpdateStrategy()
     """Default: maxUnavailable 1, no force."""
     tmp_disk_mib: Annotated[int, Field(ge=0)] = 0
@@ -273,6 +308,14 @@ class NodeSetSpec(Model):
                         errors.append(
                             f"gpus.type: {self.gpus.type!r} but instance type {self.instance_type} has {it.gpu_type!r}"
                         )
+        if self.slurmd_overhead is not None and self.resource_mode == "exclusive":
+            errors.append(
+                "slurmdOverhead: only used in resourceMode shared (an exclusive slurmd pod requests "
+                "cpus and memoryMib); drop it or set resourceMode: shared"
+            )
+        for problem in self._admission():  # one problem per field: the first says the most
+            if problem.partition(":")[0] not in {e.partition(":")[0] for e in errors}:
+                errors.append(problem)
         arch = self.node_selector.get(ARCH_LABEL)
         if arch is not None and arch != self.architecture:
             errors.append(
@@ -306,6 +349,103 @@ class NodeSetSpec(Model):
             raise ValueError("\n".join(errors))
         return self
 
+    def _admission(self) -> list[str]:
+        """What a kubelet would reject: the slurmd pod's requests above what a Node gives one pod,
+        or a Slurm node whose jobs (or the pods placed through them) could not fit beside it."""
+        avail = self.available
+        if avail is None:
+            return []
+        own_cpu, own_mem = self.pod_requests
+        slurmd = self.slurmd_resources.requests
+        extra_cpu = own_cpu - _millicores(slurmd.cpu)
+        extra_mem = own_mem - _mib(slurmd.memory)
+        errors = []
+        of = f"a pod may request on {avail.source}"
+        if self.resources is not None:
+            cpu_field, mem_field = "resources.requests.cpu", "resources.requests.memory"
+        elif self.resource_mode == "shared":
+            cpu_field, mem_field = "slurmdOverhead.cpu", "slurmdOverhead.memory"
+        else:
+            cpu_field, mem_field = "cpus", "memoryMib"
+        # The Slurm node must fit too: in exclusive mode beside the pod's other containers, in
+        # shared mode beside the whole slurmd pod (a pod Slurm places here may ask for all of it).
+        # One message per resource: the pod's own when it does not fit at all, unless the pod's
+        # request is the Slurm node itself (exclusive, no resources), where "at most N" says more.
+        beside_cpu, beside_mem = (extra_cpu, extra_mem) if self.resource_mode == "exclusive" else (own_cpu, own_mem)
+        why = "munge and sidecars" if self.resource_mode == "exclusive" else "the slurmd pod"
+        derived = self.resources is None and self.resource_mode == "exclusive"
+        if own_cpu > avail.cpu_m and not derived:
+            errors.append(
+                f"{cpu_field}: the slurmd pod requests {cpu_text(own_cpu)} CPUs ({cpu_text(extra_cpu)} of them "
+                f"munge and sidecars), above the {cpu_text(avail.cpu_m)} {of}; a kubelet would reject it "
+                f"(OutOfcpu)"
+            )
+        elif self.cpus * 1000 + beside_cpu > avail.cpu_m:
+            most = (avail.cpu_m - beside_cpu) // 1000
+            errors.append(
+                f"cpus: {self.cpus} plus {cpu_text(beside_cpu)} for {why} exceed the {cpu_text(avail.cpu_m)} CPUs "
+                f"{of} in resourceMode {self.resource_mode}; at most {most} fit"
+            )
+        if own_mem > avail.memory_mib and not derived:
+            errors.append(
+                f"{mem_field}: the slurmd pod requests {own_mem} MiB ({extra_mem} of them munge and sidecars), "
+                f"above the {avail.memory_mib} MiB {of}; a kubelet would reject it (OutOfmemory)"
+            )
+        elif self.memory_mib + beside_mem > avail.memory_mib:
+            most = avail.memory_mib - beside_mem
+            errors.append(
+                f"memoryMib: {self.memory_mib} plus {beside_mem} MiB for {why} exceed the {avail.memory_mib} MiB "
+                f"{of} in resourceMode {self.resource_mode}; at most {most} fit"
+            )
+        if self.gpus is not None and self.gpus.count > avail.gpus:
+            errors.append(f"gpus.count: {self.gpus.count} exceeds the {avail.gpus} {self.gpus.resource_name} {of}")
+        return errors
+
+    @property
+    def available(self) -> Available | None:
+        """What one pod may request on this NodeSet's Nodes: nodeAllocatable, else the instance
+        type's derived figures, else None (unknown: nothing is checked)."""
+        if self.node_allocatable is not None:
+            a = self.node_allocatable
+            return Available(_millicores(a.cpu), _mib(a.memory), a.gpus, "Nodes of the given nodeAllocatable")
+        it = INSTANCE_TYPES.get(self.instance_type or "")
+        if it is None:
+            return None
+        derived = it.available
+        return Available(
+            derived.cpu_m,
+            derived.memory_mib,
+            derived.gpus,
+            f"{self.instance_type} Nodes (after kube-reserved, the eviction threshold and DaemonSets)",
+        )
+
+    @property
+    def slurmd_resources(self) -> Resources:
+        """The slurmd container's requests and limits (without extended resources)."""
+        if self.resources is not None:
+            return self.resources
+        limits = ResourceList(memory=f"{self.memory_mib + SLURMD_MEMORY_HEADROOM_MIB}Mi")
+        if self.resource_mode == "shared":
+            return Resources(requests=self.slurmd_overhead or SLURMD_OVERHEAD, limits=limits)
+        return Resources(requests=ResourceList(cpu=str(self.cpus), memory=f"{self.memory_mib}Mi"), limits=limits)
+
+    @property
+    def slurmd_extended(self) -> dict[str, int]:
+        """Extended resources the slurmd container requests: the GPUs in exclusive mode only."""
+        if self.gpus is None or self.resource_mode == "shared":
+            return {}
+        return {self.gpus.resource_name: self.gpus.count}
+
+    @property
+    def pod_requests(self) -> tuple[int, int]:
+        """(millicores, MiB) the whole slurmd pod requests: slurmd, munge and the sidecars."""
+        parts = [
+            self.slurmd_resources.requests,
+            MUNGE_RESOURCES.requests,
+            *(s.resources.requests for s in self.sidecars),
+        ]
+        return sum(_millicores(r.cpu) for r in parts), sum(_mib(r.memory) for r in parts)
+
     @property
     def desired_replicas(self) -> int | None:
         """Pods wanted in replicas mode; None in all-matching-nodes."""
@@ -324,6 +464,14 @@ class NodeSetSpec(Model):
         return self.max_nodes
 
 
+def _millicores(q: str | None) -> int:
+    return 0 if q is None else math.ceil(round(quantity_value(q) * 1000, 6))
+
+
+def _mib(q: str | None) -> int:
+    return 0 if q is None else math.ceil(round(quantity_value(q) / 2**20, 6))
+
+
 def _unique(field: str, values: list[str], attr: str) -> list[str]:
     seen: dict[str, int] = {}
     errors = []
@@ -335,4 +483,13 @@ def _unique(field: str, values: list[str], attr: str) -> list[str]:
     return errors
 
 
-__all__ = ["ARCH_LABEL", "INSTANCE_TYPES", "GpuSpec", "NodeSetSpec", "Quantity", "SlurmName"]
+__all__ = [
+    "ARCH_LABEL",
+    "INSTANCE_TYPES",
+    "RESOURCE_MODE_LABEL",
+    "GpuSpec",
+    "NodeAllocatable",
+    "NodeSetSpec",
+    "Quantity",
+    "SlurmName",
+]

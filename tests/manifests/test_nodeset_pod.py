@@ -22,6 +22,7 @@ from sunk.manifests.nodeset_pod import (
     template_hash,
 )
 from sunk.render import node_conf
+from sunk.spec.nodeset import RESOURCE_MODE_LABEL
 from sunk.stackfile import load_stack
 
 K8S = "1.30"
@@ -143,12 +144,30 @@ def test_auth_slurm_projects_the_key_and_has_no_munge() -> None:
     assert renamed["secret"]["items"][0]["key"] == "k"
 
 
-def test_gpus_requests_and_limits() -> None:
-    res = container(build(), "slurmd")["resources"]
+def test_exclusive_requests_the_slurm_node_and_its_gpus() -> None:
+    pod = build(gpu(resourceMode="exclusive"))
+    res = container(pod, "slurmd")["resources"]
     assert res["requests"] == {"cpu": "16", "memory": "65536Mi", "nvidia.com/gpu": 2}
     assert res["limits"] == {"memory": "66560Mi", "nvidia.com/gpu": 2}
+    assert pod["metadata"]["labels"][RESOURCE_MODE_LABEL] == "exclusive"
     own = gpu(resources={"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"memory": "2Gi"}})
     assert container(build(own), "slurmd")["resources"]["requests"]["cpu"] == "2"
+
+
+def test_shared_requests_only_slurmd_overhead_and_no_gpus() -> None:
+    pod = build()  # acme-dev's gpu NodeSet is shared
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    res = container(pod, "slurmd")["resources"]
+    # No GPU request: the device plugin keeps all of them for pods. No CPU limit; the memory
+    # limit is RealMemory plus headroom, since Slurm jobs run in this pod's cgroup.
+    assert res == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "66560Mi"}}
+    assert pod["metadata"]["labels"][RESOURCE_MODE_LABEL] == "shared"
+    tuned = container(build(gpu(slurmdOverhead={"cpu": "2", "memory": "3Gi"})), "slurmd")["resources"]
+    assert tuned["requests"] == {"cpu": "2", "memory": "3Gi"}
+
+
+def test_resource_mode_rolls_the_pods() -> None:
+    assert template_hash(gpu(resourceMode="exclusive"), KEYS) != template_hash(gpu(), KEYS)
 
 
 def test_volumes_shared_and_nodeset() -> None:

@@ -26,8 +26,8 @@ BASE: dict[str, Any] = {
 GB200 = {
     "name": "gb200",
     "instanceType": "GB200x4",
-    "cpus": 144,
-    "memoryMib": 880_000,
+    "cpus": 140,
+    "memoryMib": 860_000,
     "gpus": {"type": "gb200", "count": 4},
 }
 GPU = {"name": "gpu", "instanceType": "H100x8", "cpus": 64, "memoryMib": 500_000, "gpus": {"type": "h100", "count": 8}}
@@ -131,6 +131,17 @@ CASES = [
     Bad("memory-beyond-instance-type", {"nodesets[0].instanceType": "CPU-64", "nodesets[0].memoryMib": 300_000}, "nodesets[0].memoryMib", "exceeds the 256000 MiB of instance type CPU-64"),
     Bad("gpus-beyond-instance-type", {"nodesets[1]": {**GPU, "gpus": {"type": "h100", "count": 9}}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].gpus.count", "9 exceeds the 8 GPUs of instance type H100x8"),
     Bad("gpu-type-unlike-instance-type", {"nodesets[1]": {**GPU, "gpus": {"type": "a100", "count": 8}}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].gpus.type", "instance type H100x8 has 'h100'"),
+    # ----- what a kubelet admits (sunk.spec.capacity: an H100x8 Node gives one pod 126.61 CPUs, 1950929 MiB)
+    Bad("exclusive-cpus-beyond-allocatable", {"nodesets[1]": {**GPU, "cpus": 128}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].cpus", "exceed the 126.61 CPUs a pod may request on H100x8 Nodes (after kube-reserved, the eviction threshold and DaemonSets) in resourceMode exclusive; at most 126 fit"),
+    Bad("exclusive-memory-beyond-allocatable", {"nodesets[1]": {**GPU, "memoryMib": 1_960_000}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].memoryMib", "exceed the 1950929 MiB a pod may request on H100x8 Nodes"),
+    Bad("sidecars-count-against-allocatable", {"nodesets[1]": {**GPU, "cpus": 126, "sidecars": [{"name": "x", "image": {"repository": "r/x", "tag": "1"}, "resources": {"requests": {"cpu": "700m"}}}]}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].cpus", "126 plus 0.71 for munge and sidecars exceed the 126.61 CPUs"),
+    Bad("shared-slurm-node-beside-slurmd", {"nodesets[1]": {**GPU, "resourceMode": "shared", "cpus": 127}, "partitions[0].nodesets[1]": "gpu"}, "nodesets[1].cpus", "127 plus 0.51 for the slurmd pod exceed the 126.61 CPUs a pod may request on H100x8 Nodes (after kube-reserved, the eviction threshold and DaemonSets) in resourceMode shared; at most 126 fit"),
+    Bad("shared-overhead-beyond-allocatable", {"nodesets[0].resourceMode": "shared", "nodesets[0].cpus": 1, "nodesets[0].slurmdOverhead": {"cpu": "5", "memory": "1Gi"}, "nodesets[0].nodeAllocatable": {"cpu": "4", "memory": "16Gi"}}, "nodesets[0].slurmdOverhead.cpu", "the slurmd pod requests 5.01 CPUs (0.01 of them munge and sidecars), above the 4 a pod may request on Nodes of the given nodeAllocatable; a kubelet would reject it (OutOfcpu)"),
+    Bad("resources-override-beyond-allocatable", {"nodesets[0].resources": {"requests": {"cpu": "1", "memory": "20Gi"}}, "nodesets[0].nodeAllocatable": {"cpu": "8", "memory": "16Gi"}}, "nodesets[0].resources.requests.memory", "above the 16384 MiB a pod may request on Nodes of the given nodeAllocatable; a kubelet would reject it (OutOfmemory)"),
+    Bad("gpus-beyond-node-allocatable", {"nodesets[0].gpus": {"type": "h100", "count": 4}, "nodesets[0].nodeAllocatable": {"cpu": "8", "memory": "64Gi", "gpus": 2}}, "nodesets[0].gpus.count", "4 exceeds the 2 nvidia.com/gpu a pod may request on Nodes of the given nodeAllocatable"),
+    Bad("slurmd-overhead-in-exclusive-mode", {"nodesets[0].slurmdOverhead": {"cpu": "1"}}, "nodesets[0].slurmdOverhead", "only used in resourceMode shared"),
+    Bad("unknown-resource-mode", {"nodesets[0].resourceMode": "mixed"}, "nodesets[0].resourceMode", "'exclusive' or 'shared'"),
+    Bad("node-allocatable-zero-cpu", {"nodesets[0].nodeAllocatable": {"cpu": "0", "memory": "1Gi"}}, "nodesets[0].nodeAllocatable.cpu", "must be positive"),
     Bad("gpu-count-beyond-any-node", {"nodesets[0].gpus": {"type": "h100", "count": 17}}, "nodesets[0].gpus.count", "less than or equal to 16"),
     Bad("zero-gpus", {"nodesets[0].gpus": {"type": "h100", "count": 0}}, "nodesets[0].gpus.count", "greater than or equal to 1"),
     Bad("gpu-type-uppercase", {"nodesets[0].gpus": {"type": "H100", "count": 1}}, "nodesets[0].gpus.type", "lowercase GRES type such as h100"),

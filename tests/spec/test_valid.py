@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from sunk.spec import ClusterSpec, load_spec
+from sunk.spec import INSTANCE_TYPES, ClusterSpec, SpecError, load_spec
 from sunk.spec.base import slurm_seconds
+from sunk.spec.capacity import kube_reserved_cpu_m, kube_reserved_memory_mib
 from sunk.stackfile import list_stacks, load_stack
 
 BASE: dict[str, Any] = {
@@ -145,3 +146,48 @@ def test_block_topology_without_sizes_or_with_only_small_nodesets_has_no_nodeset
     mixed = [small[0], GB200]
     parts = [{"name": "all", "nodesets": ["cpu", "gb200"]}]
     assert spec(nodesets=mixed, partitions=parts, topology={**BLOCK, "blockSizes": []}).topology.base_block_size is None
+
+
+def test_kube_reserved_follows_gkes_published_formula() -> None:
+    # GKE's documented examples: a 4-core Node reserves 80m; 16 GiB reserves 2.6 GiB; under 1 GiB, 255 MiB.
+    assert [kube_reserved_cpu_m(n) for n in (1, 2, 4, 128)] == [60, 70, 80, 390]
+    assert kube_reserved_memory_mib(16 * 1024) == 2663
+    assert kube_reserved_memory_mib(512) == 255
+
+
+def test_instance_type_available_is_capacity_minus_reservations_and_daemonsets() -> None:
+    h100 = INSTANCE_TYPES["H100x8"].available  # the figures the capacity module docstring quotes
+    assert (h100.cpu_m, h100.memory_mib, h100.gpus) == (126_610, 1_950_929, 8)
+    cpu64 = INSTANCE_TYPES["CPU-64"].available  # a CPU Node has fewer DaemonSets
+    assert (cpu64.cpu_m, cpu64.memory_mib) == (64_000 - 230 - 500, 256_000 - 12_043 - 100 - 1024)
+
+
+def test_resource_modes_shape_the_slurmd_requests() -> None:
+    gpu = {
+        "name": "gpu",
+        "instanceType": "H100x8",
+        "cpus": 126,
+        "memoryMib": 1_900_000,
+        "gpus": {"type": "h100", "count": 8},
+    }
+    exclusive = spec(nodesets=[gpu], partitions=[{"name": "p", "nodesets": ["gpu"], "default": True}]).nodesets[0]
+    assert exclusive.resource_mode == "exclusive"
+    assert exclusive.slurmd_resources.requests.cpu == "126" and exclusive.slurmd_extended == {"nvidia.com/gpu": 8}
+    shared_ns = {**gpu, "resourceMode": "shared"}
+    shared = spec(nodesets=[shared_ns], partitions=[{"name": "p", "nodesets": ["gpu"], "default": True}]).nodesets[0]
+    assert shared.slurmd_resources.requests.model_dump() == {"cpu": "500m", "memory": "1Gi"}
+    assert shared.slurmd_resources.limits.model_dump() == {"cpu": None, "memory": f"{1_900_000 + 1024}Mi"}
+    assert shared.slurmd_extended == {} and shared.pod_requests == (510, 1024 + 32)
+
+
+def test_node_allocatable_overrides_the_instance_type() -> None:
+    # A provider that reserves more than GKE: 120 CPUs for pods, so 126 no longer fits, 119 does.
+    ns = {"name": "cpu", "instanceType": "CPU-192", "cpus": 119, "memoryMib": 4096}
+    allocatable = {"cpu": "120", "memory": "1000Gi"}
+    s = spec(nodesets=[{**ns, "nodeAllocatable": allocatable}], partitions=[{"name": "p", "nodesets": ["cpu"]}])
+    assert s.nodesets[0].available is not None and s.nodesets[0].available.cpu_m == 120_000
+    with pytest.raises(SpecError, match=r"cpus: 120 plus 0.01 .* at most 119 fit"):
+        spec(
+            nodesets=[{**ns, "cpus": 120, "nodeAllocatable": allocatable}],
+            partitions=[{"name": "p", "nodesets": ["cpu"]}],
+        )

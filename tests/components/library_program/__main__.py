@@ -27,7 +27,7 @@ spec = ClusterSpec.model_validate(
                 "name": "a100",
                 "replicas": 4,
                 "instanceType": "A100x8",
-                "cpus": 96,
+                "cpus": 94,
                 "memoryMib": 900000,
                 "gpus": {"type": "a100", "count": 8},
             }
