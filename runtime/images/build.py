@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sunk
-from sunk.images import DEFAULT_ARCH, ROLES, SUITE, Arch, reference, tag_for
+from sunk.images import DEFAULT_ARCH, ROLES, SUITE, Arch, reference
 
 from . import recipe
 from .recipe import EXCLUDED, Layer
@@ -477,16 +477,3 @@ def _revision() -> str:
         return "unknown"
     done = subprocess.run(["git", "-C", str(top), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
     return done.stdout.strip() or "unknown"
-
-
-def build_roles(roles: Sequence[str], arch: str = DEFAULT_ARCH, *, cache: Path | None = None) -> list[Built]:
-    require_tools("buildah")
-    unknown = [r for r in roles if r not in ROLES]
-    if unknown:
-        raise BuildError(f"unknown role {unknown[0]!r}: one of {', '.join(ROLES)}")
-    builder = Builder(arch, cache=cache)
-    return [builder.build(r) for r in (roles or list(ROLES))]
-
-
-def image_tag(role: str, arch: Arch = DEFAULT_ARCH) -> str:
-    return tag_for(ROLES[role], arch)
