@@ -102,7 +102,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except Exception as err:  # a demo reports any failure and exits non-zero
         print(f"\n✗ demo failed: {err}", file=sys.stderr)
         return 1
-    print("✓ demo done: daemons stopped, root filesystem copy deleted")
+    print("✓ demo done: daemons stopped, work folder (overlay uppers, logs) deleted")
     return 0
 
 

@@ -97,7 +97,7 @@ class LocalSlurm:
         workdir: Path | None = None,
     ) -> Self:
         """Boot the cluster; on any failure (or Ctrl-C) everything started is torn down.
-        The root filesystem copy goes into a new folder under `workdir` (default: the temp dir)."""
+        Overlay uppers, logs and shared folders go into a new folder under `workdir` (default: the temp dir)."""
         started = time.monotonic()
         wanted_roles = roles_for(spec, accounting=accounting, restapi=restapi)
         builder = Builder()
