@@ -28,6 +28,10 @@ class KubeApi(Protocol):
 
     def list_nodesets(self) -> list[dict[str, Any]]: ...
     def list_pods(self) -> list[dict[str, Any]]: ...
+    def list_bound_pods(self) -> list[dict[str, Any]]:
+        """Every non-terminated pod bound to a Node, of any namespace (for the admission check)."""
+        ...
+
     def list_nodes(self) -> list[dict[str, Any]]: ...
     def list_services(self) -> set[tuple[str, str]]: ...
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None: ...
@@ -52,6 +56,12 @@ class SlurmApi(Protocol):
 def is_slurmd_pod(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(LABEL_COMPONENT) == SLURMD and LABEL_NODESET in labels
+
+
+def bound_and_running(obj: Mapping[str, Any]) -> bool:
+    """The field selector again, for servers that ignore it."""
+    phase = (obj.get("status") or {}).get("phase")
+    return bool((obj.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
 
 
 class RestSlurm:
@@ -112,6 +122,12 @@ class OfficialKube:
         selector = f"{LABEL_COMPONENT}={SLURMD},{LABEL_NODESET}"
         raw = self._core.list_pod_for_all_namespaces(label_selector=selector, _preload_content=False)
         return [p for p in self._raw(raw).get("items") or [] if is_slurmd_pod(p)]
+
+    def list_bound_pods(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+        raw = self._core.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)
+        return [p for p in self._raw(raw).get("items") or [] if bound_and_running(p)]
 
     def list_nodes(self) -> list[dict[str, Any]]:
         self.reads += 1

@@ -12,7 +12,7 @@ from sunk.manifests.nodeset_pod import LABEL_NODESET
 
 from ..slurmrest import Node as SlurmNode
 from ..slurmrest import SlurmUnavailable
-from .clients import is_slurmd_pod
+from .clients import bound_and_running, is_slurmd_pod
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -56,6 +56,10 @@ class FakeKube:
         # Shallow copies: the operator only reads them; deep copies of 1,000 pods would dominate
         # the benchmark with work a real client does not do twice either.
         return [dict(p) for p in self.pods.values() if is_slurmd_pod(p)]
+
+    def list_bound_pods(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return [dict(p) for p in self.pods.values() if bound_and_running(p)]
 
     def list_nodes(self) -> list[dict[str, Any]]:
         self.reads += 1

@@ -19,6 +19,7 @@ from sunk.manifests.nodeset_pod import (
 from sunk.naming import OPERATOR_REASON_PREFIX
 
 from ..slurmrest import Node as SlurmNode
+from .admission import allocatable
 
 BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
 
@@ -37,6 +38,8 @@ class KubeNode:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    allocatable: Mapping[str, int] | None = None
+    """status.allocatable in the units of .admission (cpu millicores); None: none reported."""
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> KubeNode:
@@ -45,7 +48,14 @@ class KubeNode:
         taints = tuple(
             Taint(t.get("key", ""), t.get("value") or "", t.get("effect") or "") for t in spec.get("taints") or []
         )
-        return cls(meta["name"], dict(meta.get("labels") or {}), taints, bool(spec.get("unschedulable")), ready)
+        return cls(
+            meta["name"],
+            dict(meta.get("labels") or {}),
+            taints,
+            bool(spec.get("unschedulable")),
+            ready,
+            allocatable(obj),
+        )
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,9 @@ class Observed:
     slurm: Mapping[str, SlurmNode] | None
     config_keys: Mapping[str, frozenset[str]]
     service_exists: bool = True
+    node_usage: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Kubernetes Node -> summed requests of the non-terminated pods bound to it (every pod, not
+    only slurmd ones), for the admission check of all-matching-nodes pods."""
 
     @property
     def missing_config(self) -> list[str]:
@@ -207,6 +220,19 @@ class RemoveSlurmNode:
 
 
 @dataclass(frozen=True)
+class PodDoesNotFit:
+    """all-matching-nodes: the member's pod would not be admitted on its Node, so it is not
+    created. Applies nothing; its Warning Event says why."""
+
+    kube_node: str
+    slurm_node: str
+    message: str
+
+    def event(self) -> tuple[str, str]:
+        return "PodDoesNotFit", f"Node {self.kube_node} (Slurm node {self.slurm_node}): {self.message}"
+
+
+@dataclass(frozen=True)
 class CreateService:
     service: Mapping[str, Any]
 
@@ -222,4 +248,6 @@ class WriteStatus:
         return None  # status is visible on the object itself; an Event per write would be noise
 
 
-Action = CreatePod | DeletePod | Drain | Resume | RemoveSlurmNode | CreateService | WriteStatus
+Action = CreatePod | DeletePod | Drain | Resume | RemoveSlurmNode | CreateService | WriteStatus | PodDoesNotFit
+WARNINGS = (PodDoesNotFit,)
+"""Actions whose Event is a Warning."""

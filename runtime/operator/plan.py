@@ -17,6 +17,13 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
 - Our drains on members that are up to date and not leaving are resumed.
 - A pod that ended (phase Failed or Succeeded, e.g. evicted) is deleted and then replaced.
 - Slurm unreadable: only pods are created; nothing is deleted, drained, resumed or removed.
+- all-matching-nodes: a pod is created only if a kubelet would admit it: its requests plus those
+  of the non-terminated pods already on its Node fit the Node's status.allocatable (a Node that
+  reports none is not checked). Otherwise nothing is created, the PodsFit condition turns False
+  (reason InsufficientResources, naming the Nodes and resources) and a Warning Event names the
+  Node, once per change of that condition. replicas mode leaves placement, and that check, to
+  kube-scheduler (its NodeResourcesFit filter): a pod that fits nowhere stays Pending with the
+  scheduler's FailedScheduling Event.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from sunk.manifests.nodeset_pod import (
 from sunk.spec.nodeset import UpdateStrategy
 
 from ..slurmrest import Node as SlurmNode
+from .admission import pod_requests, shortfalls
 from .matching import eligible
 from .model import (
     Action,
@@ -47,6 +55,7 @@ from .model import (
     Drain,
     Observed,
     Pod,
+    PodDoesNotFit,
     RemoveSlurmNode,
     Resume,
     WriteStatus,
@@ -55,7 +64,7 @@ from .model import (
     drained_by_us,
     dynamic,
 )
-from .status import compute_status
+from .status import PODS_FIT, compute_status, unfit_message
 
 SCALE_IN = f"{naming.OPERATOR_REASON_PREFIX} scale-in"
 UPDATE = f"{naming.OPERATOR_REASON_PREFIX} rolling update"
@@ -179,7 +188,8 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
     if not observed.service_exists:
         actions.append(CreateService(headless_service(spec, namespace=ns.namespace, owner=ns.owner)))
 
-    # 1. Members without a pod: clear a stale Slurm node first, then create.
+    # 1. Members without a pod: clear a stale Slurm node first, then create where it fits.
+    unfit: dict[str, tuple[str, str]] = {}  # kube node -> (slurm node, what does not fit)
     for m in want.values():
         if m.slurm_node in pods:
             continue
@@ -188,7 +198,12 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
             actions.append(RemoveSlurmNode(m.slurm_node, "its pod is gone; the new pod registers it afresh"))
         elif desired_hash is not None:
             manifest = build(m)
-            if manifest is not None:
+            if manifest is None:
+                continue
+            short = _does_not_fit(observed, m, manifest)
+            if short:
+                unfit[m.kube_node or ""] = (m.slurm_node, short)
+            else:
                 actions.append(CreatePod(manifest, m.slurm_node, "missing"))
 
     # 2. Scale-in: drain, then delete once idle. Never without a Slurm read.
@@ -212,10 +227,28 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
             if name not in want and name not in pods and owns(spec, node):
                 actions.append(RemoveSlurmNode(name, "its pod was removed"))
 
-    status = compute_status(observed, want, pods, desired_hash, build_error, now)
+    previous: Mapping[str, Any] = next((c for c in ns.status.get("conditions") or [] if c.get("type") == PODS_FIT), {})
+    if unfit and previous.get("message") != unfit_message(unfit):
+        # Once per change of the condition, for the Nodes it did not name yet: no Event per resync.
+        said = str(previous.get("message") or "")
+        actions += [
+            PodDoesNotFit(kube, slurm_node, f"the slurmd pod does not fit ({short}); not created")
+            for kube, (slurm_node, short) in sorted(unfit.items())
+            if f"{kube} ({short})" not in said
+        ]
+    status = compute_status(observed, want, pods, desired_hash, build_error, now, unfit)
     if status != dict(ns.status):
         actions.append(WriteStatus(status))
     return actions
+
+
+def _does_not_fit(observed: Observed, m: Member, manifest: Mapping[str, Any]) -> str:
+    """What a kubelet would refuse the pod for on its pinned Node ('' if it fits or is unchecked)."""
+    kn = observed.kube_nodes.get(m.kube_node or "")
+    if kn is None or kn.allocatable is None:
+        return ""
+    used = observed.node_usage.get(kn.name, {})
+    return "; ".join(str(s) for s in shortfalls(kn.allocatable, used, pod_requests(manifest)))
 
 
 def _update(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod], desired_hash: str) -> list[Action]:

@@ -2,7 +2,8 @@
 
 One resync is level-based: it reads the whole state (NodeSets, slurmd pods, Nodes, Services,
 each cluster's ConfigMaps and Slurm nodes), so a missed watch event or a manual change is
-caught on the next one. Reads per resync: 4 lists, then per cluster one Slurm node list, one read
+caught on the next one. Reads per resync: 4 lists (5 when a NodeSet is all-matching-nodes: every
+bound pod, for the admission check), then per cluster one Slurm node list, one read
 per ConfigMap its NodeSets mount (one per Slurm file) and, with a topology plugin, one of the
 topology ConfigMap. Writes happen only for actions, so an unchanged world writes nothing. Each
 applied action leaves an Event on the NodeSet (or the topology ConfigMap)."""
@@ -26,8 +27,10 @@ from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors
 
 from ..slurmrest import Node as SlurmNode
+from .admission import node_usage
 from .clients import KubeApi, SlurmApi
 from .model import (
+    WARNINGS,
     Action,
     CreatePod,
     CreateService,
@@ -37,6 +40,7 @@ from .model import (
     NodeSetObject,
     Observed,
     Pod,
+    PodDoesNotFit,
     RemoveSlurmNode,
     Resume,
     WriteStatus,
@@ -121,9 +125,14 @@ class Reconciler:
             parsed = self._parse(obj, now)
             if parsed is not None:
                 clusters[(parsed.namespace, parsed.spec.cluster_name)].append(parsed)
+        # Only all-matching-nodes pods are pinned to a Node by the operator, so only then does it
+        # check a kubelet's admission itself (replicas pods go through kube-scheduler): one more list.
+        usage: dict[str, dict[str, int]] = {}
+        if any(s.spec.mode == "all-matching-nodes" for sets in clusters.values() for s in sets):
+            usage = node_usage(self.kube.list_bound_pods())
         for (namespace, cluster), sets in sorted(clusters.items()):
             sets.sort(key=lambda s: s.name)
-            self._cluster(namespace, cluster, sets, pods_by, kube_nodes, services, now, report)
+            self._cluster(namespace, cluster, sets, pods_by, kube_nodes, services, usage, now, report)
         return report
 
     def _parse(self, obj: Mapping[str, Any], now: datetime) -> NodeSetObject | None:
@@ -161,6 +170,7 @@ class Reconciler:
         pods_by: Mapping[tuple[str, str, str], list[Pod]],
         kube_nodes: Mapping[str, KubeNode],
         services: set[tuple[str, str]],
+        usage: Mapping[str, Mapping[str, int]],
         now: datetime,
         report: ResyncReport,
     ) -> None:
@@ -188,6 +198,7 @@ class Reconciler:
                 slurm=slurm,
                 config_keys={n: k for n in s.spec.config_files.values() if (k := keys[n]) is not None},
                 service_exists=(namespace, service_name(s.spec)) in services,
+                node_usage=usage,
             )
             for action in plan(observed, now):
                 self._apply(s, action, api, now, report)
@@ -255,6 +266,8 @@ class Reconciler:
         elif isinstance(action, WriteStatus):
             status = action.status
             fn = lambda: self.kube.patch_nodeset_status(ns, s.name, status)  # noqa: E731
+        elif isinstance(action, PodDoesNotFit):
+            fn = lambda: None  # noqa: E731 (nothing to apply: the Warning Event is the action)
         else:
             if api is None:
                 return
@@ -265,9 +278,10 @@ class Reconciler:
         report.applied.append(action)
         event = action.event()
         if event is not None:
-            log.info("%s: %s: %s", s.key, *event)
+            warning = isinstance(action, WARNINGS)
+            log.log(logging.WARNING if warning else logging.INFO, "%s: %s: %s", s.key, *event)
             involved = {"apiVersion": API_VERSION, "kind": KIND, "name": s.name, "namespace": ns, "uid": s.uid}
-            self._event(ns, s.name, involved, *event, now=now)
+            self._event(ns, s.name, involved, *event, now=now, warning=warning)
 
     def _apply_topology(
         self, action: TopologyAction, api: SlurmApi | None, now: datetime, report: ResyncReport
@@ -305,7 +319,15 @@ class Reconciler:
         )
 
     def _event(
-        self, namespace: str, name: str, involved: Mapping[str, str], reason: str, message: str, *, now: datetime
+        self,
+        namespace: str,
+        name: str,
+        involved: Mapping[str, str],
+        reason: str,
+        message: str,
+        *,
+        now: datetime,
+        warning: bool = False,
     ) -> None:
         stamp = _stamp(now)
         body = {
@@ -315,7 +337,7 @@ class Reconciler:
             "involvedObject": dict(involved),
             "reason": reason,
             "message": message[:1024],
-            "type": "Normal",
+            "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "reportingInstance": self.identity,

@@ -1,7 +1,7 @@
 """The NodeSet's status, computed from what was observed. Pure.
 
 Counts: desired (members), feasible (members that can run now: in all-matching-nodes the
-members whose Node is Ready and not cordoned; in replicas mode all of them when at least one
+members whose Node is Ready, not cordoned and has room for the pod; in replicas mode all of them when at least one
 eligible Node is usable, else only those already scheduled), scheduled, ready and updated
 (member pods), and the Slurm states of the NodeSet's Slurm nodes: down, drained (drain, no
 job), draining (drain, jobs left), allocated, idle. A node is counted once, in that order.
@@ -40,12 +40,19 @@ def _slurm_counts(observed: Observed, names: set[str]) -> dict[str, int]:
     return counts
 
 
-def _feasible(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod]) -> int:
+def _feasible(
+    observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod], unfit: Mapping[str, object]
+) -> int:
     spec = observed.nodeset.spec
     if spec.mode == "all-matching-nodes":
         kube = observed.kube_nodes
         return sum(
-            1 for m in want.values() if m.kube_node is not None and m.kube_node in kube and usable(kube[m.kube_node])
+            1
+            for m in want.values()
+            if m.kube_node is not None
+            and m.kube_node in kube
+            and usable(kube[m.kube_node])
+            and m.kube_node not in unfit
         )
     if any(usable(n) and eligible(spec, n) for n in observed.kube_nodes.values()):
         return len(want)
@@ -62,6 +69,19 @@ def _condition(
     return {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": stamp}
 
 
+PODS_FIT = "PodsFit"
+_LISTED = 10
+"""Nodes named in the PodsFit message; more are counted (a status must stay small)."""
+
+
+def unfit_message(unfit: Mapping[str, tuple[str, str]]) -> str:
+    """The PodsFit=False message: `<n> Node(s): <node> (<what>); ...`, the first ten by name."""
+    items = sorted(unfit.items())
+    listed = "; ".join(f"{kube} ({short})" for kube, (_, short) in items[:_LISTED])
+    more = f"; and {len(items) - _LISTED} more" if len(items) > _LISTED else ""
+    return f"slurmd pods not created, a kubelet would reject them on {len(items)} Node(s): {listed}{more}"
+
+
 def compute_status(
     observed: Observed,
     want: Mapping[str, Member],
@@ -69,7 +89,10 @@ def compute_status(
     desired_hash: str | None,
     build_error: str,
     now: datetime,
+    unfit: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """`unfit`: Kubernetes Node -> (Slurm node, what does not fit) for members not created."""
+    unfit = unfit or {}
     ns = observed.nodeset
     missing = observed.missing_config
     mine = [pods[n] for n in want if n in pods and not pods[n].leaving]
@@ -115,10 +138,18 @@ def compute_status(
             build_error,
             now,
         ),
+        _condition(
+            previous,
+            PODS_FIT,
+            not unfit,
+            "Fit" if not unfit else "InsufficientResources",
+            "" if not unfit else unfit_message(unfit),
+            now,
+        ),
     ]
     status = NodeSetStatus(
         desired=desired,
-        feasible=_feasible(observed, want, pods),
+        feasible=_feasible(observed, want, pods, unfit),
         scheduled=sum(p.scheduled for p in mine),
         ready=ready,
         updated=updated,
