@@ -4,7 +4,10 @@ Run: .venv/bin/python bench/scheduler_bench.py [--pods 200] [--nodes 8] [--cpus 
 
 The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each;
 kmock (sunk.runtime.testing.kubesim) is the Kubernetes API with one Node and one slurmd pod per
-Slurm node. The scheduler runs as its own process (`python -m sunk.runtime.scheduler`, 0.2 s poll
+Slurm node, admitting pods as a kubelet would: each Node's allocatable is its Slurm node's CPUs plus
+one and its memory plus 2 GiB, and each slurmd pod requests what a shared-mode slurmd does (500m,
+1 GiB), so every binding is checked against the Node and any the kubelet would reject shows up as
+a kubelet rejection (expected: none) or a withheld bind (`unfit`). The scheduler runs as its own process (`python -m sunk.runtime.scheduler`, 0.2 s poll
 plus pod watch). The benchmark creates `--pods` one-CPU pods at once; a simulated kubelet marks each
 bound pod Succeeded `--hold` seconds after its binding, so the scheduler cancels its placeholder job
 and Slurm starts the next: with more pods than CPU slots the figures include queueing behind
@@ -115,11 +118,18 @@ def main() -> int:
         print(f"harness up in {time.monotonic() - started:.1f} s: {args.nodes} Slurm nodes x {args.cpus} CPUs")
         api = client.CoreV1Api(sim.api_client())
         sim.add_namespace(NS)
+        allocatable = {"cpu": str(args.cpus + 1), "memory": f"{4096 + 2048}Mi", "pods": "110"}
+        shared = {"requests": {"cpu": "500m", "memory": "1Gi"}}  # a shared-mode slurmd's own overhead
         for node in nodes:
-            api.create_node({"metadata": {"name": f"k8s-{node.name}"}}, _preload_content=False)
+            kube_node = {"metadata": {"name": f"k8s-{node.name}"}, "status": {"allocatable": allocatable}}
+            api.create_node(kube_node, _preload_content=False)
             slurmd = {
                 "metadata": {"name": f"slurmd-{node.name}", "labels": {keys.NODESET_LABEL: "cpu"}},
-                "spec": {"hostname": node.name, "nodeName": f"k8s-{node.name}", "containers": [{"name": "slurmd"}]},
+                "spec": {
+                    "hostname": node.name,
+                    "nodeName": f"k8s-{node.name}",
+                    "containers": [{"name": "slurmd", "resources": shared}],
+                },
             }
             api.create_namespaced_pod(slurm.spec.ns, slurmd, _preload_content=False)
 
@@ -186,9 +196,12 @@ def main() -> int:
             f"p50 {percentile(latencies, 0.50):.2f} s, p95 {percentile(latencies, 0.95):.2f} s, "
             f"max {max(latencies):.2f} s, mean {statistics.fmean(latencies):.2f} s"
         )
+        print(f"kubelet model: {len(sim.rejections)} pods rejected at admission")
         wanted = (
             "submits_total",
             "binds_total",
+            "unfit_total",
+            "reroutes_total",
             "cancels_total",
             "rejects_total",
             "errors_total",
@@ -206,7 +219,7 @@ def main() -> int:
         )
         print("per action: " + ", ".join(f"{a} {n:.0f} x {s / n * 1000:.1f} ms" for a, n, s in per_action))
         obs_n, obs_s = counters["sunk_scheduler_observe_seconds_count"], counters["sunk_scheduler_observe_seconds_sum"]
-        print(f"observe (list pods, slurmd pods, jobs): {obs_n:.0f} x {obs_s / obs_n * 1000:.1f} ms")
+        print(f"observe (list pods, slurmd pods, jobs, Nodes to bind to): {obs_n:.0f} x {obs_s / obs_n * 1000:.1f} ms")
         print(json.dumps({"pods": args.pods, "pods_per_s": round(len(bound) / (last - first), 2)}))
     return 0
 

@@ -1,10 +1,28 @@
 """A Kubernetes API for tests and benchmarks: kmock's emulator served from a background thread,
-with the gaps the operator, syncer and scheduler hit filled.
+with the gaps the operator, syncer and scheduler hit filled, and a kubelet's admission.
 
 Not used in production (kmock is a dev dependency). Added on top of kmock's KubernetesEmulator:
-- RESOURCES declared up front, so listing a kind with no objects answers [] instead of 404.
-- pods/eviction: deletes the pod at once (no kubelet to finish a graceful deletion), 409 for a
-  uid precondition that does not match; `block_evictions` answers 429 as a PodDisruptionBudget would.
+- RESOURCES declared up front, so listing a kind with no objects answers [] instead of 404
+  (PodDisruptionBudgets included: policy/v1 poddisruptionbudgets can be created and listed).
+- Nodes: a Node must carry status.allocatable or status.capacity (every kubelet reports both;
+  a Node without them is refused with 422 rather than silently admitting everything); allocatable
+  is filled from capacity when only capacity is given (a kubelet with nothing reserved), and
+  allocatable "pods" defaults to 110 (the kubelet's --max-pods).
+- Kubelet admission (`sunk.runtime.testing.kubelet.admit`, on by default, `admission=False` to
+  switch off): when a pod gets a Node (Binding, or created/patched with spec.nodeName), its
+  effective requests plus those of the pods the "kubelet" admitted there before and that are not
+  Succeeded/Failed must fit the Node's allocatable for every resource the pod requests, and one
+  more pod must fit allocatable "pods"; else the pod turns Failed with reason OutOf<resource> and
+  the kubelet's "Pod was rejected: Node didn't have enough resource: ..." message. Pods bound to a
+  Node that does not exist wait for it (admitted when it is created, as a kubelet registering).
+  `rejections` lists them. Admitted pods keep their phase: nothing runs containers, so tests set
+  Running/Ready themselves.
+- pods/eviction: PodDisruptionBudgets of the pod's namespace whose selector matches it are honoured
+  (`kubelet.eviction`: 429 TooManyRequests "Cannot evict pod as it would violate the pod's
+  disruption budget." below minAvailable / above maxUnavailable, int or percent; 500 for two PDBs;
+  Pending, terminal and deleting pods skip the check); an allowed eviction deletes the pod at once
+  (no kubelet to finish a graceful deletion); 409 for a uid precondition that does not match;
+  `block_evictions` answers 429 for every pod, as a PDB with no budget left would.
 - pods/binding: sets spec.nodeName, copies the Binding's annotations onto the pod, sets
   PodScheduled=True, answers 201 with a Status; 409 when the pod is already bound or the uid
   differs (as the API server does); `fail_bindings` makes it answer 500 (an API outage).
@@ -15,6 +33,13 @@ Not used in production (kmock is a dev dependency). Added on top of kmock's Kube
 - kmock's request log is not kept (its reaction lookup scans it: quadratic over a run).
 Label and field selectors stay ignored, as does resourceVersion on writes: every user filters
 client-side and none relies on optimistic concurrency from this server.
+
+Not modelled: the kubelet's other admission handlers (node selector and affinity, taints, host
+ports, the CPU manager's exclusive cores, the device plugin's assignment of device IDs, topology
+manager), eviction under node pressure, containers starting (no Running phase, no readiness),
+graceful termination, PDB status fields (the budget is computed at each eviction; expected pods
+are the matching pods, not the owners' replica counts), PDBs' "disrupted pods" bookkeeping and the
+API server's defaulting of requests from limits (the admission model applies it itself).
 """
 
 from __future__ import annotations
@@ -25,7 +50,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +59,8 @@ import aiohttp.web
 import kmock
 from kmock._internal import rendering  # Request is not re-exported under a public module path
 from kubernetes import client
+
+from . import kubelet
 
 # "group/version/plural" -> (kind, namespaced): every kind the runtime lists or watches.
 RESOURCES: dict[str, tuple[str, bool]] = {
@@ -45,15 +72,34 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "v1/events": ("Event", True),
     "coordination.k8s.io/v1/leases": ("Lease", True),
     "slurm.sunk.dev/v1alpha1/nodesets": ("NodeSet", True),
+    "policy/v1/poddisruptionbudgets": ("PodDisruptionBudget", True),
 }
 
 _NAMESPACE = re.compile(r"^/api/v1/namespaces/([^/]+)/?$")
 
 
-def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "code": code, "reason": reason, "message": message}
-    body["status"] = "Success" if code < 400 else "Failure"
+def _status(code: int, reason: str, message: str, causes: Sequence[str] = ()) -> aiohttp.web.Response:
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "code": code}
+    body |= {"reason": reason, "message": message, "status": "Success" if code < 400 else "Failure"}
+    if causes:
+        body["details"] = {"causes": [{"type": "DisruptionBudget", "message": c} for c in causes]}
     return aiohttp.web.json_response(body, status=code)
+
+
+def _realistic_node(node: Any) -> aiohttp.web.Response | None:
+    """Fill allocatable as a kubelet reports it, or refuse a Node no kubelet would report."""
+    if not isinstance(node, dict):
+        return None
+    status = node.setdefault("status", {})
+    alloc = status.get("allocatable") or dict(status.get("capacity") or {})
+    if not alloc.get("cpu") or not alloc.get("memory"):
+        name = (node.get("metadata") or {}).get("name")
+        why = "has no status.allocatable (or status.capacity) with cpu and memory; every kubelet reports them"
+        return _status(422, "Invalid", f'Node "{name}" is invalid in kubesim: it {why}')
+    alloc.setdefault("pods", str(kubelet.DEFAULT_MAX_PODS))
+    status["allocatable"] = alloc
+    status.setdefault("capacity", dict(alloc))
+    return None
 
 
 class _Emulator(kmock.KubernetesEmulator):
@@ -65,6 +111,10 @@ class _Emulator(kmock.KubernetesEmulator):
         self.sim_fail_bindings = False
         self.sim_block_evictions = False
         self.sim_evictions: list[tuple[str, str]] = []
+        self.sim_admission = True
+        self.sim_admitted: dict[str, str] = {}
+        """Pod uid -> the Node whose kubelet admitted it (in admission order)."""
+        self.sim_rejections: list[tuple[str, str, str, str]] = []
         self._versions = itertools.count(1)
         self._in_flight: list[rendering.Request] = []
 
@@ -95,6 +145,10 @@ class _Emulator(kmock.KubernetesEmulator):
             if ns is None:
                 return _status(404, "NotFound", f'namespaces "{match.group(1)}" not found')
             return aiohttp.web.json_response(ns)
+        if request.action == kmock.action.CREATE and res is not None and res.plural == "nodes":
+            refused = _realistic_node(request.data)
+            if refused is not None:
+                return refused
         if request.action == kmock.action.CREATE and res is not None and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             if request.namespace and not meta.get("namespace"):
@@ -105,7 +159,71 @@ class _Emulator(kmock.KubernetesEmulator):
             meta["resourceVersion"] = str(next(self._versions))
             if res.plural == "pods":
                 request.data.setdefault("status", {}).setdefault("phase", "Pending")
-        return await super()._handle(request)
+        response = await super()._handle(request)
+        written = request.action in (kmock.action.CREATE, kmock.action.UPDATE) and response.status < 300
+        if written and res is not None and res.plural in ("pods", "nodes") and self.sim_admission:
+            data = request.data if isinstance(request.data, dict) else {}
+            name = request.name or (data.get("metadata") or {}).get("name")
+            if res.plural == "pods":
+                await self._kubelet(request.namespace or (data.get("metadata") or {}).get("namespace"), name)
+            elif request.action == kmock.action.CREATE:
+                await self._kubelet_starts(name)
+        return response
+
+    def _node(self, name: str) -> dict[str, Any] | None:
+        for (resource, _, obj_name), obj in self.objects.items():
+            if resource.plural == "nodes" and obj_name == name and not obj.deleted:
+                return obj.raw
+        return None
+
+    def _pods_on(self, node: str) -> list[Any]:
+        return [
+            obj
+            for (resource, _, _), obj in self.objects.items()
+            if resource.plural == "pods" and not obj.deleted and (obj.raw.get("spec") or {}).get("nodeName") == node
+        ]
+
+    async def _kubelet(self, namespace: str | None, name: str | None) -> None:
+        """A kubelet's resource admission of a pod that just got (or was created with) a Node."""
+        async with self._lock:
+            obj = next(
+                (
+                    o
+                    for (resource, ns, n), o in self.objects.items()
+                    if resource.plural == "pods" and ns == namespace and n == name and not o.deleted
+                ),
+                None,
+            )
+            if obj is not None:
+                await self._admit(obj)
+
+    async def _kubelet_starts(self, node: str | None) -> None:
+        """A Node appears: its kubelet admits the pods already bound to it, oldest first."""
+        async with self._lock:
+            for obj in self._pods_on(node or ""):
+                await self._admit(obj)
+
+    async def _admit(self, obj: Any) -> None:
+        raw = obj.raw
+        uid, node_name = raw["metadata"].get("uid", ""), (raw.get("spec") or {}).get("nodeName")
+        if not node_name or uid in self.sim_admitted or kubelet.terminated(raw):
+            return
+        node = self._node(node_name)
+        if node is None:
+            return  # no kubelet yet; it admits the pod when the Node registers
+        admitted = [o.raw for o in self._pods_on(node_name) if o.raw["metadata"].get("uid") in self.sim_admitted]
+        rejection = kubelet.admit(raw, node, admitted)
+        if rejection is None:
+            self.sim_admitted[uid] = node_name
+            return
+        meta = raw["metadata"]
+        self.sim_rejections.append((meta.get("namespace", ""), meta.get("name", ""), node_name, rejection.reason))
+        status = {"phase": "Failed", "reason": rejection.reason, "message": rejection.message}
+        obj.patch({"status": status, "metadata": {"resourceVersion": str(next(self._versions))}})
+        for (resource, _, _), _obj in self.objects.items():
+            if resource.plural == "pods":
+                await self._buses[resource].put({"type": "MODIFIED", "object": obj.raw})
+                break
 
     async def _bind(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if self.sim_fail_bindings:
@@ -147,7 +265,21 @@ class _Emulator(kmock.KubernetesEmulator):
             self.sim_bindings.append((request.namespace or "", request.name, node))
             self.sim_bound_at[(request.namespace or "", request.name)] = time.monotonic()
             await self._buses[request.resource].put({"type": "MODIFIED", "object": obj.raw})
+            if self.sim_admission:
+                await self._admit(obj)
         return _status(201, "", "")
+
+    def _namespace_view(self, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(PodDisruptionBudgets, pods) of one namespace."""
+        pdbs, pods = [], []
+        for (resource, ns, _), obj in self.objects.items():
+            if ns != namespace or obj.deleted:
+                continue
+            if resource.plural == "poddisruptionbudgets":
+                pdbs.append(obj.raw)
+            elif resource.plural == "pods":
+                pods.append(obj.raw)
+        return pdbs, pods
 
     async def _evict(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if self.sim_block_evictions:
@@ -163,6 +295,10 @@ class _Emulator(kmock.KubernetesEmulator):
             obj = self.objects[key]
             if uid and uid != obj.raw["metadata"].get("uid"):
                 return _status(409, "Conflict", "Precondition failed: UID in precondition does not match")
+            if self.sim_admission:
+                refusal = kubelet.eviction(obj.raw, *self._namespace_view(request.namespace or ""))
+                if refusal is not None:
+                    return _status(refusal.code, refusal.reason, refusal.message, refusal.causes)
             # No kubelet here to finish a graceful deletion: the pod goes at once.
             raw = obj.raw
             obj.delete()
@@ -239,6 +375,20 @@ class KubeSim:
     def evictions(self) -> list[tuple[str, str]]:
         """Every accepted eviction as (namespace, pod)."""
         return list(self._emu.sim_evictions)
+
+    @property
+    def rejections(self) -> list[tuple[str, str, str, str]]:
+        """Every pod the kubelet model rejected as (namespace, pod, node, reason), in order."""
+        return list(self._emu.sim_rejections)
+
+    @property
+    def admission(self) -> bool:
+        """Whether Nodes admit pods as a kubelet would (default) or accept whatever is bound."""
+        return self._emu.sim_admission
+
+    @admission.setter
+    def admission(self, value: bool) -> None:
+        self._emu.sim_admission = value
 
     @property
     def block_evictions(self) -> bool:

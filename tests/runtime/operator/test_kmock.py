@@ -45,7 +45,14 @@ def seed(server: KubeSim, replicas: int = 2) -> Any:
         NS, {"metadata": {"name": spec.jwt_secret}, "data": {"jwt_hs256.key": key}}, _preload_content=False
     )
     core.create_node(
-        {"metadata": {"name": "node-0"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        {
+            "metadata": {"name": "node-0"},
+            # What a 16-vCPU, 64 GiB VM's kubelet reports: kubesim admits pods against it.
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "15890m", "memory": "60Gi", "pods": "110"},
+            },
+        },
         _preload_content=False,
     )
     custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodeset_object(spec, namespace=NS))

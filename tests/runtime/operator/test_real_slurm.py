@@ -134,6 +134,8 @@ class World:
         )
         node = {"metadata": {"name": "node-0", "labels": LABELS}}
         node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+        # What an 8-vCPU, 32 GiB VM's kubelet reports: kubesim admits pods against it.
+        node["status"]["allocatable"] = {"cpu": "7910m", "memory": "30Gi", "pods": "110"}
         self.core.create_node(node, _preload_content=False)
         self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodeset_object(ns_spec, namespace=NS))
         self.kubelet = Kubelet(server.url, slurm)

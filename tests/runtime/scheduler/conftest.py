@@ -22,6 +22,7 @@ from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.scheduler import keys
 from sunk.runtime.testing.kubesim import KubeSim
 
+from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
 
 
@@ -36,6 +37,16 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interva
         time.sleep(interval)
 
 
+def kube_node(spec: ClusterSpec, nodeset: str, name: str) -> dict[str, Any]:
+    """kubesim admits pods as a kubelet would: each Node's allocatable is its Slurm node's CPUs,
+    memory and GPUs plus one CPU and 2 GiB (what the kubelet leaves beside them)."""
+    ns = spec.nodeset(nodeset)
+    allocatable = {"cpu": str(ns.cpus + 1), "memory": f"{ns.memory_mib + 2048}Mi", "pods": "110"}
+    if ns.gpus is not None:
+        allocatable["nvidia.com/gpu"] = str(ns.gpus.count)
+    return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+
+
 class Cluster:
     """The Kubernetes side as a test sees it: typed helpers over the official client."""
 
@@ -46,7 +57,7 @@ class Cluster:
         self.node_of = {n.name: f"k8s-{n.name}" for n in slurm.nodes}
         for name, node in self.node_of.items():
             nodeset = next(n.nodeset for n in slurm.nodes if n.name == name)
-            self.api.create_node({"metadata": {"name": node}}, _preload_content=False)
+            self.api.create_node(kube_node(slurm.spec, nodeset, node), _preload_content=False)
             slurmd = {
                 "metadata": {"name": f"{slurm.spec.name}-{name}", "labels": {keys.NODESET_LABEL: nodeset}},
                 "spec": {"hostname": name, "nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd"}]},

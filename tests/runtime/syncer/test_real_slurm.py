@@ -46,6 +46,8 @@ NODES = [SimNode("cpu-0", "cpu"), SimNode("cpu-1", "cpu"), SimNode("gpu-0", "gpu
 def as_created(obj: dict[str, Any]) -> dict[str, Any]:
     """What the API server fills in on create (kmock does not)."""
     obj["metadata"].setdefault("uid", str(uuid.uuid4()))
+    if obj.get("kind") == "Node":  # kubesim admits pods against what a kubelet reports
+        obj.setdefault("status", {}).setdefault("allocatable", {"cpu": "31850m", "memory": "120Gi", "pods": "110"})
     return obj
 
 

@@ -1,0 +1,146 @@
+"""kubesim's kubelet admission and PodDisruptionBudgets through the official client, as the
+runtime sees them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from sunk.runtime.testing.kubesim import KubeSim
+
+NS = "ml"
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as server:
+        yield server
+
+
+@pytest.fixture
+def api(sim: KubeSim) -> client.CoreV1Api:
+    return client.CoreV1Api(sim.api_client())
+
+
+def create_node(api: client.CoreV1Api, name: str, **status: Any) -> dict[str, Any]:
+    reply = api.create_node({"metadata": {"name": name}, "status": status}, _preload_content=False)
+    return json.loads(reply.data)  # type: ignore[no-any-return]
+
+
+def create_pod(
+    api: client.CoreV1Api, name: str, node: str = "", labels: dict[str, str] | None = None, **requests: str
+) -> None:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "app", "resources": {"requests": requests}}]}
+    if node:
+        spec["nodeName"] = node
+    api.create_namespaced_pod(
+        NS, {"metadata": {"name": name, "labels": labels or {}}, "spec": spec}, _preload_content=False
+    )
+
+
+def read(api: client.CoreV1Api, name: str) -> dict[str, Any]:
+    return json.loads(api.read_namespaced_pod(name, NS, _preload_content=False).data)  # type: ignore[no-any-return]
+
+
+def bind(api: client.CoreV1Api, name: str, node: str) -> None:
+    body = client.V1Binding(
+        metadata=client.V1ObjectMeta(name=name), target=client.V1ObjectReference(kind="Node", name=node)
+    )
+    api.create_namespaced_pod_binding(name, NS, body, _preload_content=False)
+
+
+def test_nodes_without_allocatable_or_capacity_are_refused(api: client.CoreV1Api) -> None:
+    with pytest.raises(client.ApiException) as refused:
+        create_node(api, "bare")
+    assert refused.value.status == 422 and "every kubelet reports them" in str(refused.value.body)
+    # Capacity only: a kubelet with nothing reserved reports allocatable = capacity, max 110 pods.
+    node = create_node(api, "n1", capacity={"cpu": "4", "memory": "8Gi"})
+    assert node["status"]["allocatable"] == {"cpu": "4", "memory": "8Gi", "pods": "110"}
+
+
+def test_a_binding_that_does_not_fit_fails_the_pod_as_the_kubelet_would(sim: KubeSim, api: client.CoreV1Api) -> None:
+    create_node(api, "n1", allocatable={"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8", "pods": "110"})
+    create_pod(api, "slurmd", node="n1", cpu="6", memory="30Gi", **{"nvidia.com/gpu": "8"})
+    create_pod(api, "fits", cpu="2", memory="1Gi")
+    create_pod(api, "gpu", cpu="0", **{"nvidia.com/gpu": "1"})
+    create_pod(api, "cpu", cpu="1")
+    bind(api, "fits", "n1")
+    bind(api, "gpu", "n1")  # the Binding itself succeeds: only the kubelet says no
+    bind(api, "cpu", "n1")  # 6 + 2 of 8 CPUs are taken
+    assert read(api, "slurmd")["status"]["phase"] == "Pending"  # admitted; nothing runs containers
+    assert read(api, "fits")["status"]["phase"] == "Pending"
+    gpu, cpu = read(api, "gpu")["status"], read(api, "cpu")["status"]
+    assert (gpu["phase"], gpu["reason"]) == ("Failed", "OutOfnvidia.com/gpu")
+    assert gpu["message"] == (
+        "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 8, capacity: 8"
+    )
+    assert (cpu["phase"], cpu["reason"]) == ("Failed", "OutOfcpu")
+    assert "requested: 1000, used: 8000, capacity: 8000" in cpu["message"]
+    assert sim.rejections == [(NS, "gpu", "n1", "OutOfnvidia.com/gpu"), (NS, "cpu", "n1", "OutOfcpu")]
+    # A Failed pod frees its requests: the same request now fits once "fits" has ended.
+    api.patch_namespaced_pod_status("fits", NS, {"status": {"phase": "Succeeded"}}, _preload_content=False)
+    create_pod(api, "again", node="n1", cpu="2")
+    assert read(api, "again")["status"]["phase"] == "Pending"
+
+
+def test_pods_bound_before_their_node_exists_are_admitted_when_it_registers(api: client.CoreV1Api) -> None:
+    create_pod(api, "early", node="late-node", cpu="2")
+    create_pod(api, "second", node="late-node", cpu="2")
+    create_node(api, "late-node", allocatable={"cpu": "3", "memory": "1Gi"})
+    assert read(api, "early")["status"]["phase"] == "Pending"
+    assert read(api, "second")["status"]["reason"] == "OutOfcpu"
+
+
+def test_admission_can_be_switched_off(sim: KubeSim, api: client.CoreV1Api) -> None:
+    sim.admission = False
+    create_node(api, "n1", allocatable={"cpu": "1", "memory": "1Gi"})
+    create_pod(api, "big", node="n1", cpu="64")
+    assert read(api, "big")["status"]["phase"] == "Pending" and sim.rejections == []
+
+
+def ready(api: client.CoreV1Api, name: str) -> None:
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    api.patch_namespaced_pod_status(name, NS, {"status": status}, _preload_content=False)
+
+
+def evict(api: client.CoreV1Api, name: str) -> client.ApiException | None:
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=NS))
+    try:
+        api.create_namespaced_pod_eviction(name, NS, body, _preload_content=False)
+    except client.ApiException as e:
+        return e
+    return None
+
+
+def test_evictions_honour_pod_disruption_budgets(sim: KubeSim, api: client.CoreV1Api) -> None:
+    policy = client.PolicyV1Api(sim.api_client())
+    budget = {
+        "metadata": {"name": "slurmd"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "slurmd"}}},
+    }
+    policy.create_namespaced_pod_disruption_budget(NS, budget, _preload_content=False)
+    listed = json.loads(policy.list_namespaced_pod_disruption_budget(NS, _preload_content=False).data)
+    assert [b["metadata"]["name"] for b in listed["items"]] == ["slurmd"]
+    for name in ("a", "b", "c"):
+        create_pod(api, name, labels={"app": "slurmd"})
+    create_pod(api, "other")
+    assert evict(api, "a") is None  # Pending: no PDB check, as the API server does
+    for name in ("b", "c"):
+        ready(api, name)
+    refused = evict(api, "b")
+    assert refused is not None and refused.status == 429
+    body = json.loads(refused.body)
+    assert body["reason"] == "TooManyRequests"
+    assert body["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
+    assert (
+        body["details"]["causes"][0]["message"]
+        == "The disruption budget slurmd needs 2 healthy pods and has 2 currently"
+    )
+    assert evict(api, "other") is None  # not selected by the budget
+    create_pod(api, "d", labels={"app": "slurmd"})
+    ready(api, "d")
+    assert evict(api, "b") is None  # three healthy, two needed
+    assert sim.evictions == [(NS, "a"), (NS, "other"), (NS, "b")]
