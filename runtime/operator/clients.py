@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from sunk import naming
 from sunk.crd import GROUP, PLURAL, VERSION
+from sunk.manifests.nodeset_pdb import PROTECTION
 from sunk.manifests.nodeset_pod import LABEL_COMPONENT, LABEL_NODESET, SLURMD
 
 from ..slurmrest import INVALID_NODE_NAME, SlurmApiError, SlurmRestClient
@@ -40,6 +41,12 @@ class KubeApi(Protocol):
     def create_pod(self, body: Mapping[str, Any]) -> None: ...
     def delete_pod(self, namespace: str, name: str) -> None: ...
     def create_service(self, body: Mapping[str, Any]) -> None: ...
+    def list_budgets(self) -> list[dict[str, Any]]:
+        """The operator's PodDisruptionBudgets (sunk.manifests.nodeset_pdb), of every namespace."""
+        ...
+
+    def create_budget(self, body: Mapping[str, Any]) -> None: ...
+    def delete_budget(self, namespace: str, name: str) -> None: ...
     def patch_nodeset_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
     def create_event(self, body: Mapping[str, Any]) -> None: ...
     def read_secret(self, namespace: str, name: str) -> dict[str, str] | None: ...
@@ -56,6 +63,11 @@ class SlurmApi(Protocol):
 def is_slurmd_pod(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(LABEL_COMPONENT) == SLURMD and LABEL_NODESET in labels
+
+
+def is_protection_budget(obj: Mapping[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(LABEL_COMPONENT) == PROTECTION and LABEL_NODESET in labels
 
 
 def bound_and_running(obj: Mapping[str, Any]) -> bool:
@@ -101,6 +113,7 @@ class OfficialKube:
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._coord = client.CoordinationV1Api(api_client)
+        self._policy = client.PolicyV1Api(api_client)
         self._exc = client.ApiException
         self.reads = 0
         self.writes = 0
@@ -172,6 +185,25 @@ class OfficialKube:
 
     def create_service(self, body: Mapping[str, Any]) -> None:
         self._create(self._core.create_namespaced_service, body)
+
+    def list_budgets(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        selector = f"{LABEL_COMPONENT}={PROTECTION},{LABEL_NODESET}"
+        raw = self._policy.list_pod_disruption_budget_for_all_namespaces(
+            label_selector=selector, _preload_content=False
+        )
+        return [b for b in self._raw(raw).get("items") or [] if is_protection_budget(b)]
+
+    def create_budget(self, body: Mapping[str, Any]) -> None:
+        self._create(self._policy.create_namespaced_pod_disruption_budget, body)
+
+    def delete_budget(self, namespace: str, name: str) -> None:
+        self.writes += 1
+        try:
+            self._policy.delete_namespaced_pod_disruption_budget(name, namespace, _preload_content=False)
+        except Exception as err:
+            if not self._ok(err, 404):
+                raise
 
     def patch_nodeset_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         self.writes += 1

@@ -12,7 +12,7 @@ from sunk.manifests.nodeset_pod import LABEL_NODESET
 
 from ..slurmrest import Node as SlurmNode
 from ..slurmrest import SlurmUnavailable
-from .clients import bound_and_running, is_slurmd_pod
+from .clients import bound_and_running, is_protection_budget, is_slurmd_pod
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -26,6 +26,8 @@ class FakeKube:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
         self.services: dict[tuple[str, str], dict[str, Any]] = {}
+        self.budgets: dict[tuple[str, str], dict[str, Any]] = {}
+        self._uids = 0
         self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.events: list[dict[str, Any]] = []
@@ -37,7 +39,13 @@ class FakeKube:
     # helpers for tests
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj["kind"]
-        store = {"NodeSet": self.nodesets, "Pod": self.pods, "Service": self.services, "ConfigMap": self.config_maps}
+        store = {
+            "NodeSet": self.nodesets,
+            "Pod": self.pods,
+            "Service": self.services,
+            "ConfigMap": self.config_maps,
+            "PodDisruptionBudget": self.budgets,
+        }
         if kind == "Node":
             self.nodes[obj["metadata"]["name"]] = copy.deepcopy(dict(obj))
         else:
@@ -88,7 +96,11 @@ class FakeKube:
 
     def create_pod(self, body: Mapping[str, Any]) -> None:
         self.writes += 1
-        self.pods.setdefault(_key(body), copy.deepcopy(dict(body)))
+        if _key(body) not in self.pods:
+            pod = copy.deepcopy(dict(body))
+            self._uids += 1
+            pod["metadata"].setdefault("uid", f"pod-uid-{self._uids}")  # the API server sets one
+            self.pods[_key(body)] = pod
 
     def delete_pod(self, namespace: str, name: str) -> None:
         self.writes += 1
@@ -100,6 +112,18 @@ class FakeKube:
     def create_service(self, body: Mapping[str, Any]) -> None:
         self.writes += 1
         self.services.setdefault(_key(body), copy.deepcopy(dict(body)))
+
+    def list_budgets(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return [copy.deepcopy(b) for b in self.budgets.values() if is_protection_budget(b)]
+
+    def create_budget(self, body: Mapping[str, Any]) -> None:
+        self.writes += 1
+        self.budgets.setdefault(_key(body), copy.deepcopy(dict(body)))
+
+    def delete_budget(self, namespace: str, name: str) -> None:
+        self.writes += 1
+        self.budgets.pop((namespace, name), None)
 
     def patch_nodeset_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         self.writes += 1

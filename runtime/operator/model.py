@@ -106,6 +106,19 @@ class Pod:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """A PodDisruptionBudget protecting one slurmd pod of the NodeSet."""
+
+    name: str
+    slurm_node: str
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Budget:
+        meta = obj.get("metadata") or {}
+        return cls(meta["name"], (meta.get("labels") or {}).get(LABEL_NODE, ""))
+
+
+@dataclass(frozen=True)
 class NodeSetObject:
     name: str
     namespace: str
@@ -138,6 +151,9 @@ class Observed:
     node_usage: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """Kubernetes Node -> summed requests of the non-terminated pods bound to it (every pod, not
     only slurmd ones), for the admission check of all-matching-nodes pods."""
+    budgets: Sequence[Budget] | None = ()
+    """The PodDisruptionBudgets protecting this NodeSet's slurmd pods; None when they could not be
+    read (then none is created or removed)."""
 
     @property
     def missing_config(self) -> list[str]:
@@ -233,6 +249,28 @@ class PodDoesNotFit:
 
 
 @dataclass(frozen=True)
+class Protect:
+    """Create the PDB that refuses evictions of a slurmd pod whose Slurm node may run jobs."""
+
+    budget: Mapping[str, Any]
+    slurm_node: str
+
+    def event(self) -> tuple[str, str]:
+        name = self.budget["metadata"]["name"]
+        return "Protect", f"pod {name} (Slurm node {self.slurm_node}): evictions refused until it is drained and idle"
+
+
+@dataclass(frozen=True)
+class Unprotect:
+    name: str
+    slurm_node: str
+    why: str
+
+    def event(self) -> tuple[str, str]:
+        return "Unprotect", f"pod {self.name} (Slurm node {self.slurm_node}): {self.why}"
+
+
+@dataclass(frozen=True)
 class CreateService:
     service: Mapping[str, Any]
 
@@ -248,6 +286,17 @@ class WriteStatus:
         return None  # status is visible on the object itself; an Event per write would be noise
 
 
-Action = CreatePod | DeletePod | Drain | Resume | RemoveSlurmNode | CreateService | WriteStatus | PodDoesNotFit
+Action = (
+    CreatePod
+    | DeletePod
+    | Drain
+    | Resume
+    | RemoveSlurmNode
+    | CreateService
+    | WriteStatus
+    | PodDoesNotFit
+    | Protect
+    | Unprotect
+)
 WARNINGS = (PodDoesNotFit,)
 """Actions whose Event is a Warning."""

@@ -24,6 +24,11 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
   Node, once per change of that condition. replicas mode leaves placement, and that check, to
   kube-scheduler (its NodeResourcesFit filter): a pod that fits nowhere stays Pending with the
   scheduler's FailedScheduling Event.
+- Eviction protection: every live pod whose Slurm node is registered and not drained-and-idle
+  has a PodDisruptionBudget (maxUnavailable 0, selecting that pod alone); once its node is
+  drained and runs no job the PDB is removed, so `kubectl drain` waits for the syncer's drain
+  and the jobs. PDBs of pods that are gone, leaving, or never registered in Slurm are removed.
+  Slurm or the PDBs unreadable: PDBs are neither created nor removed.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 
 from sunk import naming
 from sunk.crd import NodeSetResourceSpec
+from sunk.manifests.nodeset_pdb import protection_budget, protection_name
 from sunk.manifests.nodeset_pod import (
     headless_service,
     nodeset_pod,
@@ -49,6 +55,7 @@ from .admission import pod_requests, shortfalls
 from .matching import eligible
 from .model import (
     Action,
+    Budget,
     CreatePod,
     CreateService,
     DeletePod,
@@ -56,8 +63,10 @@ from .model import (
     Observed,
     Pod,
     PodDoesNotFit,
+    Protect,
     RemoveSlurmNode,
     Resume,
+    Unprotect,
     WriteStatus,
     busy,
     drained_by_others,
@@ -227,6 +236,10 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
             if name not in want and name not in pods and owns(spec, node):
                 actions.append(RemoveSlurmNode(name, "its pod was removed"))
 
+    # 6. Eviction protection of slurmd pods whose Slurm node may run jobs.
+    if slurm is not None and observed.budgets is not None:
+        actions += _protection(observed, observed.budgets, slurm)
+
     previous: Mapping[str, Any] = next((c for c in ns.status.get("conditions") or [] if c.get("type") == PODS_FIT), {})
     if unfit and previous.get("message") != unfit_message(unfit):
         # Once per change of the condition, for the Nodes it did not name yet: no Event per resync.
@@ -240,6 +253,34 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
     if status != dict(ns.status):
         actions.append(WriteStatus(status))
     return actions
+
+
+def _protection(observed: Observed, budgets: Sequence[Budget], slurm: Mapping[str, SlurmNode]) -> list[Action]:
+    ns = observed.nodeset
+    have = {b.name: b for b in budgets}
+    out: list[Action] = []
+    wanted: set[str] = set()
+    for p in sorted(observed.pods, key=lambda p: p.name):
+        node = slurm.get(p.slurm_node)
+        if p.leaving or node is None or not p.uid or (node.drain and not busy(node)):
+            continue
+        name = protection_name(p.name)
+        wanted.add(name)
+        if name not in have:
+            budget = protection_budget(
+                ns.spec, namespace=ns.namespace, pod_name=p.name, pod_uid=p.uid, slurm_node=p.slurm_node
+            )
+            out.append(Protect(budget, p.slurm_node))
+    for name in sorted(set(have) - wanted):
+        b = have[name]
+        node = slurm.get(b.slurm_node)
+        why = (
+            "its Slurm node is drained and idle: evictions allowed"
+            if node is not None and node.drain and not busy(node)
+            else "its pod is gone or leaving, or its Slurm node is not registered"
+        )
+        out.append(Unprotect(name, b.slurm_node, why))
+    return out
 
 
 def _does_not_fit(observed: Observed, m: Member, manifest: Mapping[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """The glue: observe everything, plan each NodeSet and each cluster's topology, apply, record.
 
-One resync is level-based: it reads the whole state (NodeSets, slurmd pods, Nodes, Services,
+One resync is level-based: it reads the whole state (NodeSets, slurmd pods, Nodes, Services, PDBs,
 each cluster's ConfigMaps and Slurm nodes), so a missed watch event or a manual change is
-caught on the next one. Reads per resync: 4 lists (5 when a NodeSet is all-matching-nodes: every
+caught on the next one. Reads per resync: 5 lists (6 when a NodeSet is all-matching-nodes: every
 bound pod, for the admission check), then per cluster one Slurm node list, one read
 per ConfigMap its NodeSets mount (one per Slurm file) and, with a topology plugin, one of the
 topology ConfigMap. Writes happen only for actions, so an unchanged world writes nothing. Each
@@ -32,6 +32,7 @@ from .clients import KubeApi, SlurmApi
 from .model import (
     WARNINGS,
     Action,
+    Budget,
     CreatePod,
     CreateService,
     DeletePod,
@@ -41,8 +42,10 @@ from .model import (
     Observed,
     Pod,
     PodDoesNotFit,
+    Protect,
     RemoveSlurmNode,
     Resume,
+    Unprotect,
     WriteStatus,
 )
 from .plan import plan
@@ -120,6 +123,18 @@ class Reconciler:
             pods_by[key].append(Pod.from_object(obj))
         kube_nodes = {n.name: n for n in map(KubeNode.from_object, self.kube.list_nodes())}
         services = self.kube.list_services()
+        budgets_by: dict[tuple[str, str, str], list[Budget]] | None = defaultdict(list)
+        try:
+            budget_objects = self.kube.list_budgets()
+        except Exception as err:  # e.g. a ClusterRole from before PDBs: protect nothing, remove nothing
+            log.warning("PodDisruptionBudgets unreadable, eviction protection paused: %s", err)
+            budgets_by, budget_objects = None, []
+        for obj in budget_objects:
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            key = (meta.get("namespace", ""), labels.get(LABEL_CLUSTER, ""), labels.get(LABEL_NODESET, ""))
+            if budgets_by is not None:
+                budgets_by[key].append(Budget.from_object(obj))
         clusters: dict[tuple[str, str], list[NodeSetObject]] = defaultdict(list)
         for obj in objects:
             parsed = self._parse(obj, now)
@@ -132,7 +147,7 @@ class Reconciler:
             usage = node_usage(self.kube.list_bound_pods())
         for (namespace, cluster), sets in sorted(clusters.items()):
             sets.sort(key=lambda s: s.name)
-            self._cluster(namespace, cluster, sets, pods_by, kube_nodes, services, usage, now, report)
+            self._cluster(namespace, cluster, sets, pods_by, budgets_by, kube_nodes, services, usage, now, report)
         return report
 
     def _parse(self, obj: Mapping[str, Any], now: datetime) -> NodeSetObject | None:
@@ -168,6 +183,7 @@ class Reconciler:
         cluster: str,
         sets: Sequence[NodeSetObject],
         pods_by: Mapping[tuple[str, str, str], list[Pod]],
+        budgets_by: Mapping[tuple[str, str, str], list[Budget]] | None,
         kube_nodes: Mapping[str, KubeNode],
         services: set[tuple[str, str]],
         usage: Mapping[str, Mapping[str, int]],
@@ -199,6 +215,7 @@ class Reconciler:
                 config_keys={n: k for n in s.spec.config_files.values() if (k := keys[n]) is not None},
                 service_exists=(namespace, service_name(s.spec)) in services,
                 node_usage=usage,
+                budgets=None if budgets_by is None else budgets_by.get((namespace, cluster, s.spec.name), []),
             )
             for action in plan(observed, now):
                 self._apply(s, action, api, now, report)
@@ -266,6 +283,12 @@ class Reconciler:
         elif isinstance(action, WriteStatus):
             status = action.status
             fn = lambda: self.kube.patch_nodeset_status(ns, s.name, status)  # noqa: E731
+        elif isinstance(action, Protect):
+            budget = action.budget
+            fn = lambda: self.kube.create_budget(budget)  # noqa: E731
+        elif isinstance(action, Unprotect):
+            name = action.name
+            fn = lambda: self.kube.delete_budget(ns, name)  # noqa: E731
         elif isinstance(action, PodDoesNotFit):
             fn = lambda: None  # noqa: E731 (nothing to apply: the Warning Event is the action)
         else:

@@ -69,6 +69,12 @@ CLUSTER_RULES: list[Manifest] = [
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     # Nodes: all-matching-nodes membership and the topology labels. Read only.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    # One PodDisruptionBudget per slurmd pod whose Slurm node may run jobs (sunk.manifests.nodeset_pdb).
+    {
+        "apiGroups": ["policy"],
+        "resources": ["poddisruptionbudgets"],
+        "verbs": ["get", "list", "watch", "create", "delete"],
+    },
 ]
 LEASE_RULES: list[Manifest] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "patch"]},
