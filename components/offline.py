@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
 from sunk.manifests.meta import Manifest
-from sunk.stackfile import PROJECT
+from sunk.stackfile import PROJECT, read_stack_file
 
 SECRET_KEY = rpc._special_sig_key
 SECRET_SIG = rpc._special_secret_sig
@@ -262,7 +261,7 @@ def evaluate(
 def stack_config(path: Path, project: str = PROJECT) -> tuple[dict[str, str], list[str]]:
     """A stack file's `config:` in the form the engine hands a program: `project:key` -> string,
     structured values as JSON. `secure:` values cannot be decrypted offline: placeholders."""
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = read_stack_file(path)
     raw = doc.get("config") or {}
     config: dict[str, str] = {}
     secret: list[str] = []

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sunk import strictyaml
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, load_spec
 
@@ -64,23 +63,45 @@ def _find_secure(value: Any, path: str) -> list[str]:
     return []
 
 
+def _operator(value: Any, source: str) -> bool:
+    """`sunk:operator`: a boolean, or the text Pulumi hands a program ("true"/"false") — nothing
+    that only looks like one (`yes`, `[false]`, 1)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip() in ("true", "false"):
+        return value.strip() == "true"
+    raise SpecError([f"{OPERATOR_KEY}: {value!r} is not a boolean; write true or false"], source)
+
+
 def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, bool]:
     """Pulumi config (`sunk:cluster`, `sunk:operator`) -> spec. Raises SpecError."""
     raw = config.get(CLUSTER_KEY)
     if raw is None:
         raise SpecError([f"{CLUSTER_KEY}: missing; the stack must define the cluster"], source)
     if isinstance(raw, str):  # Pulumi passes structured config as JSON text
-        raw = yaml.safe_load(raw)
+        try:
+            raw = strictyaml.load(raw)
+        except strictyaml.StrictYamlError as err:
+            raise SpecError([f"{CLUSTER_KEY}: {p}" for p in err.problems], source) from None
     secure = _find_secure(raw, "")
     if secure:
         raise SpecError(secure, source)
-    operator = config.get(OPERATOR_KEY, False)
-    if isinstance(operator, str):
-        operator = operator.strip().lower() == "true"
+    operator = _operator(config.get(OPERATOR_KEY, False), source)
     unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in {CLUSTER_KEY, OPERATOR_KEY})
     if unknown:
         raise SpecError([f"{k}: unknown setting; known: {CLUSTER_KEY}, {OPERATOR_KEY}" for k in unknown], source)
-    return load_spec(raw, source), bool(operator)
+    return load_spec(raw, source), operator
+
+
+def read_stack_file(path: Path) -> Any:
+    """A stack file's document, read strictly (sunk.strictyaml: no aliases, no duplicate keys,
+    YAML 1.2 scalars, bounded size and depth). Raises SpecError naming the line and field."""
+    if path.stat().st_size > strictyaml.MAX_BYTES:
+        raise SpecError([f"(file): over {strictyaml.MAX_BYTES} bytes; a stack file is configuration"], str(path))
+    try:
+        return strictyaml.load(path.read_text(errors="replace")) or {}
+    except strictyaml.StrictYamlError as err:
+        raise SpecError(err.problems, str(path)) from None
 
 
 def load_stack(stack: str, directory: Path | None = None) -> Stack:
@@ -89,10 +110,7 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     if not path.is_file():
         known = ", ".join(list_stacks(path.parent)) or "none"
         raise SpecError([f"stack {stack!r}: no file {path}; stacks: {known}"], str(path))
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise SpecError([f"(file): not valid YAML: {err}"], str(path)) from None
+    doc = read_stack_file(path)
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
         raise SpecError(["config: the stack file needs a `config:` mapping"], str(path))

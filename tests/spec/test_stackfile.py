@@ -87,7 +87,7 @@ def test_spec_problems_carry_the_file_name(tmp_path: Path) -> None:
     [
         ("config: [1, 2]\n", "config: the stack file needs a `config:` mapping"),
         ("encryptionsalt: x\n", "config: the stack file needs a `config:` mapping"),
-        ("config: {sunk:cluster: [unclosed\n", "(file): not valid YAML"),
+        ("config: {sunk:cluster: [unclosed\n", "line 2: not valid YAML"),
         ("config:\n  sunk:cluster: 42\n", "(root): expected a mapping of cluster settings, got int"),
     ],
     ids=["config-not-mapping", "no-config", "bad-yaml", "cluster-not-mapping"],
