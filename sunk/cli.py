@@ -43,14 +43,46 @@ def cmd_slurm_files(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 1
     out = Path(args.out)
-    for rel, text in render_slurm_files(spec).items():
+    files = render_slurm_files(spec)
+    try:
+        written = write_slurm_files(files, out)
+    except (OSError, ValueError) as err:
+        print(f"sunk slurm-files: --out {out}: {err}", file=sys.stderr)
+        return 1
+    for target in written:
+        print(target)
+    return 0
+
+
+SLURM_FILES_LIST = ".sunk-slurm-files"
+"""In a `slurm-files` output folder: what the last run wrote, so the next one removes what it no
+longer renders (a reused folder never mixes two stacks' files) and leaves anything else alone."""
+
+
+def write_slurm_files(files: dict[str, str], out: Path) -> list[Path]:
+    """Write the rendered files into `out` (created), removing files an earlier run there wrote
+    that this one does not. Raises ValueError for an `out` that is not a folder."""
+    if out.exists() and not out.is_dir():
+        raise ValueError("is a file; give a folder (it is created if missing)")
+    out.mkdir(parents=True, exist_ok=True)
+    listing = out / SLURM_FILES_LIST
+    before = listing.read_text().split("\n") if listing.is_file() else []
+    for rel in before:
+        old = out / rel
+        if rel and rel not in files and ".." not in Path(rel).parts and old.is_file():
+            old.unlink()
+            if old.parent != out and not any(old.parent.iterdir()):
+                old.parent.rmdir()
+    written = []
+    for rel, text in files.items():
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
         # Slurm runs prolog/epilog scripts directly, and slurmdbd refuses a readable slurmdbd.conf.
         target.chmod(0o755 if text.startswith("#!") else 0o600 if rel == "slurmdbd.conf" else 0o644)
-        print(target)
-    return 0
+        written.append(target)
+    listing.write_text("\n".join(sorted(files)) + "\n")
+    return written
 
 
 Command = Callable[[argparse.Namespace], int]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sunk.cli import main
+from sunk.cli import SLURM_FILES_LIST, main
 from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
 
@@ -79,7 +79,11 @@ def test_slurm_files_writes_every_file(tmp_path: Path, capsys: pytest.CaptureFix
     out = tmp_path / "etc"
     assert main(["slurm-files", "acme-dev", "--out", str(out)]) == 0
     expected = render_slurm_files(load_stack("acme-dev").spec)
-    written = {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()}
+    written = {
+        p.relative_to(out).as_posix(): p.read_text()
+        for p in out.rglob("*")
+        if p.is_file() and p.name != SLURM_FILES_LIST
+    }
     assert written == expected
     assert capsys.readouterr().out.splitlines() == [str(out / rel) for rel in expected]
     assert stat.S_IMODE((out / "prolog.d/00-mark.sh").stat().st_mode) == 0o755
@@ -99,3 +103,25 @@ def test_slurm_files_needs_out(capsys: pytest.CaptureFixture[str]) -> None:
         main(["slurm-files", "acme-dev"])
     assert info.value.code == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_slurm_files_owns_its_folder_a_reused_one_keeps_no_stale_file(tmp_path: Path) -> None:
+    """Issue 12 class "slurm-files into a reused folder": globex-prod then acme-dev into one folder
+    leaves exactly acme-dev's files (and a file of the user's alone)."""
+    out = tmp_path / "etc"
+    assert main(["slurm-files", "globex-prod", "--out", str(out)]) == 0
+    assert (out / "gres-gb200.conf").exists()
+    (out / "notes.txt").write_text("mine\n")
+    assert main(["slurm-files", "acme-dev", "--out", str(out)]) == 0
+    expected = set(render_slurm_files(load_stack("acme-dev").spec))
+    found = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert found == expected | {"notes.txt", ".sunk-slurm-files"}
+
+
+def test_slurm_files_out_naming_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "slurm.conf"
+    target.write_text("x\n")
+    assert main(["slurm-files", "acme-dev", "--out", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"sunk slurm-files: --out {target}: is a file; give a folder (it is created if missing)\n"
+    assert target.read_text() == "x\n"
