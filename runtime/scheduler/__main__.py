@@ -45,6 +45,7 @@ def main() -> int:
         pod_namespaces=settings.pod_namespaces,
         metrics=metrics,
         health=health,
+        grace=settings.bind_grace,
     )
     stop, wake = threading.Event(), threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -23,6 +23,9 @@ class FakeKube:
     events: list[tuple[PodRef, str, str, str]] = field(default_factory=list)
     bindings: list[tuple[PodRef, str]] = field(default_factory=list)
     deleted: list[PodRef] = field(default_factory=list)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Kubernetes Nodes by name; get_node of any other name is None (no such Node)."""
+    fail_node_reads: bool = False
     fail_lists: bool = False
     block_evictions: bool = False
 
@@ -50,6 +53,15 @@ class FakeKube:
     def get_pod(self, ref: PodRef) -> dict[str, Any] | None:
         pod = self.pods.get((ref.namespace, ref.name))
         return copy.deepcopy(pod) if pod is not None and pod["metadata"]["uid"] == ref.uid else None
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        if self.fail_node_reads:
+            raise PermissionError("nodes is forbidden")
+        node = self.nodes.get(name)
+        return copy.deepcopy(node) if node is not None else None
+
+    def pods_on_node(self, name: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(p) for p in [*self.pods.values(), *self.slurmd] if p["spec"].get("nodeName") == name]
 
     def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         pod = self.pods[(ref.namespace, ref.name)]
@@ -97,7 +109,8 @@ class FakeSlurm:
             raise Rejected(self.reject)
         self.next_id += 1
         self.submitted.append((self.next_id, request, marker))
-        self.job_list.append(JobView(self.next_id, marker, "PENDING", reason="Priority", submit_time=1000.0))
+        job = JobView(self.next_id, marker, "PENDING", reason="Priority", submit_time=1000.0, excluded=request.exclude)
+        self.job_list.append(job)
         return self.next_id
 
     def cancel(self, job_ids: Iterable[int]) -> None:

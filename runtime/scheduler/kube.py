@@ -46,6 +46,14 @@ class KubeApi(Protocol):
 
     def get_pod(self, ref: PodRef) -> dict[str, Any] | None: ...
 
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        """The Node, or None if there is none of that name."""
+        ...
+
+    def pods_on_node(self, name: str) -> list[dict[str, Any]]:
+        """Every pod whose spec.nodeName is this Node, in any namespace (what its kubelet counts)."""
+        ...
+
     def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None: ...
 
     def evict(self, ref: PodRef) -> None:
@@ -128,6 +136,21 @@ class OfficialKube:
                 return None
             raise
         return pod if (pod.get("metadata") or {}).get("uid") == ref.uid else None
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        try:
+            node: dict[str, Any] = _json(self._api.read_node(name, _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return node
+
+    def pods_on_node(self, name: str) -> list[dict[str, Any]]:
+        # Cluster-wide, as the kubelet counts every namespace's pods (needs list pods in the
+        # scheduler's ClusterRole); filtered again here, the selector being an optimisation.
+        reply = self._api.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}", _preload_content=False)
+        return [p for p in _json(reply)["items"] if (p.get("spec") or {}).get("nodeName") == name]
 
     def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         # The API server copies the Binding's annotations onto the pod in the same write as nodeName.

@@ -16,10 +16,25 @@ from dataclasses import dataclass
 
 from ..slurmrest import SlurmRestError
 from . import keys
+from .fit import NodeView, node_view
 from .kube import ALL_NAMESPACES, Conflict, EvictionBlocked, KubeApi
 from .metrics import Health, Metrics
-from .model import Snapshot, node_map, pod_view
-from .plan import Action, Bind, Cancel, Condition, Evict, Failure, Reject, Submit, plan
+from .model import Snapshot, node_map, pod_view, wanted_nodes
+from .plan import (
+    DOES_NOT_FIT,
+    GRACE,
+    Action,
+    Bind,
+    Cancel,
+    Condition,
+    Evict,
+    Failure,
+    Reject,
+    Reroute,
+    Submit,
+    Unfit,
+    plan,
+)
 from .slurm import Rejected, SlurmApi
 
 log = logging.getLogger("sunk.scheduler")
@@ -56,6 +71,7 @@ class Scheduler:
         health: Health | None = None,
         clock: Callable[[], float] = time.time,
         kube_workers: int = 8,
+        grace: float = GRACE,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
@@ -67,6 +83,8 @@ class Scheduler:
         self.metrics = metrics or Metrics()
         self.health = health or Health(stale_after=60.0)
         self.clock = clock
+        self.grace = grace
+        """Seconds a bind that does not fit is retried on the same job before it is rerouted."""
         self.failures: dict[str, _Attempts] = {}
         self.first_seen: dict[str, float] = {}
         self._ns_cache: dict[str, tuple[float, dict[str, str]]] = {}
@@ -89,7 +107,22 @@ class Scheduler:
         jobs = [j for j in self.slurm.jobs() if self._in_scope(j.marker.namespace)]
         waiting = sorted({p.namespace for p in pods if p.live and not p.node_name})
         defaults = {ns: self._defaults(ns, now) for ns in waiting}
-        return Snapshot(pods=pods, jobs=jobs, node_of=node_of, namespace_defaults=defaults)
+        nodes = self._nodes(wanted_nodes(pods, jobs, node_of))
+        return Snapshot(pods=pods, jobs=jobs, node_of=node_of, namespace_defaults=defaults, nodes=nodes)
+
+    def _nodes(self, names: list[str]) -> dict[str, NodeView]:
+        """The Nodes pods may be bound to, with their pods' requests. A Node that cannot be read
+        is left out: nothing is bound there this cycle (fail closed), everything else goes on."""
+        out = {}
+        for name in names:
+            try:
+                node = self.kube.get_node(name)
+                if node is not None:
+                    out[name] = node_view(node, self.kube.pods_on_node(name))
+            except Exception:
+                self.metrics.errors.labels("read_node").inc()
+                log.exception("reading Node %s and its pods failed; binding nothing there this cycle", name)
+        return out
 
     def _in_scope(self, namespace: str) -> bool:
         return ALL_NAMESPACES in self.pod_namespaces or namespace in self.pod_namespaces
@@ -108,15 +141,15 @@ class Scheduler:
             log.exception("observe failed; doing nothing this cycle")
             return []
         self._remember(snap, now)
-        actions = plan(snap, {k: a.failure for k, a in self.failures.items()}, now)
+        actions = plan(snap, {k: a.failure for k, a in self.failures.items()}, now, grace=self.grace)
         self._cancel([a for a in actions if isinstance(a, Cancel)])
         # Slurm actions one at a time (the slurmrestd client is not thread-safe, slurmctld
         # serialises submits anyway); Kubernetes-only actions touch one pod each and are
         # independent, so they overlap their round trips.
         for action in actions:
-            if isinstance(action, Submit | Reject):
+            if isinstance(action, Submit | Reject | Reroute):
                 self._apply_counted(action, now)
-        concurrent = [a for a in actions if isinstance(a, Bind | Evict | Condition)]
+        concurrent = [a for a in actions if isinstance(a, Bind | Evict | Condition | Unfit)]
         list(self._pool.map(lambda a: self._apply_counted(a, now), concurrent))
         self.health.attempted(ok=True)
         self.metrics.last_cycle.set(now)
@@ -179,6 +212,13 @@ class Scheduler:
             self._cancel([action])
         elif isinstance(action, Condition):
             self.kube.set_scheduled(action.pod, "False", action.reason, action.message)
+        elif isinstance(action, Unfit):
+            log.info("not binding %s: %s", action.pod, action.message)
+            self.metrics.unfit.inc()
+            self.kube.event(action.pod, "Warning", "FailedScheduling", action.message)
+            self.kube.set_scheduled(action.pod, "False", DOES_NOT_FIT, action.message)
+        elif isinstance(action, Reroute):
+            self._reroute(action, now)
         elif isinstance(action, Reject):
             log.info("reject %s: %s", action.marker.text, action.message)
             self.failures[action.marker.text] = _Attempts(Failure(action.spec_hash, float("inf")), 1)
@@ -225,6 +265,34 @@ class Scheduler:
         self.metrics.submits.inc()
         log.info("submitted job %d for %s (%d pods)", job_id, action.marker.text, len(action.pods))
 
+    def _reroute(self, action: Reroute, now: float) -> None:
+        """Submit the replacement first: if Slurm refuses it, the old allocation is kept."""
+        excluded = ",".join(action.request.exclude)
+        try:
+            job_id = self.slurm.submit(action.request, action.marker)
+        except Rejected as e:
+            previous = self.failures.get(action.marker.text)
+            count = previous.count + 1 if previous and previous.failure.spec_hash == action.spec_hash else 1
+            delay = backoff(count)
+            self.failures[action.marker.text] = _Attempts(Failure(action.spec_hash, now + delay), count)
+            message = (
+                f"Slurm refused the job without {excluded}: {e}; keeping job {action.old_job_id}, "
+                f"retrying in {delay:.0f} s"
+            )
+            log.info("reroute of %s refused: %s", action.marker.text, e)
+            for pod in action.pods:
+                self.kube.event(pod, "Warning", "FailedScheduling", message)
+            return
+        self.metrics.submits.inc()
+        self.metrics.reroutes.inc()
+        log.info("job %d replaces job %d for %s, excluding %s", job_id, action.old_job_id, action.marker.text, excluded)
+        self._cancel([Cancel(action.old_job_id, action.marker, f"replaced by job {job_id} (excluding {excluded})")])
+        for pod in action.pods:
+            message = (
+                f"Slurm job {job_id} replaces job {action.old_job_id}, excluding {excluded} where this pod did not fit"
+            )
+            self.kube.event(pod, "Normal", "SlurmJobResubmitted", message)
+
     def _bind(self, action: Bind, now: float) -> None:
         current = self.kube.get_pod(action.pod)
         # Never bind twice: the pod may have been bound by an earlier run (or be gone) since observe.
@@ -249,3 +317,5 @@ class Scheduler:
             "Scheduled",
             f"Successfully assigned {action.pod} to {action.node} (Slurm job {action.job_id} on {action.slurm_node})",
         )
+        if action.warning:
+            self.kube.event(action.pod, "Warning", "CPUPinningUnknownToSlurm", action.warning)

@@ -25,6 +25,12 @@ class Metrics:
         self.submits = Counter("sunk_scheduler_submits", "Placeholder jobs submitted", registry=r)
         self.rejects = Counter("sunk_scheduler_rejects", "Requests refused (invalid or by Slurm)", registry=r)
         self.binds = Counter("sunk_scheduler_binds", "Pods bound", registry=r)
+        self.unfit = Counter(
+            "sunk_scheduler_unfit", "Binds withheld: the Node Slurm chose would not admit the pod", registry=r
+        )
+        self.reroutes = Counter(
+            "sunk_scheduler_reroutes", "Placeholder jobs replaced to avoid nodes that did not fit", registry=r
+        )
         self.evictions = Counter("sunk_scheduler_evictions", "Pods evicted", ["reason"], registry=r)
         self.cancels = Counter("sunk_scheduler_cancels", "Placeholder jobs cancelled", registry=r)
         self.errors = Counter("sunk_scheduler_errors", "Failed API operations", ["op"], registry=r)

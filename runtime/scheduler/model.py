@@ -6,57 +6,24 @@ values; they are pure so the plan tests can build snapshots from literal dicts.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from fractions import Fraction
 from typing import Any
 
 from sunk.hostlist import expand
 
 from ..slurmrest.podref import PodRef
 from . import keys
+from .fit import NodeView, pinned_containers, pod_requests
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 ACTIVE_JOB_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "REQUEUED", "RESIZING"})
 
-_SUFFIX: dict[str, Fraction | int] = {
-    "": 1,
-    "m": Fraction(1, 1000),
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9]*\.?[0-9]+)(?:([eE][+-]?[0-9]+)|(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?)$")
-
-
-def parse_quantity(text: str | int | float) -> Fraction:
-    """A Kubernetes quantity (`500m`, `2`, `1.5Gi`, `1e3`) as an exact number."""
-    if isinstance(text, int | float):
-        return Fraction(text)
-    m = _QUANTITY.match(text.strip())
-    if m is None:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    number = Fraction(m.group(1))
-    if m.group(2):
-        return number * Fraction(10) ** int(m.group(2)[1:])
-    return number * Fraction(_SUFFIX[m.group(3) or ""])
-
 
 @dataclass(frozen=True)
 class PodResources:
-    """The pod's effective requests: max(sum of containers, largest init container)."""
+    """The requests a placeholder job is sized from (a projection of PodView.requests)."""
 
     cpu_millis: int = 0
     memory_bytes: int = 0
@@ -75,6 +42,10 @@ class PodView:
     deleting: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict)
     resources: PodResources = PodResources()
+    requests: Mapping[str, int] = field(default_factory=dict)
+    """Every effective request in the kubelet's units (cpu in millicores): what admission checks."""
+    pinned: tuple[str, ...] = ()
+    """Containers the static CPU manager would pin to exclusive cores (Guaranteed, whole CPUs)."""
     resource_error: str = ""
     """Why the requests could not be read (an unparseable quantity); such pods are rejected."""
     scheduled: tuple[str, str, str] | None = None
@@ -124,6 +95,8 @@ class JobView:
     """state_reason: why it is pending (Priority, Resources, ...) or how it ended."""
     submit_time: float = 0.0
     start_time: float = 0.0
+    excluded: tuple[str, ...] = ()
+    """Nodes the job was submitted to avoid (excluded_nodes): where an earlier placement did not fit."""
 
     @property
     def active(self) -> bool:
@@ -144,6 +117,9 @@ class Snapshot:
     """Slurm node name -> Kubernetes Node name, from the slurmd pods."""
     namespace_defaults: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Namespace -> its slurm.sunk.dev/* annotations."""
+    nodes: Mapping[str, NodeView] = field(default_factory=dict)
+    """Kubernetes Node name -> allocatable and what its pods use, for every Node a pod may be
+    bound to this cycle (absent: the Node could not be read, so nothing is bound there)."""
 
 
 def _timestamp(value: str | None) -> float:
@@ -152,28 +128,13 @@ def _timestamp(value: str | None) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
-    resources = container.get("resources") or {}
-    # Without a request, Kubernetes defaults it to the limit (the API server does; be safe here too).
-    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(value) for name, value in merged.items()}
-
-
 def pod_resources(spec: Mapping[str, Any]) -> PodResources:
     """Effective requests of a pod spec, as kube-scheduler computes them (plus pod overhead)."""
-    total: dict[str, Fraction] = {}
-    for c in spec.get("containers") or []:
-        for name, value in _container_requests(c).items():
-            total[name] = total.get(name, Fraction(0)) + value
-    for c in spec.get("initContainers") or []:
-        for name, value in _container_requests(c).items():
-            total[name] = max(total.get(name, Fraction(0)), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Fraction(0)) + parse_quantity(value)
+    requests = pod_requests(spec)
     return PodResources(
-        cpu_millis=math.ceil(total.get("cpu", Fraction(0)) * 1000),
-        memory_bytes=math.ceil(total.get("memory", Fraction(0))),
-        gpus=math.ceil(total.get("nvidia.com/gpu", Fraction(0))),
+        cpu_millis=requests.get("cpu", 0),
+        memory_bytes=requests.get("memory", 0),
+        gpus=requests.get("nvidia.com/gpu", 0),
     )
 
 
@@ -190,9 +151,10 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         None,
     )
     try:
-        resources, error = pod_resources(spec), ""
+        requests, error = pod_requests(spec), ""
     except ValueError as e:
-        resources, error = PodResources(), str(e)
+        requests, error = {}, str(e)
+    resources = PodResources(requests.get("cpu", 0), requests.get("memory", 0), requests.get("nvidia.com/gpu", 0))
     return PodView(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -203,6 +165,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         deleting=bool(meta.get("deletionTimestamp")),
         annotations=dict(meta.get("annotations") or {}),
         resources=resources,
+        requests=requests,
+        pinned=pinned_containers(spec) if not error else (),
         resource_error=error,
         scheduled=scheduled,
     )
@@ -250,4 +214,19 @@ def job_view(job: Mapping[str, Any]) -> JobView | None:
         reason=job.get("state_reason") or "",
         submit_time=_number(job.get("submit_time")),
         start_time=_number(job.get("start_time")),
+        excluded=tuple(expand(excluded)) if (excluded := _csv(job.get("excluded_nodes"))) else (),
     )
+
+
+def _csv(value: Any) -> str:
+    """excluded_nodes comes as a hostlist string (or a list of them)."""
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value if v)
+    return str(value or "")
+
+
+def wanted_nodes(pods: Sequence[PodView], jobs: Sequence[JobView], node_of: Mapping[str, str]) -> list[str]:
+    """Kubernetes Nodes a pod may be bound to this cycle: those of running jobs whose workload has
+    an unbound live pod. Only these are read (Node and its pods), so an idle cycle reads none."""
+    waiting = {p.marker.text for p in pods if p.live and not p.node_name}
+    return sorted({node_of[n] for j in jobs if j.running and j.marker.text in waiting for n in j.nodes if n in node_of})

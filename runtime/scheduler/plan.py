@@ -7,7 +7,13 @@ placeholder job. For each workload with live pods:
      submit once the group is complete and the request is valid (Reject if not, once per attempt);
   3. pending job -> a PodScheduled=False condition with Slurm's reason;
   4. running job -> bind unbound pods to the Kubernetes Nodes of the allocated Slurm nodes that no
-     live member holds yet.
+     live member holds yet, if the kubelet would admit them there (fit.shortfalls against the
+     Node's allocatable and its pods' requests, counting binds planned earlier in this cycle).
+     A pod that would not fit is not bound (a group binds no member while any would not fit):
+     PodScheduled=False and a Warning Event with the numbers. The job is kept and the bind retried
+     every cycle for GRACE seconds from the job's start (room may free up: a pod terminating, a
+     DaemonSet rollout); then, if no member holds a node, the job is replaced by one that excludes
+     the nodes that did not fit (Reroute: submitted first, the old job cancelled after).
 Then every active job whose workload has no live pod left is cancelled (pod ended, deleted, or an
 orphan left by a crash).
 """
@@ -16,16 +22,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..slurmrest.podref import PodRef
 from . import keys
+from .fit import NodeView, Shortfall, shortfalls
 from .model import JobView, PodView, Snapshot
 from .request import Invalid, JobRequest, build_request, spec_hash
 
 PENDING_REASON = "SlurmJobPending"
 UNSCHEDULABLE = "Unschedulable"
 """kube-scheduler's reason for a pod that cannot be placed; tools (autoscalers, kubectl) know it."""
+DOES_NOT_FIT = "NodeDoesNotFit"
+"""PodScheduled=False reason while the Node Slurm chose would not admit the pod."""
+GRACE = 60.0
+"""Default (SUNK_BIND_GRACE) seconds from the job's start during which a bind that does not fit is retried on the same
+allocation before the job is rerouted. Long enough for what frees room by itself (a pod's grace
+period is 30 s by default; a DaemonSet pod being replaced), short enough that a node that will not
+fit (an exclusive NodeSet's slurmd holds it all, allocatable below Slurm's view) costs a minute."""
 
 _ENDED = {
     "PREEMPTED": ("Preempted", "was preempted by a higher-priority Slurm job"),
@@ -70,6 +84,29 @@ class Bind:
     job_id: int
     slurm_node: str
     job_start: str
+    warning: str = ""
+    """A Warning Event to write with the binding (CPU pinning Slurm does not know about)."""
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """The Node Slurm chose would not admit the pod: not bound; PodScheduled=False + Warning Event."""
+
+    pod: PodRef
+    message: str
+
+
+@dataclass(frozen=True)
+class Reroute:
+    """Replace a running job whose nodes did not fit with one excluding them. The new job is
+    submitted before the old one is cancelled, so the workload never lacks an active job (a crash
+    in between leaves two; the duplicate rule keeps the older, and the reroute happens again)."""
+
+    marker: keys.Marker
+    old_job_id: int
+    request: JobRequest
+    spec_hash: str
+    pods: tuple[PodRef, ...]
 
 
 @dataclass(frozen=True)
@@ -95,7 +132,7 @@ class Condition:
     message: str
 
 
-Action = Submit | Reject | Bind | Evict | Cancel | Condition
+Action = Submit | Reject | Bind | Evict | Cancel | Condition | Unfit | Reroute
 
 
 def _ended(job: JobView | None, job_id: int | None) -> tuple[str, str]:
@@ -165,7 +202,10 @@ def _workload(
     snap: Snapshot,
     failures: Mapping[str, Failure],
     now: float,
+    nodes: dict[str, NodeView],
+    grace: float,
 ) -> list[Action]:
+    """`nodes` is this cycle's view of the Nodes, updated with every Bind planned (across workloads)."""
     live = sorted((p for p in pods if p.live), key=lambda p: p.name)
     active = sorted((j for j in jobs if j.active), key=lambda j: j.job_id)
     by_id = {j.job_id: j for j in jobs}
@@ -216,20 +256,92 @@ def _workload(
         return actions + [a for p in unbound for a in _condition(p, PENDING_REASON, msg)]
 
     free = [n for n in job.nodes if n not in holding]
+    binds: list[Bind] = []
+    unfit: list[tuple[PodView, str, str, list[Shortfall]]] = []
+    planned = dict(nodes)
     for pod, slurm_node in zip(unbound, free, strict=False):
         node = snap.node_of.get(slurm_node)
+        view = planned.get(node) if node is not None else None
         if node is None:
             msg = f"Slurm job {job.job_id} runs on {slurm_node}, which no slurmd pod maps to a Kubernetes Node"
             actions += _condition(pod, "NoKubernetesNode", msg)
+        elif view is None:
+            msg = f"Slurm job {job.job_id} runs on {slurm_node}; Kubernetes Node {node} could not be read"
+            actions += _condition(pod, "NodeUnreadable", msg)
+        elif short := shortfalls(view, pod.requests):
+            unfit.append((pod, slurm_node, node, short))
         else:
-            actions.append(Bind(pod.ref, node, job.job_id, slurm_node, str(int(job.start_time))))
+            planned[node] = view.plus(pod.requests)  # the next pod bound there this cycle sees it
+            start = str(int(job.start_time))
+            binds.append(Bind(pod.ref, node, job.job_id, slurm_node, start, _pinning(pod, slurm_node)))
+    if unfit and marker.kind == "group":
+        # All or nothing on the Kubernetes side too: members that would fit wait for the others.
+        who = ", ".join(sorted(p.name for p, *_ in unfit))
+        msg = f"Slurm job {job.job_id}: not bound while group member(s) {who} would not fit their Node"
+        actions += [a for b in binds for a in _condition(_by_ref(unbound, b.pod), DOES_NOT_FIT, msg)]
+        binds = []
+    for b in binds:
+        nodes[b.node] = planned[b.node]
+    actions += binds
+    rerouting = bool(unfit) and not holding and now >= job.start_time + grace
+    for pod, slurm_node, node, short in unfit:
+        what = "; ".join(str(s) for s in short)
+        then = (
+            f"resubmitting the job without {slurm_node}"
+            if rerouting
+            else f"retrying until {grace:.0f} s after the job started, then resubmitting it without {slurm_node}"
+        )
+        msg = (
+            f"Slurm job {job.job_id} placed this pod on {slurm_node}, but Kubernetes Node {node} would not "
+            f"admit it ({what}); not bound, {then}"
+        )
+        if pod.scheduled != ("False", DOES_NOT_FIT, msg):
+            actions.append(Unfit(pod.ref, msg))
+    if rerouting:
+        actions += _reroute(marker, job, unbound, {n for _, n, _, _ in unfit}, snap, failures, now)
     for pod in unbound[len(free) :]:
         msg = f"group job {job.job_id} has no free node: {len(job.nodes)} nodes, all held"
         actions += _condition(pod, "GroupFull", msg)
     return actions
 
 
-def plan(snap: Snapshot, failures: Mapping[str, Failure], now: float) -> list[Action]:
+def _by_ref(pods: Sequence[PodView], ref: PodRef) -> PodView:
+    return next(p for p in pods if p.ref == ref)
+
+
+def _pinning(pod: PodView, slurm_node: str) -> str:
+    if not pod.pinned:
+        return ""
+    return (
+        f"container(s) {', '.join(pod.pinned)} are Guaranteed QoS with whole CPUs: a kubelet with the "
+        f"static CPU manager policy pins them to exclusive cores it picks, and Slurm's CPU accounting of "
+        f"{slurm_node} does not know which, so Slurm jobs there may be bound to the same cores. "
+        "Request fewer CPUs than the limit (Burstable) to stay in the shared pool"
+    )
+
+
+def _reroute(
+    marker: keys.Marker,
+    job: JobView,
+    unbound: Sequence[PodView],
+    misfits: set[str],
+    snap: Snapshot,
+    failures: Mapping[str, Failure],
+    now: float,
+) -> list[Action]:
+    members = sorted(unbound, key=lambda p: (p.created, p.name))[: len(job.nodes)]
+    request = build_request(members, snap.namespace_defaults.get(marker.namespace, {}))
+    if isinstance(request, Invalid):
+        return []  # it was valid when submitted; the pods changed since and will be re-planned
+    request = replace(request, exclude=tuple(sorted(set(job.excluded) | misfits)))
+    digest = spec_hash(request, members)
+    failure = failures.get(marker.text)
+    if failure is not None and failure.spec_hash == digest and now < failure.retry_at:
+        return []  # Slurm refused this reroute (e.g. nothing left outside the exclusions); backing off
+    return [Reroute(marker, job.job_id, request, digest, tuple(p.ref for p in members))]
+
+
+def plan(snap: Snapshot, failures: Mapping[str, Failure], now: float, *, grace: float = GRACE) -> list[Action]:
     pods: dict[str, list[PodView]] = defaultdict(list)
     for pod in snap.pods:
         pods[pod.marker.text].append(pod)
@@ -238,9 +350,10 @@ def plan(snap: Snapshot, failures: Mapping[str, Failure], now: float) -> list[Ac
         jobs[job.marker.text].append(job)
 
     actions: list[Action] = []
+    nodes = dict(snap.nodes)
     for key in sorted(pods):
         members = pods[key]
-        actions += _workload(members[0].marker, members, jobs.get(key, []), snap, failures, now)
+        actions += _workload(members[0].marker, members, jobs.get(key, []), snap, failures, now, nodes, grace)
 
     for key in sorted(jobs):
         if any(p.live for p in pods.get(key, [])):

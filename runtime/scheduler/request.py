@@ -43,6 +43,8 @@ class JobRequest:
     """Minutes; None leaves the partition's DefaultTime (else MaxTime)."""
     nice: int | None = None
     priority: int | None = None
+    exclude: tuple[str, ...] = ()
+    """Slurm nodes to avoid (--exclude): where an earlier placement did not fit the kubelet."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") 
         value = getattr(request, field)
         if value:
             job[field] = value
+    if request.exclude:
+        job["excluded_nodes"] = list(request.exclude)
     if request.time_limit is not None:
         job["time_limit"] = {"set": True, "infinite": False, "number": request.time_limit}
     if request.nice is not None:

@@ -23,6 +23,9 @@ class Settings:
     scheduler_name: str = "sunk-scheduler"
     interval: float = 1.0
     """Seconds between cycles when no watch event arrives (SUNK_SCHEDULER_INTERVAL)."""
+    bind_grace: float = 60.0
+    """Seconds from a job's start during which a pod that does not fit the Node Slurm chose is
+    retried there before the job is resubmitted without that node (SUNK_BIND_GRACE)."""
     job_cwd: str = "/tmp"
     """Working directory of placeholder jobs, as slurmd sees it (SUNK_JOB_CWD)."""
     pod_namespaces: tuple[str, ...] = ()
@@ -38,10 +41,13 @@ class Settings:
         try:
             port = int(env.get("SUNK_METRICS_PORT", "8080"))
             interval = float(env.get("SUNK_SCHEDULER_INTERVAL", "1.0"))
+            grace = float(env.get("SUNK_BIND_GRACE", "60"))
         except ValueError as e:
-            raise ValueError(f"SUNK_METRICS_PORT / SUNK_SCHEDULER_INTERVAL: {e}") from None
+            raise ValueError(f"SUNK_METRICS_PORT / SUNK_SCHEDULER_INTERVAL / SUNK_BIND_GRACE: {e}") from None
         if interval <= 0:
             raise ValueError("SUNK_SCHEDULER_INTERVAL: must be positive")
+        if grace < 0:
+            raise ValueError("SUNK_BIND_GRACE: must not be negative")
         return cls(
             cluster=env["SUNK_CLUSTER"],
             namespace=env["SUNK_NAMESPACE"],
@@ -51,6 +57,7 @@ class Settings:
             metrics_port=port,
             scheduler_name=env.get("SUNK_SCHEDULER_NAME") or "sunk-scheduler",
             interval=interval,
+            bind_grace=grace,
             job_cwd=env.get("SUNK_JOB_CWD") or "/tmp",
             pod_namespaces=tuple(
                 ns.strip() for ns in (env.get("SUNK_POD_NAMESPACES") or env["SUNK_NAMESPACE"]).split(",") if ns.strip()

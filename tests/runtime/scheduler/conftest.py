@@ -1,6 +1,12 @@
 """Fixtures for the scheduler's real-Slurm tests: the harness (acme-dev: QOS low/high with preemption),
 kmock as the Kubernetes API with one slurmd pod and Node per simulated Slurm node, and the scheduler
-as its own process (`python -m sunk.runtime.scheduler`), so it can be killed for real."""
+as its own process (`python -m sunk.runtime.scheduler`), so it can be killed for real.
+
+kubesim admits pods as a kubelet would. Each Node's allocatable is its Slurm node's CPUs, memory
+and GPUs plus one CPU and 2 GiB (what the kubelet leaves beside them); each slurmd pod requests what
+the real manifest (sunk.manifests.nodeset_pod) requests for its NodeSet's resourceMode: acme-dev's
+cpu NodeSet is exclusive (slurmd requests the whole Slurm node), its gpu NodeSet shared (slurmd asks
+500m and 1 GiB, no GPUs), so sunk-scheduled pods fit only on the gpu Nodes."""
 
 from __future__ import annotations
 
@@ -19,9 +25,11 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
+from sunk.runtime.operator.specs import resource_spec
 from sunk.runtime.scheduler import keys
 from sunk.runtime.testing.kubesim import KubeSim
 
+from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
 
@@ -38,13 +46,23 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interva
 
 
 def kube_node(spec: ClusterSpec, nodeset: str, name: str) -> dict[str, Any]:
-    """kubesim admits pods as a kubelet would: each Node's allocatable is its Slurm node's CPUs,
-    memory and GPUs plus one CPU and 2 GiB (what the kubelet leaves beside them)."""
     ns = spec.nodeset(nodeset)
     allocatable = {"cpu": str(ns.cpus + 1), "memory": f"{ns.memory_mib + 2048}Mi", "pods": "110"}
     if ns.gpus is not None:
         allocatable["nvidia.com/gpu"] = str(ns.gpus.count)
     return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+
+
+def slurmd_pod(spec: ClusterSpec, nodeset: str, slurm_node: str) -> dict[str, Any]:
+    """The containers (with their requests) of the NodeSet's real slurmd pod."""
+    rs = resource_spec(spec, nodeset)
+    config_keys = {name: ["file"] for name in rs.config_files.values()}
+    pod = nodeset_pod(rs, namespace=spec.ns, config_keys=config_keys, ordinal=int(slurm_node.rsplit("-", 1)[1]))
+    strip = ("name", "image", "resources", "restartPolicy")
+    return {
+        kind: [{k: c[k] for k in strip if k in c} for c in pod["spec"].get(kind) or []]
+        for kind in ("containers", "initContainers")
+    }
 
 
 class Cluster:
@@ -58,9 +76,10 @@ class Cluster:
         for name, node in self.node_of.items():
             nodeset = next(n.nodeset for n in slurm.nodes if n.name == name)
             self.api.create_node(kube_node(slurm.spec, nodeset, node), _preload_content=False)
+            pod = slurmd_pod(slurm.spec, nodeset, name)
             slurmd = {
                 "metadata": {"name": f"{slurm.spec.name}-{name}", "labels": {keys.NODESET_LABEL: nodeset}},
-                "spec": {"hostname": name, "nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+                "spec": {"hostname": name, "nodeName": node, **pod},
             }
             self.api.create_namespaced_pod(slurm.spec.ns, slurmd, _preload_content=False)
 
@@ -180,6 +199,7 @@ def start_scheduler(
             "SUNK_METRICS_PORT": str(free_ports(1)[0]),
             "SUNK_SCHEDULER_INTERVAL": "0.2",
             "SUNK_POD_NAMESPACES": "ml",
+            "SUNK_BIND_GRACE": "3",  # reroutes within a test's patience (60 s in production)
         }
         proc = SchedulerProcess(runtime_image, env, tmp_path / f"scheduler-{len(started)}.log")
         started.append(proc)

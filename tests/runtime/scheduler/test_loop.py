@@ -38,12 +38,19 @@ def raw_pod(name: str, uid: str = "", **annotations: str) -> dict[str, Any]:
 
 def slurmd(host: str, node: str) -> dict[str, Any]:
     meta = {"namespace": "slurm", "name": host, "labels": {keys.NODESET_LABEL: "cpu"}}
-    return {"metadata": meta, "spec": {"hostname": host, "nodeName": node}}
+    # A shared-mode slurmd: only its own overhead is requested.
+    resources = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    return {"metadata": meta, "spec": {"hostname": host, "nodeName": node, "containers": [{"resources": resources}]}}
+
+
+def kube_node(name: str, cpu: str = "4", memory: str = "16Gi", pods: str = "110") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods}}}
 
 
 def setup(*pods: dict[str, Any]) -> tuple[FakeKube, FakeSlurm, Scheduler, Clock]:
     kube, slurm, clock = FakeKube(), FakeSlurm(), Clock()
     kube.slurmd = [slurmd("cpu-0", "k8s-a"), slurmd("cpu-1", "k8s-b")]
+    kube.nodes = {n: kube_node(n) for n in ("k8s-a", "k8s-b")}
     for p in pods:
         kube.add_pod(p)
     return kube, slurm, scheduler(kube, slurm, clock), clock
@@ -222,6 +229,9 @@ def test_settings_come_from_the_environment() -> None:
         Settings.from_env({k: v for k, v in env.items() if k != "SUNK_JWT_KEY_FILE"})
     with pytest.raises(ValueError, match="SUNK_SCHEDULER_INTERVAL"):
         Settings.from_env({**env, "SUNK_SCHEDULER_INTERVAL": "0"})
+    assert s.bind_grace == 60 and Settings.from_env({**env, "SUNK_BIND_GRACE": "5"}).bind_grace == 5
+    with pytest.raises(ValueError, match="SUNK_BIND_GRACE"):
+        Settings.from_env({**env, "SUNK_BIND_GRACE": "-1"})
 
 
 def test_health_goes_stale_without_cycles() -> None:
@@ -234,3 +244,73 @@ def test_health_goes_stale_without_cycles() -> None:
     health.attempted(ok=False)
     t[0] = 61
     assert not health.ready()[0] and not health.alive()[0]
+
+
+def test_a_pod_that_would_not_fit_is_not_bound_then_its_job_is_rerouted() -> None:
+    kube, slurm, sched, clock = setup(raw_pod("web"))
+    # Something Slurm does not know about fills k8s-b: a pod of another scheduler.
+    hog = raw_pod("hog")
+    hog["spec"] = {"nodeName": "k8s-b", "containers": [{"resources": {"requests": {"cpu": "3"}}}]}
+    kube.add_pod(hog)
+    sched.cycle()
+    [(job_id, _, _)] = slurm.submitted
+    slurm.start(job_id, ("cpu-1",), start_time=clock.now)
+    for _ in range(3):
+        sched.cycle()
+    assert kube.bindings == []
+    [(_, kind, reason, message)] = kube.events  # once, not every cycle
+    assert (kind, reason) == ("Warning", "FailedScheduling")
+    assert "Kubernetes Node k8s-b would not admit it (cpu: requested 1000m, 3500m of 4000m" in message
+    assert condition(kube, "web")["reason"] == "NodeDoesNotFit"
+    assert sched.metrics.unfit._value.get() == 1
+
+    clock.now += 60
+    sched.cycle()
+    # A new job excluding cpu-1 was submitted, then the old one cancelled.
+    assert [r.exclude for _, r, _ in slurm.submitted] == [(), ("cpu-1",)]
+    assert slurm.cancelled == [job_id]
+    new_job = slurm.submitted[1][0]
+    slurm.start(new_job, ("cpu-0",), start_time=clock.now)
+    sched.cycle()
+    assert kube.bindings == [(PodRef("ml", "web", "uid-web"), "k8s-a")]
+    assert [e[2] for e in kube.events] == ["FailedScheduling", "SlurmJobResubmitted", "FailedScheduling", "Scheduled"]
+
+
+def test_a_refused_reroute_keeps_the_old_allocation() -> None:
+    kube, slurm, sched, clock = setup(raw_pod("web"))
+    sched.cycle()
+    [(job_id, _, _)] = slurm.submitted
+    slurm.start(job_id, ("cpu-1",), start_time=clock.now - 120)
+    kube.nodes["k8s-b"]["status"]["allocatable"]["cpu"] = "1"  # slurmd's 500m leaves too little
+    slurm.reject = "Requested node configuration is not available"
+    sched.cycle()
+    assert slurm.cancelled == [] and kube.bindings == []
+    assert any("keeping job" in e[3] for e in kube.events)
+    # Room appears on the Node (the allocatable was wrong, now fixed): bound to the job it kept.
+    kube.nodes["k8s-b"]["status"]["allocatable"]["cpu"] = "4"
+    sched.cycle()
+    assert kube.bindings == [(PodRef("ml", "web", "uid-web"), "k8s-b")]
+
+
+def test_a_node_that_cannot_be_read_binds_nothing_and_the_cycle_goes_on() -> None:
+    kube, slurm, sched, _ = setup(raw_pod("web"))
+    sched.cycle()
+    [(job_id, _, _)] = slurm.submitted
+    slurm.start(job_id, ("cpu-0",))
+    kube.fail_node_reads = True
+    sched.cycle()
+    assert kube.bindings == [] and condition(kube, "web")["reason"] == "NodeUnreadable"
+    assert sched.metrics.errors.labels("read_node")._value.get() == 1
+    kube.fail_node_reads = False
+    sched.cycle()
+    assert len(kube.bindings) == 1
+
+
+def test_a_pinned_pod_gets_a_warning_event_with_its_binding() -> None:
+    p = raw_pod("web")
+    p["spec"]["containers"] = [{"name": "main", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]
+    kube, slurm, sched, _ = setup(p)
+    sched.cycle()
+    slurm.start(slurm.submitted[0][0], ("cpu-0",))
+    sched.cycle()
+    assert [(e[1], e[2]) for e in kube.events] == [("Normal", "Scheduled"), ("Warning", "CPUPinningUnknownToSlurm")]

@@ -5,9 +5,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.fit import NodeView
 from sunk.runtime.scheduler.model import JobView, PodResources, PodView, Snapshot
-from sunk.runtime.scheduler.plan import Action, Bind, Cancel, Condition, Evict, Failure, Reject, Submit, plan
+from sunk.runtime.scheduler.plan import (
+    DOES_NOT_FIT,
+    GRACE,
+    Action,
+    Bind,
+    Cancel,
+    Condition,
+    Evict,
+    Failure,
+    Reject,
+    Reroute,
+    Submit,
+    Unfit,
+    plan,
+)
 from sunk.runtime.scheduler.request import JobRequest
 
 NODES = {"cpu-0": "k8s-a", "cpu-1": "k8s-b", "cpu-2": "k8s-c"}
@@ -23,6 +39,7 @@ def pod(name: str, *, uid: str = "", node: str = "", created: float = 100.0, **k
         node_name=node,
         annotations=annotations,
         resources=kw.pop("resources", PodResources(cpu_millis=1500, memory_bytes=2**30, gpus=0)),
+        requests=kw.pop("requests", {"cpu": 1500, "memory": 2**30}),
         **kw,
     )
 
@@ -39,8 +56,13 @@ def job(job_id: int, marker: keys.Marker, state: str = "PENDING", nodes: tuple[s
     return JobView(job_id, marker, state, nodes=nodes, **kw)
 
 
+ROOMY = {"cpu": 8000, "memory": 32 * 2**30, "nvidia.com/gpu": 8, "pods": 110}
+"""Allocatable of every Node unless a test says otherwise: room for anything the tests bind."""
+
+
 def snap(pods: list[PodView], jobs: Sequence[JobView] = (), **kw: Any) -> Snapshot:
-    return Snapshot(pods=pods, jobs=list(jobs), node_of=kw.pop("node_of", NODES), **kw)
+    nodes = kw.pop("nodes", {n: NodeView(n, ROOMY) for n in NODES.values()})
+    return Snapshot(pods=pods, jobs=list(jobs), node_of=kw.pop("node_of", NODES), nodes=nodes, **kw)
 
 
 def run(
@@ -263,3 +285,96 @@ def test_the_failed_job_a_rejected_submit_leaves_behind_evicts_nobody() -> None:
     # After a restart the memory is gone; the pod's condition still says it was rejected: retry.
     marked = pod("web", scheduled=("False", "Unschedulable", "Slurm rejected ..."))
     assert [type(a) for a in run([marked], [failed])] == [Submit]
+
+
+# --- binding only where the kubelet admits ------------------------------------------------------
+
+GI = 2**30
+
+
+def node(name: str, cpu: int = 8000, used_cpu: int = 0, pods: int = 0, **alloc: int) -> NodeView:
+    return NodeView(name, {"cpu": cpu, "memory": 32 * GI, "pods": 110, **alloc}, {"cpu": used_cpu}, pods)
+
+
+def nodes(**views: NodeView) -> dict[str, NodeView]:
+    out = {n: NodeView(n, ROOMY) for n in NODES.values()}
+    return out | {v.name: v for v in views.values()}
+
+
+def test_a_pod_the_node_would_not_admit_is_not_bound_and_told_why_with_numbers() -> None:
+    p = pod("web", requests={"cpu": 2000, "memory": GI})
+    full = node("k8s-b", used_cpu=7000, pods=3)
+    [action] = run([p], [job(7, p.marker, "RUNNING", ("cpu-1",))], nodes=nodes(b=full))
+    assert isinstance(action, Unfit) and action.pod == p.ref
+    assert action.message == (
+        "Slurm job 7 placed this pod on cpu-1, but Kubernetes Node k8s-b would not admit it "
+        "(cpu: requested 2000m, 7000m of 8000m allocatable in use (1000m free)); not bound, "
+        "retrying until 60 s after the job started, then resubmitting it without cpu-1"
+    )
+    # Reported once: the condition already says it.
+    told = pod("web", requests={"cpu": 2000, "memory": GI}, scheduled=("False", DOES_NOT_FIT, action.message))
+    assert run([told], [job(7, p.marker, "RUNNING", ("cpu-1",))], nodes=nodes(b=full)) == []
+
+
+@pytest.mark.parametrize(
+    ("requests", "view"),
+    [
+        ({"nvidia.com/gpu": 1}, node("k8s-b", **{"nvidia.com/gpu": 0})),
+        ({"cpu": 100}, node("k8s-b", pods=110)),
+        ({"memory": 33 * GI}, node("k8s-b")),
+    ],
+)
+def test_every_resource_counts(requests: dict[str, int], view: NodeView) -> None:
+    p = pod("web", requests=requests)
+    [action] = run([p], [job(7, p.marker, "RUNNING", ("cpu-1",))], nodes=nodes(b=view))
+    assert isinstance(action, Unfit)
+
+
+def test_pods_bound_earlier_in_the_same_cycle_count_against_the_node() -> None:
+    # Two single-pod jobs on one Node with room for one of them.
+    a, b = pod("a", requests={"cpu": 3000}), pod("b", requests={"cpu": 3000})
+    jobs = [job(7, a.marker, "RUNNING", ("cpu-1",)), job(8, b.marker, "RUNNING", ("cpu-1",))]
+    actions = run([a, b], jobs, nodes=nodes(b=node("k8s-b", cpu=6000, used_cpu=500)))
+    assert [type(x) for x in actions] == [Bind, Unfit]
+    assert "3500m of 6000m allocatable in use" in actions[1].message  # type: ignore[union-attr]
+
+
+def test_an_unreadable_node_binds_nothing_there() -> None:
+    p = pod("web")
+    unread = {n: v for n, v in nodes().items() if n != "k8s-b"}
+    [action] = run([p], [job(7, p.marker, "RUNNING", ("cpu-1",))], nodes=unread)
+    assert isinstance(action, Condition) and action.reason == "NodeUnreadable"
+
+
+def test_after_the_grace_the_job_is_replaced_by_one_excluding_the_node() -> None:
+    p = pod("web", requests={"cpu": 2000, "memory": GI}, resources=PodResources(2000, GI, 0))
+    j = job(7, p.marker, "RUNNING", ("cpu-1",), excluded=("cpu-2",))
+    full = nodes(b=node("k8s-b", used_cpu=7000))
+    assert [type(a) for a in plan(snap([p], [j], nodes=full), {}, now=2000.0 + GRACE - 1)] == [Unfit]
+    unfit, reroute = plan(snap([p], [j], nodes=full), {}, now=2000.0 + GRACE)
+    assert isinstance(unfit, Unfit) and unfit.message.endswith("not bound, resubmitting the job without cpu-1")
+    assert isinstance(reroute, Reroute) and (reroute.old_job_id, reroute.pods) == (7, (p.ref,))
+    # Earlier exclusions (on the Slurm job) stay excluded.
+    assert reroute.request == JobRequest(nodes=1, cpus_per_task=2, memory_mib=1024, exclude=("cpu-1", "cpu-2"))
+    # Slurm refused that job: the old allocation is kept and the reroute waits for its backoff.
+    failures = {p.marker.text: Failure(reroute.spec_hash, 2100.0)}
+    assert [type(a) for a in plan(snap([p], [j], nodes=full), failures, now=2090.0)] == [Unfit]
+    assert [type(a) for a in plan(snap([p], [j], nodes=full), failures, now=2100.0)] == [Unfit, Reroute]
+
+
+def test_a_group_binds_no_member_while_one_would_not_fit() -> None:
+    pods = [member("w-0"), member("w-1")]
+    j = job(7, pods[0].marker, "RUNNING", ("cpu-0", "cpu-1"))
+    actions = run(pods, [j], nodes=nodes(b=node("k8s-b", cpu=1000)))
+    assert [type(a) for a in actions] == [Condition, Unfit]
+    assert actions[0].pod == pods[0].ref and "group member(s) w-1 would not fit" in actions[0].message  # type: ignore[union-attr]
+    # A group with a member holding a node is not rerouted (that would evict the member).
+    held = [bound("w-0", 7, "cpu-0", annotations={keys.GROUP: "train", keys.GROUP_SIZE: "2"}), member("w-1")]
+    late = plan(snap(held, [j], nodes=nodes(b=node("k8s-b", cpu=1000))), {}, now=99999.0)
+    assert [type(a) for a in late] == [Unfit]
+
+
+def test_a_pinned_pod_is_bound_with_a_warning() -> None:
+    p = pod("web", pinned=("main",))
+    [action] = run([p], [job(7, p.marker, "RUNNING", ("cpu-1",))])
+    assert isinstance(action, Bind) and "static CPU manager" in action.warning and "main" in action.warning

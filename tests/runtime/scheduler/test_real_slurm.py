@@ -26,8 +26,12 @@ def placeholder_jobs(slurm: LocalSlurm) -> dict[int, tuple[str, str, str]]:
     return {i: row for i, row in squeue(slurm).items() if row[0].startswith("sunk-")}
 
 
+SHARED = {keys.PARTITION: "gpu"}
+"""acme-dev's gpu partition holds the shared NodeSet: the Nodes where pods fit beside slurmd."""
+
+
 def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_scheduler) -> None:
-    k8s.sim.add_namespace("ml", {keys.TIME_LIMIT: "0:30:00"})  # a Namespace default
+    k8s.sim.add_namespace("ml", {keys.TIME_LIMIT: "0:30:00", **SHARED})  # Namespace defaults
     start_scheduler()
     k8s.create_pod("cpu-pod", cpu="2", memory="1Gi", **{keys.NICE: "10", keys.PRIORITY: "5000", keys.ACCOUNT: "root"})
     k8s.create_pod("gpu-pod", gpus=1, **{keys.GPU_TYPE: "h100"})
@@ -63,7 +67,7 @@ def test_a_high_priority_pod_preempts_a_low_priority_batch_job(slurm: LocalSlurm
     for job_id in low:
         slurm.wait_job(job_id, {"RUNNING"})
     start_scheduler()
-    k8s.create_pod("urgent", **{keys.QOS: "high", keys.PARTITION: "batch"})
+    k8s.create_pod("urgent", **{keys.QOS: "high", keys.PARTITION: "gpu"})
     pod = k8s.wait_bound("urgent")
     node = pod["metadata"]["annotations"][keys.SLURM_NODE]
     # Slurm requeued the low job that held that node (PreemptMode=requeue on QOS low).
@@ -75,7 +79,7 @@ def test_a_high_priority_pod_preempts_a_low_priority_batch_job(slurm: LocalSlurm
 
 def test_a_high_priority_batch_job_preempts_a_low_priority_pod(slurm: LocalSlurm, k8s, start_scheduler) -> None:
     start_scheduler()
-    k8s.create_pod("batchable", **{keys.QOS: "low"})
+    k8s.create_pod("batchable", **{keys.QOS: "low", **SHARED})
     pod = k8s.wait_bound("batchable")
     node = pod["metadata"]["annotations"][keys.SLURM_NODE]
     high = slurm.sbatch(FILL, "--qos=high", "--exclusive", "-N1", f"-w{node}")
@@ -91,7 +95,7 @@ def test_a_high_priority_batch_job_preempts_a_low_priority_pod(slurm: LocalSlurm
 
 def test_deleting_the_pod_cancels_its_job(slurm: LocalSlurm, k8s, start_scheduler) -> None:
     start_scheduler()
-    k8s.create_pod("short-lived")
+    k8s.create_pod("short-lived", **SHARED)
     job_id = int(k8s.wait_bound("short-lived")["metadata"]["annotations"][keys.JOB_ID])
     k8s.delete_pod("short-lived")
     assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=30) == "CANCELLED"
@@ -124,7 +128,7 @@ def test_a_killed_scheduler_restarts_adopts_its_jobs_and_binds_each_pod_once(
     k8s.sim.fail_bindings = True
     first = start_scheduler()
     for name in ("a", "b", "c"):
-        k8s.create_pod(name)
+        k8s.create_pod(name, **SHARED)
     jobs = k8s.wait_for(
         "three running placeholder jobs",
         lambda: (j := placeholder_jobs(slurm)) and len(j) == 3 and all(r[1] == "RUNNING" for r in j.values()) and j,
@@ -151,3 +155,75 @@ def test_a_killed_scheduler_restarts_adopts_its_jobs_and_binds_each_pod_once(
     ]
     assert third.metric("sunk_scheduler_submits_total") == 0
     assert sorted(placeholder_jobs(slurm)) == sorted(job_of.values())
+
+
+def job_detail(slurm: LocalSlurm, job_id: int) -> tuple[str, set[int], set[int]]:
+    """(node, CPU ids, GPU indices) of a running one-node job, from `scontrol show job -d`."""
+    out = slurm.run("scontrol", "show", "job", "-d", str(job_id), check=True).stdout
+    m = re.search(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=\S+ GRES=(\S*)", out)
+    assert m is not None, out
+    gpus = re.search(r"IDX:([0-9,-]+)", m.group(3))
+    return m.group(1), set(ids(m.group(2))), set(ids(gpus.group(1))) if gpus else set()
+
+
+def ids(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def test_a_slurm_job_and_a_sunk_scheduled_pod_share_a_node(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    # gpu-1 is busy, so Slurm places both the batch job and the pod's placeholder on gpu-0.
+    fill = slurm.sbatch(FILL, "--exclusive", "-N1", "-wgpu-1", "-pgpu")
+    batch = slurm.sbatch(FILL, "-N1", "-wgpu-0", "-pgpu", "-c8", "--mem=8G", "--gres=gpu:h100:1")
+    for job_id in (fill, batch):
+        slurm.wait_job(job_id, {"RUNNING"})
+    start_scheduler()
+    k8s.create_pod("infer", cpu="4", memory="8Gi", gpus=1, **SHARED)
+    pod = k8s.wait_bound("infer")
+    assert pod["spec"]["nodeName"] == "k8s-gpu-0"
+    placeholder = int(pod["metadata"]["annotations"][keys.JOB_ID])
+    # Both run on gpu-0 at once, on disjoint CPUs and GPUs (Slurm's allocation of each).
+    assert slurm.job_state(batch) == "RUNNING" and slurm.job_state(placeholder) == "RUNNING"
+    node_a, cpus_a, gpus_a = job_detail(slurm, batch)
+    node_b, cpus_b, gpus_b = job_detail(slurm, placeholder)
+    assert node_a == node_b == "gpu-0"
+    assert len(cpus_a) == 8 and len(cpus_b) == 4 and not cpus_a & cpus_b
+    assert len(gpus_a) == len(gpus_b) == 1 and not gpus_a & gpus_b
+    # The kubelet model admitted it beside the shared slurmd pod: nothing was rejected.
+    assert k8s.sim.rejections == []
+    assert (k8s.pod("infer") or {})["status"]["phase"] != "Failed"
+
+
+def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    # Only the exclusive cpu Nodes are free in Slurm: their slurmd pods hold all but a CPU's slack.
+    fills = [slurm.sbatch(FILL, "--exclusive", "-N1", f"-w{n}", "-pgpu") for n in ("gpu-0", "gpu-1")]
+    for job_id in fills:
+        slurm.wait_job(job_id, {"RUNNING"})
+    proc = start_scheduler()
+    k8s.create_pod("web", cpu="1", memory="512Mi", **{keys.PARTITION: "batch"})
+
+    def unfit_events() -> list[str]:
+        return [e["message"] for e in k8s.events("web") if e["reason"] == "FailedScheduling"]
+
+    first = k8s.wait_for("a FailedScheduling event", unfit_events)[0]
+    assert "would not admit it (cpu: requested 1000m, 4010m of 5000m allocatable in use (990m free))" in first
+    # Rerouted off both cpu nodes (3 s grace each), the job waits for the gpu nodes; never bound.
+    k8s.wait_for(
+        "a job excluding both cpu nodes",
+        lambda: any(
+            "ExcNodeList=cpu-[0-1]" in slurm.run("scontrol", "show", "job", str(j), check=True).stdout
+            for j in placeholder_jobs(slurm)
+        ),
+        timeout=60,
+    )
+    assert k8s.sim.bindings == [] and k8s.sim.rejections == []
+    assert (k8s.condition("web") or {})["reason"] in ("NodeDoesNotFit", "SlurmJobPending")
+    assert proc.metric("sunk_scheduler_reroutes_total") == 2
+    # A gpu node frees up: the pod lands there, where it fits.
+    slurm.run("scancel", str(fills[0]), check=True)
+    pod = k8s.wait_bound("web", timeout=60)
+    assert pod["spec"]["nodeName"] == "k8s-gpu-0"
+    assert [b[2] for b in k8s.sim.bindings] == ["k8s-gpu-0"] and k8s.sim.rejections == []

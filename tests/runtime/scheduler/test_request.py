@@ -6,12 +6,12 @@ from fractions import Fraction
 
 import pytest
 from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.fit import parse_quantity
 from sunk.runtime.scheduler.model import (
     PodResources,
     PodView,
     job_view,
     node_map,
-    parse_quantity,
     pod_resources,
     pod_view,
 )
@@ -120,6 +120,9 @@ def test_the_submit_body_carries_marker_shape_and_settings() -> None:
     assert job["requeue"] is False
     plain = submit_body(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "p", "u-1"))["job"]
     assert not {"tres_per_node", "partition", "qos", "account", "time_limit", "nice", "priority"} & plain.keys()
+    assert "excluded_nodes" not in plain
+    rerouted = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, exclude=("cpu-0", "cpu-1"))
+    assert submit_body(rerouted, keys.Marker("pod", "ml", "p", "u-1"))["job"]["excluded_nodes"] == ["cpu-0", "cpu-1"]
 
 
 @pytest.mark.parametrize(
@@ -155,6 +158,9 @@ def test_job_view_reads_v0042_jobs_and_skips_foreign_ones() -> None:
     assert (view.job_id, view.state, view.nodes, view.start_time) == (12, "RUNNING", ("cpu-0", "cpu-1"), 160.0)
     assert not view.running and not view.active  # completing: it is ending
     assert job_view({**raw, "comment": "submitted-via-sunk", "name": "batch"}) is None
+    assert view.excluded == ()
+    # Where earlier placements did not fit: slurmrestd answers a hostlist.
+    assert job_view({**raw, "excluded_nodes": "cpu-[0-1],gpu-3"}).excluded == ("cpu-0", "cpu-1", "gpu-3")  # type: ignore[union-attr]
 
 
 def test_node_map_comes_from_live_slurmd_pods() -> None:
