@@ -17,7 +17,8 @@ def node_conf(ns: NodeSetSpec) -> str:
     """The node definition a slurmd of this NodeSet registers with (`slurmd -Z --conf ...`).
 
     Nodes are dynamic: measured on 24.11, they register in ~0.2 s, need no slurm.conf change to
-    scale, and reach the NodeSet's partitions through `NodeSet=<name> Feature=<name>`.
+    scale, and reach the NodeSet's partitions through `NodeSet=<name> Feature=<name>`. Nodes of a
+    shared NodeSet also carry the feature sunk_shared (sunk.spec.nodeset.SHARED_FEATURE).
     """
     words = [f"CPUs={ns.cpus}"]
     if ns.sockets is not None:
@@ -31,7 +32,7 @@ def node_conf(ns: NodeSetSpec) -> str:
         words.append(f"TmpDisk={ns.tmp_disk_mib}")
     if ns.gpus is not None:
         words.append(f"Gres=gpu:{ns.gpus.type}:{ns.gpus.count}")
-    words.append(f"Feature={','.join([ns.name, *ns.features])}")
+    words.append(f"Feature={','.join(ns.slurm_features)}")
     if ns.weight != 1:
         words.append(f"Weight={ns.weight}")
     return " ".join(words)

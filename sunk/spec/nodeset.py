@@ -157,6 +157,10 @@ ResourceMode = Literal["exclusive", "shared"]
 RESOURCE_MODE_LABEL = "slurm.sunk.dev/resource-mode"
 """On every slurmd pod: its NodeSet's resourceMode. The sunk scheduler reads it from the slurmd pod
 of a Slurm node and never binds a pod to the Node of an `exclusive` one."""
+SHARED_FEATURE = "sunk_shared"
+"""Slurm feature of every node of a `shared` NodeSet: the sunk scheduler can submit its placeholder
+jobs with `--constraint=sunk_shared`, so Slurm never gives it a node of an exclusive NodeSet in a
+partition that mixes both. Reserved: a NodeSet cannot list it in `features`."""
 SLURMD_OVERHEAD = ResourceList(cpu="500m", memory="1Gi")
 """What slurmd, slurmstepd and the s6 services use of their own on a busy node (slurmd idles near
 50m and 100Mi; slurmstepd adds a few MiB per step, and a node running dozens of steps with
@@ -336,6 +340,11 @@ class NodeSetSpec(Model):
             if f == self.name
         ]
         errors += [
+            f"features[{i}]: {f!r} is reserved for the nodes of shared NodeSets; set resourceMode: shared"
+            for i, f in enumerate(self.features)
+            if f == SHARED_FEATURE
+        ]
+        errors += [
             f"s6Oneshots.{n}: a one-shot script must start with '#!'"
             for n, body in self.s6_oneshots.items()
             if not body.startswith("#!")
@@ -400,6 +409,12 @@ class NodeSetSpec(Model):
         if self.gpus is not None and self.gpus.count > avail.gpus:
             errors.append(f"gpus.count: {self.gpus.count} exceeds the {avail.gpus} {self.gpus.resource_name} {of}")
         return errors
+
+    @property
+    def slurm_features(self) -> list[str]:
+        """The node's Slurm features: the NodeSet name first (the operator recognises its nodes by
+        it), then `features`, then sunk_shared in resourceMode shared."""
+        return [self.name, *self.features, *([SHARED_FEATURE] if self.resource_mode == "shared" else [])]
 
     @property
     def available(self) -> Available | None:
@@ -487,6 +502,7 @@ __all__ = [
     "ARCH_LABEL",
     "INSTANCE_TYPES",
     "RESOURCE_MODE_LABEL",
+    "SHARED_FEATURE",
     "GpuSpec",
     "NodeAllocatable",
     "NodeSetSpec",

@@ -162,6 +162,9 @@ def test_shared_requests_only_slurmd_overhead_and_no_gpus() -> None:
     # limit is RealMemory plus headroom, since Slurm jobs run in this pod's cgroup.
     assert res == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "66560Mi"}}
     assert pod["metadata"]["labels"][RESOURCE_MODE_LABEL] == "shared"
+    # Slurm knows too: placeholder jobs can ask for --constraint=sunk_shared.
+    assert "Feature=gpu,sunk_shared" in container(pod, "slurmd")["command"][-1]
+    assert "Feature=gpu " in container(build(gpu(resourceMode="exclusive")), "slurmd")["command"][-1] + " "
     tuned = container(build(gpu(slurmdOverhead={"cpu": "2", "memory": "3Gi"})), "slurmd")["resources"]
     assert tuned["requests"] == {"cpu": "2", "memory": "3Gi"}
 
