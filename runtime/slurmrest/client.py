@@ -145,14 +145,20 @@ class SlurmRestClient:
         raise SlurmUnavailable(method, path, last)
 
     @staticmethod
-    def _items(payload: dict[str, Any], key: str, model: type[T]) -> list[T]:
-        return _adapter(model).validate_python(payload.get(key) or [])
+    def _items(payload: dict[str, Any], key: str, model: type[T], path: str = "") -> list[T]:
+        """The reply's `key` list. A reply without it (`200 {}`, `"nodes": null`: a proxy, a
+        truncated or foreign answer) is not an empty list: acting on "no nodes" would let a
+        controller delete busy slurmd pods. It raises SlurmUnavailable, so callers fail closed."""
+        items = payload.get(key)
+        if not isinstance(items, list):
+            raise SlurmUnavailable("GET", path, f"the reply has no {key!r} list ({type(items).__name__})")
+        return _adapter(model).validate_python(items)
 
     # --- calls ------------------------------------------------------------------------------
 
     def ping(self) -> list[Ping]:
         """slurmctld's answer to GET /ping; raises SlurmUnavailable when no controller responds."""
-        pings = self._items(self.call("GET", f"{_SLURM}/ping/"), "pings", Ping)
+        pings = self._items(self.call("GET", f"{_SLURM}/ping/"), "pings", Ping, f"{_SLURM}/ping/")
         if not any(p.responding for p in pings):
             raise SlurmUnavailable("GET", f"{_SLURM}/ping/", "no slurmctld responding")
         return pings
@@ -160,16 +166,17 @@ class SlurmRestClient:
     def list_nodes(self, *, future: bool = False) -> list[Node]:
         """All nodes in one call. FUTURE nodes are only listed when asked (`?flags=FUTURE`)."""
         params = {"flags": "FUTURE"} if future else None
-        return self._items(self.call("GET", f"{_SLURM}/nodes/", params=params), "nodes", Node)
+        return self._items(self.call("GET", f"{_SLURM}/nodes/", params=params), "nodes", Node, f"{_SLURM}/nodes/")
 
     def get_node(self, name: str) -> Node:
         """One node (FUTURE ones included). slurmrestd 24.11 reports an unknown name as HTTP 200
-        with an error numbered 0 ("Failure to query node"); that is raised as 2018 here."""
+        with an error numbered 0 ("Failure to query node"); that is raised as 2018 here. Any other
+        error numbered 0 (a 401 from a proxy, an HTML page) stays an error, never "not found"."""
         path = f"{_SLURM}/node/{name}"
         try:
-            nodes = self._items(self.call("GET", path, params={"flags": "FUTURE"}), "nodes", Node)
+            nodes = self._items(self.call("GET", path, params={"flags": "FUTURE"}), "nodes", Node, path)
         except SlurmApiError as exc:
-            if exc.code != 0:
+            if not (exc.code == 0 and exc.status == 200 and "Failure to query node" in exc.description):
                 raise
             nodes = []
         if not nodes:
@@ -239,13 +246,13 @@ class SlurmRestClient:
         return int(payload["job_id"])
 
     def get_job(self, job_id: int) -> Job:
-        jobs = self._items(self.call("GET", f"{_SLURM}/job/{job_id}"), "jobs", Job)
+        jobs = self._items(self.call("GET", f"{_SLURM}/job/{job_id}"), "jobs", Job, f"{_SLURM}/job/{job_id}")
         if not jobs:
             raise SlurmApiError("GET", f"{_SLURM}/job/{job_id}", 200, [SlurmError(2017, "no such job")])
         return jobs[0]
 
     def list_jobs(self) -> list[Job]:
-        return self._items(self.call("GET", f"{_SLURM}/jobs/"), "jobs", Job)
+        return self._items(self.call("GET", f"{_SLURM}/jobs/"), "jobs", Job, f"{_SLURM}/jobs/")
 
     def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
         """DELETE /job/{id}. slurmrestd answers 200 even for an unknown job and reports the
@@ -266,4 +273,4 @@ class SlurmRestClient:
         """GET /slurmdb/jobs with sacct-style filters, e.g. `job_name="x", start_time="now-1hour"`.
         A `state` filter needs a time window (start_time/end_time), as with sacct."""
         params = {key: str(value) for key, value in filters.items()}
-        return self._items(self.call("GET", f"{_SLURMDB}/jobs/", params=params), "jobs", DbJob)
+        return self._items(self.call("GET", f"{_SLURMDB}/jobs/", params=params), "jobs", DbJob, f"{_SLURMDB}/jobs/")

@@ -256,3 +256,29 @@ def test_minter_renews_before_expiry() -> None:
 def test_short_key_is_refused() -> None:
     with pytest.raises(ValueError):
         JwtMinter(b"short", "slurm")
+
+
+@pytest.mark.parametrize("body", [{}, {"nodes": None}, {"nodes": {}}, {"errors": [], "warnings": []}])
+def test_a_reply_without_the_node_list_is_unavailable_never_empty(body: dict[str, Any]) -> None:
+    """Issue 12, runtime trust: `200 {}` or `"nodes": null` read as "no Slurm nodes" would let the
+    operator delete busy slurmd pods without draining. It fails closed instead."""
+    client, _ = make(lambda request: httpx.Response(200, json=body), retries=0)
+    with pytest.raises(SlurmUnavailable, match="the reply has no 'nodes' list"):
+        client.list_nodes()
+
+
+def test_an_auth_failure_is_an_error_not_an_unknown_node() -> None:
+    """An error numbered 0 that is not slurmrestd's "Failure to query node" (a proxy's 401 page)
+    must not read as "node not found"."""
+    client, _ = make(lambda request: httpx.Response(401, text="<html>401 Authorization Required</html>"))
+    with pytest.raises(SlurmApiError) as info:
+        client.get_node("cpu-0")
+    assert info.value.status == 401 and not info.value.not_found
+
+
+def test_slurmrestds_unknown_node_quirk_is_still_not_found() -> None:
+    body = {"nodes": [], **slurm_error(0, "Failure to query node cpu-9")}
+    client, _ = make(lambda request: httpx.Response(200, json=body))
+    with pytest.raises(SlurmApiError) as info:
+        client.get_node("cpu-9")
+    assert info.value.not_found and info.value.code == 2018
