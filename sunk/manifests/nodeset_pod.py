@@ -154,7 +154,7 @@ def _resources(r: Resources, extra: Mapping[str, int] | None = None) -> dict[str
     limits: dict[str, Any] = _quantities(r.limits)
     for name, count in (extra or {}).items():
         # Extended resources (GPUs) cannot be overcommitted: request and limit must be equal.
-        requests[name] = limits[name] = count
+        requests[name] = limits[name] = str(count)  # a Quantity: some clients refuse a JSON number
     out: dict[str, Any] = {}
     if requests:
         out["requests"] = requests
