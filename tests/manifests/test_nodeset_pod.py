@@ -6,6 +6,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from sunk.runtime.operator.admission import pod_requests, shortfalls
 from sunk.runtime.operator.specs import resource_spec
 
 from sunk.images import S6_INIT
@@ -22,8 +23,8 @@ from sunk.manifests.nodeset_pod import (
     template_hash,
 )
 from sunk.render import node_conf
-from sunk.spec.nodeset import RESOURCE_MODE_LABEL
-from sunk.stackfile import load_stack
+from sunk.spec.nodeset import INSTANCE_TYPES, RESOURCE_MODE_LABEL
+from sunk.stackfile import list_stacks, load_stack
 
 K8S = "1.30"
 CLUSTER = load_stack("acme-dev").spec
@@ -324,3 +325,31 @@ def test_template_hash_tracks_pod_inputs_only() -> None:
     assert template_hash(gpu(topology={"plugin": "none"}), KEYS) == base
     # Files slurmd does not read do not roll pods either.
     assert template_hash(gpu(), {k: v for k, v in KEYS.items() if k != "research-slurmdbd-conf"}) == base
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_every_shipped_slurmd_pod_fits_its_instance_type(stack: str) -> None:
+    """The built pods, summed as a kubelet sums them (runtime/operator/admission.py, not the spec's
+    own arithmetic), fit what their instance type gives one pod, and so does the Slurm node."""
+    cluster = load_stack(stack).spec
+    keys = {cm["metadata"]["name"]: list(cm["data"]) for cm in config_maps(cluster)}
+    checked = 0
+    for ns in cluster.nodesets:
+        if ns.instance_type is None:
+            continue
+        spec = resource_spec(cluster, ns.name)
+        where = {"kube_node": "n1"} if spec.mode == "all-matching-nodes" else {"ordinal": 0}
+        pod = nodeset_pod(spec, namespace=cluster.ns, config_keys=keys, **where)
+        want = pod_requests(pod)
+        avail = INSTANCE_TYPES[ns.instance_type].available
+        alloc = {"cpu": avail.cpu_m, "memory": avail.memory_mib * 2**20, "pods": 110}
+        if ns.gpus is not None:
+            alloc[ns.gpus.resource_name] = avail.gpus
+        assert shortfalls(alloc, {}, want) == [], (stack, ns.name)
+        # Beside it, Slurm's node must fit too: jobs in exclusive mode are inside the pod's
+        # requests; in shared mode a pod Slurm places here may request the whole node.
+        if ns.resource_mode == "shared":
+            assert ns.cpus * 1000 + want["cpu"] <= avail.cpu_m, (stack, ns.name)
+            assert ns.memory_mib * 2**20 + want["memory"] <= avail.memory_mib * 2**20, (stack, ns.name)
+        checked += 1
+    assert checked == sum(ns.instance_type is not None for ns in cluster.nodesets)
