@@ -39,6 +39,9 @@ JOB_ID = PREFIX + "job-id"
 SLURM_NODE = PREFIX + "slurm-node"
 JOB_START = PREFIX + "job-start"
 """The job's start time (epoch seconds) when the pod was bound: a requeued job restarts later."""
+GPU_INDICES = PREFIX + "gpu-indices"
+"""The GPU indices Slurm allocated to the job on this pod's node, e.g. "0,1" (GRES IDX, the
+order of gres.conf's File= devices: /dev/nvidia0, /dev/nvidia1). Absent when the job has no GPUs."""
 
 # The slurmd pods of the cluster carry this label; spec.hostname is the Slurm node name.
 NODESET_LABEL = PREFIX + "nodeset"

@@ -303,6 +303,8 @@ class Scheduler:
             keys.SLURM_NODE: action.slurm_node,
             keys.JOB_START: action.job_start,
         }
+        if action.gpu_indices:
+            annotations[keys.GPU_INDICES] = action.gpu_indices
         try:
             self.kube.bind(action.pod, action.node, annotations)
         except Conflict:

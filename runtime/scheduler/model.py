@@ -6,6 +6,7 @@ values; they are pure so the plan tests can build snapshots from literal dicts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -97,6 +98,8 @@ class JobView:
     start_time: float = 0.0
     excluded: tuple[str, ...] = ()
     """Nodes the job was submitted to avoid (excluded_nodes): where an earlier placement did not fit."""
+    gpu_indices: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Slurm node -> the GPU indices (GRES IDX) the job holds there, from gres_detail."""
 
     @property
     def active(self) -> bool:
@@ -215,7 +218,35 @@ def job_view(job: Mapping[str, Any]) -> JobView | None:
         submit_time=_number(job.get("submit_time")),
         start_time=_number(job.get("start_time")),
         excluded=tuple(expand(excluded)) if (excluded := _csv(job.get("excluded_nodes"))) else (),
+        gpu_indices=gpu_indices(tuple(expand(nodes)) if nodes else (), job.get("gres_detail") or []),
     )
+
+
+_IDX = re.compile(r"IDX:([0-9,\-]+)")
+
+
+def _indices(text: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out += range(int(lo), int(hi or lo) + 1)
+    return tuple(out)
+
+
+def gpu_indices(nodes: Sequence[str], gres_detail: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """slurmrestd's gres_detail has one entry per allocated node, in the job's node order, e.g.
+    "gpu:h100:2(IDX:0-1)" or, with several GRES, "gpu:h100:1(IDX:3),shard:0"; GPUs only."""
+    out: dict[str, tuple[int, ...]] = {}
+    for node, detail in zip(nodes, gres_detail, strict=False):
+        found: list[int] = []
+        for item in re.split(r",(?=[a-z])", str(detail)):
+            m = _IDX.search(item)
+            if item.startswith("gpu") and m:
+                found += _indices(m.group(1))
+        if found:
+            out[node] = tuple(sorted(found))
+    return out
 
 
 def _csv(value: Any) -> str:

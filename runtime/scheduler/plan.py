@@ -85,6 +85,8 @@ class Bind:
     slurm_node: str
     job_start: str
     warning: str = ""
+    gpu_indices: str = ""
+    """The GPUs Slurm gave the job on this node ("0,1"), written onto the pod with the Binding."""
     """A Warning Event to write with the binding (CPU pinning Slurm does not know about)."""
 
 
@@ -273,7 +275,8 @@ def _workload(
         else:
             planned[node] = view.plus(pod.requests)  # the next pod bound there this cycle sees it
             start = str(int(job.start_time))
-            binds.append(Bind(pod.ref, node, job.job_id, slurm_node, start, _pinning(pod, slurm_node)))
+            gpus = ",".join(str(i) for i in job.gpu_indices.get(slurm_node, ()))
+            binds.append(Bind(pod.ref, node, job.job_id, slurm_node, start, _pinning(pod, slurm_node), gpus))
     if unfit and marker.kind == "group":
         # All or nothing on the Kubernetes side too: members that would fit wait for the others.
         who = ", ".join(sorted(p.name for p, *_ in unfit))

@@ -83,6 +83,7 @@ def test_a_pod_is_submitted_once_then_bound_once_to_the_node_slurm_chose() -> No
     assert kube.bindings == [(PodRef("ml", "web", "uid-web"), "k8s-b")]
     annotations = kube.pods[("ml", "web")]["metadata"]["annotations"]
     assert annotations[keys.JOB_ID] == str(job_id) and annotations[keys.SLURM_NODE] == "cpu-1"
+    assert keys.GPU_INDICES not in annotations  # no GPUs, no annotation
     assert [e[2] for e in kube.events] == ["Scheduled"]
     assert sched.metrics.binds._value.get() == 1
     assert sched.metrics.bind_latency._sum.get() == 2.5
@@ -314,3 +315,13 @@ def test_a_pinned_pod_gets_a_warning_event_with_its_binding() -> None:
     slurm.start(slurm.submitted[0][0], ("cpu-0",))
     sched.cycle()
     assert [(e[1], e[2]) for e in kube.events] == [("Normal", "Scheduled"), ("Warning", "CPUPinningUnknownToSlurm")]
+
+
+def test_the_gpu_indices_are_written_with_the_binding() -> None:
+    kube, slurm, sched, _ = setup(raw_pod("web"))
+    sched.cycle()
+    [(job_id, _, _)] = slurm.submitted
+    slurm.start(job_id, ("cpu-0",))
+    slurm._set(job_id, gpu_indices={"cpu-0": (1, 3)})
+    sched.cycle()
+    assert kube.pods[("ml", "web")]["metadata"]["annotations"][keys.GPU_INDICES] == "1,3"

@@ -378,3 +378,12 @@ def test_a_pinned_pod_is_bound_with_a_warning() -> None:
     p = pod("web", pinned=("main",))
     [action] = run([p], [job(7, p.marker, "RUNNING", ("cpu-1",))])
     assert isinstance(action, Bind) and "static CPU manager" in action.warning and "main" in action.warning
+
+
+def test_each_pod_is_bound_with_the_gpu_indices_slurm_gave_the_job_on_its_node() -> None:
+    pods = [member("w-0", size=2), member("w-1", size=2)]
+    j = job(7, pods[0].marker, "RUNNING", ("cpu-0", "cpu-1"), gpu_indices={"cpu-0": (2, 3), "cpu-1": (0,)})
+    assert [(a.slurm_node, a.gpu_indices) for a in run(pods, [j]) if isinstance(a, Bind)] == [
+        ("cpu-0", "2,3"),
+        ("cpu-1", "0"),
+    ]

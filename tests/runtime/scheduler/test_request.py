@@ -171,3 +171,20 @@ def test_node_map_comes_from_live_slurmd_pods() -> None:
     pods = [slurmd("cpu-0", "k8s-a"), slurmd("cpu-1", "k8s-b", deletionTimestamp="2026-01-01T00:00:00Z")]
     pods.append({"metadata": {"name": "web"}, "spec": {"hostname": "web", "nodeName": "k8s-c"}})
     assert node_map(pods) == {"cpu-0": "k8s-a"}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "detail", "want"),
+    [
+        ("gpu-0", ["gpu:h100:2(IDX:0-1)"], {"gpu-0": (0, 1)}),
+        ("gpu-[0-1]", ["gpu:h100:1(IDX:3)", "gpu:h100:3(IDX:0,2,5)"], {"gpu-0": (3,), "gpu-1": (0, 2, 5)}),
+        ("gpu-0", ["gpu:2(IDX:0-1),shard:h100:1(0/2,1/2)"], {"gpu-0": (0, 1)}),
+        ("gpu-0", ["shard:h100:1(IDX:0)"], {}),  # not a GPU of its own
+        ("cpu-0", [], {}),
+        ("gpu-0", ["gpu:h100:0(IDX:N/A)"], {}),
+    ],
+)
+def test_gpu_indices_come_from_gres_detail(nodes: str, detail: list[str], want: dict[str, tuple[int, ...]]) -> None:
+    raw = {"job_id": 12, "comment": "sunk-pod:ml/web/u-1", "job_state": ["RUNNING"], "nodes": nodes}
+    view = job_view({**raw, "gres_detail": detail})
+    assert view is not None and view.gpu_indices == want
