@@ -92,6 +92,11 @@ def node_usage(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     return usage
 
 
+def add_usage(usage: dict[str, dict[str, int]], node: str, requests: Mapping[str, int]) -> None:
+    """Count `requests` on `node` (a pod created or pinned there, not yet bound)."""
+    usage[node] = _add(usage.get(node, {}), requests)
+
+
 def allocatable(node: Mapping[str, Any]) -> dict[str, int] | None:
     """A Node's status.allocatable, or None when it reports none (no kubelet has registered it)."""
     raw = (node.get("status") or {}).get("allocatable")

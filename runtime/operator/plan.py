@@ -18,7 +18,9 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
 - A pod that ended (phase Failed or Succeeded, e.g. evicted) is deleted and then replaced.
 - Slurm unreadable: only pods are created; nothing is deleted, drained, resumed or removed.
 - all-matching-nodes: a pod is created only if a kubelet would admit it: its requests plus those
-  of the non-terminated pods already on its Node fit the Node's status.allocatable (a Node that
+  of the non-terminated pods already on its Node (observed.node_usage: the glue adds slurmd pods
+  pinned there and not bound yet, and pods it created earlier in the resync) fit the Node's
+  status.allocatable (a Node that
   reports none is not checked). Otherwise nothing is created, the PodsFit condition turns False
   (reason InsufficientResources, naming the Nodes and resources) and a Warning Event names the
   Node, once per change of that condition. replicas mode leaves placement, and that check, to

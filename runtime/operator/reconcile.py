@@ -22,12 +22,12 @@ from pydantic import ValidationError
 
 from sunk import naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
-from sunk.manifests.nodeset_pod import LABEL_CLUSTER, LABEL_NODESET, service_name
+from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_NODESET, service_name
 from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors
 
 from ..slurmrest import Node as SlurmNode
-from .admission import node_usage
+from .admission import add_usage, node_usage, pod_requests, terminated
 from .clients import KubeApi, SlurmApi
 from .model import (
     WARNINGS,
@@ -116,11 +116,16 @@ class Reconciler:
         report = ResyncReport()
         objects = self.kube.list_nodesets()
         pods_by: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
+        pinned: list[dict[str, Any]] = []  # slurmd pods made for a Node and not bound yet
         for obj in self.kube.list_pods():
             meta = obj.get("metadata") or {}
             labels = meta.get("labels") or {}
             key = (meta.get("namespace", ""), labels.get(LABEL_CLUSTER, ""), labels.get(LABEL_NODESET, ""))
             pods_by[key].append(Pod.from_object(obj))
+            if (meta.get("annotations") or {}).get(ANNOTATION_KUBE_NODE) and not (obj.get("spec") or {}).get(
+                "nodeName"
+            ):
+                pinned.append(obj)
         kube_nodes = {n.name: n for n in map(KubeNode.from_object, self.kube.list_nodes())}
         services = self.kube.list_services()
         budgets_by: dict[tuple[str, str, str], list[Budget]] | None = defaultdict(list)
@@ -145,6 +150,11 @@ class Reconciler:
         usage: dict[str, dict[str, int]] = {}
         if any(s.spec.mode == "all-matching-nodes" for sets in clusters.values() for s in sets):
             usage = node_usage(self.kube.list_bound_pods())
+            # Pinned pods still waiting for kube-scheduler will land there too (another NodeSet's
+            # on the same Node must not be over-committed against them).
+            for obj in pinned:
+                if not terminated(obj):
+                    add_usage(usage, obj["metadata"]["annotations"][ANNOTATION_KUBE_NODE], pod_requests(obj))
         for (namespace, cluster), sets in sorted(clusters.items()):
             sets.sort(key=lambda s: s.name)
             self._cluster(namespace, cluster, sets, pods_by, budgets_by, kube_nodes, services, usage, now, report)
@@ -186,7 +196,7 @@ class Reconciler:
         budgets_by: Mapping[tuple[str, str, str], list[Budget]] | None,
         kube_nodes: Mapping[str, KubeNode],
         services: set[tuple[str, str]],
-        usage: Mapping[str, Mapping[str, int]],
+        usage: dict[str, dict[str, int]],
         now: datetime,
         report: ResyncReport,
     ) -> None:
@@ -218,7 +228,11 @@ class Reconciler:
                 budgets=None if budgets_by is None else budgets_by.get((namespace, cluster, s.spec.name), []),
             )
             for action in plan(observed, now):
-                self._apply(s, action, api, now, report)
+                applied = self._apply(s, action, api, now, report)
+                if applied and isinstance(action, CreatePod):  # later NodeSets of this resync see it
+                    kube_node = (action.pod["metadata"].get("annotations") or {}).get(ANNOTATION_KUBE_NODE)
+                    if kube_node:
+                        add_usage(usage, kube_node, pod_requests(action.pod))
         self._topology(namespace, cluster, first, sets, pods_by, kube_nodes, slurm, api, now, report)
 
     def _topology(
@@ -266,9 +280,10 @@ class Reconciler:
 
     def _apply(
         self, s: NodeSetObject, action: Action, api: SlurmApi | None, now: datetime, report: ResyncReport
-    ) -> None:
+    ) -> bool:
+        """Whether the action was applied."""
         if not self.may_act():
-            return
+            return False
         ns = s.namespace
         fn: Callable[[], None]
         if isinstance(action, CreatePod):
@@ -293,11 +308,11 @@ class Reconciler:
             fn = lambda: None  # noqa: E731 (nothing to apply: the Warning Event is the action)
         else:
             if api is None:
-                return
+                return False
             fn = _slurm_call(api, action)
         if not self._guarded(fn, f"{s.key}: {type(action).__name__}"):
             report.errors.append(f"{s.key}: {type(action).__name__}")
-            return
+            return False
         report.applied.append(action)
         event = action.event()
         if event is not None:
@@ -305,6 +320,7 @@ class Reconciler:
             log.log(logging.WARNING if warning else logging.INFO, "%s: %s: %s", s.key, *event)
             involved = {"apiVersion": API_VERSION, "kind": KIND, "name": s.name, "namespace": ns, "uid": s.uid}
             self._event(ns, s.name, involved, *event, now=now, warning=warning)
+        return True
 
     def _apply_topology(
         self, action: TopologyAction, api: SlurmApi | None, now: datetime, report: ResyncReport

@@ -170,3 +170,26 @@ def test_reconciler_counts_every_bound_pod_and_leaves_a_warning_event() -> None:
     del kube.pods[("serving", "llm")]
     reconciler.resync()
     assert [k[1] for k in kube.pods] == ["research-gpu-g1"]
+
+
+def test_two_nodesets_on_one_node_do_not_overcommit_it_within_or_across_resyncs() -> None:
+    kube, slurm = FakeKube(), FakeSlurm()
+    for name, extra in (("cpu", {}), ("gpu", {"resourceMode": "exclusive"})):
+        spec = resource_spec(CLUSTER, name, mode="all-matching-nodes", replicas=None, **extra)
+        kube.add(nodeset_object(spec, namespace=NS))
+    for cm in config_map_objects(CLUSTER, namespace=NS):
+        kube.add(cm)
+    # Room for the cpu pod (4.01 CPUs) or the gpu pod (16.01), not both.
+    kube.add({"kind": "Node", "metadata": {"name": "g1", "labels": H100},
+              "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                         "allocatable": {"cpu": "18", "memory": "100Gi", "nvidia.com/gpu": "8", "pods": "110"}}})  # fmt: skip
+    reconciler = Reconciler(kube, lambda ref: slurm, clock=lambda: NOW)
+    reconciler.resync()  # research-cpu is planned first: its pod counts for research-gpu's check
+    assert [k[1] for k in kube.pods] == ["research-cpu-g1"]
+    assert kube.event_reasons().count("PodDoesNotFit") == 1
+    reconciler.resync()  # the cpu pod is still pending, pinned to g1: it counts as there
+    assert [k[1] for k in kube.pods] == ["research-cpu-g1"]
+    kube.run_pods()  # bound and running: counted as any pod on g1
+    reconciler.resync()
+    assert [k[1] for k in kube.pods] == ["research-cpu-g1"]
+    assert kube.event_reasons().count("PodDoesNotFit") == 1
