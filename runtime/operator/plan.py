@@ -20,8 +20,7 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
 - all-matching-nodes: a pod is created only if a kubelet would admit it: its requests plus those
   of the non-terminated pods already on its Node (observed.node_usage: the glue adds slurmd pods
   pinned there and not bound yet, and pods it created earlier in the resync) fit the Node's
-  status.allocatable (a Node that
-  reports none is not checked). Otherwise nothing is created, the PodsFit condition turns False
+  status.allocatable (a Node that reports none is not checked). Otherwise nothing is created, the PodsFit condition turns False
   (reason InsufficientResources, naming the Nodes and resources) and a Warning Event names the
   Node, once per change of that condition. replicas mode leaves placement, and that check, to
   kube-scheduler (its NodeResourcesFit filter): a pod that fits nowhere stays Pending with the
