@@ -89,5 +89,7 @@ class NodeSetStatus(Model):
     drained: int = 0
     down: int = 0
     updated: int = 0
+    protected: int = 0
+    """slurmd pods a PodDisruptionBudget shields from eviction (Slurm node not drained and idle)."""
     observed_generation: int = 0
     conditions: list[dict[str, str]] = []

@@ -238,8 +238,10 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
                 actions.append(RemoveSlurmNode(name, "its pod was removed"))
 
     # 6. Eviction protection of slurmd pods whose Slurm node may run jobs.
+    protected = len(observed.budgets or ())
     if slurm is not None and observed.budgets is not None:
-        actions += _protection(observed, observed.budgets, slurm)
+        shield, protected = _protection(observed, observed.budgets, slurm)
+        actions += shield
 
     previous: Mapping[str, Any] = next((c for c in ns.status.get("conditions") or [] if c.get("type") == PODS_FIT), {})
     if unfit and previous.get("message") != unfit_message(unfit):
@@ -250,13 +252,16 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
             for kube, (slurm_node, short) in sorted(unfit.items())
             if f"{kube} ({short})" not in said
         ]
-    status = compute_status(observed, want, pods, desired_hash, build_error, now, unfit)
+    status = compute_status(observed, want, pods, desired_hash, build_error, now, unfit, protected)
     if status != dict(ns.status):
         actions.append(WriteStatus(status))
     return actions
 
 
-def _protection(observed: Observed, budgets: Sequence[Budget], slurm: Mapping[str, SlurmNode]) -> list[Action]:
+def _protection(
+    observed: Observed, budgets: Sequence[Budget], slurm: Mapping[str, SlurmNode]
+) -> tuple[list[Action], int]:
+    """(PDBs to create and remove, how many pods are protected once they are applied)."""
     ns = observed.nodeset
     have = {b.name: b for b in budgets}
     out: list[Action] = []
@@ -281,7 +286,7 @@ def _protection(observed: Observed, budgets: Sequence[Budget], slurm: Mapping[st
             else "its pod is gone or leaving, or its Slurm node is not registered"
         )
         out.append(Unprotect(name, b.slurm_node, why))
-    return out
+    return out, len(wanted)
 
 
 def _does_not_fit(observed: Observed, m: Member, manifest: Mapping[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """The NodeSet's status, computed from what was observed. Pure.
 
-Counts: desired (members), feasible (members that can run now: in all-matching-nodes the
+Counts: protected (pods with an eviction-refusing PDB), desired (members), feasible (members that can run now: in all-matching-nodes the
 members whose Node is Ready, not cordoned and has room for the pod; in replicas mode all of them when at least one
 eligible Node is usable, else only those already scheduled), scheduled, ready and updated
 (member pods), and the Slurm states of the NodeSet's Slurm nodes: down, drained (drain, no
@@ -90,6 +90,7 @@ def compute_status(
     build_error: str,
     now: datetime,
     unfit: Mapping[str, tuple[str, str]] | None = None,
+    protected: int = 0,
 ) -> dict[str, Any]:
     """`unfit`: Kubernetes Node -> (Slurm node, what does not fit) for members not created."""
     unfit = unfit or {}
@@ -153,6 +154,7 @@ def compute_status(
         scheduled=sum(p.scheduled for p in mine),
         ready=ready,
         updated=updated,
+        protected=protected,
         observed_generation=ns.generation,
         conditions=conditions,
         **_slurm_counts(observed, slurm_names),

@@ -33,6 +33,7 @@ PRINTER_COLUMNS: list[Manifest] = [
     {"name": "Idle", "type": "integer", "jsonPath": ".status.idle"},
     {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
     {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
+    {"name": "Protected", "type": "integer", "jsonPath": ".status.protected", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

@@ -122,9 +122,11 @@ def test_reconciler_keeps_budgets_in_step_with_slurm() -> None:
     r.resync()
     assert sorted(n for _, n in kube.budgets) == ["research-cpu-0", "research-cpu-1"]
     assert kube.event_reasons().count("Protect") == 2
+    assert kube.nodesets[(NS, "research-cpu")]["status"]["protected"] == 2
     slurm.drain("cpu-1", "sunk:syncer Kubernetes Node k1 is cordoned")
     r.resync()
     assert sorted(n for _, n in kube.budgets) == ["research-cpu-0"]
     assert kube.event_reasons().count("Unprotect") == 1
+    assert kube.nodesets[(NS, "research-cpu")]["status"]["protected"] == 1
     r.resync()  # steady: nothing more
     assert kube.event_reasons().count("Protect") == 2 and kube.event_reasons().count("Unprotect") == 1
