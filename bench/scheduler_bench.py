@@ -15,7 +15,9 @@ running pods, with fewer they are the pure pending -> bound path.
 
 Prints pods per second (pods / time from the first creation to the last binding) and the p50, p95
 and max pending -> bound latency per pod (its creation to the API server accepting its Binding),
-plus the scheduler's own counters. Figures only; nothing is asserted about time."""
+plus the scheduler's own counters. Figures only; nothing is asserted about time. Under the admission
+model: 15.3-16.8 pods/s, p50 6.8-8.5 s, 0 withheld binds, 0 kubelet rejections (three runs, 2-core
+build machine, load ~7; see runtime/scheduler/README.md)."""
 
 from __future__ import annotations
 

@@ -31,8 +31,9 @@ Not used in production (kmock is a dev dependency). Added on top of kmock's Kube
   objects without it), uid, creationTimestamp, generation and resourceVersion, and
   status.phase=Pending for pods.
 - kmock's request log is not kept (its reaction lookup scans it: quadratic over a run).
-Label and field selectors stay ignored, as does resourceVersion on writes: every user filters
-client-side and none relies on optimistic concurrency from this server.
+Label and field selectors stay ignored (except a pod list's spec.nodeName=<node>), as does
+resourceVersion on writes: every user filters client-side and none relies on optimistic
+concurrency from this server.
 
 Not modelled: the kubelet's other admission handlers (node selector and affinity, taints, host
 ports, the CPU manager's exclusive cores, the device plugin's assignment of device IDs, topology
@@ -84,6 +85,15 @@ def _status(code: int, reason: str, message: str, causes: Sequence[str] = ()) ->
     if causes:
         body["details"] = {"causes": [{"type": "DisruptionBudget", "message": c} for c in causes]}
     return aiohttp.web.json_response(body, status=code)
+
+
+def _node_selector(selector: str) -> str | None:
+    """The Node of a `spec.nodeName=<node>` term in a field selector, if there is one."""
+    for term in selector.split(","):
+        key, _, value = term.partition("=")
+        if key.strip() == "spec.nodeName" and not key.endswith("!"):
+            return value.strip().lstrip("=")
+    return None
 
 
 def _realistic_node(node: Any) -> aiohttp.web.Response | None:
@@ -139,6 +149,9 @@ class _Emulator(kmock.KubernetesEmulator):
             return await self._bind(request)
         if res is not None and res.plural == "pods" and request.subresource == "eviction" and method == "POST":
             return await self._evict(request)
+        node = _node_selector(request.params.get("fieldSelector", ""))
+        if node is not None and res is not None and res.plural == "pods" and request.action == kmock.action.LIST:
+            return await self._pods_on_node_list(request.namespace, node)
         match = _NAMESPACE.match(request.url.path)
         if match and method == "GET" and res is not None and res.plural is None:
             ns = self.sim_namespaces.get(match.group(1))
@@ -170,6 +183,19 @@ class _Emulator(kmock.KubernetesEmulator):
                 await self._kubelet_starts(name)
         return response
 
+    async def _pods_on_node_list(self, namespace: str | None, node: str) -> aiohttp.web.StreamResponse:
+        """spec.nodeName=<node>: the one field selector honoured (the API server indexes it, and
+        the scheduler reads a Node's pods with it; answering every pod instead costs the
+        benchmark a list of all pods per Node)."""
+        async with self._lock:
+            items = [
+                o.raw
+                for o in self._pods_on(node)
+                if namespace is None or o.raw["metadata"].get("namespace") == namespace
+            ]
+        body = {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "..."}, "items": items}
+        return aiohttp.web.json_response(body)
+
     def _node(self, name: str) -> dict[str, Any] | None:
         for (resource, _, obj_name), obj in self.objects.items():
             if resource.plural == "nodes" and obj_name == name and not obj.deleted:
@@ -177,8 +203,12 @@ class _Emulator(kmock.KubernetesEmulator):
         return None
 
     def _pods_on(self, node: str) -> list[Any]:
+        return [obj for _, obj in self._pods_keyed_on(node)]
+
+    def _pods_keyed_on(self, node: str) -> list[tuple[Any, Any]]:
+        """(resource, object) of every live pod whose spec.nodeName is `node`, oldest first."""
         return [
-            obj
+            (resource, obj)
             for (resource, _, _), obj in self.objects.items()
             if resource.plural == "pods" and not obj.deleted and (obj.raw.get("spec") or {}).get("nodeName") == node
         ]
@@ -186,24 +216,24 @@ class _Emulator(kmock.KubernetesEmulator):
     async def _kubelet(self, namespace: str | None, name: str | None) -> None:
         """A kubelet's resource admission of a pod that just got (or was created with) a Node."""
         async with self._lock:
-            obj = next(
+            found = next(
                 (
-                    o
+                    (resource, o)
                     for (resource, ns, n), o in self.objects.items()
                     if resource.plural == "pods" and ns == namespace and n == name and not o.deleted
                 ),
                 None,
             )
-            if obj is not None:
-                await self._admit(obj)
+            if found is not None:
+                await self._admit(*found)
 
     async def _kubelet_starts(self, node: str | None) -> None:
         """A Node appears: its kubelet admits the pods already bound to it, oldest first."""
         async with self._lock:
-            for obj in self._pods_on(node or ""):
-                await self._admit(obj)
+            for resource, obj in self._pods_keyed_on(node or ""):
+                await self._admit(resource, obj)
 
-    async def _admit(self, obj: Any) -> None:
+    async def _admit(self, resource: Any, obj: Any) -> None:
         raw = obj.raw
         uid, node_name = raw["metadata"].get("uid", ""), (raw.get("spec") or {}).get("nodeName")
         if not node_name or uid in self.sim_admitted or kubelet.terminated(raw):
@@ -220,10 +250,7 @@ class _Emulator(kmock.KubernetesEmulator):
         self.sim_rejections.append((meta.get("namespace", ""), meta.get("name", ""), node_name, rejection.reason))
         status = {"phase": "Failed", "reason": rejection.reason, "message": rejection.message}
         obj.patch({"status": status, "metadata": {"resourceVersion": str(next(self._versions))}})
-        for (resource, _, _), _obj in self.objects.items():
-            if resource.plural == "pods":
-                await self._buses[resource].put({"type": "MODIFIED", "object": obj.raw})
-                break
+        await self._buses[resource].put({"type": "MODIFIED", "object": obj.raw})
 
     async def _bind(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if self.sim_fail_bindings:
@@ -266,7 +293,7 @@ class _Emulator(kmock.KubernetesEmulator):
             self.sim_bound_at[(request.namespace or "", request.name)] = time.monotonic()
             await self._buses[request.resource].put({"type": "MODIFIED", "object": obj.raw})
             if self.sim_admission:
-                await self._admit(obj)
+                await self._admit(request.resource, obj)
         return _status(201, "", "")
 
     def _namespace_view(self, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

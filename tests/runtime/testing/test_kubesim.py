@@ -144,3 +144,27 @@ def test_evictions_honour_pod_disruption_budgets(sim: KubeSim, api: client.CoreV
     ready(api, "d")
     assert evict(api, "b") is None  # three healthy, two needed
     assert sim.evictions == [(NS, "a"), (NS, "other"), (NS, "b")]
+
+
+def test_a_pod_list_honours_the_node_name_field_selector(api: client.CoreV1Api) -> None:
+    create_node(api, "n1", allocatable={"cpu": "8", "memory": "8Gi"})
+    create_pod(api, "here", node="n1")
+    create_pod(api, "nowhere")
+    listed = json.loads(api.list_pod_for_all_namespaces(field_selector="spec.nodeName=n1", _preload_content=False).data)
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["here"]
+    # Any other selector is still ignored (callers filter again).
+    listed = json.loads(api.list_namespaced_pod(NS, field_selector="status.phase!=Failed", _preload_content=False).data)
+    assert sorted(p["metadata"]["name"] for p in listed["items"]) == ["here", "nowhere"]
+
+
+def test_a_watch_sees_the_kubelet_reject_a_pod(api: client.CoreV1Api) -> None:
+    create_node(api, "n1", allocatable={"cpu": "1", "memory": "1Gi"})
+    stream = api.list_namespaced_pod(NS, watch=True, timeout_seconds=5, _preload_content=False)
+    create_pod(api, "big", node="n1", cpu="2")
+    for line in stream:
+        event = json.loads(line)
+        if event["type"] == "MODIFIED" and event["object"]["status"].get("reason") == "OutOfcpu":
+            break
+    else:
+        raise AssertionError("no MODIFIED event with the rejection")
+    stream.close()
