@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sunk.spec.nodeset import SHARED_FEATURE
+
 from . import keys
 from .model import PodView
 
@@ -45,6 +47,9 @@ class JobRequest:
     priority: int | None = None
     exclude: tuple[str, ...] = ()
     """Slurm nodes to avoid (--exclude): where an earlier placement did not fit the kubelet."""
+    constraint: str = SHARED_FEATURE
+    """--constraint: only nodes of shared NodeSets, where slurmd leaves room for pods. An exclusive
+    NodeSet's slurmd pod requests the whole node, so no pod would ever be admitted there."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,8 @@ def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") 
             job[field] = value
     if request.exclude:
         job["excluded_nodes"] = list(request.exclude)
+    if request.constraint:
+        job["constraints"] = request.constraint
     if request.time_limit is not None:
         job["time_limit"] = {"set": True, "infinite": False, "number": request.time_limit}
     if request.nice is not None:

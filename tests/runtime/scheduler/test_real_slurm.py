@@ -197,33 +197,45 @@ def test_a_slurm_job_and_a_sunk_scheduled_pod_share_a_node(slurm: LocalSlurm, k8
     assert (k8s.pod("infer") or {})["status"]["phase"] != "Failed"
 
 
-def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s, start_scheduler) -> None:
-    # Only the exclusive cpu Nodes are free in Slurm: their slurmd pods hold all but a CPU's slack.
+def test_pods_never_land_on_exclusive_nodes(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    # Only the exclusive cpu nodes are free; the placeholder asks for sunk_shared and waits.
     fills = [slurm.sbatch(FILL, "--exclusive", "-N1", f"-w{n}", "-pgpu") for n in ("gpu-0", "gpu-1")]
     for job_id in fills:
         slurm.wait_job(job_id, {"RUNNING"})
-    proc = start_scheduler()
+    start_scheduler()
     k8s.create_pod("web", cpu="1", memory="512Mi", **{keys.PARTITION: "batch"})
-
-    def unfit_events() -> list[str]:
-        return [e["message"] for e in k8s.events("web") if e["reason"] == "FailedScheduling"]
-
-    first = k8s.wait_for("a FailedScheduling event", unfit_events)[0]
-    assert "would not admit it (cpu: requested 1000m, 4010m of 5000m allocatable in use (990m free))" in first
-    # Rerouted off both cpu nodes (3 s grace each), the job waits for the gpu nodes; never bound.
+    k8s.wait_for("the placeholder pending", lambda: [r for r in placeholder_jobs(slurm).values() if r[1] == "PENDING"])
     k8s.wait_for(
-        "a job excluding both cpu nodes",
-        lambda: any(
-            "ExcNodeList=cpu-[0-1]" in slurm.run("scontrol", "show", "job", str(j), check=True).stdout
-            for j in placeholder_jobs(slurm)
-        ),
-        timeout=60,
+        "PodScheduled=False, SlurmJobPending", lambda: (k8s.condition("web") or {}).get("reason") == "SlurmJobPending"
     )
-    assert k8s.sim.bindings == [] and k8s.sim.rejections == []
-    assert (k8s.condition("web") or {})["reason"] in ("NodeDoesNotFit", "SlurmJobPending")
-    assert proc.metric("sunk_scheduler_reroutes_total") == 2
-    # A gpu node frees up: the pod lands there, where it fits.
+    assert k8s.sim.bindings == []
     slurm.run("scancel", str(fills[0]), check=True)
-    pod = k8s.wait_bound("web", timeout=60)
-    assert pod["spec"]["nodeName"] == "k8s-gpu-0"
-    assert [b[2] for b in k8s.sim.bindings] == ["k8s-gpu-0"] and k8s.sim.rejections == []
+    assert k8s.wait_bound("web", timeout=60)["spec"]["nodeName"] == "k8s-gpu-0"
+    assert k8s.sim.rejections == []
+
+
+def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+    # Pods Slurm does not know about (another scheduler's) fill both shared Nodes' CPUs.
+    for n in ("gpu-0", "gpu-1"):
+        hog = {"metadata": {"name": f"hog-{n}"}, "spec": {"nodeName": f"k8s-{n}"}}
+        hog["spec"]["containers"] = [{"name": "m", "image": "llm", "resources": {"requests": {"cpu": "16"}}}]
+        k8s.api.create_namespaced_pod("serving", hog, _preload_content=False)
+    proc = start_scheduler()
+    k8s.create_pod("web", cpu="1", memory="512Mi", **SHARED)
+
+    def events(reason: str) -> list[str]:
+        return [e["message"] for e in k8s.events("web") if e["reason"] == reason]
+
+    first = k8s.wait_for("a FailedScheduling event", lambda: events("FailedScheduling"))[0]
+    assert "would not admit it (cpu: requested 1000m, 16510m of 17000m allocatable in use (490m free))" in first
+    # Rerouted off the first node after the grace (3 s here); excluding both leaves Slurm no node,
+    # so it refuses and the second allocation is kept.
+    k8s.wait_for("a refused reroute", lambda: [m for m in events("FailedScheduling") if "keeping job" in m])
+    assert proc.metric("sunk_scheduler_reroutes_total") == 1
+    assert k8s.sim.bindings == [] and k8s.sim.rejections == []
+    [(_, state, node)] = placeholder_jobs(slurm).values()
+    assert state == "RUNNING"
+    # Room appears where the kept job runs: the pod is bound there, and the kubelet admits it.
+    k8s.api.delete_namespaced_pod(f"hog-{node}", "serving", _preload_content=False)
+    assert k8s.wait_bound("web")["spec"]["nodeName"] == f"k8s-{node}"
+    assert k8s.sim.rejections == []

@@ -121,6 +121,7 @@ def test_the_submit_body_carries_marker_shape_and_settings() -> None:
     plain = submit_body(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "p", "u-1"))["job"]
     assert not {"tres_per_node", "partition", "qos", "account", "time_limit", "nice", "priority"} & plain.keys()
     assert "excluded_nodes" not in plain
+    assert job["constraints"] == plain["constraints"] == "sunk_shared"  # never an exclusive NodeSet's node
     rerouted = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, exclude=("cpu-0", "cpu-1"))
     assert submit_body(rerouted, keys.Marker("pod", "ml", "p", "u-1"))["job"]["excluded_nodes"] == ["cpu-0", "cpu-1"]
 
