@@ -1,4 +1,8 @@
-"""In-memory KubeApi and SlurmApi for tests of the glue: same contracts, no servers."""
+"""In-memory KubeApi and SlurmApi for tests of the glue: same contracts, no servers.
+
+Not modelled here: a kubelet (a binding is never rejected; kubesim models admission for the
+process tests), field selectors, resourceVersions; FakeSlurm never places or starts a job by
+itself (a test `start`s it on the nodes it chooses, ignoring exclusions and constraints)."""
 
 from __future__ import annotations
 
