@@ -19,7 +19,7 @@ from . import keys
 from .fit import NodeView, node_view
 from .kube import ALL_NAMESPACES, Conflict, EvictionBlocked, KubeApi
 from .metrics import Health, Metrics
-from .model import Snapshot, node_map, pod_view, wanted_nodes
+from .model import Snapshot, exclusive_nodes, node_map, pod_view, wanted_nodes
 from .plan import (
     DOES_NOT_FIT,
     GRACE,
@@ -102,13 +102,21 @@ class Scheduler:
     def observe(self, now: float) -> Snapshot:
         """Everything or nothing: any read failing raises, and the cycle does nothing (fail closed)."""
         pods = [pod_view(p) for p in self.kube.list_pods(self.scheduler_name, self.pod_namespaces)]
-        node_of = node_map(self.kube.list_slurmd_pods(self.namespace))
+        slurmd = self.kube.list_slurmd_pods(self.namespace)
+        node_of = node_map(slurmd)
         # A job marked for a namespace outside our scope is not ours to adopt or cancel.
         jobs = [j for j in self.slurm.jobs() if self._in_scope(j.marker.namespace)]
         waiting = sorted({p.namespace for p in pods if p.live and not p.node_name})
         defaults = {ns: self._defaults(ns, now) for ns in waiting}
         nodes = self._nodes(wanted_nodes(pods, jobs, node_of))
-        return Snapshot(pods=pods, jobs=jobs, node_of=node_of, namespace_defaults=defaults, nodes=nodes)
+        return Snapshot(
+            pods=pods,
+            jobs=jobs,
+            node_of=node_of,
+            namespace_defaults=defaults,
+            exclusive=exclusive_nodes(slurmd),
+            nodes=nodes,
+        )
 
     def _nodes(self, names: list[str]) -> dict[str, NodeView]:
         """The Nodes pods may be bound to, with their pods' requests. A Node that cannot be read

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sunk.hostlist import expand
+from sunk.spec.nodeset import RESOURCE_MODE_LABEL
 
 from ..slurmrest.podref import PodRef
 from . import keys
@@ -120,6 +121,9 @@ class Snapshot:
     """Slurm node name -> Kubernetes Node name, from the slurmd pods."""
     namespace_defaults: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Namespace -> its slurm.sunk.dev/* annotations."""
+    exclusive: frozenset[str] = frozenset()
+    """Slurm nodes whose slurmd pod says resourceMode exclusive: never bound to (no pod belongs
+    beside a slurmd that holds the whole node, even where the Node has room to spare)."""
     nodes: Mapping[str, NodeView] = field(default_factory=dict)
     """Kubernetes Node name -> allocatable and what its pods use, for every Node a pod may be
     bound to this cycle (absent: the Node could not be read, so nothing is bound there)."""
@@ -189,6 +193,15 @@ def node_map(slurmd_pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         if spec.get("hostname") and spec.get("nodeName"):
             out[spec["hostname"]] = spec["nodeName"]
     return out
+
+
+def exclusive_nodes(slurmd_pods: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """Slurm nodes (spec.hostname) whose slurmd pod carries resource-mode=exclusive."""
+    return frozenset(
+        (pod.get("spec") or {}).get("hostname", "")
+        for pod in slurmd_pods
+        if ((pod.get("metadata") or {}).get("labels") or {}).get(RESOURCE_MODE_LABEL) == "exclusive"
+    ) - {""}
 
 
 def _number(value: Any) -> float:

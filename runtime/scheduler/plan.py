@@ -267,6 +267,8 @@ def _workload(
         if node is None:
             msg = f"Slurm job {job.job_id} runs on {slurm_node}, which no slurmd pod maps to a Kubernetes Node"
             actions += _condition(pod, "NoKubernetesNode", msg)
+        elif slurm_node in snap.exclusive:
+            unfit.append((pod, slurm_node, node, []))  # Slurm's node, whatever the Node has spare
         elif view is None:
             msg = f"Slurm job {job.job_id} runs on {slurm_node}; Kubernetes Node {node} could not be read"
             actions += _condition(pod, "NodeUnreadable", msg)
@@ -286,9 +288,11 @@ def _workload(
     for b in binds:
         nodes[b.node] = planned[b.node]
     actions += binds
-    rerouting = bool(unfit) and not holding and now >= job.start_time + grace
+    # Exclusive nodes never make room: no grace for them.
+    lasting = all(not short for *_, short in unfit)
+    rerouting = bool(unfit) and not holding and (lasting or now >= job.start_time + grace)
     for pod, slurm_node, node, short in unfit:
-        what = "; ".join(str(s) for s in short)
+        what = "; ".join(str(s) for s in short) or "its NodeSet is exclusive: slurmd holds the node for Slurm jobs"
         then = (
             f"resubmitting the job without {slurm_node}"
             if rerouting

@@ -53,16 +53,17 @@ def kube_node(spec: ClusterSpec, nodeset: str, name: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
 
 
-def slurmd_pod(spec: ClusterSpec, nodeset: str, slurm_node: str) -> dict[str, Any]:
-    """The containers (with their requests) of the NodeSet's real slurmd pod."""
+def slurmd_pod(spec: ClusterSpec, nodeset: str, slurm_node: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """The labels and the containers (with their requests) of the NodeSet's real slurmd pod."""
     rs = resource_spec(spec, nodeset)
     config_keys = {name: ["file"] for name in rs.config_files.values()}
     pod = nodeset_pod(rs, namespace=spec.ns, config_keys=config_keys, ordinal=int(slurm_node.rsplit("-", 1)[1]))
     strip = ("name", "image", "resources", "restartPolicy")
-    return {
+    containers = {
         kind: [{k: c[k] for k in strip if k in c} for c in pod["spec"].get(kind) or []]
         for kind in ("containers", "initContainers")
     }
+    return {**pod["metadata"]["labels"], keys.NODESET_LABEL: nodeset}, containers
 
 
 class Cluster:
@@ -76,9 +77,9 @@ class Cluster:
         for name, node in self.node_of.items():
             nodeset = next(n.nodeset for n in slurm.nodes if n.name == name)
             self.api.create_node(kube_node(slurm.spec, nodeset, node), _preload_content=False)
-            pod = slurmd_pod(slurm.spec, nodeset, name)
+            labels, pod = slurmd_pod(slurm.spec, nodeset, name)
             slurmd = {
-                "metadata": {"name": f"{slurm.spec.name}-{name}", "labels": {keys.NODESET_LABEL: nodeset}},
+                "metadata": {"name": f"{slurm.spec.name}-{name}", "labels": labels},
                 "spec": {"hostname": name, "nodeName": node, **pod},
             }
             self.api.create_namespaced_pod(slurm.spec.ns, slurmd, _preload_content=False)

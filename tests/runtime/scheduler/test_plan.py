@@ -387,3 +387,12 @@ def test_each_pod_is_bound_with_the_gpu_indices_slurm_gave_the_job_on_its_node()
         ("cpu-0", "2,3"),
         ("cpu-1", "0"),
     ]
+
+
+def test_a_node_of_an_exclusive_nodeset_is_never_bound_and_the_job_rerouted_at_once() -> None:
+    p = pod("web", resources=PodResources(1500, GI, 0))
+    j = job(7, p.marker, "RUNNING", ("cpu-1",))  # started 2000; run() plans at 500, well within the grace
+    unfit, reroute = run([p], [j], exclusive=frozenset({"cpu-1"}))  # the Node itself has room (ROOMY)
+    assert isinstance(unfit, Unfit) and "its NodeSet is exclusive" in unfit.message
+    assert unfit.message.endswith("not bound, resubmitting the job without cpu-1")
+    assert isinstance(reroute, Reroute) and reroute.request.exclude == ("cpu-1",)

@@ -10,12 +10,15 @@ from sunk.runtime.scheduler.fit import parse_quantity
 from sunk.runtime.scheduler.model import (
     PodResources,
     PodView,
+    exclusive_nodes,
     job_view,
     node_map,
     pod_resources,
     pod_view,
 )
 from sunk.runtime.scheduler.request import Invalid, JobRequest, build_request, parse_slurm_time, submit_body
+
+from sunk.spec.nodeset import RESOURCE_MODE_LABEL
 
 
 @pytest.mark.parametrize(
@@ -189,3 +192,12 @@ def test_gpu_indices_come_from_gres_detail(nodes: str, detail: list[str], want: 
     raw = {"job_id": 12, "comment": "sunk-pod:ml/web/u-1", "job_state": ["RUNNING"], "nodes": nodes}
     view = job_view({**raw, "gres_detail": detail})
     assert view is not None and view.gpu_indices == want
+
+
+def test_exclusive_nodes_come_from_the_slurmd_pods_resource_mode_label() -> None:
+    def slurmd(host: str, mode: str | None) -> dict[str, object]:
+        labels = {keys.NODESET_LABEL: "x", **({RESOURCE_MODE_LABEL: mode} if mode else {})}
+        return {"metadata": {"name": host, "labels": labels}, "spec": {"hostname": host, "nodeName": f"k8s-{host}"}}
+
+    pods = [slurmd("cpu-0", "exclusive"), slurmd("gpu-0", "shared"), slurmd("old-0", None)]
+    assert exclusive_nodes(pods) == frozenset({"cpu-0"})
