@@ -58,9 +58,13 @@ def _node_rules(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
         ]
-    # The scheduler maps Slurm nodes to Kubernetes Nodes and reads its namespace's defaults.
+    # The scheduler maps Slurm nodes to Kubernetes Nodes and reads its namespace's defaults. Before
+    # binding it sums the requests of every pod on the chosen Node, in any namespace, as the
+    # kubelet's admission does (`list pods` with a spec.nodeName field selector): read-only, the
+    # same access kube-scheduler has. Writes to pods stay in the tenant's namespaces (the Role).
     return [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"], "resourceNames": [spec.ns]},
     ]
 
