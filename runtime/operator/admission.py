@@ -16,40 +16,26 @@ pods) in its own unit, rounded up.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
-_SUFFIX = {"m": Fraction(1, 1000), "": Fraction(1)}
-_SUFFIX |= {s: Fraction(10 ** (3 * (i + 1))) for i, s in enumerate("kMGTPE")}
-_SUFFIX |= {f"{s}i": Fraction(2 ** (10 * (i + 1))) for i, s in enumerate("KMGTPE")}
-_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E))?")
+from sunk import kubefit
+from sunk.kubefit import amount
+
+__all__ = [
+    "Amounts",
+    "Shortfall",
+    "add_usage",
+    "allocatable",
+    "amount",
+    "node_usage",
+    "pod_requests",
+    "shortfalls",
+    "terminated",
+]
 
 Amounts = Mapping[str, int]
-
-
-def amount(resource: str, value: str | int | float) -> int:
-    """One quantity in the operator's units: `cpu` in millicores, anything else as is, rounded up."""
-    if isinstance(value, int | float):
-        number = Fraction(value)
-    else:
-        m = _QUANTITY.fullmatch(value.strip())
-        if m is None:
-            raise ValueError(f"{value!r} is not a Kubernetes quantity")
-        number = Fraction(m.group(1))
-        if m.group(2) is not None:
-            number *= Fraction(10) ** int(m.group(2))
-        else:
-            number *= _SUFFIX[m.group(3) or ""]
-    return math.ceil(number * 1000 if resource == "cpu" else number)
-
-
-def _container(c: Mapping[str, Any]) -> dict[str, int]:
-    res = c.get("resources") or {}
-    given = {**(res.get("limits") or {}), **(res.get("requests") or {})}  # requests default to limits
-    return {k: amount(k, v) for k, v in given.items()}
 
 
 def _add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -57,24 +43,8 @@ def _add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """The pod's effective requests, `pods: 1` included."""
-    spec = pod.get("spec") or {}
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        total = _add(total, _container(c))
-    sidecars: dict[str, int] = {}
-    peak: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
-        own = _container(c)
-        if c.get("restartPolicy") == "Always":
-            sidecars = _add(sidecars, own)
-        else:
-            during = _add(sidecars, own)
-            peak = {k: max(peak.get(k, 0), during.get(k, 0)) for k in {*peak, *during}}
-    total = _add(total, sidecars)
-    total = {k: max(total.get(k, 0), peak.get(k, 0)) for k in {*total, *peak}}
-    overhead = {k: amount(k, v) for k, v in (spec.get("overhead") or {}).items()}
-    return {**_add(total, overhead), "pods": 1}
+    """The pod's effective requests (sunk.kubefit), `pods: 1` included."""
+    return {**kubefit.pod_requests(pod.get("spec") or {}), "pods": 1}
 
 
 def terminated(pod: Mapping[str, Any]) -> bool:
