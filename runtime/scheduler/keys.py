@@ -26,7 +26,12 @@ PRIORITY = PREFIX + "priority"
 """Admin priority: a fixed job priority (the scheduler's Slurm user must be an operator)."""
 GPU_TYPE = PREFIX + "gpu-type"
 """GRES type, e.g. h100: `--gres=gpu:h100:N` instead of `--gres=gpu:N`."""
-REQUEST_KEYS = (PARTITION, QOS, ACCOUNT, TIME_LIMIT, NICE, PRIORITY, GPU_TYPE)
+GPUS = PREFIX + "gpus"
+"""GPUs per pod counted by Slurm alone (1..64), instead of an `nvidia.com/gpu` request: the device
+plugin then never picks devices for the pod, and the container gets exactly Slurm's GPUs through
+NVIDIA_VISIBLE_DEVICES from `gpu-indices` (the NVIDIA container runtime's environment-variable
+device selection). Setting both is refused."""
+REQUEST_KEYS = (PARTITION, QOS, ACCOUNT, TIME_LIMIT, NICE, PRIORITY, GPU_TYPE, GPUS)
 
 # All-or-nothing groups (pod annotations only).
 GROUP = PREFIX + "group"

@@ -116,8 +116,16 @@ def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRe
             time_limit = None
         nice = _int(s[keys.NICE], keys.NICE, -2147483645, 2147483645) if s[keys.NICE] else None
         priority = _int(s[keys.PRIORITY], keys.PRIORITY, 1, 4294967293) if s[keys.PRIORITY] else None
+        # 64: more GPUs than any node has is refused by Slurm anyway; bound the text here.
+        annotated_gpus = _int(s[keys.GPUS], keys.GPUS, 1, 64) if s[keys.GPUS] else 0
     except ValueError as e:
         return Invalid("InvalidAnnotation", str(e))
+    if annotated_gpus and any(p.resources.gpus for p in members):
+        return Invalid(
+            "InvalidAnnotation",
+            f"{keys.GPUS} and an nvidia.com/gpu request are both set: use one (the annotation keeps the "
+            "device plugin out, so the container sees exactly Slurm's GPUs)",
+        )
     for key in (keys.PARTITION, keys.QOS, keys.ACCOUNT, keys.GPU_TYPE):
         if s[key] and not re.fullmatch(r"[A-Za-z0-9_.-]+", s[key]):
             return Invalid("InvalidAnnotation", f"{key}: {s[key]!r} is not a Slurm name")
@@ -128,7 +136,7 @@ def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRe
         cpus_per_task=max(1, max(math.ceil(r.cpu_millis / 1000) for r in res)),
         # --mem=0 would mean "the whole node" to Slurm; a pod without a request reserves 1 MiB.
         memory_mib=max(1, max(math.ceil(r.memory_bytes / MIB) for r in res)),
-        gpus=max(r.gpus for r in res),
+        gpus=annotated_gpus or max(r.gpus for r in res),
         gpu_type=s[keys.GPU_TYPE] or None,
         partition=s[keys.PARTITION] or None,
         qos=s[keys.QOS] or None,

@@ -201,3 +201,23 @@ def test_exclusive_nodes_come_from_the_slurmd_pods_resource_mode_label() -> None
 
     pods = [slurmd("cpu-0", "exclusive"), slurmd("gpu-0", "shared"), slurmd("old-0", None)]
     assert exclusive_nodes(pods) == frozenset({"cpu-0"})
+
+
+def test_gpus_counted_by_slurm_alone_through_the_annotation() -> None:
+    outcome = build_request([_pod(**{keys.GPUS: "2", keys.GPU_TYPE: "h100"})], {})
+    assert isinstance(outcome, JobRequest) and (outcome.gpus, outcome.gpu_type) == (2, "h100")
+    assert submit_body(outcome, keys.Marker("pod", "ml", "web", "u1"))["job"]["tres_per_node"] == "gres/gpu:h100:2"
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"), [("0", "outside 1..64"), ("65", "outside 1..64"), ("two", "not an integer")]
+)
+def test_bad_gpu_annotations_say_why(value: str, needle: str) -> None:
+    outcome = build_request([_pod(**{keys.GPUS: value})], {})
+    assert isinstance(outcome, Invalid) and needle in outcome.message
+
+
+def test_the_gpu_annotation_and_a_device_plugin_request_are_not_both_allowed() -> None:
+    pod = PodView("ml", "p", "u", 0.0, annotations={keys.GPUS: "1"}, resources=PodResources(1000, 2**20, 1))
+    outcome = build_request([pod], {})
+    assert isinstance(outcome, Invalid) and "both set" in outcome.message
