@@ -251,14 +251,20 @@ class Scheduler:
         self.metrics.cancels.inc(len(actions))
         self.metrics.action_seconds.labels("cancel").observe(time.monotonic() - mark)
 
+    def _refused(self, marker: str, spec_hash: str, now: float) -> float:
+        """Record one more refusal of this request by Slurm; the seconds until it is tried again
+        (backoff grows while the request stays the same, and starts over when it changes)."""
+        previous = self.failures.get(marker)
+        count = previous.count + 1 if previous and previous.failure.spec_hash == spec_hash else 1
+        delay = backoff(count)
+        self.failures[marker] = _Attempts(Failure(spec_hash, now + delay), count)
+        return delay
+
     def _submit(self, action: Submit, now: float) -> None:
         try:
             job_id = self.slurm.submit(action.request, action.marker)
         except Rejected as e:
-            previous = self.failures.get(action.marker.text)
-            count = previous.count + 1 if previous and previous.failure.spec_hash == action.spec_hash else 1
-            delay = backoff(count)
-            self.failures[action.marker.text] = _Attempts(Failure(action.spec_hash, now + delay), count)
+            delay = self._refused(action.marker.text, action.spec_hash, now)
             self.metrics.rejects.inc()
             message = f"Slurm rejected the placeholder job: {e}; retrying in {delay:.0f} s if nothing changes"
             log.info("submit %s rejected: %s", action.marker.text, e)
@@ -279,10 +285,7 @@ class Scheduler:
         try:
             job_id = self.slurm.submit(action.request, action.marker)
         except Rejected as e:
-            previous = self.failures.get(action.marker.text)
-            count = previous.count + 1 if previous and previous.failure.spec_hash == action.spec_hash else 1
-            delay = backoff(count)
-            self.failures[action.marker.text] = _Attempts(Failure(action.spec_hash, now + delay), count)
+            delay = self._refused(action.marker.text, action.spec_hash, now)
             message = (
                 f"Slurm refused the job without {excluded}: {e}; keeping job {action.old_job_id}, "
                 f"retrying in {delay:.0f} s"
