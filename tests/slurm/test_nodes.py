@@ -26,7 +26,16 @@ def test_every_nodeset_registers_idle_with_its_shape(acme: LocalSlurm, acme_spec
         mine = [r for r in rows if r[0] == node.name]
         assert {r[2] for r in mine} == {"idle"}, mine
         _, _, _, features, cpus, memory = mine[0]
-        assert features.split(",") == [ns.name, *ns.features]
+        # The NodeSet's name, its features, and sunk_shared for a shared NodeSet (acme-dev's gpu).
+        assert (
+            features.split(",")
+            == ns.slurm_features
+            == [
+                ns.name,
+                *ns.features,
+                *(["sunk_shared"] if ns.resource_mode == "shared" else []),
+            ]
+        )
         assert (int(cpus), int(memory)) == (ns.cpus, ns.memory_mib)
     assert {n.nodeset for n in acme.nodes} == {ns.name for ns in acme_spec.nodesets}
 
