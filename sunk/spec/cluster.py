@@ -37,6 +37,58 @@ SUPPORTED_SLURM = (SLURM_VERSION,)
 BUILTIN_QOS = "normal"
 
 
+RESERVED_NAMES = (
+    "accounting",
+    "auth",
+    "controller",
+    "dashboard",
+    "jwt",
+    "login",
+    "mariadb",
+    "operator",
+    "restapi",
+    "runtime",
+    "scheduler",
+    "sssd",
+    "syncer",
+    "topology",
+)
+"""sunk names its own objects `<cluster>-<one of these>[-...]` (the slurmctld Service and pod
+`<cluster>-controller(-0)`, its state claim `<cluster>-controller-state`, `<cluster>-mariadb-data`,
+...). A NodeSet's Service and pods (`<cluster>-<nodeset>`, `<cluster>-<nodeset>-0`) and a shared
+volume's claim (`<cluster>-<volume>`) must not take one of those names."""
+RESERVED_NAMESPACES = ("sunk-system", "default")
+"""The operator's namespace, and `default`, where nothing of a tenant belongs; `kube-*` too."""
+
+
+def _reserved(name: str) -> str | None:
+    return next((r for r in RESERVED_NAMES if name == r or name.startswith(f"{r}-")), None)
+
+
+def reserved_name_problems(spec: ClusterSpec) -> list[str]:
+    """Names that would collide with sunk's own objects, and namespaces no tenant may use."""
+    problems = []
+    listed = ", ".join(RESERVED_NAMES)
+    for i, ns in enumerate(spec.nodesets):
+        if (hit := _reserved(ns.name)) is not None:
+            problems.append(
+                f"nodesets[{i}].name: {ns.name!r} would take sunk's own {spec.name}-{hit} objects; "
+                f"a NodeSet name may not be or start with (followed by '-') any of: {listed}"
+            )
+    for i, vol in enumerate(spec.shared_volumes):
+        if vol.create is not None and (hit := _reserved(vol.name)) is not None:
+            problems.append(
+                f"sharedVolumes[{i}].name: {vol.name!r} would name its claim like sunk's own {spec.name}-{hit}...; "
+                f"a created shared volume's name may not be or start with (followed by '-') any of: {listed}"
+            )
+    if spec.ns in RESERVED_NAMESPACES or spec.ns.startswith("kube-"):
+        problems.append(
+            f"namespace: {spec.ns!r} is reserved (kube-*, {', '.join(RESERVED_NAMESPACES)}); "
+            "give the cluster a namespace of its own"
+        )
+    return problems
+
+
 class ClusterSpec(Model):
     """A whole Slurm cluster in one Kubernetes namespace."""
 
@@ -125,6 +177,7 @@ class ClusterSpec(Model):
     @model_validator(mode="after")
     def _rules(self) -> ClusterSpec:
         errors: list[str] = []
+        errors += reserved_name_problems(self)
         if self.slurm_version not in SUPPORTED_SLURM:
             errors.append(
                 f"slurmVersion: {self.slurm_version!r} is not supported; supported: {', '.join(SUPPORTED_SLURM)}"
