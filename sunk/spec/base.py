@@ -120,14 +120,30 @@ def slurm_seconds(value: str) -> float:
     return float(int(days or 0) * 86400 + h * 3600 + m * 60 + s)
 
 
+_SECRET_KEYS = re.compile(r"(?:^|\s)(?:Accounting)?StoragePass\s*=", re.IGNORECASE)
+
+
+def _no_secret(line: str) -> str:
+    """A password key anywhere on the line (not only at its start) would put the secret into a
+    ConfigMap: passwords come from Secrets (external.passwordSecret)."""
+    if _SECRET_KEYS.search(line):
+        raise ValueError(
+            "a StoragePass/AccountingStoragePass word would render a password into a ConfigMap; "
+            "passwords come from a Secret (accounting.external.passwordSecret)"
+        )
+    return line
+
+
 ConfLine = Annotated[
     str,
     _matcher(
-        r"#[^\n]*|[A-Za-z][A-Za-z0-9]*=[^\n]*",
-        "one configuration line `Key=Value ...` (or a `#` comment), no newline",
+        r"#[^\x00-\x1f\x7f]*|[A-Za-z][A-Za-z0-9]*=[^\x00-\x1f\x7f]*",
+        "one configuration line `Key=Value ...` (or a `#` comment), printable characters only, no newline",
     ),
+    AfterValidator(_no_secret),
 ]
-"""One verbatim line appended to a Slurm file: the escape hatch."""
+"""One verbatim line appended to a Slurm file: the escape hatch (checked as a whole: no control
+character can start another line, no password word anywhere on it)."""
 
 AbsPath = Annotated[str, _matcher(r"/[^\0\n]*", "an absolute path starting with '/'")]
 

@@ -27,6 +27,21 @@ MAX_BLOCK_RATIO = 1 << 15
 """Largest BlockSizes value over the base size that slurmctld 24.11 accepts (2^15; 2^16 is fatal)."""
 
 
+_PARTITION_RENDERED = {
+    "partitionname": "name",
+    "nodes": "nodesets",
+    "default": "default",
+    "maxtime": "maxTime",
+    "defaulttime": "defaultTime",
+    "prioritytier": "priorityTier",
+    "preemptmode": "preemptMode",
+    "allowaccounts": "allowAccounts",
+    "allowqos": "allowQos",
+    "state": "the partition is UP while it is in the spec",
+}
+"""PartitionName-line keys sunk writes itself (lower case) -> the spec field that sets each."""
+
+
 class PartitionSpec(Model):
     """A Slurm partition (https://slurm.schedmd.com/slurm.conf.html#SECTION_PARTITION-CONFIGURATION)."""
 
@@ -70,7 +85,13 @@ class PartitionSpec(Model):
         errors += _repeats("nodesets", self.nodesets)
         for i, word in enumerate(self.extra):
             key = word.partition("=")[0].lower()
-            if key == "defmempercpu":
+            if key in _PARTITION_RENDERED:
+                # A second Default=YES would make two default partitions; Nodes=ALL repeats Nodes=.
+                errors.append(
+                    f"extra[{i}]: {word.partition('=')[0]} is rendered by sunk on every PartitionName line; "
+                    f"set it through its own field ({_PARTITION_RENDERED[key]})"
+                )
+            elif key == "defmempercpu":
                 errors.append(f"extra[{i}]: set defMemPerCpu instead of {word}")
             elif key == "defmempernode":
                 # Measured on 24.11: slurmctld then ignores the rendered DefMemPerCPU and logs an error.

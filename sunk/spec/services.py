@@ -170,6 +170,16 @@ class ExternalDbSpec(Model):
     """Secret holding the password; read by slurmdbd at start, never rendered. Required."""
 
 
+_SLURMDBD_RENDERED = frozenset(
+    k.lower()
+    for k in (
+        "AuthType", "AuthAltTypes", "AuthAltParameters", "AuthInfo", "DbdHost", "DbdPort", "SlurmUser",
+        "PidFile", "StorageType", "StorageHost", "StoragePort", "StorageUser", "StorageLoc",
+    )
+)  # fmt: skip
+"""slurmdbd.conf keys sunk writes (from the spec, the Services and the Secrets)."""
+
+
 class AccountingSpec(Model):
     """slurmdbd and its database (https://slurm.schedmd.com/accounting.html)."""
 
@@ -188,12 +198,24 @@ class AccountingSpec(Model):
     def _no_password_line(self) -> AccountingSpec:
         if not self.enabled and self.external is not None:
             raise ValueError("external: only used when accounting is enabled; drop it or set enabled: true")
-        bad = [i for i, line in enumerate(self.extra_slurmdbd_conf) if line.lower().startswith("storagepass")]
-        if bad:
-            raise ValueError(
-                f"extraSlurmdbdConf[{bad[0]}]: StoragePass must not be rendered into a ConfigMap; "
-                "set external.passwordSecret instead"
-            )
+        errors = []
+        for i, line in enumerate(self.extra_slurmdbd_conf):
+            if line.startswith("#"):
+                continue
+            words = line.split()
+            key = line.partition("=")[0]
+            if len(words) != 1:
+                # slurmdbd.conf has no records: a second word would be a second setting on one line.
+                errors.append(
+                    f"extraSlurmdbdConf[{i}]: one `Key=Value` per line, without spaces; got {len(words)} words"
+                )
+            elif key.lower() in _SLURMDBD_RENDERED:  # (StoragePass never gets here: ConfLine refuses it)
+                errors.append(
+                    f"extraSlurmdbdConf[{i}]: {key} is rendered by sunk (from the spec and the deployment); "
+                    "it may not be set again"
+                )
+        if errors:
+            raise ValueError("\n".join(errors))
         return self
 
 

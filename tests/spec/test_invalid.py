@@ -218,8 +218,16 @@ CASES = [
     Bad("prolog-name-with-slash", {"scripts.prolog": {"../x.sh": "#!/bin/sh\n"}}, "scripts.prolog.../x.sh", "a file name without '/'"),
     Bad("job-submit-without-modify", {"scripts.jobSubmitLua": LUA}, "scripts.jobSubmitLua", "must define function slurm_job_modify"),
     Bad("pyxis-bad-arg", {"pyxis": {"enabled": True, "args": ["--runtime /x"]}}, "pyxis.args[0]", "one `name=value` argument"),
-    Bad("slurm-conf-line-with-newline", {"controller.extraSlurmConf": ["A=1\nB=2"]}, "controller.extraSlurmConf[0]", "one configuration line `Key=Value ...` (or a `#` comment), no newline"),
-    Bad("slurmdbd-conf-storage-pass", {"accounting.extraSlurmdbdConf": ["StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "set external.passwordSecret instead"),
+    Bad("slurm-conf-line-with-newline", {"controller.extraSlurmConf": ["A=1\nB=2"]}, "controller.extraSlurmConf[0]", "one configuration line `Key=Value ...` (or a `#` comment), printable characters only, no newline"),
+    # ----- issue 12, "lines smuggled into generated files": values checked as a whole, not at their start
+    Bad("slurm-conf-line-with-carriage-return", {"controller.extraSlurmConf": ["A=1\rB=2"]}, "controller.extraSlurmConf[0]", "printable characters only"),
+    Bad("slurm-conf-password-word", {"controller.extraSlurmConf": ["DebugFlags=Backfill AccountingStoragePass=hunter2"]}, "controller.extraSlurmConf[0]", "passwords come from a Secret"),
+    Bad("slurmdbd-password-second-word", {"accounting.extraSlurmdbdConf": ["DebugLevel=info StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "passwords come from a Secret"),
+    Bad("slurmdbd-two-settings-on-a-line", {"accounting.extraSlurmdbdConf": ["DebugLevel=info CommitDelay=1"]}, "accounting.extraSlurmdbdConf[0]", "one `Key=Value` per line, without spaces; got 2 words"),
+    Bad("slurmdbd-rendered-key", {"accounting.extraSlurmdbdConf": ["StorageHost=evil.example"]}, "accounting.extraSlurmdbdConf[0]", "StorageHost is rendered by sunk"),
+    Bad("partition-extra-default", {"partitions[0].extra": ["Default=YES"]}, "partitions[0].extra[0]", "Default is rendered by sunk on every PartitionName line; set it through its own field (default)"),
+    Bad("partition-extra-nodes", {"partitions[0].extra": ["Nodes=ALL"]}, "partitions[0].extra[0]", "Nodes is rendered by sunk on every PartitionName line; set it through its own field (nodesets)"),
+    Bad("slurmdbd-conf-storage-pass", {"accounting.extraSlurmdbdConf": ["StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "passwords come from a Secret (accounting.external.passwordSecret)"),
     Bad("cgroup-conf-not-a-setting", {"extraConfig.cgroupConf": ["just words"]}, "extraConfig.cgroupConf[0]", "one configuration line `Key=Value ...`"),
     Bad("plugstack-bad-line", {"extraConfig.plugstackConf": ["load x.so"]}, "extraConfig.plugstackConf[0]", "`required|optional <plugin.so> [args]`, `include <glob>`"),
     # ----- services: controller, accounting, restapi, login
