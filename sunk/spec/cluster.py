@@ -89,6 +89,32 @@ def reserved_name_problems(spec: ClusterSpec) -> list[str]:
     return problems
 
 
+def contradiction_problems(spec: ClusterSpec) -> list[str]:
+    """NodeSets whose settings contradict each other although each is valid alone."""
+    problems = []
+    names = {ns.name for ns in spec.nodesets}
+    for i, ns in enumerate(spec.nodesets):
+        for j, feature in enumerate(ns.features):
+            if feature in names and feature != ns.name:
+                # Partitions select a NodeSet's nodes by `NodeSet=<name> Feature=<name>`.
+                problems.append(
+                    f"nodesets[{i}].features[{j}]: {feature!r} is NodeSet {feature}'s name, so these nodes would "
+                    f"join its partitions; choose a feature that names no NodeSet"
+                )
+    matching = [(i, ns) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
+    for a, (i, first) in enumerate(matching):
+        for j, second in matching[a + 1 :]:
+            x, y = first.pod_node_selector, second.pod_node_selector
+            if not any(k in y and y[k] != v for k, v in x.items()):
+                # In all-matching-nodes mode the Slurm node is named after the Kubernetes Node.
+                problems.append(
+                    f"nodesets[{j}].nodeSelector: like nodesets[{i}] ({first.name}), it matches every Node of "
+                    "all-matching-nodes mode that the other may match; one Node would run two slurmd with one "
+                    "Slurm node name (the Node's). Give them a nodeSelector key with different values"
+                )
+    return problems
+
+
 class ClusterSpec(Model):
     """A whole Slurm cluster in one Kubernetes namespace."""
 
@@ -178,6 +204,7 @@ class ClusterSpec(Model):
     def _rules(self) -> ClusterSpec:
         errors: list[str] = []
         errors += reserved_name_problems(self)
+        errors += contradiction_problems(self)
         if self.slurm_version not in SUPPORTED_SLURM:
             errors.append(
                 f"slurmVersion: {self.slurm_version!r} is not supported; supported: {', '.join(SUPPORTED_SLURM)}"

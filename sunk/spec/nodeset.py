@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from sunk.images import DEFAULT_ARCH, Arch
+from sunk.kubefit import parse_quantity
 from sunk.spec.base import (
     AbsPath,
     DnsLabel,
@@ -344,6 +345,14 @@ class NodeSetSpec(Model):
             for i, f in enumerate(self.features)
             if f == SHARED_FEATURE
         ]
+        limit = self.resources.limits.memory if self.resources is not None else None
+        if limit is not None and parse_quantity(limit) < self.memory_mib * 2**20:
+            # Jobs run inside the slurmd container's cgroup: a limit under RealMemory OOM-kills them
+            # as soon as they use what Slurm gave them.
+            errors.append(
+                f"resources.limits.memory: {limit} is below memoryMib {self.memory_mib} (the RealMemory Slurm "
+                f"hands to jobs in this container); use at least {self.memory_mib}Mi, or lower memoryMib"
+            )
         errors += [
             f"s6Oneshots.{n}: a one-shot script must start with '#!'"
             for n, body in self.s6_oneshots.items()

@@ -151,7 +151,7 @@ def test_exclusive_requests_the_slurm_node_and_its_gpus() -> None:
     assert res["requests"] == {"cpu": "16", "memory": "65536Mi", "nvidia.com/gpu": "2"}
     assert res["limits"] == {"memory": "66560Mi", "nvidia.com/gpu": "2"}
     assert pod["metadata"]["labels"][RESOURCE_MODE_LABEL] == "exclusive"
-    own = gpu(resources={"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"memory": "2Gi"}})
+    own = gpu(resources={"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"memory": "65Gi"}})
     assert container(build(own), "slurmd")["resources"]["requests"]["cpu"] == "2"
 
 

@@ -191,3 +191,17 @@ def test_node_allocatable_overrides_the_instance_type() -> None:
             nodesets=[{**ns, "cpus": 120, "nodeAllocatable": allocatable}],
             partitions=[{"name": "p", "nodesets": ["cpu"]}],
         )
+
+
+def test_all_matching_nodesets_that_differ_on_a_selector_key_may_coexist() -> None:
+    """Only NodeSets that could match one Node are refused (issue 12): a key with different values
+    (here the pool, or the architecture every pod selects) keeps them apart."""
+    nodesets = [
+        {"name": "a", "mode": "all-matching-nodes", "cpus": 4, "memoryMib": 4096, "nodeSelector": {"pool": "x"}},
+        {"name": "b", "mode": "all-matching-nodes", "cpus": 4, "memoryMib": 4096, "nodeSelector": {"pool": "y"}},
+        {"name": "c", "mode": "all-matching-nodes", "cpus": 4, "memoryMib": 4096, "architecture": "arm64",
+         "nodeSelector": {"pool": "x"}},
+    ]  # fmt: skip
+    spec = copy.deepcopy(BASE)
+    spec.update({"nodesets": nodesets, "partitions": [{"name": "p", "nodesets": ["a", "b", "c"], "default": True}]})
+    assert [n.name for n in load_spec(spec, "test").nodesets] == ["a", "b", "c"]
