@@ -145,7 +145,54 @@ ConfLine = Annotated[
 """One verbatim line appended to a Slurm file: the escape hatch (checked as a whole: no control
 character can start another line, no password word anywhere on it)."""
 
-AbsPath = Annotated[str, _matcher(r"/[^\0\n]*", "an absolute path starting with '/'")]
+
+def _normal_path(path: str) -> str:
+    if any(part in (".", "..") for part in path.split("/")):
+        raise ValueError(f"{path!r}: '.' and '..' segments are not allowed; write the path they mean")
+    return path
+
+
+AbsPath = Annotated[
+    str,
+    _matcher(
+        r"(/[^/\x00-\x1f\x7f]+)+",
+        "a normalized absolute path such as /data (starting with '/', not '/' itself, no trailing '/' or '//')",
+    ),
+    AfterValidator(_normal_path),
+]
+"""A mount or host path as Kubernetes compares them: two spellings of one folder would pass a
+uniqueness check and clash in the pod, and `..` in a hostPath escapes the folder it names."""
+
+RESERVED_MOUNTS = (
+    "/etc/cont-init.d",
+    "/etc/munge",
+    "/etc/munge-key",
+    "/etc/services.d",
+    "/etc/slurm",
+    "/etc/slurm-db",
+    "/etc/ssh",
+    "/etc/sssd",
+    "/etc/sunk-login",
+    "/run/munge",
+    "/run/mysqld",
+    "/run/slurm",
+    "/run/slurmd",
+    "/run/sunk-s6",
+    "/var/lib/mysql",
+    "/var/lib/sss",
+    "/var/spool/slurmctld",
+    "/var/spool/slurmd",
+)
+"""Where sunk's own volumes mount in its pods (Slurm files, keys, sockets, spools, s6 scripts)."""
+
+
+def mount_clash(path: str) -> str | None:
+    """The reserved mount `path` would hide or sit inside, if any."""
+    for reserved in RESERVED_MOUNTS:
+        if path == reserved or path.startswith(reserved + "/") or reserved.startswith(path + "/"):
+            return reserved
+    return None
+
 
 Feature = Annotated[
     str,

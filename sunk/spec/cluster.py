@@ -101,6 +101,14 @@ def contradiction_problems(spec: ClusterSpec) -> list[str]:
                     f"nodesets[{i}].features[{j}]: {feature!r} is NodeSet {feature}'s name, so these nodes would "
                     f"join its partitions; choose a feature that names no NodeSet"
                 )
+    on_compute = {v.mount_path: v.name for v in spec.shared_volumes if "compute" in v.mount_on}
+    for i, ns in enumerate(spec.nodesets):
+        for j, vol in enumerate(ns.volumes):
+            if vol.mount_path in on_compute:
+                problems.append(
+                    f"nodesets[{i}].volumes[{j}].mountPath: {vol.mount_path} is also where shared volume "
+                    f"{on_compute[vol.mount_path]} mounts on compute; one path, one volume"
+                )
     matching = [(i, ns) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
     for a, (i, first) in enumerate(matching):
         for j, second in matching[a + 1 :]:

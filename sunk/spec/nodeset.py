@@ -24,6 +24,7 @@ from sunk.spec.base import (
     SlurmName,
     _matcher,
     dns_label,
+    mount_clash,
     quantity_value,
     resources,
 )
@@ -89,6 +90,19 @@ class VolumeSpec(Model):
     """emptyDir source. Default: false."""
     config_map: DnsLabel | None = None
     """ConfigMap source. Default: none."""
+
+    @model_validator(mode="after")
+    def _not_sunks(self) -> VolumeSpec:
+        errors = []
+        if self.name.startswith(("sunk-", "shared-")):
+            errors.append(
+                f"name: {self.name!r}: volume names starting with sunk- or shared- are sunk's own in the slurmd pod"
+            )
+        if (hit := mount_clash(self.mount_path)) is not None:
+            errors.append(f"mountPath: {self.mount_path} would hide or sit inside sunk's own mount {hit}")
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> VolumeSpec:

@@ -18,6 +18,7 @@ from sunk.spec.base import (
     SlurmName,
     SlurmTime,
     _matcher,
+    mount_clash,
     slurm_seconds,
 )
 from sunk.spec.nodeset import NodeSetSpec
@@ -393,6 +394,8 @@ class SharedVolumeSpec(Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> SharedVolumeSpec:
+        if (hit := mount_clash(self.mount_path)) is not None:
+            raise ValueError(f"mountPath: {self.mount_path} would hide or sit inside sunk's own mount {hit}")
         if (self.existing_claim is None) == (self.create is None):
             raise ValueError("existingClaim: give exactly one of existingClaim or create")
         if len(set(self.mount_on)) != len(self.mount_on):

@@ -202,13 +202,19 @@ def test_volumes_shared_and_nodeset() -> None:
     assert mounts["/models"]["name"] == "models"
 
 
-def test_volume_clash_is_an_error() -> None:
-    spec = gpu(volumes=[{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}])
-    with pytest.raises(ValueError, match="volume name 'sunk-spool'"):
-        build(spec)
-    spec = gpu(volumes=[{"name": "etc", "mountPath": "/etc/slurm", "emptyDir": True}])
-    with pytest.raises(ValueError, match="mount path '/etc/slurm'"):
-        build(spec)
+def test_volume_clash_is_refused_by_the_nodeset_model_before_any_pod() -> None:
+    """Issue 12, "mount clashes caught only by the operator": the NodeSet (spec and custom resource)
+    refuses them, so `pulumi up` never creates a NodeSet the operator can't build pods for."""
+    with pytest.raises(ValueError, match="volume names starting with sunk- or shared- are sunk's own"):
+        gpu(volumes=[{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}])
+    with pytest.raises(ValueError, match="would hide or sit inside sunk's own mount /etc/slurm"):
+        gpu(volumes=[{"name": "etc", "mountPath": "/etc/slurm", "emptyDir": True}])
+    with pytest.raises(ValueError, match="would hide or sit inside sunk's own mount /run/munge"):
+        gpu(volumes=[{"name": "run", "mountPath": "/run", "emptyDir": True}])
+    with pytest.raises(ValueError, match="'.' and '..' segments are not allowed"):
+        gpu(volumes=[{"name": "h", "mountPath": "/data", "hostPath": "/srv/../etc"}])
+    with pytest.raises(ValueError, match="no trailing '/'"):
+        gpu(volumes=[{"name": "h", "mountPath": "/data/", "emptyDir": True}])
 
 
 def test_sidecars_and_s6_scripts() -> None:
