@@ -211,7 +211,7 @@ def test_volume_clash_is_refused_by_the_nodeset_model_before_any_pod() -> None:
         gpu(volumes=[{"name": "etc", "mountPath": "/etc/slurm", "emptyDir": True}])
     with pytest.raises(ValueError, match="would hide or sit inside sunk's own mount /run/munge"):
         gpu(volumes=[{"name": "run", "mountPath": "/run", "emptyDir": True}])
-    with pytest.raises(ValueError, match="'.' and '..' segments are not allowed"):
+    with pytest.raises(ValueError, match=r"'\.' and '\.\.' segments are not allowed"):
         gpu(volumes=[{"name": "h", "mountPath": "/data", "hostPath": "/srv/../etc"}])
     with pytest.raises(ValueError, match="no trailing '/'"):
         gpu(volumes=[{"name": "h", "mountPath": "/data/", "emptyDir": True}])
