@@ -86,6 +86,22 @@ def _missing(loc: tuple[int | str, ...]) -> str:
     return f"required field is missing ({doc.splitlines()[0]})" if doc else "required field is missing"
 
 
+def _upper_bound(loc: tuple[int | str, ...]) -> int | float | None:
+    """The field's `le` (its largest valid value), if it declares one."""
+    model = _model_at(loc[:-1])
+    fields = {f.alias or n: f for n, f in model.model_fields.items()} if model else {}
+    field = fields.get(str(loc[-1]))
+    metadata = list(field.metadata) if field is not None else []
+    for arg in typing.get_args(field.annotation) if field is not None else ():
+        metadata += [m for a in typing.get_args(arg) or (arg,) for m in getattr(a, "__metadata__", ())]
+        metadata += list(getattr(arg, "__metadata__", ()))
+    for item in metadata:
+        le = getattr(item, "le", None)
+        if isinstance(le, int | float):
+            return le
+    return None
+
+
 def format_errors(err: ValidationError) -> list[str]:
     problems: list[str] = []
     for e in err.errors(include_url=False):
@@ -96,6 +112,11 @@ def format_errors(err: ValidationError) -> list[str]:
             continue
         if e["type"] == "missing":
             problems.append(f"{base}: {_missing(tuple(e['loc']))}")
+            continue
+        if e["type"] == "int_parsing_size":
+            # pydantic's own text ("exceeded maximum size") says nothing of what would do.
+            bound = _upper_bound(tuple(e["loc"]))
+            problems.append(f"{base}: too large; a whole number" + (f" up to {bound}" if bound is not None else ""))
             continue
         for line in msg.split("\n"):
             m = _REL.match(line)

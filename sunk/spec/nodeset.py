@@ -16,7 +16,6 @@ from sunk.spec.base import (
     Feature,
     Image,
     Model,
-    PositiveInt,
     PositiveQuantity,
     Quantity,
     ResourceList,
@@ -33,6 +32,12 @@ from sunk.spec.capacity import INSTANCE_TYPES, Available, cpu_text
 MAX_GPUS_PER_NODE = 16
 ARCH_LABEL = "kubernetes.io/arch"
 """The Node label every kubelet sets to its GOARCH (amd64, arm64)."""
+
+
+SlurmCount = Annotated[int, Field(gt=0, le=65533)]
+"""CPUs, sockets, cores and threads: Slurm keeps each in 16 bits (65534 and up mean "unset")."""
+MAX_MEMORY_MIB = 2**40
+"""1 EiB: Kubernetes quantities stop at 2**63 bytes, far above any node."""
 
 
 class GpuSpec(Model):
@@ -228,15 +233,15 @@ class NodeSetSpec(Model):
     """Kubernetes affinity, verbatim. Default: none."""
     tolerations: list[Toleration] = []
     """Default: none."""
-    cpus: PositiveInt
+    cpus: SlurmCount
     """Slurm CPUs per node. Required."""
-    sockets: PositiveInt | None = None
+    sockets: SlurmCount | None = None
     """Default: unset (Slurm infers)."""
-    cores_per_socket: PositiveInt | None = None
+    cores_per_socket: SlurmCount | None = None
     """Default: unset."""
-    threads_per_core: PositiveInt | None = None
+    threads_per_core: SlurmCount | None = None
     """Default: unset."""
-    memory_mib: PositiveInt
+    memory_mib: Annotated[int, Field(gt=0, le=MAX_MEMORY_MIB)]
     """Slurm RealMemory in MiB. Required."""
     gpus: GpuSpec | None = None
     """Default: none."""
@@ -283,7 +288,7 @@ class NodeSetSpec(Model):
     resourceMode, cpus, memoryMib and slurmdOverhead."""
     update_strategy: UpdateStrategy = UpdateStrategy()
     """Default: maxUnavailable 1, no force."""
-    tmp_disk_mib: Annotated[int, Field(ge=0)] = 0
+    tmp_disk_mib: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
     """Slurm TmpDisk. Default: 0."""
 
     @model_validator(mode="after")

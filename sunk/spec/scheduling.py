@@ -118,7 +118,7 @@ class QosSpec(Model):
     """How jobs of this QOS are preempted. Default: the cluster's."""
     max_wall: SlurmTime | None = None
     """MaxWall per job. Default: none."""
-    usage_factor: Annotated[float, Field(ge=0)] | None = None
+    usage_factor: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] | None = None
     """UsageFactor. Default: 1."""
 
 

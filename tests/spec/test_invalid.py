@@ -237,6 +237,11 @@ CASES = [
     Bad("host-path-dot-dot", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/scratch", "hostPath": "/srv/../etc"}]}, "nodesets[0].volumes[0].hostPath", "'.' and '..' segments are not allowed"),
     Bad("shared-volume-on-etc-slurm", {"sharedVolumes": [{"name": "home", "mountPath": "/etc/slurm", "existingClaim": "h"}]}, "sharedVolumes[0].mountPath", "/etc/slurm would hide or sit inside sunk's own mount /etc/slurm"),
     Bad("nodeset-volume-where-a-shared-volume-mounts", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "h"}], "nodesets[0].volumes": [{"name": "v", "mountPath": "/home", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "/home is also where shared volume home mounts on compute; one path, one volume"),
+    # ----- issue 12, "numbers beyond what Slurm or Kubernetes accept"
+    Bad("cpus-beyond-slurm", {"nodesets[0].cpus": 10**20}, "nodesets[0].cpus", "less than or equal to 65533"),
+    Bad("memory-beyond-kubernetes", {"nodesets[0].memoryMib": 1e25}, "nodesets[0].memoryMib", "too large; a whole number up to 1099511627776"),
+    Bad("usage-factor-infinite", {"accounting.enabled": True, "qos": [{"name": "low", "priority": 1, "usageFactor": float("inf")}]}, "qos[0].usageFactor", "finite number"),
+    Bad("weight-beyond-slurm", {"nodesets[0].weight": 2**40}, "nodesets[0].weight", "less than or equal to 65533"),
     Bad("partition-extra-default", {"partitions[0].extra": ["Default=YES"]}, "partitions[0].extra[0]", "Default is rendered by sunk on every PartitionName line; set it through its own field (default)"),
     Bad("partition-extra-nodes", {"partitions[0].extra": ["Nodes=ALL"]}, "partitions[0].extra[0]", "Nodes is rendered by sunk on every PartitionName line; set it through its own field (nodesets)"),
     Bad("slurmdbd-conf-storage-pass", {"accounting.extraSlurmdbdConf": ["StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "passwords come from a Secret (accounting.external.passwordSecret)"),
