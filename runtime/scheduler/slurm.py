@@ -88,7 +88,10 @@ class RestSlurm:
         for raw in fresh:
             job_id = int(raw.get("job_id") or 0)
             if job_id in states:
-                self._cache[job_id] = (states[job_id], now, job_view(raw))
+                # A marker is only a name anyone can give a job: only jobs of the Slurm user this
+                # scheduler submits as are its own (never adopted, bound or cancelled otherwise).
+                mine = raw.get("user_name") == self._rest.user
+                self._cache[job_id] = (states[job_id], now, job_view(raw) if mine else None)
                 refreshed.add(job_id)
         # Purged by slurmctld (MinJobAge), or listed and gone before it could be read: never
         # answer with a stale copy.

@@ -239,3 +239,33 @@ def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s, start_sche
     k8s.api.delete_namespaced_pod(f"hog-{node}", "serving", _preload_content=False)
     assert k8s.wait_bound("web")["spec"]["nodeName"] == f"k8s-{node}"
     assert k8s.sim.rejections == []
+
+
+def test_a_spoofed_marker_on_another_users_job_is_neither_adopted_nor_cancelled(
+    slurm: LocalSlurm, k8s, start_scheduler
+) -> None:
+    """Issue 12, runtime trust: a user names a job like a placeholder of a pod that does not exist.
+    The scheduler cancels marked jobs whose pod is gone, but only its own Slurm user's: this one
+    (submitted as nobody) keeps running."""
+    done = slurm.jail.run(
+        [
+            "sbatch",
+            "--parsable",
+            "-J",
+            "sunk-pod:ml/ghost/0000",
+            "--comment",
+            "sunk-pod:ml/ghost/0000",
+            "-o",
+            "/dev/null",
+        ],
+        input="#!/bin/sh\nsleep 300\n",
+        user="nobody:nogroup",
+    )
+    assert done.returncode == 0, done.stderr
+    spoofed = int(done.stdout.strip().split(";")[0])
+    slurm.wait_job(spoofed, {"RUNNING"})
+    proc = start_scheduler()
+    cycles = proc.metric("sunk_scheduler_cycle_seconds_count")
+    k8s.wait_for("ten more cycles", lambda: proc.metric("sunk_scheduler_cycle_seconds_count") >= cycles + 10)
+    assert slurm.job_state(spoofed) == "RUNNING"
+    assert proc.metric("sunk_scheduler_cancels_total") == 0

@@ -22,8 +22,14 @@ class Slurmrestd:
         self.bodies: list[Any] = []
         self.submit_error: dict[str, Any] | None = None
 
-    def add(self, job_id: int, state: str, comment: str = "", nodes: str = "") -> None:
-        self.jobs[job_id] = {"job_id": job_id, "comment": comment, "job_state": [state], "nodes": nodes}
+    def add(self, job_id: int, state: str, comment: str = "", nodes: str = "", user: str = "slurm") -> None:
+        self.jobs[job_id] = {
+            "job_id": job_id,
+            "comment": comment,
+            "job_state": [state],
+            "nodes": nodes,
+            "user_name": user,
+        }
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -146,3 +152,13 @@ def test_an_unreachable_controller_is_not_a_rejection(server: Slurmrestd) -> Non
     with pytest.raises(Exception) as caught:
         slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1"))
     assert not isinstance(caught.value, Rejected | SlurmApiError)
+
+
+def test_a_marker_on_another_users_job_is_not_ours(server: Slurmrestd) -> None:
+    """Issue 12, runtime trust: anyone can name a job `sunk-pod:...`; only jobs of the Slurm user
+    the scheduler submits as (SUNK_SLURM_USER) are adopted, bound or cancelled."""
+    clock = [0.0]
+    slurm = client(server, clock)
+    server.add(1, "RUNNING", "sunk-pod:ml/a/u1", "cpu-0", user="mallory")
+    server.add(2, "RUNNING", "sunk-pod:ml/b/u2", "cpu-1")
+    assert [v.job_id for v in slurm.jobs()] == [2]
