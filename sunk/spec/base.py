@@ -58,6 +58,38 @@ DnsSubdomain = Annotated[
     ),
 ]
 
+
+_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _label_key(key: str) -> str:
+    """A Kubernetes label, selector or taint key: `[prefix/]name`, name at most 63 characters of
+    letters, digits, '-', '_', '.' (alphanumeric at both ends), prefix a DNS subdomain (253)."""
+    prefix, _, name = key.rpartition("/")
+    if not (len(name) <= 63 and _NAME_PART.fullmatch(name)) or (
+        prefix and not (len(prefix) <= 253 and _PREFIX.fullmatch(prefix))
+    ):
+        raise ValueError(
+            f"{key!r} is not a Kubernetes label key: [prefix/]name, name up to 63 letters, digits, '-', '_', '.' "
+            "(alphanumeric at both ends), prefix a DNS subdomain"
+        )
+    return key
+
+
+def _label_value(value: str) -> str:
+    if value and not (len(value) <= 63 and _NAME_PART.fullmatch(value)):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label value: up to 63 letters, digits, '-', '_', '.', alphanumeric at both ends"
+        )
+    return value
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+Labels = dict[LabelKey, LabelValue]
+"""Labels and node selectors: what the API server accepts, checked before any object exists."""
+
 SlurmName = Annotated[
     str,
     _matcher(r"[a-z][a-z0-9_-]*", "lowercase letter first, then lowercase letters, digits, '_', '-'", 40),

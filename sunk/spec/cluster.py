@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from sunk.images import PYXIS_VARIANT, SLURM_VERSION
-from sunk.spec.base import DnsLabel, Image, Model, dns_label
+from sunk.spec.base import DnsLabel, Image, Labels, Model, dns_label
 from sunk.spec.nodeset import NodeSetSpec, _unique
 from sunk.spec.scheduling import (
     CgroupSpec,
@@ -170,7 +170,7 @@ class ClusterSpec(Model):
     """Volumes mounted on several roles (home, datasets). Default: none."""
     extra_config: ExtraConfig = ExtraConfig()
     """Lines appended to cgroup.conf, gres.conf, topology.conf, plugstack.conf. Default: none."""
-    labels: dict[str, str] = {}
+    labels: Labels = {}
     """Extra labels on every object. Default: none."""
     monitoring: MonitoringSpec = MonitoringSpec()
     """ServiceMonitor and Grafana dashboard. Default: disabled."""

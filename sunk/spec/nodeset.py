@@ -15,6 +15,8 @@ from sunk.spec.base import (
     DnsLabel,
     Feature,
     Image,
+    LabelKey,
+    Labels,
     Model,
     PositiveQuantity,
     Quantity,
@@ -36,6 +38,8 @@ ARCH_LABEL = "kubernetes.io/arch"
 
 SlurmCount = Annotated[int, Field(gt=0, le=65533)]
 """CPUs, sockets, cores and threads: Slurm keeps each in 16 bits (65534 and up mean "unset")."""
+S6_ANNOTATION_BYTES = 200_000
+"""s6 scripts ride in pod annotations (256 KiB in all); the rest is left for sunk's and users'."""
 MAX_MEMORY_MIB = 2**40
 """1 EiB: Kubernetes quantities stop at 2**63 bytes, far above any node."""
 
@@ -60,7 +64,7 @@ class GpuSpec(Model):
 class Toleration(Model):
     """https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"""
 
-    key: str | None = None
+    key: LabelKey | None = None
     """Taint key. Default: none (with operator Exists: every taint)."""
     operator: Literal["Exists", "Equal"] = "Equal"
     """Default: Equal."""
@@ -227,7 +231,7 @@ class NodeSetSpec(Model):
     it (tag suffix `-arm64`) and adds `kubernetes.io/arch: <architecture>` to the pods' nodeSelector
     (https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-arch). An image set
     in the stack (`image`, images.slurmd) is used as given and must run on it. Default: amd64."""
-    node_selector: dict[str, str] = {}
+    node_selector: Labels = {}
     """Kubernetes nodeSelector; kubernetes.io/arch comes from `architecture`. Default: none."""
     affinity: dict[str, Any] | None = None
     """Kubernetes affinity, verbatim. Default: none."""
@@ -371,6 +375,13 @@ class NodeSetSpec(Model):
             errors.append(
                 f"resources.limits.memory: {limit} is below memoryMib {self.memory_mib} (the RealMemory Slurm "
                 f"hands to jobs in this container); use at least {self.memory_mib}Mi, or lower memoryMib"
+            )
+        carried = sum(len(body.encode()) for body in (*self.s6_scripts.values(), *self.s6_oneshots.values()))
+        if carried > S6_ANNOTATION_BYTES:
+            # The scripts travel in the slurmd pod's annotations, which the API server caps at 256 KiB.
+            errors.append(
+                f"s6Scripts: with s6Oneshots {carried} bytes; pod annotations carry them and hold at most 262144 "
+                f"in all, so at most {S6_ANNOTATION_BYTES} here"
             )
         errors += [
             f"s6Oneshots.{n}: a one-shot script must start with '#!'"

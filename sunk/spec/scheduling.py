@@ -12,6 +12,7 @@ from sunk.spec.base import (
     AbsPath,
     ConfLine,
     DnsLabel,
+    DnsSubdomain,
     FileName,
     Model,
     PositiveQuantity,
@@ -249,6 +250,10 @@ class CgroupSpec(Model):
     """IgnoreSystemd: pods have no systemd. Default: true."""
 
 
+CONFIG_MAP_BYTES = 1_000_000
+"""What one script may take: a ConfigMap holds at most 1 MiB (1,048,576 bytes) with its metadata."""
+
+
 class ScriptsSpec(Model):
     """Prolog, epilog and job_submit.lua (https://slurm.schedmd.com/prolog_epilog.html)."""
 
@@ -266,6 +271,16 @@ class ScriptsSpec(Model):
             for kind, scripts in (("prolog", self.prolog), ("epilog", self.epilog))
             for name, body in scripts.items()
             if not body.startswith("#!")
+        ]
+        bodies = [
+            *((f"{kind}.{name}", body) for kind, s in (("prolog", self.prolog), ("epilog", self.epilog)) for name, body in s.items()),
+            *((("jobSubmitLua", self.job_submit_lua),) if self.job_submit_lua is not None else ()),
+        ]  # fmt: skip
+        errors += [
+            f"{where}: {len(body.encode())} bytes; each becomes one ConfigMap, which holds at most "
+            f"{CONFIG_MAP_BYTES} (the API server refuses more)"
+            for where, body in bodies
+            if len(body.encode()) > CONFIG_MAP_BYTES
         ]
         if self.job_submit_lua is not None:
             errors += [
@@ -370,7 +385,7 @@ class NewClaim(Model):
 
     size: PositiveQuantity
     """Requested storage, e.g. 2Ti. Required."""
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     """StorageClass. Default: the cluster's default class."""
     access_mode: Literal["ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany"] = "ReadWriteMany"
     """Default: ReadWriteMany (login and compute pods share it)."""

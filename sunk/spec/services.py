@@ -21,7 +21,9 @@ from sunk.spec.base import (
     Cidr,
     ConfLine,
     DnsLabel,
+    DnsSubdomain,
     Image,
+    Labels,
     Model,
     PositiveQuantity,
     Registry,
@@ -104,7 +106,7 @@ class StateStorage(Model):
 
     size: PositiveQuantity = "10Gi"
     """Default: 10Gi."""
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     """StorageClass. Default: the cluster's default class."""
 
 
@@ -131,7 +133,7 @@ class MariaDbSpec(Model):
 
     storage_size: PositiveQuantity = "20Gi"
     """Default: 20Gi."""
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     """Default: the cluster's default class."""
     resources: Resources = resources("250m", "2560Mi", "3Gi")
     """Default: requests 250m/2.5Gi, limit 3Gi memory (the InnoDB buffer pool is 2Gi). A memory
@@ -242,9 +244,9 @@ class MonitoringSpec(Model):
     """A Grafana dashboard ConfigMap (picked up by the Grafana sidecar), when enabled. Default: true."""
     interval: Annotated[str, Field(pattern=r"^[1-9][0-9]*(s|m)$")] = "30s"
     """Scrape interval. Default: 30s."""
-    labels: dict[str, str] = {}
+    labels: Labels = {}
     """Extra labels on the ServiceMonitor, e.g. the `release` your Prometheus selects. Default: none."""
-    dashboard_labels: dict[str, str] = {"grafana_dashboard": "1"}
+    dashboard_labels: Labels = {"grafana_dashboard": "1"}
     """Labels the Grafana sidecar looks for. Default: grafana_dashboard: "1"."""
 
 
