@@ -132,6 +132,8 @@ def load_spec(data: Any, source: str = "spec") -> ClusterSpec:
     if not isinstance(data, dict):
         raise SpecError([f"(root): expected a mapping of cluster settings, got {type(data).__name__}"], source)
     try:
-        return ClusterSpec.model_validate(data)
+        # camelCase only: a snake_case twin of a field (`memory_mib`) is an unknown field with a
+        # "did you mean memoryMib?" hint, never a second spelling that silently wins or loses.
+        return ClusterSpec.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as err:
         raise SpecError(format_errors(err), source) from None

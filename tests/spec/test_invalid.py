@@ -250,6 +250,8 @@ CASES = [
     Bad("storage-class-uppercase", {"controller.stateStorage.storageClass": "Fast_SSD"}, "controller.stateStorage.storageClass", "a DNS-1123 subdomain"),
     Bad("prolog-bigger-than-a-config-map", {"scripts.prolog": {"00-big.sh": "#!/bin/sh\n" + "#" * 1_000_000}}, "scripts.prolog.00-big.sh", "1000010 bytes; each becomes one ConfigMap, which holds at most 1000000"),
     Bad("s6-scripts-bigger-than-annotations", {"nodesets[0].s6Scripts": {"big": "#!/bin/sh\n" + "#" * 200_000}}, "nodesets[0].s6Scripts", "pod annotations carry them and hold at most 262144 in all"),
+    # ----- issue 12, "snake_case keys accepted beside camelCase ones"
+    Bad("snake-case-twin-of-a-field", {"nodesets[0].memory_mib": 65536}, "nodesets[0].memory_mib", "unknown field; did you mean memoryMib?"),
     Bad("partition-extra-default", {"partitions[0].extra": ["Default=YES"]}, "partitions[0].extra[0]", "Default is rendered by sunk on every PartitionName line; set it through its own field (default)"),
     Bad("partition-extra-nodes", {"partitions[0].extra": ["Nodes=ALL"]}, "partitions[0].extra[0]", "Nodes is rendered by sunk on every PartitionName line; set it through its own field (nodesets)"),
     Bad("slurmdbd-conf-storage-pass", {"accounting.extraSlurmdbdConf": ["StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "passwords come from a Secret (accounting.external.passwordSecret)"),

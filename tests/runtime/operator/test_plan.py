@@ -247,12 +247,15 @@ def test_a_config_map_with_several_keys_is_an_invalid_template() -> None:
 
 
 def test_invalid_template_is_a_condition_not_a_crash() -> None:
-    spec = cpu(replicas=1, volumes=[{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}])
-    out = plan(observe([], [], spec=spec), NOW)
+    # A volume clash no longer gets this far (the NodeSet model refuses it: SpecValid=False in
+    # reconcile); a ConfigMap of the wrong shape is only seen here.
+    keys = {**KEYS, "research-slurm-conf": frozenset({"slurm.conf", "stray.conf"})}
+    out = plan(observe([], [], spec=cpu(replicas=1), keys=keys), NOW)
     assert [type(a) for a in out] == [WriteStatus]
     cond = {c["type"]: c for c in out[0].status["conditions"]}
     assert cond["TemplateValid"]["status"] == "False"
-    assert "sunk-spool" in cond["TemplateValid"]["message"]
+    assert "research-slurm-conf" in cond["TemplateValid"]["message"]
+    assert "must hold exactly one key" in cond["TemplateValid"]["message"]
 
 
 # --- foreign drains ---------------------------------------------------------------------------
