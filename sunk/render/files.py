@@ -120,31 +120,27 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
     return _file([*lines, *spec.extra_config.plugstack_conf])
 
 
+QOS_MARK = "sunk-managed"
+"""Description of every QOS sunk creates: what it may change and remove (never `normal` or an
+administrator's own QOS)."""
+
+
 def render_sacctmgr(spec: ClusterSpec) -> list[list[str]]:
-    """sacctmgr commands (one process each: sacctmgr caches QOS per session) that create the QOS
-    the spec names, then their preemption lists."""
+    """The settings of each QOS of the spec as one `modify` each, every field sunk manages given
+    (unset ones at Slurm's default, so a field cleared in the spec is cleared in slurmdbd), then
+    the preemption lists (once every QOS exists), then the root account's QOS list. Measured on
+    24.11: `modify` succeeds whether or not a value changes; `Preempt=` empties the list;
+    `MaxWall=-1`, `PreemptMode=cluster` and `UsageFactor=1` are the defaults."""
     cmds: list[list[str]] = []
     for q in spec.qos:
-        words = ["add", "qos", q.name, f"Priority={q.priority}"]
-        if q.preempt_mode:
-            words.append(f"PreemptMode={q.preempt_mode}")
-        if q.max_wall:
-            words.append(f"MaxWall={q.max_wall}")
-        if q.usage_factor is not None:
-            words.append(f"UsageFactor={q.usage_factor:g}")
-        cmds.append(words)
+        words = [f"Priority={q.priority}", f"PreemptMode={q.preempt_mode or 'cluster'}"]
+        words.append(f"MaxWall={q.max_wall or -1}")
+        words.append(f"UsageFactor={q.usage_factor if q.usage_factor is not None else 1:g}")
+        mark = [] if q.name == "normal" else [f"Description={QOS_MARK}"]
+        cmds.append(["modify", "qos", "where", f"name={q.name}", "set", *mark, *words, "Preempt="])
     for q in spec.qos:
         if q.preempt:
-            cmds.append(
-                [
-                    "modify",
-                    "qos",
-                    "where",
-                    f"name={q.name}",
-                    "set",
-                    f"Preempt={','.join(q.preempt)}",
-                ]
-            )
+            cmds.append(["modify", "qos", "where", f"name={q.name}", "set", f"Preempt={','.join(q.preempt)}"])
     if spec.qos:
         all_qos = ",".join(["normal", *(q.name for q in spec.qos if q.name != "normal")])
         cmds.append(["modify", "account", "where", "name=root", "set", f"QOS+={all_qos}"])
@@ -152,7 +148,23 @@ def render_sacctmgr(spec: ClusterSpec) -> list[list[str]]:
 
 
 def render_sacctmgr_script(spec: ClusterSpec) -> str:
-    body = [" ".join(["sacctmgr", "-i", *c]) for c in render_sacctmgr(spec)]
-    return "#!/bin/sh\n# Rendered by sunk: creates the spec's QOS in accounting. Idempotent.\n" + "".join(
-        f"{line} || true\n" for line in body
-    )
+    """Makes slurmdbd's QOS what the spec says, and fails loudly (`set -eu`: the setup Job fails).
+    Creates missing QOS (`add` of an existing one fails "Nothing new added"), sets every managed
+    field, then removes the QOS sunk created that the spec no longer lists."""
+    names = [q.name for q in spec.qos]
+    lines = [
+        "#!/bin/sh",
+        "# Rendered by sunk: makes accounting's QOS match the spec (edits, cleared fields, removals).",
+        "set -eu",
+        'exists() { sacctmgr -n -P show qos format=name | grep -qx "$1"; }',
+        *(f"exists {n} || sacctmgr -i add qos {n}" for n in names if n != "normal"),
+        *(" ".join(["sacctmgr", "-i", *c]) for c in render_sacctmgr(spec)),
+        f"# QOS marked {QOS_MARK} that the spec no longer lists: off the root account, then deleted.",
+        f"sacctmgr -n -P show qos format=name,description | awk -F'|' '$2 == \"{QOS_MARK}\" {{print $1}}' |",
+        "while read -r q; do",
+        f'  case " {" ".join(names)} " in *" $q "*) continue ;; esac',
+        '  sacctmgr -i modify account where name=root set QOS-="$q"',
+        '  sacctmgr -i delete qos "$q"',
+        "done",
+    ]
+    return "\n".join(lines) + "\n"

@@ -250,12 +250,17 @@ def test_sacctmgr_commands(make_spec: MakeSpec) -> None:
             {"name": "high", "priority": 1000, "preempt": ["low"], "maxWall": "3-00:00:00"},
         ]
     )
+    # Every managed field given, unset ones at Slurm's default (so clearing in the spec clears).
     assert render_sacctmgr(spec) == [
-        ["add", "qos", "low", "Priority=10", "PreemptMode=requeue", "UsageFactor=0.5"],
-        ["add", "qos", "high", "Priority=1000", "MaxWall=3-00:00:00"],
+        ["modify", "qos", "where", "name=low", "set", "Description=sunk-managed", "Priority=10",
+         "PreemptMode=requeue", "MaxWall=-1", "UsageFactor=0.5", "Preempt="],
+        ["modify", "qos", "where", "name=high", "set", "Description=sunk-managed", "Priority=1000",
+         "PreemptMode=cluster", "MaxWall=3-00:00:00", "UsageFactor=1", "Preempt="],
         ["modify", "qos", "where", "name=high", "set", "Preempt=low"],
         ["modify", "account", "where", "name=root", "set", "QOS+=normal,low,high"],
-    ]
+    ]  # fmt: skip
     script = render_slurm_files(spec)[ACCOUNTING_SETUP]
-    assert script.startswith("#!/bin/sh\n")
-    assert "sacctmgr -i modify qos where name=high set Preempt=low || true\n" in script
+    assert script.startswith("#!/bin/sh\n") and "\nset -eu\n" in script
+    assert "|| true" not in script  # a failure fails the setup Job
+    assert "exists low || sacctmgr -i add qos low\n" in script
+    assert "sacctmgr -i modify qos where name=high set Preempt=low\n" in script
