@@ -4,6 +4,7 @@ through files only, never through command lines (visible in `ps`) or logs."""
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 
 from sunk import naming
 from sunk.images import MARIADB_ENTRYPOINT, S6_INIT, SLURM_UID
@@ -133,7 +134,16 @@ def setup_accounting(jail: Jail, cluster: str, script: str) -> None:
         raise RuntimeError(f"{script} failed: {done.stdout}{done.stderr}")
 
 
-def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int) -> None:
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file is at `path` (inode and change time: an inode number alone may be reused)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_ctime_ns
+
+
+def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int, *, sack: bool = False) -> None:
     """A dynamic node (-Z) registering with its NodeSet's node definition, on its own port. With
     s6 scripts, under the slurmd image's sunk-init as the pod runs it (one-shots first, services
     supervised beside slurmd), from per-node folders since the simulated nodes share one root."""
@@ -157,7 +167,22 @@ def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int) -
             "SLURMD_NODENAME": name,
         }
         argv = [S6_INIT, *argv]
-    jail.spawn(f"slurmd-{name}", argv, role="slurmd", env=env)
+    socket = root / "run/slurm/sack.socket"
+    before = _identity(socket)
+    proc = jail.spawn(f"slurmd-{name}", argv, role="slurmd", env=env)
+    if sack:
+        # auth/slurm: every slurmd replaces /run/slurm/sack.socket (unlink, then bind) for the
+        # clients of its pod. In a pod there is one slurmd; here they share a root, and two
+        # binding at once kill one ("Unable to bind UNIX socket: Address already in use",
+        # measured). Wait for this one's socket before starting the next.
+        wait_until(
+            f"slurmd-{name} sack socket",
+            lambda: _identity(socket) not in (None, before),
+            timeout=START_TIMEOUT,
+            alive=proc,
+            on_fail=lambda: _fail(jail, f"slurmd-{name}"),
+            interval=0.02,
+        )
 
 
 def node_states(jail: Jail) -> dict[str, str]:

@@ -387,7 +387,14 @@ class LocalSlurm:
         # What the slurmd pod mounts: its NodeSet's gres.conf and the deploy-time topology.conf.
         files = {**self.files, "topology.conf": self._deploy_topology} if self._deploy_topology else self.files
         conf = write_node_conf(self.jail.root("slurmd"), self.etc, node, files)
-        daemons.start_slurmd(self.jail, self.spec.nodeset(node.nodeset), node.name, conf, self.node_ports[node.name])
+        daemons.start_slurmd(
+            self.jail,
+            self.spec.nodeset(node.nodeset),
+            node.name,
+            conf,
+            self.node_ports[node.name],
+            sack=self.spec.auth.type == "slurm",
+        )
 
 
 def roles_for(spec: ClusterSpec, *, accounting: bool = True, restapi: bool = True) -> list[str]:
