@@ -10,13 +10,13 @@ plays kubelet (binds the pod, starts its slurmd in the harness, marks it Running
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
+from sunk.runtime.harness.ports import wait_until
 from sunk.runtime.operator.clients import OfficialKube, RestSlurm
 from sunk.runtime.operator.model import Protect, Unprotect
 from sunk.runtime.operator.reconcile import Reconciler
@@ -43,14 +43,6 @@ SPEC = ClusterSpec.model_validate(
 NS = SPEC.ns
 KUBE_NODE = "node-0"
 JOB_SECONDS = 6
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 60, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="module")
@@ -100,14 +92,22 @@ def test_drain_waits_for_the_job_then_evicts(slurm: LocalSlurm, kube_server: Kub
     status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     core.patch_namespaced_pod_status(name, NS, {"status": status}, _preload_content=False)
     try:
-        wait_for(
-            "the slurmd to register idle", lambda: any(n.name == host and "IDLE" in n.state for n in rest.list_nodes())
+        wait_until(
+            "the slurmd to register idle",
+            lambda: any(n.name == host and "IDLE" in n.state for n in rest.list_nodes()),
+            timeout=60,
+            interval=0.2,
         )
         assert any(isinstance(a, Protect) for a in operator.resync().applied)
         assert budgets() == [name]
 
         job = slurm.run("sbatch", "--parsable", "-w", host, "--wrap", f"sleep {JOB_SECONDS}", check=True).stdout.strip()
-        wait_for("the job to run", lambda: "RUNNING" in slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout)
+        wait_until(
+            "the job to run",
+            lambda: "RUNNING" in slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout,
+            timeout=60,
+            interval=0.2,
+        )
         assert evict(core, name) == 429  # busy: the PDB refuses
 
         # kubectl drain: cordon first. The syncer drains the Slurm node; the job keeps running.
@@ -118,10 +118,17 @@ def test_drain_waits_for_the_job_then_evicts(slurm: LocalSlurm, kube_server: Kub
         operator.resync()
         assert budgets() == [name] and evict(core, name) == 429  # draining, the job still runs
 
-        wait_for("the job to finish", lambda: not slurm.run("squeue", "-h", "-j", job, "-o", "%i").stdout.strip(), 60)
-        wait_for(
+        wait_until(
+            "the job to finish",
+            lambda: not slurm.run("squeue", "-h", "-j", job, "-o", "%i").stdout.strip(),
+            timeout=60,
+            interval=0.2,
+        )
+        wait_until(
             "the node to be idle",
             lambda: "IDLE" in rest.get_node(host).state and "COMPLETING" not in rest.get_node(host).state,
+            timeout=60,
+            interval=0.2,
         )
         assert any(isinstance(a, Unprotect) for a in operator.resync().applied)
         assert budgets() == []
