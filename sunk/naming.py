@@ -22,6 +22,9 @@ SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
 SLURMRESTD_API = "v0.0.42"
 """The slurmrestd OpenAPI version our client speaks (Slurm 24.11 serves v0.0.40-v0.0.42)."""
+RUNTIME_SLURM_USER = "slurm"
+"""The Slurm user the runtime (scheduler, syncer, operator) acts as through slurmrestd: SlurmUser,
+so it may drain and resume nodes, and the owner of every placeholder job."""
 OWNED_REASON_PREFIX = "sunk:"
 """Drain reasons that sunk's controllers set start with this; others are never undone."""
 OPERATOR_REASON_PREFIX = f"{OWNED_REASON_PREFIX}operator"

@@ -105,6 +105,7 @@ def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: boo
         values["AccountingStoragePort"] = ""
         values["AccountingStoreFlags"] = ""
         values["AccountingStorageTRES"] = ""
+        values["AccountingStorageEnforce"] = ""
         values["JobAcctGatherType"] = ""  # as the renderer does without accounting
     return set_directives(text, values)
 

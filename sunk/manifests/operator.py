@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from sunk import naming
 from sunk.crd import GROUP, PLURAL
 from sunk.manifests.crd import nodeset_crd
 from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
@@ -97,7 +98,7 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
             {"name": "SUNK_OPERATOR_NAMESPACE", "value": op.namespace},
             {"name": "SUNK_OPERATOR_LEASE", "value": OPERATOR_NAME},
             {"name": "SUNK_OPERATOR_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "SUNK_SLURM_USER", "value": "slurm"},
+            {"name": "SUNK_SLURM_USER", "value": naming.RUNTIME_SLURM_USER},
             # One port serves /metrics, /healthz and /readyz (runtime/common/health.py).
             {"name": "SUNK_HEALTH_PORT", "value": str(METRICS_PORT)},
         ],

@@ -113,7 +113,7 @@ def runtime_env(spec: ClusterSpec) -> list[Manifest]:
         {"name": "SUNK_NAMESPACE", "value": spec.ns},
         {"name": "SUNK_SLURMRESTD_URL", "value": url(spec)},
         {"name": "SUNK_JWT_KEY_FILE", "value": f"{JWT_DIR}/{JWT_KEY}"},
-        {"name": "SUNK_SLURM_USER", "value": "slurm"},
+        {"name": "SUNK_SLURM_USER", "value": naming.RUNTIME_SLURM_USER},
         {"name": "SUNK_METRICS_PORT", "value": str(METRICS_PORT)},
     ]
 

@@ -11,10 +11,9 @@ from sunk.render.files import (
     render_gres_conf,
     render_oci_conf,
     render_plugstack_conf,
-    render_sacctmgr,
-    render_sacctmgr_script,
     render_slurmdbd_conf,
 )
+from sunk.render.sacctmgr import render_account_commands, render_sacctmgr, render_sacctmgr_script
 from sunk.render.slurm_conf import node_conf, render_slurm_conf
 from sunk.render.topology import TopologyNode, render_topology_conf, unique_names
 from sunk.spec.cluster import ClusterSpec
@@ -37,8 +36,7 @@ def render_slurm_files(spec: ClusterSpec, nodes: Iterable[TopologyNode] = ()) ->
         files[gres_conf_key(ns.name)] = render_gres_conf(spec, ns)
     if spec.accounting.enabled:
         files["slurmdbd.conf"] = render_slurmdbd_conf(spec)
-        if spec.qos:
-            files[ACCOUNTING_SETUP] = render_sacctmgr_script(spec)
+        files[ACCOUNTING_SETUP] = render_sacctmgr_script(spec)
     if spec.topology.plugin != "none":
         files["topology.conf"] = render_topology_conf(spec, nodes)
     if spec.containers.enabled:
@@ -58,6 +56,7 @@ __all__ = [
     "finalize_slurmdbd_conf",
     "gres_conf_key",
     "node_conf",
+    "render_account_commands",
     "render_cgroup_conf",
     "render_gres_conf",
     "render_oci_conf",

@@ -125,6 +125,9 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         ]
         if tres:
             lines.append(f"AccountingStorageTRES={','.join(tres)}")
+        if spec.accounting.enforce:
+            # Only users with an association run jobs, and QOS/association limits hold.
+            lines.append(f"AccountingStorageEnforce={','.join(spec.accounting.enforce)}")
     else:
         lines.append("AccountingStorageType=accounting_storage/none")
 

@@ -10,6 +10,7 @@ from sunk.images import PYXIS_VARIANT, SLURM_VERSION
 from sunk.spec.base import DnsLabel, Image, Labels, Model, dns_label
 from sunk.spec.nodeset import NodeSetSpec, _unique
 from sunk.spec.scheduling import (
+    AccountSpec,
     CgroupSpec,
     ContainersSpec,
     ExtraConfig,
@@ -20,6 +21,7 @@ from sunk.spec.scheduling import (
     ScriptsSpec,
     SharedVolumeSpec,
     TopologySpec,
+    account_problems,
     mib_per_cpu,
     partition_problems,
 )
@@ -154,6 +156,9 @@ class ClusterSpec(Model):
     """Slurm partitions over the nodesets; at least one. Required."""
     qos: list[QosSpec] = []
     """QOS created in accounting; `normal` always exists. Default: none."""
+    accounts: list[AccountSpec] = []
+    """Slurm accounts and their users, created in accounting. With accounting.enforce (the
+    default) a user needs an association to run jobs. Default: none (only root)."""
     scheduling: SchedulingSpec = SchedulingSpec()
     """Default: preempt/qos with requeue, priority/multifactor."""
     topology: TopologySpec = TopologySpec()
@@ -222,6 +227,7 @@ class ClusterSpec(Model):
         errors += _unique("nodesets", [n.name for n in self.nodesets], "name")
         errors += _unique("partitions", [p.name for p in self.partitions], "name")
         errors += _unique("qos", [q.name for q in self.qos], "name")
+        errors += _unique("accounts", [a.name for a in self.accounts], "name")
         errors += _unique("sharedVolumes", [v.name for v in self.shared_volumes], "name")
         errors += _unique("sharedVolumes", [v.mount_path for v in self.shared_volumes], "mountPath")
 
@@ -276,6 +282,7 @@ class ClusterSpec(Model):
         if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
             idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
             errors.append(f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false")
+        errors += account_problems(self.accounts, qos, self.accounting.enabled)
         if not self.accounting.enabled and self.qos:
             errors.append("qos: QOS live in accounting; set accounting.enabled true or drop qos")
         if not self.accounting.enabled and self.scheduling.preempt_type == "qos":

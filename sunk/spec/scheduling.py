@@ -121,6 +121,86 @@ class QosSpec(Model):
     """MaxWall per job. Default: none."""
     usage_factor: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] | None = None
     """UsageFactor. Default: 1."""
+    deny_on_limit: bool = True
+    """Flags=DenyOnLimit: a job over one of the QOS's limits (such as maxWall) is refused at
+    submission; false leaves it pending for ever with the limit as its reason. Default: true."""
+
+
+UnixUser = Annotated[
+    str,
+    _matcher(
+        r"[a-z_][a-z0-9_.-]*",
+        "a user name: lowercase letter or '_' first, then lowercase letters, digits, '_', '.', '-'",
+        32,
+    ),
+]
+"""A login name as Slurm's associations name it (the user's name on login and compute)."""
+
+
+class AccountSpec(Model):
+    """A Slurm account and the users who may charge it (https://slurm.schedmd.com/accounting.html).
+    With AccountingStorageEnforce (on by default) only users with an association may run jobs."""
+
+    name: SlurmName
+    """Required; not `root` (Slurm's own top account)."""
+    parent: SlurmName = "root"
+    """Parent account: `root` or another account of the spec. Default: root."""
+    fairshare: Annotated[int, Field(ge=1, le=2_147_483_647)] = 1
+    """Fairshare (shares of the parent's). Default: 1."""
+    qos: list[SlurmName] = []
+    """QOS the account's users may use; each a QOS of the spec or `normal`. Default: the parent's."""
+    default_qos: SlurmName | None = None
+    """QOS of jobs that name none; must be among `qos` (or the spec's QOS when `qos` is empty).
+    Default: the parent's (normal)."""
+    users: list[UnixUser] = []
+    """Users with an association to this account; a user's first account is their default.
+    Default: none."""
+
+
+def account_problems(accounts: Sequence[AccountSpec], qos: set[str], accounting: bool) -> list[str]:
+    """Accounts that name an unknown parent or QOS, form a cycle, or can't exist without accounting."""
+    problems: list[str] = []
+    if accounts and not accounting:
+        return ["accounts: accounts live in accounting; set accounting.enabled true or drop accounts"]
+    names = {a.name for a in accounts}
+    parents = {a.name: a.parent for a in accounts}
+    known_qos = ", ".join(sorted(qos))
+    for i, account in enumerate(accounts):
+        if account.name == "root":
+            problems.append(f"accounts[{i}].name: root is Slurm's own top account; name the account otherwise")
+            continue
+        if account.parent != "root" and account.parent not in names:
+            problems.append(
+                f"accounts[{i}].parent: {account.parent!r} is neither root nor an account of the spec; "
+                f"known: {', '.join(sorted(names | {'root'}))}"
+            )
+        for j, q in enumerate(account.qos):
+            if q not in qos:
+                problems.append(f"accounts[{i}].qos[{j}]: {q!r} is not a QOS; known: {known_qos}")
+        allowed = set(account.qos) or qos
+        if account.default_qos is not None and account.default_qos not in allowed:
+            problems.append(
+                f"accounts[{i}].defaultQos: {account.default_qos!r} is not among the account's QOS; "
+                f"choose one of: {', '.join(sorted(allowed))}"
+            )
+        problems += [f"accounts[{i}].users: {p}" for p in _duplicates(account.users)]
+        seen, at = set(), account.name
+        while at in parents and at not in seen:
+            seen.add(at)
+            at = parents[at]
+        if at in seen:
+            problems.append(f"accounts[{i}].parent: {account.name!r} would be its own ancestor")
+    return problems
+
+
+def _duplicates(values: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for v in values:
+        if v in seen:
+            out.append(f"{v!r} listed twice")
+        seen.add(v)
+    return out
 
 
 class PriorityWeights(Model):

@@ -195,11 +195,24 @@ class AccountingSpec(Model):
     """slurmdbd container. Default: requests 100m/256Mi, limit 1Gi memory."""
     extra_slurmdbd_conf: list[ConfLine] = []
     """Lines appended verbatim to slurmdbd.conf. Default: none."""
+    enforce: list[Literal["associations", "limits", "qos", "safe", "wckeys"]] = [
+        "associations",
+        "limits",
+        "qos",
+        "safe",
+    ]
+    """AccountingStorageEnforce: what slurmctld enforces from accounting. `limits`, `qos` and
+    `safe` imply `associations`: only users with an association (the spec's `accounts`, or root)
+    may run jobs, and QOS limits such as `qos[].maxWall` hold. An empty list enforces nothing,
+    so limits are only recorded. Default: associations, limits, qos, safe.
+    https://slurm.schedmd.com/slurm.conf.html#OPT_AccountingStorageEnforce"""
 
     @model_validator(mode="after")
     def _no_password_line(self) -> AccountingSpec:
         if not self.enabled and self.external is not None:
             raise ValueError("external: only used when accounting is enabled; drop it or set enabled: true")
+        if len(set(self.enforce)) != len(self.enforce):
+            raise ValueError("enforce: each value at most once")
         errors = []
         for i, line in enumerate(self.extra_slurmdbd_conf):
             if line.startswith("#"):

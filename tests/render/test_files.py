@@ -226,7 +226,9 @@ def test_finalize_refuses_a_multiline_password() -> None:
 @pytest.mark.parametrize(
     ("sections", "present", "absent"),
     [
-        ({}, ["slurmdbd.conf"], [ACCOUNTING_SETUP]),
+        # Always the setup script: the runtime's user needs its association, and QOS or accounts
+        # dropped from the spec are removed by it.
+        ({}, ["slurmdbd.conf", ACCOUNTING_SETUP], []),
         ({"qos": [{"name": "low"}]}, ["slurmdbd.conf", ACCOUNTING_SETUP], []),
         (
             {"accounting": {"enabled": False}, "scheduling": {"preemptType": "none"}},
@@ -253,14 +255,14 @@ def test_sacctmgr_commands(make_spec: MakeSpec) -> None:
     # Every managed field given, unset ones at Slurm's default (so clearing in the spec clears).
     assert render_sacctmgr(spec) == [
         ["modify", "qos", "where", "name=low", "set", "Description=sunk-managed", "Priority=10",
-         "PreemptMode=requeue", "MaxWall=-1", "UsageFactor=0.5", "Preempt="],
+         "PreemptMode=requeue", "MaxWall=-1", "UsageFactor=0.5", "Flags=DenyOnLimit", "Preempt="],
         ["modify", "qos", "where", "name=high", "set", "Description=sunk-managed", "Priority=1000",
-         "PreemptMode=cluster", "MaxWall=3-00:00:00", "UsageFactor=1", "Preempt="],
+         "PreemptMode=cluster", "MaxWall=3-00:00:00", "UsageFactor=1", "Flags=DenyOnLimit", "Preempt="],
         ["modify", "qos", "where", "name=high", "set", "Preempt=low"],
         ["modify", "account", "where", "name=root", "set", "QOS+=normal,low,high"],
     ]  # fmt: skip
     script = render_slurm_files(spec)[ACCOUNTING_SETUP]
     assert script.startswith("#!/bin/sh\n") and "\nset -eu\n" in script
     assert "|| true" not in script  # a failure fails the setup Job
-    assert "exists low || sacctmgr -i add qos low\n" in script
+    assert "qos_exists low || sacctmgr -i add qos low\n" in script
     assert "sacctmgr -i modify qos where name=high set Preempt=low\n" in script

@@ -74,7 +74,7 @@ class Bad:
 # fmt: off
 CASES = [
     # ----- the cluster and its names
-    Bad("unknown-top-level-field", {"colour": "red"}, "colour", "known: accounting, auth, cgroup"),
+    Bad("unknown-top-level-field", {"colour": "red"}, "colour", "known: accounting, accounts, auth, cgroup"),
     Bad("misspelt-nested-field", {"nodesets[0].gpu": {}}, "nodesets[0].gpu", "did you mean gpus?"),
     Bad("misspelt-partition-field", {"partitions[0].maxtime": "1:00:00"}, "partitions[0].maxtime", "did you mean maxTime?"),
     Bad("cluster-name-not-dns", {"name": "Research_1"}, "name", "DNS-1123 label: lowercase letters, digits and '-'"),
@@ -101,6 +101,17 @@ CASES = [
     Bad("partition-prio-needs-tiers", {"scheduling.preemptType": "partition_prio"}, "scheduling.preemptType", "needs partitions with different priorityTier values"),
     Bad("login-volume-without-login", {"login.enabled": False, "sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "home"}]}, "sharedVolumes[0].mountOn", "login.enabled is false"),
     Bad("qos-without-accounting", {"accounting.enabled": False, "scheduling.preemptType": "none", "qos": [{"name": "low"}]}, "qos", "set accounting.enabled true or drop qos"),
+    Bad("duplicate-account", {"accounts": [{"name": "ml"}, {"name": "ml"}]}, "accounts[1].name", "'ml' repeats accounts[0]"),
+    Bad("account-named-root", {"accounts": [{"name": "root"}]}, "accounts[0].name", "root is Slurm's own top account"),
+    Bad("account-unknown-parent", {"accounts": [{"name": "ml", "parent": "lab"}]}, "accounts[0].parent", "neither root nor an account of the spec; known: ml, root"),
+    Bad("account-cycle", {"accounts": [{"name": "a", "parent": "a"}]}, "accounts[0].parent", "'a' would be its own ancestor"),
+    Bad("account-unknown-qos", {"accounts": [{"name": "ml", "qos": ["gold"]}]}, "accounts[0].qos[0]", "'gold' is not a QOS; known: normal"),
+    Bad("account-default-qos-not-allowed", {"qos": [{"name": "low"}, {"name": "high"}], "accounts": [{"name": "ml", "qos": ["low"], "defaultQos": "high"}]}, "accounts[0].defaultQos", "choose one of: low"),
+    Bad("account-user-twice", {"accounts": [{"name": "ml", "users": ["ada", "ada"]}]}, "accounts[0].users", "'ada' listed twice"),
+    Bad("account-bad-user", {"accounts": [{"name": "ml", "users": ["Ada Lovelace"]}]}, "accounts[0].users[0]", "a user name"),
+    Bad("accounts-without-accounting", {"accounting.enabled": False, "scheduling.preemptType": "none", "accounts": [{"name": "ml"}]}, "accounts", "set accounting.enabled true or drop accounts"),
+    Bad("enforce-unknown", {"accounting.enforce": ["nojobs"]}, "accounting.enforce[0]", "'associations', 'limits', 'qos', 'safe' or 'wckeys'"),
+    Bad("enforce-twice", {"accounting.enforce": ["qos", "qos"]}, "accounting.enforce", "each value at most once"),
     Bad("preempt-qos-without-accounting", {"accounting.enabled": False}, "scheduling.preemptType", "qos needs accounting.enabled true"),
     Bad("pod-names-too-long", {"name": "c" * 30, "nodesets[0].name": "n" * 31, "partitions[0].nodesets": ["n" * 31]}, "nodesets[0].name", "at most 63 allowed: shorten the cluster or nodeset name"),
     Bad("duplicate-shared-volume", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "a"}, {"name": "home", "mountPath": "/data", "existingClaim": "b"}]}, "sharedVolumes[1].name", "repeats sharedVolumes[0]"),

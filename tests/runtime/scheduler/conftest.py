@@ -31,6 +31,7 @@ from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.scheduling import AccountSpec
 from sunk.stackfile import load_stack
 
 
@@ -169,7 +170,11 @@ class SchedulerProcess:
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
-    with LocalSlurm.start(load_stack("acme-dev").spec) as cluster:
+    # Accounting enforces associations: placeholder jobs run as the runtime's user (its association
+    # comes with every cluster); `nobody` gets one to submit jobs of its own.
+    spec = load_stack("acme-dev").spec
+    spec = spec.model_copy(update={"accounts": [AccountSpec(name="users", users=["nobody"])]})
+    with LocalSlurm.start(spec) as cluster:
         yield cluster
 
 

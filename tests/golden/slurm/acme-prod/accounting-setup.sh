@@ -1,17 +1,63 @@
 #!/bin/sh
-# Rendered by sunk: makes accounting's QOS match the spec (edits, cleared fields, removals).
+# Rendered by sunk: makes accounting's QOS, accounts and users match the spec
+# (edits, cleared fields, removals of what sunk created).
 set -eu
-exists() { sacctmgr -n -P show qos format=name | grep -qx "$1"; }
-exists low || sacctmgr -i add qos low
-exists high || sacctmgr -i add qos high
-sacctmgr -i modify qos where name=low set Description=sunk-managed Priority=10 PreemptMode=requeue MaxWall=-1 UsageFactor=0.5 Preempt=
-sacctmgr -i modify qos where name=high set Description=sunk-managed Priority=10000 PreemptMode=cluster MaxWall=3-00:00:00 UsageFactor=1 Preempt=
+cluster=research
+wanted_qos='low high'
+wanted_accounts=''
+wanted_pairs=root:slurm
+qos_exists() { sacctmgr -n -P show qos format=name | grep -qx "$1"; }
+assoc_exists() {
+  sacctmgr -n -P show assoc where cluster="$cluster" account="$1" user="$2" format=account,user | grep -qx "$1|$2"
+}
+parent_of() {
+  sacctmgr -n -P show assoc where cluster="$cluster" account="$1" format=user,parentname | awk -F'|' '$1 == "" {print $2}'
+}
+
+# QOS
+qos_exists low || sacctmgr -i add qos low
+qos_exists high || sacctmgr -i add qos high
+sacctmgr -i modify qos where name=low set Description=sunk-managed Priority=10 PreemptMode=requeue MaxWall=-1 UsageFactor=0.5 Flags=DenyOnLimit Preempt=
+sacctmgr -i modify qos where name=high set Description=sunk-managed Priority=10000 PreemptMode=cluster MaxWall=3-00:00:00 UsageFactor=1 Flags=DenyOnLimit Preempt=
 sacctmgr -i modify qos where name=high set Preempt=low
 sacctmgr -i modify account where name=root set QOS+=normal,low,high
+
+# Accounts, parents first
+# (`modify ... set Parent=` to the parent it has fails: only moves are applied.)
+
+# Users (the runtime's Slurm user on root and every account)
+assoc_exists root slurm || sacctmgr -i add user slurm account=root cluster="$cluster"
+sacctmgr -i modify user where name=slurm cluster=research set DefaultAccount=root
+
+# Associations of users in accounts marked sunk-managed that the spec no longer lists: other
+# accounts first, then default accounts (Slurm refuses to remove a default while others remain).
+marked=$(sacctmgr -n -P show account format=account,description | awk -F'|' '$2 == "sunk-managed" {print $1}' | tr '\n' ' ')
+defaults=$(sacctmgr -n -P show user format=user,defaultaccount | tr '\n' ' ')
+drop_users() {
+  sacctmgr -n -P show assoc where cluster="$cluster" format=account,user |
+  while IFS='|' read -r a u; do
+    [ -n "$u" ] || continue
+    case " $marked " in *" $a "*) ;; *) continue ;; esac
+    case " $wanted_pairs " in *" $a:$u "*) continue ;; esac
+    case " $defaults " in *" $u|$a "*) is_default=yes ;; *) is_default=no ;; esac
+    [ "$is_default" = "$1" ] || continue
+    sacctmgr -i delete user name="$u" account="$a" cluster="$cluster"
+  done
+}
+drop_users no
+drop_users yes
+# Accounts marked sunk-managed that the spec no longer lists (refused while they have jobs).
+dropped=''
+for a in $marked; do
+  case " $wanted_accounts " in *" $a "*) continue ;; esac
+  if assoc_exists "$a" ""; then dropped="${dropped:+$dropped,}$a"; fi
+done
+[ -z "$dropped" ] || sacctmgr -i delete account name="$dropped" cluster="$cluster"
+
 # QOS marked sunk-managed that the spec no longer lists: off the root account, then deleted.
 sacctmgr -n -P show qos format=name,description | awk -F'|' '$2 == "sunk-managed" {print $1}' |
 while read -r q; do
-  case " low high " in *" $q "*) continue ;; esac
+  case " $wanted_qos " in *" $q "*) continue ;; esac
   sacctmgr -i modify account where name=root set QOS-="$q"
   sacctmgr -i delete qos "$q"
 done

@@ -1,0 +1,186 @@
+"""accounting-setup.sh: the sacctmgr commands that make slurmdbd's QOS, accounts and users what
+the spec says. Run by the accounting-setup Job (and the test harness) after the cluster is
+registered; `set -eu`, so anything sacctmgr refuses fails the Job with sacctmgr's reason.
+
+Facts measured on Slurm 24.11 that shape the script:
+- `add qos|account|user` of something that exists fails ("Nothing new added", "Already existing
+  account"): each add is guarded by an existence check;
+- `modify` of association fields (Fairshare, QOS, DefaultQOS) succeeds whether or not a value
+  changes, but `set Parent=` or `set Description=` to the value it has fails ("Data has not
+  changed"): parents are moved only when they differ, and an account is marked when sunk adds it, and an account the spec names that an
+  administrator made is managed but never marked, so never deleted;
+- `QOS=` makes an account inherit its parent's QOS again, `DefaultQOS=-1` clears the default,
+  `Flags=-1` clears QOS flags, `MaxWall=-1`, `PreemptMode=cluster`, `UsageFactor=1` are defaults;
+- a user's default account can't lose its association while the user has others, and an account
+  with running jobs can't be deleted: both fail loudly."""
+
+from __future__ import annotations
+
+import shlex
+
+from sunk import naming
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.scheduling import AccountSpec
+
+MARK = "sunk-managed"
+"""Description of every QOS and account sunk creates: what it may change and remove (never
+`normal`, `root` or an administrator's own)."""
+QOS_MARK = MARK
+
+
+def render_sacctmgr(spec: ClusterSpec) -> list[list[str]]:
+    """The settings of each QOS of the spec as one `modify` each, every field sunk manages given
+    (unset ones at Slurm's default, so a field cleared in the spec is cleared in slurmdbd), then
+    the preemption lists (once every QOS exists), then the root account's QOS list."""
+    cmds: list[list[str]] = []
+    for q in spec.qos:
+        words = [f"Priority={q.priority}", f"PreemptMode={q.preempt_mode or 'cluster'}"]
+        words.append(f"MaxWall={q.max_wall or -1}")
+        words.append(f"UsageFactor={q.usage_factor if q.usage_factor is not None else 1:g}")
+        words.append("Flags=DenyOnLimit" if q.deny_on_limit else "Flags=-1")
+        mark = [] if q.name == "normal" else [f"Description={MARK}"]
+        cmds.append(["modify", "qos", "where", f"name={q.name}", "set", *mark, *words, "Preempt="])
+    for q in spec.qos:
+        if q.preempt:
+            cmds.append(["modify", "qos", "where", f"name={q.name}", "set", f"Preempt={','.join(q.preempt)}"])
+    if spec.qos:
+        all_qos = ",".join(["normal", *(q.name for q in spec.qos if q.name != "normal")])
+        cmds.append(["modify", "account", "where", "name=root", "set", f"QOS+={all_qos}"])
+    return cmds
+
+
+def parents_first(accounts: list[AccountSpec]) -> list[AccountSpec]:
+    """Accounts ordered so each comes after its parent (the spec refuses cycles)."""
+    by_name = {a.name: a for a in accounts}
+
+    def depth(account: AccountSpec) -> int:
+        d = 0
+        while account.parent in by_name:
+            account = by_name[account.parent]
+            d += 1
+        return d
+
+    return sorted(accounts, key=lambda a: (depth(a), accounts.index(a)))
+
+
+def associations(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """(account, user) pairs the spec wants: its users, and the runtime's Slurm user on root and
+    on every account (placeholder jobs charge the account a pod names)."""
+    pairs = [("root", naming.RUNTIME_SLURM_USER)]
+    for account in spec.accounts:
+        pairs.append((account.name, naming.RUNTIME_SLURM_USER))
+        pairs += [(account.name, user) for user in account.users if user != naming.RUNTIME_SLURM_USER]
+    return pairs
+
+
+def default_accounts(spec: ClusterSpec) -> dict[str, str]:
+    """Each user's default account: the first account of the spec that lists them."""
+    out = {naming.RUNTIME_SLURM_USER: "root"}
+    for account in spec.accounts:
+        for user in account.users:
+            out.setdefault(user, account.name)
+    return out
+
+
+def render_account_commands(spec: ClusterSpec) -> list[list[str]]:
+    """Accounts (parents first) with every field sunk manages but the parent, then users and
+    default accounts. Adds and parent moves are guarded in the script; these are the settings,
+    given in full each time."""
+    cluster = f"cluster={spec.name}"
+    cmds: list[list[str]] = []
+    for a in parents_first(spec.accounts):
+        where = ["where", f"name={a.name}", cluster, "set"]
+        qos = ",".join(a.qos)
+        default = a.default_qos or "-1"
+        cmds.append(["modify", "account", *where, f"Fairshare={a.fairshare}", f"QOS={qos}"])
+        cmds.append(["modify", "account", *where, f"DefaultQOS={default}"])
+    for user, account in default_accounts(spec).items():
+        cmds.append(["modify", "user", "where", f"name={user}", cluster, "set", f"DefaultAccount={account}"])
+    return cmds
+
+
+def render_sacctmgr_script(spec: ClusterSpec) -> str:
+    """Makes slurmdbd's QOS, accounts and users match the spec and fails loudly (`set -eu`)."""
+    q = shlex.quote
+    names = [qos.name for qos in spec.qos]
+    wanted_accounts = " ".join(a.name for a in spec.accounts)
+    wanted_pairs = " ".join(f"{a}:{u}" for a, u in associations(spec))
+    cluster = q(spec.name)
+    lines = [
+        "#!/bin/sh",
+        "# Rendered by sunk: makes accounting's QOS, accounts and users match the spec",
+        "# (edits, cleared fields, removals of what sunk created).",
+        "set -eu",
+        f"cluster={cluster}",
+        f"wanted_qos={q(' '.join(names))}",
+        f"wanted_accounts={q(wanted_accounts)}",
+        f"wanted_pairs={q(wanted_pairs)}",
+        'qos_exists() { sacctmgr -n -P show qos format=name | grep -qx "$1"; }',
+        "assoc_exists() {",
+        '  sacctmgr -n -P show assoc where cluster="$cluster" account="$1" user="$2" format=account,user'
+        ' | grep -qx "$1|$2"',
+        "}",
+        "parent_of() {",
+        '  sacctmgr -n -P show assoc where cluster="$cluster" account="$1" format=user,parentname'
+        " | awk -F'|' '$1 == \"\" {print $2}'",
+        "}",
+        "",
+        "# QOS",
+        *(f"qos_exists {n} || sacctmgr -i add qos {n}" for n in names if n != "normal"),
+        *(" ".join(["sacctmgr", "-i", *c]) for c in render_sacctmgr(spec)),
+        "",
+        "# Accounts, parents first",
+        *(
+            f'assoc_exists {a.name} "" || sacctmgr -i add account {a.name} cluster="$cluster" '
+            f"Description={MARK} Parent={a.parent}"
+            for a in parents_first(spec.accounts)
+        ),
+        "# (`modify ... set Parent=` to the parent it has fails: only moves are applied.)",
+        *(
+            f'[ "$(parent_of {a.name})" = {a.parent} ] || '
+            f'sacctmgr -i modify account where name={a.name} cluster="$cluster" set Parent={a.parent}'
+            for a in parents_first(spec.accounts)
+        ),
+        "",
+        "# Users (the runtime's Slurm user on root and every account)",
+        *(
+            f'assoc_exists {a} {u} || sacctmgr -i add user {u} account={a} cluster="$cluster"'
+            for a, u in associations(spec)
+        ),
+        *(" ".join(["sacctmgr", "-i", *c]) for c in render_account_commands(spec)),
+        "",
+        f"# Associations of users in accounts marked {MARK} that the spec no longer lists: other",
+        "# accounts first, then default accounts (Slurm refuses to remove a default while others remain).",
+        f"marked=$(sacctmgr -n -P show account format=account,description | awk -F'|' '$2 == \"{MARK}\" "
+        "{print $1}' | tr '\\n' ' ')",
+        "defaults=$(sacctmgr -n -P show user format=user,defaultaccount | tr '\\n' ' ')",
+        "drop_users() {",
+        '  sacctmgr -n -P show assoc where cluster="$cluster" format=account,user |',
+        "  while IFS='|' read -r a u; do",
+        '    [ -n "$u" ] || continue',
+        '    case " $marked " in *" $a "*) ;; *) continue ;; esac',
+        '    case " $wanted_pairs " in *" $a:$u "*) continue ;; esac',
+        '    case " $defaults " in *" $u|$a "*) is_default=yes ;; *) is_default=no ;; esac',
+        '    [ "$is_default" = "$1" ] || continue',
+        '    sacctmgr -i delete user name="$u" account="$a" cluster="$cluster"',
+        "  done",
+        "}",
+        "drop_users no",
+        "drop_users yes",
+        f"# Accounts marked {MARK} that the spec no longer lists (refused while they have jobs).",
+        "dropped=''",
+        "for a in $marked; do",
+        '  case " $wanted_accounts " in *" $a "*) continue ;; esac',
+        '  if assoc_exists "$a" ""; then dropped="${dropped:+$dropped,}$a"; fi',
+        "done",
+        '[ -z "$dropped" ] || sacctmgr -i delete account name="$dropped" cluster="$cluster"',
+        "",
+        f"# QOS marked {MARK} that the spec no longer lists: off the root account, then deleted.",
+        f"sacctmgr -n -P show qos format=name,description | awk -F'|' '$2 == \"{MARK}\" {{print $1}}' |",
+        "while read -r q; do",
+        '  case " $wanted_qos " in *" $q "*) continue ;; esac',
+        '  sacctmgr -i modify account where name=root set QOS-="$q"',
+        '  sacctmgr -i delete qos "$q"',
+        "done",
+    ]
+    return "\n".join(lines) + "\n"
