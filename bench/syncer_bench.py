@@ -32,7 +32,7 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.syncer import CycleReport, Syncer
 from sunk.runtime.syncer.fakes import FakeKube, node_object, pod_object
-from sunk.runtime.syncer.model import NODE_DRAIN_ANNOTATION, POD_STATE_ANNOTATION
+from sunk.runtime.syncer.model import POD_STATE_ANNOTATION, node_drain_annotation
 
 from sunk.hostlist import compress
 from sunk.spec.cluster import ClusterSpec
@@ -143,7 +143,7 @@ class Bench:
             pods = [self.kube.pods[(NS, f"slurmd-{i}")] for i in range(1, 1 + batch)]
             nodes = [self.kube.nodes[f"k-{i}"] for i in range(1, 1 + batch)]
             return all(p["metadata"].get("annotations", {}).get(POD_STATE_ANNOTATION) == "drain" for p in pods) and all(
-                NODE_DRAIN_ANNOTATION in n["metadata"].get("annotations", {}) for n in nodes
+                node_drain_annotation(NS) in n["metadata"].get("annotations", {}) for n in nodes
             )
 
         cycles, seconds = self.until(f"{batch} drained in Slurm", annotated)

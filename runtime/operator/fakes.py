@@ -202,7 +202,8 @@ class FakeSlurm:
         self._check()
         self.calls.append(("resume", name))
         old = self.nodes[name]
-        self.nodes[name] = old.model_copy(update={"state": tuple(s for s in old.state if s != "DRAIN"), "reason": ""})
+        # The reason stays, as Slurm 24.11 may keep it after RESUME (see the syncer's fake).
+        self.nodes[name] = old.model_copy(update={"state": tuple(s for s in old.state if s != "DRAIN")})
 
     def remove(self, name: str, reason: str) -> None:
         self._check()

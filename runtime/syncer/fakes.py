@@ -45,7 +45,10 @@ class FakeSlurm:
         elif state == "RESUME":
             base = "IDLE" if node.base_state == "DOWN" else node.base_state
             flags = [f for f in flags if f != "DRAIN"]
-            changes.update(state=(base, *flags), reason="", reason_set_by_user="")
+            # The reason stays: Slurm 24.11 may keep it after RESUME (issue 12's review saw it; the
+            # simple IDLE+DRAIN resume measured here clears it). Keeping it proves the syncer
+            # never relies on Slurm clearing it.
+            changes.update(state=(base, *flags))
         elif reason is not None:
             changes["reason"] = reason
         if extra is not None:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from sunk.crd import GROUP
 
-from .model import NODESET_LABEL, Condition, KubeNode, SlurmdPod, rfc3339
+from .model import NODESET_LABEL, TENANT_PREFIX, Condition, KubeNode, SlurmdPod, rfc3339
 
 JsonPatch = list[dict[str, Any]]
 Patch = dict[str, Any] | JsonPatch
@@ -56,8 +56,12 @@ def _conditions(obj: dict[str, Any]) -> tuple[Condition, ...]:
 
 
 def _ours(annotations: dict[str, str] | None) -> dict[str, str]:
-    """Only our annotations are kept: the views stay small at 10k objects."""
-    return {k: v for k, v in (annotations or {}).items() if k.startswith(f"{GROUP}/")}
+    """Only our annotations (sunk's and every tenant's) are kept: the views stay small at 10k objects."""
+    return {
+        k: v
+        for k, v in (annotations or {}).items()
+        if k.startswith(f"{GROUP}/") or k.partition("/")[0].endswith(f".{TENANT_PREFIX}")
+    }
 
 
 def parse_node(obj: dict[str, Any]) -> KubeNode:

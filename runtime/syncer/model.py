@@ -25,11 +25,25 @@ POD_REASON_ANNOTATION = f"{GROUP}/slurm-reason"
 POD_CONDITION = "SlurmNodeReady"
 """Pod condition: True when Slurm may start jobs on the node; reason is the state (Idle, Drain...)."""
 
-# Written on Kubernetes Nodes when a drain began in Slurm (an admin's or Slurm's own).
-NODE_DRAIN_ANNOTATION = f"{GROUP}/slurm-drain"
-"""`<slurm node>: <reason>` for every foreign drain of a slurmd on this Node, `; `-separated."""
-NODE_CONDITION = "SlurmDrain"
-"""Node condition: True while a slurmd on the Node is drained in Slurm by someone other than sunk."""
+# Written on Kubernetes Nodes when a drain began in Slurm (an admin's or Slurm's own). Nodes are
+# shared by tenants (each with its own Slurm cluster and syncer), so every tenant writes keys of
+# its own, prefixed with its namespace: two syncers never overwrite each other.
+TENANT_PREFIX = f"tenants.{GROUP}"
+"""Tenant-scoped keys are `<namespace>.tenants.slurm.sunk.dev/<name>` (a namespace is a DNS label,
+so the prefix is a valid DNS subdomain)."""
+
+
+def node_drain_annotation(namespace: str) -> str:
+    """`<slurm node>: <reason>` for every foreign drain of one of this tenant's slurmd on the Node,
+    `; `-separated."""
+    return f"{namespace}.{TENANT_PREFIX}/slurm-drain"
+
+
+def node_condition(namespace: str) -> str:
+    """Node condition type: True while one of this tenant's slurmd on the Node is drained in Slurm
+    by someone other than sunk."""
+    return f"{namespace}.{TENANT_PREFIX}/SlurmDrain"
+
 
 POD_ANNOTATIONS = (POD_STATE_ANNOTATION, POD_STATE_DETAIL_ANNOTATION, POD_REASON_ANNOTATION)
 

@@ -5,7 +5,9 @@ NotReady or cordoned, is drained with a reason starting with OWNED_REASON_PREFIX
 is gone only such drains are resumed. Drains anyone else set are never touched, and ours is set
 again if it was cleared while the cause persists.
 Slurm -> Kubernetes: every slurmd pod carries the Slurm state as annotations and a condition;
-a Node carries an annotation and a condition while a slurmd on it is drained by someone else.
+a Node carries an annotation and a condition while a slurmd on it is drained by someone else, both
+keyed by the tenant's namespace (Nodes are shared; tenants never write each other's keys). A pod
+shows Slurm's reason only while its node is drained or down.
 Nothing is planned that is already true, so a steady state plans nothing."""
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from sunk.naming import OPERATOR_REASON_PREFIX, OWNED_REASON_PREFIX
 from ..slurmrest import Node, PodRef, read_pod_ref, write_pod_ref
 from .model import (
     CORDON_REASON_ANNOTATION,
-    NODE_CONDITION,
-    NODE_DRAIN_ANNOTATION,
     POD_CONDITION,
     POD_REASON_ANNOTATION,
     POD_STATE_ANNOTATION,
@@ -30,6 +30,8 @@ from .model import (
     Observed,
     SlurmdPod,
     condition_index,
+    node_condition,
+    node_drain_annotation,
     rfc3339,
 )
 
@@ -183,19 +185,28 @@ def _condition(want: Condition, conditions: Sequence[Condition], now: datetime) 
     return Condition(want.type, want.status, want.reason, want.message, since), index
 
 
+def shown_reason(node: Node | None) -> str:
+    """The reason a pod shows: Slurm's, only while the node is drained or down. Slurm may keep a
+    reason after RESUME; it explains nothing once the node takes jobs again."""
+    if node is None or not node.reason or state_summary(node) not in ("drain", "down"):
+        return ""
+    return node.reason
+
+
 def _pod_actions(pod: SlurmdPod, node: Node | None, now: datetime) -> list[KubeAction]:
     summary = state_summary(node)
+    reason = shown_reason(node)
     want: dict[str, str | None] = {
         POD_STATE_ANNOTATION: summary,
         POD_STATE_DETAIL_ANNOTATION: "+".join(node.state) if node is not None else None,
-        POD_REASON_ANNOTATION: node.reason if node is not None and node.reason else None,
+        POD_REASON_ANNOTATION: reason or None,
     }
     changes = {k: v for k, v in want.items() if pod.annotations.get(k) != v}
     out: list[KubeAction] = []
     if changes:
         out.append(AnnotatePod(pod.namespace, pod.name, changes))
     usable = node is not None and summary in ("idle", "allocated", "mixed") and "NOT_RESPONDING" not in node.flags
-    message = _short(node.reason) if node is not None and node.reason else ""
+    message = _short(reason)
     found = _condition(
         Condition(POD_CONDITION, "True" if usable else "False", summary.capitalize(), message), pod.conditions, now
     )
@@ -204,16 +215,18 @@ def _pod_actions(pod: SlurmdPod, node: Node | None, now: datetime) -> list[KubeA
     return out
 
 
-def _node_actions(kn: KubeNode, drains: list[str], now: datetime) -> list[KubeAction]:
+def _node_actions(kn: KubeNode, drains: list[str], namespace: str, now: datetime) -> list[KubeAction]:
+    """This tenant's annotation and condition on a Node: its own keys, never another tenant's."""
+    annotation, condition = node_drain_annotation(namespace), node_condition(namespace)
     text = "; ".join(sorted(drains)) or None
     out: list[KubeAction] = []
-    if kn.annotations.get(NODE_DRAIN_ANNOTATION) != text:
-        out.append(AnnotateNode(kn.name, {NODE_DRAIN_ANNOTATION: text}))
-    index = condition_index(kn.conditions, NODE_CONDITION)
+    if kn.annotations.get(annotation) != text:
+        out.append(AnnotateNode(kn.name, {annotation: text}))
+    index = condition_index(kn.conditions, condition)
     if text is not None:
-        want = Condition(NODE_CONDITION, "True", "DrainedInSlurm", _short(text))
+        want = Condition(condition, "True", "DrainedInSlurm", _short(text))
     elif index is not None:
-        want = Condition(NODE_CONDITION, "False", "NotDrainedInSlurm", "")
+        want = Condition(condition, "False", "NotDrainedInSlurm", "")
     else:
         return out  # never drained in Slurm: no condition to add
     found = _condition(want, kn.conditions, now)
@@ -238,5 +251,5 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
         if not pod.deleting:
             kube.extend(_pod_actions(pod, observed.slurm_nodes.get(hostname), now))
     for kn_name in sorted(observed.kube_nodes):
-        kube.extend(_node_actions(observed.kube_nodes[kn_name], foreign.get(kn_name, []), now))
+        kube.extend(_node_actions(observed.kube_nodes[kn_name], foreign.get(kn_name, []), observed.namespace, now))
     return slurm + kube

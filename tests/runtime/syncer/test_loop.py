@@ -12,7 +12,13 @@ from sunk.runtime.common.health import HealthServer
 from sunk.runtime.slurmrest import Node, read_pod_ref
 from sunk.runtime.syncer import CycleReport, Syncer
 from sunk.runtime.syncer.fakes import FakeKube, FakeSlurm, node_object, pod_object
-from sunk.runtime.syncer.model import NODE_DRAIN_ANNOTATION, POD_CONDITION, POD_STATE_ANNOTATION
+from sunk.runtime.syncer.model import (
+    POD_CONDITION,
+    POD_REASON_ANNOTATION,
+    POD_STATE_ANNOTATION,
+    node_condition,
+    node_drain_annotation,
+)
 from sunk.runtime.syncer.plan import Drain, Resume
 
 NS = "tenant"
@@ -55,7 +61,7 @@ def test_cordon_drain_uncordon_resume_round_trip() -> None:
     assert slurm.nodes["cpu-1"].drain and slurm.nodes["cpu-1"].reason == "sunk: Node k1 cordoned"
     syncer.cycle()  # the pods now show the drain
     assert kube.pods[(NS, "cpu-1")]["metadata"]["annotations"][POD_STATE_ANNOTATION] == "drain"
-    assert NODE_DRAIN_ANNOTATION not in kube.nodes["k1"]["metadata"]["annotations"]  # our own drain
+    assert node_drain_annotation(NS) not in kube.nodes["k1"]["metadata"]["annotations"]  # our own drain
     assert syncer.cycle().kube_writes == 0
     del kube.nodes["k1"]["spec"]["unschedulable"]
     del kube.nodes["k2"]["spec"]["unschedulable"]
@@ -92,15 +98,15 @@ def test_admin_drain_annotates_node_and_is_never_resumed() -> None:
     syncer.cycle()
     slurm.admin("cpu-3", state="DRAIN", reason="bad DIMM")
     syncer.cycle()
-    assert kube.nodes["k3"]["metadata"]["annotations"][NODE_DRAIN_ANNOTATION] == "cpu-3: bad DIMM"
+    assert kube.nodes["k3"]["metadata"]["annotations"][node_drain_annotation(NS)] == "cpu-3: bad DIMM"
     cond = kube.nodes["k3"]["status"]["conditions"][-1]
-    assert (cond["type"], cond["status"]) == ("SlurmDrain", "True")
+    assert (cond["type"], cond["status"]) == (node_condition(NS), "True")
     for _ in range(3):
         syncer.cycle()
     assert slurm.nodes["cpu-3"].drain and slurm.nodes["cpu-3"].reason == "bad DIMM"
     slurm.admin("cpu-3", state="RESUME")
     syncer.cycle()
-    assert NODE_DRAIN_ANNOTATION not in kube.nodes["k3"]["metadata"]["annotations"]
+    assert node_drain_annotation(NS) not in kube.nodes["k3"]["metadata"]["annotations"]
     assert kube.nodes["k3"]["status"]["conditions"][-1]["status"] == "False"
     assert syncer.cycle().kube_writes == 0
 
@@ -182,3 +188,59 @@ def test_metrics_and_probes_are_served() -> None:
             assert exc.code == 503
     finally:
         server.stop()
+
+
+def test_runtime_trust_two_tenants_on_shared_nodes_never_fight() -> None:
+    """Issue 12, runtime trust: two tenants' syncers see the same Kubernetes Nodes, each with a
+    slurmd of its own drained by its own admin. Each writes its own annotation and condition; once
+    both have converged, neither writes again (before, both patched one key every cycle)."""
+    kube = FakeKube()
+    kube.add_node(node_object("k0"))
+    syncers, slurms = [], []
+    for tenant in ("acme", "globex"):
+        slurm = FakeSlurm([Node(name="cpu-0", state=("IDLE",))])
+        kube.add_pod(pod_object(tenant, "cpu-0", nodeset="cpu", node_name="k0"))
+        slurms.append(slurm)
+        syncers.append(Syncer(slurm, kube, tenant, registry=CollectorRegistry()))
+    for syncer in syncers:
+        syncer.cycle()
+    slurms[0].admin("cpu-0", state="DRAIN", reason="acme: bad DIMM")
+    slurms[1].admin("cpu-0", state="DRAIN", reason="globex: firmware")
+    for _ in range(2):
+        for syncer in syncers:
+            syncer.cycle()
+    annotations = kube.nodes["k0"]["metadata"]["annotations"]
+    assert annotations[node_drain_annotation("acme")] == "cpu-0: acme: bad DIMM"
+    assert annotations[node_drain_annotation("globex")] == "cpu-0: globex: firmware"
+    types = [c["type"] for c in kube.nodes["k0"]["status"]["conditions"]]
+    assert types.count(node_condition("acme")) == types.count(node_condition("globex")) == 1
+    for _ in range(3):
+        for syncer in syncers:
+            assert syncer.cycle().kube_writes == 0
+    # One tenant's drain ends: only its keys change, the other's stay.
+    slurms[0].admin("cpu-0", state="RESUME")
+    syncers[0].cycle()
+    annotations = kube.nodes["k0"]["metadata"]["annotations"]
+    assert node_drain_annotation("acme") not in annotations
+    assert annotations[node_drain_annotation("globex")] == "cpu-0: globex: firmware"
+    assert syncers[1].cycle().kube_writes == 0
+
+
+def test_runtime_trust_a_pod_shows_the_drain_reason_only_while_drained() -> None:
+    """Issue 12, runtime trust: the fake keeps a node's reason after RESUME, as Slurm 24.11 may;
+    the pod's reason annotation and condition message go when the drain ends all the same."""
+    slurm, kube, syncer = cluster()
+    syncer.cycle()
+    slurm.admin("cpu-2", state="DRAIN", reason="bad DIMM")
+    syncer.cycle()
+    pod = kube.pods[(NS, "cpu-2")]
+    assert pod["metadata"]["annotations"][POD_REASON_ANNOTATION] == "bad DIMM"
+    slurm.admin("cpu-2", state="RESUME")
+    assert slurm.nodes["cpu-2"].reason == "bad DIMM" and not slurm.nodes["cpu-2"].drain
+    syncer.cycle()
+    pod = kube.pods[(NS, "cpu-2")]
+    assert POD_REASON_ANNOTATION not in pod["metadata"]["annotations"]
+    assert pod["metadata"]["annotations"][POD_STATE_ANNOTATION] == "idle"
+    condition = next(c for c in pod["status"]["conditions"] if c["type"] == POD_CONDITION)
+    assert (condition["status"], condition["message"]) == ("True", "")
+    assert syncer.cycle().kube_writes == 0

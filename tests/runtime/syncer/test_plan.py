@@ -11,13 +11,13 @@ from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import parse_node, parse_pod
 from sunk.runtime.syncer.model import (
     CORDON_REASON_ANNOTATION,
-    NODE_CONDITION,
-    NODE_DRAIN_ANNOTATION,
     POD_CONDITION,
     POD_REASON_ANNOTATION,
     POD_STATE_ANNOTATION,
     POD_STATE_DETAIL_ANNOTATION,
     Observed,
+    node_condition,
+    node_drain_annotation,
 )
 from sunk.runtime.syncer.plan import (
     AnnotateNode,
@@ -300,24 +300,24 @@ def test_node_annotated_for_a_drain_that_began_in_slurm() -> None:
         [pod("cpu-0"), pod("cpu-1"), pod("cpu-2")],
     )
     node_actions = [a for a in kube_actions(obs) if isinstance(a, AnnotateNode | SetNodeCondition)]
-    assert node_actions[0] == AnnotateNode("k1", {NODE_DRAIN_ANNOTATION: "cpu-0: bad DIMM; cpu-1: maint"})
+    assert node_actions[0] == AnnotateNode("k1", {node_drain_annotation(NS): "cpu-0: bad DIMM; cpu-1: maint"})
     cond = node_actions[1]
     assert isinstance(cond, SetNodeCondition)
     assert (cond.condition.type, cond.condition.status, cond.condition.reason) == (
-        NODE_CONDITION,
+        node_condition(NS),
         "True",
         "DrainedInSlurm",
     )
 
 
 def test_node_annotation_removed_and_condition_false_when_the_drain_ends() -> None:
-    kn = node_object("k1", annotations={NODE_DRAIN_ANNOTATION: "cpu-0: bad DIMM"})
+    kn = node_object("k1", annotations={node_drain_annotation(NS): "cpu-0: bad DIMM"})
     kn["status"]["conditions"].append(
-        {"type": NODE_CONDITION, "status": "True", "reason": "DrainedInSlurm", "message": "cpu-0: bad DIMM"}
+        {"type": node_condition(NS), "status": "True", "reason": "DrainedInSlurm", "message": "cpu-0: bad DIMM"}
     )
     obs = observe([slurm("cpu-0", pod="cpu-0")], [kn], [pod("cpu-0")])
     node_actions = [a for a in kube_actions(obs) if isinstance(a, AnnotateNode | SetNodeCondition)]
-    assert node_actions[0] == AnnotateNode("k1", {NODE_DRAIN_ANNOTATION: None})
+    assert node_actions[0] == AnnotateNode("k1", {node_drain_annotation(NS): None})
     cond = node_actions[1]
     assert isinstance(cond, SetNodeCondition) and cond.condition.status == "False" and cond.index == 1
 

@@ -28,8 +28,8 @@ from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.model import (
     CORDON_REASON_ANNOTATION,
-    NODE_CONDITION,
-    NODE_DRAIN_ANNOTATION,
+    node_condition,
+    node_drain_annotation,
     POD_CONDITION,
     POD_REASON_ANNOTATION,
     POD_STATE_ANNOTATION,
@@ -195,13 +195,14 @@ def test_cordon_drains_with_our_reason_and_uncordon_resumes(world: World) -> Non
     pod = world.pod("cpu-0")
     assert annotations(pod)[POD_STATE_ANNOTATION] == "drain"
     assert annotations(pod)[POD_REASON_ANNOTATION] == "sunk: Node k8s-cpu-0 cordoned: swap PSU"
-    assert NODE_DRAIN_ANNOTATION not in annotations(world.kube_node("cpu-0"))  # our drain, not Slurm's
+    assert node_drain_annotation(world.ns) not in annotations(world.kube_node("cpu-0"))  # our drain, not Slurm's
     settle(syncer)
     world.patch_kube_node("cpu-0", {"spec": {"unschedulable": None}})
     syncer.cycle()
     assert not world.node("cpu-0").drain
     settle(syncer)
     assert annotations(world.pod("cpu-0"))[POD_STATE_ANNOTATION] == "idle"
+    assert POD_REASON_ANNOTATION not in annotations(world.pod("cpu-0"))  # shown only while drained
     events = json.loads(world.api.list_namespaced_event(world.ns, _preload_content=False).data)["items"]
     reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == f"{world.slurm.spec.name}-cpu-0"]
     assert reasons == ["SlurmNodeDrained", "SlurmNodeResumed"]
@@ -217,8 +218,8 @@ def test_admin_drain_is_shown_in_kubernetes_and_never_resumed(world: World) -> N
     assert annotations(pod)[POD_REASON_ANNOTATION] == "bad DIMM"
     assert (condition(pod, POD_CONDITION) or {}).get("status") == "False"
     kn = world.kube_node("cpu-1")
-    assert annotations(kn)[NODE_DRAIN_ANNOTATION] == "cpu-1: bad DIMM"
-    assert (condition(kn, NODE_CONDITION) or {}).get("status") == "True"
+    assert annotations(kn)[node_drain_annotation(world.ns)] == "cpu-1: bad DIMM"
+    assert (condition(kn, node_condition(world.ns)) or {}).get("status") == "True"
     assert condition(kn, "Ready") is not None  # the kubelet's condition is kept
     for _ in range(3):
         report = syncer.cycle()
@@ -227,8 +228,8 @@ def test_admin_drain_is_shown_in_kubernetes_and_never_resumed(world: World) -> N
     world.scontrol("update", "NodeName=cpu-1", "State=RESUME")
     settle(syncer)
     kn = world.kube_node("cpu-1")
-    assert NODE_DRAIN_ANNOTATION not in annotations(kn)
-    assert (condition(kn, NODE_CONDITION) or {}).get("status") == "False"
+    assert node_drain_annotation(world.ns) not in annotations(kn)
+    assert (condition(kn, node_condition(world.ns)) or {}).get("status") == "False"
 
 
 def test_our_drain_is_reapplied_when_cleared_while_cordoned(world: World) -> None:
