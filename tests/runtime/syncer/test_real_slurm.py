@@ -28,11 +28,11 @@ from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.model import (
     CORDON_REASON_ANNOTATION,
-    node_condition,
-    node_drain_annotation,
     POD_CONDITION,
     POD_REASON_ANNOTATION,
     POD_STATE_ANNOTATION,
+    node_condition,
+    node_drain_annotation,
 )
 from sunk.runtime.syncer.plan import Drain, Resume, SetPodRef
 
