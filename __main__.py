@@ -6,22 +6,21 @@ A bad spec stops here, before any resource is registered, with every problem and
 import pulumi
 from sunk.components import SlurmCluster, SunkOperator
 
-from sunk.manifests.operator import OperatorSpec
 from sunk.spec.errors import SpecError
 from sunk.stackfile import CLUSTER_KEY, OPERATOR_KEY, parse_config
 
 config = pulumi.Config()
 settings = {key: config.get(key.split(":", 1)[1]) for key in (CLUSTER_KEY, OPERATOR_KEY)}
 try:
-    spec, deploy_operator = parse_config(
+    spec, operator_spec = parse_config(
         {k: v for k, v in settings.items() if v is not None}, f"stack {pulumi.get_stack()}"
     )
 except SpecError as err:
     raise pulumi.RunError(str(err)) from None
 
 crd = None
-if deploy_operator:
-    operator = SunkOperator("sunk-operator", OperatorSpec(image=spec.images.runtime))
+if operator_spec is not None:
+    operator = SunkOperator("sunk-operator", operator_spec)
     crd = operator.crd
 
 cluster = SlurmCluster(spec.name, spec, nodeset_crd=crd)

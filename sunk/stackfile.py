@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from sunk import strictyaml
+from sunk.manifests.operator import OperatorSpec
 from sunk.spec.cluster import ClusterSpec
-from sunk.spec.errors import SpecError, load_spec
+from sunk.spec.errors import SpecError, format_errors, load_spec
 
 PROJECT = "sunk"
 CLUSTER_KEY = f"{PROJECT}:cluster"
@@ -24,8 +27,12 @@ STACK_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(dev|staging|prod|[a-z0
 class Stack:
     name: str
     spec: ClusterSpec
-    deploy_operator: bool
-    """Whether this stack also installs the cluster-wide SunkOperator (once per Kubernetes cluster)."""
+    operator: OperatorSpec | None
+    """The cluster-wide SunkOperator this stack also installs (once per Kubernetes cluster), or None."""
+
+    @property
+    def deploy_operator(self) -> bool:
+        return self.operator is not None
 
 
 def stacks_dir(start: Path | None = None) -> Path:
@@ -63,17 +70,31 @@ def _find_secure(value: Any, path: str) -> list[str]:
     return []
 
 
-def _operator(value: Any, source: str) -> bool:
-    """`sunk:operator`: a boolean, or the text Pulumi hands a program ("true"/"false") — nothing
-    that only looks like one (`yes`, `[false]`, 1)."""
-    if isinstance(value, bool):
-        return value
+def _operator(value: Any, source: str) -> OperatorSpec | None:
+    """`sunk:operator`: a boolean (or the text Pulumi hands a program, "true"/"false"; nothing
+    that only looks like one: `yes`, `[false]`, 1), or the operator's settings (its tenant policy
+    among them), which install it too."""
+    if isinstance(value, str) and value.strip().startswith("{"):  # Pulumi passes objects as JSON text
+        try:
+            value = strictyaml.load(value)
+        except strictyaml.StrictYamlError as err:
+            raise SpecError([f"{OPERATOR_KEY}: {p}" for p in err.problems], source) from None
     if isinstance(value, str) and value.strip() in ("true", "false"):
-        return value.strip() == "true"
-    raise SpecError([f"{OPERATOR_KEY}: {value!r} is not a boolean; write true or false"], source)
+        value = value.strip() == "true"
+    if isinstance(value, bool):
+        return OperatorSpec() if value else None
+    if not isinstance(value, dict):
+        raise SpecError(
+            [f"{OPERATOR_KEY}: {value!r} is neither a boolean (true, false) nor the operator's settings (a mapping)"],
+            source,
+        )
+    try:
+        return OperatorSpec.model_validate(value, by_alias=True, by_name=False)
+    except ValidationError as err:
+        raise SpecError([f"{OPERATOR_KEY}.{p}" for p in format_errors(err, OperatorSpec)], source) from None
 
 
-def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, bool]:
+def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, OperatorSpec | None]:
     """Pulumi config (`sunk:cluster`, `sunk:operator`) -> spec. Raises SpecError."""
     raw = config.get(CLUSTER_KEY)
     if raw is None:
@@ -86,11 +107,24 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, bool
     secure = _find_secure(raw, "")
     if secure:
         raise SpecError(secure, source)
-    operator = _operator(config.get(OPERATOR_KEY, False), source)
     unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in {CLUSTER_KEY, OPERATOR_KEY})
     if unknown:
         raise SpecError([f"{k}: unknown setting; known: {CLUSTER_KEY}, {OPERATOR_KEY}" for k in unknown], source)
-    return load_spec(raw, source), operator
+    problems: list[str] = []
+    operator = spec = None
+    try:
+        operator = _operator(config.get(OPERATOR_KEY, False), source)
+    except SpecError as err:
+        problems += err.problems
+    try:
+        spec = load_spec(raw, source)
+    except SpecError as err:
+        problems += err.problems
+    if problems or spec is None:
+        raise SpecError(problems, source)
+    if operator is not None and "image" not in operator.model_fields_set:
+        operator = operator.model_copy(update={"image": spec.images.runtime})  # the stack's runtime image
+    return spec, operator
 
 
 def read_stack_file(path: Path) -> Any:
@@ -115,4 +149,4 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     if not isinstance(config, dict):
         raise SpecError(["config: the stack file needs a `config:` mapping"], str(path))
     spec, operator = parse_config(config, str(path))
-    return Stack(name=name, spec=spec, deploy_operator=operator)
+    return Stack(name=name, spec=spec, operator=operator)

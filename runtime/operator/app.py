@@ -8,7 +8,8 @@ Environment (defaults in brackets): SUNK_OPERATOR_ID [hostname], SUNK_OPERATOR_N
 SUNK_RESYNC_SECONDS [10], SUNK_LEASE_SECONDS [15], SUNK_RENEW_DEADLINE_SECONDS [10],
 SUNK_TOPOLOGY_DELAY_SECONDS [90], SUNK_SLURMRESTD_URL
 [http://{cluster}-restapi.{namespace}.svc.cluster.local:6820], SUNK_SLURM_USER [slurm],
-SUNK_HEALTH_PORT [8080]."""
+SUNK_HEALTH_PORT [8080], SUNK_OPERATOR_POLICY [the default sunk.policy.TenantPolicy: tenant
+namespaces only, images from ghcr.io/sunk-dev/, no hostPath] as JSON in the policy's camelCase."""
 
 from __future__ import annotations
 
@@ -20,13 +21,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from pydantic import ValidationError
 
 from sunk import naming
+from sunk.policy import TenantPolicy
+from sunk.spec.errors import format_errors
 
 from ..common.health import HealthServer
 from ..slurmrest import JwtMinter, SlurmRestClient
@@ -49,6 +53,7 @@ class Settings:
     slurmrestd_url: str = f"http://{{cluster}}-restapi.{{namespace}}.svc.cluster.local:{naming.SLURMRESTD_PORT}"
     slurm_user: str = "slurm"
     health_port: int = 8080
+    policy: TenantPolicy = field(default_factory=TenantPolicy)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -64,7 +69,21 @@ class Settings:
             slurmrestd_url=env.get("SUNK_SLURMRESTD_URL", d.slurmrestd_url),
             slurm_user=env.get("SUNK_SLURM_USER", d.slurm_user),
             health_port=int(env.get("SUNK_HEALTH_PORT", d.health_port)),
+            policy=_policy(env.get("SUNK_OPERATOR_POLICY")),
         )
+
+
+class SettingsError(Exception):
+    """A setting the operator can't start with; the message names it."""
+
+
+def _policy(text: str | None) -> TenantPolicy:
+    if not text:
+        return TenantPolicy()
+    try:
+        return TenantPolicy.model_validate_json(text, by_alias=True, by_name=False)
+    except ValidationError as err:
+        raise SettingsError("SUNK_OPERATOR_POLICY: " + "; ".join(format_errors(err, TenantPolicy))) from None
 
 
 class SlurmClients:
@@ -150,6 +169,7 @@ class Operator:
             topology_delay=timedelta(seconds=settings.topology_delay),
             may_act=self.elector.is_leader,
             identity=settings.identity,
+            policy=settings.policy,
         )
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
@@ -218,7 +238,11 @@ def main() -> int:
     from .clients import OfficialKube
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as err:
+        log.error("%s", err)
+        return 2
     kube = OfficialKube(kube_client())
     operator = Operator(kube, kube, settings)
     health = HealthServer(settings.health_port, operator.registry, alive=operator.alive, ready=operator.ready)

@@ -34,6 +34,10 @@ class KubeApi(Protocol):
         ...
 
     def list_nodes(self) -> list[dict[str, Any]]: ...
+    def list_namespaces(self, label: str) -> dict[str, dict[str, str]]:
+        """Namespaces carrying `label`: name -> labels."""
+        ...
+
     def list_services(self) -> set[tuple[str, str]]: ...
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def create_config_map(self, body: Mapping[str, Any]) -> None: ...
@@ -145,6 +149,14 @@ class OfficialKube:
     def list_nodes(self) -> list[dict[str, Any]]:
         self.reads += 1
         return list(self._raw(self._core.list_node(_preload_content=False)).get("items") or [])
+
+    def list_namespaces(self, label: str) -> dict[str, dict[str, str]]:
+        self.reads += 1
+        raw = self._core.list_namespace(label_selector=label, _preload_content=False)
+        return {
+            (n.get("metadata") or {}).get("name", ""): dict((n.get("metadata") or {}).get("labels") or {})
+            for n in self._raw(raw).get("items") or []
+        }
 
     def list_services(self) -> set[tuple[str, str]]:
         self.reads += 1

@@ -31,6 +31,8 @@ class FakeKube:
         self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.events: list[dict[str, Any]] = []
+        self.namespaces: dict[str, dict[str, str]] = {}
+        """Namespace name -> labels (only list_namespaces reads them)."""
         self.reads = 0
         self.writes = 0
         self.graceful_delete = False
@@ -72,6 +74,10 @@ class FakeKube:
     def list_nodes(self) -> list[dict[str, Any]]:
         self.reads += 1
         return list(self.nodes.values())
+
+    def list_namespaces(self, label: str) -> dict[str, dict[str, str]]:
+        self.reads += 1
+        return {name: dict(labels) for name, labels in self.namespaces.items() if label in labels}
 
     def list_services(self) -> set[tuple[str, str]]:
         self.reads += 1

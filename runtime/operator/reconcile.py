@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 from sunk import naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
-from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_NODESET, service_name
+from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_NODESET, nodeset_pod, service_name
+from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors
 
@@ -63,6 +64,8 @@ from .topology import (
 
 log = logging.getLogger("sunk.operator")
 COMPONENT = "sunk-operator"
+POLICY_CONDITION = "PolicyAllowed"
+"""NodeSet condition, False while the tenant policy refuses the NodeSet (reason PolicyViolation)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Reconciler:
         topology_delay: timedelta = timedelta(seconds=90),
         may_act: Callable[[], bool] = lambda: True,
         identity: str = COMPONENT,
+        policy: TenantPolicy | None = None,
     ) -> None:
         self.kube = kube
         self.slurm_for = slurm_for
@@ -108,11 +112,16 @@ class Reconciler:
         self.may_act = may_act
         self.identity = identity
         self.slurm_reads = 0
+        self.policy = policy
+        """The tenant policy (sunk.policy). The operator's app always passes one; None serves
+        every NodeSet as it asks (tests of other behaviour)."""
+        self.namespaces_unreadable = False
 
     # --- observe ----------------------------------------------------------------------------
 
     def resync(self) -> ResyncReport:
         now = self.clock()
+        self.namespaces_unreadable = False
         report = ResyncReport()
         objects = self.kube.list_nodesets()
         pods_by: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
@@ -141,9 +150,10 @@ class Reconciler:
             if budgets_by is not None:
                 budgets_by[key].append(Budget.from_object(obj))
         clusters: dict[tuple[str, str], list[NodeSetObject]] = defaultdict(list)
+        tenants = self._tenant_namespaces()
         for obj in objects:
             parsed = self._parse(obj, now)
-            if parsed is not None:
+            if parsed is not None and self._allowed(parsed, tenants, now):
                 clusters[(parsed.namespace, parsed.spec.cluster_name)].append(parsed)
         # Only all-matching-nodes pods are pinned to a Node by the operator, so only then does it
         # check a kubelet's admission itself (replicas pods go through kube-scheduler): one more list.
@@ -186,6 +196,68 @@ class Reconciler:
                 self._guarded(lambda: self.kube.patch_nodeset_status(namespace, name, want), f"status of {name}")
             return None
         return NodeSetObject(name, namespace, meta.get("uid", ""), int(meta.get("generation") or 0), spec, status)
+
+    def _tenant_namespaces(self) -> dict[str, dict[str, str]] | None:
+        """The namespaces the policy serves (name -> labels); None: every namespace, or none
+        could be read (then _allowed serves nothing this resync: fail closed)."""
+        if self.policy is None or self.policy.namespace_label is None:
+            return None
+        try:
+            return self.kube.list_namespaces(self.policy.namespace_label)
+        except Exception as err:
+            log.warning("namespaces unreadable, serving no NodeSet this resync: %s", err)
+            self.namespaces_unreadable = True
+            return None
+
+    def _allowed(self, s: NodeSetObject, tenants: dict[str, dict[str, str]] | None, now: datetime) -> bool:
+        """Whether the tenant policy lets this NodeSet have pods. A refused NodeSet gets no action
+        at all (its existing pods are left as they are) and says why: the PolicyAllowed condition
+        and a Warning Event, once per change of the reason."""
+        if self.policy is None:
+            return True
+        if self.namespaces_unreadable:
+            return False
+        problems = []
+        if self.policy.namespace_label is not None:
+            problem = namespace_problem(self.policy, s.namespace, (tenants or {}).get(s.namespace))
+            problems += [problem] if problem else []
+        # The pod it would create (ConfigMap contents don't matter to the policy: one key each).
+        where: dict[str, Any] = {"ordinal": 0} if s.spec.mode == "replicas" else {"kube_node": "policy-check"}
+        keys = {name: frozenset({path.rsplit("/", 1)[-1]}) for path, name in s.spec.config_files.items()}
+        problems += pod_problems(self.policy, nodeset_pod(s.spec, namespace=s.namespace, config_keys=keys, **where))
+        if not problems:
+            return True
+        message = "; ".join(problems)[:1000]
+        old: dict[str, Any] = next(
+            (c for c in s.status.get("conditions") or [] if c.get("type") == POLICY_CONDITION), {}
+        )
+        if old.get("message") != message or old.get("status") != "False":
+            status = {
+                "observedGeneration": s.generation,
+                "conditions": [
+                    {
+                        "type": POLICY_CONDITION,
+                        "status": "False",
+                        "reason": "PolicyViolation",
+                        "message": message,
+                        "lastTransitionTime": _stamp(now),
+                    }
+                ],
+            }
+            if self.may_act():
+                self._guarded(
+                    lambda: self.kube.patch_nodeset_status(s.namespace, s.name, status), f"status of {s.name}"
+                )
+                involved = {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "name": s.name,
+                    "namespace": s.namespace,
+                    "uid": s.uid,
+                }
+                self._event(s.namespace, s.name, involved, "PolicyViolation", message, now=now, warning=True)
+        log.warning("%s/%s refused by the tenant policy: %s", s.namespace, s.name, message)
+        return False
 
     def _cluster(
         self,

@@ -26,7 +26,8 @@ Not used in production (kmock is a dev dependency). Added on top of kmock's Kube
 - pods/binding: sets spec.nodeName, copies the Binding's annotations onto the pod, sets
   PodScheduled=True, answers 201 with a Status; 409 when the pod is already bound or the uid
   differs (as the API server does); `fail_bindings` makes it answer 500 (an API outage).
-- GET /api/v1/namespaces/{name} from `add_namespace` (kmock has no cluster-scoped namespace reads).
+- GET /api/v1/namespaces/{name} and the namespace list (label selectors `key` and `key=value`)
+  from `add_namespace` (kmock has no cluster-scoped namespace reads).
 - create fills what an API server fills: metadata.namespace from the URL (namespaced watches drop
   objects without it), uid, creationTimestamp, generation and resourceVersion, and
   status.phase=Pending for pods.
@@ -127,6 +128,24 @@ class _Emulator(kmock.KubernetesEmulator):
         self.sim_rejections: list[tuple[str, str, str, str]] = []
         self._versions = itertools.count(1)
         self._in_flight: list[rendering.Request] = []
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        # kmock can't parse the cluster-scoped namespace list (/api/v1/namespaces): served here,
+        # from `add_namespace`, with equality and existence label selectors as the API server has.
+        if raw_request.method == "GET" and raw_request.path.rstrip("/") == "/api/v1/namespaces":
+            wanted = [term.partition("=") for term in raw_request.query.get("labelSelector", "").split(",") if term]
+            items = [
+                ns
+                for ns in self.sim_namespaces.values()
+                if all(
+                    key in ns["metadata"]["labels"] and (not eq or ns["metadata"]["labels"][key] == value)
+                    for key, eq, value in wanted
+                )
+            ]
+            return aiohttp.web.json_response(
+                {"apiVersion": "v1", "kind": "NamespaceList", "metadata": {"resourceVersion": "1"}, "items": items}
+            )
+        return await super().__call__(raw_request)
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         self._in_flight.append(request)
@@ -433,8 +452,15 @@ class KubeSim:
     def fail_bindings(self, value: bool) -> None:
         self._emu.sim_fail_bindings = value
 
-    def add_namespace(self, name: str, annotations: Mapping[str, str] | None = None) -> None:
-        meta = {"name": name, "uid": str(uuid.uuid4()), "annotations": dict(annotations or {})}
+    def add_namespace(
+        self, name: str, annotations: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
+    ) -> None:
+        meta = {
+            "name": name,
+            "uid": str(uuid.uuid4()),
+            "annotations": dict(annotations or {}),
+            "labels": {"kubernetes.io/metadata.name": name, **(labels or {})},
+        }
         self._emu.sim_namespaces[name] = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
     def api_client(self) -> client.ApiClient:

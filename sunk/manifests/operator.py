@@ -7,6 +7,7 @@ to its JWT Secret alone (sunk.manifests.runtime.operator_access). No cluster-adm
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from pydantic import Field
@@ -18,6 +19,7 @@ from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restrict
 from sunk.manifests.meta import resources as container_resources
 from sunk.manifests.network import OPERATOR_LABELS
 from sunk.manifests.runtime import METRICS_LABEL, METRICS_PORT, RBAC
+from sunk.policy import TenantPolicy
 from sunk.spec.base import DnsLabel, Image, Model, Resources, resources
 from sunk.spec.services import Images
 
@@ -40,6 +42,16 @@ class OperatorSpec(Model):
     """Default: requests 100m/256Mi, limit 1Gi memory."""
     labels: dict[str, str] = {}
     """Extra labels on every object. Default: none."""
+    policy: TenantPolicy = TenantPolicy()
+    """What a tenant's NodeSet may ask of the Nodes (slurmd pods are privileged): tenant namespaces
+    only, images from allowed prefixes, hostPath volumes under allowed paths; the operator refuses
+    the others and says why on the NodeSet. Default: namespaces labelled sunk.dev/tenant, images
+    from ghcr.io/sunk-dev/, no hostPath."""
+
+
+def policy_json(policy: TenantPolicy) -> str:
+    """The policy as the operator reads it (SUNK_OPERATOR_POLICY): camelCase JSON, keys sorted."""
+    return json.dumps(policy.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
 
 
 def _labels(op: OperatorSpec) -> dict[str, str]:
@@ -68,6 +80,8 @@ CLUSTER_RULES: list[Manifest] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    # Namespaces: the tenant policy serves NodeSets only in labelled ones (sunk.policy). Read only.
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     # Nodes: all-matching-nodes membership and the topology labels. Read only.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     # One PodDisruptionBudget per slurmd pod whose Slurm node may run jobs (sunk.manifests.nodeset_pdb).
@@ -99,6 +113,7 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
             {"name": "SUNK_OPERATOR_LEASE", "value": OPERATOR_NAME},
             {"name": "SUNK_OPERATOR_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "SUNK_SLURM_USER", "value": naming.RUNTIME_SLURM_USER},
+            {"name": "SUNK_OPERATOR_POLICY", "value": policy_json(op.policy)},
             # One port serves /metrics, /healthz and /readyz (runtime/common/health.py).
             {"name": "SUNK_HEALTH_PORT", "value": str(METRICS_PORT)},
         ],

@@ -51,9 +51,9 @@ def _model_in(tp: Any) -> type[BaseModel] | None:
     return None
 
 
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+def _model_at(loc: tuple[int | str, ...], root: type[BaseModel] = ClusterSpec) -> type[BaseModel] | None:
     """The model that holds the field at `loc` (pydantic locations use the camelCase aliases)."""
-    tp: Any = ClusterSpec
+    tp: Any = root
     for part in loc:
         model = _model_in(tp)
         if isinstance(part, str) and model is not None:
@@ -69,8 +69,8 @@ def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     return _model_in(tp)
 
 
-def _unknown(loc: tuple[int | str, ...]) -> str:
-    model = _model_at(loc[:-1])
+def _unknown(loc: tuple[int | str, ...], root: type[BaseModel] = ClusterSpec) -> str:
+    model = _model_at(loc[:-1], root)
     if model is None:
         return "unknown field (check spelling; fields are camelCase)"
     known = sorted(f.alias or n for n, f in model.model_fields.items())
@@ -79,16 +79,16 @@ def _unknown(loc: tuple[int | str, ...]) -> str:
     return f"unknown field; {hint}known: {', '.join(known)}"
 
 
-def _missing(loc: tuple[int | str, ...]) -> str:
-    model = _model_at(loc[:-1])
+def _missing(loc: tuple[int | str, ...], root: type[BaseModel] = ClusterSpec) -> str:
+    model = _model_at(loc[:-1], root)
     fields = {f.alias or n: f for n, f in model.model_fields.items()} if model else {}
     doc = fields[loc[-1]].description if loc[-1] in fields else None
     return f"required field is missing ({doc.splitlines()[0]})" if doc else "required field is missing"
 
 
-def _upper_bound(loc: tuple[int | str, ...]) -> int | float | None:
+def _upper_bound(loc: tuple[int | str, ...], root: type[BaseModel] = ClusterSpec) -> int | float | None:
     """The field's `le` (its largest valid value), if it declares one."""
-    model = _model_at(loc[:-1])
+    model = _model_at(loc[:-1], root)
     fields = {f.alias or n: f for n, f in model.model_fields.items()} if model else {}
     field = fields.get(str(loc[-1]))
     metadata = list(field.metadata) if field is not None else []
@@ -102,20 +102,22 @@ def _upper_bound(loc: tuple[int | str, ...]) -> int | float | None:
     return None
 
 
-def format_errors(err: ValidationError) -> list[str]:
+def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> list[str]:
+    """Each problem as `field.path: what is wrong and what would be valid`; `root` is the model
+    that was validated (paths and known fields are read from it)."""
     problems: list[str] = []
     for e in err.errors(include_url=False):
         base = _path(tuple(e["loc"]))
         msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
         if e["type"] == "extra_forbidden":
-            problems.append(f"{base}: {_unknown(tuple(e['loc']))}")
+            problems.append(f"{base}: {_unknown(tuple(e['loc']), root)}")
             continue
         if e["type"] == "missing":
-            problems.append(f"{base}: {_missing(tuple(e['loc']))}")
+            problems.append(f"{base}: {_missing(tuple(e['loc']), root)}")
             continue
         if e["type"] == "int_parsing_size":
             # pydantic's own text ("exceeded maximum size") says nothing of what would do.
-            bound = _upper_bound(tuple(e["loc"]))
+            bound = _upper_bound(tuple(e["loc"]), root)
             problems.append(f"{base}: too large; a whole number" + (f" up to {bound}" if bound is not None else ""))
             continue
         for line in msg.split("\n"):

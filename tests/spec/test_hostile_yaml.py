@@ -85,10 +85,23 @@ def test_files_over_the_size_bound_are_refused_unread(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", ["yes", "True ", "1", [False], 1])
-def test_sunk_operator_must_be_a_boolean(value: object) -> None:
+def test_sunk_operator_must_be_a_boolean_or_settings(value: object) -> None:
     config = {"sunk:cluster": '{"name": "x"}', "sunk:operator": value}
-    with pytest.raises(SpecError, match=r"sunk:operator: .* is not a boolean; write true or false"):
+    with pytest.raises(SpecError, match=r"sunk:operator: .* is neither a boolean \(true, false\) nor the operator's"):
         parse_config(config, "test")
+
+
+def test_sunk_operator_settings_are_validated_with_their_field_names() -> None:
+    config = {
+        "sunk:cluster": '{"name": "x"}',
+        "sunk:operator": '{"policy": {"hostPaths": ["/data/"], "imagePrefix": ["x/"]}}',
+    }
+    with pytest.raises(SpecError) as err:
+        parse_config(config, "test")
+    text = str(err.value)
+    assert "sunk:operator.policy.hostPaths[0]: '/data/' is not valid: a normalized absolute path" in text
+    assert "sunk:operator.policy.imagePrefix: unknown field; did you mean imagePrefixes?" in text
+    assert "tenant: required field is missing" in text  # the cluster's problems in the same report
 
 
 def test_structured_config_text_is_read_strictly() -> None:

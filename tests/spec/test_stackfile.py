@@ -40,7 +40,7 @@ def test_a_valid_stack_file(tmp_path: Path) -> None:
 def test_structured_config_as_json_text() -> None:
     # Pulumi hands structured config to the program as JSON text.
     spec, operator = parse_config({"sunk:cluster": json.dumps(CLUSTER)}, "pulumi")
-    assert spec.tenant == "acme" and operator is False
+    assert spec.tenant == "acme" and operator is None
 
 
 @pytest.mark.parametrize(

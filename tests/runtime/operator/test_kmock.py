@@ -28,6 +28,7 @@ from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.manifests.nodeset_pod import LABEL_NODE
+from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.stackfile import load_stack
 
 NS = "acme-research"
@@ -38,6 +39,7 @@ def seed(server: KubeSim, replicas: int = 2) -> Any:
     api = server.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     spec = resource_spec(CLUSTER, "cpu", replicas=replicas)
+    server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: CLUSTER.tenant})  # as the tenant stack labels it
     for cm in config_map_objects(CLUSTER, namespace=NS):
         core.create_namespaced_config_map(NS, cm, _preload_content=False)
     key = base64.b64encode(b"k" * 32).decode()

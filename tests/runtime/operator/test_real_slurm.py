@@ -29,6 +29,7 @@ from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.hostlist import expand
 from sunk.manifests.nodeset_pod import ANNOTATION_CONFIG_HASH, LABEL_NODESET
 from sunk.naming import OPERATOR_REASON_PREFIX
+from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.spec.cluster import ClusterSpec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
@@ -126,6 +127,7 @@ class World:
             slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm")
         )
         ns_spec = resource_spec(SPEC, "cpu", replicas=replicas, **spec)
+        server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: SPEC.tenant})  # as the tenant stack labels it
         for cm in config_map_objects(SPEC, namespace=NS):
             self.core.create_namespaced_config_map(NS, cm, _preload_content=False)
         jwt = base64.b64encode(slurm.jwt_key_path.read_bytes()).decode()

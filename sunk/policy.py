@@ -1,0 +1,80 @@
+"""What the cluster-wide operator lets a tenant's NodeSet ask of the Kubernetes Nodes.
+
+slurmd pods are privileged (they manage cgroups and see every device), and the operator's
+ClusterRole may create pods in any namespace: without a policy, the right to create a NodeSet
+would be root on the Nodes with any image and any host path. The operator therefore serves
+NodeSets only in tenant namespaces (a label only cluster administrators set), and refuses, creating
+no pod, a NodeSet whose pods would run an image or mount a host path the platform did not allow.
+Pure: the operator calls these on the pod it would create."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from sunk.images import DEFAULT_REGISTRY
+from sunk.spec.base import AbsPath, LabelKey, Model, _matcher
+
+TENANT_NAMESPACE_LABEL = "sunk.dev/tenant"
+"""The label every tenant stack puts on the namespace it creates (sunk.manifests.meta.TENANT_LABEL)."""
+
+
+class TenantPolicy(Model):
+    """The operator's tenant policy (`sunk:operator: {policy: ...}` in the stack that installs it)."""
+
+    namespace_label: LabelKey | None = TENANT_NAMESPACE_LABEL
+    """NodeSets are served only in namespaces carrying this label; tenant stacks put it on the
+    namespaces they create (label a namespace you bring yourself). null: any namespace.
+    Default: sunk.dev/tenant."""
+    image_prefixes: list[
+        Annotated[str, _matcher(r"[a-z0-9.:-]+(/[a-z0-9._-]+)*/?", "an image prefix such as ghcr.io/acme/", 255)]
+    ] = Field(default_factory=lambda: [f"{DEFAULT_REGISTRY}/"])
+    """Every container image of a slurmd pod (slurmd, sidecars, init containers) must start with
+    one of these. Default: sunk's own registry, ghcr.io/sunk-dev/."""
+    host_paths: list[AbsPath] = []
+    """hostPath volumes a NodeSet may mount: these paths or paths under them. Default: none."""
+
+
+def _under(path: str, allowed: str) -> bool:
+    path, allowed = posixpath.normpath(path), posixpath.normpath(allowed)
+    return allowed == "/" or path == allowed or path.startswith(allowed + "/")
+
+
+def namespace_problem(policy: TenantPolicy, namespace: str, labels: Mapping[str, str] | None) -> str | None:
+    """Why NodeSets in this namespace are not served (`labels` None: the namespace is unknown)."""
+    if policy.namespace_label is None:
+        return None
+    if labels is None or policy.namespace_label not in labels:
+        return (
+            f"namespace {namespace} has no label {policy.namespace_label}: the operator serves NodeSets "
+            "only in tenant namespaces (a cluster administrator labels them)"
+        )
+    return None
+
+
+def pod_problems(policy: TenantPolicy, pod: Mapping[str, Any]) -> list[str]:
+    """What in this slurmd pod the policy does not allow, each naming the container or volume."""
+    spec = pod.get("spec") or {}
+    problems = []
+    for kind in ("initContainers", "containers"):
+        for container in spec.get(kind) or []:
+            image = container.get("image", "")
+            if not any(image.startswith(prefix) for prefix in policy.image_prefixes):
+                problems.append(
+                    f"{kind} {container.get('name')}: image {image} is not allowed; "
+                    f"allowed prefixes: {', '.join(policy.image_prefixes) or 'none'}"
+                )
+    for volume in spec.get("volumes") or []:
+        host = volume.get("hostPath")
+        if host is None:
+            continue
+        path = host.get("path", "")
+        if not any(_under(path, allowed) for allowed in policy.host_paths):
+            problems.append(
+                f"volume {volume.get('name')}: hostPath {path} is not allowed; "
+                f"allowed: {', '.join(policy.host_paths) or 'no host paths'}"
+            )
+    return problems
