@@ -22,6 +22,10 @@ class Model(BaseModel):
         populate_by_name=True,
         use_attribute_docstrings=True,
         validate_default=True,
+        # No coercion: `cpus: true` is not 1, `8192.0` is not an int, `"4"` is not a number
+        # (issue 12: loose types). Stack files are read with YAML 1.2 types, so each value
+        # arrives as what it is.
+        strict=True,
     )
 
 

@@ -106,6 +106,7 @@ def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> 
     """Each problem as `field.path: what is wrong and what would be valid`; `root` is the model
     that was validated (paths and known fields are read from it)."""
     problems: list[str] = []
+    typed: dict[str, tuple[list[str], int]] = {}
     for e in err.errors(include_url=False):
         base = _path(tuple(e["loc"]))
         msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
@@ -114,6 +115,25 @@ def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> 
             continue
         if e["type"] == "missing":
             problems.append(f"{base}: {_missing(tuple(e['loc']), root)}")
+            continue
+        if e["type"] in ("int_type", "float_type", "bool_type", "string_type"):
+            # Strict types (no coercion): say what was given, and for numbers what would do.
+            given = e.get("input")
+            kind = {bool: "a boolean", int: "a whole number", float: "a number with a fraction or exponent",
+                    str: "text", list: "a list", dict: "a mapping", type(None): "null"}.get(type(given), "a value")  # fmt: skip
+            want = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
+                    "string_type": "text"}[e["type"]]  # fmt: skip
+            bound = _upper_bound(tuple(e["loc"]), root) if e["type"] == "int_type" else None
+            if bound is not None:
+                want += f" up to {bound}"
+            shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:37] + "..."
+            if base in typed:  # a union (count or percentage): one line naming every choice
+                wants, at = typed[base]
+                wants.append(want)
+                problems[at] = f"{base}: {' or '.join(wants)} is required, not {kind} ({shown})"
+            else:
+                typed[base] = ([want], len(problems))
+                problems.append(f"{base}: {want} is required, not {kind} ({shown})")
             continue
         if e["type"] == "int_parsing_size":
             # pydantic's own text ("exceeded maximum size") says nothing of what would do.

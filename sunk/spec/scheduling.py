@@ -203,19 +203,34 @@ def _duplicates(values: Sequence[str]) -> list[str]:
     return out
 
 
+MAX_PRIORITY = 4_294_967_295
+"""A job's priority is a uint32 in Slurm: every weight, and their sum, must fit in it."""
+Weight = Annotated[int, Field(ge=0, le=MAX_PRIORITY)]
+
+
 class PriorityWeights(Model):
     """priority/multifactor weights (https://slurm.schedmd.com/priority_multifactor.html)."""
 
-    age: Annotated[int, Field(ge=0)] = 1000
+    age: Weight = 1000
     """PriorityWeightAge. Default: 1000."""
-    fairshare: Annotated[int, Field(ge=0)] = 10000
+    fairshare: Weight = 10000
     """PriorityWeightFairshare. Default: 10000."""
-    job_size: Annotated[int, Field(ge=0)] = 0
+    job_size: Weight = 0
     """PriorityWeightJobSize. Default: 0."""
-    partition: Annotated[int, Field(ge=0)] = 1000
+    partition: Weight = 1000
     """PriorityWeightPartition. Default: 1000."""
-    qos: Annotated[int, Field(ge=0)] = 10000
+    qos: Weight = 10000
     """PriorityWeightQOS. Default: 10000."""
+
+    @model_validator(mode="after")
+    def _sum_fits(self) -> PriorityWeights:
+        total = self.age + self.fairshare + self.job_size + self.partition + self.qos
+        if total > MAX_PRIORITY:
+            raise ValueError(
+                f"the weights add up to {total}; a job's priority is a 32-bit number, so their sum may be at "
+                f"most {MAX_PRIORITY}"
+            )
+        return self
 
 
 class SchedulingSpec(Model):

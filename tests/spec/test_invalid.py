@@ -85,7 +85,7 @@ CASES = [
     Bad("unsupported-slurm-version", {"slurmVersion": "23.02"}, "slurmVersion", "supported: 24.11"),
     Bad("no-nodesets", {"nodesets": []}, "nodesets", "at least 1 item"),
     Bad("partitions-missing", {"partitions": DELETE}, "partitions", "required field is missing (Slurm partitions"),
-    Bad("labels-not-strings", {"labels": {"team": ["a"]}}, "labels.team", "valid string"),
+    Bad("labels-not-strings", {"labels": {"team": ["a"]}}, "labels.team", "text is required, not a list (['a'])"),
     # ----- cross-references and uniqueness (ClusterSpec rules)
     Bad("duplicate-nodeset", {"nodesets[1]": {"name": "cpu", "cpus": 2, "memoryMib": 1024}}, "nodesets[1].name", "'cpu' repeats nodesets[0]"),
     Bad("duplicate-partition", {"partitions[1]": {"name": "batch", "nodesets": ["cpu"]}}, "partitions[1].name", "repeats partitions[0]"),
@@ -125,7 +125,7 @@ CASES = [
     Bad("zero-cpus", {"nodesets[0].cpus": 0}, "nodesets[0].cpus", "greater than 0"),
     Bad("negative-cpus", {"nodesets[0].cpus": -8}, "nodesets[0].cpus", "greater than 0"),
     Bad("zero-memory", {"nodesets[0].memoryMib": 0}, "nodesets[0].memoryMib", "greater than 0"),
-    Bad("cpus-not-a-number", {"nodesets[0].cpus": "many"}, "nodesets[0].cpus", "valid integer"),
+    Bad("cpus-not-a-number", {"nodesets[0].cpus": "many"}, "nodesets[0].cpus", "a whole number up to 65533 is required, not text ('many')"),
     Bad("negative-replicas", {"nodesets[0].replicas": -1}, "nodesets[0].replicas", "greater than or equal to 0"),
     Bad("zero-sockets", {"nodesets[0].sockets": 0}, "nodesets[0].sockets", "greater than 0"),
     Bad("negative-tmp-disk", {"nodesets[0].tmpDiskMib": -1}, "nodesets[0].tmpDiskMib", "greater than or equal to 0"),
@@ -250,7 +250,7 @@ CASES = [
     Bad("nodeset-volume-where-a-shared-volume-mounts", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "h"}], "nodesets[0].volumes": [{"name": "v", "mountPath": "/home", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "/home is also where shared volume home mounts on compute; one path, one volume"),
     # ----- issue 12, "numbers beyond what Slurm or Kubernetes accept"
     Bad("cpus-beyond-slurm", {"nodesets[0].cpus": 10**20}, "nodesets[0].cpus", "less than or equal to 65533"),
-    Bad("memory-beyond-kubernetes", {"nodesets[0].memoryMib": 1e25}, "nodesets[0].memoryMib", "too large; a whole number up to 1099511627776"),
+    Bad("memory-beyond-kubernetes", {"nodesets[0].memoryMib": 1e25}, "nodesets[0].memoryMib", "a whole number up to 1099511627776 is required, not a number with a fraction or exponent (1e+25)"),
     Bad("usage-factor-infinite", {"accounting.enabled": True, "qos": [{"name": "low", "priority": 1, "usageFactor": float("inf")}]}, "qos[0].usageFactor", "finite number"),
     Bad("weight-beyond-slurm", {"nodesets[0].weight": 2**40}, "nodesets[0].weight", "less than or equal to 65533"),
     # ----- issue 12, "values Kubernetes rejects", checked before any resource exists
