@@ -120,6 +120,9 @@ def test_enforcement_refuses_users_without_an_association(slurm: LocalSlurm) -> 
     assert code != 0 and "Invalid account" in out
     # The runtime's Slurm user (placeholder jobs) always has one, on root.
     assert ("root", "slurm") in _assocs(slurm)
+    # The partition's AllowQos names QOS the setup created after slurmctld started: they hold.
+    done = slurm.run("sbatch", "-p", "gpu", "-q", "high", "-t", "1", "--wrap", "true")
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_job_over_the_qos_maxwall_is_refused_and_one_within_runs(slurm: LocalSlurm) -> None:
