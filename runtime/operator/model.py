@@ -18,10 +18,19 @@ from sunk.manifests.nodeset_pod import (
 )
 from sunk.naming import OPERATOR_REASON_PREFIX
 
-from ..slurmrest import Node as SlurmNode
+from ..slurmrest.models import Node as SlurmNode
 from .admission import allocatable
 
 BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
+
+
+@dataclass(frozen=True)
+class Member:
+    """A Slurm node the NodeSet wants, and what its pod is made from."""
+
+    slurm_node: str
+    ordinal: int | None = None
+    kube_node: str | None = None
 
 
 @dataclass(frozen=True)

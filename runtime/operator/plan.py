@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -51,7 +50,7 @@ from sunk.manifests.nodeset_pod import (
 )
 from sunk.spec.nodeset import UpdateStrategy
 
-from ..slurmrest import Node as SlurmNode
+from ..slurmrest.models import Node as SlurmNode
 from .admission import pod_requests, shortfalls
 from .matching import eligible
 from .model import (
@@ -61,6 +60,7 @@ from .model import (
     CreateService,
     DeletePod,
     Drain,
+    Member,
     Observed,
     Pod,
     PodDoesNotFit,
@@ -78,15 +78,6 @@ from .status import PODS_FIT, compute_status, unfit_message
 
 SCALE_IN = f"{naming.OPERATOR_REASON_PREFIX} scale-in"
 UPDATE = f"{naming.OPERATOR_REASON_PREFIX} rolling update"
-
-
-@dataclass(frozen=True)
-class Member:
-    """A Slurm node the NodeSet wants, and what its pod is made from."""
-
-    slurm_node: str
-    ordinal: int | None = None
-    kube_node: str | None = None
 
 
 def max_unavailable(strategy: UpdateStrategy, desired: int) -> int:

@@ -27,7 +27,7 @@ from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors
 
-from ..slurmrest import Node as SlurmNode
+from ..slurmrest.models import Node as SlurmNode
 from .admission import add_usage, node_usage, pod_requests, terminated
 from .clients import KubeApi, SlurmApi
 from .model import (

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sunk.crd import NodeSetStatus
 
 from .matching import eligible, usable
-from .model import Observed, Pod, busy
-
-if TYPE_CHECKING:
-    from .plan import Member
+from .model import Member, Observed, Pod, busy
 
 
 def _slurm_counts(observed: Observed, names: set[str]) -> dict[str, int]:

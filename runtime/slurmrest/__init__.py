@@ -4,11 +4,16 @@ and the scheduler.
     from sunk.runtime.slurmrest import SlurmRestClient, JwtMinter
     client = SlurmRestClient(url, user="slurm", token=JwtMinter.from_file(key_path, "slurm"))
     for node in client.list_nodes(): ...
+
+The data types (models, podref, errors, cache, auth) import no HTTP library, so pure modules
+(the controllers' plans and models) can use them; the client, which needs httpx, is imported
+only when it is asked for.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .auth import JwtMinter, StaticToken, TokenProvider, mint_hs256
 from .cache import NodeCache, NodeDiff
-from .client import SlurmRestClient
 from .errors import (
     INVALID_JOB_ID,
     INVALID_NODE_NAME,
@@ -20,6 +25,18 @@ from .errors import (
 )
 from .models import BASE_STATES, DbJob, Job, JobSubmit, Node, Ping, no_val
 from .podref import PodRef, read_pod_ref, write_pod_ref
+
+if TYPE_CHECKING:
+    from .client import SlurmRestClient
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SlurmRestClient":
+        from .client import SlurmRestClient
+
+        return SlurmRestClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BASE_STATES",

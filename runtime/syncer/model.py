@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from sunk.crd import GROUP
 
-from ..slurmrest import Node
+from ..slurmrest.models import Node
 
 NODESET_LABEL = f"{GROUP}/nodeset"
 """Label on every slurmd pod: the NodeSet it belongs to. Selects the pods the syncer manages."""

@@ -18,7 +18,8 @@ from datetime import datetime
 
 from sunk.naming import OPERATOR_REASON_PREFIX, OWNED_REASON_PREFIX
 
-from ..slurmrest import Node, PodRef, read_pod_ref, write_pod_ref
+from ..slurmrest.models import Node
+from ..slurmrest.podref import PodRef, read_pod_ref, write_pod_ref
 from .model import (
     CORDON_REASON_ANNOTATION,
     POD_CONDITION,
