@@ -30,8 +30,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
-from sunk.runtime.syncer import CycleReport, Syncer
 from sunk.runtime.syncer.fakes import FakeKube, node_object, pod_object
+from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import POD_STATE_ANNOTATION, node_drain_annotation
 
 from sunk.hostlist import compress

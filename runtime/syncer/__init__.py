@@ -1,9 +1,7 @@
 """The syncer: keeps Slurm's and Kubernetes' views of every slurmd node in step.
 
-plan.py decides (pure), kube.py and ..slurmrest talk to the servers, loop.py runs the cycle,
-fakes.py holds the in-memory servers for tests and the benchmark. Run: `python -m sunk.runtime.syncer`."""
-
-from .loop import CycleReport, SlurmApi, Syncer
-from .plan import Action, plan
-
-__all__ = ["Action", "CycleReport", "SlurmApi", "Syncer", "plan"]
+The shape every controller shares: settings.py (environment), model.py (what is observed, pure),
+plan.py (decisions, pure), kube.py and slurm.py (the servers), loop.py (observe, plan, apply),
+metrics.py, fakes.py (in-memory servers for tests and benchmarks), __main__.py (the process).
+Run: `python -m sunk.runtime.syncer`. Nothing is imported here, so importing the pure modules
+pulls in no client library."""

@@ -22,8 +22,8 @@ from sunk.runtime.operator.model import Protect, Unprotect
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
-from sunk.runtime.syncer import Syncer
 from sunk.runtime.syncer.kube import KubernetesApi
+from sunk.runtime.syncer.loop import Syncer
 from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.crd import GROUP, PLURAL, VERSION

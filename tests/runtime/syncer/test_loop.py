@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry
 from sunk.runtime.common.health import HealthServer
 from sunk.runtime.slurmrest import Node, read_pod_ref
-from sunk.runtime.syncer import CycleReport, Syncer
 from sunk.runtime.syncer.fakes import FakeKube, FakeSlurm, node_object, pod_object
+from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import (
     POD_CONDITION,
     POD_REASON_ANNOTATION,

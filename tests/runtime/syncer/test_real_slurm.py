@@ -23,9 +23,9 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.slurmrest import JwtMinter, Node, PodRef, SlurmRestClient, read_pod_ref
-from sunk.runtime.syncer import CycleReport, Syncer
 from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
+from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import (
     CORDON_REASON_ANNOTATION,
     POD_CONDITION,
