@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from ..common.timefmt import rfc3339_micro
+
 log = logging.getLogger("sunk.operator.leader")
 
 Decision = Literal["create", "renew", "takeover", "follow"]
@@ -63,8 +65,7 @@ def decide(view: LeaseView | None, me: str, unchanged_since: float | None, now: 
     return "follow"
 
 
-def micro_time(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+micro_time = rfc3339_micro
 
 
 class LeaderElector:

@@ -11,7 +11,6 @@ applied action leaves an Event on the NodeSet (or the topology ConfigMap)."""
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors
 
+from ..common.events import event
+from ..common.timefmt import rfc3339
 from ..slurmrest.models import Node as SlurmNode
 from .admission import add_usage, node_usage, pod_requests, terminated
 from .clients import KubeApi, SlurmApi
@@ -87,10 +88,6 @@ class ResyncReport:
     applied: list[Action | TopologyAction] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     slurm_unreadable: list[str] = field(default_factory=list)
-
-
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Reconciler:
@@ -187,7 +184,7 @@ class Reconciler:
                         "status": "False",
                         "reason": "Invalid",
                         "message": message,
-                        "lastTransitionTime": _stamp(now),
+                        "lastTransitionTime": rfc3339(now),
                     }
                 ],
             }
@@ -240,7 +237,7 @@ class Reconciler:
                         "status": "False",
                         "reason": "PolicyViolation",
                         "message": message,
-                        "lastTransitionTime": _stamp(now),
+                        "lastTransitionTime": rfc3339(now),
                     }
                 ],
             }
@@ -440,22 +437,15 @@ class Reconciler:
         now: datetime,
         warning: bool = False,
     ) -> None:
-        stamp = _stamp(now)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": dict(involved),
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.identity,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        body = event(
+            {**involved, "namespace": namespace},
+            reason,
+            message,
+            now=now,
+            component=COMPONENT,
+            warning=warning,
+            instance=self.identity,
+        )
         self._guarded(lambda: self.kube.create_event(body), f"event {reason} on {name}")
 
 

@@ -11,11 +11,12 @@ writes nothing."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sunk.crd import NodeSetStatus
 
+from ..common.conditions import Condition, transition
 from .matching import eligible, usable
 from .model import Member, Observed, Pod, busy
 
@@ -59,11 +60,8 @@ def _feasible(
 def _condition(
     previous: list[dict[str, Any]], ctype: str, ok: bool, reason: str, message: str, now: datetime
 ) -> dict[str, str]:
-    status = "True" if ok else "False"
-    old = next((c for c in previous if c.get("type") == ctype), None)
-    since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
-    stamp = since or now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": stamp}
+    old = next((Condition.from_dict(c) for c in previous if c.get("type") == ctype), None)
+    return transition(Condition(ctype, "True" if ok else "False", reason, message), old, now).to_dict()
 
 
 PODS_FIT = "PodsFit"

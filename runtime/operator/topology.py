@@ -16,13 +16,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sunk import naming
 from sunk.crd import GROUP
 from sunk.render import TopologyNode, render_topology_conf
 from sunk.spec.scheduling import TopologySpec
+
+from ..common.timefmt import parse_rfc3339, rfc3339
 
 TOPOLOGY_KEY = "topology.conf"
 ANNOTATION_WRITTEN = f"{GROUP}/topology-written"
@@ -72,15 +74,11 @@ class Reconfigure:
 TopologyAction = WriteTopology | Reconfigure
 
 
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _parse(stamp: str | None) -> datetime | None:
     if not stamp:
         return None
     try:
-        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return parse_rfc3339(stamp)
     except ValueError:
         return None
 
@@ -116,7 +114,7 @@ def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -
     name = naming.topology_config_map(observed.cluster)
     cm = observed.config_map
     if cm is None or (cm.get("data") or {}).get(TOPOLOGY_KEY) != text:
-        return [WriteTopology(observed.namespace, observed.cluster, name, text, _stamp(now), create=cm is None)]
+        return [WriteTopology(observed.namespace, observed.cluster, name, text, rfc3339(now), create=cm is None)]
     if observed.registered is None:
         return []
     annotations = (cm.get("metadata") or {}).get("annotations") or {}

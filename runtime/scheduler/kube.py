@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -18,6 +17,8 @@ from typing import Any, Protocol
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from ..common.events import event
+from ..common.timefmt import rfc3339
 from ..slurmrest.podref import PodRef
 from . import keys
 
@@ -63,10 +64,6 @@ class KubeApi(Protocol):
     def set_scheduled(self, ref: PodRef, status: str, reason: str, message: str) -> None: ...
 
     def event(self, ref: PodRef, kind: str, reason: str, message: str) -> None: ...
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _json(response: Any) -> Any:
@@ -183,7 +180,7 @@ class OfficialKube:
 
     def set_scheduled(self, ref: PodRef, status: str, reason: str, message: str) -> None:
         condition = {"type": "PodScheduled", "status": status, "reason": reason, "message": message}
-        condition["lastTransitionTime"] = _now()
+        condition["lastTransitionTime"] = rfc3339(datetime.now(UTC))
         # Strategic merge: the API server merges status.conditions by type, so the pod's other
         # conditions stay and no read is needed first (kube-scheduler patches the same way).
         try:
@@ -199,22 +196,11 @@ class OfficialKube:
                 raise
 
     def event(self, ref: PodRef, kind: str, reason: str, message: str) -> None:
-        now = datetime.now(UTC)
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=f"{ref.name}.{uuid.uuid4().hex[:12]}", namespace=ref.namespace),
-            involved_object=client.V1ObjectReference(
-                api_version="v1", kind="Pod", namespace=ref.namespace, name=ref.name, uid=ref.uid
-            ),
-            reason=reason,
-            message=message[:1024],
-            type=kind,
-            source=client.V1EventSource(component=self._component),
-            reporting_component=self._component,
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
+        involved = {"apiVersion": "v1", "kind": "Pod", "namespace": ref.namespace, "name": ref.name, "uid": ref.uid}
+        body = event(
+            involved, reason, message, now=datetime.now(UTC), component=self._component, warning=kind == "Warning"
         )
-        self._api.create_namespaced_event(ref.namespace, body, _preload_content=False)
+        self._api.create_namespaced_event(ref.namespace, body, _preload_content=False)  # type: ignore[arg-type]  # a dict body is sent as is
 
     def watch_pods(self, scheduler_name: str, namespace: str, stop: threading.Event, wake: threading.Event) -> None:
         """Set `wake` on every change to this scheduler's pods in `namespace` ("*": all), until

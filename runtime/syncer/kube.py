@@ -4,18 +4,19 @@ the official client, and the parsing of Nodes and pods into the syncer's views."
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Protocol
 
 from sunk.crd import GROUP
 
-from .model import NODESET_LABEL, TENANT_PREFIX, Condition, KubeNode, SlurmdPod, rfc3339
+from ..common.conditions import Condition, Patch, condition_patch
+from ..common.events import event
+from .model import NODESET_LABEL, TENANT_PREFIX, KubeNode, SlurmdPod
 
-JsonPatch = list[dict[str, Any]]
-Patch = dict[str, Any] | JsonPatch
-"""A dict is sent as a JSON merge patch, a list as a JSON patch (RFC 6902)."""
+__all__ = ["Patch", "condition_patch"]
+
+COMPONENT = "sunk-syncer"
 
 _PAGE = 500  # list page size: bounded replies from a real API server at 10k objects
 
@@ -41,18 +42,7 @@ class KubeApi(Protocol):
 
 
 def _conditions(obj: dict[str, Any]) -> tuple[Condition, ...]:
-    out = []
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        out.append(
-            Condition(
-                type=str(c.get("type", "")),
-                status=str(c.get("status", "")),
-                reason=str(c.get("reason") or ""),
-                message=str(c.get("message") or ""),
-                last_transition_time=str(c.get("lastTransitionTime") or ""),
-            )
-        )
-    return tuple(out)
+    return tuple(Condition.from_dict(c) for c in (obj.get("status") or {}).get("conditions") or [])
 
 
 def _ours(annotations: dict[str, str] | None) -> dict[str, str]:
@@ -100,48 +90,10 @@ def parse_pod(obj: dict[str, Any], namespace: str) -> SlurmdPod | None:
     )
 
 
-def pod_event(pod: SlurmdPod, reason: str, message: str, type_: str, now: datetime) -> dict[str, Any]:
-    """A core/v1 Event about a slurmd pod. The name is made unique here: kmock has no
-    generateName, and the API server would only append the same kind of suffix."""
-    stamp = rfc3339(now)
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{pod.name}.{uuid.uuid4().hex[:12]}", "namespace": pod.namespace},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "uid": pod.uid,
-        },
-        "reason": reason,
-        "message": message[:1024],
-        "type": type_,
-        "source": {"component": "sunk-syncer"},
-        "reportingComponent": "sunk-syncer",
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
-
-
-def condition_patch(condition: Condition, index: int | None, count: int) -> Patch:
-    """Write one condition without clobbering the others (kubelet's, the node controller's).
-
-    Replace guards the index with a `test` op, so a list that shifted since we read it fails the
-    patch (retried next cycle) instead of overwriting someone else's condition. Appending needs no
-    guard: only the syncer writes this condition type. A missing list can't be appended to, so it
-    is created with a merge patch."""
-    value = condition.to_dict()
-    if count == 0:
-        return {"status": {"conditions": [value]}}
-    if index is None:
-        return [{"op": "add", "path": "/status/conditions/-", "value": value}]
-    return [
-        {"op": "test", "path": f"/status/conditions/{index}/type", "value": condition.type},
-        {"op": "replace", "path": f"/status/conditions/{index}", "value": value},
-    ]
+def pod_event(pod: SlurmdPod, reason: str, message: str, warning: bool, now: datetime) -> dict[str, Any]:
+    """A core/v1 Event about a slurmd pod."""
+    involved = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+    return event(involved, reason, message, now=now, component=COMPONENT, warning=warning)
 
 
 class KubernetesApi:

@@ -159,10 +159,10 @@ class Syncer:
         """Best effort: an Event on the slurmd pod for every drain and resume sunk made."""
         if kind == "Drain":
             body = pod_event(
-                pod, "SlurmNodeDrained", f"Slurm node {pod.hostname} drained: {reason}", "Warning", self.clock()
+                pod, "SlurmNodeDrained", f"Slurm node {pod.hostname} drained: {reason}", True, self.clock()
             )
         else:
-            body = pod_event(pod, "SlurmNodeResumed", f"Slurm node {pod.hostname} resumed", "Normal", self.clock())
+            body = pod_event(pod, "SlurmNodeResumed", f"Slurm node {pod.hostname} resumed", False, self.clock())
         try:
             self.kube.create_event(pod.namespace, body)
             report.events += 1

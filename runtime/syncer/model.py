@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from sunk.crd import GROUP
 
+from ..common.conditions import Condition, condition_index
+from ..common.timefmt import rfc3339
 from ..slurmrest.models import Node
+
+__all__ = ["Condition", "condition_index", "rfc3339"]  # re-exported: the syncer's vocabulary
 
 NODESET_LABEL = f"{GROUP}/nodeset"
 """Label on every slurmd pod: the NodeSet it belongs to. Selects the pods the syncer manages."""
@@ -49,33 +52,6 @@ POD_ANNOTATIONS = (POD_STATE_ANNOTATION, POD_STATE_DETAIL_ANNOTATION, POD_REASON
 
 
 @dataclass(frozen=True)
-class Condition:
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-    last_transition_time: str = ""
-
-    def same(self, other: Condition | None) -> bool:
-        """Equal apart from the transition time: no write needed."""
-        return other is not None and (self.type, self.status, self.reason, self.message) == (
-            other.type,
-            other.status,
-            other.reason,
-            other.message,
-        )
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "type": self.type,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-            "lastTransitionTime": self.last_transition_time,
-        }
-
-
-@dataclass(frozen=True)
 class KubeNode:
     name: str
     unschedulable: bool = False
@@ -111,11 +87,3 @@ class Observed:
     kube_nodes: Mapping[str, KubeNode]
     pods: Sequence[SlurmdPod]
     namespace: str
-
-
-def condition_index(conditions: Sequence[Condition], type_: str) -> int | None:
-    return next((i for i, c in enumerate(conditions) if c.type == type_), None)
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -62,6 +62,7 @@ import kmock
 from kmock._internal import rendering  # Request is not re-exported under a public module path
 from kubernetes import client
 
+from ..common.timefmt import rfc3339
 from . import kubelet
 
 # "group/version/plural" -> (kind, namespaced): every kind the runtime lists or watches.
@@ -186,7 +187,7 @@ class _Emulator(kmock.KubernetesEmulator):
             if request.namespace and not meta.get("namespace"):
                 meta["namespace"] = request.namespace
             meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            meta.setdefault("creationTimestamp", rfc3339(datetime.now(UTC)))
             meta.setdefault("generation", 1)
             meta["resourceVersion"] = str(next(self._versions))
             if res.plural == "pods":
