@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (.ci/bootstrap).
-.PHONY: demo test lint bootstrap images
+.PHONY: demo test check lint bootstrap images
 
 bootstrap:
 	bash .ci/bootstrap
@@ -16,6 +16,11 @@ images: bootstrap
 # booted from those images included).
 test: bootstrap lint images
 	.venv/bin/python -m pytest
+
+# The quick loop while writing code: lint and every test that needs neither images nor real
+# Slurm (spec, renders, manifests, components, the controllers against fakes and kmock).
+check: bootstrap lint
+	.venv/bin/python -m pytest -m "not slurm and not images"
 
 lint:
 	.venv/bin/ruff check .

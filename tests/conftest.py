@@ -14,6 +14,15 @@ if TYPE_CHECKING:
 GOLDEN = Path(__file__).parent / "golden"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that boot real Slurm or start a controller from the runtime image need the images:
+    `make check` leaves them out (`-m "not slurm and not images"`), `make test` builds and runs them."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "runtime_image" in names or "images" in names or item.get_closest_marker("slurm") is not None:
+            item.add_marker(pytest.mark.images)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",

@@ -32,6 +32,29 @@ from . import recipe
 from .recipe import EXCLUDED, Layer
 
 STORAGE = ("--storage-driver", "vfs")
+KEEP_UNUSED_SECONDS = 6 * 3600
+"""Older builds of a layer, archive or unpacked root are reclaimed only once unused this long:
+several checkouts (a CI clone beside a working tree, or two branches) share one cache, and each
+may still be booting Slurm from the build another one has just superseded."""
+
+
+def _used(stamp: Path) -> None:
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.touch()
+
+
+def _unused(stamp: Path) -> bool:
+    try:
+        return time.time() - stamp.stat().st_mtime > KEEP_UNUSED_SECONDS
+    except FileNotFoundError:
+        return True
+
+
+def reclaimable(candidates: Iterator[Path] | Sequence[Path], keep: Path, stamp: Callable[[Path], Path]) -> list[Path]:
+    """The candidates, `keep` aside, whose stamp says they were unused for KEEP_UNUSED_SECONDS."""
+    return sorted(c for c in candidates if c != keep and _unused(stamp(c)))
+
+
 PYTHON_VERSION = "3.13"
 """Debian trixie's python3: the runtime's wheels are chosen for it."""
 SITE_PACKAGES = f"/usr/local/lib/python{PYTHON_VERSION}/dist-packages"
@@ -233,6 +256,7 @@ class Builder:
     def ensure_layer(self, name: str) -> str:
         """The layer's buildah tag, building it (and its parents) first if absent."""
         tag = self.tag(name)
+        _used(self._stamp(tag))
         if self._has_image(tag):
             return tag
         layer = recipe.load(name)
@@ -374,13 +398,20 @@ class Builder:
             args += ["--label", f"{key}={value}"]
         self.buildah(*args, container)
 
+    def _stamp(self, tag: str) -> Path:
+        """When a layer's build was last used (`<cache>/used/<layer>-<arch>-<hash>`)."""
+        repo, _, version = tag.rpartition(":")
+        return self.cache / "used" / f"{repo.rsplit('/', 1)[-1]}-{version}"
+
     def _prune(self, name: str, keep: str) -> None:
-        """Older builds of this layer: their storage (vfs keeps whole copies) is reclaimed."""
+        """Older builds of this layer unused for KEEP_UNUSED_SECONDS: their storage (vfs keeps
+        whole copies) is reclaimed."""
         repo = keep.rsplit(":", 1)[0]
         listing = self.buildah("images", "--format", "{{.Name}}:{{.Tag}}", check=False)
         for line in listing.splitlines():
-            if line.startswith(f"{repo}:{self.arch}-") and line != keep:
+            if line.startswith(f"{repo}:{self.arch}-") and line != keep and _unused(self._stamp(line)):
                 self.buildah("rmi", line, check=False)
+                self._stamp(line).unlink(missing_ok=True)
 
     # -- roles ------------------------------------------------------------------------------
     def archive_path(self, layer: str) -> Path:
@@ -411,9 +442,10 @@ class Builder:
                     partial.rename(archive)
                 finally:
                     partial.unlink(missing_ok=True)
-                for old in self.images.glob(f"{layer.replace('+', '-')}-{self.arch}-*.oci.tar"):
-                    if old != archive:
-                        old.unlink(missing_ok=True)
+                pattern = f"{layer.replace('+', '-')}-{self.arch}-*.oci.tar"
+                for old in reclaimable(self.images.glob(pattern), archive, lambda path: path):
+                    old.unlink(missing_ok=True)
+            os.utime(archive)  # used now: kept while any checkout uses it
             size = self._size(layer, tag)
         return Built(
             role=role,
@@ -445,6 +477,7 @@ class Builder:
         built = self.build(role)
         target = self.cache / "rootfs" / f"{role}-{self.arch}-{built.digest}"
         if (target / "rootfs").is_dir():
+            _used(target / "used")
             return target / "rootfs"
         require_tools("skopeo", "umoci")
         with self._locked():
@@ -459,9 +492,9 @@ class Builder:
                 (work / "bundle").rename(target)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-            for old in target.parent.glob(f"{role}-{self.arch}-*"):
-                if old != target:
-                    shutil.rmtree(old, ignore_errors=True)
+            _used(target / "used")
+            for old in reclaimable(target.parent.glob(f"{role}-{self.arch}-*"), target, lambda path: path / "used"):
+                shutil.rmtree(old, ignore_errors=True)
         return target / "rootfs"
 
 

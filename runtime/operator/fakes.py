@@ -12,7 +12,9 @@ from sunk.manifests.nodeset_pod import LABEL_NODESET
 
 from ..slurmrest import Node as SlurmNode
 from ..slurmrest import SlurmUnavailable
-from .clients import bound_and_running, is_protection_budget, is_slurmd_pod
+from .kube import KubeApi, bound_and_running, is_protection_budget, is_slurmd_pod
+from .leader import LeaseApi
+from .slurm import SlurmApi
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -252,3 +254,8 @@ class FakeLeases:
             if op["op"] in ("replace", "add") and op["path"] == "/spec":
                 lease["spec"] = copy.deepcopy(op["value"])
         return True
+
+
+def _conforms(kube: FakeKube, slurm: FakeSlurm, leases: FakeLeases) -> tuple[KubeApi, SlurmApi, LeaseApi]:
+    """mypy checks here that each fake is a full stand-in for the protocol the operator uses."""
+    return kube, slurm, leases

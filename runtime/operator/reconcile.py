@@ -30,7 +30,7 @@ from ..common.events import event
 from ..common.timefmt import rfc3339
 from ..slurmrest.models import Node as SlurmNode
 from .admission import add_usage, node_usage, pod_requests, terminated
-from .clients import KubeApi, SlurmApi
+from .kube import KubeApi
 from .model import (
     WARNINGS,
     Action,
@@ -51,6 +51,7 @@ from .model import (
     WriteStatus,
 )
 from .plan import plan
+from .slurm import ClusterRef, SlurmApi, SlurmFactory
 from .topology import (
     ANNOTATION_RECONFIGURED,
     ANNOTATION_WRITTEN,
@@ -67,20 +68,6 @@ log = logging.getLogger("sunk.operator")
 COMPONENT = "sunk-operator"
 POLICY_CONDITION = "PolicyAllowed"
 """NodeSet condition, False while the tenant policy refuses the NodeSet (reason PolicyViolation)."""
-
-
-@dataclass(frozen=True)
-class ClusterRef:
-    """One Slurm cluster: its namespace, name and the Secret holding its slurmrestd JWT key."""
-
-    namespace: str
-    cluster: str
-    jwt_secret: str
-    jwt_key: str = "jwt_hs256.key"
-    """The key inside jwt_secret."""
-
-
-SlurmFactory = Callable[[ClusterRef], SlurmApi]
 
 
 @dataclass

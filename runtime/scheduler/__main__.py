@@ -9,6 +9,7 @@ import sys
 import threading
 
 from ..common.health import HealthServer
+from ..common.settings import SettingsError
 from ..slurmrest import JwtMinter, SlurmRestClient
 from .kube import OfficialKube
 from .loop import Scheduler
@@ -20,8 +21,8 @@ from .slurm import RestSlurm
 def main() -> int:
     logging.basicConfig(level=os.environ.get("SUNK_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
     try:
-        settings = Settings.from_env(os.environ)
-    except ValueError as e:
+        settings = Settings.from_env()
+    except SettingsError as e:
         print(f"sunk-scheduler: {e}", file=sys.stderr)
         return 2
     log = logging.getLogger("sunk.scheduler")

@@ -13,10 +13,10 @@ from typing import Any
 
 from ..slurmrest.podref import PodRef
 from . import keys
-from .kube import Conflict, EvictionBlocked
+from .kube import Conflict, EvictionBlocked, KubeApi
 from .model import JobView
 from .request import JobRequest
-from .slurm import Rejected
+from .slurm import Rejected, SlurmApi
 
 
 @dataclass
@@ -130,3 +130,8 @@ class FakeSlurm:
 
     def _set(self, job_id: int, **changes: Any) -> None:
         self.job_list = [replace(j, **changes) if j.job_id == job_id else j for j in self.job_list]
+
+
+def _conforms(kube: FakeKube, slurm: FakeSlurm) -> tuple[KubeApi, SlurmApi]:
+    """mypy checks here that each fake is a full stand-in for the protocol the scheduler uses."""
+    return kube, slurm

@@ -4,8 +4,7 @@ Reading every job each cycle is what a scheduler does most, and GET /jobs is exp
 and 5 KB per job in slurmrestd (180 ms for 200 jobs, measured on 24.11). GET /jobs/state lists only
 ids and states (5 ms for 200), so jobs are cached and re-read only when their state changed, when
 the cached copy is old (pending reasons change without a state change), or all at once when many
-changed. Two calls the shared client lacks go through its public request method: /jobs/state and
-the batch cancel DELETE /jobs/.
+changed. Every REST path is the shared client's (runtime/slurmrest/client.py).
 """
 
 from __future__ import annotations
@@ -14,17 +13,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from sunk.naming import SLURMRESTD_API
-
 from ..slurmrest import JobSubmit, SlurmApiError, SlurmRestClient
-from ..slurmrest.errors import INVALID_JOB_ID, SlurmError
+from ..slurmrest.errors import INVALID_JOB_ID
 from . import keys
 from .model import JobView, job_view
 from .request import JobRequest, submit_body
 
 ALREADY_DONE = 2021
 """ESLURM_ALREADY_DONE: cancelling a job that already ended."""
-_SLURM = f"/slurm/{SLURMRESTD_API}"
 
 
 class Rejected(Exception):
@@ -67,7 +63,7 @@ class RestSlurm:
         self._cache: dict[int, tuple[tuple[str, ...], float, JobView | None]] = {}
 
     def jobs(self) -> list[JobView]:
-        listed = self._rest.call("GET", f"{_SLURM}/jobs/state/").get("jobs") or []
+        listed = self._rest.list_job_states()
         # Array tasks ("12_3") are never placeholders: only plain ids can be ours.
         states = {int(j["job_id"]): tuple(j.get("state") or ()) for j in listed if str(j.get("job_id", "")).isdigit()}
         now = self._clock()
@@ -81,7 +77,7 @@ class RestSlurm:
         # One GET /job/{id} costs about four jobs' share of one GET /jobs (measured): above a
         # quarter of the queue stale, the whole list is cheaper.
         if len(stale) > max(self._bulk_over, len(states) // 4):
-            fresh = list(self._rest.call("GET", f"{_SLURM}/jobs/").get("jobs") or [])
+            fresh = self._rest.list_jobs_raw()
         else:
             fresh = [raw for job_id in stale for raw in self._one(job_id)]
         refreshed = set()
@@ -101,7 +97,7 @@ class RestSlurm:
 
     def _one(self, job_id: int) -> list[dict[str, Any]]:
         try:
-            return list(self._rest.call("GET", f"{_SLURM}/job/{job_id}").get("jobs") or [])
+            return self._rest.get_job_raw(job_id)
         except SlurmApiError as e:
             if e.not_found:
                 return []  # purged between the two calls
@@ -124,10 +120,4 @@ class RestSlurm:
         ids = sorted(set(job_ids))
         if not ids:
             return
-        reply = self._rest.call("DELETE", f"{_SLURM}/jobs/", body={"jobs": [str(i) for i in ids]})
-        for item in reply.get("status") or []:
-            error = (item or {}).get("error") or {}
-            code = int(error.get("code") or 0)
-            if code and code not in (INVALID_JOB_ID, ALREADY_DONE):
-                why = str(error.get("message") or error.get("string") or "")
-                raise SlurmApiError("DELETE", f"{_SLURM}/jobs/", 200, [SlurmError(code, why)])
+        self._rest.cancel_jobs(ids, ignore=(INVALID_JOB_ID, ALREADY_DONE))

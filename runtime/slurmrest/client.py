@@ -269,6 +269,36 @@ class SlurmRestClient:
                     [SlurmError(int(error["code"]), str(error.get("message") or error.get("string") or ""))],
                 )
 
+    def list_job_states(self) -> list[dict[str, Any]]:
+        """GET /jobs/state/: every job's id and state only (cheap; raw dicts, as the scheduler
+        reads them at every cycle)."""
+        return list(self.call("GET", f"{_SLURM}/jobs/state/").get("jobs") or [])
+
+    def list_jobs_raw(self) -> list[dict[str, Any]]:
+        """GET /jobs/ as raw dicts (no model validation: the scheduler reads a few fields of many)."""
+        return list(self.call("GET", f"{_SLURM}/jobs/").get("jobs") or [])
+
+    def get_job_raw(self, job_id: int) -> list[dict[str, Any]]:
+        """GET /job/{id} as raw dicts; raises SlurmApiError (not_found) for an unknown job."""
+        return list(self.call("GET", f"{_SLURM}/job/{job_id}").get("jobs") or [])
+
+    def cancel_jobs(self, job_ids: Iterable[int], *, ignore: Iterable[int] = ()) -> None:
+        """DELETE /jobs/ for several jobs in one request. slurmrestd answers 200 and reports each
+        job's failure under `status[]`: any code but those in `ignore` raises SlurmApiError."""
+        path = f"{_SLURM}/jobs/"
+        reply = self.call("DELETE", path, body={"jobs": [str(i) for i in job_ids]})
+        skip = set(ignore)
+        for item in reply.get("status") or []:
+            error = (item or {}).get("error") or {}
+            code = int(error.get("code") or 0)
+            if code and code not in skip:
+                why = str(error.get("message") or error.get("string") or "")
+                raise SlurmApiError("DELETE", path, 200, [SlurmError(code, why)])
+
+    def reconfigure(self) -> None:
+        """GET /reconfigure/: slurmctld and every slurmd re-read their configuration."""
+        self.call("GET", f"{_SLURM}/reconfigure/")
+
     def db_jobs(self, **filters: str | int) -> list[DbJob]:
         """GET /slurmdb/jobs with sacct-style filters, e.g. `job_name="x", start_time="now-1hour"`.
         A `state` filter needs a time window (start_time/end_time), as with sacct."""

@@ -11,18 +11,19 @@ import time
 from prometheus_client import CollectorRegistry
 
 from ..common.health import HealthServer
+from ..common.settings import SettingsError
 from ..slurmrest import JwtMinter, SlurmRestClient
 from .kube import KubernetesApi
 from .loop import Syncer
-from .settings import from_env
+from .settings import Settings
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        settings = from_env()
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"sunk-syncer: {exc}", file=sys.stderr)
         return 2
     slurm = SlurmRestClient(
         settings.slurmrestd_url,

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..slurmrest import Node, SlurmApiError, SlurmError, SlurmUnavailable
-from .kube import KubeApiError, Patch
+from .kube import KubeApi, KubeApiError, Patch
 from .model import NODESET_LABEL
+from .slurm import SlurmApi
 
 
 class FakeSlurm:
@@ -264,3 +265,8 @@ def pod_object(
         "spec": spec,
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     }
+
+
+def _conforms(kube: FakeKube, slurm: FakeSlurm) -> tuple[KubeApi, SlurmApi]:
+    """mypy checks here that each fake is a full stand-in for the protocol the syncer uses."""
+    return kube, slurm

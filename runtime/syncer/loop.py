@@ -6,17 +6,16 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
-from prometheus_client import Counter as PromCounter
+from prometheus_client import CollectorRegistry
 
 from ..slurmrest import Node, NodeCache, NodeDiff, SlurmApiError, SlurmRestError, SlurmUnavailable
 from .kube import KubeApi, KubeApiError, condition_patch, parse_node, parse_pod, pod_event
+from .metrics import SyncerMetrics
 from .model import NODESET_LABEL, Observed, SlurmdPod
 from .plan import (
     Action,
@@ -32,40 +31,9 @@ from .plan import (
     plan,
     state_summary,
 )
+from .slurm import SlurmApi
 
 log = logging.getLogger("sunk.syncer")
-
-
-class SlurmApi(Protocol):
-    requests: int
-
-    def list_nodes(self, *, future: bool = False) -> list[Node]: ...
-
-    def update_node(
-        self, name: str, *, state: str | None = None, reason: str | None = None, extra: str | None = None
-    ) -> None: ...
-
-    def update_nodes(self, names: Iterable[str], *, state: str | None = None, reason: str | None = None) -> None: ...
-
-
-class SyncerMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.cycle_seconds = Histogram(
-            "sunk_syncer_cycle_seconds",
-            "Wall time of one sync cycle",
-            registry=registry,
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-        )
-        self.nodes = Gauge(
-            "sunk_syncer_slurm_nodes", "Slurm nodes by state, as last read", ["state"], registry=registry
-        )
-        self.writes = PromCounter(
-            "sunk_syncer_writes", "Writes by target and kind", ["target", "kind"], registry=registry
-        )
-        self.errors = PromCounter("sunk_syncer_errors", "Failures by phase", ["phase"], registry=registry)
-        self.last_success = Gauge(
-            "sunk_syncer_last_success_timestamp_seconds", "End of the last fully successful cycle", registry=registry
-        )
 
 
 @dataclass

@@ -71,7 +71,7 @@ def _meta(op: OperatorSpec, name: str, *, namespaced: bool = True) -> Manifest:
     return meta
 
 
-# What turning NodeSets into pods takes in any tenant namespace (runtime/operator/clients.py).
+# What turning NodeSets into pods takes in any tenant namespace (runtime/operator/kube.py).
 # ConfigMaps and the JWT Secret are granted per tenant, by name (sunk.manifests.runtime.operator_access).
 CLUSTER_RULES: list[Manifest] = [
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch"]},
@@ -106,7 +106,7 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
         "name": "operator",
         "image": op.image.ref,
         "command": ["python", "-m", "sunk.runtime.operator"],
-        # Settings of sunk.runtime.operator (runtime/operator/app.py); it derives each
+        # Settings of sunk.runtime.operator (runtime/operator/settings.py); it derives each
         # tenant's slurmrestd URL from the NodeSet's cluster and namespace.
         "env": [
             {"name": "SUNK_OPERATOR_NAMESPACE", "value": op.namespace},
@@ -115,7 +115,7 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
             {"name": "SUNK_SLURM_USER", "value": naming.RUNTIME_SLURM_USER},
             {"name": "SUNK_OPERATOR_POLICY", "value": policy_json(op.policy)},
             # One port serves /metrics, /healthz and /readyz (runtime/common/health.py).
-            {"name": "SUNK_HEALTH_PORT", "value": str(METRICS_PORT)},
+            {"name": "SUNK_METRICS_PORT", "value": str(METRICS_PORT)},
         ],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "securityContext": {**restricted(RUNTIME_UID), "readOnlyRootFilesystem": True},

@@ -97,7 +97,7 @@ def test_role_images_share_their_base_layers(images: dict[str, Built]) -> None:
 
 def test_runtime_image_runs_the_controllers_without_pulumi(runtime_image: RuntimeImage) -> None:
     code = (
-        "import sunk.runtime.operator.app, sunk.runtime.syncer.loop, sunk.runtime.scheduler.loop, sys\n"
+        "import sunk.runtime.operator.loop, sunk.runtime.syncer.loop, sunk.runtime.scheduler.loop, sys\n"
         "import importlib.util as u\n"
         "print(sys.version_info[:2], u.find_spec('pulumi'), u.find_spec('kmock'))\n"
     )

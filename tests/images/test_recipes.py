@@ -4,6 +4,7 @@ cache, and every role's image made for the command and user its manifests run. N
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -118,3 +119,22 @@ def test_manifests_run_what_the_images_are_made_for(stack: str) -> None:
             if uid is not None:
                 assert uid == expected, f"{where}: runs as {uid}, the {role} image is made for {image.user}"
     assert {"slurmctld", "runtime"} <= seen
+
+
+def test_older_builds_are_reclaimed_only_once_unused_for_a_while(tmp_path: Path) -> None:
+    """Several checkouts share one image cache (a CI clone beside a working tree): a build another
+    checkout still uses must not vanish under it when this one builds a newer version."""
+    import os
+    import time
+
+    from sunk.runtime.images.build import KEEP_UNUSED_SECONDS, reclaimable
+
+    roots = {name: tmp_path / f"slurmd-amd64-{name}" for name in ("new", "in-use", "stale", "never-stamped")}
+    for name, root in roots.items():
+        root.mkdir()
+        if name != "never-stamped":
+            (root / "used").touch()
+    hours_ago = time.time() - KEEP_UNUSED_SECONDS - 60
+    os.utime(roots["stale"] / "used", (hours_ago, hours_ago))
+    gone = reclaimable(sorted(tmp_path.iterdir()), roots["new"], lambda path: path / "used")
+    assert gone == [roots["never-stamped"], roots["stale"]]

@@ -17,9 +17,10 @@ import pytest
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.ports import wait_until
-from sunk.runtime.operator.clients import OfficialKube, RestSlurm
+from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.model import Protect, Unprotect
 from sunk.runtime.operator.reconcile import Reconciler
+from sunk.runtime.operator.slurm import RestSlurm
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.syncer.kube import KubernetesApi

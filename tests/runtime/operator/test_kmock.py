@@ -19,10 +19,11 @@ import pytest
 from kubernetes import client
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
-from sunk.runtime.operator.app import Operator, Settings, SlurmClients
-from sunk.runtime.operator.clients import OfficialKube, RestSlurm
 from sunk.runtime.operator.fakes import FakeSlurm
-from sunk.runtime.operator.reconcile import ClusterRef
+from sunk.runtime.operator.kube import OfficialKube
+from sunk.runtime.operator.loop import Operator
+from sunk.runtime.operator.settings import Settings
+from sunk.runtime.operator.slurm import ClusterRef, RestSlurm, SlurmClients
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.testing.kubesim import KubeSim
 
@@ -193,7 +194,7 @@ def test_the_process_runs_creates_pods_serves_health_and_releases_the_lease(
         "SUNK_OPERATOR_ID": "proc-1",
         "SUNK_OPERATOR_NAMESPACE": NS,
         "SUNK_RESYNC_SECONDS": "0.5",
-        "SUNK_HEALTH_PORT": str(port),
+        "SUNK_METRICS_PORT": str(port),
         # Nothing listens there: Slurm is unreadable, so pods are created and nothing else.
         "SUNK_SLURMRESTD_URL": f"http://127.0.0.1:{dead}",
     }

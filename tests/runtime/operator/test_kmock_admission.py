@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
-from sunk.runtime.operator.clients import OfficialKube
 from sunk.runtime.operator.fakes import FakeSlurm
+from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.testing.kubesim import KubeSim

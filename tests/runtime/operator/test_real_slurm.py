@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
-from sunk.runtime.operator.app import Operator, Settings
-from sunk.runtime.operator.clients import OfficialKube
+from sunk.runtime.operator.kube import OfficialKube
+from sunk.runtime.operator.loop import Operator
+from sunk.runtime.operator.settings import Settings
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.testing.kubesim import KubeSim

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
-from sunk.runtime.operator.reconcile import ClusterRef, Reconciler
+from sunk.runtime.operator.reconcile import Reconciler
+from sunk.runtime.operator.slurm import ClusterRef
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.operator.topology import ANNOTATION_RECONFIGURED
 

@@ -1,12 +1,9 @@
-"""The operator's two small client interfaces and their real implementations.
+"""The operator's Kubernetes side: the KubeApi it needs and its implementation.
 
 KubeApi wraps the official client. Reads return plain dicts (`_preload_content=False` skips the
 generated models, which cost most of a 1,000-pod list). Label selectors are sent AND applied
 again here, so the code never depends on the server filtering (kmock, the test API server,
-ignores selectors). Create answers 409 and delete 404 count as done: every action is idempotent.
-
-SlurmApi wraps the shared slurmrestd client (sunk.runtime.slurmrest); `reconfigure` is a thin
-helper on its public `call`, since the client has no such method."""
+ignores selectors). Create answers 409 and delete 404 count as done: every action is idempotent."""
 
 from __future__ import annotations
 
@@ -14,13 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from sunk import naming
 from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.manifests.nodeset_pdb import PROTECTION
 from sunk.manifests.nodeset_pod import LABEL_COMPONENT, LABEL_NODESET, SLURMD
-
-from ..slurmrest import INVALID_NODE_NAME, SlurmApiError, SlurmRestClient
-from ..slurmrest import Node as SlurmNode
 
 
 class KubeApi(Protocol):
@@ -56,14 +49,6 @@ class KubeApi(Protocol):
     def read_secret(self, namespace: str, name: str) -> dict[str, str] | None: ...
 
 
-class SlurmApi(Protocol):
-    def list_nodes(self) -> list[SlurmNode]: ...
-    def drain(self, name: str, reason: str) -> None: ...
-    def resume(self, name: str) -> None: ...
-    def remove(self, name: str, reason: str) -> None: ...
-    def reconfigure(self) -> None: ...
-
-
 def is_slurmd_pod(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(LABEL_COMPONENT) == SLURMD and LABEL_NODESET in labels
@@ -78,34 +63,6 @@ def bound_and_running(obj: Mapping[str, Any]) -> bool:
     """The field selector again, for servers that ignore it."""
     phase = (obj.get("status") or {}).get("phase")
     return bool((obj.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
-
-
-class RestSlurm:
-    """SlurmApi over slurmrestd."""
-
-    def __init__(self, client: SlurmRestClient) -> None:
-        self.client = client
-
-    def list_nodes(self) -> list[SlurmNode]:
-        return self.client.list_nodes()
-
-    def drain(self, name: str, reason: str) -> None:
-        self.client.update_node(name, state="DRAIN", reason=reason)
-
-    def resume(self, name: str) -> None:
-        self.client.update_node(name, state="RESUME")
-
-    def remove(self, name: str, reason: str) -> None:
-        # DELETE answers "busy" (2016) until the node is DOWN; either call finding no node is done.
-        try:
-            self.client.update_node(name, state="DOWN", reason=reason)
-            self.client.delete_node(name)
-        except SlurmApiError as err:
-            if err.code != INVALID_NODE_NAME:
-                raise
-
-    def reconfigure(self) -> None:
-        self.client.call("GET", f"/slurm/{naming.SLURMRESTD_API}/reconfigure/")
 
 
 class OfficialKube:
@@ -275,3 +232,14 @@ class OfficialKube:
         except Exception as err:
             if not self._ok(err, 409):
                 raise
+
+
+def kube_client() -> Any:
+    """An ApiClient from the in-cluster service account, else KUBECONFIG."""
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
