@@ -1,5 +1,6 @@
-"""NodeSet objects from a ClusterSpec, the way the components write them: used by the operator's
-tests, its benchmark and the local demo, where no Pulumi program has created the objects."""
+"""NodeSet objects from a ClusterSpec, built by the components' own code (sunk.manifests): used by
+the operator's tests, its benchmark and the local demo, where no Pulumi program has created the
+objects, so they drive exactly the NodeSets production writes."""
 
 from __future__ import annotations
 
@@ -7,32 +8,20 @@ from typing import Any
 
 from sunk import naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
-from sunk.manifests.config import TOPOLOGY_FILE, config_maps, nodeset_config_files
+from sunk.manifests.auth import auth_refs
+from sunk.manifests.config import TOPOLOGY_FILE, config_maps
+from sunk.manifests.nodeset import resource_spec as nodeset_resource_spec
 from sunk.spec.cluster import ClusterSpec
 
 
 def resource_spec(cluster: ClusterSpec, nodeset: str, **overrides: Any) -> NodeSetResourceSpec:
-    """The NodeSet object spec of one spec nodeset (camelCase input is validated like a CR)."""
-    ns = cluster.nodeset(nodeset)
-    data: dict[str, Any] = ns.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    data.update(
-        {
-            "clusterName": cluster.name,
-            "slurmdImage": cluster.slurmd_image(ns).ref,
-            "configFiles": nodeset_config_files(cluster, ns),
-            "authType": cluster.auth.type,
-            "authSecret": f"{cluster.name}-auth",
-            "jwtSecret": f"{cluster.name}-jwt",
-            "configHash": "initial",
-            "sharedVolumes": [
-                v.model_dump(by_alias=True, mode="json") for v in cluster.shared_volumes if "compute" in v.mount_on
-            ],
-            "topology": cluster.topology.model_dump(by_alias=True, mode="json"),
-            "topologyExtra": list(cluster.extra_config.topology_conf),
-        }
-    )
-    data.update(overrides)
-    return NodeSetResourceSpec.model_validate(data)
+    """The NodeSet object spec the components write for one spec nodeset (production's own
+    builder, sunk.manifests.nodeset), with `overrides` (camelCase, validated like a CR)."""
+    built = nodeset_resource_spec(cluster, cluster.nodeset(nodeset), auth_refs(cluster))
+    if not overrides:
+        return built
+    data: dict[str, Any] = built.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    return NodeSetResourceSpec.model_validate({**data, **overrides})
 
 
 def config_map_objects(cluster: ClusterSpec, *, namespace: str) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from sunk.runtime.operator.admission import pod_requests, shortfalls
 from sunk.runtime.operator.specs import resource_spec
 
 from sunk.images import S6_INIT
-from sunk.manifests.config import config_maps
+from sunk.manifests.config import config_maps, nodeset_hash
 from sunk.manifests.nodeset_pod import (
     ANNOTATION_CONFIG_HASH,
     ANNOTATION_TEMPLATE_HASH,
@@ -66,7 +66,7 @@ def test_identity_hostname_labels_and_hashes() -> None:
     assert meta["labels"][LABEL_NODESET] == "gpu"
     assert meta["labels"][LABEL_CLUSTER] == "research"
     assert meta["labels"][LABEL_NODE] == "gpu-1"
-    assert meta["annotations"][ANNOTATION_CONFIG_HASH] == "initial"
+    assert meta["annotations"][ANNOTATION_CONFIG_HASH] == nodeset_hash(CLUSTER, CLUSTER.nodeset("gpu"))
     assert meta["annotations"][ANNOTATION_TEMPLATE_HASH] == template_hash(gpu(), KEYS)
     assert meta["ownerReferences"][0]["uid"] == "u-1"
     assert meta["ownerReferences"][0]["controller"] is True
