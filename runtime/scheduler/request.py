@@ -19,6 +19,7 @@ from typing import Any
 
 from sunk.spec.nodeset import SHARED_FEATURE
 
+from ..slurmrest.models import JobSubmit
 from . import keys
 from .model import PodView
 
@@ -153,8 +154,9 @@ def spec_hash(outcome: JobRequest | Invalid, pods: Sequence[PodView]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") -> dict[str, Any]:
-    """POST /slurm/v0.0.42/job/submit body for the placeholder job."""
+def placeholder_job(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") -> JobSubmit:
+    """The placeholder job for a request, as the shared client submits it (plain numbers; the
+    client wraps them for the wire)."""
     job: dict[str, Any] = {
         "name": marker.text,
         "comment": marker.text,
@@ -168,26 +170,24 @@ def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") 
         "tasks": request.nodes,
         "tasks_per_node": 1,
         "cpus_per_task": request.cpus_per_task,
-        "memory_per_node": {"set": True, "number": request.memory_mib},
+        "memory_per_node": request.memory_mib,
         # A preempted placeholder must end (and its pod be evicted), not wait in the queue for a pod
         # that is gone: with requeue off, PreemptMode=REQUEUE cancels it instead.
         "requeue": False,
+        "time_limit": request.time_limit,
+        "priority": request.priority,
+        "nice": request.nice,
+        "excluded_nodes": list(request.exclude) or None,
+        "constraints": request.constraint or None,
     }
     if request.gpus:
         kind = f"gpu:{request.gpu_type}" if request.gpu_type else "gpu"
         job["tres_per_node"] = f"gres/{kind}:{request.gpus}"
     for field in ("partition", "qos", "account"):
-        value = getattr(request, field)
-        if value:
-            job[field] = value
-    if request.exclude:
-        job["excluded_nodes"] = list(request.exclude)
-    if request.constraint:
-        job["constraints"] = request.constraint
-    if request.time_limit is not None:
-        job["time_limit"] = {"set": True, "infinite": False, "number": request.time_limit}
-    if request.nice is not None:
-        job["nice"] = request.nice
-    if request.priority is not None:
-        job["priority"] = {"set": True, "infinite": False, "number": request.priority}
-    return {"job": job}
+        job[field] = getattr(request, field) or None
+    return JobSubmit(**job)
+
+
+def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") -> dict[str, Any]:
+    """POST /slurm/v0.0.42/job/submit body for the placeholder job (what the client sends)."""
+    return placeholder_job(request, marker, cwd=cwd).body()

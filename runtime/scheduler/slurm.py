@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from ..slurmrest import JobSubmit, SlurmApiError, SlurmRestClient
+from ..slurmrest import SlurmApiError, SlurmRestClient
 from ..slurmrest.errors import INVALID_JOB_ID
 from . import keys
 from .model import JobView, job_view
-from .request import JobRequest, submit_body
+from .request import JobRequest, placeholder_job
 
 ALREADY_DONE = 2021
 """ESLURM_ALREADY_DONE: cancelling a job that already ended."""
@@ -104,13 +104,8 @@ class RestSlurm:
             raise
 
     def submit(self, request: JobRequest, marker: keys.Marker) -> int:
-        fields: dict[str, Any] = dict(submit_body(request, marker, cwd=self._cwd)["job"])
-        # JobSubmit takes plain numbers where the wire format has {"set", "number"} objects.
-        fields["memory_per_node"] = request.memory_mib
-        fields["time_limit"] = request.time_limit
-        fields["priority"] = request.priority
         try:
-            return self._rest.submit_job(JobSubmit(**fields))
+            return self._rest.submit_job(placeholder_job(request, marker, cwd=self._cwd))
         except SlurmApiError as e:
             # The first line ("Batch job submission failed") is generic; `error` says why.
             why = "; ".join(dict.fromkeys(err.message or err.description for err in e.errors)) or str(e)

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from ..slurmrest import Node, NodeCache, NodeDiff, SlurmApiError, SlurmRestError, SlurmUnavailable
 from .kube import KubeApi, KubeApiError, condition_patch, parse_node, parse_pod, pod_event
 from .metrics import SyncerMetrics
-from .model import NODESET_LABEL, Observed, SlurmdPod
+from .model import NODESET_LABEL, Observed
 from .plan import (
     Action,
     AnnotateNode,
@@ -24,10 +24,10 @@ from .plan import (
     Drain,
     KubeAction,
     Resume,
+    SetNodeCondition,
     SetPodCondition,
     SetPodRef,
     SlurmAction,
-    current_pods,
     plan,
     state_summary,
 )
@@ -93,18 +93,17 @@ class Syncer:
         )
 
     # 3. apply ---------------------------------------------------------------------------------
-    def apply(self, actions: list[Action], report: CycleReport, pods: Mapping[str, SlurmdPod] | None = None) -> None:
+    def apply(self, actions: list[Action], report: CycleReport) -> None:
         slurm = [a for a in actions if isinstance(a, Drain | Resume | SetPodRef)]
-        kube = [a for a in actions if not isinstance(a, Drain | Resume | SetPodRef)]
-        done: list[tuple[str, str, str | None]] = []
+        kube = [a for a in actions if isinstance(a, AnnotatePod | SetPodCondition | AnnotateNode | SetNodeCondition)]
+        done: list[Drain | Resume] = []
         try:
             self._apply_slurm(slurm, report, done)
         except SlurmUnavailable as exc:
             self._error(report, "slurm_write", exc)  # the rest waits for the next cycle
-        for node, kind, reason in done:
-            pod = (pods or {}).get(node)
-            if pod is not None:
-                self._event(report, pod, kind, reason)
+        for applied in done:
+            if applied.pod is not None:
+                self._event(report, applied)
         for action in kube:
             try:
                 self._apply_kube(action)
@@ -123,12 +122,13 @@ class Syncer:
             self._error(report, "slurm_write", exc)
             return False
 
-    def _event(self, report: CycleReport, pod: SlurmdPod, kind: str, reason: str | None) -> None:
+    def _event(self, report: CycleReport, action: Drain | Resume) -> None:
         """Best effort: an Event on the slurmd pod for every drain and resume sunk made."""
-        if kind == "Drain":
-            body = pod_event(
-                pod, "SlurmNodeDrained", f"Slurm node {pod.hostname} drained: {reason}", True, self.clock()
-            )
+        pod = action.pod
+        assert pod is not None
+        if isinstance(action, Drain):
+            message = f"Slurm node {pod.hostname} drained: {action.reason}"
+            body = pod_event(pod, "SlurmNodeDrained", message, True, self.clock())
         else:
             body = pod_event(pod, "SlurmNodeResumed", f"Slurm node {pod.hostname} resumed", False, self.clock())
         try:
@@ -138,35 +138,30 @@ class Syncer:
         except KubeApiError as exc:
             self._error(report, "kube_write", exc)
 
-    def _apply_slurm(
-        self, actions: list[SlurmAction], report: CycleReport, done: list[tuple[str, str, str | None]]
-    ) -> None:
+    def _apply_slurm(self, actions: list[SlurmAction], report: CycleReport, done: list[Drain | Resume]) -> None:
         # Same-reason drains and all resumes go as one batch request each (POST /nodes/); a
         # batch Slurm refuses (one unknown name) is retried node by node.
-        drains: dict[str, list[str]] = defaultdict(list)
-        resumes: list[str] = []
+        groups: dict[tuple[str, str | None], list[Drain | Resume]] = defaultdict(list)
         for action in actions:
             if isinstance(action, Drain):
-                drains[action.reason].append(action.node)
+                groups[("DRAIN", action.reason)].append(action)
             elif isinstance(action, Resume):
-                resumes.append(action.node)
-        groups: list[tuple[str, str | None, list[str]]] = [("DRAIN", r, names) for r, names in drains.items()]
-        if resumes:
-            groups.append(("RESUME", None, resumes))
-        for state, reason, names in groups:
+                groups[("RESUME", None)].append(action)
+        for (state, reason), members in groups.items():
             kind = "Drain" if state == "DRAIN" else "Resume"
-            if len(names) > 1:
+            if len(members) > 1:
                 try:
-                    self.slurm.update_nodes(names, state=state, reason=reason)
+                    self.slurm.update_nodes([a.node for a in members], state=state, reason=reason)
                     report.slurm_writes += 1
                     self.metrics.writes.labels("slurm", kind).inc()
-                    done.extend((name, kind, reason) for name in names)
+                    done.extend(members)
                     continue
                 except SlurmApiError:
                     pass
-            for name in names:
-                if self._slurm_write(report, kind, partial(self.slurm.update_node, name, state=state, reason=reason)):
-                    done.append((name, kind, reason))
+            for action in members:
+                write = partial(self.slurm.update_node, action.node, state=state, reason=reason)
+                if self._slurm_write(report, kind, write):
+                    done.append(action)
         for action in actions:
             if isinstance(action, SetPodRef):
                 self._slurm_write(report, "SetPodRef", partial(self.slurm.update_node, action.node, extra=action.extra))
@@ -191,7 +186,7 @@ class Syncer:
         if observed is not None:
             report.ok = True
             report.actions = plan(observed, self.clock())  # 2. plan
-            self.apply(report.actions, report, current_pods(observed.pods))  # 3. apply
+            self.apply(report.actions, report)  # 3. apply
         report.slurm_requests = self.slurm.requests - before
         self.metrics.cycle_seconds.observe(time.monotonic() - started)
         self.last_cycle_end = time.monotonic()

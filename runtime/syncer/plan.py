@@ -13,7 +13,7 @@ Nothing is planned that is already true, so a steady state plans nothing."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sunk.naming import OPERATOR_REASON_PREFIX, OWNED_REASON_PREFIX
@@ -43,11 +43,14 @@ _MESSAGE_LIMIT = 200  # Slurm reasons show up in sinfo columns; keep Kubernetes 
 class Drain:
     node: str
     reason: str
+    pod: SlurmdPod | None = field(default=None, compare=False)
+    """The slurmd pod the Event goes on once applied (None: the pod is gone)."""
 
 
 @dataclass(frozen=True)
 class Resume:
     node: str
+    pod: SlurmdPod | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,9 @@ def _slurm_actions(node: Node, pod: SlurmdPod | None, observed: Observed) -> lis
     if cause is not None:
         reason = f"{OWNED_REASON_PREFIX} {cause}"
         if not node.drain or (owned(node.reason) and node.reason != reason):
-            out.append(Drain(node.name, reason))
+            out.append(Drain(node.name, reason, pod))
     elif node.drain and owned(node.reason):
-        out.append(Resume(node.name))
+        out.append(Resume(node.name, pod))
     if pod is not None and not pod.deleting:
         want = PodRef(pod.namespace, pod.name, pod.uid)
         if ref != want:

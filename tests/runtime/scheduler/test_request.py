@@ -115,7 +115,7 @@ def test_the_submit_body_carries_marker_shape_and_settings() -> None:
     assert job["script"].startswith("#!/bin/bash\n") and "sleep infinity" in job["script"]
     assert job["environment"] == ["PATH=/usr/bin:/bin"]
     assert (job["nodes"], job["tasks"], job["tasks_per_node"], job["cpus_per_task"]) == ("2", 2, 1, 3)
-    assert job["memory_per_node"] == {"set": True, "number": 2048}
+    assert job["memory_per_node"] == {"set": True, "infinite": False, "number": 2048}
     assert job["tres_per_node"] == "gres/gpu:h100:1"
     assert (job["partition"], job["qos"], job["account"], job["nice"]) == ("gpu", "high", "research", 10)
     assert job["time_limit"] == {"set": True, "infinite": False, "number": 90}
