@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -146,104 +147,143 @@ def _deletable(node: SlurmNode | None, force: bool) -> bool:
     return node is None or force or (node.drain and not busy(node))
 
 
-def plan(observed: Observed, now: datetime) -> list[Action]:
-    ns = observed.nodeset
-    spec = ns.spec
-    slurm = observed.slurm
-    want, victims = members(observed)
+def current_pods(observed: Observed) -> dict[str, Pod]:
+    """The pod standing for each Slurm node: a live one before a terminating one."""
     pods: dict[str, Pod] = {}
     for p in sorted(observed.pods, key=lambda p: (p.leaving, p.name)):
-        pods.setdefault(p.slurm_node, p)  # a live pod stands for its node before a terminating one
-    keys = observed.config_keys
-    build_error = ""
-    desired_hash: str | None = None
-    if not observed.missing_config:
-        desired_hash = template_hash(spec, keys)
-    actions: list[Action] = []
+        pods.setdefault(p.slurm_node, p)
+    return pods
 
-    def node_of(name: str) -> SlurmNode | None:
-        return slurm.get(name) if slurm is not None else None
 
-    def build(m: Member) -> dict[str, Any] | None:
-        nonlocal build_error
-        try:
-            return nodeset_pod(
-                spec,
-                namespace=ns.namespace,
-                config_keys=keys,
-                ordinal=m.ordinal,
-                kube_node=m.kube_node,
-                owner=ns.owner,
-            )
-        except ValueError as err:
-            build_error = str(err)
-            return None
+def _build(observed: Observed, m: Member) -> dict[str, Any] | str:
+    """The member's pod, or why it can't be built (a ConfigMap missing or malformed)."""
+    ns = observed.nodeset
+    try:
+        return nodeset_pod(
+            ns.spec,
+            namespace=ns.namespace,
+            config_keys=observed.config_keys,
+            ordinal=m.ordinal,
+            kube_node=m.kube_node,
+            owner=ns.owner,
+        )
+    except ValueError as err:
+        return str(err)
 
-    # 0. Pods that ended (evicted, failed) run nothing any more: delete them so they can be
-    # replaced. Still only with Slurm read, like every deletion.
-    if slurm is not None:
-        for p in observed.pods:
-            if p.terminal and not p.deleting:
-                actions.append(DeletePod(p.name, p.slurm_node, "the pod ended; it is replaced"))
 
-    if not observed.service_exists:
-        actions.append(CreateService(headless_service(spec, namespace=ns.namespace, owner=ns.owner)))
+def _ended(observed: Observed) -> list[Action]:
+    """0. Pods that ended (evicted, failed) run nothing any more: deleted so they can be replaced.
+    Still only with Slurm read, like every deletion."""
+    if observed.slurm is None:
+        return []
+    return [
+        DeletePod(p.name, p.slurm_node, "the pod ended; it is replaced")
+        for p in observed.pods
+        if p.terminal and not p.deleting
+    ]
 
-    # 1. Members without a pod: clear a stale Slurm node first, then create where it fits.
-    unfit: dict[str, tuple[str, str]] = {}  # kube node -> (slurm node, what does not fit)
+
+@dataclass
+class _Creation:
+    actions: list[Action]
+    unfit: dict[str, tuple[str, str]]
+    """Kubernetes Node -> (Slurm node, what does not fit)."""
+    build_error: str
+
+
+def _create_missing(
+    observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod], desired_hash: str | None
+) -> _Creation:
+    """1. Members without a pod: a stale Slurm node is cleared first, then the pod is created
+    where a kubelet would admit it."""
+    spec, slurm = observed.nodeset.spec, observed.slurm
+    out = _Creation([], {}, "")
     for m in want.values():
         if m.slurm_node in pods:
             continue
-        node = node_of(m.slurm_node)
+        node = slurm.get(m.slurm_node) if slurm is not None else None
         if node is not None and owns(spec, node) and not drained_by_others(node):
-            actions.append(RemoveSlurmNode(m.slurm_node, "its pod is gone; the new pod registers it afresh"))
-        elif desired_hash is not None:
-            manifest = build(m)
-            if manifest is None:
-                continue
-            short = _does_not_fit(observed, m, manifest)
-            if short:
-                unfit[m.kube_node or ""] = (m.slurm_node, short)
-            else:
-                actions.append(CreatePod(manifest, m.slurm_node, "missing"))
-
-    # 2. Scale-in: drain, then delete once idle. Never without a Slurm read.
-    for pod in victims:
-        if pod.leaving or slurm is None:
+            out.actions.append(RemoveSlurmNode(m.slurm_node, "its pod is gone; the new pod registers it afresh"))
             continue
-        node = node_of(pod.slurm_node)
+        if desired_hash is None:
+            continue
+        manifest = _build(observed, m)
+        if isinstance(manifest, str):
+            out.build_error = manifest
+            continue
+        short = _does_not_fit(observed, m, manifest)
+        if short:
+            out.unfit[m.kube_node or ""] = (m.slurm_node, short)
+        else:
+            out.actions.append(CreatePod(manifest, m.slurm_node, "missing"))
+    return out
+
+
+def _scale_in(observed: Observed, victims: Sequence[Pod]) -> list[Action]:
+    """2. Scale-in: drain, then delete once idle. Never without a Slurm read."""
+    slurm = observed.slurm
+    if slurm is None:
+        return []
+    out: list[Action] = []
+    for pod in victims:
+        if pod.leaving:
+            continue
+        node = slurm.get(pod.slurm_node)
         if node is not None and not node.drain:
-            actions.append(Drain(pod.slurm_node, SCALE_IN))
+            out.append(Drain(pod.slurm_node, SCALE_IN))
         elif _deletable(node, force=False):
-            actions.append(DeletePod(pod.name, pod.slurm_node, "scale-in: its Slurm node is drained and idle"))
+            out.append(DeletePod(pod.name, pod.slurm_node, "scale-in: its Slurm node is drained and idle"))
+    return out
 
-    # 3. Rolling update within maxUnavailable, 4. resume our drains on members that stay.
-    if desired_hash is not None and slurm is not None:
+
+def _orphans(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod]) -> list[Action]:
+    """5. Slurm nodes whose pod is gone and that the NodeSet no longer wants."""
+    slurm, spec = observed.slurm, observed.nodeset.spec
+    if slurm is None:
+        return []
+    return [
+        RemoveSlurmNode(name, "its pod was removed")
+        for name in sorted(slurm)
+        if name not in want and name not in pods and owns(spec, slurm[name])
+    ]
+
+
+def _unfit_events(observed: Observed, unfit: Mapping[str, tuple[str, str]]) -> list[Action]:
+    """A Warning per Node a pod does not fit, once per change of the PodsFit condition (no
+    Event per resync), for the Nodes it did not name yet."""
+    conditions = observed.nodeset.status.get("conditions") or []
+    previous: Mapping[str, Any] = next((c for c in conditions if c.get("type") == PODS_FIT), {})
+    if not unfit or previous.get("message") == unfit_message(unfit):
+        return []
+    said = str(previous.get("message") or "")
+    return [
+        PodDoesNotFit(kube, slurm_node, f"the slurmd pod does not fit ({short}); not created")
+        for kube, (slurm_node, short) in sorted(unfit.items())
+        if f"{kube} ({short})" not in said
+    ]
+
+
+def plan(observed: Observed, now: datetime) -> list[Action]:
+    """The NodeSet's actions, step by step (the rules are in the module docstring)."""
+    ns, slurm = observed.nodeset, observed.slurm
+    want, victims = members(observed)
+    pods = current_pods(observed)
+    desired_hash = None if observed.missing_config else template_hash(ns.spec, observed.config_keys)
+    actions = _ended(observed)
+    if not observed.service_exists:
+        actions.append(CreateService(headless_service(ns.spec, namespace=ns.namespace, owner=ns.owner)))
+    created = _create_missing(observed, want, pods, desired_hash)
+    actions += created.actions
+    actions += _scale_in(observed, victims)
+    if desired_hash is not None and slurm is not None:  # 3. rolling update, 4. resume our drains
         actions += _update(observed, want, pods, desired_hash)
-
-    # 5. Slurm nodes whose pod is gone and that the NodeSet no longer wants.
-    if slurm is not None:
-        for name in sorted(slurm):
-            node = slurm[name]
-            if name not in want and name not in pods and owns(spec, node):
-                actions.append(RemoveSlurmNode(name, "its pod was removed"))
-
-    # 6. Eviction protection of slurmd pods whose Slurm node may run jobs.
+    actions += _orphans(observed, want, pods)
     protected = len(observed.budgets or ())
-    if slurm is not None and observed.budgets is not None:
+    if slurm is not None and observed.budgets is not None:  # 6. eviction protection
         shield, protected = _protection(observed, observed.budgets, slurm)
         actions += shield
-
-    previous: Mapping[str, Any] = next((c for c in ns.status.get("conditions") or [] if c.get("type") == PODS_FIT), {})
-    if unfit and previous.get("message") != unfit_message(unfit):
-        # Once per change of the condition, for the Nodes it did not name yet: no Event per resync.
-        said = str(previous.get("message") or "")
-        actions += [
-            PodDoesNotFit(kube, slurm_node, f"the slurmd pod does not fit ({short}); not created")
-            for kube, (slurm_node, short) in sorted(unfit.items())
-            if f"{kube} ({short})" not in said
-        ]
-    status = compute_status(observed, want, pods, desired_hash, build_error, now, unfit, protected)
+    actions += _unfit_events(observed, created.unfit)
+    status = compute_status(observed, want, pods, desired_hash, created.build_error, now, created.unfit, protected)
     if status != dict(ns.status):
         actions.append(WriteStatus(status))
     return actions
