@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, model_validator
 
-from sunk.spec.base import ConfLine, DnsLabel, DnsSubdomain, Model
+from sunk.spec.base import ConfLine, DnsLabel, DnsSubdomain, Model, SecretRef
+from sunk.spec.identity import ClientCertRef, ConfigMapRef
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import SharedVolumeSpec, TopologySpec
 
@@ -32,6 +33,24 @@ def _config_path(value: str) -> str:
 
 
 ConfigPath = Annotated[str, AfterValidator(_config_path)]
+
+
+class SssdRefs(Model):
+    """What the sssd sidecar of a Slurm pod mounts (sunk.manifests.sssd): sssd.conf without the
+    bind password, the password's Secret, and the TLS files."""
+
+    config_secret: DnsSubdomain
+    """Secret holding sssd.conf (key `sssd.conf`), rendered from the cluster's auth.ldap."""
+    config_hash: str = ""
+    """Hash of that sssd.conf: a change rolls the pods (sssd reads its file once, at start)."""
+    bind_password_secret: SecretRef | None = None
+    """The LDAP bind password. Default: none (anonymous or client-certificate bind)."""
+    ca_secret: SecretRef | None = None
+    """CA certificate (PEM) from a Secret. Default: none."""
+    ca_config_map: ConfigMapRef | None = None
+    """CA certificate (PEM) from a ConfigMap. Default: none."""
+    client_cert_secret: ClientCertRef | None = None
+    """Client certificate and key. Default: none."""
 
 
 class NodeSetResourceSpec(NodeSetSpec):
@@ -65,6 +84,9 @@ class NodeSetResourceSpec(NodeSetSpec):
     topology.conf from it and the labels of the Nodes its pods run on. Default: none."""
     topology_extra: list[ConfLine] = []
     """The cluster's extraConfig.topologyConf lines, appended to that topology.conf. Default: none."""
+    sssd: SssdRefs | None = None
+    """Directory users (the cluster's auth.ldap): an sssd sidecar resolves them for slurmd, so jobs
+    run as the user with the user's groups. Default: none (local users only)."""
 
     @model_validator(mode="after")
     def _slurm_conf_mounted(self) -> NodeSetResourceSpec:

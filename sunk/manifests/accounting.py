@@ -30,6 +30,7 @@ from sunk.manifests.meta import (
     tcp_probe,
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, slurm_pod_security
+from sunk.manifests.sssd import SSSD_HASH, with_sssd
 from sunk.render import ACCOUNTING_SETUP
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.services import MARIADB_BUFFER_POOL_MIB
@@ -133,7 +134,7 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     assert refs.db_password is not None, "accounting is enabled, so a password reference exists"
     image = spec.images.accounting.ref
     name = naming.accounting(spec)
-    container = {
+    container: Manifest = {
         "name": "slurmdbd",
         "image": image,
         "command": ["/bin/sh", "-c", scripts.slurmdbd_start()],
@@ -151,28 +152,33 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
             *auth_mounts(spec),
         ],
     }
+    sidecars = auth_sidecars(spec, image)
+    volumes: list[Manifest] = [
+        slurm_projection(spec, "accounting", auth_key=refs.auth, jwt_key=refs.jwt),
+        {
+            "name": "db-password",
+            "secret": {
+                "secretName": refs.db_password.secret,
+                "defaultMode": 0o440,
+                "items": [{"key": refs.db_password.key, "path": "password"}],
+            },
+        },
+        {"name": "conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        *auth_volumes(spec, refs.auth),
+    ]
+    # slurmdbd resolves the uids of the users it records (accounts, associations).
+    sssd_hash = with_sssd(spec, image, sidecars, volumes, container["volumeMounts"])
+    annotations = {CONFIG_HASH: accounting_hash(spec), **({SSSD_HASH: sssd_hash} if sssd_hash else {})}
     pod = {
-        "metadata": {"labels": labels(spec, COMPONENT), "annotations": {CONFIG_HASH: accounting_hash(spec)}},
+        "metadata": {"labels": labels(spec, COMPONENT), "annotations": annotations},
         "spec": {
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": slurm_pod_security(),
-            "initContainers": auth_sidecars(spec, image),
+            "initContainers": sidecars,
             "containers": [container],
-            "volumes": [
-                slurm_projection(spec, "accounting", auth_key=refs.auth, jwt_key=refs.jwt),
-                {
-                    "name": "db-password",
-                    "secret": {
-                        "secretName": refs.db_password.secret,
-                        "defaultMode": 0o440,
-                        "items": [{"key": refs.db_password.key, "path": "password"}],
-                    },
-                },
-                {"name": "conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-                {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-                *auth_volumes(spec, refs.auth),
-            ],
+            "volumes": volumes,
         },
     }
     deployment = obj(

@@ -1,4 +1,4 @@
-"""Where every key and password lives, and SSSD's configuration.
+"""Where every key and password lives, and the Secret holding SSSD's configuration.
 
 Keys are generated at deploy time (the components fill `data` from pulumi-random, so the values
 live only in the encrypted Pulumi state and the cluster) or referenced in existing Secrets. These
@@ -10,12 +10,8 @@ from dataclasses import dataclass
 
 from sunk.manifests.config import DB_PASSWORD_KEY, JWT_KEY, MUNGE_KEY, SLURM_KEY, SecretKey
 from sunk.manifests.meta import Manifest, metadata, obj
+from sunk.manifests.sssd import SSSD_CONF_KEY, render_sssd_conf, sssd_secret_name
 from sunk.spec.cluster import ClusterSpec
-
-SSSD_CONF_KEY = "sssd.conf"
-SSSD_DIR = "/etc/sssd"
-SSSD_CA_PATH = "/etc/sssd-ca/ca.crt"
-LDAP_BIND_PASSWORD_PATH = "/etc/sssd-bind/password"
 
 
 @dataclass(frozen=True)
@@ -40,10 +36,6 @@ def jwt_secret_name(spec: ClusterSpec) -> str:
 
 def db_secret_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-mariadb"
-
-
-def sssd_secret_name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-sssd"
 
 
 def host_keys_secret_name(spec: ClusterSpec) -> str:
@@ -90,53 +82,11 @@ def empty_secret(spec: ClusterSpec, name: str, component: str) -> Manifest:
     return obj("v1", "Secret", metadata(spec, name, component), type="Opaque")
 
 
-def render_sssd_conf(spec: ClusterSpec) -> str:
-    """sssd.conf for LDAP identities (https://sssd.io/docs/). The bind password is never in it:
-    the sssd container appends `ldap_default_authtok` from the referenced Secret at start, to a
-    0600 copy (SSSD refuses a config readable by others)."""
-    ldap = spec.auth.ldap
-    if ldap is None:
-        raise ValueError("auth.ldap is not set")
-    lines = [
-        "# Rendered by sunk; ldap_default_authtok is appended at start from the bind password Secret.",
-        "[sssd]",
-        "config_file_version = 2",
-        "services = nss, pam",
-        "domains = ldap",
-        "",
-        "[nss]",
-        "filter_users = root,slurm,munge",
-        "filter_groups = root,slurm,munge",
-        "",
-        "[pam]",
-        "",
-        "[domain/ldap]",
-        "id_provider = ldap",
-        "auth_provider = ldap",
-        "chpass_provider = none",
-        f"ldap_uri = {', '.join(ldap.uris)}",
-        f"ldap_search_base = {ldap.base_dn}",
-        f"ldap_user_search_base = {ldap.base_dn}?subtree?{ldap.user_filter}",
-        f"ldap_group_search_base = {ldap.base_dn}?subtree?{ldap.group_filter}",
-        "ldap_schema = rfc2307",
-        # ldaps:// is already TLS; plain ldap:// URIs upgrade with StartTLS, never cleartext binds.
-        f"ldap_id_use_start_tls = {'true' if any(u.startswith('ldap://') for u in ldap.uris) else 'false'}",
-        "ldap_tls_reqcert = demand",
-        "cache_credentials = true",
-        "enumerate = false",
-    ]
-    if ldap.ca_secret is not None:
-        lines.append(f"ldap_tls_cacert = {SSSD_CA_PATH}")
-    if ldap.bind_dn:
-        lines += [f"ldap_default_bind_dn = {ldap.bind_dn}", "ldap_default_authtok_type = password"]
-    return "\n".join(lines) + "\n"
-
-
 def sssd_secret(spec: ClusterSpec) -> Manifest | None:
     """sssd.conf as a Secret (the issue's choice: SSSD insists on a private file, and the file
     reveals the directory layout). Holds no password."""
     if spec.auth.ldap is None:
         return None
-    shell = empty_secret(spec, sssd_secret_name(spec), "login")
-    shell["stringData"] = {SSSD_CONF_KEY: render_sssd_conf(spec)}
+    shell = empty_secret(spec, sssd_secret_name(spec.name), "login")
+    shell["stringData"] = {SSSD_CONF_KEY: render_sssd_conf(spec.auth.ldap)}
     return shell

@@ -22,6 +22,7 @@ from sunk.manifests.meta import (
     tcp_probe,
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared_volumes, slurm_pod_security
+from sunk.manifests.sssd import SSSD_HASH, with_sssd
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "controller"
@@ -81,7 +82,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     image = spec.images.controller.ref
     shared_vols, shared_mounts = shared_volumes(spec, "controller")
     config_mount = {"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True}
-    slurmctld = {
+    slurmctld: Manifest = {
         "name": "slurmctld",
         "image": image,
         "command": ["slurmctld", "-D"],
@@ -110,27 +111,29 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "readinessProbe": exec_probe(scripts.heartbeat_probe_command(), period=30),
         "volumeMounts": [config_mount, {"name": "tmp", "mountPath": "/tmp"}, *auth_mounts(spec)],
     }
+    sidecars = auth_sidecars(spec, image)
+    volumes = [
+        slurm_projection(spec, "controller", auth_key=refs.auth, jwt_key=refs.jwt),
+        {"name": "state", "persistentVolumeClaim": {"claimName": state_claim_name(spec)}},
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+        *auth_volumes(spec, refs.auth),
+        *shared_vols,
+    ]
+    # slurmctld resolves users and groups: AllowGroups, and the uids of accounting associations.
+    sssd_hash = with_sssd(spec, image, sidecars, volumes, slurmctld["volumeMounts"])
+    annotations = {CONFIG_HASH: controller_hash(spec), **({SSSD_HASH: sssd_hash} if sssd_hash else {})}
     pod = {
-        "metadata": {
-            "labels": labels(spec, COMPONENT),
-            "annotations": {CONFIG_HASH: controller_hash(spec)},
-        },
+        "metadata": {"labels": labels(spec, COMPONENT), "annotations": annotations},
         "spec": {
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             # slurmctld saves its state on SIGTERM; give it time on a big cluster.
             "terminationGracePeriodSeconds": 120,
             "securityContext": slurm_pod_security(),
-            "initContainers": auth_sidecars(spec, image),
+            "initContainers": sidecars,
             "containers": [slurmctld, watcher],
-            "volumes": [
-                slurm_projection(spec, "controller", auth_key=refs.auth, jwt_key=refs.jwt),
-                {"name": "state", "persistentVolumeClaim": {"claimName": state_claim_name(spec)}},
-                {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-                *auth_volumes(spec, refs.auth),
-                *shared_vols,
-            ],
+            "volumes": volumes,
         },
     }
     return obj(

@@ -5,21 +5,12 @@ from __future__ import annotations
 
 from sunk import naming
 from sunk.manifests import scripts
-from sunk.manifests.auth import (
-    LDAP_BIND_PASSWORD_PATH,
-    SSSD_CA_PATH,
-    AuthRefs,
-    host_keys_secret_name,
-    render_sssd_conf,
-    sssd_secret_name,
-)
+from sunk.manifests.auth import AuthRefs, host_keys_secret_name
 from sunk.manifests.config import client_hash, slurm_projection
 from sunk.manifests.meta import (
     CONFIG_HASH,
     Manifest,
     content_hash,
-    exec_probe,
-    fixed_resources,
     labels,
     metadata,
     obj,
@@ -28,6 +19,7 @@ from sunk.manifests.meta import (
     tcp_probe,
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared_volumes
+from sunk.manifests.sssd import render_sssd_conf, with_sssd
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "login"
@@ -57,17 +49,6 @@ _SSHD_SECURITY: Manifest = {
     },
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-# sssd starts as root to read its 0600 config and serve NSS/PAM to sshd through shared pipes.
-_SSSD_SECURITY: Manifest = {
-    "runAsUser": 0,
-    "runAsNonRoot": False,
-    "allowPrivilegeEscalation": False,
-    "capabilities": {
-        "drop": ["ALL"],
-        "add": ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "SETGID", "SETUID"],
-    },
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 
 
 def login_config_name(spec: ClusterSpec) -> str:
@@ -83,16 +64,14 @@ def authorized_keys_config(spec: ClusterSpec) -> Manifest | None:
 
 
 def login_hash(spec: ClusterSpec) -> str:
-    sssd = render_sssd_conf(spec) if spec.auth.ldap is not None else ""
-    return client_hash(spec, sssd, content_hash(spec.login.authorized_keys))
+    sssd = render_sssd_conf(spec.auth.ldap) if spec.auth.ldap is not None else ""
+    return client_hash(spec, sssd, content_hash(spec.login.authorized_keys, spec.login.allow_groups))
 
 
 def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     login = spec.login
     image = spec.login_image.ref
-    ldap = spec.auth.ldap
     shared_vols, shared_mounts = shared_volumes(spec, "login")
-    sss = {"name": "sss", "mountPath": "/var/lib/sss"}
     mounts: list[Manifest] = [
         {"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True},
         *auth_mounts(spec, sackd=True),
@@ -124,56 +103,20 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             }
             for c in sidecars
         ]
-    if ldap is not None:
-        mounts.append(sss)
-        volumes.append({"name": "sss", "emptyDir": {}})
-        volumes.append({"name": "sssd-conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
-        volumes.append(
-            {"name": "sssd-template", "secret": {"secretName": sssd_secret_name(spec), "defaultMode": 0o400}}
-        )
-        sssd_mounts = [
-            sss,
-            {"name": "sssd-conf", "mountPath": "/etc/sssd"},
-            {"name": "sssd-template", "mountPath": "/etc/sssd-template", "readOnly": True},
-        ]
-        if ldap.bind_password_secret is not None:
-            ref = ldap.bind_password_secret
-            volumes.append(
-                {
-                    "name": "ldap-bind",
-                    "secret": {
-                        "secretName": ref.name,
-                        "defaultMode": 0o400,
-                        "items": [{"key": ref.key, "path": "password"}],
-                    },
-                }
-            )
-            sssd_mounts.append(
-                {"name": "ldap-bind", "mountPath": LDAP_BIND_PASSWORD_PATH.rsplit("/", 1)[0], "readOnly": True}
-            )
-        if ldap.ca_secret is not None:
-            ca = ldap.ca_secret
-            volumes.append(
-                {"name": "ldap-ca", "secret": {"secretName": ca.name, "items": [{"key": ca.key, "path": "ca.crt"}]}}
-            )
-            sssd_mounts.append({"name": "ldap-ca", "mountPath": SSSD_CA_PATH.rsplit("/", 1)[0], "readOnly": True})
-        sidecars.append(
-            {
-                "name": "sssd",
-                "image": image,
-                "restartPolicy": "Always",
-                "command": ["/bin/sh", "-c", scripts.sssd_start(ldap.bind_password_secret is not None)],
-                "securityContext": _SSSD_SECURITY,
-                "resources": fixed_resources("20m", "64Mi", "256Mi"),
-                "startupProbe": exec_probe(["test", "-S", "/var/lib/sss/pipes/nss"], period=2, failures=60),
-                "livenessProbe": exec_probe(["test", "-S", "/var/lib/sss/pipes/nss"], period=30),
-                "volumeMounts": sssd_mounts,
-            }
-        )
+    with_sssd(spec, image, sidecars, volumes, mounts)  # login_hash covers sssd.conf
     sshd = {
         "name": "sshd",
         "image": image,
-        "command": ["/bin/sh", "-c", scripts.login_start(login.persist_host_keys, bool(login.authorized_keys))],
+        "command": [
+            "/bin/sh",
+            "-c",
+            scripts.login_start(
+                login.persist_host_keys,
+                bool(login.authorized_keys),
+                directory=spec.auth.ldap is not None,
+                allow_groups=login.allow_groups,
+            ),
+        ],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         "securityContext": _SSHD_SECURITY,
         "resources": resources(login.resources),

@@ -9,6 +9,7 @@ from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import nodeset_config_files, nodeset_hash
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.pods import shared_claim
+from sunk.manifests.sssd import sssd_refs
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import SharedVolumeSpec
@@ -43,6 +44,8 @@ def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSet
         "topology": spec.topology,
         "topology_extra": list(spec.extra_config.topology_conf),
     }
+    if (sssd := sssd_refs(spec)) is not None:
+        extra["sssd"] = sssd
     # Only when an existing Secret names its key differently from the convention.
     default_auth_key = "munge.key" if spec.auth.type == "munge" else "slurm.key"
     if refs.auth.key != default_auth_key:

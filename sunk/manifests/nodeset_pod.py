@@ -29,6 +29,7 @@ from typing import Any
 from sunk import naming
 from sunk.crd import API_VERSION, GROUP, KIND, NodeSetResourceSpec
 from sunk.images import S6_INIT
+from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
 from sunk.render import node_conf
 from sunk.spec.base import ResourceList, Resources
 from sunk.spec.nodeset import MUNGE_RESOURCES, RESOURCE_MODE_LABEL
@@ -405,8 +406,16 @@ def nodeset_pod(
         # slurmd never talks to the Kubernetes API.
         "automountServiceAccountToken": False,
     }
+    init: list[dict[str, Any]] = []
+    if spec.sssd is not None:
+        # Job steps run as the user, with the user's groups: slurmd resolves them through sssd.
+        init.append(sssd_sidecar(spec.slurmd_image, spec.sssd))
+        volumes.extend(sssd_volumes(spec.sssd))
+        mounts.extend(CLIENT_MOUNTS)
     if spec.auth_type == "munge":
-        pod_spec["initContainers"] = [_munge_sidecar(spec)]
+        init.append(_munge_sidecar(spec))
+    if init:
+        pod_spec["initContainers"] = init
     pod_spec["nodeSelector"] = spec.pod_node_selector
     affinity = _affinity(spec, kube_node)
     if affinity:

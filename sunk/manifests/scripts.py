@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from sunk import naming
 from sunk.manifests.config import RESTART_KEYS
@@ -94,7 +95,27 @@ def accounting_setup(cluster: str, has_qos_script: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def login_start(persist_host_keys: bool, authorized_keys: bool) -> str:
+SSHD_IDENTITY_CONF = "/etc/ssh/sshd_config.d/50-sunk-identity.conf"
+"""Written by the login container at start: where sshd finds directory users' keys, who may log in."""
+
+
+def sshd_identity_conf(*, directory: bool, allow_groups: Sequence[str], root_keys: bool) -> str:
+    """sshd settings that depend on the spec: users' keys from the directory (SSSD's
+    sss_ssh_authorizedkeys; the user's ~/.ssh/authorized_keys still counts) and AllowGroups.
+    Group names are validated (sunk.spec.identity.GroupName: no space, no line break)."""
+    lines = []
+    if directory:
+        lines += ["AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys %u", "AuthorizedKeysCommandUser nobody"]
+    if allow_groups:
+        # AllowGroups applies to root too: keep root's key login working when the spec gives one.
+        groups = (["root"] if root_keys else []) + list(allow_groups)
+        lines.append(f"AllowGroups {' '.join(groups)}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def login_start(
+    persist_host_keys: bool, authorized_keys: bool, *, directory: bool = False, allow_groups: Sequence[str] = ()
+) -> str:
     lines = ["set -eu", "mkdir -p /run/sshd /root/.ssh", "chmod 0700 /root/.ssh"]
     if persist_host_keys:
         lines.append(
@@ -104,14 +125,8 @@ def login_start(persist_host_keys: bool, authorized_keys: bool) -> str:
         lines.append("ssh-keygen -A")
     if authorized_keys:
         lines.append("install -m 0600 /etc/sunk-login/authorized_keys /root/.ssh/authorized_keys")
+    conf = sshd_identity_conf(directory=directory, allow_groups=allow_groups, root_keys=authorized_keys)
+    if conf:
+        lines.append(f"printf '%s' {shlex.quote(conf)} > {SSHD_IDENTITY_CONF}")
     lines.append("exec /usr/sbin/sshd -D -e")
-    return "\n".join(lines) + "\n"
-
-
-def sssd_start(bind_password: bool) -> str:
-    """sssd.conf from the Secret, plus the bind password (never stored with the file), 0600."""
-    lines = ["set -eu", "umask 077", "cp /etc/sssd-template/sssd.conf /etc/sssd/sssd.conf"]
-    if bind_password:
-        lines.append("printf 'ldap_default_authtok = %s\\n' \"$(cat /etc/sssd-bind/password)\" >> /etc/sssd/sssd.conf")
-    lines += ["chmod 0600 /etc/sssd/sssd.conf", "exec sssd -i --logger=stderr"]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from sunk.images import PYXIS_VARIANT, SLURM_VERSION
 from sunk.spec.base import DnsLabel, Image, Labels, Model, dns_label
-from sunk.spec.nodeset import NodeSetSpec, _unique
+from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
 from sunk.spec.scheduling import (
     AccountSpec,
     CgroupSpec,
@@ -283,6 +283,12 @@ class ClusterSpec(Model):
             idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
             errors.append(f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false")
         errors += account_problems(self.accounts, qos, self.accounting.enabled)
+        if self.auth.ldap is not None:
+            for i, n in enumerate(self.nodesets):
+                errors += [
+                    f"nodesets[{i}].{problem} (auth.ldap adds an sssd sidecar to the slurmd pod)"
+                    for problem in n.admission(extra=SSSD_RESOURCES.requests)
+                ]
         if not self.accounting.enabled and self.qos:
             errors.append("qos: QOS live in accounting; set accounting.enabled true or drop qos")
         if not self.accounting.enabled and self.scheduling.preempt_type == "qos":

@@ -195,6 +195,9 @@ the jobs, and a limit equal to RealMemory would OOM-kill the pod when a job uses
 MUNGE_RESOURCES = resources("10m", "32Mi", "128Mi")
 """The munged sidecar of every auth/munge slurmd pod. The admission check counts it for auth/slurm
 pods too (10m and 32Mi too many): the NodeSet spec does not know the cluster's auth type."""
+SSSD_RESOURCES = resources("20m", "64Mi", "256Mi")
+"""The sssd sidecar of slurmd pods in a cluster with auth.ldap (the cluster spec adds it to the
+admission check: a NodeSet alone does not know about LDAP)."""
 
 
 class NodeAllocatable(Model):
@@ -341,7 +344,7 @@ class NodeSetSpec(Model):
                 "slurmdOverhead: only used in resourceMode shared (an exclusive slurmd pod requests "
                 "cpus and memoryMib); drop it or set resourceMode: shared"
             )
-        for problem in self._admission():  # one problem per field: the first says the most
+        for problem in self.admission():  # one problem per field: the first says the most
             if problem.partition(":")[0] not in {e.partition(":")[0] for e in errors}:
                 errors.append(problem)
         arch = self.node_selector.get(ARCH_LABEL)
@@ -397,13 +400,16 @@ class NodeSetSpec(Model):
             raise ValueError("\n".join(errors))
         return self
 
-    def _admission(self) -> list[str]:
+    def admission(self, extra: ResourceList | None = None) -> list[str]:
         """What a kubelet would reject: the slurmd pod's requests above what a Node gives one pod,
-        or a Slurm node whose jobs (or the pods placed through them) could not fit beside it."""
+        or a Slurm node whose jobs (or the pods placed through them) could not fit beside it.
+        `extra`: requests of a sidecar the cluster adds (sssd with auth.ldap)."""
         avail = self.available
         if avail is None:
             return []
         own_cpu, own_mem = self.pod_requests
+        if extra is not None:
+            own_cpu, own_mem = own_cpu + _millicores(extra.cpu), own_mem + _mib(extra.memory)
         slurmd = self.slurmd_resources.requests
         extra_cpu = own_cpu - _millicores(slurmd.cpu)
         extra_mem = own_mem - _mib(slurmd.memory)

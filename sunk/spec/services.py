@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import Field, model_validator
 
 from sunk.images import (
     DEFAULT_ARCH,
@@ -18,7 +17,6 @@ from sunk.images import (
     tag_for,
 )
 from sunk.spec.base import (
-    Cidr,
     ConfLine,
     DnsLabel,
     DnsSubdomain,
@@ -33,6 +31,7 @@ from sunk.spec.base import (
     quantity_value,
     resources,
 )
+from sunk.spec.identity import AuthSpec, KeySource, LdapSpec, LoginSpec
 
 RoleField = Literal["controller", "accounting", "restapi", "login", "slurmd", "mariadb", "runtime"]
 """A field of Images: one per role."""
@@ -261,136 +260,6 @@ class MonitoringSpec(Model):
     """Extra labels on the ServiceMonitor, e.g. the `release` your Prometheus selects. Default: none."""
     dashboard_labels: Labels = {"grafana_dashboard": "1"}
     """Labels the Grafana sidecar looks for. Default: grafana_dashboard: "1"."""
-
-
-_SSH_KEY = re.compile(
-    r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com"
-    r"|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?"
-)
-
-
-def _ssh_key(value: str) -> str:
-    if not _SSH_KEY.fullmatch(value.strip()):
-        raise ValueError(
-            f"{value[:40]!r}... is not an OpenSSH public key (`ssh-ed25519 AAAA... comment`); "
-            "private keys never belong here"
-        )
-    return value.strip()
-
-
-class LoginSpec(Model):
-    """SSH login pods (sshd + sssd + Slurm clients)."""
-
-    enabled: bool = True
-    """Default: true."""
-    replicas: Annotated[int, Field(ge=1, le=20)] = 1
-    """Default: 1."""
-    service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = "LoadBalancer"
-    """How users reach sshd. Default: LoadBalancer.
-    (https://kubernetes.io/docs/concepts/services-networking/service/)"""
-    source_ranges: list[Cidr] = []
-    """loadBalancerSourceRanges: who may connect. Default: unrestricted."""
-    authorized_keys: list[Annotated[str, AfterValidator(_ssh_key)]] = []
-    """OpenSSH public keys for root. Default: none (users come from LDAP)."""
-    persist_host_keys: bool = True
-    """Keep sshd host keys in a Secret so they survive pod restarts. Default: true."""
-    resources: Resources = resources("250m", "512Mi", "2Gi")
-    """Default: requests 250m/512Mi, limit 2Gi memory."""
-
-    @model_validator(mode="after")
-    def _ranges_need_lb(self) -> LoginSpec:
-        if self.source_ranges and self.service_type != "LoadBalancer":
-            raise ValueError(f"sourceRanges: only applies to serviceType LoadBalancer, not {self.service_type}")
-        return self
-
-
-class KeySource(Model):
-    """A key generated at deploy time or taken from an existing Secret."""
-
-    generate: bool = True
-    """Generate a random key (pulumi-random, kept secret in state). Default: true, or false when existingSecret is given."""
-    existing_secret: SecretRef | None = None
-    """Use this Secret key instead. Default: none."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _secret_means_no_generate(cls, data: Any) -> Any:
-        # `existingSecret` alone is unambiguous; only an explicit `generate: true` beside it is a conflict.
-        given = isinstance(data, dict) and data.get("existingSecret", data.get("existing_secret")) is not None
-        if given and "generate" not in data:
-            return {**data, "generate": False}
-        return data
-
-    @model_validator(mode="after")
-    def _one_source(self) -> KeySource:
-        if self.existing_secret is not None and self.generate:
-            raise ValueError(
-                "generate: true conflicts with existingSecret; give one source (drop generate or existingSecret)"
-            )
-        if self.existing_secret is None and not self.generate:
-            raise ValueError("existingSecret: required when generate is false (or set generate: true)")
-        return self
-
-
-_DN = re.compile(r"[A-Za-z][A-Za-z0-9-]*=[^,=]+(,\s*[A-Za-z][A-Za-z0-9-]*=[^,=]+)*")
-
-
-def _dn(value: str) -> str:
-    if not _DN.fullmatch(value):
-        raise ValueError(f"{value!r} is not an LDAP DN such as dc=example,dc=com")
-    return value
-
-
-def _ldap_uri(value: str) -> str:
-    if not re.fullmatch(r"ldaps?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?", value):
-        raise ValueError(f"{value!r} is not an LDAP URI such as ldaps://ldap.example.com:636")
-    return value
-
-
-def _filter(value: str) -> str:
-    if not (value.startswith("(") and value.endswith(")") and value.count("(") == value.count(")")):
-        raise ValueError(f"{value!r} is not an LDAP filter such as (objectClass=posixAccount)")
-    return value
-
-
-class LdapSpec(Model):
-    """SSSD against LDAP for login and compute pods (https://sssd.io/)."""
-
-    uris: Annotated[list[Annotated[str, AfterValidator(_ldap_uri)]], Field(min_length=1)]
-    """LDAP servers, tried in order. Required."""
-    base_dn: Annotated[str, AfterValidator(_dn)]
-    """Search base. Required."""
-    bind_dn: Annotated[str, AfterValidator(_dn)] | None = None
-    """Bind identity. Default: none (anonymous bind); needs bindPasswordSecret."""
-    bind_password_secret: SecretRef | None = None
-    """Secret holding the bind password. Default: none; required when bindDn is set."""
-    ca_secret: SecretRef | None = None
-    """Secret holding the CA certificate (PEM). Default: system CAs."""
-    user_filter: Annotated[str, AfterValidator(_filter)] = "(objectClass=posixAccount)"
-    """Default: (objectClass=posixAccount)."""
-    group_filter: Annotated[str, AfterValidator(_filter)] = "(objectClass=posixGroup)"
-    """Default: (objectClass=posixGroup)."""
-
-    @model_validator(mode="after")
-    def _bind(self) -> LdapSpec:
-        if self.bind_dn and self.bind_password_secret is None:
-            raise ValueError("bindPasswordSecret: required when bindDn is set")
-        if self.bind_password_secret is not None and not self.bind_dn:
-            raise ValueError("bindDn: required when bindPasswordSecret is set")
-        return self
-
-
-class AuthSpec(Model):
-    """Daemon authentication (https://slurm.schedmd.com/authentication.html)."""
-
-    type: Literal["munge", "slurm"] = "munge"
-    """auth/munge (munged sidecars) or auth/slurm (shared slurm.key, no munged). Default: munge."""
-    key: KeySource = KeySource()
-    """The munge key or slurm.key. Default: generated."""
-    jwt: KeySource = KeySource()
-    """HS256 key for slurmrestd JWT (AuthAltTypes=auth/jwt). Default: generated."""
-    ldap: LdapSpec | None = None
-    """SSSD/LDAP identity. Default: none (local users only)."""
 
 
 __all__ = [

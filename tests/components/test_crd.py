@@ -109,6 +109,7 @@ def test_nodeset_objects_round_trip_through_the_operators_model(specs: dict[str,
                     "topology_extra",
                     "auth_secret_key",
                     "jwt_secret_key",
+                    "sssd",
                 }
             )
             == ns.model_dump()

@@ -17,7 +17,8 @@ from sunk.crd import NodeSetResourceSpec
 from sunk.images import MARIADB_ENTRYPOINT, MARIADB_UID, reference
 from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
-from sunk.manifests.auth import auth_refs, render_sssd_conf, sssd_secret
+from sunk.manifests.auth import auth_refs, sssd_secret
+from sunk.manifests.sssd import render_sssd_conf
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import (
     accounting_hash,
@@ -248,7 +249,8 @@ def test_every_container_script_parses(evaluations: dict[str, Evaluation], name:
 
 def test_sssd_conf_never_holds_the_bind_password(specs: dict[str, ClusterSpec]) -> None:
     spec = specs["acme-prod"]
-    conf = render_sssd_conf(spec)
+    assert spec.auth.ldap is not None
+    conf = render_sssd_conf(spec.auth.ldap)
     assert "ldap_uri = ldaps://ldap.acme.example:636" in conf
     assert "ldap_default_bind_dn = cn=sssd,ou=services,dc=acme,dc=example" in conf
     assert "ldap_default_authtok =" not in conf

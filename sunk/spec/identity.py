@@ -1,0 +1,412 @@
+"""Who may log in and as whom jobs run: Slurm daemon authentication, SSH login pods, and directory
+users through SSSD (LDAP: OpenLDAP, or the LDAP front ends of Okta, Authentik and Google).
+
+Every directory setting ends up in a generated file (sssd.conf on every Slurm pod), one per line.
+So each value is checked against what that setting can be, and none may hold a line break, a
+control character or anything else that would end its line: no value can add a setting or a
+`[section]` (a second `ldap_uri`, `ldap_tls_reqcert = never`, a `[domain/...]` that would receive
+the bind password). The bind password itself is never in the spec, only a Secret reference.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from sunk.spec.base import Cidr, DnsSubdomain, Model, Resources, SecretRef, _matcher, resources
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _one_line(value: str, example: str) -> None:
+    """No character that ends or hides a line of a generated file."""
+    if (hit := _CONTROL.search(value)) is not None:
+        raise ValueError(
+            f"{value[:60]!r} holds the control character {hit.group()!r}; one line of printable text "
+            f"only, such as {example}"
+        )
+
+
+_SSH_KEY = re.compile(
+    r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com"
+    r"|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?"
+)
+
+
+def _ssh_key(value: str) -> str:
+    if not _SSH_KEY.fullmatch(value.strip()):
+        raise ValueError(
+            f"{value[:40]!r}... is not an OpenSSH public key (`ssh-ed25519 AAAA... comment`); "
+            "private keys never belong here"
+        )
+    _one_line(value.strip(), "ssh-ed25519 AAAA... ops@example.com")
+    return value.strip()
+
+
+GroupName = Annotated[
+    str,
+    _matcher(
+        r"[A-Za-z_][A-Za-z0-9_.-]*",
+        "a group name: a letter or '_', then letters, digits, '_', '.', '-' (no spaces or wildcards)",
+        64,
+    ),
+]
+"""A Unix or directory group, as sshd's AllowGroups and Slurm's AllowGroups take it."""
+
+
+class LoginSpec(Model):
+    """SSH login pods (sshd + sssd + Slurm clients)."""
+
+    enabled: bool = True
+    """Default: true."""
+    replicas: Annotated[int, Field(ge=1, le=20)] = 1
+    """Default: 1."""
+    service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = "LoadBalancer"
+    """How users reach sshd. Default: LoadBalancer.
+    (https://kubernetes.io/docs/concepts/services-networking/service/)"""
+    source_ranges: list[Cidr] = []
+    """loadBalancerSourceRanges: who may connect. Default: unrestricted."""
+    authorized_keys: list[Annotated[str, AfterValidator(_ssh_key)]] = []
+    """OpenSSH public keys for root. Default: none (users come from LDAP)."""
+    allow_groups: list[GroupName] = []
+    """sshd AllowGroups: only members of these groups (and root, with authorizedKeys) may log in.
+    Default: none (every user the directory resolves).
+    https://man.openbsd.org/sshd_config#AllowGroups"""
+    persist_host_keys: bool = True
+    """Keep sshd host keys in a Secret so they survive pod restarts. Default: true."""
+    resources: Resources = resources("250m", "512Mi", "2Gi")
+    """Default: requests 250m/512Mi, limit 2Gi memory."""
+
+    @model_validator(mode="after")
+    def _ranges_need_lb(self) -> LoginSpec:
+        if self.source_ranges and self.service_type != "LoadBalancer":
+            raise ValueError(f"sourceRanges: only applies to serviceType LoadBalancer, not {self.service_type}")
+        if len(set(self.allow_groups)) != len(self.allow_groups):
+            raise ValueError("allowGroups: each group at most once")
+        return self
+
+
+class KeySource(Model):
+    """A key generated at deploy time or taken from an existing Secret."""
+
+    generate: bool = True
+    """Generate a random key (pulumi-random, kept secret in state). Default: true, or false when existingSecret is given."""
+    existing_secret: SecretRef | None = None
+    """Use this Secret key instead. Default: none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secret_means_no_generate(cls, data: Any) -> Any:
+        # `existingSecret` alone is unambiguous; only an explicit `generate: true` beside it is a conflict.
+        given = isinstance(data, dict) and data.get("existingSecret", data.get("existing_secret")) is not None
+        if given and "generate" not in data:
+            return {**data, "generate": False}
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KeySource:
+        if self.existing_secret is not None and self.generate:
+            raise ValueError(
+                "generate: true conflicts with existingSecret; give one source (drop generate or existingSecret)"
+            )
+        if self.existing_secret is None and not self.generate:
+            raise ValueError("existingSecret: required when generate is false (or set generate: true)")
+        return self
+
+
+# -- LDAP values -----------------------------------------------------------------------------------
+
+_ATTRIBUTE = r"(?:[A-Za-z][A-Za-z0-9-]*|[0-9]+(?:\.[0-9]+)+)"
+# An RDN value (RFC 4514) without the characters that would end it, start a search-base option
+# (`?`, sssd's base?scope?filter) or a comment; any of them may appear escaped (`\,`).
+_RDN_VALUE = r"(?:[^,=+<>#;\\\"?\x00-\x1f\x7f]|\\[^\x00-\x1f\x7f])+"
+_RDN = rf"{_ATTRIBUTE}={_RDN_VALUE}(?:\+{_ATTRIBUTE}={_RDN_VALUE})*"
+_DN = re.compile(rf"{_RDN}(?:,\s*{_RDN})*")
+_DN_RULE = (
+    "an LDAP DN such as dc=example,dc=com: attribute=value pairs separated by ',', "
+    "with ',', '+', '=', '#', ';', '\"', '<', '>' escaped by '\\' and no '?'"
+)
+
+
+def _dn(value: str) -> str:
+    _one_line(value, "dc=example,dc=com")
+    if len(value) > 512:
+        raise ValueError(f"{value[:40]!r}... is {len(value)} characters; at most 512 allowed")
+    if value != value.strip() or not _DN.fullmatch(value):
+        raise ValueError(f"{value!r} is not {_DN_RULE}")
+    return value
+
+
+Dn = Annotated[str, AfterValidator(_dn)]
+
+_HOST = (
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]+\])"
+)
+_URI = re.compile(rf"(ldaps?)://({_HOST})(?::([0-9]{{1,5}}))?/?")
+
+
+def _ldap_uri(value: str) -> str:
+    _one_line(value, "ldaps://ldap.example.com:636")
+    match = _URI.fullmatch(value)
+    if not match or (match.group(3) is not None and not 1 <= int(match.group(3)) <= 65535):
+        raise ValueError(
+            f"{value!r} is not an LDAP URI such as ldaps://ldap.example.com:636 or ldap://ldap.example.com "
+            "(ldap:// or ldaps://, a host name or address, a port 1-65535, no path, user or options)"
+        )
+    return value
+
+
+LdapUri = Annotated[str, AfterValidator(_ldap_uri)]
+
+_FILTER_CHARS = re.compile(r"[^?\x00-\x1f\x7f]+")
+
+
+def _filter(value: str) -> str:
+    _one_line(value, "(objectClass=posixAccount)")
+    depth, closed_at = 0, -1
+    for i, char in enumerate(value):
+        if char == "(" and (i == 0 or value[i - 1] != "\\"):
+            depth += 1
+        elif char == ")" and value[i - 1] != "\\":
+            depth -= 1
+            if depth < 0:
+                break
+            if depth == 0:
+                closed_at = i
+    if (
+        len(value) > 1024
+        or not _FILTER_CHARS.fullmatch(value)
+        or not value.startswith("(")
+        or depth != 0
+        or closed_at != len(value) - 1
+        or "=" not in value
+    ):
+        raise ValueError(
+            f"{value[:80]!r} is not an LDAP filter such as (objectClass=posixAccount) or "
+            "(&(objectClass=posixAccount)(memberOf=cn=hpc,ou=groups,dc=example,dc=com)): one parenthesised "
+            "expression, balanced, without '?', at most 1024 characters"
+        )
+    return value
+
+
+LdapFilter = Annotated[str, AfterValidator(_filter)]
+
+Attribute = Annotated[
+    str, _matcher(_ATTRIBUTE, "an LDAP attribute name: a letter, then letters, digits, '-' (or an OID)", 64)
+]
+
+_HOMEDIR = re.compile(r"(/[A-Za-z0-9_.%-]+)+")
+
+
+def _homedir(value: str) -> str:
+    _one_line(value, "/home/%u")
+    if not _HOMEDIR.fullmatch(value) or re.search(r"%[^uUdfloHhP%]|%$", value) or "/../" in f"{value}/":
+        raise ValueError(
+            f"{value!r} is not a home directory template such as /home/%u: an absolute path of letters, "
+            "digits, '_', '.', '-', and SSSD's %u (user), %U (uid), %d (domain), %f, %l, %o, %h, %H, %P, %%"
+        )
+    return value
+
+
+HomeTemplate = Annotated[str, AfterValidator(_homedir)]
+
+
+class ConfigMapRef(Model):
+    """A key in an existing ConfigMap in the cluster's namespace."""
+
+    name: DnsSubdomain
+    """ConfigMap name. Required."""
+    key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a ConfigMap key: letters, digits, '-', '_', '.'", 253)]
+    """Key inside the ConfigMap. Required."""
+
+
+class ClientCertRef(Model):
+    """A client certificate and its private key in one Secret (a `kubernetes.io/tls` Secret by default)."""
+
+    name: DnsSubdomain
+    """Secret name. Required."""
+    cert_key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a Secret key: letters, digits, '-', '_', '.'", 253)] = (
+        "tls.crt"
+    )
+    """Key of the PEM certificate (chain). Default: tls.crt."""
+    key_key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a Secret key: letters, digits, '-', '_', '.'", 253)] = (
+        "tls.key"
+    )
+    """Key of the PEM private key. Default: tls.key."""
+
+    @model_validator(mode="after")
+    def _two_keys(self) -> ClientCertRef:
+        if self.cert_key == self.key_key:
+            raise ValueError(f"keyKey: the certificate and the private key need two keys; both are {self.key_key!r}")
+        return self
+
+
+Provider = Literal["openldap", "okta", "authentik", "google"]
+ReqCert = Literal["demand", "hard", "try", "allow", "never"]
+WEAK_REQCERT = ("try", "allow", "never")
+"""ldap_tls_reqcert values that let a connection through without a verified server certificate."""
+
+
+@dataclass(frozen=True)
+class ProviderDefaults:
+    """What a directory provider's LDAP front end serves, by its documentation."""
+
+    schema: Literal["rfc2307", "rfc2307bis"]
+    group_member: str | None = None
+    """ldap_group_member, when it differs from the schema's (member / memberUid)."""
+    needs_bind: bool = False
+    needs_client_cert: bool = False
+    extra: tuple[str, ...] = ()
+    """Fixed sssd.conf lines this provider needs (no spec value in them)."""
+
+
+PROVIDERS: dict[str, ProviderDefaults] = {
+    # OpenLDAP with the nis schema: posixAccount / posixGroup with memberUid.
+    "openldap": ProviderDefaults(schema="rfc2307"),
+    # Okta's LDAP Interface: groups list members by DN in uniqueMember; no anonymous bind.
+    "okta": ProviderDefaults(schema="rfc2307bis", group_member="uniqueMember", needs_bind=True),
+    # authentik's LDAP outpost: groups list members by DN in member; binds as a service account.
+    "authentik": ProviderDefaults(schema="rfc2307bis", needs_bind=True),
+    # Google Secure LDAP: the client authenticates with a certificate and key; nested groups are
+    # resolved by the server (LDAP_MATCHING_RULE_IN_CHAIN); users are identified by entryUUID.
+    "google": ProviderDefaults(
+        schema="rfc2307bis",
+        needs_client_cert=True,
+        extra=(
+            "ldap_user_uuid = entryUUID",
+            "ldap_groups_use_matching_rule_in_chain = true",
+            "ldap_initgroups_use_matching_rule_in_chain = true",
+        ),
+    ),
+}
+
+
+class LdapSpec(Model):
+    """SSSD against an LDAP directory, on every Slurm pod: login (sshd, with users' SSH keys from
+    the directory), slurmd (jobs run as the user, with the user's groups), slurmctld (AllowGroups,
+    associations) and slurmdbd (accounts). The connection is always encrypted: ldaps:// URIs speak
+    TLS, ldap:// ones upgrade with StartTLS, and the server certificate is verified (`demand`)
+    unless tlsReqcert says otherwise. https://sssd.io/ https://man.archlinux.org/man/sssd-ldap.5"""
+
+    provider: Provider = "openldap"
+    """Which directory serves LDAP: sets the schema and what must be given (okta and authentik
+    need bindDn, google needs clientCertSecret). Default: openldap."""
+    uris: Annotated[list[LdapUri], Field(min_length=1, max_length=16)]
+    """LDAP servers, tried in order (ldap_uri); all ldaps:// or all ldap:// (StartTLS). Required."""
+    base_dn: Dn
+    """Search base (ldap_search_base). Required."""
+    user_search_base: Dn | None = None
+    """Where users are searched. Default: baseDn."""
+    group_search_base: Dn | None = None
+    """Where groups are searched. Default: baseDn."""
+    bind_dn: Dn | None = None
+    """Bind identity (ldap_default_bind_dn). Default: none (anonymous, or the client certificate);
+    needs bindPasswordSecret."""
+    bind_password_secret: SecretRef | None = None
+    """Secret holding the bind password: mounted only into the sssd containers, added to their
+    private copy of sssd.conf at start, never rendered. Default: none; required with bindDn."""
+    ca_secret: SecretRef | None = None
+    """Secret holding the CA certificate(s) (PEM) that signed the server's (ldap_tls_cacert).
+    Default: none (the image's system CAs)."""
+    ca_config_map: ConfigMapRef | None = None
+    """The same from a ConfigMap (a CA is public). Default: none; at most one of caSecret and caConfigMap."""
+    client_cert_secret: ClientCertRef | None = None
+    """Client certificate and key (ldap_tls_cert, ldap_tls_key): required by Google Secure LDAP,
+    optional elsewhere. Default: none."""
+    tls_reqcert: ReqCert = "demand"
+    """ldap_tls_reqcert: demand (and hard) refuse a server whose certificate does not verify
+    against the CA; try, allow and never are weaker and only used when set here explicitly.
+    Default: demand."""
+    user_filter: LdapFilter = "(objectClass=posixAccount)"
+    """Which entries are users. Default: (objectClass=posixAccount)."""
+    group_filter: LdapFilter = "(objectClass=posixGroup)"
+    """Which entries are groups. Default: (objectClass=posixGroup)."""
+    ldap_schema: Annotated[Literal["rfc2307", "rfc2307bis"] | None, Field(alias="schema")] = None
+    """ldap_schema: rfc2307 (groups list memberUid) or rfc2307bis (groups list member DNs).
+    Default: the provider's (openldap rfc2307; okta, authentik, google rfc2307bis)."""
+    group_member_attribute: Attribute | None = None
+    """ldap_group_member. Default: the provider's (okta uniqueMember), else the schema's."""
+    ssh_public_key_attribute: Attribute = "sshPublicKey"
+    """Attribute holding users' OpenSSH public keys (ldap_user_ssh_public_key), served to sshd by
+    sss_ssh_authorizedkeys. Default: sshPublicKey (the openssh-lpk schema)."""
+    override_homedir: HomeTemplate | None = None
+    """Home directory for every user instead of the directory's homeDirectory, e.g. /home/%u
+    (put a shared volume there). Default: the directory's."""
+
+    @property
+    def defaults(self) -> ProviderDefaults:
+        return PROVIDERS[self.provider]
+
+    @property
+    def effective_schema(self) -> str:
+        return self.ldap_schema or self.defaults.schema
+
+    @property
+    def effective_group_member(self) -> str | None:
+        return self.group_member_attribute or self.defaults.group_member
+
+    @property
+    def start_tls(self) -> bool:
+        """ldap:// URIs upgrade with StartTLS (never a cleartext bind); ldaps:// are TLS already."""
+        return self.uris[0].startswith("ldap://")
+
+    @model_validator(mode="after")
+    def _combinations(self) -> LdapSpec:
+        schemes = sorted({uri.split(":", 1)[0] for uri in self.uris})
+        if len(schemes) > 1:
+            raise ValueError(
+                "uris: all ldaps:// or all ldap:// (StartTLS); SSSD applies StartTLS to every server of a "
+                "domain, so a mix fails on one kind"
+            )
+        if self.bind_dn and self.bind_password_secret is None:
+            raise ValueError("bindPasswordSecret: required when bindDn is set")
+        if self.bind_password_secret is not None and not self.bind_dn:
+            raise ValueError("bindDn: required when bindPasswordSecret is set")
+        if self.defaults.needs_bind and not self.bind_dn:
+            raise ValueError(
+                f"bindDn: required for provider {self.provider} (its LDAP interface refuses anonymous "
+                "searches); give bindDn and bindPasswordSecret"
+            )
+        if self.defaults.needs_client_cert and self.client_cert_secret is None:
+            raise ValueError(
+                f"clientCertSecret: required for provider {self.provider} (Secure LDAP authenticates the "
+                "client by certificate); give the Secret holding its certificate and key"
+            )
+        if self.ca_secret is not None and self.ca_config_map is not None:
+            raise ValueError("caConfigMap: give the CA once, in caSecret or in caConfigMap, not both")
+        if self.tls_reqcert == "never" and (self.ca_secret is not None or self.ca_config_map is not None):
+            field = "caSecret" if self.ca_secret is not None else "caConfigMap"
+            raise ValueError(
+                f"tlsReqcert: never checks no certificate, so {field} would be ignored; drop {field} or use demand"
+            )
+        return self
+
+
+class AuthSpec(Model):
+    """Daemon authentication (https://slurm.schedmd.com/authentication.html) and directory users."""
+
+    type: Literal["munge", "slurm"] = "munge"
+    """auth/munge (munged sidecars) or auth/slurm (shared slurm.key, no munged). Default: munge."""
+    key: KeySource = KeySource()
+    """The munge key or slurm.key. Default: generated."""
+    jwt: KeySource = KeySource()
+    """HS256 key for slurmrestd JWT (AuthAltTypes=auth/jwt). Default: generated."""
+    ldap: LdapSpec | None = None
+    """Directory users through SSSD on every Slurm pod. Default: none (local users only)."""
+
+
+__all__ = [
+    "PROVIDERS",
+    "WEAK_REQCERT",
+    "AuthSpec",
+    "ClientCertRef",
+    "ConfigMapRef",
+    "GroupName",
+    "KeySource",
+    "LdapSpec",
+    "LoginSpec",
+]
