@@ -29,6 +29,7 @@ from sunk.spec.cluster import ClusterSpec
 
 from ..images.build import Builder
 from . import daemons
+from .identity import SSSD_ROLES, DirectorySecrets, start_sssd
 from .jail import Jail, lookup_ids
 from .layout import (
     SLURM_ROLES,
@@ -58,6 +59,10 @@ TERMINAL = {
 }
 
 
+VOLUME_ROLES = {"login": "login", "compute": "slurmd", "controller": "slurmctld"}
+"""The root standing in for each pod kind a shared volume mounts on."""
+
+
 class SlurmCommandError(subprocess.CalledProcessError):
     def __str__(self) -> str:
         return f"{super().__str__()}\nstdout: {self.stdout}\nstderr: {self.stderr}"
@@ -67,9 +72,17 @@ class LocalSlurm:
     """One booted cluster. Use `with LocalSlurm.start(spec) as slurm:`; `stop()` is idempotent."""
 
     def __init__(
-        self, spec: ClusterSpec, nodes: Iterable[SimNode], *, accounting: bool, restapi: bool, jail: Jail
+        self,
+        spec: ClusterSpec,
+        nodes: Iterable[SimNode],
+        *,
+        accounting: bool,
+        restapi: bool,
+        jail: Jail,
+        directory: DirectorySecrets | None = None,
     ) -> None:
         self.spec = spec
+        self.directory = directory
         self.accounting = accounting and spec.accounting.enabled
         self.restapi = restapi
         self.host = short_hostname()
@@ -95,9 +108,14 @@ class LocalSlurm:
         accounting: bool = True,
         restapi: bool = True,
         workdir: Path | None = None,
+        directory: DirectorySecrets | None = None,
     ) -> Self:
         """Boot the cluster; on any failure (or Ctrl-C) everything started is torn down.
-        Overlay uppers, logs and shared folders go into a new folder under `workdir` (default: the temp dir)."""
+        Overlay uppers, logs and shared folders go into a new folder under `workdir` (default: the temp dir).
+        `directory`: with the spec's auth.ldap, what its Secrets hold; an sssd then runs in every
+        Slurm root (as the sidecar in every Slurm pod), started before the daemons."""
+        if directory is not None and spec.auth.ldap is None:
+            raise ValueError("directory secrets given, but the spec has no auth.ldap")
         started = time.monotonic()
         wanted_roles = roles_for(spec, accounting=accounting, restapi=restapi)
         builder = Builder()
@@ -107,7 +125,7 @@ class LocalSlurm:
         jail = Jail(workdir, lowers)
         try:
             wanted = default_nodes(spec) if nodes is None else list(nodes)
-            self = cls(spec, wanted, accounting=accounting, restapi=restapi, jail=jail)
+            self = cls(spec, wanted, accounting=accounting, restapi=restapi, jail=jail, directory=directory)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -181,6 +199,10 @@ class LocalSlurm:
             rendered, host=self.host, ports=self.ports, accounting=self.accounting, exists=self._exists
         )
         self._prepare()
+        if self.directory is not None:
+            for role in SSSD_ROLES:
+                if role in self.roles:
+                    start_sssd(self.jail, role, spec, self.directory)
         for role in SLURM_ROLES:
             if role in self.roles and spec.auth.type == "munge":
                 daemons.start_munged(self.jail, role)
@@ -223,6 +245,12 @@ class LocalSlurm:
                 # No cgroup hierarchy in the jail (cgroup plugins are off, overrides.py), but crun
                 # (srun --container) refuses to start unless /sys/fs/cgroup is a cgroup or tmpfs mount.
                 self.jail.mount_tmpfs(role, "/sys/fs/cgroup")
+            for volume in self.spec.shared_volumes:
+                # A shared volume (a ReadWriteMany claim): one host folder in every root it mounts on.
+                if role in (VOLUME_ROLES[on] for on in volume.mount_on):
+                    folder = shared / "volumes" / volume.name
+                    folder.mkdir(parents=True, exist_ok=True)
+                    self.jail.bind(role, folder, volume.mount_path, read_only=volume.read_only)
             root = self.jail.root(role)
             prepare_role(root, role, host=self.host, munge_key=munge_key, devices=devices if role == "slurmd" else ())
 
