@@ -18,7 +18,6 @@ from sunk.images import MARIADB_ENTRYPOINT, MARIADB_UID, reference
 from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.manifests.auth import auth_refs, sssd_secret
-from sunk.manifests.sssd import render_sssd_conf
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import (
     accounting_hash,
@@ -33,6 +32,7 @@ from sunk.manifests.config import (
 from sunk.manifests.login import login_hash
 from sunk.manifests.network import network_policies
 from sunk.manifests.nodeset_pod import template_hash
+from sunk.manifests.sssd import render_sssd_conf
 from sunk.render import finalize_slurmdbd_conf, render_slurm_files
 from sunk.spec.base import quantity_value
 from sunk.spec.cluster import ClusterSpec
