@@ -98,3 +98,13 @@ def start_sshd(jail: Jail, spec: ClusterSpec, port: int, host_keys: Mapping[str,
         "sshd", lambda: listening(port), timeout=START_TIMEOUT, alive=proc, on_fail=lambda: jail.log_tail("sshd")
     )
     return proc
+
+
+def stop_sssd(jail: Jail, role: str) -> None:
+    """Stop a root's sssd and forget what it cached (as a new pod would start without a cache)."""
+    jail.stop(f"sssd-{role}")
+    root = jail.root(role)
+    for folder in ("var/lib/sss/db", "var/lib/sss/mc", "var/lib/sss/pipes"):
+        for entry in (root / folder).glob("*"):
+            if entry.is_file() or entry.is_socket():
+                entry.unlink()

@@ -120,6 +120,9 @@ def sssd_start(bind_password: bool) -> str:
     lines = [
         "set -eu",
         "umask 077",
+        # The socket folder outlives a restarted sidecar (an emptyDir): no stale socket may pass
+        # the startup probe while this one is still starting or refuses to.
+        f"rm -f /run/sssd.pid {PIPES}/nss {PIPES}/pam {PIPES}/ssh",
         f"install -d -m 0755 {PIPES} {MEMCACHE}",
         f"install -d -m 0700 {PIPES}/private /var/lib/sss/db",
         f"cp {TEMPLATE_DIR}/{SSSD_CONF_KEY} {SSSD_DIR}/sssd.conf",
@@ -136,8 +139,6 @@ def sssd_start(bind_password: bool) -> str:
         ]
     lines += [
         f"chmod 0600 {SSSD_DIR}/sssd.conf",
-        # A restarted sidecar must not find the last run's pid file or sockets.
-        f"rm -f /var/run/sssd.pid {PIPES}/nss {PIPES}/pam {PIPES}/ssh",
         "exec sssd -i --logger=stderr",
     ]
     return "\n".join(lines) + "\n"
