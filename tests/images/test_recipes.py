@@ -30,7 +30,9 @@ def test_roles_install_what_they_run() -> None:
     assert {"slurmdbd", "slurm-wlm-mysql-plugin"} <= packages["slurmdbd"]
     assert "slurmrestd" in packages["slurmrestd"]
     assert {"slurmd", "s6", "crun"} <= packages["slurmd"]
-    assert {"sackd", "openssh-server", "libnss-sss", "libpam-sss"} <= packages["login"]
+    assert {"sackd", "openssh-server", "libpam-sss"} <= packages["login"]
+    # Directory users resolve in every Slurm role (sssd sidecars), so SSSD is in the shared layer.
+    assert {"sssd-ldap", "libnss-sss"} <= packages["slurm"]
     assert "mariadb-server" in packages["mariadb"]
     assert "python3" in packages["python"]
     # The runtime image has no Pulumi: its Python dependencies are listed apart from the project's.

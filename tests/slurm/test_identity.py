@@ -25,7 +25,7 @@ from sunk.spec.cluster import ClusterSpec
 
 pytestmark = pytest.mark.slurm
 
-ALICE, BOB, CAROL = 20001, 20002, 20003
+ALICE, BOB, CAROL, DAVE = 20001, 20002, 20003, 20004
 RESEARCH, HPC, GUESTS = 20000, 30000, 30001
 
 
@@ -82,6 +82,9 @@ def identity_spec(ldap: LocalLdap) -> ClusterSpec:
             "sharedVolumes": [
                 {"name": "home", "mountPath": "/home", "mountOn": ["login", "compute"], "create": {"size": "10Gi"}}
             ],
+            # Accounting enforces associations: directory users run jobs only with an account
+            # (slurmctld maps their names to uids through its sssd).
+            "accounts": [{"name": "research", "users": ["alice", "bob", "carol"]}],
             "nodesets": [{"name": "cpu", "replicas": 1, "cpus": 2, "memoryMib": 1000}],
             "partitions": [
                 {"name": "batch", "nodesets": ["cpu"], "default": True},
@@ -94,14 +97,19 @@ def identity_spec(ldap: LocalLdap) -> ClusterSpec:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     keys = tmp_path_factory.mktemp("keys")
-    for name in ("alice", "bob", "carol", "stranger"):
+    for name in ("alice", "bob", "carol", "dave", "stranger"):
         keygen(keys, name)
     users = [
         DirectoryUser(name, uid, gid, ((keys / f"{name}.pub").read_text().strip(),))
-        for name, uid, gid in (("alice", ALICE, RESEARCH), ("bob", BOB, RESEARCH), ("carol", CAROL, GUESTS))
+        for name, uid, gid in (
+            ("alice", ALICE, RESEARCH),
+            ("bob", BOB, RESEARCH),
+            ("carol", CAROL, GUESTS),
+            ("dave", DAVE, RESEARCH),  # in the directory, in no account
+        )
     ]
     groups = [
-        DirectoryGroup("research", RESEARCH, ("alice", "bob")),
+        DirectoryGroup("research", RESEARCH, ("alice", "bob", "dave")),
         DirectoryGroup("hpc", HPC, ("alice",)),
         DirectoryGroup("guests", GUESTS, ("carol",)),
     ]
@@ -176,6 +184,17 @@ def test_group_restricted_partition_admits_members_and_rejects_others(site: Site
     assert "JobState=PENDING" in show
     assert f"Reason=uid_{BOB}_not_in_group_permitted_to_use_this_partition_(hpc)" in show
     site.slurm.run("scancel", str(held), check=True)
+
+
+def test_a_directory_user_without_an_account_cannot_submit(site: Site) -> None:
+    """Associations are enforced (accounting.enforce): dave logs in, but slurmctld finds no
+    association for his uid, while alice's (by name, resolved to her uid) lets her run."""
+    assert site.ssh("dave", "id -u").stdout == f"{DAVE}\n"
+    refused = site.ssh("dave", "sbatch --parsable --wrap true")
+    assert refused.returncode != 0
+    assert "Invalid account or account/partition combination specified" in refused.stderr
+    users = site.slurm.run("sacctmgr", "-n", "-P", "show", "assoc", "format=user,account", check=True).stdout
+    assert "alice|research" in users.split() and "dave" not in users
 
 
 def test_only_the_directorys_key_for_that_user_and_only_allowed_groups_log_in(site: Site) -> None:
