@@ -11,6 +11,9 @@ Files in the pod:
   node-side files, with this NodeSet's `gres-<nodeset>.conf` as `gres.conf`) plus, for
   auth/slurm, `slurm.key` from the auth Secret. The JWT key never reaches a compute pod.
 - /etc/munge: the munge key, copied by the munge sidecar (munged insists on owning its key).
+- /var/lib/sss/pipes and /var/lib/sss/mc: with the cluster's auth.ldap (spec.sssd), the sockets and
+  memory cache of an sssd native sidecar (sunk.manifests.sssd), so job steps run as directory
+  users with their groups.
 - /etc/cont-init.d/<name> and /etc/services.d/<name>/run: the NodeSet's s6 one-shots and s6
   services, each carried in a pod annotation and projected by the downward API (no extra object
   to create or garbage-collect). With either, slurmd runs under the slurmd image's sunk-init
