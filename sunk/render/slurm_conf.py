@@ -153,6 +153,8 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
             words.append(f"AllowAccounts={','.join(p.allow_accounts)}")
         if p.allow_qos:
             words.append(f"AllowQos={','.join(p.allow_qos)}")
+        if p.allow_groups:
+            words.append(f"AllowGroups={','.join(p.allow_groups)}")
         words += [*p.extra, "State=UP"]
         lines.append(" ".join(words))
     if spec.controller.extra_slurm_conf:

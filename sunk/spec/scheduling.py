@@ -22,6 +22,7 @@ from sunk.spec.base import (
     mount_clash,
     slurm_seconds,
 )
+from sunk.spec.identity import GroupName
 from sunk.spec.nodeset import NodeSetSpec
 
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
@@ -39,6 +40,7 @@ _PARTITION_RENDERED = {
     "preemptmode": "preemptMode",
     "allowaccounts": "allowAccounts",
     "allowqos": "allowQos",
+    "allowgroups": "allowGroups",
     "state": "the partition is UP while it is in the spec",
 }
 """PartitionName-line keys sunk writes itself (lower case) -> the spec field that sets each."""
@@ -72,6 +74,10 @@ class PartitionSpec(Model):
     """AllowAccounts. Default: all."""
     allow_qos: list[SlurmName] = []
     """AllowQos; each must be a QOS of the spec (or `normal`). Default: all."""
+    allow_groups: list[GroupName] = []
+    """AllowGroups: only members of these Unix or directory groups (resolved by slurmctld, through
+    its sssd with auth.ldap) may run here; others' jobs are held. Default: all.
+    https://slurm.schedmd.com/slurm.conf.html#OPT_AllowGroups"""
     extra: list[
         Annotated[str, _matcher(r"[A-Za-z]+=[^\s]+", "one `Key=Value` word without spaces, such as OverSubscribe=NO")]
     ] = []
@@ -85,6 +91,7 @@ class PartitionSpec(Model):
         if self.default_time is not None and slurm_seconds(self.default_time) > slurm_seconds(self.max_time):
             errors.append(f"defaultTime: {self.default_time} exceeds maxTime {self.max_time}; use at most maxTime")
         errors += _repeats("nodesets", self.nodesets)
+        errors += _repeats("allowGroups", self.allow_groups)
         for i, word in enumerate(self.extra):
             key = word.partition("=")[0].lower()
             if key in _PARTITION_RENDERED:

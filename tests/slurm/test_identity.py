@@ -88,7 +88,7 @@ def identity_spec(ldap: LocalLdap) -> ClusterSpec:
             "nodesets": [{"name": "cpu", "replicas": 1, "cpus": 2, "memoryMib": 1000}],
             "partitions": [
                 {"name": "batch", "nodesets": ["cpu"], "default": True},
-                {"name": "hpc", "nodesets": ["cpu"], "extra": ["AllowGroups=hpc"]},
+                {"name": "hpc", "nodesets": ["cpu"], "allowGroups": ["hpc"]},
             ],
         }
     )

@@ -12,6 +12,7 @@ import pytest
 
 from sunk.manifests.scripts import sshd_identity_conf
 from sunk.manifests.sssd import render_sssd_conf
+from sunk.render.slurm_conf import render_slurm_conf
 from sunk.spec import SpecError, load_spec
 from sunk.spec.identity import LdapSpec
 
@@ -91,6 +92,25 @@ def test_no_login_value_can_add_a_line_to_sshd_config(payload: str) -> None:
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq5v9mZ2wG2i3d0cFh3pQkU4sXJm0vYQn8x1bL2cD3e ops"
     found = problems(login={"authorizedKeys": [f"{key}{payload}"]})
     assert [p.partition(": ")[0] for p in found] == ["login.authorizedKeys[0]"], found
+
+
+def test_partition_allow_groups() -> None:
+    partition = {"name": "gpu", "nodesets": ["cpu"], "allowGroups": ["hpc", "gpu-users"]}
+    spec = load_spec({**BASE, "partitions": [*BASE["partitions"], partition]})
+    line = next(x for x in render_slurm_conf(spec).splitlines() if x.startswith("PartitionName=gpu "))
+    assert " AllowGroups=hpc,gpu-users " in f"{line} "
+    for bad, path, valid in (
+        (["hpc,ops"], "partitions[1].allowGroups[0]", "a group name"),
+        (["hpc\nPartitionName=evil"], "partitions[1].allowGroups[0]", "a group name"),
+        (["hpc", "hpc"], "partitions[1].allowGroups[1]", "listed twice"),
+    ):
+        with pytest.raises(SpecError) as info:
+            load_spec({**BASE, "partitions": [*BASE["partitions"], {**partition, "allowGroups": bad}]})
+        assert [p.partition(": ")[0] for p in info.value.problems] == [path], info.value.problems
+        assert valid in info.value.problems[0]
+    with pytest.raises(SpecError) as info:
+        load_spec({**BASE, "partitions": [*BASE["partitions"], {**partition, "extra": ["AllowGroups=x"]}]})
+    assert "set it through its own field (allowGroups)" in info.value.problems[0]
 
 
 def test_awkward_but_valid_values_stay_on_their_line() -> None:
