@@ -70,6 +70,15 @@ def slurm_node_name(nodeset: str, ordinal: int) -> str:
     return f"{nodeset}-{ordinal}"
 
 
+def shared_volume(name: str) -> str:
+    """The pod volume of a shared volume, the same on every role (login, controller, slurmd):
+    `shared-<name>`, shortened with a hash when that would pass a DNS label's 63 characters."""
+    full = f"shared-{name}"
+    if len(full) <= 63:
+        return full
+    return f"{full[:54].rstrip('-')}-{hashlib.sha256(full.encode()).hexdigest()[:8]}"
+
+
 def topology_config_map(cluster_name: str) -> str:
     """ConfigMap (key `topology.conf`) the NodeSet operator keeps in step with the Node labels.
     slurmctld mounts it beside the per-file ConfigMaps in a projected volume (not subPath:

@@ -239,7 +239,7 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[A
         if "compute" not in sv.mount_on:
             continue
         claim = sv.existing_claim or shared_claim_name(spec.cluster_name, sv.name)
-        vname = _prefixed("shared-", sv.name)
+        vname = naming.shared_volume(sv.name)
         volumes.append({"name": vname, "persistentVolumeClaim": {"claimName": claim, "readOnly": sv.read_only}})
         mounts.append({"name": vname, "mountPath": sv.mount_path, "readOnly": sv.read_only})
     for v in spec.volumes:
@@ -259,9 +259,19 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[A
     return volumes, mounts
 
 
-def _prefixed(prefix: str, name: str) -> str:
-    full = f"{prefix}{name}"
-    return full if len(full) <= 63 else f"{full[:54].rstrip('-')}-{_short_hash(full)}"
+def owner_references(owner: Mapping[str, str]) -> list[dict[str, Any]]:
+    """What the operator creates for a NodeSet (pods, the headless Service) is owned by it: the
+    garbage collector removes it with the NodeSet, after its dependents (blockOwnerDeletion)."""
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": owner["name"],
+            "uid": owner["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
 
 
 def _unique(what: str, values: list[str]) -> None:
@@ -289,8 +299,10 @@ def _munge_sidecar(spec: NodeSetResourceSpec) -> dict[str, Any]:
         "securityContext": {
             # Root only to chown the key and socket directory, then munged runs as munge.
             "runAsUser": 0,
+            "runAsNonRoot": False,
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
         },
         "volumeMounts": [
             {"name": "sunk-munge-key", "mountPath": MUNGE_KEY_DIR, "readOnly": True},
@@ -362,16 +374,7 @@ def nodeset_pod(
         "annotations": annotations,
     }
     if owner is not None:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "name": owner["name"],
-                "uid": owner["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
+        metadata["ownerReferences"] = owner_references(owner)
     volumes, mounts = _volumes(spec, config_keys)
     # Exclusive: the GPUs are the slurmd pod's. Shared: none, so the device plugin hands them to
     # pods (slurmd is privileged and sees every device; Slurm's GRES accounting splits them).
@@ -387,7 +390,9 @@ def nodeset_pod(
         # Privileged because slurmd must create a cgroup per job and constrain its devices (cgroup
         # v2 device filters are BPF programs), start job steps as the job's user, and let
         # pyxis/enroot mount container filesystems: a reduced capability set breaks each of these.
-        "securityContext": {"privileged": True},
+        # Privileged (per-job cgroups and device filters, job steps as the user): no seccomp
+        # filter applies to it either way; Unconfined says so instead of implying one.
+        "securityContext": {"privileged": True, "seccompProfile": {"type": "Unconfined"}},
         "volumeMounts": mounts,
     }
     containers: list[dict[str, Any]] = [slurmd]
@@ -403,6 +408,9 @@ def nodeset_pod(
     pod_spec: dict[str, Any] = {
         "hostname": node,
         "subdomain": service_name(spec),
+        # Every other container (munge, sssd, the NodeSet's own sidecars) runs under the
+        # container runtime's default seccomp profile.
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": containers,
         "volumes": volumes,
         "enableServiceLinks": False,
@@ -438,9 +446,7 @@ def headless_service(
     for MPI and srun between nodes, even before a pod is ready."""
     metadata: dict[str, Any] = {"name": service_name(spec), "namespace": namespace, "labels": selector_labels(spec)}
     if owner is not None:
-        metadata["ownerReferences"] = [
-            {"apiVersion": API_VERSION, "kind": KIND, "name": owner["name"], "uid": owner["uid"], "controller": True}
-        ]
+        metadata["ownerReferences"] = owner_references(owner)
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -131,7 +131,7 @@ def shared_volumes(spec: ClusterSpec, role: Role) -> tuple[list[Manifest], list[
     for v in spec.shared_volumes:
         if role not in v.mount_on:
             continue
-        name = f"shared-{v.name}"
+        name = naming.shared_volume(v.name)
         vols.append(
             {"name": name, "persistentVolumeClaim": {"claimName": shared_claim(spec, v), "readOnly": v.read_only}}
         )

@@ -129,7 +129,12 @@ def test_munge_runs_as_a_native_sidecar_without_privilege() -> None:
         v["secret"] for v in build(gpu(authSecretKey="key"))["spec"]["volumes"] if v["name"] == "sunk-munge-key"
     )
     assert other["items"][0]["key"] == "key"
-    assert container(pod, "slurmd")["securityContext"] == {"privileged": True}
+    assert container(pod, "slurmd")["securityContext"] == {"privileged": True, "seccompProfile": {"type": "Unconfined"}}
+    assert (
+        munge["securityContext"]["seccompProfile"]
+        == pod["spec"]["securityContext"]["seccompProfile"]
+        == {"type": "RuntimeDefault"}
+    )
     # JWT key never reaches compute.
     assert "research-jwt" not in str(pod)
 
