@@ -35,9 +35,7 @@ def _pod_specs(spec: ClusterSpec) -> Iterator[tuple[str, dict[str, Any]]]:
         name = f"{m['kind']}/{m['metadata']['name']}"
         if m["kind"] == "Pod":
             yield name, m["spec"]
-        elif m["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
-            yield name, m["spec"]["template"]["spec"]
-        elif m["kind"] == "Job":
+        elif m["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
             yield name, m["spec"]["template"]["spec"]
 
 
