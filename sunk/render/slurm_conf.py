@@ -5,6 +5,7 @@ from __future__ import annotations
 from sunk import naming
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
+from sunk.spec.scheduling import PartitionSpec
 
 HEADER = "# Rendered by sunk from the cluster spec; edit the spec, not this file.\n"
 
@@ -38,10 +39,8 @@ def node_conf(ns: NodeSetSpec) -> str:
     return " ".join(words)
 
 
-def render_slurm_conf(spec: ClusterSpec) -> str:
-    s = spec.scheduling
-    lines = [
-        HEADER.rstrip("\n"),
+def _daemons(spec: ClusterSpec) -> list[str]:
+    return [
         f"ClusterName={spec.name}",
         f"SlurmctldHost={naming.controller_host(spec)}({naming.controller_fqdn(spec)})",
         f"SlurmctldPort={naming.SLURMCTLD_PORT}",
@@ -52,18 +51,21 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         f"SlurmdSpoolDir={naming.SLURMD_SPOOL}",
         "SlurmctldPidFile=/run/slurmctld/slurmctld.pid",
         "SlurmdPidFile=/run/slurmd/slurmd.pid",
-        "",
-        "# Authentication",
     ]
-    if spec.auth.type == "munge":
-        lines += ["AuthType=auth/munge", "CredType=cred/munge"]
-    else:
-        lines += ["AuthType=auth/slurm", "CredType=cred/slurm"]
-    lines += [
+
+
+def _authentication(spec: ClusterSpec) -> list[str]:
+    kind = spec.auth.type  # munge or slurm: AuthType and CredType alike
+    return [
+        f"AuthType=auth/{kind}",
+        f"CredType=cred/{kind}",
         "AuthAltTypes=auth/jwt",
         f"AuthAltParameters=jwt_key={naming.JWT_KEY_PATH}",
-        "",
-        "# Resources and processes",
+    ]
+
+
+def _resources(spec: ClusterSpec) -> list[str]:
+    lines = [
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "ProctrackType=proctrack/cgroup",
@@ -94,10 +96,15 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         lines.append(f"Epilog={naming.EPILOG_DIR}/*")
     if spec.scripts.job_submit_lua is not None:
         lines.append("JobSubmitPlugins=lua")
+    return lines
 
-    lines += ["", "# Scheduling, priority and preemption"]
-    lines.append(f"PreemptType=preempt/{s.preempt_type}")
-    lines.append(f"PreemptMode={_mode(s.preempt_mode) if s.preempt_type != 'none' else 'OFF'}")
+
+def _scheduling(spec: ClusterSpec) -> list[str]:
+    s = spec.scheduling
+    lines = [
+        f"PreemptType=preempt/{s.preempt_type}",
+        f"PreemptMode={_mode(s.preempt_mode) if s.preempt_type != 'none' else 'OFF'}",
+    ]
     if s.preempt_exempt_time:
         lines.append(f"PreemptExemptTime={s.preempt_exempt_time}")
     lines.append(f"PriorityType=priority/{s.priority_type}")
@@ -112,51 +119,65 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         ]
     if s.scheduler_parameters:
         lines.append(f"SchedulerParameters={','.join(s.scheduler_parameters)}")
+    return lines
 
-    lines += ["", "# Accounting"]
-    if spec.accounting.enabled:
-        tres = ["gres/gpu"] if spec.has_gpus else []
-        lines += [
-            "AccountingStorageType=accounting_storage/slurmdbd",
-            f"AccountingStorageHost={naming.accounting(spec)}",
-            f"AccountingStoragePort={naming.SLURMDBD_PORT}",
-            # The scheduler and syncer find their jobs again by comment after a restart.
-            "AccountingStoreFlags=job_comment,job_extra",
-        ]
-        if tres:
-            lines.append(f"AccountingStorageTRES={','.join(tres)}")
-        if spec.accounting.enforce:
-            # Only users with an association run jobs, and QOS/association limits hold.
-            lines.append(f"AccountingStorageEnforce={','.join(spec.accounting.enforce)}")
-    else:
-        lines.append("AccountingStorageType=accounting_storage/none")
 
-    lines += ["", "# NodeSets: dynamic nodes join by feature"]
-    for ns in spec.nodesets:
-        lines.append(f"NodeSet={ns.name} Feature={ns.name}")
-    lines += ["", "# Partitions"]
-    for p in spec.partitions:
-        words = [
-            f"PartitionName={p.name}",
-            f"Nodes={','.join(p.nodesets)}",
-            f"Default={'YES' if p.default else 'NO'}",
-            f"MaxTime={p.max_time}",
-        ]
-        if p.default_time:
-            words.append(f"DefaultTime={p.default_time}")
-        # CR_Core_Memory without a default gives a job that asks for no memory the whole node.
-        words.append(f"DefMemPerCPU={spec.def_mem_per_cpu(p)}")
-        words.append(f"PriorityTier={p.priority_tier}")
-        if p.preempt_mode:
-            words.append(f"PreemptMode={_mode(p.preempt_mode)}")
-        if p.allow_accounts:
-            words.append(f"AllowAccounts={','.join(p.allow_accounts)}")
-        if p.allow_qos:
-            words.append(f"AllowQos={','.join(p.allow_qos)}")
-        if p.allow_groups:
-            words.append(f"AllowGroups={','.join(p.allow_groups)}")
-        words += [*p.extra, "State=UP"]
-        lines.append(" ".join(words))
+def _accounting(spec: ClusterSpec) -> list[str]:
+    if not spec.accounting.enabled:
+        return ["AccountingStorageType=accounting_storage/none"]
+    lines = [
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        f"AccountingStorageHost={naming.accounting(spec)}",
+        f"AccountingStoragePort={naming.SLURMDBD_PORT}",
+        # The scheduler and syncer find their jobs again by comment after a restart.
+        "AccountingStoreFlags=job_comment,job_extra",
+    ]
+    if spec.has_gpus:
+        lines.append("AccountingStorageTRES=gres/gpu")
+    if spec.accounting.enforce:
+        # Only users with an association run jobs, and QOS/association limits hold.
+        lines.append(f"AccountingStorageEnforce={','.join(spec.accounting.enforce)}")
+    return lines
+
+
+def _partition(spec: ClusterSpec, p: PartitionSpec) -> str:
+    words = [
+        f"PartitionName={p.name}",
+        f"Nodes={','.join(p.nodesets)}",
+        f"Default={'YES' if p.default else 'NO'}",
+        f"MaxTime={p.max_time}",
+    ]
+    if p.default_time:
+        words.append(f"DefaultTime={p.default_time}")
+    # CR_Core_Memory without a default gives a job that asks for no memory the whole node.
+    words.append(f"DefMemPerCPU={spec.def_mem_per_cpu(p)}")
+    words.append(f"PriorityTier={p.priority_tier}")
+    if p.preempt_mode:
+        words.append(f"PreemptMode={_mode(p.preempt_mode)}")
+    for key, values in (
+        ("AllowAccounts", p.allow_accounts),
+        ("AllowQos", p.allow_qos),
+        ("AllowGroups", p.allow_groups),
+    ):
+        if values:
+            words.append(f"{key}={','.join(values)}")
+    return " ".join([*words, *p.extra, "State=UP"])
+
+
+def render_slurm_conf(spec: ClusterSpec) -> str:
+    """slurm.conf, section by section."""
+    sections = [
+        ("", _daemons(spec)),
+        ("# Authentication", _authentication(spec)),
+        ("# Resources and processes", _resources(spec)),
+        ("# Scheduling, priority and preemption", _scheduling(spec)),
+        ("# Accounting", _accounting(spec)),
+        ("# NodeSets: dynamic nodes join by feature", [f"NodeSet={ns.name} Feature={ns.name}" for ns in spec.nodesets]),
+        ("# Partitions", [_partition(spec, p) for p in spec.partitions]),
+    ]
     if spec.controller.extra_slurm_conf:
-        lines += ["", "# controller.extraSlurmConf", *spec.controller.extra_slurm_conf]
+        sections.append(("# controller.extraSlurmConf", list(spec.controller.extra_slurm_conf)))
+    lines = [HEADER.rstrip("\n")]
+    for title, body in sections:
+        lines += ["", title, *body] if title else body
     return "\n".join(lines) + "\n"
