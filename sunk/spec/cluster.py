@@ -215,9 +215,29 @@ class ClusterSpec(Model):
 
     @model_validator(mode="after")
     def _rules(self) -> ClusterSpec:
-        errors: list[str] = []
-        errors += reserved_name_problems(self)
-        errors += contradiction_problems(self)
+        """Every cross-field rule, each group a named step; all problems are reported at once."""
+        errors = [
+            *reserved_name_problems(self),
+            *contradiction_problems(self),
+            *self._identity_problems(),
+            *self._partition_problems(),
+            *self._nodeset_problems(),
+            *self._qos_problems(),
+            *partition_problems(self.partitions, self.nodesets, self.topology),
+            *account_problems(self.accounts, self._qos_names, self.accounting.enabled),
+            *self._role_problems(),
+        ]
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    @property
+    def _qos_names(self) -> set[str]:
+        return {q.name for q in self.qos} | {BUILTIN_QOS}
+
+    def _identity_problems(self) -> list[str]:
+        """Versions, lengths and names that must be unique."""
+        errors = []
         if self.slurm_version not in SUPPORTED_SLURM:
             errors.append(
                 f"slurmVersion: {self.slurm_version!r} is not supported; supported: {', '.join(SUPPORTED_SLURM)}"
@@ -230,31 +250,38 @@ class ClusterSpec(Model):
         errors += _unique("accounts", [a.name for a in self.accounts], "name")
         errors += _unique("sharedVolumes", [v.name for v in self.shared_volumes], "name")
         errors += _unique("sharedVolumes", [v.mount_path for v in self.shared_volumes], "mountPath")
+        return errors
 
-        nodesets = {n.name for n in self.nodesets}
-        qos = {q.name for q in self.qos} | {BUILTIN_QOS}
+    def _partition_problems(self) -> list[str]:
+        """One default, known nodesets and QOS, preemption modes that apply."""
+        errors = []
+        nodesets, qos = {n.name for n in self.nodesets}, self._qos_names
         defaults = [i for i, p in enumerate(self.partitions) if p.default]
         if len(defaults) > 1:
             errors.append(
                 f"partitions[{defaults[1]}].default: partitions[{defaults[0]}] is already the default; only one may be"
             )
-        used: set[str] = set()
         for i, p in enumerate(self.partitions):
-            for j, ns in enumerate(p.nodesets):
-                if ns not in nodesets:
-                    errors.append(
-                        f"partitions[{i}].nodesets[{j}]: {ns!r} is not a nodeset; known: {', '.join(sorted(nodesets))}"
-                    )
-                used.add(ns)
-            for j, q in enumerate(p.allow_qos):
-                if q not in qos:
-                    errors.append(f"partitions[{i}].allowQos[{j}]: {q!r} is not a QOS; known: {', '.join(sorted(qos))}")
-            if (
-                p.preempt_mode is not None
-                and self.scheduling.preempt_type != "partition_prio"
-                and p.preempt_mode != "off"
-            ):
+            errors += [
+                f"partitions[{i}].nodesets[{j}]: {ns!r} is not a nodeset; known: {', '.join(sorted(nodesets))}"
+                for j, ns in enumerate(p.nodesets)
+                if ns not in nodesets
+            ]
+            errors += [
+                f"partitions[{i}].allowQos[{j}]: {q!r} is not a QOS; known: {', '.join(sorted(qos))}"
+                for j, q in enumerate(p.allow_qos)
+                if q not in qos
+            ]
+            if p.preempt_mode not in (None, "off") and self.scheduling.preempt_type != "partition_prio":
                 errors.append(f"partitions[{i}].preemptMode: needs scheduling.preemptType partition_prio")
+        if self.scheduling.preempt_type == "partition_prio" and len({p.priority_tier for p in self.partitions}) < 2:
+            errors.append("scheduling.preemptType: partition_prio needs partitions with different priorityTier values")
+        return errors
+
+    def _nodeset_problems(self) -> list[str]:
+        """Every nodeset in a partition, pod names within a DNS label, room for the sssd sidecar."""
+        errors = []
+        used = {ns for p in self.partitions for ns in p.nodesets}
         for i, n in enumerate(self.nodesets):
             if n.name not in used:
                 errors.append(
@@ -268,6 +295,17 @@ class ClusterSpec(Model):
                     f"nodesets[{i}].name: pod names such as {longest!r} would be {len(longest)} characters; "
                     "at most 63 allowed: shorten the cluster or nodeset name"
                 )
+            if self.auth.ldap is not None:
+                errors += [
+                    f"nodesets[{i}].{problem} (auth.ldap adds an sssd sidecar to the slurmd pod)"
+                    for problem in n.admission(extra=SSSD_RESOURCES.requests)
+                ]
+        return errors
+
+    def _qos_problems(self) -> list[str]:
+        """Preemption between known QOS, and QOS only where accounting holds them."""
+        errors = []
+        qos = self._qos_names
         for i, entry in enumerate(self.qos):
             for j, target in enumerate(entry.preempt):
                 if target not in qos:
@@ -276,23 +314,15 @@ class ClusterSpec(Model):
                     errors.append(f"qos[{i}].preempt[{j}]: a QOS cannot preempt itself")
             if entry.preempt and self.scheduling.preempt_type != "qos":
                 errors.append(f"qos[{i}].preempt: needs scheduling.preemptType qos (is {self.scheduling.preempt_type})")
-        errors += partition_problems(self.partitions, self.nodesets, self.topology)
-        if self.scheduling.preempt_type == "partition_prio" and len({p.priority_tier for p in self.partitions}) < 2:
-            errors.append("scheduling.preemptType: partition_prio needs partitions with different priorityTier values")
-        if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
-            idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
-            errors.append(f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false")
-        errors += account_problems(self.accounts, qos, self.accounting.enabled)
-        if self.auth.ldap is not None:
-            for i, n in enumerate(self.nodesets):
-                errors += [
-                    f"nodesets[{i}].{problem} (auth.ldap adds an sssd sidecar to the slurmd pod)"
-                    for problem in n.admission(extra=SSSD_RESOURCES.requests)
-                ]
         if not self.accounting.enabled and self.qos:
             errors.append("qos: QOS live in accounting; set accounting.enabled true or drop qos")
         if not self.accounting.enabled and self.scheduling.preempt_type == "qos":
             errors.append("scheduling.preemptType: qos needs accounting.enabled true (QOS live in slurmdbd)")
-        if errors:
-            raise ValueError("\n".join(errors))
-        return self
+        return errors
+
+    def _role_problems(self) -> list[str]:
+        """Shared volumes only on roles that exist."""
+        if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
+            idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
+            return [f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false"]
+        return []
