@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from sunk import keys
 from sunk.spec.cluster import ClusterSpec
 
 SLURM_ETC = "/etc/slurm"
@@ -86,7 +87,7 @@ def topology_config_map(cluster_name: str) -> str:
     return f"{cluster_name}-topology"
 
 
-CONFIG_FILE_ANNOTATION = "sunk.dev/slurm-file"
+CONFIG_FILE_ANNOTATION = keys.SLURM_FILE
 """On each per-file ConfigMap: the file's path relative to /etc/slurm (its key is only the name)."""
 
 _SLUG_JUNK = re.compile(r"[^a-z0-9]+")

@@ -15,10 +15,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from sunk import keys
 from sunk.images import DEFAULT_REGISTRY
 from sunk.spec.base import AbsPath, LabelKey, Model, _matcher
 
-TENANT_NAMESPACE_LABEL = "sunk.dev/tenant"
+TENANT_NAMESPACE_LABEL = keys.TENANT
 """The label every tenant stack puts on the namespace it creates (sunk.manifests.meta.TENANT_LABEL)."""
 
 
@@ -28,7 +29,7 @@ class TenantPolicy(Model):
     namespace_label: LabelKey | None = TENANT_NAMESPACE_LABEL
     """NodeSets are served only in namespaces carrying this label; tenant stacks put it on the
     namespaces they create (label a namespace you bring yourself). null: any namespace.
-    Default: sunk.dev/tenant."""
+    Default: slurm.sunk.dev/tenant."""
     image_prefixes: list[
         Annotated[str, _matcher(r"[a-z0-9.:-]+(/[a-z0-9._-]+)*/?", "an image prefix such as ghcr.io/acme/", 255)]
     ] = Field(default_factory=lambda: [f"{DEFAULT_REGISTRY}/"])
@@ -47,7 +48,8 @@ def namespace_problem(policy: TenantPolicy, namespace: str, labels: Mapping[str,
     """Why NodeSets in this namespace are not served (`labels` None: the namespace is unknown)."""
     if policy.namespace_label is None:
         return None
-    if labels is None or policy.namespace_label not in labels:
+    legacy = keys.LEGACY.get(policy.namespace_label)  # namespaces labelled before the single prefix
+    if labels is None or not (policy.namespace_label in labels or (legacy is not None and legacy in labels)):
         return (
             f"namespace {namespace} has no label {policy.namespace_label}: the operator serves NodeSets "
             "only in tenant namespaces (a cluster administrator labels them)"

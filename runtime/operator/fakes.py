@@ -8,6 +8,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sunk import keys
 from sunk.manifests.nodeset_pod import LABEL_NODESET
 
 from ..slurmrest import Node as SlurmNode
@@ -150,7 +151,7 @@ class FakeKube:
         """Schedule every pending pod (all-matching pods onto their own Node) and mark it Running."""
         for pod in self.pods.values():
             ann = pod["metadata"].get("annotations") or {}
-            pod["spec"].setdefault("nodeName", ann.get("slurm.sunk.dev/kube-node") or kube_node)
+            pod["spec"].setdefault("nodeName", ann.get(keys.KUBE_NODE) or kube_node)
             pod["status"] = {
                 "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],

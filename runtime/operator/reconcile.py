@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_NODESET, nodeset_pod, service_name
 from sunk.policy import TenantPolicy, namespace_problem, pod_problems
@@ -66,7 +66,7 @@ from .topology import (
 
 log = logging.getLogger("sunk.operator")
 COMPONENT = "sunk-operator"
-POLICY_CONDITION = "PolicyAllowed"
+POLICY_CONDITION = keys.POLICY_ALLOWED
 """NodeSet condition, False while the tenant policy refuses the NodeSet (reason PolicyViolation)."""
 
 
@@ -167,7 +167,7 @@ class Reconciler:
                 "observedGeneration": meta.get("generation", 0),
                 "conditions": [
                     {
-                        "type": "SpecValid",
+                        "type": keys.SPEC_VALID,
                         "status": "False",
                         "reason": "Invalid",
                         "message": message,

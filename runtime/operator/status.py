@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from sunk import keys
 from sunk.crd import NodeSetStatus
 
 from ..common.conditions import Condition, transition
@@ -64,7 +65,7 @@ def _condition(
     return transition(Condition(ctype, "True" if ok else "False", reason, message), old, now).to_dict()
 
 
-PODS_FIT = "PodsFit"
+PODS_FIT = keys.PODS_FIT
 _LISTED = 10
 """Nodes named in the PodsFit message; more are counted (a status must stay small)."""
 
@@ -109,7 +110,7 @@ def compute_status(
     else:
         why, msg = "PodsNotReady", f"{ready}/{desired} pods ready"
     conditions = [
-        _condition(previous, "Ready", why == "AllReady", why, msg, now),
+        _condition(previous, keys.READY, why == "AllReady", why, msg, now),
         _condition(
             previous,
             "SlurmReachable",
@@ -128,7 +129,7 @@ def compute_status(
         ),
         _condition(
             previous,
-            "TemplateValid",
+            keys.TEMPLATE_VALID,
             not build_error,
             "Valid" if not build_error else "Invalid",
             build_error,

@@ -19,19 +19,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sunk import naming
-from sunk.crd import GROUP
+from sunk import keys, naming
 from sunk.render import TopologyNode, render_topology_conf
 from sunk.spec.scheduling import TopologySpec
 
 from ..common.timefmt import parse_rfc3339, rfc3339
 
 TOPOLOGY_KEY = "topology.conf"
-ANNOTATION_WRITTEN = f"{GROUP}/topology-written"
+ANNOTATION_WRITTEN = keys.TOPOLOGY_WRITTEN
 """When the operator last changed the text (UTC, ISO 8601)."""
-ANNOTATION_RECONFIGURED = f"{GROUP}/reconfigured"
+ANNOTATION_RECONFIGURED = keys.TOPOLOGY_RECONFIGURED
 """Hash of the text and registered nodes the last reconfigure covered."""
-LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_CLUSTER = keys.CLUSTER
 
 
 @dataclass(frozen=True)

@@ -12,21 +12,23 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-PREFIX = "slurm.sunk.dev/"
+from sunk import keys
+
+PREFIX = keys.PREFIX
 
 # Requests (pod annotation, else Namespace annotation).
-PARTITION = PREFIX + "partition"
-QOS = PREFIX + "qos"
-ACCOUNT = PREFIX + "account"
-TIME_LIMIT = PREFIX + "time-limit"
+PARTITION = keys.PARTITION
+QOS = keys.QOS
+ACCOUNT = keys.ACCOUNT
+TIME_LIMIT = keys.TIME_LIMIT
 """A Slurm time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED."""
-NICE = PREFIX + "nice"
+NICE = keys.NICE
 """Slurm nice (-2147483645..2147483645); lower runs first."""
-PRIORITY = PREFIX + "priority"
+PRIORITY = keys.PRIORITY
 """Admin priority: a fixed job priority (the scheduler's Slurm user must be an operator)."""
-GPU_TYPE = PREFIX + "gpu-type"
+GPU_TYPE = keys.GPU_TYPE
 """GRES type, e.g. h100: `--gres=gpu:h100:N` instead of `--gres=gpu:N`."""
-GPUS = PREFIX + "gpus"
+GPUS = keys.GPUS
 """GPUs per pod counted by Slurm alone (1..64), instead of an `nvidia.com/gpu` request: the device
 plugin then never picks devices for the pod, and the container gets exactly Slurm's GPUs through
 NVIDIA_VISIBLE_DEVICES from `gpu-indices` (the NVIDIA container runtime's environment-variable
@@ -34,17 +36,17 @@ device selection). Setting both is refused."""
 REQUEST_KEYS = (PARTITION, QOS, ACCOUNT, TIME_LIMIT, NICE, PRIORITY, GPU_TYPE, GPUS)
 
 # All-or-nothing groups (pod annotations only).
-GROUP = PREFIX + "group"
+GROUP = keys.GROUP
 """Pods of one namespace sharing this value are placed together by one Slurm job, or not at all."""
-GROUP_SIZE = PREFIX + "group-size"
+GROUP_SIZE = keys.GROUP_SIZE
 """How many pods the group has; the job is submitted once that many are pending."""
 
 # Written by the scheduler at binding time.
-JOB_ID = PREFIX + "job-id"
-SLURM_NODE = PREFIX + "slurm-node"
-JOB_START = PREFIX + "job-start"
+JOB_ID = keys.JOB_ID
+SLURM_NODE = keys.SLURM_NODE
+JOB_START = keys.JOB_START
 """The job's start time (epoch seconds) when the pod was bound: a requeued job restarts later."""
-GPU_INDICES = PREFIX + "gpu-indices"
+GPU_INDICES = keys.GPU_INDICES
 """The GPU indices Slurm allocated to the job on this pod's node, e.g. "0,1" (GRES IDX, the
 order of gres.conf's File= devices: /dev/nvidia0, /dev/nvidia1). Absent when the job has no GPUs."""
 

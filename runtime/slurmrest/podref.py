@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-POD_KEY = "sunk.dev/pod"
-UID_KEY = "sunk.dev/pod-uid"
+from sunk import keys
+
+POD_KEY = keys.POD_REF
+UID_KEY = keys.POD_REF_UID
 _TEXT_KEY = "text"  # where a non-JSON `extra` someone else wrote is kept
 
 
@@ -37,7 +39,9 @@ def _decode(extra: str) -> dict[str, object]:
 
 def read_pod_ref(extra: str) -> PodRef | None:
     data = _decode(extra)
-    pod, uid = data.get(POD_KEY), data.get(UID_KEY)
+    # Nodes written before the single key prefix carry the legacy keys until the syncer rewrites them.
+    pod = data.get(POD_KEY, data.get(keys.LEGACY[POD_KEY]))
+    uid = data.get(UID_KEY, data.get(keys.LEGACY[UID_KEY]))
     if not isinstance(pod, str) or "/" not in pod:
         return None
     namespace, _, name = pod.partition("/")
@@ -47,8 +51,9 @@ def read_pod_ref(extra: str) -> PodRef | None:
 def write_pod_ref(extra: str, ref: PodRef | None) -> str:
     """`extra` with our keys set to `ref` (removed for None), other keys untouched."""
     data = _decode(extra)
-    data.pop(POD_KEY, None)
-    data.pop(UID_KEY, None)
+    for key in (POD_KEY, UID_KEY):
+        data.pop(key, None)
+        data.pop(keys.LEGACY[key], None)
     if ref is not None:
         data[POD_KEY] = str(ref)
         data[UID_KEY] = ref.uid

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Protocol
 
-from sunk.crd import GROUP
+from sunk import keys
 
 from ..common.conditions import Condition, Patch, condition_patch
 from ..common.events import event
@@ -50,7 +50,7 @@ def _ours(annotations: dict[str, str] | None) -> dict[str, str]:
     return {
         k: v
         for k, v in (annotations or {}).items()
-        if k.startswith(f"{GROUP}/") or k.partition("/")[0].endswith(f".{TENANT_PREFIX}")
+        if k.startswith(keys.PREFIX) or k.partition("/")[0].endswith(f".{TENANT_PREFIX}")
     }
 
 

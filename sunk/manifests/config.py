@@ -20,18 +20,18 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.manifests.meta import Manifest, content_hash, metadata, obj
 from sunk.render import gres_conf_key, render_slurm_files
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 
 TOPOLOGY_FILE = "topology.conf"
-MUNGE_KEY = "munge.key"
-SLURM_KEY = "slurm.key"
-JWT_KEY = "jwt_hs256.key"
-DB_PASSWORD_KEY = "password"
-DB_ROOT_PASSWORD_KEY = "root-password"
+MUNGE_KEY = keys.MUNGE_KEY
+SLURM_KEY = keys.SLURM_KEY
+JWT_KEY = keys.JWT_KEY
+DB_PASSWORD_KEY = keys.DB_PASSWORD
+DB_ROOT_PASSWORD_KEY = keys.DB_ROOT_PASSWORD
 
 Role = Literal["controller", "accounting", "accounting-setup", "restapi", "login"]
 
@@ -111,7 +111,7 @@ def config_maps(spec: ClusterSpec) -> list[Manifest]:
             spec,
             topology_config_name(spec),
             "config",
-            annotations={"sunk.dev/maintained-by": "nodeset-operator", naming.CONFIG_FILE_ANNOTATION: TOPOLOGY_FILE},
+            annotations={keys.MAINTAINED_BY: "nodeset-operator", keys.SLURM_FILE: TOPOLOGY_FILE},
         )
         out.append(obj("v1", "ConfigMap", meta, data={TOPOLOGY_FILE: files[TOPOLOGY_FILE]}))
     return out

@@ -9,6 +9,8 @@ import hashlib
 import json
 from typing import Any
 
+from sunk import keys
+
 # The users the roles run as are the images' own (sunk.images), re-exported for the builders.
 from sunk.images import MARIADB_UID as MARIADB_UID
 from sunk.images import NOBODY_UID as NOBODY_UID
@@ -21,9 +23,9 @@ Manifest = dict[str, Any]
 
 PART_OF = "sunk"
 MANAGED_BY = "sunk"
-TENANT_LABEL = "sunk.dev/tenant"
-CLUSTER_LABEL = "sunk.dev/cluster"
-CONFIG_HASH = "sunk.dev/config-hash"
+TENANT_LABEL = keys.TENANT
+CLUSTER_LABEL = keys.CLUSTER
+CONFIG_HASH = keys.CONFIG_HASH
 """Pod-template annotation: a change replaces the pods (the reconfigure path covers the rest)."""
 
 

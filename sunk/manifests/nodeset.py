@@ -3,7 +3,7 @@ needs to build slurmd pods without reading the stack (sunk.crd.NodeSetResourceSp
 
 from __future__ import annotations
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import nodeset_config_files, nodeset_hash
@@ -15,7 +15,7 @@ from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import SharedVolumeSpec
 
 COMPONENT = "compute"
-NODESET_LABEL = "sunk.dev/nodeset"
+NODESET_LABEL = keys.NODESET
 
 
 def _compute_volumes(spec: ClusterSpec) -> list[SharedVolumeSpec]:

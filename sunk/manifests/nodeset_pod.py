@@ -29,28 +29,28 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sunk import naming
-from sunk.crd import API_VERSION, GROUP, KIND, NodeSetResourceSpec
+from sunk import keys, naming
+from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.images import S6_INIT
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
 from sunk.render import node_conf
 from sunk.spec.base import ResourceList, Resources
 from sunk.spec.nodeset import MUNGE_RESOURCES, RESOURCE_MODE_LABEL
 
-LABEL_CLUSTER = f"{GROUP}/cluster"
-LABEL_NODESET = f"{GROUP}/nodeset"
-LABEL_NODE = f"{GROUP}/node"
+LABEL_CLUSTER = keys.CLUSTER
+LABEL_NODESET = keys.NODESET
+LABEL_NODE = keys.NODE
 """The Slurm node name (also the pod's hostname)."""
-LABEL_COMPONENT = "app.kubernetes.io/component"
-ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
-ANNOTATION_TEMPLATE_HASH = f"{GROUP}/template-hash"
+LABEL_COMPONENT = keys.APP_COMPONENT
+ANNOTATION_CONFIG_HASH = keys.CONFIG_HASH
+ANNOTATION_TEMPLATE_HASH = keys.TEMPLATE_HASH
 """What the operator compares to roll pods: a hash of every input of the pod template."""
-ANNOTATION_ORDINAL = f"{GROUP}/ordinal"
-ANNOTATION_KUBE_NODE = f"{GROUP}/kube-node"
+ANNOTATION_ORDINAL = keys.ORDINAL
+ANNOTATION_KUBE_NODE = keys.KUBE_NODE
 """all-matching-nodes: the Kubernetes Node the pod is pinned to."""
-S6_ANNOTATION_PREFIX = f"s6.{GROUP}/"
+S6_ANNOTATION_PREFIX = keys.S6_SERVICE_PREFIX
 """An s6 service's run script, by service name."""
-S6_ONESHOT_ANNOTATION_PREFIX = f"s6-oneshot.{GROUP}/"
+S6_ONESHOT_ANNOTATION_PREFIX = keys.S6_ONESHOT_PREFIX
 """An s6 one-shot script, by name."""
 
 SLURMD = "slurmd"

@@ -45,7 +45,7 @@ class OperatorSpec(Model):
     policy: TenantPolicy = TenantPolicy()
     """What a tenant's NodeSet may ask of the Nodes (slurmd pods are privileged): tenant namespaces
     only, images from allowed prefixes, hostPath volumes under allowed paths; the operator refuses
-    the others and says why on the NodeSet. Default: namespaces labelled sunk.dev/tenant, images
+    the others and says why on the NodeSet. Default: namespaces labelled slurm.sunk.dev/tenant, images
     from ghcr.io/sunk-dev/, no hostPath."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import JWT_KEY, nodeset_config_maps
 from sunk.manifests.meta import (
@@ -31,7 +31,7 @@ CONTROLLERS: tuple[Controller, ...] = ("syncer", "scheduler")
 METRICS_PORT = 9090
 SCHEDULER_NAME = "sunk-scheduler"
 """schedulerName of pods that Slurm places."""
-METRICS_LABEL = "sunk.dev/metrics"
+METRICS_LABEL = keys.METRICS
 JWT_DIR = f"{naming.SLURM_ETC}/jwt"
 RBAC = "rbac.authorization.k8s.io"
 

@@ -14,6 +14,7 @@ their Secret or ConfigMap where sssd.conf names them.
 
 from __future__ import annotations
 
+from sunk import keys
 from sunk.crd import SssdRefs
 from sunk.manifests.meta import Manifest, content_hash, exec_probe, resources
 from sunk.spec.cluster import ClusterSpec
@@ -34,7 +35,7 @@ PIPES = "/var/lib/sss/pipes"
 MEMCACHE = "/var/lib/sss/mc"
 NSS_SOCKET = f"{PIPES}/nss"
 DOMAIN = "ldap"
-SSSD_HASH = "sunk.dev/sssd-hash"
+SSSD_HASH = keys.SSSD_HASH
 """Pod annotation: the hash of sssd.conf, so a change restarts the pods' sssd (it reads its file once)."""
 FILTERED = "root,slurm,munge"
 """Names never looked up in the directory: the images' own accounts always come from files."""

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from sunk import keys
 from sunk.images import DEFAULT_ARCH, Arch
 from sunk.kubefit import parse_quantity
 from sunk.spec.base import (
@@ -178,7 +179,7 @@ class UpdateStrategy(Model):
 RESERVED_CONTAINERS = frozenset({"slurmd", "munge", "init"})
 
 ResourceMode = Literal["exclusive", "shared"]
-RESOURCE_MODE_LABEL = "slurm.sunk.dev/resource-mode"
+RESOURCE_MODE_LABEL = keys.RESOURCE_MODE
 """On every slurmd pod: its NodeSet's resourceMode. The sunk scheduler reads it from the slurmd pod
 of a Slurm node and never binds a pod to the Node of an `exclusive` one."""
 SHARED_FEATURE = "sunk_shared"

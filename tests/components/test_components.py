@@ -235,7 +235,7 @@ def test_tenant_cluster_roles_never_collide(evaluations: dict[str, Evaluation]) 
                 continue
             if o["metadata"]["name"].startswith("sunk-operator"):
                 continue
-            tenant = o["metadata"]["labels"]["sunk.dev/tenant"]
+            tenant = o["metadata"]["labels"]["slurm.sunk.dev/tenant"]
             assert names.setdefault(o["metadata"]["name"], tenant) == tenant
 
 

@@ -100,5 +100,5 @@ def test_topology_lives_in_its_own_config_map(rendered: dict[str, Rendered], spe
     topo = yaml.safe_load(rendered["acme-prod"].files["04-configmap-acme-research-research-topology.yaml"])
     assert files["topology.conf"] == topo
     assert topo["data"] == {"topology.conf": render_slurm_files(spec)["topology.conf"]}
-    assert topo["metadata"]["annotations"]["sunk.dev/maintained-by"] == "nodeset-operator"
+    assert topo["metadata"]["annotations"]["slurm.sunk.dev/maintained-by"] == "nodeset-operator"
     assert "research-topology-conf" not in {cm["metadata"]["name"] for cm in files.values()}

@@ -157,7 +157,7 @@ def test_first_cycles_map_pods_and_annotate_then_write_nothing(world: World) -> 
         assert (condition(pod, POD_CONDITION) or {}).get("status") == "True"
     assert not annotations(world.pod("cpu-0", ns="other-tenant"))
     # The mapping is Slurm state: scontrol (not only REST) shows it.
-    assert "sunk.dev/pod" in world.slurm.run("scontrol", "show", "node", "cpu-0", check=True).stdout
+    assert "slurm.sunk.dev/pod" in world.slurm.run("scontrol", "show", "node", "cpu-0", check=True).stdout
     settle(syncer)
     for _ in range(3):
         steady = syncer.cycle()

@@ -1,0 +1,122 @@
+"""Every label, annotation, condition type and key name sunk writes or reads, in one place, under
+one prefix (`slurm.sunk.dev/`, the NodeSet API group). Object names live in sunk.naming.
+
+Migration from the releases that also used `sunk.dev/` (LEGACY): Pulumi relabels its objects in
+place on the next `up` (selectors use only app.kubernetes.io labels, so nothing is replaced); the
+renamed pod-template annotation (config-hash) restarts each Deployment and StatefulSet once, and
+slurmd pods roll through the operator (drained first) because their template changes. Readers
+accept the legacy spelling where an old object may still carry it: a tenant namespace's label
+(the operator's policy) and the pod reference in a Slurm node's `extra` (the syncer rewrites it)."""
+
+from __future__ import annotations
+
+DOMAIN = "slurm.sunk.dev"
+PREFIX = f"{DOMAIN}/"
+
+# --- the recommended Kubernetes labels, on every object --------------------------------------
+APP_NAME = "app.kubernetes.io/name"
+APP_INSTANCE = "app.kubernetes.io/instance"
+APP_COMPONENT = "app.kubernetes.io/component"
+APP_PART_OF = "app.kubernetes.io/part-of"
+APP_MANAGED_BY = "app.kubernetes.io/managed-by"
+
+# --- sunk's labels ------------------------------------------------------------------------------
+TENANT = PREFIX + "tenant"
+"""Every object of a tenant's cluster, and the tenant namespaces the operator serves (sunk.policy)."""
+CLUSTER = PREFIX + "cluster"
+"""Every object of one Slurm cluster, slurmd pods included."""
+NODESET = PREFIX + "nodeset"
+"""NodeSet objects, their slurmd pods, Services and PodDisruptionBudgets."""
+NODE = PREFIX + "node"
+"""A slurmd pod's Slurm node name (its PodDisruptionBudget selects it)."""
+RESOURCE_MODE = PREFIX + "resource-mode"
+"""Node label: exclusive or shared (sunk.spec.nodeset)."""
+METRICS = PREFIX + "metrics"
+"""Services the ServiceMonitor scrapes."""
+MAINTAINED_BY = PREFIX + "maintained-by"
+"""ConfigMaps a controller keeps up to date after Pulumi created them (topology.conf)."""
+
+# --- annotations ----------------------------------------------------------------------------
+SSSD_HASH = PREFIX + "sssd-hash"
+"""Pod templates with the sssd sidecar: sssd.conf's hash; a change rolls the pods."""
+CONFIG_HASH = PREFIX + "config-hash"
+"""Pod templates and slurmd pods: what a reconfigure cannot apply; a change replaces the pods."""
+TEMPLATE_HASH = PREFIX + "template-hash"
+"""slurmd pods: everything the pod was built from; a change is a rolling update."""
+ORDINAL = PREFIX + "ordinal"
+KUBE_NODE = PREFIX + "kube-node"
+"""all-matching-nodes slurmd pods: the Kubernetes Node the pod was made for."""
+SLURM_FILE = PREFIX + "slurm-file"
+"""Per-file ConfigMaps: the file's path under /etc/slurm."""
+S6_SERVICE_PREFIX = f"s6.{DOMAIN}/"
+"""slurmd pods: one annotation per s6 service script (`s6.slurm.sunk.dev/<name>`)."""
+S6_ONESHOT_PREFIX = f"s6-oneshot.{DOMAIN}/"
+CORDON_REASON = PREFIX + "cordon-reason"
+"""On a Node an admin cordons: text that becomes part of the Slurm drain reason."""
+SLURM_STATE = PREFIX + "slurm-state"
+"""slurmd pods (syncer): idle, allocated, mixed, drain, down, future, unknown, error or missing."""
+SLURM_STATE_DETAIL = PREFIX + "slurm-state-detail"
+"""slurmd pods (syncer): Slurm's full state joined as sinfo does (IDLE+DRAIN)."""
+SLURM_REASON = PREFIX + "slurm-reason"
+"""slurmd pods (syncer): Slurm's reason, only while the node is drained or down."""
+TOPOLOGY_WRITTEN = PREFIX + "topology-written"
+TOPOLOGY_RECONFIGURED = PREFIX + "reconfigured"
+
+# Scheduler: requests a pod (or its Namespace) makes, and what the scheduler writes on binding.
+PARTITION = PREFIX + "partition"
+QOS = PREFIX + "qos"
+ACCOUNT = PREFIX + "account"
+TIME_LIMIT = PREFIX + "time-limit"
+NICE = PREFIX + "nice"
+PRIORITY = PREFIX + "priority"
+GPU_TYPE = PREFIX + "gpu-type"
+GPUS = PREFIX + "gpus"
+GROUP = PREFIX + "group"
+GROUP_SIZE = PREFIX + "group-size"
+JOB_ID = PREFIX + "job-id"
+SLURM_NODE = PREFIX + "slurm-node"
+JOB_START = PREFIX + "job-start"
+GPU_INDICES = PREFIX + "gpu-indices"
+
+# Slurm node `extra` (JSON): which pod runs the node's slurmd.
+POD_REF = PREFIX + "pod"
+POD_REF_UID = PREFIX + "pod-uid"
+
+# --- condition types ------------------------------------------------------------------------
+SLURM_NODE_READY = "SlurmNodeReady"
+"""slurmd pods (syncer): True when Slurm may start jobs on the node."""
+READY = "Ready"
+PODS_FIT = "PodsFit"
+SPEC_VALID = "SpecValid"
+TEMPLATE_VALID = "TemplateValid"
+POLICY_ALLOWED = "PolicyAllowed"
+"""NodeSets: False while the operator's tenant policy refuses the NodeSet."""
+TENANT_PREFIX = f"tenants.{DOMAIN}"
+"""Keys on shared Nodes are per tenant: `<namespace>.tenants.slurm.sunk.dev/<name>`."""
+
+
+def tenant_key(namespace: str, name: str) -> str:
+    """A key one tenant owns on an object all tenants share (a Kubernetes Node); a namespace is
+    a DNS label, so the prefix is a valid DNS subdomain."""
+    return f"{namespace}.{TENANT_PREFIX}/{name}"
+
+
+# --- Secret and ConfigMap keys ----------------------------------------------------------------
+MUNGE_KEY = "munge.key"
+SLURM_KEY = "slurm.key"
+JWT_KEY = "jwt_hs256.key"
+DB_PASSWORD = "password"
+DB_ROOT_PASSWORD = "root-password"
+
+LEGACY = {
+    TENANT: "sunk.dev/tenant",
+    CLUSTER: "sunk.dev/cluster",
+    NODESET: "sunk.dev/nodeset",
+    METRICS: "sunk.dev/metrics",
+    MAINTAINED_BY: "sunk.dev/maintained-by",
+    CONFIG_HASH: "sunk.dev/config-hash",
+    SLURM_FILE: "sunk.dev/slurm-file",
+    POD_REF: "sunk.dev/pod",
+    POD_REF_UID: "sunk.dev/pod-uid",
+}
+"""Each key -> its spelling before the single prefix, for readers of objects written then."""
