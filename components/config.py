@@ -8,10 +8,10 @@ from sunk import naming
 from sunk.manifests.config import TOPOLOGY_FILE, config_maps, topology_config_name
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create
 
 
-class SlurmConfig(pulumi.ComponentResource):
+class SlurmConfig(Component):
     """One ConfigMap per rendered Slurm file (`<cluster>-slurm-conf`, `<cluster>-gres-gpu-conf`,
     ...: sunk.naming.config_file_map; the file's name its only key) and, with a topology plugin,
     `<cluster>-topology`, which the NodeSet operator owns after creation.
@@ -33,7 +33,7 @@ class SlurmConfig(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:SlurmConfig", name, None, opts)
+        super().__init__("sunk:index:SlurmConfig", name, opts)
         self.topology_config_map = None
         names: dict[str, str] = {}
         for cm in config_maps(spec):

@@ -9,10 +9,10 @@ from sunk.manifests.auth import AuthRefs
 from sunk.manifests.nodeset import nodeset_resource
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create
 
 
-class NodeSets(pulumi.ComponentResource):
+class NodeSets(Component):
     """NodeSet objects (slurm.sunk.dev/v1alpha1). The operator turns each into slurmd pods:
     GPUs, volumes, sidecars and s6 scripts travel in the object's spec, together with the
     config hash whose change rolls the pods (drained first, maxUnavailable at a time)."""
@@ -29,7 +29,7 @@ class NodeSets(pulumi.ComponentResource):
         refs: AuthRefs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:NodeSets", name, None, opts)
+        super().__init__("sunk:index:NodeSets", name, opts)
         for ns in spec.nodesets:
             create(f"{name}-{ns.name}", nodeset_resource(spec, ns, refs), child(self), namespace=namespace)
         self.names = pulumi.Output.from_input([naming.nodeset(spec, ns.name) for ns in spec.nodesets])

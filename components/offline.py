@@ -55,6 +55,10 @@ class Registration:
     additional_secret_outputs: tuple[str, ...] = ()
     provider: str = ""
     """`<provider urn>::<id>` when set explicitly or inherited from a parent; empty for the default."""
+    protect: bool = False
+    """The engine refuses to delete or replace it."""
+    retain_on_delete: bool = False
+    """`pulumi destroy` forgets it and leaves it in the cluster."""
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -195,6 +199,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 ignore_changes=tuple(request.ignoreChanges),
                 additional_secret_outputs=tuple(request.additionalSecretOutputs),
                 provider=request.provider,
+                protect=bool(request.protect),
+                retain_on_delete=bool(request.retainOnDelete),
             )
         )
         return response

@@ -8,12 +8,12 @@ from sunk.manifests.auth import AuthRefs
 from sunk.manifests.runtime import CONTROLLERS, deployment, metrics_service, operator_access, rbac
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create
 
 OPERATOR_ACCOUNT = "sunk-operator"
 
 
-class Runtime(pulumi.ComponentResource):
+class Runtime(Component):
     """The syncer (Slurm node state <-> Kubernetes Nodes and Pods) and the scheduler (pods with
     schedulerName `sunk-scheduler` placed by Slurm), each a Deployment of the runtime image with
     its own ServiceAccount and least-privilege RBAC, plus the Role that lets the cluster-wide
@@ -29,7 +29,7 @@ class Runtime(pulumi.ComponentResource):
         operator_namespace: str | None = "sunk-system",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:Runtime", name, None, opts)
+        super().__init__("sunk:index:Runtime", name, opts)
         for controller in CONTROLLERS:
             grants = []
             for manifest in rbac(spec, controller):
