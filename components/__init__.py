@@ -45,7 +45,21 @@ _WHERE = {
     "Runtime": "runtime",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "Accounting",
+    "Auth",
+    "ControlPlane",
+    "Login",
+    "Monitoring",
+    "NetworkPolicies",
+    "NodeSets",
+    "RestApi",
+    "Runtime",
+    "SlurmCluster",
+    "SlurmConfig",
+    "SunkOperator",
+    "late",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,7 @@ import yaml
 
 from sunk.manifests.meta import Manifest
 from sunk.spec.errors import SpecError
-from sunk.stackfile import load_stack, stack_path, stacks_dir
+from sunk.stackfile import load_stack, project_dir, stack_path, stacks_dir
 
 from .offline import Evaluation, ProgramFailed, evaluate, is_secret, stack_config
 
@@ -100,8 +100,9 @@ def render_evaluation(evaluation: Evaluation, *, show_secrets: bool = False) -> 
 
 
 def default_program() -> Path:
-    """The project's program: __main__.py beside Pulumi.yaml (whose stackConfigDir is stacks/)."""
-    return stacks_dir().parent / "__main__.py"
+    """The program of the project around the current directory: __main__.py beside Pulumi.yaml."""
+    project = project_dir()
+    return (project or Path.cwd()) / "__main__.py"
 
 
 def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None = None) -> Rendered:
