@@ -219,7 +219,7 @@ def test_list_and_help_import_no_pulumi(project: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[-1] == "PULUMI []"
-    assert [row["stack"] for row in json.loads(run.stdout.rsplit("PULUMI", 1)[0])][0] == "acme-dev"
+    assert json.loads(run.stdout.rsplit("PULUMI", 1)[0])[0]["stack"] == "acme-dev"
 
 
 def test_first_line_is_printed_before_any_engine_work(capsys: pytest.CaptureFixture[str]) -> None:
