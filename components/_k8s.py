@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import secrets
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -40,10 +39,18 @@ _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 # A value the program computes (an Output) stands in the spec as a placeholder that every
 # validator accepts (a DNS label, a registry, a tag); objects get the Output back wherever the
 # placeholder appears, whole or inside a longer string (an FQDN, an image reference).
-_RUN = secrets.token_hex(3)
+# Placeholders are numbered in call order, so the same program gives the same placeholders on
+# every run: anything derived from spec text (a config hash, a Job name) stays stable.
 _COUNTER = itertools.count()
 _LATE: dict[str, pulumi.Input[str]] = {}
-_PLACEHOLDER = re.compile(r"sunk-input-[0-9a-f]{6}-[0-9]+-end")
+_PLACEHOLDER = re.compile(r"sunk-input-[0-9]+-end")
+
+
+def reset_late() -> None:
+    """Forget every placeholder: a new program run (the offline evaluator runs several)."""
+    global _COUNTER
+    _COUNTER = itertools.count()
+    _LATE.clear()
 
 
 def late(value: pulumi.Input[str]) -> str:
@@ -54,7 +61,7 @@ def late(value: pulumi.Input[str]) -> str:
     each object that uses the value, so those objects also depend on the resource behind it."""
     if isinstance(value, str):
         return value
-    token = f"sunk-input-{_RUN}-{next(_COUNTER)}-end"
+    token = f"sunk-input-{next(_COUNTER)}-end"
     _LATE[token] = value
     return token
 

@@ -9,7 +9,7 @@ from sunk.manifests.cluster import namespace as namespace_manifest
 from sunk.manifests.pods import shared_claim_manifest
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import Component, child, create, text, typed
+from ._k8s import Component, child, create, state_options, text, typed
 from .accounting import Accounting
 from .auth import Auth
 from .config import SlurmConfig
@@ -76,8 +76,10 @@ class SlurmCluster(Component):
             ns = self.namespace_resource.metadata.name
         self.config = SlurmConfig(f"{name}-config", spec, namespace=ns, opts=child(self))
         self.auth = auth = Auth(f"{name}-auth", spec, namespace=ns, opts=child(self))
+        # Shared volumes sunk creates hold users' data (home, scratch): state, like slurmctld's.
+        keep = state_options(allow_state_replacement)
         claims = [
-            create(f"{name}-volume-{v.name}", shared_claim_manifest(spec, v), child(self), namespace=ns)
+            create(f"{name}-volume-{v.name}", shared_claim_manifest(spec, v), child(self, **keep), namespace=ns)
             for v in spec.shared_volumes
             if v.create is not None
         ]

@@ -33,6 +33,8 @@ from pulumi.runtime.sync_await import _sync_await
 from sunk.manifests.meta import Manifest
 from sunk.stackfile import PROJECT, read_stack_file
 
+from ._k8s import reset_late
+
 SECRET_KEY = rpc._special_sig_key
 SECRET_SIG = rpc._special_secret_sig
 UNKNOWN = rpc.UNKNOWN
@@ -236,6 +238,7 @@ def _evaluate(
     settings.ROOT.set(None)
     monitor.registrations.clear()
     pulumi.runtime.set_all_config(dict(config), list(secret_keys))
+    reset_late()
 
     def run() -> None:
         runpy.run_path(str(program), run_name="__main__")
