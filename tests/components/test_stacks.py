@@ -79,7 +79,7 @@ def test_commands_run_as_printed() -> None:
     assert shlex.split(select) == ["pulumi", "stack", "select", "--create", "--stack", "acme-dev", "--cwd", str(ROOT)]
     assert shlex.split(run) == preview.argv
     for action in ("up", "refresh", "destroy"):
-        (r,) = plan(action, STACKS_DIR, tenants=["acme"], envs=["dev"])  # type: ignore[arg-type]
+        (r,) = plan(action, STACKS_DIR, tenants=["acme"], envs=["dev"])
         assert r.argv[-1] == "--yes" and r.argv[1] == action
     (refresh,) = plan("refresh", STACKS_DIR, tenants=["acme"], envs=["dev"])
     assert shlex.split(refresh.command) == refresh.argv  # refresh and destroy never create a stack
