@@ -132,6 +132,9 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     if unknown:
         raise SpecError([f"{k}: unknown setting; known: {', '.join(KEYS)}" for k in unknown], source)
     problems: list[str] = []
+    allow = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
+    if not (isinstance(allow, bool) or (isinstance(allow, str) and allow.strip() in ("true", "false"))):
+        problems.append(f"{ALLOW_STATE_REPLACEMENT_KEY}: {allow!r} is not a boolean (true, false)")
     operator = spec = None
     try:
         operator = _operator(config.get(OPERATOR_KEY, False), source)

@@ -174,3 +174,9 @@ def test_the_readme_shows_this_program() -> None:
     shown = section.split("```python\n", 1)[1].split("```", 1)[0]
     program = (ROOT / "tests" / "components" / "library_program" / "__main__.py").read_text()
     assert shown == program[program.index("import pulumi") :]
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "[true]"])
+def test_allow_state_replacement_takes_only_a_boolean(value: object) -> None:
+    with pytest.raises(SpecError, match=r"sunk:allowStateReplacement: .* is not a boolean"):
+        parse_config({"sunk:cluster": "{}", "sunk:allowStateReplacement": value}, "test")
