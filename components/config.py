@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from sunk import naming
 from sunk.manifests.config import TOPOLOGY_FILE, config_maps, topology_config_name
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import Component, child, create
+from ._k8s import Component, child, create, typed
 
 
 class SlurmConfig(Component):
@@ -24,6 +25,8 @@ class SlurmConfig(Component):
     """ConfigMap name of each Slurm file, by path relative to /etc/slurm (topology.conf's too)."""
     topology_config_map: pulumi.Output[str] | None
     """Name of the topology ConfigMap, if the cluster has a topology plugin."""
+    resources: dict[str, k8s.core.v1.ConfigMap]
+    """The ConfigMaps, by the file's path relative to /etc/slurm."""
 
     def __init__(
         self,
@@ -36,17 +39,19 @@ class SlurmConfig(Component):
         super().__init__("sunk:index:SlurmConfig", name, opts)
         self.topology_config_map = None
         names: dict[str, str] = {}
+        self.resources = {}
         for cm in config_maps(spec):
             path = cm["metadata"]["annotations"][naming.CONFIG_FILE_ANNOTATION]
             names[path] = cm["metadata"]["name"]
             if path == TOPOLOGY_FILE:
                 # Rendered with no nodes; the operator rewrites it from the Node labels. Pulumi
                 # creates it and then never reverts the operator's data.
-                create(f"{name}-topology", cm, child(self, ignore_changes=["data"]), namespace=namespace)
+                made = create(f"{name}-topology", cm, child(self, ignore_changes=["data"]), namespace=namespace)
                 self.topology_config_map = pulumi.Output.from_input(topology_config_name(spec))
             else:
                 # Child names follow the ConfigMap names, which are unique and stable per path.
                 suffix = cm["metadata"]["name"].removeprefix(f"{spec.name}-")
-                create(f"{name}-{suffix}", cm, child(self), namespace=namespace)
+                made = create(f"{name}-{suffix}", cm, child(self), namespace=namespace)
+            self.resources[path] = typed(k8s.core.v1.ConfigMap, made)
         self.config_maps = pulumi.Output.from_input(names)
         self.register_outputs({"config_maps": self.config_maps, "topology_config_map": self.topology_config_map})

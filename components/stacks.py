@@ -85,6 +85,7 @@ class Outcome:
             "ok": self.ok,
             "summary": self.summary,
             "error": self.error,
+            "output": self.lines,
         }
 
 

@@ -107,6 +107,10 @@ def test_transformations_and_disabled_parts_and_typed_children(tmp_path: Path) -
         assert isinstance(cluster.control_plane.state_claim, k8s.core.v1.PersistentVolumeClaim)
         assert isinstance(cluster.namespace_resource, k8s.core.v1.Namespace)
         assert cluster.auth.auth_key is not None and cluster.auth.sssd is None
+        assert sorted(cluster.runtime.deployments) == ["scheduler", "syncer"]
+        assert isinstance(cluster.runtime.deployments["syncer"], k8s.apps.v1.Deployment)
+        assert isinstance(cluster.nodesets.resources["cpu"], k8s.apiextensions.CustomResource)
+        assert isinstance(cluster.config.resources["slurm.conf"], k8s.core.v1.ConfigMap)
         pulumi.export("seen", seen)
         """,
     )

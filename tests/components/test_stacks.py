@@ -196,6 +196,7 @@ def test_json_reports_every_stack(capsys: pytest.CaptureFixture[str]) -> None:
         ("globex-prod", True, "refresh"),
     ]
     assert report[1]["error"] == "conflict: stack is locked"
+    assert report[2]["output"] == ["engine output for globex-dev"]  # the engine's lines, in the document
     assert report[0]["command"].endswith("--non-interactive --yes")
     assert report[0]["summary"] == '{"same": 40}' and report[0]["operator"] is True
 
