@@ -221,6 +221,21 @@ def test_list_and_help_import_no_pulumi(project: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[-1] == "PULUMI []"
     assert json.loads(run.stdout.rsplit("PULUMI", 1)[0])[0]["stack"] == "acme-dev"
+    helped = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, contextlib, io\nfrom sunk.cli import main\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('pulumi')))",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert helped.stdout.strip() == "[]"
 
 
 def test_first_line_is_printed_before_any_engine_work(capsys: pytest.CaptureFixture[str]) -> None:
