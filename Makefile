@@ -25,5 +25,5 @@ check: bootstrap lint
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy sunk components runtime
+	.venv/bin/mypy
 	.venv/bin/lint-imports

@@ -7,14 +7,13 @@ import pulumi
 from sunk.components import SlurmCluster, SunkOperator
 
 from sunk.spec.errors import SpecError
-from sunk.stackfile import CLUSTER_KEY, OPERATOR_KEY, parse_config
+from sunk.stackfile import KEYS, allows_state_replacement, parse_config
 
 config = pulumi.Config()
-settings = {key: config.get(key.split(":", 1)[1]) for key in (CLUSTER_KEY, OPERATOR_KEY)}
+settings = {key: config.get(key.split(":", 1)[1]) for key in KEYS}
+settings = {k: v for k, v in settings.items() if v is not None}
 try:
-    spec, operator_spec = parse_config(
-        {k: v for k, v in settings.items() if v is not None}, f"stack {pulumi.get_stack()}"
-    )
+    spec, operator_spec = parse_config(settings, f"stack {pulumi.get_stack()}")
 except SpecError as err:
     raise pulumi.RunError(str(err)) from None
 
@@ -23,10 +22,12 @@ if operator_spec is not None:
     operator = SunkOperator("sunk-operator", operator_spec)
     crd = operator.crd
 
-cluster = SlurmCluster(spec.name, spec, nodeset_crd=crd)
+cluster = SlurmCluster(spec.name, spec, nodeset_crd=crd, allow_state_replacement=allows_state_replacement(settings))
 
 pulumi.export("namespace", cluster.namespace)
-pulumi.export("loginEndpoint", cluster.login_endpoint)
-pulumi.export("slurmrestdUrl", cluster.slurmrestd_url)
+if cluster.login_endpoint is not None:
+    pulumi.export("loginEndpoint", cluster.login_endpoint)
+if cluster.slurmrestd_url is not None:
+    pulumi.export("slurmrestdUrl", cluster.slurmrestd_url)
 pulumi.export("controllerHost", cluster.controller_host)
 pulumi.export("clusterName", spec.name)

@@ -33,6 +33,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
@@ -124,9 +125,9 @@ def main() -> int:
         allocatable = {"cpu": str(args.cpus + 1), "memory": f"{4096 + 2048}Mi", "pods": "110"}
         shared = {"requests": {"cpu": "500m", "memory": "1Gi"}}  # a shared-mode slurmd's own overhead
         for node in nodes:
-            kube_node = {"metadata": {"name": f"k8s-{node.name}"}, "status": {"allocatable": allocatable}}
+            kube_node: Any = {"metadata": {"name": f"k8s-{node.name}"}, "status": {"allocatable": allocatable}}
             api.create_node(kube_node, _preload_content=False)
-            slurmd = {
+            slurmd: Any = {
                 "metadata": {"name": f"slurmd-{node.name}", "labels": {keys.NODESET_LABEL: "cpu"}},
                 "spec": {
                     "hostname": node.name,
@@ -163,7 +164,7 @@ def main() -> int:
             first = time.monotonic()
             for i in range(args.pods):
                 name = f"pod-{i:04d}"
-                pod = {
+                pod: Any = {
                     "metadata": {"name": name},
                     "spec": {
                         "schedulerName": "sunk-scheduler",

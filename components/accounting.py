@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pulumi
+import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from sunk import naming
@@ -11,10 +12,10 @@ from sunk.manifests.auth import AuthRefs, db_secret_name, empty_secret
 from sunk.manifests.config import DB_PASSWORD_KEY, DB_ROOT_PASSWORD_KEY
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create, state_options, text, typed
 
 
-class Accounting(pulumi.ComponentResource):
+class Accounting(Component):
     """slurmdbd (Deployment and Service `<cluster>-accounting`) on an in-cluster MariaDB
     (StatefulSet, PVC, and a Secret with generated passwords) or on the external database of the
     spec (password from the referenced Secret). A Job registers the cluster and creates the QOS.
@@ -24,6 +25,16 @@ class Accounting(pulumi.ComponentResource):
 
     host: pulumi.Output[str]
     """The slurmdbd Service (AccountingStorageHost)."""
+    deployment: k8s.apps.v1.Deployment
+    """slurmdbd."""
+    service: k8s.core.v1.Service
+    """slurmdbd's Service."""
+    database: k8s.apps.v1.StatefulSet | None
+    """The in-cluster MariaDB; None with an external database."""
+    database_claim: k8s.core.v1.PersistentVolumeClaim | None
+    """MariaDB's data: retained on destroy; protected unless `allow_state_replacement`."""
+    database_secret: k8s.core.v1.Secret | None
+    """The generated database passwords; None with an external database."""
 
     def __init__(
         self,
@@ -32,15 +43,18 @@ class Accounting(pulumi.ComponentResource):
         *,
         namespace: pulumi.Input[str],
         refs: AuthRefs,
+        allow_state_replacement: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:Accounting", name, None, opts)
+        super().__init__("sunk:index:Accounting", name, opts)
+        self.database = self.database_claim = self.database_secret = None
         db: list[pulumi.Resource] = []
         if refs.generate_db:
             # Alphanumeric: the password ends up in a `Key=Value` line of slurmdbd.conf.
             user = random.RandomPassword(f"{name}-db-password", length=32, special=False, opts=child(self))
             root = random.RandomPassword(f"{name}-db-root-password", length=32, special=False, opts=child(self))
-            db.append(
+            secret = typed(
+                k8s.core.v1.Secret,
                 create(
                     f"{name}-db-secret",
                     empty_secret(spec, db_secret_name(spec), "mariadb"),
@@ -50,15 +64,25 @@ class Accounting(pulumi.ComponentResource):
                         DB_PASSWORD_KEY: pulumi.Output.secret(user.result),
                         DB_ROOT_PASSWORD_KEY: pulumi.Output.secret(root.result),
                     },
-                )
+                ),
             )
+            self.database_secret = secret
             claim, service, sts = mariadb_manifests(spec)
-            db.append(create(f"{name}-db-data", claim, child(self), namespace=namespace))
-            db.append(create(f"{name}-db-service", service, child(self), namespace=namespace))
-            db.append(create(f"{name}-mariadb", sts, child(self, depends_on=list(db)), namespace=namespace))
+            data = create(
+                f"{name}-db-data", claim, child(self, **state_options(allow_state_replacement)), namespace=namespace
+            )
+            self.database_claim = typed(k8s.core.v1.PersistentVolumeClaim, data)
+            db += [secret, data, create(f"{name}-db-service", service, child(self), namespace=namespace)]
+            self.database = typed(
+                k8s.apps.v1.StatefulSet,
+                create(f"{name}-mariadb", sts, child(self, depends_on=list(db)), namespace=namespace),
+            )
+            db.append(self.database)
         deployment, service = slurmdbd_manifests(spec, refs)
         dbd = create(f"{name}-slurmdbd", deployment, child(self, depends_on=db), namespace=namespace)
         svc = create(f"{name}-service", service, child(self), namespace=namespace)
+        self.deployment = typed(k8s.apps.v1.Deployment, dbd)
+        self.service = typed(k8s.core.v1.Service, svc)
         create(f"{name}-setup", setup_job(spec, refs), child(self, depends_on=[dbd, svc]), namespace=namespace)
-        self.host = pulumi.Output.from_input(naming.accounting(spec))
+        self.host = text(naming.accounting(spec))
         self.register_outputs({"host": self.host})

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from sunk.manifests.cluster import namespace as namespace_manifest
 from sunk.manifests.pods import shared_claim_manifest
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create, state_options, text, typed
 from .accounting import Accounting
 from .auth import Auth
 from .config import SlurmConfig
@@ -20,25 +21,38 @@ from .nodesets import NodeSets
 from .restapi import RestApi
 from .runtime import Runtime
 
-NO_LOGIN = "<login disabled>"
-NO_RESTAPI = "<restapi disabled>"
 
-
-class SlurmCluster(pulumi.ComponentResource):
+class SlurmCluster(Component):
     """Everything one tenant's Slurm cluster needs, from a validated ClusterSpec: namespace,
     config, auth, slurmctld, accounting, slurmrestd, login, NodeSets and the runtime.
 
     The compute pods come from the cluster-wide operator (SunkOperator), installed once per
-    Kubernetes cluster; pass its `crd` as `nodeset_crd` when both live in one program."""
+    Kubernetes cluster; pass its `crd` as `nodeset_crd` when both live in one program.
+
+    Values the program computes go into the spec through `sunk.components.late` (a Namespace's
+    name, an image, a StorageClass, an existing Secret's name); `opts.depends_on`, providers and
+    transformations reach every child. Parts the spec disables are None."""
 
     namespace: pulumi.Output[str]
     """The tenant namespace."""
-    login_endpoint: pulumi.Output[str]
-    """Where users ssh to."""
-    slurmrestd_url: pulumi.Output[str]
-    """slurmrestd inside the Kubernetes cluster."""
+    login_endpoint: pulumi.Output[str] | None
+    """Where users ssh to; None when login is disabled."""
+    slurmrestd_url: pulumi.Output[str] | None
+    """slurmrestd inside the Kubernetes cluster; None when the REST API is disabled."""
     controller_host: pulumi.Output[str]
     """slurmctld inside the Kubernetes cluster."""
+    namespace_resource: k8s.core.v1.Namespace | None
+    """The Namespace this component created; None with `createNamespace: false`."""
+    config: SlurmConfig
+    auth: Auth
+    control_plane: ControlPlane
+    accounting: Accounting | None
+    restapi: RestApi | None
+    login: Login | None
+    nodesets: NodeSets
+    runtime: Runtime
+    network: NetworkPolicies
+    monitoring: Monitoring | None
 
     def __init__(
         self,
@@ -47,44 +61,65 @@ class SlurmCluster(pulumi.ComponentResource):
         *,
         operator_namespace: str | None = "sunk-system",
         nodeset_crd: pulumi.Resource | None = None,
+        allow_state_replacement: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:SlurmCluster", name, None, opts)
+        """`allow_state_replacement`: lift the protection of slurmctld's state and the accounting
+        database's PVCs, for the one `up` that must replace them (a storage class change)."""
+        super().__init__("sunk:index:SlurmCluster", name, opts)
         ns: pulumi.Input[str] = spec.ns
+        self.namespace_resource = None
         if spec.create_namespace:
-            ns_res = create(f"{name}-namespace", namespace_manifest(spec), child(self))
-            ns = ns_res.metadata.name  # type: ignore[attr-defined]
-        config = SlurmConfig(f"{name}-config", spec, namespace=ns, opts=child(self))
-        auth = Auth(f"{name}-auth", spec, namespace=ns, opts=child(self))
+            self.namespace_resource = typed(
+                k8s.core.v1.Namespace, create(f"{name}-namespace", namespace_manifest(spec), child(self))
+            )
+            ns = self.namespace_resource.metadata.name
+        self.config = SlurmConfig(f"{name}-config", spec, namespace=ns, opts=child(self))
+        self.auth = auth = Auth(f"{name}-auth", spec, namespace=ns, opts=child(self))
+        # Shared volumes sunk creates hold users' data (home, scratch): state, like slurmctld's.
+        keep = state_options(allow_state_replacement)
         claims = [
-            create(f"{name}-volume-{v.name}", shared_claim_manifest(spec, v), child(self), namespace=ns)
+            create(f"{name}-volume-{v.name}", shared_claim_manifest(spec, v), child(self, **keep), namespace=ns)
             for v in spec.shared_volumes
             if v.create is not None
         ]
         # Workloads wait for their files, keys and volumes so first pods start complete.
-        ready = [config, auth, *claims]
+        ready = [self.config, auth, *claims]
         refs = auth.refs
-        control = ControlPlane(
-            f"{name}-controlplane", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready)
+        self.control_plane = ControlPlane(
+            f"{name}-controlplane",
+            spec,
+            namespace=ns,
+            refs=refs,
+            allow_state_replacement=allow_state_replacement,
+            opts=child(self, depends_on=ready),
         )
+        self.accounting = None
         if spec.accounting.enabled:
-            Accounting(f"{name}-accounting", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready))
-        self.slurmrestd_url = pulumi.Output.from_input(NO_RESTAPI)
+            self.accounting = Accounting(
+                f"{name}-accounting",
+                spec,
+                namespace=ns,
+                refs=refs,
+                allow_state_replacement=allow_state_replacement,
+                opts=child(self, depends_on=ready),
+            )
+        self.restapi = self.slurmrestd_url = None
         if spec.restapi.enabled:
-            rest = RestApi(f"{name}-restapi", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready))
-            self.slurmrestd_url = rest.url
-        self.login_endpoint = pulumi.Output.from_input(NO_LOGIN)
+            self.restapi = RestApi(f"{name}-restapi", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready))
+            self.slurmrestd_url = self.restapi.url
+        self.login = self.login_endpoint = None
         if spec.login.enabled:
-            login = Login(f"{name}-login", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready))
-            self.login_endpoint = login.endpoint
-        NodeSets(
+            self.login = Login(f"{name}-login", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready))
+            self.login_endpoint = self.login.endpoint
+        self.nodesets = NodeSets(
             f"{name}-nodesets",
             spec,
             namespace=ns,
             refs=refs,
             opts=child(self, depends_on=[*ready, *([nodeset_crd] if nodeset_crd is not None else [])]),
         )
-        Runtime(
+        self.runtime = Runtime(
             f"{name}-runtime",
             spec,
             namespace=ns,
@@ -92,11 +127,14 @@ class SlurmCluster(pulumi.ComponentResource):
             operator_namespace=operator_namespace,
             opts=child(self, depends_on=[auth]),
         )
-        NetworkPolicies(f"{name}-network", spec, namespace=ns, operator_namespace=operator_namespace, opts=child(self))
+        self.network = NetworkPolicies(
+            f"{name}-network", spec, namespace=ns, operator_namespace=operator_namespace, opts=child(self)
+        )
+        self.monitoring = None
         if spec.monitoring.enabled:
-            Monitoring(f"{name}-monitoring", spec, namespace=ns, opts=child(self))
-        self.namespace = pulumi.Output.from_input(ns)
-        self.controller_host = control.host
+            self.monitoring = Monitoring(f"{name}-monitoring", spec, namespace=ns, opts=child(self))
+        self.namespace = text(ns) if isinstance(ns, str) else pulumi.Output.from_input(ns)
+        self.controller_host = self.control_plane.host
         self.register_outputs(
             {
                 "namespace": self.namespace,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
 from sunk import naming
@@ -12,12 +13,12 @@ from sunk.manifests.auth import AuthRefs, empty_secret, host_keys_secret_name
 from sunk.manifests.login import SSH_PORT, authorized_keys_config, deployment, service
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create, text, typed
 
 PENDING = "<pending>"
 
 
-class Login(pulumi.ComponentResource):
+class Login(Component):
     """sshd login pods with the Slurm clients, SSSD (LDAP users), shared volumes, and a Service
     (LoadBalancer by default). Host keys are generated once (pulumi-tls, kept in the Pulumi
     state) and stored in `<cluster>-login-host-keys`, so every replica and every restart shows
@@ -25,6 +26,11 @@ class Login(pulumi.ComponentResource):
 
     endpoint: pulumi.Output[str]
     """Where users ssh to: `host:port` (a LoadBalancer address once assigned)."""
+    deployment: k8s.apps.v1.Deployment
+    """sshd."""
+    service: k8s.core.v1.Service
+    host_keys: k8s.core.v1.Secret | None
+    """The persisted sshd host keys; None when `persistHostKeys` is off."""
 
     def __init__(
         self,
@@ -35,12 +41,14 @@ class Login(pulumi.ComponentResource):
         refs: AuthRefs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:Login", name, None, opts)
+        super().__init__("sunk:index:Login", name, opts)
         deps: list[pulumi.Resource] = []
+        self.host_keys = None
         if spec.login.persist_host_keys:
             ed25519 = tls.PrivateKey(f"{name}-host-key-ed25519", algorithm="ED25519", opts=child(self))
             rsa = tls.PrivateKey(f"{name}-host-key-rsa", algorithm="RSA", rsa_bits=3072, opts=child(self))
-            deps.append(
+            self.host_keys = typed(
+                k8s.core.v1.Secret,
                 create(
                     f"{name}-host-keys",
                     empty_secret(spec, host_keys_secret_name(spec), "login"),
@@ -50,13 +58,16 @@ class Login(pulumi.ComponentResource):
                         "ssh_host_ed25519_key": pulumi.Output.secret(ed25519.private_key_openssh),
                         "ssh_host_rsa_key": pulumi.Output.secret(rsa.private_key_openssh),
                     },
-                )
+                ),
             )
+            deps.append(self.host_keys)
         keys = authorized_keys_config(spec)
         if keys is not None:
             deps.append(create(f"{name}-authorized-keys", keys, child(self), namespace=namespace))
-        create(f"{name}-sshd", deployment(spec, refs), child(self, depends_on=deps), namespace=namespace)
+        sshd = create(f"{name}-sshd", deployment(spec, refs), child(self, depends_on=deps), namespace=namespace)
+        self.deployment = typed(k8s.apps.v1.Deployment, sshd)
         svc = create(f"{name}-service", service(spec), child(self), namespace=namespace)
+        self.service = typed(k8s.core.v1.Service, svc)
         self.endpoint = _endpoint(spec, svc)
         self.register_outputs({"endpoint": self.endpoint})
 
@@ -64,7 +75,7 @@ class Login(pulumi.ComponentResource):
 def _endpoint(spec: ClusterSpec, svc: pulumi.CustomResource) -> pulumi.Output[str]:
     kind = spec.login.service_type
     if kind == "ClusterIP":
-        return pulumi.Output.from_input(f"{naming.login(spec)}.{spec.ns}.svc.cluster.local:{SSH_PORT}")
+        return text(f"{naming.login(spec)}.{spec.ns}.svc.cluster.local:{SSH_PORT}")
     if kind == "NodePort":
         spec_out: pulumi.Output[Any] = svc.spec  # type: ignore[attr-defined]
         return spec_out.apply(lambda s: f"<any node address>:{_node_port(s)}")

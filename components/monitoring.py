@@ -7,10 +7,10 @@ import pulumi
 from sunk.manifests.monitoring import dashboard, service_monitor
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create
 
 
-class Monitoring(pulumi.ComponentResource):
+class Monitoring(Component):
     """A ServiceMonitor for the runtime's metrics Services (needs the Prometheus Operator CRDs)
     and a Grafana dashboard ConfigMap labelled for the Grafana sidecar."""
 
@@ -22,7 +22,7 @@ class Monitoring(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:Monitoring", name, None, opts)
+        super().__init__("sunk:index:Monitoring", name, opts)
         if spec.monitoring.service_monitor:
             create(f"{name}-servicemonitor", service_monitor(spec), child(self), namespace=namespace)
         if spec.monitoring.dashboard:

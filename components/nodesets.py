@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from sunk import naming
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.nodeset import nodeset_resource
 from sunk.spec.cluster import ClusterSpec
 
-from ._k8s import child, create
+from ._k8s import Component, child, create, typed
 
 
-class NodeSets(pulumi.ComponentResource):
+class NodeSets(Component):
     """NodeSet objects (slurm.sunk.dev/v1alpha1). The operator turns each into slurmd pods:
     GPUs, volumes, sidecars and s6 scripts travel in the object's spec, together with the
     config hash whose change rolls the pods (drained first, maxUnavailable at a time)."""
 
     names: pulumi.Output[list[str]]
     """NodeSet object names, `<cluster>-<nodeset>`."""
+    resources: dict[str, k8s.apiextensions.CustomResource]
+    """The NodeSet objects, by spec nodeset name."""
 
     def __init__(
         self,
@@ -29,8 +32,10 @@ class NodeSets(pulumi.ComponentResource):
         refs: AuthRefs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:NodeSets", name, None, opts)
+        super().__init__("sunk:index:NodeSets", name, opts)
+        self.resources = {}
         for ns in spec.nodesets:
-            create(f"{name}-{ns.name}", nodeset_resource(spec, ns, refs), child(self), namespace=namespace)
+            made = create(f"{name}-{ns.name}", nodeset_resource(spec, ns, refs), child(self), namespace=namespace)
+            self.resources[ns.name] = typed(k8s.apiextensions.CustomResource, made)
         self.names = pulumi.Output.from_input([naming.nodeset(spec, ns.name) for ns in spec.nodesets])
         self.register_outputs({"names": self.names})

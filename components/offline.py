@@ -33,6 +33,8 @@ from pulumi.runtime.sync_await import _sync_await
 from sunk.manifests.meta import Manifest
 from sunk.stackfile import PROJECT, read_stack_file
 
+from ._k8s import reset_late
+
 SECRET_KEY = rpc._special_sig_key
 SECRET_SIG = rpc._special_secret_sig
 UNKNOWN = rpc.UNKNOWN
@@ -55,6 +57,10 @@ class Registration:
     additional_secret_outputs: tuple[str, ...] = ()
     provider: str = ""
     """`<provider urn>::<id>` when set explicitly or inherited from a parent; empty for the default."""
+    protect: bool = False
+    """The engine refuses to delete or replace it."""
+    retain_on_delete: bool = False
+    """`pulumi destroy` forgets it and leaves it in the cluster."""
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -195,6 +201,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 ignore_changes=tuple(request.ignoreChanges),
                 additional_secret_outputs=tuple(request.additionalSecretOutputs),
                 provider=request.provider,
+                protect=bool(request.protect),
+                retain_on_delete=bool(request.retainOnDelete),
             )
         )
         return response
@@ -230,6 +238,7 @@ def _evaluate(
     settings.ROOT.set(None)
     monitor.registrations.clear()
     pulumi.runtime.set_all_config(dict(config), list(secret_keys))
+    reset_late()
 
     def run() -> None:
         runpy.run_path(str(program), run_name="__main__")

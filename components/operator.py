@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from sunk.manifests.operator import OperatorSpec, namespace, operator_manifests
 
-from ._k8s import child, create
+from ._k8s import Component, child, create, text, typed
 
 
-class SunkOperator(pulumi.ComponentResource):
+class SunkOperator(Component):
     """The NodeSet CRD (schema generated from the model the operator parses), the operator's
     namespace, ServiceAccount, ClusterRole (no cluster-admin), leader-election Role and
     Deployment. Tenants' SlurmCluster NodeSets wait for `crd` when both are in one program."""
 
-    crd: pulumi.CustomResource
+    crd: k8s.apiextensions.v1.CustomResourceDefinition
     """The NodeSet CustomResourceDefinition: pass it to SlurmCluster(nodeset_crd=...)."""
+    deployment: k8s.apps.v1.Deployment
+    """The operator."""
     namespace: pulumi.Output[str]
 
     def __init__(
@@ -25,16 +28,24 @@ class SunkOperator(pulumi.ComponentResource):
         *,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:SunkOperator", name, None, opts)
+        super().__init__("sunk:index:SunkOperator", name, opts)
         op = spec or OperatorSpec()
+        # Cluster-wide: every tenant's NodeSets (and so their slurmd pods) hang off the CRD. A
+        # `pulumi destroy` of the stack that installed it forgets these objects and leaves them
+        # in the cluster; removing the operator is a deliberate kubectl step.
         ns: pulumi.Input[str] = op.namespace
         if op.create_namespace:
-            ns_res = create(f"{name}-namespace", namespace(op), child(self))
+            ns_res = create(f"{name}-namespace", namespace(op), child(self, retain_on_delete=True))
             ns = ns_res.metadata.name  # type: ignore[attr-defined]
         crd, *rest = operator_manifests(op)
-        self.crd = create(f"{name}-crd", crd, child(self))
+        self.crd = typed(
+            k8s.apiextensions.v1.CustomResourceDefinition,
+            create(f"{name}-crd", crd, child(self, retain_on_delete=True)),
+        )
         for manifest in rest:
             suffix = manifest["kind"].lower()
-            create(f"{name}-{suffix}", manifest, child(self), namespace=ns)
-        self.namespace = pulumi.Output.from_input(ns)
+            made = create(f"{name}-{suffix}", manifest, child(self, retain_on_delete=True), namespace=ns)
+            if isinstance(made, k8s.apps.v1.Deployment):
+                self.deployment = made
+        self.namespace = text(ns) if isinstance(ns, str) else pulumi.Output.from_input(ns)
         self.register_outputs({"namespace": self.namespace})

@@ -18,9 +18,10 @@ from typing import Any
 
 import yaml
 
+from sunk import strictyaml
 from sunk.manifests.meta import Manifest
 from sunk.spec.errors import SpecError
-from sunk.stackfile import load_stack, stack_path, stacks_dir
+from sunk.stackfile import PROJECT, load_stack, project_dir, stack_path, stacks_dir
 
 from .offline import Evaluation, ProgramFailed, evaluate, is_secret, stack_config
 
@@ -99,18 +100,37 @@ def render_evaluation(evaluation: Evaluation, *, show_secrets: bool = False) -> 
     return Rendered(evaluation=evaluation, files=files, objects=objs)
 
 
+def project_name() -> str:
+    """`name:` of the project's Pulumi.yaml (config keys without a namespace belong to it)."""
+    project = project_dir()
+    if project is not None:
+        try:
+            doc = strictyaml.load((project / "Pulumi.yaml").read_text(errors="replace"))
+        except strictyaml.StrictYamlError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("name"), str):
+            return str(doc["name"])
+    return PROJECT
+
+
 def default_program() -> Path:
-    """The project's program: __main__.py beside Pulumi.yaml (whose stackConfigDir is stacks/)."""
-    return stacks_dir().parent / "__main__.py"
+    """The program of the project around the current directory: __main__.py beside Pulumi.yaml."""
+    project = project_dir()
+    return (project or Path.cwd()) / "__main__.py"
 
 
 def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None = None) -> Rendered:
     """Validate the stack, then run the real program for it through the mock engine."""
     path = stack_path(stack, stacks_dir())
     loaded = load_stack(str(path))
-    config, secret_keys = stack_config(path)
+    project = project_name()
+    config, secret_keys = stack_config(path, project)
     evaluation = evaluate(
-        (program or default_program()).resolve(), stack=loaded.name, config=config, secret_keys=secret_keys
+        (program or default_program()).resolve(),
+        stack=loaded.name,
+        project=project,
+        config=config,
+        secret_keys=secret_keys,
     )
     return render_evaluation(evaluation, show_secrets=show_secrets)
 

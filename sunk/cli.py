@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sunk import __version__
 from sunk.spec.errors import SpecError
 from sunk.stackfile import list_stacks, load_stack
 
@@ -100,6 +101,7 @@ def _lazy(module: str, func: str) -> Command:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sunk", description="Slurm on Kubernetes, as Pulumi stacks.")
+    parser.add_argument("--version", action="version", version=f"sunk {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="validate stacks; print every problem; exit 1 if any")
@@ -135,13 +137,30 @@ def _register_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _register_stacks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("stacks", help="pulumi preview/up every tenant stack through the Automation API")
-    p.add_argument("action", choices=["preview", "up"])
+    p = sub.add_parser(
+        "stacks",
+        help="list, or pulumi preview/up/refresh/destroy, every stack of this project (Automation API)",
+        description="Every stack of the Pulumi project around the current directory. Stacks installing the "
+        "operator (sunk:operator) run first (last for destroy); a stack that does not validate fails alone.",
+    )
+    p.add_argument("action", choices=["list", "preview", "up", "refresh", "destroy"])
     p.add_argument("--tenant", action="append", help="only this tenant (repeatable)")
     p.add_argument("--env", action="append", help="only this environment, e.g. prod (repeatable)")
-    p.add_argument("--stacks-dir", default=None, help="folder of Pulumi.<stack>.yaml files (default: stacks/)")
-    p.add_argument("--fail-fast", action="store_true", help="stop at the first failing stack")
+    p.add_argument(
+        "--stacks-dir", default=None, help="folder of Pulumi.<stack>.yaml files (default: the project's stackConfigDir)"
+    )
+    p.add_argument("--fail-fast", action="store_true", help="start no further stack after a failure")
+    p.add_argument("--parallel", type=int, default=1, metavar="N", help="run up to N tenant stacks at once")
+    p.add_argument("--json", action="store_true", help="print one JSON document with every stack's result")
     p.set_defaults(func=_lazy("sunk.components.stacks", "cmd_stacks"))
+
+
+def _register_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("init", help="scaffold a Pulumi project using sunk: Pulumi.yaml, __main__.py, one stack")
+    p.add_argument("directory", nargs="?", default=".", help="project folder (default: the current one)")
+    p.add_argument("--name", default=None, help="project name (default: the folder's name)")
+    p.add_argument("--stack", default="demo-dev", help="the first stack, <tenant>-<env> (default: demo-dev)")
+    p.set_defaults(func=_lazy("sunk.scaffold", "cmd_init"))
 
 
 def _register_harness(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -193,7 +212,7 @@ def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_list"))
 
 
-_EXTENSIONS += [_register_render, _register_stacks, _register_harness, _register_images]
+_EXTENSIONS += [_register_render, _register_stacks, _register_init, _register_harness, _register_images]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

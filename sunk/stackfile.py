@@ -20,6 +20,10 @@ from sunk.spec.errors import SpecError, format_errors, load_spec
 PROJECT = "sunk"
 CLUSTER_KEY = f"{PROJECT}:cluster"
 OPERATOR_KEY = f"{PROJECT}:operator"
+ALLOW_STATE_REPLACEMENT_KEY = f"{PROJECT}:allowStateReplacement"
+"""`true` lifts the protection of the state PVCs (slurmctld state, MariaDB data) for an `up`
+that must replace them; absent or `false`, the engine refuses such a plan."""
+KEYS = (CLUSTER_KEY, OPERATOR_KEY, ALLOW_STATE_REPLACEMENT_KEY)
 STACK_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(dev|staging|prod|[a-z0-9]+)$")
 
 
@@ -29,19 +33,36 @@ class Stack:
     spec: ClusterSpec
     operator: OperatorSpec | None
     """The cluster-wide SunkOperator this stack also installs (once per Kubernetes cluster), or None."""
+    allow_state_replacement: bool = False
+    """`sunk:allowStateReplacement`."""
 
     @property
     def deploy_operator(self) -> bool:
         return self.operator is not None
 
 
-def stacks_dir(start: Path | None = None) -> Path:
-    """stacks/ next to Pulumi.yaml, searching upwards from `start` (default: this checkout)."""
-    here = (start or Path(__file__).resolve().parent).resolve()
+def project_dir(start: Path | None = None) -> Path | None:
+    """The Pulumi project around `start` (default: the current directory): the nearest folder
+    upwards holding Pulumi.yaml. The user's project, never the one sunk was installed from."""
+    here = (start or Path.cwd()).resolve()
     for folder in [here, *here.parents]:
         if (folder / "Pulumi.yaml").is_file():
-            return folder / "stacks"
-    return Path.cwd() / "stacks"
+            return folder
+    return None
+
+
+def stacks_dir(start: Path | None = None) -> Path:
+    """Where the project's stack files live: Pulumi.yaml's `stackConfigDir` (the project folder
+    itself when unset, as for Pulumi); `stacks/` under `start` when there is no project."""
+    project = project_dir(start)
+    if project is None:
+        return (start or Path.cwd()) / "stacks"
+    try:
+        doc = strictyaml.load((project / "Pulumi.yaml").read_text(errors="replace"))
+    except strictyaml.StrictYamlError:
+        doc = None
+    configured = doc.get("stackConfigDir") if isinstance(doc, dict) else None
+    return project / configured if isinstance(configured, str) and configured else project
 
 
 def stack_path(stack: str, directory: Path | None = None) -> Path:
@@ -107,10 +128,13 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     secure = _find_secure(raw, "")
     if secure:
         raise SpecError(secure, source)
-    unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in {CLUSTER_KEY, OPERATOR_KEY})
+    unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in KEYS)
     if unknown:
-        raise SpecError([f"{k}: unknown setting; known: {CLUSTER_KEY}, {OPERATOR_KEY}" for k in unknown], source)
+        raise SpecError([f"{k}: unknown setting; known: {', '.join(KEYS)}" for k in unknown], source)
     problems: list[str] = []
+    allow = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
+    if not (isinstance(allow, bool) or (isinstance(allow, str) and allow.strip() in ("true", "false"))):
+        problems.append(f"{ALLOW_STATE_REPLACEMENT_KEY}: {allow!r} is not a boolean (true, false)")
     operator = spec = None
     try:
         operator = _operator(config.get(OPERATOR_KEY, False), source)
@@ -149,4 +173,10 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     if not isinstance(config, dict):
         raise SpecError(["config: the stack file needs a `config:` mapping"], str(path))
     spec, operator = parse_config(config, str(path))
-    return Stack(name=name, spec=spec, operator=operator)
+    return Stack(name=name, spec=spec, operator=operator, allow_state_replacement=allows_state_replacement(config))
+
+
+def allows_state_replacement(config: dict[str, Any]) -> bool:
+    """`sunk:allowStateReplacement` is exactly true (YAML or the text Pulumi hands a program)."""
+    value = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
+    return value is True or (isinstance(value, str) and value.strip() == "true")

@@ -125,3 +125,47 @@ def test_slurm_files_out_naming_a_file_is_one_line(tmp_path: Path, capsys: pytes
     err = capsys.readouterr().err
     assert err == f"sunk slurm-files: --out {target}: is a file; give a folder (it is created if missing)\n"
     assert target.read_text() == "x\n"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import sunk
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sunk {sunk.__version__}"
+
+
+def test_init_scaffolds_a_project_that_validates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "hpc"
+    assert main(["init", str(project), "--stack", "initech-dev"]) == 0
+    assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()) == [
+        "Pulumi.yaml",
+        "__main__.py",
+        "requirements.txt",
+        "stacks/Pulumi.initech-dev.yaml",
+    ]
+    assert yaml.safe_load((project / "Pulumi.yaml").read_text())["name"] == "hpc"
+    capsys.readouterr()
+    monkeypatch.chdir(project / "stacks")  # found from anywhere inside the project
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out.startswith("✓ initech-dev: cluster slurm (tenant initech, namespace initech-slurm)")
+
+
+def test_init_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "__main__.py").write_text("mine\n")
+    assert main(["init", str(tmp_path)]) == 1
+    assert "already there, not overwritten" in capsys.readouterr().err
+    assert (tmp_path / "__main__.py").read_text() == "mine\n"
+    assert not (tmp_path / "Pulumi.yaml").exists()
+    assert main(["init", str(tmp_path / "x"), "--stack", "Bad_Name"]) == 1
+
+
+def test_validate_outside_any_project_finds_no_stack_of_this_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "acme-dev"]) == 1
+    assert "no file" in capsys.readouterr().err

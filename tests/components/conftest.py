@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from sunk.components.offline import Evaluation, evaluate, stack_config
-from sunk.components.render import Rendered, default_program, render_evaluation
+from sunk.components.render import Rendered, render_evaluation
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import list_stacks, load_stack, stack_path
@@ -22,7 +22,7 @@ LIBRARY = "library"
 def _evaluate_stack(stack: str) -> Evaluation:
     path = stack_path(stack, ROOT / "stacks")
     config, secret = stack_config(path)
-    return evaluate(default_program(), stack=stack, config=config, secret_keys=secret)
+    return evaluate(ROOT / "__main__.py", stack=stack, config=config, secret_keys=secret)
 
 
 @pytest.fixture(scope="session")

@@ -118,7 +118,7 @@ def test_nodeset_objects_round_trip_through_the_operators_model(specs: dict[str,
 
 def test_schema_rejects_what_the_model_rejects() -> None:
     validator = OAS30Validator(closed(open_api_schema()))
-    good = {
+    good: dict[str, Any] = {
         "apiVersion": "slurm.sunk.dev/v1alpha1",
         "kind": "NodeSet",
         "metadata": {"name": "x"},

@@ -69,10 +69,10 @@ def test_every_slurm_pod_that_resolves_users_runs_sssd() -> None:
 
 
 def test_a_changed_sssd_conf_rolls_the_pods() -> None:
+    ldap = PROD.auth.ldap
+    assert ldap is not None
     changed = PROD.model_copy(
-        update={
-            "auth": PROD.auth.model_copy(update={"ldap": PROD.auth.ldap.model_copy(update={"tls_reqcert": "hard"})})
-        }  # type: ignore[union-attr]
+        update={"auth": PROD.auth.model_copy(update={"ldap": ldap.model_copy(update={"tls_reqcert": "hard"})})}
     )
     before, after = pods(PROD), pods(changed)
     for component in ("controller", "accounting"):

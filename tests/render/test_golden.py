@@ -39,11 +39,11 @@ def golden_nodes(spec: ClusterSpec) -> list[TopologyNode]:
             short = keys[0].rsplit("/", 1)[-1].replace(".", "-")
             for i in range(count):
                 labelled = ns.gpus is not None and i <= base
-                labels = {keys[0]: f"{short}{j}{i // base}"} if labelled else {}
+                labels: dict[str, str] = {keys[0]: f"{short}{j}{i // base}"} if labelled else {}
                 out.append(TopologyNode(f"{ns.name}-{i}", labels))
             continue
         for i in range(4):
-            labels: dict[str, str] = {}
+            labels = {}
             if i < 3:
                 for depth, key in enumerate(keys):
                     short = key.rsplit("/", 1)[-1].replace(".", "-")

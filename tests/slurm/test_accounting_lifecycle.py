@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sunk.runtime.harness import LocalSlurm, daemons
 
-from sunk.render import render_sacctmgr_script
+from sunk.render.sacctmgr import render_sacctmgr_script
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import AccountSpec, QosSpec
 from sunk.stackfile import load_stack
