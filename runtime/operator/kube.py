@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.manifests.nodeset_pdb import PROTECTION
 from sunk.manifests.nodeset_pod import LABEL_COMPONENT, LABEL_NODESET, SLURMD
+from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 
 
 class KubeApi(Protocol):

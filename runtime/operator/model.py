@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sunk.crd import NodeSetResourceSpec
 from sunk.manifests.nodeset_pod import (
     ANNOTATION_KUBE_NODE,
     ANNOTATION_ORDINAL,
@@ -17,6 +16,7 @@ from sunk.manifests.nodeset_pod import (
     LABEL_NODE,
 )
 from sunk.naming import OPERATOR_REASON_PREFIX
+from sunk.nodeset_resource import NodeSetResourceSpec
 
 from ..slurmrest.models import Node as SlurmNode
 from .admission import allocatable

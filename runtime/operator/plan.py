@@ -41,7 +41,6 @@ from datetime import datetime
 from typing import Any
 
 from sunk import naming
-from sunk.crd import NodeSetResourceSpec
 from sunk.manifests.nodeset_pdb import protection_budget, protection_name
 from sunk.manifests.nodeset_pod import (
     headless_service,
@@ -49,6 +48,7 @@ from sunk.manifests.nodeset_pod import (
     slurm_node_for_kube_node,
     template_hash,
 )
+from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.spec.nodeset import UpdateStrategy
 
 from ..slurmrest.models import Node as SlurmNode

@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from sunk import keys, naming
-from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_NODESET, nodeset_pod, service_name
+from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors

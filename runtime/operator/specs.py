@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from sunk import naming
-from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.manifests.auth import auth_refs
 from sunk.manifests.config import TOPOLOGY_FILE, config_maps
 from sunk.manifests.nodeset import resource_spec as nodeset_resource_spec
+from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.spec.cluster import ClusterSpec
 
 

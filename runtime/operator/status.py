@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sunk import keys
-from sunk.crd import NodeSetStatus
+from sunk.nodeset_resource import NodeSetStatus
 
 from ..common.conditions import Condition, transition
 from .matching import eligible, usable

@@ -1,15 +1,15 @@
 """One NodeSet custom resource per spec NodeSet: the user's NodeSetSpec plus what the operator
-needs to build slurmd pods without reading the stack (sunk.crd.NodeSetResourceSpec)."""
+needs to build slurmd pods without reading the stack (sunk.nodeset_resource.NodeSetResourceSpec)."""
 
 from __future__ import annotations
 
 from sunk import keys, naming
-from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import nodeset_config_files, nodeset_hash
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.pods import shared_claim
 from sunk.manifests.sssd import sssd_refs
+from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import SharedVolumeSpec

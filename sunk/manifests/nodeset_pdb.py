@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.crd import NodeSetResourceSpec
 from sunk.manifests.nodeset_pod import LABEL_COMPONENT, LABEL_NODE, selector_labels
+from sunk.nodeset_resource import NodeSetResourceSpec
 
 PROTECTION = "slurmd-protection"
 """app.kubernetes.io/component of the PDBs (the slurmd pods' own is `slurmd`)."""

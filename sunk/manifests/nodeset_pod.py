@@ -30,9 +30,9 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from sunk import keys, naming
-from sunk.crd import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.images import S6_INIT
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
+from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.render import node_conf
 from sunk.spec.base import ResourceList, Resources
 from sunk.spec.nodeset import MUNGE_RESOURCES, RESOURCE_MODE_LABEL

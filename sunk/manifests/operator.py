@@ -13,12 +13,12 @@ from typing import Annotated
 from pydantic import Field
 
 from sunk import naming
-from sunk.crd import GROUP, PLURAL
-from sunk.manifests.crd import nodeset_crd
 from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
 from sunk.manifests.meta import resources as container_resources
 from sunk.manifests.network import OPERATOR_LABELS
+from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.manifests.runtime import METRICS_LABEL, METRICS_PORT, RBAC
+from sunk.nodeset_resource import GROUP, PLURAL
 from sunk.policy import TenantPolicy
 from sunk.spec.base import DnsLabel, Image, Model, Resources, resources
 from sunk.spec.services import Images

@@ -15,8 +15,8 @@ their Secret or ConfigMap where sssd.conf names them.
 from __future__ import annotations
 
 from sunk import keys
-from sunk.crd import SssdRefs
 from sunk.manifests.meta import Manifest, content_hash, exec_probe, resources
+from sunk.nodeset_resource import SssdRefs
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.identity import LdapSpec
 from sunk.spec.nodeset import SSSD_RESOURCES

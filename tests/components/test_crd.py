@@ -8,10 +8,17 @@ from typing import Any
 import pytest
 from openapi_schema_validator import OAS30Validator
 
-from sunk.crd import NodeSetResourceSpec
 from sunk.manifests.auth import auth_refs
-from sunk.manifests.crd import PRINTER_COLUMNS, UnsupportedSchema, closed, nodeset_crd, open_api_schema, structural
 from sunk.manifests.nodeset import nodeset_resource, resource_spec
+from sunk.manifests.nodeset_crd import (
+    PRINTER_COLUMNS,
+    UnsupportedSchema,
+    closed,
+    nodeset_crd,
+    open_api_schema,
+    structural,
+)
+from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.spec.cluster import ClusterSpec
 
 from .conftest import STACKS

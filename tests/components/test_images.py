@@ -10,8 +10,8 @@ import pytest
 import yaml
 from sunk.components.render import Rendered
 
-from sunk.crd import API_VERSION as NODESET_API
 from sunk.images import ARCHES, DEFAULT_REGISTRY, PYXIS_VARIANT, ROLES, reference
+from sunk.nodeset_resource import API_VERSION as NODESET_API
 from sunk.spec.cluster import ClusterSpec
 
 from .conftest import LIBRARY, STACKS

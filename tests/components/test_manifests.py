@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from sunk.components.offline import Evaluation
 
-from sunk.crd import NodeSetResourceSpec
 from sunk.images import MARIADB_ENTRYPOINT, MARIADB_UID, reference
 from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
@@ -33,6 +32,7 @@ from sunk.manifests.login import login_hash
 from sunk.manifests.network import network_policies
 from sunk.manifests.nodeset_pod import template_hash
 from sunk.manifests.sssd import render_sssd_conf
+from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.render import finalize_slurmdbd_conf, render_slurm_files
 from sunk.spec.base import quantity_value
 from sunk.spec.cluster import ClusterSpec

@@ -17,8 +17,8 @@ from sunk.components.offline import REDACTED, Evaluation
 from sunk.components.render import CLUSTER_SCOPE, Rendered, file_name, render_evaluation, write
 
 from sunk.cli import main
-from sunk.crd import API_VERSION as NODESET_API
-from sunk.manifests.crd import closed, open_api_schema
+from sunk.manifests.nodeset_crd import closed, open_api_schema
+from sunk.nodeset_resource import API_VERSION as NODESET_API
 
 from .conftest import LIBRARY, ROOT, STACKS
 

@@ -27,7 +27,7 @@ from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import Syncer
 from sunk.runtime.testing.kubesim import KubeSim
 
-from sunk.crd import GROUP, PLURAL, VERSION
+from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.spec.cluster import ClusterSpec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]

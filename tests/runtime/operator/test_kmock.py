@@ -27,8 +27,8 @@ from sunk.runtime.operator.slurm import ClusterRef, RestSlurm, SlurmClients
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.testing.kubesim import KubeSim
 
-from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.manifests.nodeset_pod import LABEL_NODE
+from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.stackfile import load_stack
 

@@ -16,7 +16,7 @@ from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.testing.kubesim import KubeSim
 
-from sunk.crd import GROUP, PLURAL, VERSION
+from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.stackfile import load_stack
 
 NS = "acme-research"

@@ -26,10 +26,10 @@ from sunk.runtime.operator.specs import config_map_objects, nodeset_object, reso
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.testing.kubesim import KubeSim
 
-from sunk.crd import GROUP, PLURAL, VERSION
 from sunk.hostlist import expand
 from sunk.manifests.nodeset_pod import ANNOTATION_CONFIG_HASH, LABEL_NODESET
 from sunk.naming import OPERATOR_REASON_PREFIX
+from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.spec.cluster import ClusterSpec
 

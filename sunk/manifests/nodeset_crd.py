@@ -1,5 +1,5 @@
 """The NodeSet CustomResourceDefinition, its schema generated from the pydantic model the operator
-parses (sunk.crd.NodeSetResourceSpec), so the API server rejects what the operator would.
+parses (sunk.nodeset_resource.NodeSetResourceSpec), so the API server rejects what the operator would.
 
 pydantic emits JSON Schema 2020-12; Kubernetes wants an OpenAPI v3 *structural* schema
 (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema):
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION, NodeSetResourceSpec, NodeSetStatus
 from sunk.manifests.meta import Manifest
+from sunk.nodeset_resource import API_VERSION, GROUP, KIND, PLURAL, VERSION, NodeSetResourceSpec, NodeSetStatus
 
 Schema = dict[str, Any]
 

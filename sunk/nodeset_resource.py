@@ -2,7 +2,7 @@
 
 Its spec is the user's NodeSetSpec plus what the operator needs to build slurmd pods without
 reading the stack: the resolved image, the ConfigMap of each Slurm file its pods mount, the
-Secrets, and the config hash that triggers a rolling update. The CRD's OpenAPI schema is generated from this model (sunk.manifests.crd)."""
+Secrets, and the config hash that triggers a rolling update. The CRD's OpenAPI schema is generated from this model (sunk.manifests.nodeset_crd)."""
 
 from __future__ import annotations
 
