@@ -30,6 +30,7 @@ from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import Node as SlurmNode
+from sunk.runtime.testing.goals import goal
 
 from sunk.manifests.nodeset_pod import LABEL_NODE
 from sunk.spec.cluster import ClusterSpec
@@ -124,7 +125,8 @@ def converge(kube: FakeKube, slurm: FakeSlurm, reconciler: Reconciler, now: list
     raise RuntimeError("did not converge")
 
 
-def scenario(pods: int, mode: str, resyncs: int, wire: bool) -> None:
+def scenario(pods: int, mode: str, resyncs: int, wire: bool) -> tuple[float, int, int]:
+    """(median resync CPU seconds, writes per steady resync, full lists per resync)."""
     kube, slurm, reconciler, now = build(pods, mode, wire)
     started = time.process_time()
     rounds = converge(kube, slurm, reconciler, now)
@@ -165,6 +167,7 @@ def scenario(pods: int, mode: str, resyncs: int, wire: bool) -> None:
     k_w = kube.writes
     reconciler.resync()
     print(f"  one Slurm node turns busy -> {kube.writes - k_w} Kubernetes write (the status)")
+    return statistics.median(cpu_times), max(kube_writes) + max(slurm_writes), lists
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,8 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resyncs", type=int, default=20)
     ap.add_argument("--wire", action="store_true", help="JSON-decode every list, as a real client does")
     args = ap.parse_args(argv)
-    for mode in ("replicas", "all-matching-nodes"):
-        scenario(args.pods, mode, args.resyncs, args.wire)
+    results = {mode: scenario(args.pods, mode, args.resyncs, args.wire) for mode in ("replicas", "all-matching-nodes")}
+    cpu = max(r[0] for r in results.values())
+    goal(f"operator steady resync CPU at {args.pods} pods", cpu * 1000, 100, "ms", digits=1)
+    goal(f"operator writes per steady resync at {args.pods} pods", max(r[1] for r in results.values()), 0, digits=0)
+    # Issue 17: watch-driven, no periodic full lists after start. Today every resync (every 10 s,
+    # SUNK_RESYNC_SECONDS) lists NodeSets, pods, Nodes, Services and PDBs.
+    lists = max(r[2] for r in results.values()) * 6
+    goal("operator periodic full lists per steady minute", lists, 0, digits=0)
     return 0
 
 

@@ -39,6 +39,7 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.scheduler import keys
+from sunk.runtime.testing.goals import goal
 from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.spec.errors import load_spec
@@ -225,6 +226,15 @@ def main() -> int:
         obs_n, obs_s = counters["sunk_scheduler_observe_seconds_count"], counters["sunk_scheduler_observe_seconds_sum"]
         print(f"observe (list pods, slurmd pods, jobs, Nodes to bind to): {obs_n:.0f} x {obs_s / obs_n * 1000:.1f} ms")
         print(json.dumps({"pods": args.pods, "pods_per_s": round(len(bound) / (last - first), 2)}))
+        goal(
+            f"scheduler pods bound per second, {args.pods}-pod burst",
+            len(bound) / (last - first),
+            50,
+            at_least=True,
+            digits=1,
+        )
+        goal("scheduler p50 pending -> bound", percentile(latencies, 0.50), 1.0, "s")
+        goal("scheduler p95 pending -> bound", percentile(latencies, 0.95), 2.0, "s")
     return 0
 
 

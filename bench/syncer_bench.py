@@ -33,6 +33,7 @@ from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.syncer.fakes import FakeKube, node_object, pod_object
 from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import POD_STATE_ANNOTATION, node_drain_annotation
+from sunk.runtime.testing.goals import goal
 
 from sunk.hostlist import compress
 from sunk.spec.cluster import ClusterSpec
@@ -84,6 +85,11 @@ class Bench:
         self.syncer = Syncer(rest, self.kube, NS, registry=CollectorRegistry())
         self.n = 0
         self.last_wall = 0.0
+        self.last_cpu = 0.0
+        self.quiet_cycles: list[tuple[float, float, int]] = []
+        """(syncer CPU, wall, writes) of every steady cycle."""
+        self.propagation: list[tuple[int, float]] = []
+        """(cycles, their wall seconds) of each change batch."""
 
     def cycle(self, label: str) -> CycleReport:
         self.n += 1
@@ -93,7 +99,9 @@ class Bench:
         assert report.ok, report.errors
         if label == "settling" and report.actions and os.environ.get("SUNK_BENCH_DEBUG"):
             print("   ", report.actions[:3])
-        self.last_wall = wall
+        self.last_wall, self.last_cpu = wall, cpu
+        if label.startswith("steady"):
+            self.quiet_cycles.append((cpu, wall, report.kube_writes + report.slurm_writes))
         print(
             f"  cycle {self.n:3d} {label:<22} slurm requests {report.slurm_requests:6d}  slurm writes "
             f"{report.slurm_writes:6d}  k8s writes {report.kube_writes:6d} (+{report.events} events)  syncer CPU {cpu:6.2f} s  "
@@ -107,6 +115,7 @@ class Bench:
             self.cycle(label)
             seconds += self.last_wall
             if done():
+                self.propagation.append((count, seconds))
                 return count, seconds
         raise AssertionError(f"{label}: not propagated after {limit} cycles")
 
@@ -187,6 +196,7 @@ def main() -> int:
     with LocalSlurm.start(spec(sizes[-1]), nodes=nodes) as slurm:
         print(f"harness up in {time.monotonic() - started:.1f} s (one registered slurmd: cpu-0)")
         declared = 1
+        benches: list[Bench] = []
         for size in sizes:
             if size > declared:
                 mark = time.monotonic()
@@ -198,9 +208,21 @@ def main() -> int:
                 declare(slurm, new)
                 print(f"declared {size - declared} FUTURE nodes in {time.monotonic() - mark:.2f} s")
                 declared = size
-            Bench(slurm, size).run(args.batch)
+            bench = Bench(slurm, size)
+            bench.run(args.batch)
+            benches.append(bench)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS of the bench process (syncer + in-memory Kubernetes): {peak:.0f} MiB")
+    big = benches[-1]
+    # Issue 17's goals, at the largest size: a quiet cycle's syncer CPU (slurmrestd's own
+    # serialisation is the floor, printed per cycle above) and wall time; no write when nothing
+    # changed; a change seen everywhere within 2 s at a 1 s poll (waits of up to one poll per cycle
+    # needed, plus the cycles themselves).
+    goal(f"syncer quiet cycle CPU at {big.size} nodes", max(c for c, _, _ in big.quiet_cycles), 0.1, "s")
+    goal(f"syncer quiet cycle wall at {big.size} nodes", max(w for _, w, _ in big.quiet_cycles), 1.0, "s")
+    goal("writes in a quiet cycle", max(n for _, _, n in big.quiet_cycles), 0, digits=0)
+    worst = max(cycles * 1.0 + seconds for cycles, seconds in big.propagation)
+    goal(f"propagation at a 1 s poll, {big.size} nodes (worst batch)", worst, 2.0, "s", digits=1)
     return 0
 
 

@@ -1,0 +1,72 @@
+"""`sunk render` wall time: one stack from a cold process, and a matrix of stacks (one per tenant
+and environment, as CI renders them), through the real Pulumi program under the mock engine.
+
+    .venv/bin/python bench/render_bench.py                 # one stack x3, then a 100-stack matrix
+    .venv/bin/python bench/render_bench.py --matrix 20     # quicker
+
+Prints the figures and one GOAL line per goal (issue 17: one stack <= 2 s, 100 stacks <= 60 s).
+Nothing is asserted about time."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sunk.runtime.testing.goals import goal
+
+ROOT = Path(__file__).resolve().parents[1]
+SUNK = str(Path(sys.executable).with_name("sunk"))
+
+
+def render(stack: str, out: Path) -> float:
+    started = time.monotonic()
+    done = subprocess.run([SUNK, "render", stack, "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"sunk render {stack} failed:\n{done.stderr}")
+    return time.monotonic() - started
+
+
+def matrix_stacks(folder: Path, count: int) -> list[Path]:
+    """`count` stack files: acme-dev's cluster under another tenant name each."""
+    source = (ROOT / "stacks" / "Pulumi.acme-dev.yaml").read_text()
+    paths = []
+    for i in range(count):
+        path = folder / f"Pulumi.t{i:03d}-dev.yaml"
+        path.write_text(source.replace("tenant: acme", f"tenant: t{i:03d}"))
+        paths.append(path)
+    return paths
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--matrix", type=int, default=100)
+    parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sunk-render-bench-") as tmp:
+        work = Path(tmp)
+        singles = [render("acme-dev", work / f"single-{i}") for i in range(3)]
+        files = len(list((work / "single-0").iterdir()))
+        print(f"one stack (acme-dev, {files} objects): " + ", ".join(f"{s:.2f} s" for s in singles))
+        stacks = matrix_stacks(work, args.matrix)
+        started = time.monotonic()
+        with ThreadPoolExecutor(args.parallel) as pool:
+            times = list(pool.map(lambda p: render(str(p), work / f"out-{p.stem}"), stacks))
+        total = time.monotonic() - started
+        print(
+            f"{args.matrix} stacks, {args.parallel} at a time: {total:.1f} s wall "
+            f"(per stack median {statistics.median(times):.2f} s, max {max(times):.2f} s)"
+        )
+    goal("render one stack, cold process", statistics.median(singles), 2.0, "s")
+    goal(f"render a {args.matrix}-stack matrix", total, 60.0 * args.matrix / 100, "s", digits=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
