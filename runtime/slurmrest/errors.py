@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..common.errors import PermanentError, RetriableError
+
 # Slurm errno values (slurm_errno.h) that mean "slurmctld could not be reached", not "your request
 # was wrong": slurmrestd is up but its controller is restarting or gone. Retried, then reported as
 # SlurmUnavailable so controllers fail closed instead of acting on a bogus answer.
@@ -49,7 +51,7 @@ class SlurmRestError(Exception):
     """Base of everything this client raises."""
 
 
-class SlurmApiError(SlurmRestError):
+class SlurmApiError(SlurmRestError, PermanentError):
     """slurmrestd answered and Slurm refused the request (bad input, unknown object, denied)."""
 
     def __init__(self, method: str, path: str, status: int, errors: list[SlurmError]) -> None:
@@ -67,7 +69,7 @@ class SlurmApiError(SlurmRestError):
         return self.code in (INVALID_JOB_ID, INVALID_NODE_NAME)
 
 
-class SlurmUnavailable(SlurmRestError):
+class SlurmUnavailable(SlurmRestError, RetriableError):
     """No usable answer: connection refused, timeout, 502-504, or slurmctld unreachable behind
     slurmrestd, still so after the bounded retries."""
 

@@ -1,30 +1,21 @@
-"""`python -m sunk.runtime.syncer`: the long-running syncer process."""
+"""`python -m sunk.runtime.syncer`: the long-running syncer process (runtime/common/process.py)."""
 
 from __future__ import annotations
 
-import logging
-import signal
 import sys
 import threading
 import time
 
 from prometheus_client import CollectorRegistry
 
-from ..common.health import HealthServer
-from ..common.settings import SettingsError
+from ..common.process import Process, run
 from ..slurmrest import JwtMinter, SlurmRestClient
 from .kube import KubernetesApi
 from .loop import Syncer
 from .settings import Settings
 
 
-def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:
-        print(f"sunk-syncer: {exc}", file=sys.stderr)
-        return 2
+def build(settings: Settings) -> Process:
     slurm = SlurmRestClient(
         settings.slurmrestd_url,
         user=settings.slurm_user,
@@ -46,20 +37,15 @@ def main() -> int:
     def ready() -> tuple[bool, str]:
         return syncer.last_ok, "both sides read" if syncer.last_ok else "last cycle could not read Slurm or Kubernetes"
 
-    server = HealthServer(settings.metrics_port, registry, alive=alive, ready=ready).start()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    logging.getLogger("sunk.syncer").info(
-        "syncing cluster %s namespace %s every %ss", settings.cluster, settings.namespace, settings.sync_interval
-    )
-    syncer.last_cycle_end = time.monotonic()
-    try:
+    def loop(stop: threading.Event) -> None:
+        syncer.last_cycle_end = time.monotonic()
         syncer.run(settings.sync_interval, stop)
-    finally:
-        server.stop()
-        slurm.close()
-    return 0
+
+    return Process(registry, alive, ready, loop, close=slurm.close)
+
+
+def main() -> int:
+    return run("syncer", Settings, build)
 
 
 if __name__ == "__main__":
