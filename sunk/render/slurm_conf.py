@@ -119,6 +119,7 @@ def _scheduling(spec: ClusterSpec) -> list[str]:
         ]
     if s.scheduler_parameters:
         lines.append(f"SchedulerParameters={','.join(s.scheduler_parameters)}")
+    lines.append(f"EnforcePartLimits={s.enforce_part_limits}")
     return lines
 
 

@@ -253,6 +253,12 @@ class SchedulingSpec(Model):
     """PriorityType: priority/basic or priority/multifactor. Default: multifactor."""
     priority_weights: PriorityWeights = PriorityWeights()
     """Default: age 1000, fairshare 10000, jobSize 0, partition 1000, qos 10000."""
+    enforce_part_limits: Literal["ALL", "ANY", "NO"] = "ALL"
+    """EnforcePartLimits: ALL refuses at submission a job that breaks a limit of a partition it
+    asks for (MaxTime, node counts, AllowGroups, AllowAccounts, AllowQos) instead of queueing it
+    for ever with the limit as its reason; ANY refuses it only when no asked-for partition would
+    take it; NO queues it. Default: ALL (a user learns at once, as with QOS denyOnLimit).
+    https://slurm.schedmd.com/slurm.conf.html#OPT_EnforcePartLimits"""
     scheduler_parameters: list[
         Annotated[str, _matcher(r"[a-z_]+(=[^\s,]+)?", "one `name` or `name=value` without spaces or commas")]
     ] = ["batch_sched_delay=0"]
