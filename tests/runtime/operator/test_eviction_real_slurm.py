@@ -9,7 +9,6 @@ plays kubelet (binds the pod, starts its slurmd in the harness, marks it Running
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +28,8 @@ from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.spec.cluster import ClusterSpec
+
+from ..rawclient import as_body, raw
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -56,7 +57,7 @@ def evict(core: client.CoreV1Api, name: str) -> int:
     """The Eviction API's HTTP status for the pod (201 evicted, 429 refused by a PDB)."""
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}}
     try:
-        core.create_namespaced_pod_eviction(name, NS, body, _preload_content=False)
+        core.create_namespaced_pod_eviction(name, NS, as_body(body), _preload_content=False)
     except client.ApiException as err:
         return int(err.status)
     return 201
@@ -69,20 +70,23 @@ def test_drain_waits_for_the_job_then_evicts(slurm: LocalSlurm, kube_server: Kub
     rest = SlurmRestClient(slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm"))
     spec = resource_spec(SPEC, "cpu", replicas=1)
     for cm in config_map_objects(SPEC, namespace=NS):
-        core.create_namespaced_config_map(NS, cm, _preload_content=False)
-    node = {"metadata": {"name": KUBE_NODE}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
+    node: dict[str, Any] = {
+        "metadata": {"name": KUBE_NODE},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
     node["status"]["allocatable"] = {"cpu": "7910m", "memory": "30Gi", "pods": "110"}
-    core.create_node(node, _preload_content=False)
+    core.create_node(as_body(node), _preload_content=False)
     custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodeset_object(spec, namespace=NS))
     operator = Reconciler(OfficialKube(kube_server.api_client()), lambda ref: RestSlurm(rest))
     syncer = Syncer(rest, KubernetesApi(kube_server.api_client()), NS)
 
     def pods() -> list[dict[str, Any]]:
-        return list(json.loads(core.list_namespaced_pod(NS, _preload_content=False).data)["items"])
+        return list(raw(core.list_namespaced_pod(NS, _preload_content=False))["items"])
 
     def budgets() -> list[str]:
-        raw = json.loads(policy.list_namespaced_pod_disruption_budget(NS, _preload_content=False).data)
-        return [b["metadata"]["name"] for b in raw["items"]]
+        listed = raw(policy.list_namespaced_pod_disruption_budget(NS, _preload_content=False))
+        return [b["metadata"]["name"] for b in listed["items"]]
 
     # The operator creates the pod; the "kubelet" binds it and starts its slurmd.
     operator.resync()

@@ -32,6 +32,8 @@ from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.stackfile import load_stack
 
+from ..rawclient import as_body, raw
+
 NS = "acme-research"
 CLUSTER = load_stack("acme-dev").spec
 
@@ -42,20 +44,22 @@ def seed(server: KubeSim, replicas: int = 2) -> Any:
     spec = resource_spec(CLUSTER, "cpu", replicas=replicas)
     server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: CLUSTER.tenant})  # as the tenant stack labels it
     for cm in config_map_objects(CLUSTER, namespace=NS):
-        core.create_namespaced_config_map(NS, cm, _preload_content=False)
+        core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
     key = base64.b64encode(b"k" * 32).decode()
     core.create_namespaced_secret(
-        NS, {"metadata": {"name": spec.jwt_secret}, "data": {"jwt_hs256.key": key}}, _preload_content=False
+        NS, as_body({"metadata": {"name": spec.jwt_secret}, "data": {"jwt_hs256.key": key}}), _preload_content=False
     )
     core.create_node(
-        {
-            "metadata": {"name": "node-0"},
-            # What a 16-vCPU, 64 GiB VM's kubelet reports: kubesim admits pods against it.
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "15890m", "memory": "60Gi", "pods": "110"},
-            },
-        },
+        as_body(
+            {
+                "metadata": {"name": "node-0"},
+                # What a 16-vCPU, 64 GiB VM's kubelet reports: kubesim admits pods against it.
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "allocatable": {"cpu": "15890m", "memory": "60Gi", "pods": "110"},
+                },
+            }
+        ),
         _preload_content=False,
     )
     custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodeset_object(spec, namespace=NS))
@@ -95,7 +99,7 @@ def test_official_client_against_kmock(kube_server: KubeSim) -> None:
     assert kube.create_lease(lease) is False
     seen = kube.get_lease(NS, "l")
     assert seen is not None
-    stale = [
+    stale: list[dict[str, Any]] = [
         {"op": "test", "path": "/spec/holderIdentity", "value": "b"},
         {"op": "replace", "path": "/spec", "value": {}},
     ]
@@ -126,7 +130,7 @@ def test_only_the_leader_acts_and_a_follower_takes_over(kube_server: KubeSim) ->
         op = Operator(
             kube,
             kube,
-            Settings(identity=identity, **settings),  # type: ignore[arg-type]
+            Settings(identity=identity, **settings),
             slurm_for=lambda ref: slurm,
             monotonic=clock,
             clock=clock.wall,
@@ -137,9 +141,7 @@ def test_only_the_leader_acts_and_a_follower_takes_over(kube_server: KubeSim) ->
     assert b.step() is False
     pods = kube_a.list_pods()
     assert sorted(p["metadata"]["labels"][LABEL_NODE] for p in pods) == ["cpu-0", "cpu-1"]
-    events = json.loads(
-        client.CoreV1Api(kube_server.api_client()).list_event_for_all_namespaces(_preload_content=False).data
-    )
+    events = raw(client.CoreV1Api(kube_server.api_client()).list_event_for_all_namespaces(_preload_content=False))
     assert {e["reason"] for e in events["items"]} >= {"CreatePod", "CreateService"}
     assert kube_b.writes == 0
     # a stops; b must see the Lease unchanged for a whole duration before taking over.

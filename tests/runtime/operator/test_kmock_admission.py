@@ -5,7 +5,6 @@ to a full Node is what a kubelet rejects (OutOfcpu)."""
 from __future__ import annotations
 
 import copy
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +17,8 @@ from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.stackfile import load_stack
+
+from ..rawclient import as_body, raw
 
 NS = "acme-research"
 CLUSTER = load_stack("acme-dev").spec
@@ -39,32 +40,34 @@ def test_operator_creates_only_what_kubesims_kubelet_admits(kube_server: KubeSim
     # Exclusive: each slurmd pod requests 16 CPUs, 64 GiB and 2 GPUs (plus munge's 10m and 32Mi).
     spec = resource_spec(CLUSTER, "gpu", mode="all-matching-nodes", replicas=None, resourceMode="exclusive")
     for cm in config_map_objects(CLUSTER, namespace=NS):
-        core.create_namespaced_config_map(NS, cm, _preload_content=False)
+        core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
     h100 = {"cpu": "126610m", "memory": "1950929Mi", "nvidia.com/gpu": "8", "pods": "110"}
-    core.create_node(node("roomy", h100), _preload_content=False)
-    core.create_node(node("busy", h100), _preload_content=False)
+    core.create_node(as_body(node("roomy", h100)), _preload_content=False)
+    core.create_node(as_body(node("busy", h100)), _preload_content=False)
     core.create_node(
-        node("no-plugin", {k: v for k, v in h100.items() if k != "nvidia.com/gpu"}), _preload_content=False
+        as_body(node("no-plugin", {k: v for k, v in h100.items() if k != "nvidia.com/gpu"})), _preload_content=False
     )
     # Inference already holds 120 of busy's CPUs.
-    serving = {"metadata": {"name": "llm", "namespace": "serving"}, "spec": {"nodeName": "busy"}}
+    serving: dict[str, Any] = {"metadata": {"name": "llm", "namespace": "serving"}, "spec": {"nodeName": "busy"}}
     serving["spec"]["containers"] = [{"name": "m", "image": "vllm", "resources": {"requests": {"cpu": "120"}}}]
-    core.create_namespaced_pod("serving", serving, _preload_content=False)
+    core.create_namespaced_pod("serving", as_body(serving), _preload_content=False)
     custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodeset_object(spec, namespace=NS))
 
     Reconciler(OfficialKube(api), lambda ref: FakeSlurm(), clock=lambda: NOW).resync()
 
-    pods = json.loads(core.list_namespaced_pod(NS, _preload_content=False).data)["items"]
+    pods = raw(core.list_namespaced_pod(NS, _preload_content=False))["items"]
     assert [p["spec"]["hostname"] for p in pods] == ["roomy"]
     # Bind it where its affinity pins it, as kube-scheduler would: the kubelet admits it.
     core.patch_namespaced_pod(pods[0]["metadata"]["name"], NS, {"spec": {"nodeName": "roomy"}}, _preload_content=False)
     assert kube_server.rejections == []
-    events = json.loads(core.list_namespaced_event(NS, _preload_content=False).data)["items"]
+    events = raw(core.list_namespaced_event(NS, _preload_content=False))["items"]
     warned = sorted(e["message"].split(" ")[1] for e in events if e["reason"] == "PodDoesNotFit")
     assert warned == ["busy", "no-plugin"] and all(
         e["type"] == "Warning" for e in events if e["reason"] == "PodDoesNotFit"
     )
-    status = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "research-gpu")["status"]
+    nodeset = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "research-gpu")
+    assert isinstance(nodeset, dict)  # the client decodes a custom object to plain JSON
+    status = nodeset["status"]
     fit = next(c for c in status["conditions"] if c["type"] == "PodsFit")
     assert fit["status"] == "False" and fit["reason"] == "InsufficientResources"
 
@@ -77,5 +80,5 @@ def test_operator_creates_only_what_kubesims_kubelet_admits(kube_server: KubeSim
         forced["metadata"] = {"name": f"forced-{target}", "namespace": NS}
         forced["spec"]["nodeName"] = target
         forced.pop("status", None)
-        core.create_namespaced_pod(NS, forced, _preload_content=False)
+        core.create_namespaced_pod(NS, as_body(forced), _preload_content=False)
     assert [(node, reason) for _, _, node, reason in kube_server.rejections] == [("busy", "OutOfcpu")]

@@ -112,6 +112,7 @@ def test_steady_state_does_nothing_and_status_is_stable() -> None:
     pods, slurm = steady(3)
     first = plan(observe(pods, slurm), NOW)
     assert [type(a) for a in first] == [WriteStatus]
+    assert isinstance(first[0], WriteStatus)
     status = dict(first[0].status)
     later = datetime(2026, 11, 1, 13, 0, tzinfo=UTC)
     assert plan(observe(pods, slurm, status=status), later) == []
@@ -225,6 +226,7 @@ def test_config_missing_creates_nothing() -> None:
     keys = {k: v for k, v in KEYS.items() if k not in {"research-slurm-conf", "research-gres-cpu-conf"}}
     out = plan(observe([], [], spec=cpu(replicas=2), keys=keys), NOW)
     assert [type(a) for a in out] == [WriteStatus]
+    assert isinstance(out[0], WriteStatus)
     cond = {c["type"]: c for c in out[0].status["conditions"]}
     assert cond["ConfigFound"]["reason"] == "ConfigMapMissing"
     assert cond["ConfigFound"]["message"] == (
@@ -240,6 +242,7 @@ def test_a_config_map_with_several_keys_is_an_invalid_template() -> None:
     keys = {**KEYS, "research-slurm-conf": frozenset({"slurm.conf", "stray"})}
     out = plan(observe([], [], spec=cpu(replicas=1), keys=keys), NOW)
     assert [type(a) for a in out] == [WriteStatus]
+    assert isinstance(out[0], WriteStatus)
     cond = {c["type"]: c for c in out[0].status["conditions"]}
     assert cond["ConfigFound"]["status"] == "True"
     assert cond["TemplateValid"]["status"] == "False"
@@ -252,6 +255,7 @@ def test_invalid_template_is_a_condition_not_a_crash() -> None:
     keys = {**KEYS, "research-slurm-conf": frozenset({"slurm.conf", "stray.conf"})}
     out = plan(observe([], [], spec=cpu(replicas=1), keys=keys), NOW)
     assert [type(a) for a in out] == [WriteStatus]
+    assert isinstance(out[0], WriteStatus)
     cond = {c["type"]: c for c in out[0].status["conditions"]}
     assert cond["TemplateValid"]["status"] == "False"
     assert "research-slurm-conf" in cond["TemplateValid"]["message"]

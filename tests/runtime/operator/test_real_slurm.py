@@ -10,7 +10,6 @@ reaches Slurm through SlurmClients, which reads the JWT key from a Secret in kmo
 from __future__ import annotations
 
 import base64
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,8 @@ from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.spec.cluster import ClusterSpec
+
+from ..rawclient import as_body, raw
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -78,8 +79,7 @@ class Kubelet(threading.Thread):
         self.stop = threading.Event()
 
     def pods(self) -> list[dict[str, Any]]:
-        raw = self.core.list_namespaced_pod(NS, _preload_content=False)
-        return list(json.loads(raw.data)["items"])
+        return list(raw(self.core.list_namespaced_pod(NS, _preload_content=False))["items"])
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -130,16 +130,18 @@ class World:
         ns_spec = resource_spec(SPEC, "cpu", replicas=replicas, **spec)
         server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: SPEC.tenant})  # as the tenant stack labels it
         for cm in config_map_objects(SPEC, namespace=NS):
-            self.core.create_namespaced_config_map(NS, cm, _preload_content=False)
+            self.core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
         jwt = base64.b64encode(slurm.jwt_key_path.read_bytes()).decode()
         self.core.create_namespaced_secret(
-            NS, {"metadata": {"name": ns_spec.jwt_secret}, "data": {"jwt_hs256.key": jwt}}, _preload_content=False
+            NS,
+            as_body({"metadata": {"name": ns_spec.jwt_secret}, "data": {"jwt_hs256.key": jwt}}),
+            _preload_content=False,
         )
-        node = {"metadata": {"name": "node-0", "labels": LABELS}}
+        node: dict[str, Any] = {"metadata": {"name": "node-0", "labels": LABELS}}
         node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
         # What an 8-vCPU, 32 GiB VM's kubelet reports: kubesim admits pods against it.
         node["status"]["allocatable"] = {"cpu": "7910m", "memory": "30Gi", "pods": "110"}
-        self.core.create_node(node, _preload_content=False)
+        self.core.create_node(as_body(node), _preload_content=False)
         self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, nodeset_object(ns_spec, namespace=NS))
         self.kubelet = Kubelet(server.url, slurm)
         self.kubelet.start()
@@ -184,6 +186,7 @@ class World:
 
     def status(self) -> dict[str, Any]:
         obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NODESET)
+        assert isinstance(obj, dict)  # the client decodes a custom object to plain JSON
         return dict(obj.get("status") or {})
 
     def in_topology(self) -> set[str]:

@@ -10,13 +10,12 @@ cpu NodeSet is exclusive (slurmd requests the whole Slurm node), its gpu NodeSet
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,8 @@ from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import AccountSpec
 from sunk.stackfile import load_stack
+
+from ..rawclient import as_body, raw
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
@@ -77,36 +78,48 @@ class Cluster:
         self.node_of = {n.name: f"k8s-{n.name}" for n in slurm.nodes}
         for name, node in self.node_of.items():
             nodeset = next(n.nodeset for n in slurm.nodes if n.name == name)
-            self.api.create_node(kube_node(slurm.spec, nodeset, node), _preload_content=False)
+            self.api.create_node(as_body(kube_node(slurm.spec, nodeset, node)), _preload_content=False)
             labels, pod = slurmd_pod(slurm.spec, nodeset, name)
             slurmd = {
                 "metadata": {"name": f"{slurm.spec.name}-{name}", "labels": labels},
                 "spec": {"hostname": name, "nodeName": node, **pod},
             }
-            self.api.create_namespaced_pod(slurm.spec.ns, slurmd, _preload_content=False)
+            self.api.create_namespaced_pod(slurm.spec.ns, as_body(slurmd), _preload_content=False)
 
     def create_pod(
-        self, name: str, *, ns: str = "ml", cpu: str = "1", memory: str = "100Mi", gpus: int = 0, **annotations: str
+        self,
+        name: str,
+        *,
+        ns: str = "ml",
+        cpu: str = "1",
+        memory: str = "100Mi",
+        gpus: int = 0,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         requests: dict[str, str] = {"cpu": cpu, "memory": memory}
         if gpus:
             requests["nvidia.com/gpu"] = str(gpus)
         pod = {
-            "metadata": {"name": name, "annotations": annotations},
+            "metadata": {"name": name, "annotations": dict(annotations or {})},
             "spec": {
                 "schedulerName": "sunk-scheduler",
                 "containers": [{"name": "main", "image": "app", "resources": {"requests": requests}}],
             },
         }
-        self.api.create_namespaced_pod(ns, pod, _preload_content=False)
+        self.api.create_namespaced_pod(ns, as_body(pod), _preload_content=False)
 
     def pod(self, name: str, ns: str = "ml") -> dict[str, Any] | None:
         try:
-            return json.loads(self.api.read_namespaced_pod(name, ns, _preload_content=False).data)  # type: ignore[no-any-return]
+            return raw(self.api.read_namespaced_pod(name, ns, _preload_content=False))
         except client.ApiException as e:
             if e.status == 404:
                 return None
             raise
+
+    def existing_pod(self, name: str, ns: str = "ml") -> dict[str, Any]:
+        pod = self.pod(name, ns)
+        assert pod is not None, f"pod {ns}/{name} not found"
+        return pod
 
     def wait_bound(self, name: str, ns: str = "ml", timeout: float = 30.0) -> dict[str, Any]:
         def bound() -> dict[str, Any] | None:
@@ -123,7 +136,7 @@ class Cluster:
         self.api.delete_namespaced_pod(name, ns, _preload_content=False)
 
     def events(self, name: str, ns: str = "ml") -> list[dict[str, Any]]:
-        items = json.loads(self.api.list_namespaced_event(ns, _preload_content=False).data)["items"]
+        items = raw(self.api.list_namespaced_event(ns, _preload_content=False))["items"]
         return [e for e in items if e["involvedObject"]["name"] == name and e["metadata"].get("namespace", ns) == ns]
 
     def condition(self, name: str, ns: str = "ml") -> dict[str, Any] | None:
@@ -168,6 +181,10 @@ class SchedulerProcess:
         self._log.close()
 
 
+StartScheduler = Callable[[], SchedulerProcess]
+"""The `start_scheduler` fixture: starts one more scheduler process (each is killed at teardown)."""
+
+
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
     # Accounting enforces associations: placeholder jobs run as the runtime's user (its association
@@ -189,7 +206,7 @@ def k8s(slurm: LocalSlurm) -> Iterator[Cluster]:
 @pytest.fixture
 def start_scheduler(
     slurm: LocalSlurm, k8s: Cluster, tmp_path: Path, runtime_image: RuntimeImage
-) -> Iterator[Callable[[], SchedulerProcess]]:
+) -> Iterator[StartScheduler]:
     started: list[SchedulerProcess] = []
     kubeconfig = k8s.sim.kubeconfig(tmp_path / "kubeconfig")
 

@@ -12,6 +12,7 @@ from sunk.runtime.scheduler import keys
 
 from sunk.stackfile import load_stack
 
+from .conftest import Cluster, StartScheduler
 from .test_real_slurm import FILL, job_detail
 
 pytestmark = pytest.mark.slurm
@@ -31,12 +32,12 @@ def slurm() -> Iterator[LocalSlurm]:
 
 
 def test_two_pods_and_a_slurm_job_on_one_node_get_disjoint_gpus_as_slurm_allocated(
-    slurm: LocalSlurm, k8s, start_scheduler
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
     start_scheduler()
-    k8s.create_pod("two", cpu="2", memory="1Gi", gpus=2, **{keys.PARTITION: "gpu"})
+    k8s.create_pod("two", cpu="2", memory="1Gi", gpus=2, annotations={keys.PARTITION: "gpu"})
     # Sized by the annotation instead of nvidia.com/gpu: Slurm alone counts it (no device plugin).
-    k8s.create_pod("one", cpu="2", memory="1Gi", **{keys.PARTITION: "gpu", keys.GPUS: "1"})
+    k8s.create_pod("one", cpu="2", memory="1Gi", annotations={keys.PARTITION: "gpu", keys.GPUS: "1"})
     bound = {name: k8s.wait_bound(name) for name in ("two", "one")}
     batch = slurm.sbatch(FILL, "-N1", "-wgpu-0", "-pgpu", "-c2", "--mem=1G", f"--gres=gpu:h100:{GPUS - 3}")
     slurm.wait_job(batch, {"RUNNING"})

@@ -9,9 +9,11 @@ from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.fakes import FakeKube, FakeSlurm
 from sunk.runtime.scheduler.loop import Scheduler, backoff
 from sunk.runtime.scheduler.metrics import Health
-from sunk.runtime.scheduler.model import JobView, PodRef
+from sunk.runtime.scheduler.model import JobView
 from sunk.runtime.scheduler.plan import Bind
+from sunk.runtime.scheduler.request import JobRequest
 from sunk.runtime.scheduler.settings import Settings
+from sunk.runtime.slurmrest import PodRef
 
 
 class Clock:
@@ -63,7 +65,8 @@ def scheduler(kube: FakeKube, slurm: FakeSlurm, clock: Clock) -> Scheduler:
 
 
 def condition(kube: FakeKube, name: str) -> dict[str, Any]:
-    [c] = [c for c in kube.pods[("ml", name)]["status"]["conditions"] if c["type"] == "PodScheduled"]
+    conditions: list[dict[str, Any]] = kube.pods[("ml", name)]["status"]["conditions"]
+    [c] = [c for c in conditions if c["type"] == "PodScheduled"]
     return c
 
 
@@ -94,10 +97,10 @@ def test_a_refused_submit_is_reported_once_and_retried_with_backoff_not_every_cy
     slurm.reject = "Invalid partition name specified"
     attempts = 0
 
-    def submit(*args: Any) -> int:
+    def submit(request: JobRequest, marker: keys.Marker) -> int:
         nonlocal attempts
         attempts += 1
-        return FakeSlurm.submit(slurm, *args)
+        return FakeSlurm.submit(slurm, request, marker)
 
     slurm.submit = submit  # type: ignore[method-assign]
     for _ in range(20):

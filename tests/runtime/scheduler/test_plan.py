@@ -107,6 +107,7 @@ def test_an_invalid_annotation_is_rejected_once_and_not_retried() -> None:
 def test_changing_the_pod_makes_a_new_attempt() -> None:
     p = pod("web", annotations={keys.PARTITION: "nope"})
     [first] = run([p])
+    assert isinstance(first, Submit)
     fixed = pod("web", annotations={keys.PARTITION: "batch"})
     [action] = run([fixed], failures={p.marker.text: Failure(first.spec_hash, float("inf"))})
     assert isinstance(action, Submit) and action.request.partition == "batch"
@@ -115,6 +116,7 @@ def test_changing_the_pod_makes_a_new_attempt() -> None:
 def test_a_slurm_rejection_is_retried_only_after_its_backoff() -> None:
     p = pod("web")
     [first] = run([p])
+    assert isinstance(first, Submit)
     failures = {p.marker.text: Failure(first.spec_hash, retry_at=600.0)}
     assert plan(snap([p]), failures, now=599.0) == []
     assert [type(a) for a in plan(snap([p]), failures, now=600.0)] == [Submit]
@@ -223,7 +225,8 @@ def test_a_group_waits_for_all_its_pods() -> None:
     pods = [member("w-0"), member("w-1")]
     actions = run(pods)
     assert [type(a) for a in actions] == [Condition, Condition]
-    assert actions[0].message == "waiting for the group: 2 of 3 pods pending"  # type: ignore[union-attr]
+    assert isinstance(actions[0], Condition)
+    assert actions[0].message == "waiting for the group: 2 of 3 pods pending"
 
 
 def test_a_complete_group_is_one_job_with_one_node_per_pod_and_the_largest_shape() -> None:
@@ -262,7 +265,8 @@ def test_a_preempted_group_evicts_its_members_but_not_later_replacements() -> No
     pods = [bound("w-0", 7, "cpu-0", annotations=g), member("w-1", size=2, created=900.0)]
     actions = run(pods, [job(7, m, "PREEMPTED", ("cpu-0", "cpu-1"))])
     assert [type(a) for a in actions] == [Evict, Condition]
-    assert actions[0].pod.name == "w-0"  # type: ignore[union-attr]
+    assert isinstance(actions[0], Evict)
+    assert actions[0].pod.name == "w-0"
 
 
 def test_group_annotations_must_be_usable() -> None:
@@ -281,6 +285,7 @@ def test_the_failed_job_a_rejected_submit_leaves_behind_evicts_nobody() -> None:
     p = pod("web")
     failed = job(7, p.marker, "FAILED", reason="BadConstraints")
     [first] = run([p])
+    assert isinstance(first, Submit)
     assert run([p], [failed], failures={p.marker.text: Failure(first.spec_hash, retry_at=600.0)}) == []
     # After a restart the memory is gone; the pod's condition still says it was rejected: retry.
     marked = pod("web", scheduled=("False", "Unschedulable", "Slurm rejected ..."))
@@ -336,7 +341,8 @@ def test_pods_bound_earlier_in_the_same_cycle_count_against_the_node() -> None:
     jobs = [job(7, a.marker, "RUNNING", ("cpu-1",)), job(8, b.marker, "RUNNING", ("cpu-1",))]
     actions = run([a, b], jobs, nodes=nodes(b=node("k8s-b", cpu=6000, used_cpu=500)))
     assert [type(x) for x in actions] == [Bind, Unfit]
-    assert "3500m of 6000m allocatable in use" in actions[1].message  # type: ignore[union-attr]
+    assert isinstance(actions[1], Unfit)
+    assert "3500m of 6000m allocatable in use" in actions[1].message
 
 
 def test_an_unreadable_node_binds_nothing_there() -> None:
@@ -367,7 +373,8 @@ def test_a_group_binds_no_member_while_one_would_not_fit() -> None:
     j = job(7, pods[0].marker, "RUNNING", ("cpu-0", "cpu-1"))
     actions = run(pods, [j], nodes=nodes(b=node("k8s-b", cpu=1000)))
     assert [type(a) for a in actions] == [Condition, Unfit]
-    assert actions[0].pod == pods[0].ref and "group member(s) w-1 would not fit" in actions[0].message  # type: ignore[union-attr]
+    assert isinstance(actions[0], Condition)
+    assert actions[0].pod == pods[0].ref and "group member(s) w-1 would not fit" in actions[0].message
     # A group with a member holding a node is not rerouted (that would evict the member).
     held = [bound("w-0", 7, "cpu-0", annotations={keys.GROUP: "train", keys.GROUP_SIZE: "2"}), member("w-1")]
     late = plan(snap(held, [j], nodes=nodes(b=node("k8s-b", cpu=1000))), {}, now=99999.0)

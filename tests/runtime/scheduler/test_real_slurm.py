@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+from functools import partial
+from typing import Any
 
 import pytest
 from sunk.runtime.harness import LocalSlurm
 from sunk.runtime.scheduler import keys
 
 from sunk.hostlist import expand
+
+from ..rawclient import as_body
+from .conftest import Cluster, StartScheduler
 
 pytestmark = pytest.mark.slurm
 
@@ -30,13 +35,17 @@ SHARED = {keys.PARTITION: "gpu"}
 """acme-dev's gpu partition holds the shared NodeSet: the Nodes where pods fit beside slurmd."""
 
 
-def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_pods_are_bound_to_the_nodes_slurm_chose(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
     k8s.sim.add_namespace("ml", {keys.TIME_LIMIT: "0:30:00", **SHARED})  # Namespace defaults
     start_scheduler()
-    k8s.create_pod("cpu-pod", cpu="2", memory="1Gi", **{keys.NICE: "10", keys.PRIORITY: "5000", keys.ACCOUNT: "root"})
-    k8s.create_pod("gpu-pod", gpus=1, **{keys.GPU_TYPE: "h100"})
-    k8s.create_pod("w-0", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
-    k8s.create_pod("w-1", **{keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
+    k8s.create_pod(
+        "cpu-pod", cpu="2", memory="1Gi", annotations={keys.NICE: "10", keys.PRIORITY: "5000", keys.ACCOUNT: "root"}
+    )
+    k8s.create_pod("gpu-pod", gpus=1, annotations={keys.GPU_TYPE: "h100"})
+    k8s.create_pod("w-0", annotations={keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
+    k8s.create_pod("w-1", annotations={keys.GROUP: "pair", keys.GROUP_SIZE: "2"})
     k8s.create_pod("not-ours", ns="other-tenant")  # outside SUNK_POD_NAMESPACES
     for name in ("cpu-pod", "gpu-pod", "w-0", "w-1"):
         pod = k8s.wait_bound(name)
@@ -56,18 +65,20 @@ def test_pods_are_bound_to_the_nodes_slurm_chose(slurm: LocalSlurm, k8s, start_s
             assert slurm_node.startswith("gpu-") and "TresPerNode=gres/gpu:h100:1" in job
         assert [e["reason"] for e in k8s.events(name)] == ["Scheduled"]
     # One job for the group, one node per member.
-    w0, w1 = (k8s.pod(n)["metadata"]["annotations"] for n in ("w-0", "w-1"))
+    w0, w1 = (k8s.existing_pod(n)["metadata"]["annotations"] for n in ("w-0", "w-1"))
     assert w0[keys.JOB_ID] == w1[keys.JOB_ID] and w0[keys.SLURM_NODE] != w1[keys.SLURM_NODE]
     assert len(placeholder_jobs(slurm)) == 3
-    assert not k8s.pod("not-ours", "other-tenant")["spec"].get("nodeName")  # type: ignore[index]
+    assert not k8s.existing_pod("not-ours", "other-tenant")["spec"].get("nodeName")
 
 
-def test_a_high_priority_pod_preempts_a_low_priority_batch_job(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_a_high_priority_pod_preempts_a_low_priority_batch_job(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
     low = [slurm.sbatch(FILL, "--qos=low", "--exclusive", "-N1", f"-w{n.name}") for n in slurm.nodes]
     for job_id in low:
         slurm.wait_job(job_id, {"RUNNING"})
     start_scheduler()
-    k8s.create_pod("urgent", **{keys.QOS: "high", keys.PARTITION: "gpu"})
+    k8s.create_pod("urgent", annotations={keys.QOS: "high", keys.PARTITION: "gpu"})
     pod = k8s.wait_bound("urgent")
     node = pod["metadata"]["annotations"][keys.SLURM_NODE]
     # Slurm requeued the low job that held that node (PreemptMode=requeue on QOS low).
@@ -77,9 +88,11 @@ def test_a_high_priority_pod_preempts_a_low_priority_batch_job(slurm: LocalSlurm
     assert f"PREEMPTED|{node}" in acct
 
 
-def test_a_high_priority_batch_job_preempts_a_low_priority_pod(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_a_high_priority_batch_job_preempts_a_low_priority_pod(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
     start_scheduler()
-    k8s.create_pod("batchable", **{keys.QOS: "low", **SHARED})
+    k8s.create_pod("batchable", annotations={keys.QOS: "low", **SHARED})
     pod = k8s.wait_bound("batchable")
     node = pod["metadata"]["annotations"][keys.SLURM_NODE]
     high = slurm.sbatch(FILL, "--qos=high", "--exclusive", "-N1", f"-w{node}")
@@ -93,23 +106,25 @@ def test_a_high_priority_batch_job_preempts_a_low_priority_pod(slurm: LocalSlurm
     k8s.wait_for("the placeholder to leave the queue", lambda: placeholder_jobs(slurm) == {})
 
 
-def test_deleting_the_pod_cancels_its_job(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_deleting_the_pod_cancels_its_job(slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler) -> None:
     start_scheduler()
-    k8s.create_pod("short-lived", **SHARED)
+    k8s.create_pod("short-lived", annotations=SHARED)
     job_id = int(k8s.wait_bound("short-lived")["metadata"]["annotations"][keys.JOB_ID])
     k8s.delete_pod("short-lived")
     assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=30) == "CANCELLED"
 
 
-def test_invalid_requests_are_reported_once_without_a_retry_storm(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_invalid_requests_are_reported_once_without_a_retry_storm(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
     proc = start_scheduler()
-    k8s.create_pod("lost", **{keys.PARTITION: "nope"})
+    k8s.create_pod("lost", annotations={keys.PARTITION: "nope"})
     k8s.create_pod("greedy", gpus=9)
     for name, why in (
         ("lost", "Invalid partition name specified"),
         ("greedy", "Requested node configuration is not available"),
     ):
-        condition = k8s.wait_for(f"{name} marked unschedulable", lambda n=name: k8s.condition(n))
+        condition = k8s.wait_for(f"{name} marked unschedulable", partial(k8s.condition, name))
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
         assert why in condition["message"]
     cycles = proc.metric("sunk_scheduler_cycle_seconds_count")
@@ -122,13 +137,13 @@ def test_invalid_requests_are_reported_once_without_a_retry_storm(slurm: LocalSl
 
 
 def test_a_killed_scheduler_restarts_adopts_its_jobs_and_binds_each_pod_once(
-    slurm: LocalSlurm, k8s, start_scheduler
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
     # The API server refuses bindings: jobs get submitted and start, but no pod is bound yet.
     k8s.sim.fail_bindings = True
     first = start_scheduler()
     for name in ("a", "b", "c"):
-        k8s.create_pod(name, **SHARED)
+        k8s.create_pod(name, annotations=SHARED)
     jobs = k8s.wait_for(
         "three running placeholder jobs",
         lambda: (j := placeholder_jobs(slurm)) and len(j) == 3 and all(r[1] == "RUNNING" for r in j.values()) and j,
@@ -174,14 +189,16 @@ def ids(text: str) -> list[int]:
     return out
 
 
-def test_a_slurm_job_and_a_sunk_scheduled_pod_share_a_node(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_a_slurm_job_and_a_sunk_scheduled_pod_share_a_node(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
     # gpu-1 is busy, so Slurm places both the batch job and the pod's placeholder on gpu-0.
     fill = slurm.sbatch(FILL, "--exclusive", "-N1", "-wgpu-1", "-pgpu")
     batch = slurm.sbatch(FILL, "-N1", "-wgpu-0", "-pgpu", "-c8", "--mem=8G", "--gres=gpu:h100:1")
     for job_id in (fill, batch):
         slurm.wait_job(job_id, {"RUNNING"})
     start_scheduler()
-    k8s.create_pod("infer", cpu="4", memory="8Gi", gpus=1, **SHARED)
+    k8s.create_pod("infer", cpu="4", memory="8Gi", gpus=1, annotations=SHARED)
     pod = k8s.wait_bound("infer")
     assert pod["spec"]["nodeName"] == "k8s-gpu-0"
     placeholder = int(pod["metadata"]["annotations"][keys.JOB_ID])
@@ -197,13 +214,13 @@ def test_a_slurm_job_and_a_sunk_scheduled_pod_share_a_node(slurm: LocalSlurm, k8
     assert (k8s.pod("infer") or {})["status"]["phase"] != "Failed"
 
 
-def test_pods_never_land_on_exclusive_nodes(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_pods_never_land_on_exclusive_nodes(slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler) -> None:
     # Only the exclusive cpu nodes are free; the placeholder asks for sunk_shared and waits.
     fills = [slurm.sbatch(FILL, "--exclusive", "-N1", f"-w{n}", "-pgpu") for n in ("gpu-0", "gpu-1")]
     for job_id in fills:
         slurm.wait_job(job_id, {"RUNNING"})
     start_scheduler()
-    k8s.create_pod("web", cpu="1", memory="512Mi", **{keys.PARTITION: "batch"})
+    k8s.create_pod("web", cpu="1", memory="512Mi", annotations={keys.PARTITION: "batch"})
     k8s.wait_for("the placeholder pending", lambda: [r for r in placeholder_jobs(slurm).values() if r[1] == "PENDING"])
     k8s.wait_for(
         "PodScheduled=False, SlurmJobPending", lambda: (k8s.condition("web") or {}).get("reason") == "SlurmJobPending"
@@ -214,14 +231,14 @@ def test_pods_never_land_on_exclusive_nodes(slurm: LocalSlurm, k8s, start_schedu
     assert k8s.sim.rejections == []
 
 
-def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s, start_scheduler) -> None:
+def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler) -> None:
     # Pods Slurm does not know about (another scheduler's) fill both shared Nodes' CPUs.
     for n in ("gpu-0", "gpu-1"):
-        hog = {"metadata": {"name": f"hog-{n}"}, "spec": {"nodeName": f"k8s-{n}"}}
+        hog: dict[str, Any] = {"metadata": {"name": f"hog-{n}"}, "spec": {"nodeName": f"k8s-{n}"}}
         hog["spec"]["containers"] = [{"name": "m", "image": "llm", "resources": {"requests": {"cpu": "16"}}}]
-        k8s.api.create_namespaced_pod("serving", hog, _preload_content=False)
+        k8s.api.create_namespaced_pod("serving", as_body(hog), _preload_content=False)
     proc = start_scheduler()
-    k8s.create_pod("web", cpu="1", memory="512Mi", **SHARED)
+    k8s.create_pod("web", cpu="1", memory="512Mi", annotations=SHARED)
 
     def events(reason: str) -> list[str]:
         return [e["message"] for e in k8s.events("web") if e["reason"] == reason]
@@ -242,7 +259,7 @@ def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s, start_sche
 
 
 def test_a_spoofed_marker_on_another_users_job_is_neither_adopted_nor_cancelled(
-    slurm: LocalSlurm, k8s, start_scheduler
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
     """Issue 12, runtime trust: a user names a job like a placeholder of a pod that does not exist.
     The scheduler cancels marked jobs whose pod is gone, but only its own Slurm user's: this one

@@ -47,6 +47,7 @@ class Slurmrestd:
                 return httpx.Response(500, json={"errors": [{"error_number": 2017, "error": "Invalid job id"}]})
             return httpx.Response(200, json={"jobs": [job]})
         if path == f"{API}/jobs/" and request.method == "DELETE":
+            assert body is not None
             status = [
                 {"job_id": int(i), "error": {"code": 2017 if int(i) not in self.jobs else 0}} for i in body["jobs"]
             ]
@@ -115,7 +116,7 @@ def test_a_job_purged_between_the_two_reads_is_skipped(server: Slurmrestd) -> No
             server.jobs.clear()
         return reply
 
-    slurm._rest._http._transport = httpx.MockTransport(purge_after_listing)  # type: ignore[attr-defined]
+    slurm._rest._http._transport = httpx.MockTransport(purge_after_listing)
     assert slurm.jobs() == []
 
 
@@ -148,7 +149,7 @@ def test_a_refused_submit_says_why(server: Slurmrestd) -> None:
 def test_an_unreachable_controller_is_not_a_rejection(server: Slurmrestd) -> None:
     slurm = client(server, [0.0])
     server.submit_error = {"error_number": 1800, "error": "Unable to contact slurm controller"}
-    slurm._rest._sleep = lambda _: None  # type: ignore[attr-defined]
+    slurm._rest._sleep = lambda _: None
     with pytest.raises(Exception) as caught:
         slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1"))
     assert not isinstance(caught.value, Rejected | SlurmApiError)

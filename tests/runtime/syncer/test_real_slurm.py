@@ -5,7 +5,6 @@ the outage test runs the loop in its own thread like the real process does."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import threading
@@ -37,6 +36,8 @@ from sunk.runtime.syncer.model import (
 from sunk.runtime.syncer.plan import Drain, Resume, SetPodRef
 
 from sunk.stackfile import load_stack
+
+from ..rawclient import as_body, raw
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -72,7 +73,7 @@ class World:
             slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm")
         )
         for sim in NODES:
-            self.api.create_node(as_created(node_object(kube_node(sim.name))), _preload_content=False)
+            self.api.create_node(as_body(as_created(node_object(kube_node(sim.name)))), _preload_content=False)
             pod = pod_object(
                 self.ns,
                 f"{slurm.spec.name}-{sim.name}",
@@ -80,10 +81,10 @@ class World:
                 node_name=kube_node(sim.name),
                 hostname=sim.name,
             )
-            self.api.create_namespaced_pod(self.ns, as_created(pod), _preload_content=False)
+            self.api.create_namespaced_pod(self.ns, as_body(as_created(pod)), _preload_content=False)
         # Another tenant's pod with a colliding hostname: never mapped, never annotated.
         stray = pod_object("other-tenant", "cpu-0", nodeset="cpu", node_name=kube_node("cpu-0"))
-        self.api.create_namespaced_pod("other-tenant", as_created(stray), _preload_content=False)
+        self.api.create_namespaced_pod("other-tenant", as_body(as_created(stray)), _preload_content=False)
 
     def syncer(self, registry: CollectorRegistry | None = None) -> Syncer:
         kube = KubernetesApi(client.ApiClient(client.Configuration(host=self.api.api_client.configuration.host)))
@@ -105,11 +106,10 @@ class World:
 
     def pod(self, slurm_node: str, ns: str | None = None) -> dict[str, Any]:
         name = f"{self.slurm.spec.name}-{slurm_node}" if ns is None else slurm_node
-        data = self.api.read_namespaced_pod(name, ns or self.ns, _preload_content=False).data
-        return json.loads(data)  # type: ignore[no-any-return]
+        return raw(self.api.read_namespaced_pod(name, ns or self.ns, _preload_content=False))
 
     def kube_node(self, slurm_node: str) -> dict[str, Any]:
-        return json.loads(self.api.read_node(kube_node(slurm_node), _preload_content=False).data)  # type: ignore[no-any-return]
+        return raw(self.api.read_node(kube_node(slurm_node), _preload_content=False))
 
     def patch_kube_node(self, slurm_node: str, patch: dict[str, Any]) -> None:
         self.api.patch_node(
@@ -134,7 +134,7 @@ def settle(syncer: Syncer, limit: int = 8) -> list[CycleReport]:
     raise AssertionError(f"no steady state after {limit} cycles: {reports[-1].actions}")
 
 
-def annotations(obj: dict[str, Any]) -> dict[str, str]:
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
     return obj["metadata"].get("annotations") or {}
 
 
@@ -153,9 +153,9 @@ def test_first_cycles_map_pods_and_annotate_then_write_nothing(world: World) -> 
         ref = read_pod_ref(world.node(sim.name).extra)
         pod = world.pod(sim.name)
         assert ref == PodRef(world.ns, pod["metadata"]["name"], pod["metadata"]["uid"])
-        assert annotations(pod)[POD_STATE_ANNOTATION] == "idle"
+        assert annotations_of(pod)[POD_STATE_ANNOTATION] == "idle"
         assert (condition(pod, POD_CONDITION) or {}).get("status") == "True"
-    assert not annotations(world.pod("cpu-0", ns="other-tenant"))
+    assert not annotations_of(world.pod("cpu-0", ns="other-tenant"))
     # The mapping is Slurm state: scontrol (not only REST) shows it.
     assert "slurm.sunk.dev/pod" in world.slurm.run("scontrol", "show", "node", "cpu-0", check=True).stdout
     settle(syncer)
@@ -193,17 +193,17 @@ def test_cordon_drains_with_our_reason_and_uncordon_resumes(world: World) -> Non
     )
     syncer.cycle()
     pod = world.pod("cpu-0")
-    assert annotations(pod)[POD_STATE_ANNOTATION] == "drain"
-    assert annotations(pod)[POD_REASON_ANNOTATION] == "sunk: Node k8s-cpu-0 cordoned: swap PSU"
-    assert node_drain_annotation(world.ns) not in annotations(world.kube_node("cpu-0"))  # our drain, not Slurm's
+    assert annotations_of(pod)[POD_STATE_ANNOTATION] == "drain"
+    assert annotations_of(pod)[POD_REASON_ANNOTATION] == "sunk: Node k8s-cpu-0 cordoned: swap PSU"
+    assert node_drain_annotation(world.ns) not in annotations_of(world.kube_node("cpu-0"))  # our drain, not Slurm's
     settle(syncer)
     world.patch_kube_node("cpu-0", {"spec": {"unschedulable": None}})
     syncer.cycle()
     assert not world.node("cpu-0").drain
     settle(syncer)
-    assert annotations(world.pod("cpu-0"))[POD_STATE_ANNOTATION] == "idle"
-    assert POD_REASON_ANNOTATION not in annotations(world.pod("cpu-0"))  # shown only while drained
-    events = json.loads(world.api.list_namespaced_event(world.ns, _preload_content=False).data)["items"]
+    assert annotations_of(world.pod("cpu-0"))[POD_STATE_ANNOTATION] == "idle"
+    assert POD_REASON_ANNOTATION not in annotations_of(world.pod("cpu-0"))  # shown only while drained
+    events = raw(world.api.list_namespaced_event(world.ns, _preload_content=False))["items"]
     reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == f"{world.slurm.spec.name}-cpu-0"]
     assert reasons == ["SlurmNodeDrained", "SlurmNodeResumed"]
 
@@ -214,11 +214,11 @@ def test_admin_drain_is_shown_in_kubernetes_and_never_resumed(world: World) -> N
     world.scontrol("update", "NodeName=cpu-1", "State=DRAIN", "Reason=bad DIMM")
     syncer.cycle()
     pod = world.pod("cpu-1")
-    assert annotations(pod)[POD_STATE_ANNOTATION] == "drain"
-    assert annotations(pod)[POD_REASON_ANNOTATION] == "bad DIMM"
+    assert annotations_of(pod)[POD_STATE_ANNOTATION] == "drain"
+    assert annotations_of(pod)[POD_REASON_ANNOTATION] == "bad DIMM"
     assert (condition(pod, POD_CONDITION) or {}).get("status") == "False"
     kn = world.kube_node("cpu-1")
-    assert annotations(kn)[node_drain_annotation(world.ns)] == "cpu-1: bad DIMM"
+    assert annotations_of(kn)[node_drain_annotation(world.ns)] == "cpu-1: bad DIMM"
     assert (condition(kn, node_condition(world.ns)) or {}).get("status") == "True"
     assert condition(kn, "Ready") is not None  # the kubelet's condition is kept
     for _ in range(3):
@@ -228,7 +228,7 @@ def test_admin_drain_is_shown_in_kubernetes_and_never_resumed(world: World) -> N
     world.scontrol("update", "NodeName=cpu-1", "State=RESUME")
     settle(syncer)
     kn = world.kube_node("cpu-1")
-    assert node_drain_annotation(world.ns) not in annotations(kn)
+    assert node_drain_annotation(world.ns) not in annotations_of(kn)
     assert (condition(kn, node_condition(world.ns)) or {}).get("status") == "False"
 
 

@@ -86,7 +86,8 @@ def node(**alloc: str) -> dict[str, Any]:
 
 
 def pod(phase: str = "Running", **requests: str) -> dict[str, Any]:
-    return {"spec": {"containers": [c(**requests)]}, "status": {"phase": phase}}
+    # limits named: otherwise **requests (str values) could fill it, as far as mypy knows.
+    return {"spec": {"containers": [c(limits=None, **requests)]}, "status": {"phase": phase}}
 
 
 NODE = node(cpu="8", memory="32Gi", **{"ephemeral-storage": "100Gi", "nvidia.com/gpu": "8"})

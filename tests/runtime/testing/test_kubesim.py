@@ -11,6 +11,8 @@ import pytest
 from kubernetes import client
 from sunk.runtime.testing.kubesim import KubeSim
 
+from ..rawclient import as_body, http, raw
+
 NS = "ml"
 
 
@@ -26,8 +28,7 @@ def api(sim: KubeSim) -> client.CoreV1Api:
 
 
 def create_node(api: client.CoreV1Api, name: str, **status: Any) -> dict[str, Any]:
-    reply = api.create_node({"metadata": {"name": name}, "status": status}, _preload_content=False)
-    return json.loads(reply.data)  # type: ignore[no-any-return]
+    return raw(api.create_node(as_body({"metadata": {"name": name}, "status": status}), _preload_content=False))
 
 
 def create_pod(
@@ -37,12 +38,12 @@ def create_pod(
     if node:
         spec["nodeName"] = node
     api.create_namespaced_pod(
-        NS, {"metadata": {"name": name, "labels": labels or {}}, "spec": spec}, _preload_content=False
+        NS, as_body({"metadata": {"name": name, "labels": labels or {}}, "spec": spec}), _preload_content=False
     )
 
 
 def read(api: client.CoreV1Api, name: str) -> dict[str, Any]:
-    return json.loads(api.read_namespaced_pod(name, NS, _preload_content=False).data)  # type: ignore[no-any-return]
+    return raw(api.read_namespaced_pod(name, NS, _preload_content=False))
 
 
 def bind(api: client.CoreV1Api, name: str, node: str) -> None:
@@ -63,9 +64,9 @@ def test_nodes_without_allocatable_or_capacity_are_refused(api: client.CoreV1Api
 
 def test_a_binding_that_does_not_fit_fails_the_pod_as_the_kubelet_would(sim: KubeSim, api: client.CoreV1Api) -> None:
     create_node(api, "n1", allocatable={"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8", "pods": "110"})
-    create_pod(api, "slurmd", node="n1", cpu="6", memory="30Gi", **{"nvidia.com/gpu": "8"})
+    create_pod(api, "slurmd", node="n1", labels=None, cpu="6", memory="30Gi", **{"nvidia.com/gpu": "8"})
     create_pod(api, "fits", cpu="2", memory="1Gi")
-    create_pod(api, "gpu", cpu="0", **{"nvidia.com/gpu": "1"})
+    create_pod(api, "gpu", labels=None, cpu="0", **{"nvidia.com/gpu": "1"})
     create_pod(api, "cpu", cpu="1")
     bind(api, "fits", "n1")
     bind(api, "gpu", "n1")  # the Binding itself succeeds: only the kubelet says no
@@ -121,8 +122,8 @@ def test_evictions_honour_pod_disruption_budgets(sim: KubeSim, api: client.CoreV
         "metadata": {"name": "slurmd"},
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "slurmd"}}},
     }
-    policy.create_namespaced_pod_disruption_budget(NS, budget, _preload_content=False)
-    listed = json.loads(policy.list_namespaced_pod_disruption_budget(NS, _preload_content=False).data)
+    policy.create_namespaced_pod_disruption_budget(NS, as_body(budget), _preload_content=False)
+    listed = raw(policy.list_namespaced_pod_disruption_budget(NS, _preload_content=False))
     assert [b["metadata"]["name"] for b in listed["items"]] == ["slurmd"]
     for name in ("a", "b", "c"):
         create_pod(api, name, labels={"app": "slurmd"})
@@ -131,7 +132,7 @@ def test_evictions_honour_pod_disruption_budgets(sim: KubeSim, api: client.CoreV
     for name in ("b", "c"):
         ready(api, name)
     refused = evict(api, "b")
-    assert refused is not None and refused.status == 429
+    assert refused is not None and refused.status == 429 and refused.body is not None
     body = json.loads(refused.body)
     assert body["reason"] == "TooManyRequests"
     assert body["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
@@ -150,16 +151,16 @@ def test_a_pod_list_honours_the_node_name_field_selector(api: client.CoreV1Api) 
     create_node(api, "n1", allocatable={"cpu": "8", "memory": "8Gi"})
     create_pod(api, "here", node="n1")
     create_pod(api, "nowhere")
-    listed = json.loads(api.list_pod_for_all_namespaces(field_selector="spec.nodeName=n1", _preload_content=False).data)
+    listed = raw(api.list_pod_for_all_namespaces(field_selector="spec.nodeName=n1", _preload_content=False))
     assert [p["metadata"]["name"] for p in listed["items"]] == ["here"]
     # Any other selector is still ignored (callers filter again).
-    listed = json.loads(api.list_namespaced_pod(NS, field_selector="status.phase!=Failed", _preload_content=False).data)
+    listed = raw(api.list_namespaced_pod(NS, field_selector="status.phase!=Failed", _preload_content=False))
     assert sorted(p["metadata"]["name"] for p in listed["items"]) == ["here", "nowhere"]
 
 
 def test_a_watch_sees_the_kubelet_reject_a_pod(api: client.CoreV1Api) -> None:
     create_node(api, "n1", allocatable={"cpu": "1", "memory": "1Gi"})
-    stream = api.list_namespaced_pod(NS, watch=True, timeout_seconds=5, _preload_content=False)
+    stream = http(api.list_namespaced_pod(NS, watch=True, timeout_seconds=5, _preload_content=False))
     create_pod(api, "big", node="n1", cpu="2")
     for line in stream:
         event = json.loads(line)
