@@ -35,7 +35,14 @@ class NodeSets(Component):
         super().__init__("sunk:index:NodeSets", name, opts)
         self.resources = {}
         for ns in spec.nodesets:
-            made = create(f"{name}-{ns.name}", nodeset_resource(spec, ns, refs), child(self), namespace=namespace)
+            # With externalScaling the scale subresource owns spec.replicas after creation.
+            ignored = ["spec.replicas"] if ns.external_scaling else None
+            made = create(
+                f"{name}-{ns.name}",
+                nodeset_resource(spec, ns, refs),
+                child(self, ignore_changes=ignored),
+                namespace=namespace,
+            )
             self.resources[ns.name] = typed(k8s.apiextensions.CustomResource, made)
         self.names = pulumi.Output.from_input([naming.nodeset(spec, ns.name) for ns in spec.nodesets])
         self.register_outputs({"names": self.names})

@@ -113,5 +113,10 @@ class NodeSetStatus(Model):
     updated: int = 0
     protected: int = 0
     """slurmd pods a PodDisruptionBudget shields from eviction (Slurm node not drained and idle)."""
+    replicas: int = 0
+    """slurmd pods that exist and are not leaving: the scale subresource's status (kubectl scale,
+    HPA, KEDA read it)."""
+    selector: str = ""
+    """The label selector of the NodeSet's slurmd pods, as the scale subresource reports it."""
     observed_generation: int = 0
     conditions: list[dict[str, str]] = []

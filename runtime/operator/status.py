@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sunk import keys
+from sunk.manifests.nodeset_pod import selector_labels
 from sunk.nodeset_resource import NodeSetStatus
 
 from ..common.conditions import Condition, transition
@@ -113,7 +114,7 @@ def compute_status(
         _condition(previous, keys.READY, why == "AllReady", why, msg, now),
         _condition(
             previous,
-            "SlurmReachable",
+            keys.SLURM_REACHABLE,
             observed.slurm is not None,
             "Read" if observed.slurm is not None else "ReadFailed",
             "" if observed.slurm is not None else "slurmrestd could not be read: nothing is deleted or drained",
@@ -121,7 +122,7 @@ def compute_status(
         ),
         _condition(
             previous,
-            "ConfigFound",
+            keys.CONFIG_FOUND,
             not missing,
             "Found" if not missing else "ConfigMapMissing",
             "" if not missing else f"ConfigMap {', '.join(missing)} not found: no pod is created",
@@ -151,6 +152,8 @@ def compute_status(
         ready=ready,
         updated=updated,
         protected=protected,
+        replicas=sum(not p.leaving for p in mine),
+        selector=",".join(f"{k}={v}" for k, v in sorted(selector_labels(ns.spec).items())),
         observed_generation=ns.generation,
         conditions=conditions,
         **_slurm_counts(observed, slurm_names),

@@ -170,7 +170,15 @@ def nodeset_crd(labels: dict[str, str] | None = None) -> Manifest:
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": open_api_schema()},
-                    "subresources": {"status": {}},
+                    "subresources": {
+                        "status": {},
+                        # kubectl scale, HorizontalPodAutoscaler and KEDA drive replicas here.
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                 }
             ],

@@ -294,6 +294,10 @@ class NodeSetSpec(Model):
     resources: Resources | None = None
     """slurmd container resources, used as given in either mode. Default: derived from
     resourceMode, cpus, memoryMib and slurmdOverhead."""
+    external_scaling: bool = False
+    """Replicas are driven from outside the stack (`kubectl scale`, an HPA, KEDA) through the
+    NodeSet's scale subresource: `replicas` is only the initial count and Pulumi never resets it.
+    Replicas mode only. Default: false (the stack owns replicas)."""
     update_strategy: UpdateStrategy = UpdateStrategy()
     """Default: maxUnavailable 1, no force."""
     tmp_disk_mib: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
@@ -304,6 +308,8 @@ class NodeSetSpec(Model):
         errors: list[str] = []
         if self.mode == "all-matching-nodes" and self.replicas is not None:
             errors.append("replicas: must be unset in mode all-matching-nodes (one pod per matching Node)")
+        if self.mode == "all-matching-nodes" and self.external_scaling:
+            errors.append("externalScaling: only in mode replicas (all-matching-nodes follows the Nodes)")
         replicas = self.desired_replicas
         if replicas is not None and replicas > self.max_nodes:
             errors.append(

@@ -74,7 +74,14 @@ def test_crd_object() -> None:
     crd = nodeset_crd()
     version = crd["spec"]["versions"][0]
     assert crd["metadata"]["name"] == "nodesets.slurm.sunk.dev"
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"]["status"] == {}
+    # The scale subresource (kubectl scale, HPA, KEDA) points at fields the schema has.
+    scale = version["subresources"]["scale"]
+    schema = version["schema"]["openAPIV3Schema"]["properties"]
+    for path in (scale["specReplicasPath"], scale["statusReplicasPath"], scale["labelSelectorPath"]):
+        part, field = path.strip(".").split(".")
+        assert field in schema[part]["properties"], path
+    assert scale["specReplicasPath"] == ".spec.replicas" and scale["labelSelectorPath"] == ".status.selector"
     assert [c["name"] for c in PRINTER_COLUMNS if "priority" not in c] == [
         "Desired",
         "Ready",

@@ -5,6 +5,7 @@ replace without the stack saying so."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -184,3 +185,17 @@ def test_the_readme_shows_this_program() -> None:
 def test_allow_state_replacement_takes_only_a_boolean(value: object) -> None:
     with pytest.raises(SpecError, match=r"sunk:allowStateReplacement: .* is not a boolean"):
         parse_config({"sunk:cluster": "{}", "sunk:allowStateReplacement": value}, "test")
+
+
+def test_external_scaling_leaves_replicas_to_the_scale_subresource() -> None:
+    """issue 15 (scale subresource): with externalScaling a NodeSet's replicas are only the
+    initial count; Pulumi ignores later changes (kubectl scale, HPA and KEDA own them)."""
+    config, secret = stack_config(stack_path("acme-dev", ROOT / "stacks"))
+    raw = json.loads(config["sunk:cluster"])
+    raw["nodesets"][0]["externalScaling"] = True
+    ev = evaluate(
+        ROOT / "__main__.py", stack="acme-dev", config={**config, "sunk:cluster": json.dumps(raw)}, secret_keys=secret
+    )
+    nodesets = {r.inputs["spec"]["name"]: r for r in ev.kubernetes() if r.inputs.get("kind") == "NodeSet"}
+    assert nodesets[raw["nodesets"][0]["name"]].ignore_changes == ("spec.replicas",)
+    assert all(r.ignore_changes == () for name, r in nodesets.items() if name != raw["nodesets"][0]["name"])

@@ -132,6 +132,7 @@ CASES = [
     Bad("zero-weight", {"nodesets[0].weight": 0}, "nodesets[0].weight", "greater than or equal to 1"),
     Bad("unknown-mode", {"nodesets[0].mode": "daemonset"}, "nodesets[0].mode", "'replicas' or 'all-matching-nodes'"),
     Bad("replicas-with-all-matching-nodes", {"nodesets[0].mode": "all-matching-nodes", "nodesets[0].replicas": 3}, "nodesets[0].replicas", "must be unset in mode all-matching-nodes"),
+    Bad("external-scaling-with-all-matching-nodes", {"nodesets[0].mode": "all-matching-nodes", "nodesets[0].externalScaling": True}, "nodesets[0].externalScaling", "only in mode replicas"),
     Bad("replicas-above-max-nodes", {"nodesets[0].maxNodes": 1, "nodesets[0].replicas": 2}, "nodesets[0].replicas", "exceeds maxNodes 1 (this NodeSet's share of MaxNodeCount); raise maxNodes to at least"),
     Bad("nodeset-name-not-dns", {"nodesets[0].name": "GPU_nodes"}, "nodesets[0].name", "DNS-1123 label"),
     Bad("nodeset-name-too-long", {"nodesets[0].name": "n" * 41}, "nodesets[0].name", "at most 40 allowed"),

@@ -474,3 +474,14 @@ def test_actions_carry_event_text() -> None:
     ):
         reason, message = action.event()
         assert reason and "cpu-1" in message
+
+
+def test_status_reports_replicas_and_selector_for_the_scale_subresource() -> None:
+    """issue 15: `kubectl scale`, an HPA or KEDA read status.replicas (pods that exist and are not
+    leaving) and status.selector (the label selector of the NodeSet's pods)."""
+    pods, nodes = steady(2)
+    status = next(
+        a.status for a in plan(observe([*pods, pod(2, deleting=True)], nodes), NOW) if isinstance(a, WriteStatus)
+    )
+    assert status["replicas"] == 2
+    assert status["selector"] == "slurm.sunk.dev/cluster=research,slurm.sunk.dev/nodeset=cpu"
