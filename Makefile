@@ -22,7 +22,13 @@ test: bootstrap lint images
 check: bootstrap lint
 	.venv/bin/python -m pytest -m "not slurm and not images"
 
+# Shell: the pods' start scripts and the image recipes (run by `sh -euc`, see runtime/images/build.py),
+# at shellcheck's strictest severity: they are few and short, and style findings there are real.
+SHELL_SCRIPTS = sunk/manifests/scripts/*.sh runtime/images/*/pre-install.sh runtime/images/*/post-install.sh \
+	$(shell grep -rlE '^#!(/usr)?/bin/(env )?sh' runtime/images/*/rootfs)
+
 lint:
+	shellcheck --shell=sh --severity=style $(SHELL_SCRIPTS)
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy

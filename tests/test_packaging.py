@@ -147,6 +147,14 @@ def test_image_files_ship_as_package_data(wheel: zipfile.ZipFile, src: Path) -> 
     assert not [e for e in expected if e not in wheel.namelist()]
 
 
+def test_pod_scripts_ship_as_package_data(wheel: zipfile.ZipFile, src: Path) -> None:
+    """The manifests read the containers' start scripts from the installed package (the operator
+    builds slurmd pods from the runtime image's wheel)."""
+    folder = src / "sunk" / "manifests" / "scripts"
+    expected = [f"sunk/manifests/scripts/{p.name}" for p in folder.glob("*.sh")]
+    assert expected and not [e for e in expected if e not in wheel.namelist()]
+
+
 def test_console_script(wheel: zipfile.ZipFile) -> None:
     entry = wheel.read("sunk-0.1.0.dist-info/entry_points.txt").decode()
     assert "[console_scripts]\nsunk = sunk.cli:main" in entry

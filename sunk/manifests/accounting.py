@@ -137,7 +137,7 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     container: Manifest = {
         "name": "slurmdbd",
         "image": image,
-        "command": ["/bin/sh", "-c", scripts.slurmdbd_start()],
+        "command": scripts.sh(scripts.slurmdbd_start()),
         "ports": [{"name": "slurmdbd", "containerPort": naming.SLURMDBD_PORT, "protocol": "TCP"}],
         "securityContext": restricted(SLURM_UID),
         "resources": resources(spec.accounting.resources),
@@ -218,7 +218,10 @@ def setup_job(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     container = {
         "name": "setup",
         "image": image,
-        "command": ["/bin/sh", "-c", scripts.accounting_setup(spec.name, has_script)],
+        "command": scripts.sh(scripts.accounting_setup()),
+        "env": scripts.accounting_setup_env(
+            spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}" if has_script else None
+        ),
         # SlurmUser is an accounting administrator without further grants.
         "securityContext": restricted(SLURM_UID),
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},

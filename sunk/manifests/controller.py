@@ -104,7 +104,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     watcher = {
         "name": "reconfigure",
         "image": image,
-        "command": ["/bin/sh", "-c", scripts.reconfigure_watcher()],
+        "command": scripts.sh(scripts.reconfigure_watcher()),
         "securityContext": restricted(SLURM_UID),
         "resources": fixed_resources("10m", "16Mi", "64Mi"),
         "livenessProbe": exec_probe(scripts.heartbeat_probe_command(), period=30),

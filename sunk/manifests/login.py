@@ -83,12 +83,12 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         *shared_vols,
     ]
     if login.persist_host_keys:
-        mounts.append({"name": "host-keys", "mountPath": "/etc/ssh/sunk-host-keys", "readOnly": True})
+        mounts.append({"name": "host-keys", "mountPath": scripts.LOGIN_HOST_KEYS, "readOnly": True})
         volumes.append(
             {"name": "host-keys", "secret": {"secretName": host_keys_secret_name(spec), "defaultMode": 0o400}}
         )
     if login.authorized_keys:
-        mounts.append({"name": "authorized-keys", "mountPath": "/etc/sunk-login", "readOnly": True})
+        mounts.append({"name": "authorized-keys", "mountPath": scripts.LOGIN_AUTHORIZED_KEYS_DIR, "readOnly": True})
         volumes.append({"name": "authorized-keys", "configMap": {"name": login_config_name(spec)}})
     sidecars = auth_sidecars(spec, image, sackd=True)
     if spec.auth.type == "slurm":
@@ -107,16 +107,14 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     sshd = {
         "name": "sshd",
         "image": image,
-        "command": [
-            "/bin/sh",
-            "-c",
+        "command": scripts.sh(
             scripts.login_start(
                 login.persist_host_keys,
                 bool(login.authorized_keys),
                 directory=spec.auth.ldap is not None,
                 allow_groups=login.allow_groups,
-            ),
-        ],
+            )
+        ),
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         "securityContext": _SSHD_SECURITY,
         "resources": resources(login.resources),

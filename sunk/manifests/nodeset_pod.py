@@ -31,6 +31,7 @@ from typing import Any
 
 from sunk import keys, naming
 from sunk.images import S6_INIT
+from sunk.manifests.scripts import render, sh
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.render import node_conf
@@ -61,15 +62,6 @@ S6_SERVICES = "/etc/services.d"
 S6_ONESHOTS = "/etc/cont-init.d"
 
 _EXECUTABLE = 0o755
-
-# munged refuses a key it does not own, and Secret volumes are root-owned: copy the key into a
-# munge-owned directory, create the socket directory the way munged wants it, then drop to munge.
-MUNGE_SCRIPT = (
-    "set -e; install -d -o munge -g munge -m 0700 /etc/munge; "
-    f"install -o munge -g munge -m 0400 {MUNGE_KEY_DIR}/munge.key /etc/munge/munge.key; "
-    f"install -d -o munge -g munge -m 0755 {MUNGE_RUN}; "
-    "exec runuser -u munge -- munged --foreground --num-threads=4"
-)
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -212,7 +204,7 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[A
                 "name": "sunk-munge-key",
                 "secret": {
                     "secretName": spec.auth_secret,
-                    "items": [{"key": spec.auth_secret_key or "munge.key", "path": "munge.key", "mode": 0o400}],
+                    "items": [{"key": spec.auth_secret_key or "munge.key", "path": keys.MUNGE_KEY, "mode": 0o400}],
                 },
             },
             {"name": "sunk-munge-run", "emptyDir": {}},
@@ -288,7 +280,9 @@ def _munge_sidecar(spec: NodeSetResourceSpec) -> dict[str, Any]:
     return {
         "name": MUNGE,
         "image": spec.slurmd_image,
-        "command": ["/bin/sh", "-c", MUNGE_SCRIPT],
+        "command": sh(
+            render("slurmd-munge-start.sh", MUNGE_DIR=MUNGE_RUN, KEY_SECRET=MUNGE_KEY_DIR, KEY_FILE=keys.MUNGE_KEY)
+        ),
         "restartPolicy": "Always",
         "startupProbe": {
             "exec": {"command": ["test", "-S", naming.MUNGE_SOCKET]},

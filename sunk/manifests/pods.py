@@ -7,22 +7,17 @@ from typing import Literal
 from sunk import naming
 from sunk.manifests.config import MUNGE_KEY, SecretKey
 from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj
+from sunk.manifests.scripts import render, sh
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import SharedVolumeSpec
 
 MUNGE_DIR = "/run/munge"
+MUNGE_KEY_SECRET = "/etc/munge-key"
+"""Where the auth Secret's munge key mounts; munged gets a copy it owns (munge-start.sh)."""
 SACK_DIR = "/run/slurm"
 """sackd's socket directory (auth/slurm on hosts that must not hold slurm.key, such as login)."""
 
 Role = Literal["login", "compute", "controller"]
-
-_MUNGE_START = f"""set -eu
-# munged insists on its own user owning the key (0400) and the socket directory (0755).
-install -d -o munge -g munge -m 0755 {MUNGE_DIR} /var/lib/munge /var/log/munge
-install -d -o munge -g munge -m 0700 /etc/munge
-install -o munge -g munge -m 0400 /etc/munge-key/{MUNGE_KEY} /etc/munge/{MUNGE_KEY}
-exec runuser -u munge -- munged --foreground --key-file=/etc/munge/{MUNGE_KEY}
-"""
 
 
 def munge_sidecar(image: str) -> Manifest:
@@ -32,7 +27,7 @@ def munge_sidecar(image: str) -> Manifest:
         "name": "munge",
         "image": image,
         "restartPolicy": "Always",
-        "command": ["/bin/sh", "-c", _MUNGE_START],
+        "command": sh(render("munge-start.sh", MUNGE_DIR=MUNGE_DIR, KEY_SECRET=MUNGE_KEY_SECRET, KEY_FILE=MUNGE_KEY)),
         # Starts as root only to chown the key and socket directory, then runs munged as `munge`.
         "securityContext": {
             "runAsUser": 0,
@@ -46,7 +41,7 @@ def munge_sidecar(image: str) -> Manifest:
         "livenessProbe": exec_probe(["/bin/sh", "-c", "munge -n >/dev/null"], period=30),
         "volumeMounts": [
             {"name": "munge-socket", "mountPath": MUNGE_DIR},
-            {"name": "munge-key", "mountPath": "/etc/munge-key", "readOnly": True},
+            {"name": "munge-key", "mountPath": MUNGE_KEY_SECRET, "readOnly": True},
         ],
     }
 

@@ -1,12 +1,56 @@
-"""Container start scripts. Plain POSIX sh: every Slurm image has /bin/sh, none needs Python."""
+"""Container start scripts: the files in scripts/ beside this module (package data), plain POSIX
+sh — every Slurm image has /bin/sh, none needs Python — each checked by shellcheck in `make lint`.
+A pod receives a file's text as its container's `/bin/sh -c` command.
+
+How values reach a script. What varies per cluster is an environment variable of the container
+(`env:` in the manifest) where nothing else runs the script: accounting-setup-job.sh reads
+$SUNK_CLUSTER and $SUNK_QOS_SCRIPT. Everything else is an input line `name=@NAME@` at the top of
+the script, which `render` fills with the shell-quoted value:
+- sunk's own paths and timings (mount paths, key file names, the restart-class keys): the
+  manifests beside the script use them too, so they are spelled once, in Python;
+- the per-cluster choices of login-start.sh and sssd-start.sh: the real-Slurm harness
+  (runtime/harness/identity.py, like daemons.py for slurmdbd-start.sh) runs them from the
+  container's command alone, in a clean environment (`env -i`), so the command says everything.
+A placeholder stands only as the whole value of an input line, so a quoted value stays one word.
+"""
 
 from __future__ import annotations
 
+import functools
+import re
 import shlex
 from collections.abc import Sequence
+from importlib import resources
 
 from sunk import naming
 from sunk.manifests.config import RESTART_KEYS
+from sunk.manifests.meta import Manifest
+
+_INPUT = re.compile(r"^([a-z_][a-z0-9_]*)=@([A-Z][A-Z0-9_]*)@$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"@[A-Z][A-Z0-9_]*@")
+
+
+@functools.cache
+def source(name: str) -> str:
+    """The script file `name` as shipped (sunk/manifests/scripts/)."""
+    return resources.files("sunk.manifests").joinpath("scripts", name).read_text(encoding="utf-8")
+
+
+def render(name: str, **values: str) -> str:
+    """The script `name` with each input line's placeholder replaced by its value, shell-quoted.
+    Every placeholder must be given a value and every value must have a placeholder."""
+    text = source(name)
+    inputs = [placeholder for _, placeholder in _INPUT.findall(text)]
+    if len(_PLACEHOLDER.findall(text)) != len(inputs) or len(set(inputs)) != len(inputs):
+        raise ValueError(f"{name}: a placeholder stands outside an input line `name=@NAME@`, or twice")
+    if set(inputs) != set(values):
+        raise ValueError(f"{name}: placeholders {sorted(inputs)}, values given for {sorted(values)}")
+    return _INPUT.sub(lambda m: f"{m[1]}={shlex.quote(values[m[2]])}", text)
+
+
+def sh(script: str) -> list[str]:
+    return ["/bin/sh", "-c", script]
+
 
 RECONFIGURE_HEARTBEAT = "/tmp/reconfigure.alive"
 RECONFIGURE_PERIOD = 15
@@ -20,36 +64,17 @@ def reconfigure_watcher(
     (24.11 re-executes slurmctld and every slurmd in place, jobs keep running). Changes to the
     restart-class settings are left alone: they change the pod template hash, and the
     StatefulSet replaces slurmctld instead (a reconfigure that changes MaxNodeCount kills it)."""
-    keys = "|".join(sorted(RESTART_KEYS))
-    return f"""set -u
-dir={directory}
-# The projected volume swaps a `..data` symlink atomically; read through it, skip the keys.
-fingerprint() {{
-  find -L "$dir" -type f ! -path '*/..*' ! -name '*.key' | sort | xargs cat | grep -v -E '^({keys})=' | sha256sum
-}}
-restart_class() {{ grep -h -E '^({keys})=' "$dir/slurm.conf" | sort | sha256sum; }}
-seen=$(fingerprint)
-boot=$(restart_class)
-while :; do
-  touch {heartbeat}
-  sleep {period:g}
-  now=$(fingerprint)
-  [ "$now" = "$seen" ] && continue
-  if [ "$(restart_class)" != "$boot" ]; then
-    echo "restart-class settings changed: the new pod template replaces slurmctld; not reconfiguring"
-    seen=$now
-  elif scontrol reconfigure; then
-    echo "configuration changed: scontrol reconfigure done"
-    seen=$now
-  else
-    echo "scontrol reconfigure failed; retrying in {period:g}s" >&2
-  fi
-done
-"""
+    return render(
+        "reconfigure-watcher.sh",
+        SLURM_ETC=directory,
+        RESTART_KEYS="|".join(sorted(RESTART_KEYS)),
+        HEARTBEAT=heartbeat,
+        PERIOD=f"{period:g}",
+    )
 
 
 def heartbeat_probe_command(path: str = RECONFIGURE_HEARTBEAT, max_age: int = 120) -> list[str]:
-    return ["/bin/sh", "-c", f"test $(( $(date +%s) - $(stat -c %Y {path}) )) -lt {max_age}"]
+    return sh(f"test $(( $(date +%s) - $(stat -c %Y {path}) )) -lt {max_age}")
 
 
 SLURMDBD_RUN = "/run/slurm"
@@ -59,44 +84,28 @@ DB_PASSWORD_FILE = "/etc/slurm-db/password"
 def slurmdbd_start(
     etc: str = naming.SLURM_ETC, password_file: str = DB_PASSWORD_FILE, run_dir: str = SLURMDBD_RUN
 ) -> str:
-    """What sunk.render.finalize_slurmdbd_conf does, at container start: the rendered file plus
-    `StoragePass=` from the mounted Secret, written 0600 (slurmdbd refuses a readable file).
-    slurmdbd finds slurmdbd.conf beside $SLURM_CONF."""
-    return f"""set -eu
-umask 077
-password=$(cat {password_file})
-case "$password" in *'
-'*) echo "database password must be one line" >&2; exit 1 ;; esac
-cp {etc}/slurm.conf {run_dir}/slurm.conf
-# auth/slurm reads slurm.key beside $SLURM_CONF (measured: slurmdbd 24.11 dies without it there).
-if [ -e {etc}/slurm.key ]; then ln -sf {etc}/slurm.key {run_dir}/slurm.key; fi
-{{ cat {etc}/slurmdbd.conf; printf 'StoragePass=%s\\n' "$password"; }} > {run_dir}/slurmdbd.conf
-chmod 0600 {run_dir}/slurmdbd.conf
-export SLURM_CONF={run_dir}/slurm.conf
-exec slurmdbd -D
-"""
+    """What sunk.render.finalize_slurmdbd_conf does, at container start (slurmdbd-start.sh)."""
+    return render("slurmdbd-start.sh", SLURM_ETC=etc, PASSWORD_FILE=password_file, RUN_DIR=run_dir)
 
 
-def accounting_setup(cluster: str, has_qos_script: bool) -> str:
-    """Registers the cluster in slurmdbd (idempotent) and creates the spec's QOS."""
-    lines = [
-        "set -eu",
-        "tries=0",
-        "until sacctmgr -n list cluster format=cluster >/dev/null 2>&1; do",
-        '  tries=$((tries + 1)); [ "$tries" -gt 120 ] && { echo "slurmdbd never answered" >&2; exit 1; }',
-        "  echo waiting for slurmdbd; sleep 5",
-        "done",
-        f"sacctmgr -n -P list cluster format=cluster | grep -qx {shlex.quote(cluster)} "
-        f"|| sacctmgr -i add cluster {shlex.quote(cluster)}",
-    ]
-    if has_qos_script:
-        lines.append(f"sh {naming.SLURM_ETC}/accounting-setup.sh")
-    lines.append("echo accounting ready")
-    return "\n".join(lines) + "\n"
+def accounting_setup() -> str:
+    """The accounting-setup Job's script (accounting-setup-job.sh); its values come from
+    `accounting_setup_env`."""
+    return render("accounting-setup-job.sh")
+
+
+def accounting_setup_env(cluster: str, qos_script: str | None) -> list[Manifest]:
+    """The accounting-setup Job's environment: the cluster to register in slurmdbd, and the
+    rendered QOS script to run after (empty: none)."""
+    return [{"name": "SUNK_CLUSTER", "value": cluster}, {"name": "SUNK_QOS_SCRIPT", "value": qos_script or ""}]
 
 
 SSHD_IDENTITY_CONF = "/etc/ssh/sshd_config.d/50-sunk-identity.conf"
 """Written by the login container at start: where sshd finds directory users' keys, who may log in."""
+LOGIN_HOST_KEYS = "/etc/ssh/sunk-host-keys"
+"""Where the host-key Secret mounts; the start script copies its keys to /etc/ssh."""
+LOGIN_AUTHORIZED_KEYS_DIR = "/etc/sunk-login"
+"""Where root's authorized_keys ConfigMap mounts."""
 
 
 def sshd_identity_conf(*, directory: bool, allow_groups: Sequence[str], root_keys: bool) -> str:
@@ -116,17 +125,10 @@ def sshd_identity_conf(*, directory: bool, allow_groups: Sequence[str], root_key
 def login_start(
     persist_host_keys: bool, authorized_keys: bool, *, directory: bool = False, allow_groups: Sequence[str] = ()
 ) -> str:
-    lines = ["set -eu", "mkdir -p /run/sshd /root/.ssh", "chmod 0700 /root/.ssh"]
-    if persist_host_keys:
-        lines.append(
-            'for key in /etc/ssh/sunk-host-keys/*; do install -m 0600 "$key" "/etc/ssh/$(basename "$key")"; done'
-        )
-    else:
-        lines.append("ssh-keygen -A")
-    if authorized_keys:
-        lines.append("install -m 0600 /etc/sunk-login/authorized_keys /root/.ssh/authorized_keys")
-    conf = sshd_identity_conf(directory=directory, allow_groups=allow_groups, root_keys=authorized_keys)
-    if conf:
-        lines.append(f"printf '%s' {shlex.quote(conf)} > {SSHD_IDENTITY_CONF}")
-    lines.append("exec /usr/sbin/sshd -D -e")
-    return "\n".join(lines) + "\n"
+    return render(
+        "login-start.sh",
+        HOST_KEYS=LOGIN_HOST_KEYS if persist_host_keys else "",
+        AUTHORIZED_KEYS=f"{LOGIN_AUTHORIZED_KEYS_DIR}/authorized_keys" if authorized_keys else "",
+        IDENTITY_CONF=sshd_identity_conf(directory=directory, allow_groups=allow_groups, root_keys=authorized_keys),
+        IDENTITY_PATH=SSHD_IDENTITY_CONF,
+    )

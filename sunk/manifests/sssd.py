@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from sunk import keys
 from sunk.manifests.meta import Manifest, content_hash, exec_probe, resources
+from sunk.manifests.scripts import render, sh
 from sunk.nodeset_resource import SssdRefs
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.identity import LdapSpec
@@ -116,33 +117,16 @@ def sssd_refs(spec: ClusterSpec) -> SssdRefs | None:
 
 
 def sssd_start(bind_password: bool) -> str:
-    """The sidecar's start: SSSD's folders in the shared volumes, sssd.conf from its Secret plus the
-    bind password (refused if it would add a line), 0600, then sssd in the foreground."""
-    lines = [
-        "set -eu",
-        "umask 077",
-        # The socket folder outlives a restarted sidecar (an emptyDir): no stale socket may pass
-        # the startup probe while this one is still starting or refuses to.
-        f"rm -f /run/sssd.pid {PIPES}/nss {PIPES}/pam {PIPES}/ssh",
-        f"install -d -m 0755 {PIPES} {MEMCACHE}",
-        f"install -d -m 0700 {PIPES}/private /var/lib/sss/db",
-        f"cp {TEMPLATE_DIR}/{SSSD_CONF_KEY} {SSSD_DIR}/sssd.conf",
-    ]
-    if bind_password:
-        lines += [
-            f"password=$(cat {LDAP_BIND_PASSWORD_PATH})",
-            'case "$password" in *\'',
-            "'*) echo 'bind password: one line only (it would add a line to sssd.conf)' >&2; exit 1 ;; esac",
-            "if printf '%s' \"$password\" | LC_ALL=C grep -q '[[:cntrl:]]'; then",
-            "  echo 'bind password: control characters are not allowed' >&2; exit 1",
-            "fi",
-            f"printf 'ldap_default_authtok = %s\\n' \"$password\" >> {SSSD_DIR}/sssd.conf",
-        ]
-    lines += [
-        f"chmod 0600 {SSSD_DIR}/sssd.conf",
-        "exec sssd -i --logger=stderr",
-    ]
-    return "\n".join(lines) + "\n"
+    """The sidecar's start (sssd-start.sh): SSSD's folders in the shared volumes, sssd.conf from its
+    Secret plus the bind password (refused if it would add a line), 0600, then sssd."""
+    return render(
+        "sssd-start.sh",
+        PIPES=PIPES,
+        MEMCACHE=MEMCACHE,
+        TEMPLATE=f"{TEMPLATE_DIR}/{SSSD_CONF_KEY}",
+        CONF=f"{SSSD_DIR}/sssd.conf",
+        BIND_PASSWORD=LDAP_BIND_PASSWORD_PATH if bind_password else "",
+    )
 
 
 # sssd starts as root to read its 0600 config and the client key, and to serve NSS, PAM and SSH
@@ -231,7 +215,7 @@ def sssd_sidecar(image: str, refs: SssdRefs) -> Manifest:
         "name": "sssd",
         "image": image,
         "restartPolicy": "Always",
-        "command": ["/bin/sh", "-c", sssd_start(refs.bind_password_secret is not None)],
+        "command": sh(sssd_start(refs.bind_password_secret is not None)),
         "securityContext": SSSD_SECURITY,
         "resources": resources(SSSD_RESOURCES),
         "startupProbe": exec_probe(["test", "-S", NSS_SOCKET], period=2, failures=60),

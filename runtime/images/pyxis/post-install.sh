@@ -4,7 +4,7 @@ enroot=3.5.0
 pyxis=0.20.0
 arch=$(dpkg --print-architecture)
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine)
-cd /tmp
+cd /tmp || exit
 curl -fsSLO "https://github.com/NVIDIA/enroot/releases/download/v${enroot}/enroot_${enroot}-1_${arch}.deb"
 curl -fsSLO "https://github.com/NVIDIA/enroot/releases/download/v${enroot}/enroot+caps_${enroot}-1_${arch}.deb"
 apt-get -q update >/dev/null

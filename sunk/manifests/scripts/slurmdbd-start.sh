@@ -1,0 +1,20 @@
+#!/bin/sh
+# The slurmdbd container (sunk/manifests/accounting.py).
+# What sunk.render.finalize_slurmdbd_conf does, at container start: the rendered file plus
+# `StoragePass=` from the mounted Secret, written 0600 (slurmdbd refuses a readable file).
+# slurmdbd finds slurmdbd.conf beside $SLURM_CONF.
+set -eu
+etc=@SLURM_ETC@
+password_file=@PASSWORD_FILE@
+run=@RUN_DIR@
+umask 077
+password=$(cat "$password_file")
+case "$password" in *'
+'*) echo "database password must be one line" >&2; exit 1 ;; esac
+cp "$etc/slurm.conf" "$run/slurm.conf"
+# auth/slurm reads slurm.key beside $SLURM_CONF (measured: slurmdbd 24.11 dies without it there).
+if [ -e "$etc/slurm.key" ]; then ln -sf "$etc/slurm.key" "$run/slurm.key"; fi
+{ cat "$etc/slurmdbd.conf"; printf 'StoragePass=%s\n' "$password"; } > "$run/slurmdbd.conf"
+chmod 0600 "$run/slurmdbd.conf"
+export SLURM_CONF="$run/slurm.conf"
+exec slurmdbd -D

@@ -1,0 +1,29 @@
+#!/bin/sh
+# The sssd sidecar (sunk/manifests/sssd.py): SSSD's folders in the shared volumes, sssd.conf
+# from its Secret plus the bind password (refused if it would add a line), 0600, then sssd in
+# the foreground.
+#   bind_password  the mounted bind password file, or empty: no bind password
+set -eu
+pipes=@PIPES@
+memcache=@MEMCACHE@
+template=@TEMPLATE@
+conf=@CONF@
+bind_password=@BIND_PASSWORD@
+umask 077
+# The socket folder outlives a restarted sidecar (an emptyDir): no stale socket may pass
+# the startup probe while this one is still starting or refuses to.
+rm -f /run/sssd.pid "$pipes/nss" "$pipes/pam" "$pipes/ssh"
+install -d -m 0755 "$pipes" "$memcache"
+install -d -m 0700 "$pipes/private" /var/lib/sss/db
+cp "$template" "$conf"
+if [ -n "$bind_password" ]; then
+  password=$(cat "$bind_password")
+  case "$password" in *'
+'*) echo 'bind password: one line only (it would add a line to sssd.conf)' >&2; exit 1 ;; esac
+  if printf '%s' "$password" | LC_ALL=C grep -q '[[:cntrl:]]'; then
+    echo 'bind password: control characters are not allowed' >&2; exit 1
+  fi
+  printf 'ldap_default_authtok = %s\n' "$password" >> "$conf"
+fi
+chmod 0600 "$conf"
+exec sssd -i --logger=stderr
