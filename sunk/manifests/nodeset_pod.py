@@ -31,7 +31,7 @@ from typing import Any
 
 from sunk import keys, naming
 from sunk.images import S6_INIT
-from sunk.manifests.scripts import render, sh
+from sunk.manifests.scripts import munge_start, sh
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.render import node_conf
@@ -280,9 +280,7 @@ def _munge_sidecar(spec: NodeSetResourceSpec) -> dict[str, Any]:
     return {
         "name": MUNGE,
         "image": spec.slurmd_image,
-        "command": sh(
-            render("slurmd-munge-start.sh", MUNGE_DIR=MUNGE_RUN, KEY_SECRET=MUNGE_KEY_DIR, KEY_FILE=keys.MUNGE_KEY)
-        ),
+        "command": sh(munge_start(MUNGE_RUN, MUNGE_KEY_DIR, keys.MUNGE_KEY, threads=4)),
         "restartPolicy": "Always",
         "startupProbe": {
             "exec": {"command": ["test", "-S", naming.MUNGE_SOCKET]},

@@ -7,7 +7,7 @@ from typing import Literal
 from sunk import naming
 from sunk.manifests.config import MUNGE_KEY, SecretKey
 from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj
-from sunk.manifests.scripts import render, sh
+from sunk.manifests.scripts import munge_start, sh
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import SharedVolumeSpec
 
@@ -27,7 +27,7 @@ def munge_sidecar(image: str) -> Manifest:
         "name": "munge",
         "image": image,
         "restartPolicy": "Always",
-        "command": sh(render("munge-start.sh", MUNGE_DIR=MUNGE_DIR, KEY_SECRET=MUNGE_KEY_SECRET, KEY_FILE=MUNGE_KEY)),
+        "command": sh(munge_start(MUNGE_DIR, MUNGE_KEY_SECRET, MUNGE_KEY)),
         # Starts as root only to chown the key and socket directory, then runs munged as `munge`.
         "securityContext": {
             "runAsUser": 0,

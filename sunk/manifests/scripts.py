@@ -48,6 +48,12 @@ def render(name: str, **values: str) -> str:
     return _INPUT.sub(lambda m: f"{m[1]}={shlex.quote(values[m[2]])}", text)
 
 
+def munge_start(run: str, secret: str, key: str, threads: int = 2) -> str:
+    """The one munged start script (munge-start.sh); slurmd pods ask for more threads (every job
+    step authenticates), everyone else has munged's default of 2."""
+    return render("munge-start.sh", MUNGE_DIR=run, KEY_SECRET=secret, KEY_FILE=key, THREADS=str(threads))
+
+
 def sh(script: str) -> list[str]:
     return ["/bin/sh", "-c", script]
 

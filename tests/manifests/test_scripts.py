@@ -39,7 +39,6 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
         "login-start.sh",
         "munge-start.sh",
         "reconfigure-watcher.sh",
-        "slurmd-munge-start.sh",
         "slurmdbd-start.sh",
         "sssd-start.sh",
     ]
