@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from sunk.runtime.harness import LocalSlurm
 
@@ -51,13 +49,16 @@ def test_default_partition_takes_jobs_without_p(acme: LocalSlurm, acme_spec: Clu
     assert _job(acme, job)["Partition"] == default
 
 
-def test_partition_max_time_holds_longer_jobs(acme: LocalSlurm) -> None:
-    job = acme.sbatch("#!/bin/sh\ntrue\n", "-p", "gpu", "--time=13:00:00")  # gpu maxTime 12:00:00
-    deadline = time.monotonic() + 20
-    while (reason := _job(acme, job)["Reason"]) != "PartitionTimeLimit" and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert reason == "PartitionTimeLimit"
-    assert _job(acme, job)["JobState"] == "PENDING"
+def test_partition_max_time_refuses_longer_jobs(acme: LocalSlurm) -> None:
+    """scheduling.enforcePartLimits ALL (the default): a job over the partition's MaxTime is refused
+    at submission with Slurm's reason, not queued for ever (Slurm's own default, NO, holds it with
+    PartitionTimeLimit)."""
+    assert "EnforcePartLimits=ALL" in (acme.root / "etc/slurm/slurm.conf").read_text()
+    done = acme.run("sbatch", "-p", "gpu", "--time=13:00:00", "--wrap", "true")  # gpu maxTime 12:00:00
+    assert done.returncode != 0
+    assert "Requested time limit is invalid" in done.stderr, done.stderr
+    within = acme.sbatch("#!/bin/sh\ntrue\n", "-p", "gpu", "--time=11:00:00")
+    assert _job(acme, within)["JobState"] in ("PENDING", "RUNNING", "COMPLETING", "COMPLETED")
 
 
 def test_high_qos_preempts_and_requeues_low(acme: LocalSlurm) -> None:
