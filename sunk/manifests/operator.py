@@ -42,6 +42,11 @@ class OperatorSpec(Model):
     """Default: requests 100m/256Mi, limit 1Gi memory."""
     labels: dict[str, str] = {}
     """Extra labels on every object. Default: none."""
+    monitoring: bool = False
+    """A ServiceMonitor for the operator's metrics and a PrometheusRule with its alerts (no leader,
+    a tenant's Slurm unreadable, failing actions); needs the Prometheus Operator CRDs. Default: false."""
+    monitoring_labels: dict[str, str] = {}
+    """Extra labels on them, e.g. the `release` your Prometheus selects. Default: none."""
     policy: TenantPolicy = TenantPolicy()
     """What a tenant's NodeSet may ask of the Nodes (slurmd pods are privileged): tenant namespaces
     only, images from allowed prefixes, hostPath volumes under allowed paths; the operator refuses
@@ -98,6 +103,66 @@ LEASE_RULES: list[Manifest] = [
 
 def namespace(op: OperatorSpec) -> Manifest:
     return obj("v1", "Namespace", _meta(op, op.namespace, namespaced=False))
+
+
+def operator_alert_rules() -> list[dict[str, object]]:
+    """The operator's alerts (its metrics carry its namespace through the ServiceMonitor)."""
+
+    def rule(name: str, expr: str, duration: str, severity: str, summary: str) -> dict[str, object]:
+        return {
+            "alert": name,
+            "expr": expr,
+            "for": duration,
+            "labels": {"severity": severity},
+            "annotations": {"summary": summary},
+        }
+
+    return [
+        rule(
+            "SunkOperatorNoLeader",
+            "absent(sunk_operator_leader) or max(sunk_operator_leader) < 1",
+            "5m",
+            "critical",
+            "no NodeSet operator replica leads: slurmd pods are neither created nor replaced",
+        ),
+        rule(
+            "SunkOperatorSlurmUnreadable",
+            "max(sunk_operator_slurm_unreadable_clusters) > 0",
+            "10m",
+            "warning",
+            "the operator cannot read some tenant's Slurm: it deletes and drains nothing there",
+        ),
+        rule(
+            "SunkOperatorErrors",
+            "sum(rate(sunk_operator_errors_total[10m])) > 0.05",
+            "10m",
+            "warning",
+            "the operator's actions keep failing (see its Events and log)",
+        ),
+    ]
+
+
+def operator_monitoring(op: OperatorSpec) -> list[Manifest]:
+    if not op.monitoring:
+        return []
+    meta = {**_meta(op, OPERATOR_NAME), "labels": {**_labels(op), **op.monitoring_labels}}
+    monitor = obj(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        meta,
+        spec={
+            "selector": {"matchLabels": {**OPERATOR_LABELS, METRICS_LABEL: "true"}},
+            "namespaceSelector": {"matchNames": [op.namespace]},
+            "endpoints": [{"port": "metrics", "path": "/metrics"}],
+        },
+    )
+    rules = obj(
+        "monitoring.coreos.com/v1",
+        "PrometheusRule",
+        {**meta, "name": f"{OPERATOR_NAME}-alerts"},
+        spec={"groups": [{"name": "sunk-operator", "rules": operator_alert_rules()}]},
+    )
+    return [monitor, rules]
 
 
 def operator_manifests(op: OperatorSpec) -> list[Manifest]:
@@ -171,4 +236,5 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
                 "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
             },
         ),
+        *operator_monitoring(op),
     ]

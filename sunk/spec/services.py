@@ -254,6 +254,10 @@ class MonitoringSpec(Model):
     """A ServiceMonitor for the syncer and scheduler metrics, when enabled. Default: true."""
     dashboard: bool = True
     """A Grafana dashboard ConfigMap (picked up by the Grafana sidecar), when enabled. Default: true."""
+    rules: bool = True
+    """A PrometheusRule with the runtime's alerts (Slurm unreachable, nodes drained for hours, a
+    stuck queue, runtime errors, syncer and scheduler lag, a metrics endpoint down), when enabled.
+    Default: true."""
     interval: Annotated[str, Field(pattern=r"^[1-9][0-9]*(s|m)$")] = "30s"
     """Scrape interval. Default: 30s."""
     labels: Labels = {}

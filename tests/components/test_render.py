@@ -52,6 +52,7 @@ def test_golden_library_program(rendered: dict[str, Rendered], evaluations: dict
 def test_every_object_is_valid_kubernetes(rendered: dict[str, Rendered], name: str) -> None:
     nodeset = OAS30Validator(closed(open_api_schema()))
     monitor = OAS30Validator(yaml.safe_load((SCHEMAS / "servicemonitor.yaml").read_text()))
+    rules = OAS30Validator(yaml.safe_load((SCHEMAS / "prometheusrule.yaml").read_text()))
     kinds = set()
     for text in rendered[name].files.values():
         obj = yaml.safe_load(text)  # what kubectl reads, not the in-memory dict
@@ -59,8 +60,9 @@ def test_every_object_is_valid_kubernetes(rendered: dict[str, Rendered], name: s
         if obj["apiVersion"] == NODESET_API:
             errors = [e.message for e in nodeset.iter_errors(obj)]
             assert not errors, f"{obj['metadata']['name']}: {errors}"
-        elif obj["kind"] == "ServiceMonitor":
-            errors = [e.message for e in monitor.iter_errors(obj)]
+        elif obj["kind"] in ("ServiceMonitor", "PrometheusRule"):
+            validator = monitor if obj["kind"] == "ServiceMonitor" else rules
+            errors = [e.message for e in validator.iter_errors(obj)]
             assert not errors, f"{obj['metadata']['name']}: {errors}"
         else:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
