@@ -63,3 +63,35 @@ def test_settings_come_from_sunk_variables_and_every_problem_names_one() -> None
     with pytest.raises(SettingsError) as err:
         _Example.from_env({"SUNK_CLUSTER": "", "SUNK_EXAMPLE_INTERVAL": "0"})
     assert "SUNK_CLUSTER: Field required" in str(err.value) and "SUNK_EXAMPLE_INTERVAL:" in str(err.value)
+
+
+def test_the_process_runner_refuses_bad_settings_and_runs_the_loop_until_stopped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    from prometheus_client import CollectorRegistry
+    from sunk.runtime.common import process
+
+    monkeypatch.setenv("SUNK_CLUSTER", "")
+    monkeypatch.setenv("SUNK_EXAMPLE_INTERVAL", "0")
+    assert process.run("example", _Example, lambda s: pytest.fail("built with bad settings")) == 2
+    assert "sunk-example: SUNK_CLUSTER: Field required" in capsys.readouterr().err
+
+    class _WithPort(_Example):
+        metrics_port: int = 0  # any free port
+
+    monkeypatch.setenv("SUNK_CLUSTER", "c")
+    monkeypatch.setenv("SUNK_EXAMPLE_INTERVAL", "1")
+    ran, closed = threading.Event(), threading.Event()
+
+    def loop(stop: threading.Event) -> None:
+        ran.set()  # a real loop waits on `stop`; SIGTERM sets it
+
+    def build(settings: _WithPort) -> process.Process:
+        assert settings.cluster == "c" and settings.interval == 1.0
+        ok = lambda: (True, "ok")  # noqa: E731
+        return process.Process(CollectorRegistry(), ok, ok, loop, close=closed.set)
+
+    assert process.run("example", _WithPort, build) == 0
+    assert ran.is_set() and closed.is_set()
