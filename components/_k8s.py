@@ -173,4 +173,6 @@ def state_options(allow_replacement: bool) -> dict[str, Any]:
     `retain_on_delete`: destroying the stack leaves the claim and its volume in the cluster.
     `protect`: the engine refuses any plan that would delete or replace the claim (a storage
     class edit replaces a PVC), until the stack opts in with `sunk:allowStateReplacement: true`."""
-    return {"retain_on_delete": True, "protect": not allow_replacement}
+    # Retained only while protected: the engine also skips the delete when it *replaces* a
+    # retained resource, so the replacement's create would meet the old claim (AlreadyExists).
+    return {"retain_on_delete": not allow_replacement, "protect": not allow_replacement}

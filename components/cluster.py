@@ -71,7 +71,13 @@ class SlurmCluster(Component):
         self.namespace_resource = None
         if spec.create_namespace:
             self.namespace_resource = typed(
-                k8s.core.v1.Namespace, create(f"{name}-namespace", namespace_manifest(spec), child(self))
+                # Retained like the state it holds: deleting the Namespace would delete its PVCs.
+                k8s.core.v1.Namespace,
+                create(
+                    f"{name}-namespace",
+                    namespace_manifest(spec),
+                    child(self, retain_on_delete=not allow_state_replacement),
+                ),
             )
             ns = self.namespace_resource.metadata.name
         self.config = SlurmConfig(f"{name}-config", spec, namespace=ns, opts=child(self))

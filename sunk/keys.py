@@ -59,6 +59,8 @@ SLURM_STATE_DETAIL = PREFIX + "slurm-state-detail"
 """slurmd pods (syncer): Slurm's full state joined as sinfo does (IDLE+DRAIN)."""
 SLURM_REASON = PREFIX + "slurm-reason"
 """slurmd pods (syncer): Slurm's reason, only while the node is drained or down."""
+LEGACY_NODE_DRAIN = PREFIX + "slurm-drain"
+"""The Node annotation every tenant's syncer wrote before keys were per tenant; the syncer removes it."""
 TOPOLOGY_WRITTEN = PREFIX + "topology-written"
 TOPOLOGY_RECONFIGURED = PREFIX + "reconfigured"
 

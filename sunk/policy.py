@@ -31,12 +31,26 @@ class TenantPolicy(Model):
     namespaces they create (label a namespace you bring yourself). null: any namespace.
     Default: slurm.sunk.dev/tenant."""
     image_prefixes: list[
-        Annotated[str, _matcher(r"[a-z0-9.:-]+(/[a-z0-9._-]+)*/?", "an image prefix such as ghcr.io/acme/", 255)]
+        Annotated[
+            str,
+            _matcher(
+                r"[a-z0-9.:-]+(/[a-z0-9._-]+)*/",
+                "a registry or repository path ending in '/', such as ghcr.io/acme/ (so ghcr.io/acme "
+                "can't admit ghcr.io/acme-evil)",
+                255,
+            ),
+        ]
     ] = Field(default_factory=lambda: [f"{DEFAULT_REGISTRY}/"])
     """Every container image of a slurmd pod (slurmd, sidecars, init containers) must start with
     one of these. Default: sunk's own registry, ghcr.io/sunk-dev/."""
     host_paths: list[AbsPath] = []
-    """hostPath volumes a NodeSet may mount: these paths or paths under them. Default: none."""
+    """hostPath volumes a NodeSet may mount: these paths or paths under them. Default: none.
+
+    What the policy does not confine: slurmd is privileged and runs, as root, the scripts a tenant
+    supplies (prolog and epilog, the NodeSet's s6 scripts), and a NodeSet chooses its Nodes
+    (nodeSelector, tolerations). Whoever may write NodeSets and the Slurm ConfigMaps in a tenant
+    namespace is trusted with root on the Nodes its NodeSets reach: keep tenants on Nodes of their
+    own (taints and a nodeSelector the platform sets) where that trust is not given."""
 
 
 def _under(path: str, allowed: str) -> bool:

@@ -40,9 +40,11 @@ class Process:
 def run(name: str, settings_type: type[S], build: Callable[[S], Process]) -> int:
     """Run controller `name`: read its settings, build it, serve health and metrics on
     SUNK_METRICS_PORT, loop until SIGTERM or SIGINT. Returns the exit code."""
-    logging.basicConfig(
-        level=os.environ.get("SUNK_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    level = os.environ.get("SUNK_LOG_LEVEL", "INFO").strip().upper() or "INFO"
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        print(f"sunk-{name}: SUNK_LOG_LEVEL: {level!r} is not one of debug, info, warning, error", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     log = logging.getLogger(f"sunk.{name}")

@@ -186,8 +186,13 @@ class Reconciler:
         could be read (then _allowed serves nothing this resync: fail closed)."""
         if self.policy is None or self.policy.namespace_label is None:
             return None
+        label = self.policy.namespace_label
         try:
-            return self.kube.list_namespaces(self.policy.namespace_label)
+            found = self.kube.list_namespaces(label)
+            legacy = keys.LEGACY.get(label)  # namespaces labelled before the single key prefix
+            if legacy is not None:
+                found = {**self.kube.list_namespaces(legacy), **found}
+            return found
         except Exception as err:
             log.warning("namespaces unreadable, serving no NodeSet this resync: %s", err)
             self.namespaces_unreadable = True

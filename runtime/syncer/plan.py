@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sunk import keys
 from sunk.naming import OPERATOR_REASON_PREFIX, OWNED_REASON_PREFIX
 
 from ..slurmrest.models import Node
@@ -36,6 +37,7 @@ from .model import (
     rfc3339,
 )
 
+LEGACY_NODE_DRAIN_ANNOTATION = keys.LEGACY_NODE_DRAIN
 _MESSAGE_LIMIT = 200  # Slurm reasons show up in sinfo columns; keep Kubernetes messages short there
 
 
@@ -224,8 +226,13 @@ def _node_actions(kn: KubeNode, drains: list[str], namespace: str, now: datetime
     annotation, condition = node_drain_annotation(namespace), node_condition(namespace)
     text = "; ".join(sorted(drains)) or None
     out: list[KubeAction] = []
+    changes: dict[str, str | None] = {}
     if kn.annotations.get(annotation) != text:
-        out.append(AnnotateNode(kn.name, {annotation: text}))
+        changes[annotation] = text
+    if LEGACY_NODE_DRAIN_ANNOTATION in kn.annotations:
+        changes[LEGACY_NODE_DRAIN_ANNOTATION] = None  # one key all tenants shared, before per-tenant keys
+    if changes:
+        out.append(AnnotateNode(kn.name, changes))
     index = condition_index(kn.conditions, condition)
     if text is not None:
         want = Condition(condition, "True", "DrainedInSlurm", _short(text))

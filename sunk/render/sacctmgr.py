@@ -149,7 +149,7 @@ def render_sacctmgr_script(spec: ClusterSpec) -> str:
         ),
         *(" ".join(["sacctmgr", "-i", *c]) for c in render_account_commands(spec)),
         "",
-        f"# Associations of users in accounts marked {MARK} that the spec no longer lists: other",
+        f"# Associations in the spec's accounts and those marked {MARK} that the spec no longer lists: other",
         "# accounts first, then default accounts (Slurm refuses to remove a default while others remain).",
         f"marked=$(sacctmgr -n -P show account format=account,description | awk -F'|' '$2 == \"{MARK}\" "
         "{print $1}' | tr '\\n' ' ')",
@@ -158,7 +158,7 @@ def render_sacctmgr_script(spec: ClusterSpec) -> str:
         '  sacctmgr -n -P show assoc where cluster="$cluster" format=account,user |',
         "  while IFS='|' read -r a u; do",
         '    [ -n "$u" ] || continue',
-        '    case " $marked " in *" $a "*) ;; *) continue ;; esac',
+        '    case " $marked $wanted_accounts " in *" $a "*) ;; *) continue ;; esac',
         '    case " $wanted_pairs " in *" $a:$u "*) continue ;; esac',
         '    case " $defaults " in *" $u|$a "*) is_default=yes ;; *) is_default=no ;; esac',
         '    [ "$is_default" = "$1" ] || continue',

@@ -378,6 +378,11 @@ class LdapSpec(Model):
             )
         if self.ca_secret is not None and self.ca_config_map is not None:
             raise ValueError("caConfigMap: give the CA once, in caSecret or in caConfigMap, not both")
+        if self.tls_reqcert in WEAK_REQCERT and self.bind_password_secret is not None:
+            raise ValueError(
+                f"tlsReqcert: {self.tls_reqcert} would send the bind password to a server whose certificate "
+                "is not verified; use demand (with caSecret or caConfigMap) or bind anonymously"
+            )
         if self.tls_reqcert == "never" and (self.ca_secret is not None or self.ca_config_map is not None):
             field = "caSecret" if self.ca_secret is not None else "caConfigMap"
             raise ValueError(

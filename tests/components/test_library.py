@@ -152,10 +152,15 @@ def test_state_volumes_refuse_replacement_unless_the_stack_allows_it(
     assert not [r for r in evaluations[stack].kubernetes() if r.protect and r.inputs["kind"] != "PersistentVolumeClaim"]
 
 
-def test_allow_state_replacement_lifts_the_protection_only() -> None:
+def test_allow_state_replacement_lifts_protection_and_retention_together() -> None:
+    """Retention goes with protection: the engine also skips the delete when it *replaces* a
+    retained resource, so a replacement claim would meet the old one (AlreadyExists)."""
     ev = _stack("acme-dev", {"sunk:allowStateReplacement": "true"})
     claims = [r for r in ev.kubernetes() if r.inputs["kind"] == "PersistentVolumeClaim"]
-    assert claims and not any(r.protect for r in claims) and all(r.retain_on_delete for r in claims)
+    assert claims and not any(r.protect or r.retain_on_delete for r in claims)
+    kept = _stack("acme-dev")
+    namespace = next(r for r in kept.kubernetes() if r.inputs["kind"] == "Namespace" and r.name.endswith("-namespace"))
+    assert namespace.retain_on_delete  # deleting it would delete the claims it holds
 
 
 def test_allow_state_replacement_is_a_known_setting() -> None:

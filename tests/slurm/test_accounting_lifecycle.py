@@ -184,3 +184,18 @@ def test_an_account_with_running_jobs_is_not_dropped_silently(slurm: LocalSlurm)
     slurm.cancel_all()
     _apply(slurm, ACME)
     assert ("busy", "") not in _assocs(slurm)
+
+
+def test_users_dropped_from_an_administrators_account_the_spec_lists_lose_their_association(
+    slurm: LocalSlurm,
+) -> None:
+    """An account an administrator made is managed (never deleted) when the spec names it: a
+    user the spec takes out of it loses the association, or they could still submit jobs."""
+    slurm.run("sacctmgr", "-i", "add", "account", "lab", f"cluster={ACME.name}", check=True)
+    _apply(slurm, _with_qos(accounts=[AccountSpec(name="lab", users=["nobody"])]))
+    assert ("lab", "nobody") in _assocs(slurm)
+    _apply(slurm, _with_qos(accounts=[AccountSpec(name="lab")]))
+    assoc = _assocs(slurm)
+    assert ("lab", "nobody") not in assoc and ("lab", "") in assoc  # the account itself stays
+    _apply(slurm, ACME)
+    assert ("lab", "") in _assocs(slurm)  # not sunk's: never removed

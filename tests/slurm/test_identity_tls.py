@@ -1,7 +1,7 @@
 """SSSD's TLS to a real slapd (TLS only, test CA), run by the sidecar's own script from the login
 image: StartTLS and LDAPS verify the server against the CA from the Secret (demand by default);
-a CA that did not sign the server's certificate, or the system CAs, get nothing; only an explicit
-`tlsReqcert: never` lets an unverified server through; Google Secure LDAP's client certificate is
+a CA that did not sign the server's certificate, or the system CAs, get nothing, and no spec may
+send the bind password to an unverified server (a weak tlsReqcert with a bind password is refused); Google Secure LDAP's client certificate is
 presented (slapd demands one) and no bind password is needed; a bind password that would add a
 line to sssd.conf stops the sidecar."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from sunk.runtime.harness.directory import DirectoryGroup, DirectoryUser, LocalLdap, make_test_ca
 from sunk.runtime.harness.identity import DirectorySecrets, start_sssd, stop_sssd
 from sunk.runtime.harness.jail import Jail
@@ -117,9 +118,10 @@ def test_a_server_the_ca_did_not_sign_is_refused(login_root: Jail, slapd: LocalL
     # Without a CA the image's system CAs are used, and they do not know the test CA either.
     system = DirectorySecrets(bind_password=slapd.bind_password)
     assert lookup(login_root, spec_with(bound(slapd, slapd.ldaps_uri)), system) == ""
-    # Only the spec saying so lets an unverified server through.
-    never = spec_with(bound(slapd, slapd.ldaps_uri, tlsReqcert="never"))
-    assert lookup(login_root, never, system) == ALICE
+    # And no spec may send the bind password to an unverified server: a weak tlsReqcert with a
+    # bind password is refused before anything is rendered.
+    with pytest.raises(ValidationError, match="tlsReqcert: never would send the bind password"):
+        spec_with(bound(slapd, slapd.ldaps_uri, tlsReqcert="never"))
 
 
 def test_the_bind_password_comes_from_the_secret(login_root: Jail, slapd: LocalLdap) -> None:

@@ -143,8 +143,9 @@ def test_tls_defaults_verify_the_server() -> None:
     starttls = render_sssd_conf(ldap_spec(uris=["ldap://ldap.acme.example"]))
     assert "ldap_id_use_start_tls = true" in starttls and "ldap_tls_reqcert = demand" in starttls
     # Weaker only when the spec says so.
-    weak = {k: v for k, v in LDAP.items() if k != "caSecret"}
-    assert "ldap_tls_reqcert = never" in render_sssd_conf(ldap_spec(**{**weak, "tlsReqcert": "never"}, caSecret=None))
+    # (anonymous: a bind password never goes to an unverified server)
+    anonymous = {"bindDn": None, "bindPasswordSecret": None, "caSecret": None}
+    assert "ldap_tls_reqcert = never" in render_sssd_conf(ldap_spec(**anonymous, tlsReqcert="never"))
 
 
 def test_providers() -> None:
@@ -188,7 +189,13 @@ COMBOS = [
     ("authentik-anonymous", {**NO_BIND, "provider": "authentik"}, "bindDn", "required for provider authentik"),
     ("google-no-cert", {**NO_BIND, "provider": "google"}, "clientCertSecret", "required for provider google"),
     ("two-cas", {**LDAP, "caConfigMap": {"name": "ca", "key": "ca.crt"}}, "caConfigMap", "give the CA once"),
-    ("never-with-ca", {**LDAP, "tlsReqcert": "never"}, "tlsReqcert", "never checks no certificate"),
+    (
+        "never-with-ca",
+        {**NO_BIND, "caSecret": {"name": "ldap", "key": "ca.crt"}, "tlsReqcert": "never"},
+        "tlsReqcert",
+        "never checks no certificate",
+    ),
+    ("weak-reqcert-with-bind-password", {**LDAP, "tlsReqcert": "allow"}, "tlsReqcert", "would send the bind password"),
     (
         "cert-key-same",
         {**LDAP, "clientCertSecret": {"name": "c", "keyKey": "tls.crt"}},

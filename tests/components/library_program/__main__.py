@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 from sunk.components import SlurmCluster, SunkOperator, late
 
 from sunk.manifests.operator import OperatorSpec
+from sunk.policy import TenantPolicy
 from sunk.spec import ClusterSpec
 
 config = pulumi.Config()
@@ -20,7 +21,7 @@ on_platform = pulumi.ResourceOptions(provider=platform)
 
 namespace = k8s.core.v1.Namespace(
     "initech-batch",
-    metadata={"name": "initech-batch", "labels": {"sunk.dev/tenant": "initech"}},
+    metadata={"name": "initech-batch", "labels": {"slurm.sunk.dev/tenant": "initech"}},
     opts=on_platform,
 )
 fast = k8s.storage.v1.StorageClass(
@@ -68,7 +69,15 @@ spec = ClusterSpec.model_validate(
         "partitions": [{"name": "gpu", "nodesets": ["a100"], "default": True}],
     }
 )
-operator = SunkOperator("platform-sunk", OperatorSpec(namespace="platform-sunk", replicas=2), opts=on_platform)
+operator = SunkOperator(
+    "platform-sunk",
+    OperatorSpec(
+        namespace="platform-sunk",
+        replicas=2,
+        policy=TenantPolicy(image_prefixes=["registry.initech.internal/hpc/"]),
+    ),
+    opts=on_platform,
+)
 cluster = SlurmCluster(
     "initech-hpc",
     spec,

@@ -95,3 +95,13 @@ def test_the_process_runner_refuses_bad_settings_and_runs_the_loop_until_stopped
 
     assert process.run("example", _WithPort, build) == 0
     assert ran.is_set() and closed.is_set()
+
+
+def test_an_unknown_log_level_stops_the_process_with_its_variable_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sunk.runtime.common import process
+
+    monkeypatch.setenv("SUNK_LOG_LEVEL", "chatty")
+    assert process.run("example", _Example, lambda s: pytest.fail("built")) == 2
+    assert "SUNK_LOG_LEVEL" in capsys.readouterr().err

@@ -120,3 +120,22 @@ def test_policy_checks_are_pure_and_name_what_is_allowed() -> None:
     ]
     assert namespace_problem(TenantPolicy(namespace_label=None), "any", None) is None
     assert namespace_problem(policy, "t", {TENANT_NAMESPACE_LABEL: ""}) is None
+
+
+def test_an_image_prefix_is_a_path_so_a_sibling_registry_is_not_admitted() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="ending in '/'"):
+        TenantPolicy(image_prefixes=["ghcr.io/acme"])
+    policy = TenantPolicy(image_prefixes=["ghcr.io/acme/"])
+    pod = {"spec": {"containers": [{"name": "x", "image": "ghcr.io/acme-evil/x:1"}]}}
+    assert pod_problems(policy, pod)
+
+
+def test_a_namespace_labelled_by_an_older_release_is_served() -> None:
+    from sunk import keys
+
+    kube, reconciler, _ = world(tenant_label=False)
+    kube.namespaces[NS] = {keys.LEGACY[keys.TENANT]: "acme"}
+    reconciler.resync()
+    assert len(kube.pods) == 2 and condition(kube) == {}

@@ -325,3 +325,11 @@ def test_node_annotation_removed_and_condition_false_when_the_drain_ends() -> No
 def test_nodes_never_drained_in_slurm_get_no_condition() -> None:
     obs = observe([slurm("cpu-0", pod="cpu-0")], [node_object("k1"), node_object("k2")], [pod("cpu-0")])
     assert [a for a in kube_actions(obs) if isinstance(a, AnnotateNode | SetNodeCondition)] == []
+
+
+def test_the_node_annotation_all_tenants_shared_before_is_removed() -> None:
+    from sunk import keys
+
+    kn = node_object("k1", annotations={keys.LEGACY_NODE_DRAIN: "cpu-0: old"})
+    obs = observe([slurm("cpu-0", pod="cpu-0")], [kn], [pod("cpu-0")])
+    assert AnnotateNode("k1", {keys.LEGACY_NODE_DRAIN: None}) in kube_actions(obs)

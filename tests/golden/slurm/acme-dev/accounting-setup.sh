@@ -29,7 +29,7 @@ sacctmgr -i modify account where name=root set QOS+=normal,low,high
 assoc_exists root slurm || sacctmgr -i add user slurm account=root cluster="$cluster"
 sacctmgr -i modify user where name=slurm cluster=research set DefaultAccount=root
 
-# Associations of users in accounts marked sunk-managed that the spec no longer lists: other
+# Associations in the spec's accounts and those marked sunk-managed that the spec no longer lists: other
 # accounts first, then default accounts (Slurm refuses to remove a default while others remain).
 marked=$(sacctmgr -n -P show account format=account,description | awk -F'|' '$2 == "sunk-managed" {print $1}' | tr '\n' ' ')
 defaults=$(sacctmgr -n -P show user format=user,defaultaccount | tr '\n' ' ')
@@ -37,7 +37,7 @@ drop_users() {
   sacctmgr -n -P show assoc where cluster="$cluster" format=account,user |
   while IFS='|' read -r a u; do
     [ -n "$u" ] || continue
-    case " $marked " in *" $a "*) ;; *) continue ;; esac
+    case " $marked $wanted_accounts " in *" $a "*) ;; *) continue ;; esac
     case " $wanted_pairs " in *" $a:$u "*) continue ;; esac
     case " $defaults " in *" $u|$a "*) is_default=yes ;; *) is_default=no ;; esac
     [ "$is_default" = "$1" ] || continue

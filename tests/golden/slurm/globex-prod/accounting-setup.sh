@@ -45,7 +45,7 @@ sacctmgr -i modify user where name=ada cluster=sim set DefaultAccount=training
 sacctmgr -i modify user where name=grace cluster=sim set DefaultAccount=training
 sacctmgr -i modify user where name=linus cluster=sim set DefaultAccount=inference
 
-# Associations of users in accounts marked sunk-managed that the spec no longer lists: other
+# Associations in the spec's accounts and those marked sunk-managed that the spec no longer lists: other
 # accounts first, then default accounts (Slurm refuses to remove a default while others remain).
 marked=$(sacctmgr -n -P show account format=account,description | awk -F'|' '$2 == "sunk-managed" {print $1}' | tr '\n' ' ')
 defaults=$(sacctmgr -n -P show user format=user,defaultaccount | tr '\n' ' ')
@@ -53,7 +53,7 @@ drop_users() {
   sacctmgr -n -P show assoc where cluster="$cluster" format=account,user |
   while IFS='|' read -r a u; do
     [ -n "$u" ] || continue
-    case " $marked " in *" $a "*) ;; *) continue ;; esac
+    case " $marked $wanted_accounts " in *" $a "*) ;; *) continue ;; esac
     case " $wanted_pairs " in *" $a:$u "*) continue ;; esac
     case " $defaults " in *" $u|$a "*) is_default=yes ;; *) is_default=no ;; esac
     [ "$is_default" = "$1" ] || continue
