@@ -199,3 +199,21 @@ def test_users_dropped_from_an_administrators_account_the_spec_lists_lose_their_
     assert ("lab", "nobody") not in assoc and ("lab", "") in assoc  # the account itself stays
     _apply(slurm, ACME)
     assert ("lab", "") in _assocs(slurm)  # not sunk's: never removed
+
+
+def test_a_dropped_account_with_an_administrators_account_under_it_is_refused_not_orphaned(
+    slurm: LocalSlurm,
+) -> None:
+    """Slurm 24.11 deletes a parent account and leaves a child someone else made pointing at a
+    parent that is gone (measured): the script refuses instead, naming both."""
+    _apply(slurm, _with_qos(accounts=[AccountSpec(name="team")]))
+    slurm.run("sacctmgr", "-i", "add", "account", "theirs", "parent=team", f"cluster={ACME.name}", check=True)
+    (slurm.root / "tmp/qos.sh").write_text(render_sacctmgr_script(ACME))
+    done = slurm.run("sh", "/tmp/qos.sh", role="slurmdbd", timeout=120)
+    assert done.returncode != 0
+    assert "account team: account theirs, which sunk does not manage, is under it" in done.stderr
+    assert ("team", "") in _assocs(slurm)  # nothing deleted
+    slurm.run("sacctmgr", "-i", "modify", "account", "theirs", f"cluster={ACME.name}", "set", "parent=root", check=True)
+    _apply(slurm, ACME)
+    assoc = _assocs(slurm)
+    assert ("team", "") not in assoc and assoc[("theirs", "")]["parent"] == "root"

@@ -68,6 +68,15 @@ for a in $marked; do
   case " $wanted_accounts " in *" $a "*) continue ;; esac
   if assoc_exists "$a" ""; then dropped="${dropped:+$dropped,}$a"; fi
 done
+# An account someone else made under a dropped one would be left with a parent that is gone
+# (measured on 24.11): refused, saying which, rather than orphaned.
+for a in $(echo "$dropped" | tr , " "); do
+  for k in $(sacctmgr -n -P show assoc where cluster="$cluster" format=account,parentname,user | awk -F"|" -v p="$a" '$2 == p && $3 == "" {print $1}'); do
+    case ",$dropped," in *",$k,"*) continue ;; esac
+    echo "account $a: account $k, which sunk does not manage, is under it; move $k (sacctmgr modify account $k set parent=...) or keep $a in the spec" >&2
+    exit 1
+  done
+done
 [ -z "$dropped" ] || sacctmgr -i delete account name="$dropped" cluster="$cluster"
 
 # QOS marked sunk-managed that the spec no longer lists: off the root account, then deleted.
