@@ -61,6 +61,8 @@ SLURM_REASON = PREFIX + "slurm-reason"
 """slurmd pods (syncer): Slurm's reason, only while the node is drained or down."""
 LEGACY_NODE_DRAIN = PREFIX + "slurm-drain"
 """The Node annotation every tenant's syncer wrote before keys were per tenant; the syncer removes it."""
+LEGACY_NODE_CONDITION = "SlurmDrain"
+"""The Node condition every tenant's syncer wrote before keys were per tenant; the syncer removes it."""
 TOPOLOGY_WRITTEN = PREFIX + "topology-written"
 TOPOLOGY_RECONFIGURED = PREFIX + "reconfigured"
 

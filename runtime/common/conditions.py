@@ -78,3 +78,12 @@ def condition_patch(condition: Condition, index: int | None, count: int) -> Patc
         {"op": "test", "path": f"/status/conditions/{index}/type", "value": condition.type},
         {"op": "replace", "path": f"/status/conditions/{index}", "value": value},
     ]
+
+
+def condition_removal(type_: str, index: int) -> Patch:
+    """Remove one condition, guarded like a replace: if the list shifted since it was read, the
+    patch fails (retried next cycle) instead of removing someone else's condition."""
+    return [
+        {"op": "test", "path": f"/status/conditions/{index}/type", "value": type_},
+        {"op": "remove", "path": f"/status/conditions/{index}"},
+    ]

@@ -13,6 +13,7 @@ from functools import partial
 
 from prometheus_client import CollectorRegistry
 
+from ..common.conditions import condition_removal
 from ..slurmrest import Node, NodeCache, NodeDiff, SlurmApiError, SlurmRestError, SlurmUnavailable
 from .kube import KubeApi, KubeApiError, condition_patch, parse_node, parse_pod, pod_event
 from .metrics import SyncerMetrics
@@ -23,8 +24,8 @@ from .plan import (
     AnnotatePod,
     Drain,
     KubeAction,
+    RemoveNodeCondition,
     Resume,
-    SetNodeCondition,
     SetPodCondition,
     SetPodRef,
     SlurmAction,
@@ -95,7 +96,7 @@ class Syncer:
     # 3. apply ---------------------------------------------------------------------------------
     def apply(self, actions: list[Action], report: CycleReport) -> None:
         slurm = [a for a in actions if isinstance(a, Drain | Resume | SetPodRef)]
-        kube = [a for a in actions if isinstance(a, AnnotatePod | SetPodCondition | AnnotateNode | SetNodeCondition)]
+        kube = [a for a in actions if not isinstance(a, Drain | Resume | SetPodRef)]
         done: list[Drain | Resume] = []
         try:
             self._apply_slurm(slurm, report, done)
@@ -174,6 +175,8 @@ class Syncer:
             self.kube.patch_pod_status(action.namespace, action.name, patch)
         elif isinstance(action, AnnotateNode):
             self.kube.patch_node(action.name, {"metadata": {"annotations": dict(action.annotations)}})
+        elif isinstance(action, RemoveNodeCondition):
+            self.kube.patch_node_status(action.name, condition_removal(action.type, action.index))
         else:
             self.kube.patch_node_status(action.name, condition_patch(action.condition, action.index, action.count))
 

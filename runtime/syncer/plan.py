@@ -96,8 +96,15 @@ class SetNodeCondition:
     count: int
 
 
+@dataclass(frozen=True)
+class RemoveNodeCondition:
+    name: str
+    type: str
+    index: int
+
+
 SlurmAction = Drain | Resume | SetPodRef
-KubeAction = AnnotatePod | SetPodCondition | AnnotateNode | SetNodeCondition
+KubeAction = AnnotatePod | SetPodCondition | AnnotateNode | SetNodeCondition | RemoveNodeCondition
 Action = SlurmAction | KubeAction
 
 
@@ -233,6 +240,9 @@ def _node_actions(kn: KubeNode, drains: list[str], namespace: str, now: datetime
         changes[LEGACY_NODE_DRAIN_ANNOTATION] = None  # one key all tenants shared, before per-tenant keys
     if changes:
         out.append(AnnotateNode(kn.name, changes))
+    legacy = condition_index(kn.conditions, keys.LEGACY_NODE_CONDITION)
+    if legacy is not None:
+        out.append(RemoveNodeCondition(kn.name, keys.LEGACY_NODE_CONDITION, legacy))
     index = condition_index(kn.conditions, condition)
     if text is not None:
         want = Condition(condition, "True", "DrainedInSlurm", _short(text))

@@ -244,3 +244,16 @@ def test_runtime_trust_a_pod_shows_the_drain_reason_only_while_drained() -> None
     condition = next(c for c in pod["status"]["conditions"] if c["type"] == POD_CONDITION)
     assert (condition["status"], condition["message"]) == ("True", "")
     assert syncer.cycle().kube_writes == 0
+
+
+def test_keys_all_tenants_shared_before_are_removed_from_nodes_and_stay_removed() -> None:
+    from sunk import keys
+
+    _, kube, syncer = cluster()
+    kube.nodes["k1"]["metadata"]["annotations"][keys.LEGACY_NODE_DRAIN] = "cpu-1: old"
+    kube.nodes["k1"]["status"]["conditions"].append({"type": keys.LEGACY_NODE_CONDITION, "status": "True"})
+    syncer.cycle()
+    assert keys.LEGACY_NODE_DRAIN not in kube.nodes["k1"]["metadata"]["annotations"]
+    assert [c["type"] for c in kube.nodes["k1"]["status"]["conditions"]] == ["Ready"]  # the kubelet's stays
+    syncer.cycle()
+    assert syncer.cycle().kube_writes == 0

@@ -327,9 +327,14 @@ def test_nodes_never_drained_in_slurm_get_no_condition() -> None:
     assert [a for a in kube_actions(obs) if isinstance(a, AnnotateNode | SetNodeCondition)] == []
 
 
-def test_the_node_annotation_all_tenants_shared_before_is_removed() -> None:
+def test_the_node_annotation_and_condition_all_tenants_shared_before_are_removed() -> None:
+    from sunk.runtime.syncer.plan import RemoveNodeCondition
+
     from sunk import keys
 
     kn = node_object("k1", annotations={keys.LEGACY_NODE_DRAIN: "cpu-0: old"})
+    kn["status"]["conditions"].append({"type": keys.LEGACY_NODE_CONDITION, "status": "True", "reason": "x"})
     obs = observe([slurm("cpu-0", pod="cpu-0")], [kn], [pod("cpu-0")])
-    assert AnnotateNode("k1", {keys.LEGACY_NODE_DRAIN: None}) in kube_actions(obs)
+    actions = kube_actions(obs)
+    assert AnnotateNode("k1", {keys.LEGACY_NODE_DRAIN: None}) in actions
+    assert RemoveNodeCondition("k1", keys.LEGACY_NODE_CONDITION, 1) in actions
