@@ -26,6 +26,7 @@ from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors
 
+from ..common.conditions import Condition
 from ..common.events import event
 from ..common.timefmt import rfc3339
 from ..slurmrest.models import Node as SlurmNode
@@ -163,18 +164,7 @@ class Reconciler:
         except ValidationError as err:
             # The CRD schema can't express cross-field rules; say so on the object, once.
             message = "; ".join(format_errors(err))[:1000]
-            want = {
-                "observedGeneration": meta.get("generation", 0),
-                "conditions": [
-                    {
-                        "type": keys.SPEC_VALID,
-                        "status": "False",
-                        "reason": "Invalid",
-                        "message": message,
-                        "lastTransitionTime": rfc3339(now),
-                    }
-                ],
-            }
+            want = _refusal(keys.SPEC_VALID, "Invalid", message, meta.get("generation", 0), now)
             old = (status.get("conditions") or [{}])[0]
             if old.get("message") != message or status.get("observedGeneration") != want["observedGeneration"]:
                 self._guarded(lambda: self.kube.patch_nodeset_status(namespace, name, want), f"status of {name}")
@@ -221,30 +211,12 @@ class Reconciler:
             (c for c in s.status.get("conditions") or [] if c.get("type") == POLICY_CONDITION), {}
         )
         if old.get("message") != message or old.get("status") != "False":
-            status = {
-                "observedGeneration": s.generation,
-                "conditions": [
-                    {
-                        "type": POLICY_CONDITION,
-                        "status": "False",
-                        "reason": "PolicyViolation",
-                        "message": message,
-                        "lastTransitionTime": rfc3339(now),
-                    }
-                ],
-            }
+            status = _refusal(POLICY_CONDITION, "PolicyViolation", message, s.generation, now)
             if self.may_act():
                 self._guarded(
                     lambda: self.kube.patch_nodeset_status(s.namespace, s.name, status), f"status of {s.name}"
                 )
-                involved = {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "name": s.name,
-                    "namespace": s.namespace,
-                    "uid": s.uid,
-                }
-                self._event(s.namespace, s.name, involved, "PolicyViolation", message, now=now, warning=True)
+                self._event(s.namespace, s.name, _involved(s), "PolicyViolation", message, now=now, warning=True)
         log.warning("%s/%s refused by the tenant policy: %s", s.namespace, s.name, message)
         return False
 
@@ -379,8 +351,7 @@ class Reconciler:
         if event is not None:
             warning = isinstance(action, WARNINGS)
             log.log(logging.WARNING if warning else logging.INFO, "%s: %s: %s", s.key, *event)
-            involved = {"apiVersion": API_VERSION, "kind": KIND, "name": s.name, "namespace": ns, "uid": s.uid}
-            self._event(ns, s.name, involved, *event, now=now, warning=warning)
+            self._event(ns, s.name, _involved(s), *event, now=now, warning=warning)
         return True
 
     def _apply_topology(
@@ -439,6 +410,17 @@ class Reconciler:
             instance=self.identity,
         )
         self._guarded(lambda: self.kube.create_event(body), f"event {reason} on {name}")
+
+
+def _refusal(ctype: str, reason: str, message: str, generation: int, now: datetime) -> dict[str, Any]:
+    """The status of a NodeSet the operator will not serve: one False condition saying why."""
+    condition = Condition(ctype, "False", reason, message, rfc3339(now))
+    return {"observedGeneration": generation, "conditions": [condition.to_dict()]}
+
+
+def _involved(s: NodeSetObject) -> dict[str, str]:
+    """The NodeSet as an Event's involvedObject."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": s.name, "namespace": s.namespace, "uid": s.uid}
 
 
 def _slurm_call(api: SlurmApi, action: Action) -> Callable[[], None]:
