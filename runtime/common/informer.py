@@ -1,0 +1,501 @@
+"""Informer: a cache of one kind of Kubernetes object, filled by one list and kept current by a
+watch, so a controller reads the cluster from memory instead of listing it every cycle.
+
+How it follows the API server's contract (client-go's reflector does the same):
+- list (paged, `limit`/`continue`), then watch from the list's resourceVersion with
+  `allowWatchBookmarks`; a watch the server ends (its `timeoutSeconds`) resumes from the last
+  version seen, bookmarks included, without a new list;
+- 410 Gone (the version left the server's window, on the watch or a list's continue token):
+  list again; the store is replaced and the difference recorded as changes;
+- any other failure (transport, 5xx, a bad line): wait with capped exponential backoff and
+  jitter, then resume the watch from the last version (a 410 then turns it into a relist).
+
+Bounded memory: the store keeps what `transform(obj)` returns (a small projection of the fields
+a controller reads, or None for an object it does not want), never the raw objects, and a list is
+read page by page. The change log is bounded too: a reader too far behind is told "everything".
+
+"Changed since": every change to the store bumps `seq`; `view(since)` returns a snapshot and the
+keys added, modified or deleted after `since`, so a controller can act only on those.
+
+Pure parts (no I/O, no clock, no thread): `Store`, `parse_selector`/`selector_matches`,
+`backoff`, `handle_event`. `Informer` is the thread around them; `step()` is one list-and-watch
+round, so tests drive it synchronously with a scripted source. The source on the official
+client is runtime/common/kubewatch.py."""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+log = logging.getLogger("sunk.informer")
+
+T = TypeVar("T")
+
+
+class Gone(Exception):
+    """HTTP 410: the resourceVersion (or continue token) is older than the server keeps: relist."""
+
+
+class WatchError(Exception):
+    """A list or watch failed in a way worth retrying (transport, 5xx, an ERROR event, bad JSON)."""
+
+
+class WatchStream(Protocol):
+    """One watch request's events, as the server streams them ({"type": ..., "object": ...}).
+    Iteration ends when the server ends the watch; `close()` may be called from another thread
+    and makes a blocked iteration end (with any exception)."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class ListWatch(Protocol):
+    """The two requests an informer makes. Both raise Gone for 410 and WatchError for any other
+    failure worth retrying."""
+
+    def list(self, *, label_selector: str, field_selector: str, limit: int, continue_token: str) -> dict[str, Any]: ...
+
+    def watch(
+        self, *, resource_version: str, label_selector: str, field_selector: str, timeout_seconds: int
+    ) -> WatchStream: ...
+
+
+# --- label selectors (pure) -----------------------------------------------------------------
+
+_SET_TERM = re.compile(r"^([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^()]*)\)$")
+_KEY = re.compile(r"^[A-Za-z0-9_./-]+$")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    op: str
+    """"=", "!=", "in", "notin", "exists" or "!exists"."""
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        have = labels.get(self.key)
+        if self.op == "exists":
+            return have is not None
+        if self.op == "!exists":
+            return have is None
+        if self.op in ("=", "in"):
+            return have is not None and have in self.values
+        return have is None or have not in self.values  # != and notin match an absent key
+
+
+def _terms(text: str) -> Iterator[str]:
+    """Comma-separated terms; commas inside `in (a,b)` parentheses belong to the term."""
+    depth, start = 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            yield text[start:i].strip()
+            start = i + 1
+    yield text[start:].strip()
+
+
+def parse_selector(text: str) -> tuple[Requirement, ...]:
+    """A Kubernetes label selector (`a=b,c!=d,e,!f,g in (h,i),j notin (k)`). Raises ValueError
+    naming the term that is not one."""
+    out: list[Requirement] = []
+    for term in _terms(text):
+        if not term:
+            continue
+        found = _SET_TERM.match(term)
+        if found is not None:
+            values = frozenset(v.strip() for v in found.group(3).split(",") if v.strip())
+            out.append(Requirement(found.group(1), found.group(2), values))
+            continue
+        for op in ("!=", "==", "="):
+            key, sep, value = term.partition(op)
+            if sep:
+                if not _KEY.match(key.strip()) or "=" in value or "!" in value:
+                    raise ValueError(
+                        f"label selector term {term!r} is not key=value, key!=value, key, !key or key in (...)"
+                    )
+                out.append(Requirement(key.strip(), "!=" if op == "!=" else "=", frozenset({value.strip()})))
+                break
+        else:
+            negated = term.startswith("!")
+            key = term[1:].strip() if negated else term
+            if not _KEY.match(key):
+                raise ValueError(
+                    f"label selector term {term!r} is not key=value, key!=value, key, !key or key in (...)"
+                )
+            out.append(Requirement(key, "!exists" if negated else "exists"))
+    return tuple(out)
+
+
+def selector_matches(requirements: Iterable[Requirement], labels: Mapping[str, str]) -> bool:
+    return all(r.matches(labels) for r in requirements)
+
+
+def backoff(failures: int, base: float, cap: float) -> float:
+    """Seconds to wait after `failures` consecutive failures (1, 2, ...): base, 2*base, ... cap."""
+    return float(min(cap, base * 2 ** max(0, failures - 1)))
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name`, or `name` for a cluster-scoped object (client-go's MetaNamespaceKey)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
+# --- the store (pure) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class View(Generic[T]):
+    """A snapshot of a store and what changed in it since a cursor."""
+
+    items: Mapping[str, T]
+    seq: int
+    """The cursor to pass next time."""
+    changed: frozenset[str] | None
+    """Keys added, modified or deleted after the cursor given (a deleted key is absent from
+    `items`); None: anything may have changed (no cursor, or the change log no longer reaches
+    back that far): look at everything."""
+    synced: bool
+    """A first list has filled the store: an absent key means the object does not exist."""
+
+
+_ABSENT: Any = object()
+
+
+class Store(Generic[T]):
+    """Projections by key, a sequence number bumped by every real change, and a bounded log of
+    (seq, key). Values must compare by value (frozen dataclasses, tuples, msgspec Structs):
+    writing an equal value is not a change. Not thread-safe: the Informer holds a lock."""
+
+    def __init__(self, log_limit: int = 10_000) -> None:
+        self._items: dict[str, T] = {}
+        self._log: deque[tuple[int, str]] = deque(maxlen=max(1, log_limit))
+        self.seq = 0
+        self.synced = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str) -> T | None:
+        return self._items.get(key)
+
+    def _changed(self, key: str) -> None:
+        self.seq += 1
+        self._log.append((self.seq, key))
+
+    def upsert(self, key: str, value: T) -> bool:
+        if self._items.get(key, _ABSENT) == value:
+            return False
+        self._items[key] = value
+        self._changed(key)
+        return True
+
+    def delete(self, key: str) -> bool:
+        if self._items.pop(key, _ABSENT) is _ABSENT:
+            return False
+        self._changed(key)
+        return True
+
+    def replace(self, items: Mapping[str, T]) -> int:
+        """The store becomes `items` (a relist); returns how many keys changed."""
+        count = sum(self.delete(key) for key in [k for k in self._items if k not in items])
+        count += sum(self.upsert(key, value) for key, value in items.items())
+        self.synced = True
+        return count
+
+    def changes(self, since: int | None) -> frozenset[str] | None:
+        if since is None:
+            return None
+        if since >= self.seq:
+            return frozenset()
+        if not self._log or self._log[0][0] > since + 1:
+            return None  # entries after `since` fell off the log
+        out: set[str] = set()
+        for seq, key in reversed(self._log):
+            if seq <= since:
+                break
+            out.add(key)
+        return frozenset(out)
+
+    def view(self, since: int | None = None) -> View[T]:
+        return View(dict(self._items), self.seq, self.changes(since), self.synced)
+
+
+def handle_event(
+    store: Store[T],
+    event: Mapping[str, Any],
+    transform: Callable[[dict[str, Any]], T | None],
+    *,
+    key: Callable[[Mapping[str, Any]], str] = object_key,
+    selector: tuple[Requirement, ...] = (),
+) -> str:
+    """Applies one watch event; returns the resourceVersion it carries ("" if none). An object
+    the selector or the transform refuses is removed (it may have just left the selection)."""
+    kind = event.get("type")
+    obj = event.get("object") or {}
+    if kind == "ERROR":
+        code = obj.get("code")
+        if code == 410:
+            raise Gone(str(obj.get("message") or "resource version too old"))
+        raise WatchError(f"watch ERROR event: {code} {obj.get('reason', '')} {obj.get('message', '')}".strip())
+    meta = obj.get("metadata") or {}
+    version = str(meta.get("resourceVersion") or "")
+    if kind == "BOOKMARK":
+        return version
+    name = key(obj)
+    if kind == "DELETED":
+        store.delete(name)
+    elif kind in ("ADDED", "MODIFIED"):
+        value = transform(obj) if selector_matches(selector, meta.get("labels") or {}) else None
+        if value is None:
+            store.delete(name)
+        else:
+            store.upsert(name, value)
+    else:
+        raise WatchError(f"unknown watch event type {kind!r}")
+    return version
+
+
+# --- the thread -----------------------------------------------------------------------------
+
+
+class Informer(Generic[T]):
+    """One kind of object, listed once and watched. Read it with `view()` / `get()` from any
+    thread; `wait_for_change(seq, timeout)` blocks until something changed after `seq`.
+
+    `transform(obj)` returns the projection to keep or None to keep nothing; it runs on the
+    informer's thread, so it must not call back into the informer. `on_change()` runs on the
+    informer's thread after each batch of changes (outside the lock): keep it short."""
+
+    def __init__(
+        self,
+        source: ListWatch,
+        transform: Callable[[dict[str, Any]], T | None],
+        *,
+        name: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        key: Callable[[Mapping[str, Any]], str] = object_key,
+        page: int = 500,
+        watch_timeout: int = 300,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        log_limit: int = 10_000,
+        on_change: Callable[[], None] | None = None,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.source = source
+        self.transform = transform
+        self.name = name
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.selector = parse_selector(label_selector)  # also checked client-side: the server's filter is its job
+        self.key = key
+        self.page = page
+        self.watch_timeout = watch_timeout
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.on_change = on_change
+        self._jitter = jitter
+        self._store: Store[T] = Store(log_limit)
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stream: WatchStream | None = None
+        self._failures = 0
+        self._gone_streak = 0
+        self.resource_version = ""
+        # Counters for metrics, tests and benchmarks.
+        self.lists = 0
+        """List requests (pages included)."""
+        self.relists = 0
+        """Lists after the first (a 410, or a failed first list retried)."""
+        self.watches = 0
+        self.events = 0
+        self.errors = 0
+        self.last_error = ""
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def view(self, since: int | None = None) -> View[T]:
+        with self._lock:
+            return self._store.view(since)
+
+    def get(self, key: str) -> T | None:
+        with self._lock:
+            return self._store.get(key)
+
+    @property
+    def synced(self) -> bool:
+        with self._lock:
+            return self._store.synced
+
+    @property
+    def seq(self) -> int:
+        with self._lock:
+            return self._store.seq
+
+    def wait_synced(self, timeout: float) -> bool:
+        with self._lock:
+            return self._lock.wait_for(lambda: self._store.synced, timeout)
+
+    def wait_for_change(self, since: int, timeout: float) -> bool:
+        """True once the store changed after `since` (False on timeout or stop)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._store.seq > since or self._stop.is_set(), timeout) and (
+                self._store.seq > since
+            )
+
+    # --- one round -------------------------------------------------------------------------
+
+    def _notify(self, before: int) -> None:
+        with self._lock:
+            changed = self._store.seq != before
+            self._lock.notify_all()
+        if changed and self.on_change is not None:
+            self.on_change()
+
+    def _relist(self) -> None:
+        items: dict[str, T] = {}
+        token = ""
+        version = ""
+        while True:
+            self.lists += 1
+            reply = self.source.list(
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                limit=self.page,
+                continue_token=token,
+            )
+            for obj in reply.get("items") or []:
+                meta = obj.get("metadata") or {}
+                if not selector_matches(self.selector, meta.get("labels") or {}):
+                    continue
+                value = self.transform(obj)
+                if value is not None:
+                    items[self.key(obj)] = value
+            meta = reply.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")  # the first page's: the list's snapshot
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        with self._lock:
+            before = self._store.seq
+            changed = self._store.replace(items)
+            self.resource_version = version
+        log.info("%s: listed %d objects (%d changed) at resourceVersion %s", self.name, len(items), changed, version)
+        self._notify(before)
+
+    def _watch(self) -> int:
+        """One watch until it ends; returns how many events it delivered."""
+        self.watches += 1
+        delivered = 0
+        timeout = int(self.watch_timeout * (1 + self._jitter()))  # spread reconnects of many watchers
+        stream = self.source.watch(
+            resource_version=self.resource_version,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=timeout,
+        )
+        with self._lock:
+            self._stream = stream
+        if self._stop.is_set():
+            stream.close()
+        try:
+            for event in stream:
+                if self._stop.is_set():
+                    return delivered
+                delivered += 1
+                with self._lock:
+                    before = self._store.seq
+                    version = handle_event(self._store, event, self.transform, key=self.key, selector=self.selector)
+                    if version:
+                        self.resource_version = version
+                self.events += 1
+                self._gone_streak = 0
+                self._failures = 0  # the watch delivers: the connection is healthy again
+                self._notify(before)
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
+        return delivered
+
+    def step(self) -> float:
+        """One round: a list if there is no version to watch from, then one watch until the
+        server ends it or it fails. Returns the seconds to wait before the next round."""
+        try:
+            if not self.resource_version:
+                if self.lists:
+                    self.relists += 1
+                self._relist()
+            if self._watch() == 0:
+                # A server that ends watches at once (a proxy, a broken server) must not make
+                # this a busy loop; real watches carry bookmarks, so an empty one is unusual.
+                return self._delay("the watch ended without an event")
+            return 0.0
+        except Gone as exc:
+            self.resource_version = ""
+            self._gone_streak += 1
+            log.info("%s: %s; listing again", self.name, exc)
+            if self._gone_streak == 1:
+                return 0.0  # the ordinary case: relist at once
+            return self._delay("410 Gone again right after a list")
+        except Exception as exc:  # a watcher must outlive any failure; it is counted and logged
+            if self._stop.is_set():
+                return 0.0
+            if not isinstance(exc, WatchError):
+                log.exception("%s: unexpected failure", self.name)
+            return self._delay(f"{type(exc).__name__}: {exc}")
+
+    def _delay(self, why: str) -> float:
+        self._failures += 1
+        self.errors += 1
+        self.last_error = why
+        delay = backoff(self._failures, self.backoff_base, self.backoff_cap) * (1 + 0.2 * self._jitter())
+        log.warning("%s: %s; retrying in %.1fs", self.name, why, delay)
+        return delay
+
+    # --- the thread ------------------------------------------------------------------------
+
+    def start(self) -> Informer[T]:
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            delay = self.step()
+            if delay:
+                self._stop.wait(delay)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        with self._lock:
+            stream = self._stream
+            self._lock.notify_all()
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # closing from another thread is best effort; the thread is a daemon
+                log.debug("%s: closing the watch failed", self.name, exc_info=True)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> Informer[T]:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
