@@ -99,13 +99,14 @@ def test_runtime_image_runs_the_controllers_without_pulumi(runtime_image: Runtim
     code = (
         "import sunk.runtime.operator.loop, sunk.runtime.syncer.loop, sunk.runtime.scheduler.loop, sys\n"
         "import importlib.util as u\n"
-        "print(sys.version_info[:2], u.find_spec('pulumi'), u.find_spec('kmock'))\n"
+        "import sunk.runtime.common.kubewatch, msgspec\n"  # the compiled decoder the informers use
+        "print(sys.version_info[:2], u.find_spec('pulumi'), u.find_spec('kmock'), msgspec.json.decode(b'[1]'))\n"
     )
     done = runtime_image.jail.run(
         ["python", "-c", code], role="runtime", user=runtime_image.user, env=runtime_image.env
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "(3, 13) None None"
+    assert done.stdout.strip() == "(3, 13) None None [1]"
 
 
 def test_bad_input_gets_one_line_naming_the_cause(tmp_path: Path) -> None:
