@@ -16,6 +16,8 @@ SLURM_KEY_PATH = f"{SLURM_ETC}/slurm.key"
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
 PROLOG_DIR = f"{SLURM_ETC}/prolog.d"
 EPILOG_DIR = f"{SLURM_ETC}/epilog.d"
+PROLOG_SLURMCTLD_DIR = f"{SLURM_ETC}/prolog-slurmctld.d"
+EPILOG_SLURMCTLD_DIR = f"{SLURM_ETC}/epilog-slurmctld.d"
 PLUGSTACK_DIR = f"{SLURM_ETC}/plugstack.conf.d"
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
@@ -91,9 +93,21 @@ CONFIG_FILE_ANNOTATION = keys.SLURM_FILE
 """On each per-file ConfigMap: the file's path relative to /etc/slurm (its key is only the name)."""
 
 _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
-_SCRIPT_DIRS = {"prolog-": "prolog.d/", "epilog-": "epilog.d/"}
+_SCRIPT_DIRS = {
+    # Longest first: _unslug reads a slug back through the first short form it starts with.
+    "prolog-slurmctld-": "prolog-slurmctld.d/",
+    "epilog-slurmctld-": "epilog-slurmctld.d/",
+    "prolog-": "prolog.d/",
+    "epilog-": "epilog.d/",
+}
 # Slugs whose file name holds a character the slug turns into '-' other than the extension dot.
-_UNSLUG_FIXED = {"job-submit-lua": "job_submit.lua"}
+_UNSLUG_FIXED = {
+    "job-submit-lua": "job_submit.lua",
+    "acct-gather-conf": "acct_gather.conf",
+    "burst-buffer-conf": "burst_buffer.conf",
+    "cli-filter-lua": "cli_filter.lua",
+    "job-container-conf": "job_container.conf",
+}
 _HASH_CHARS = 10
 """40 bits of sha256: hashed names of one cluster collide only if those do (for a few files, ~2^-30)."""
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

@@ -151,7 +151,7 @@ def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int, *
     # SlurmdSpoolDir is per node (%n) here; slurmd does not create it before binding its socket.
     spool = root / "var/spool/slurmd" / name
     spool.mkdir(parents=True, exist_ok=True)
-    argv = ["slurmd", "-D", "-Z", "-N", name, "-f", conf, "--conf", f"{node_conf(ns)} Port={port}"]
+    argv = ["slurmd", "-D", "-Z", "-N", name, "-f", conf, "--conf", f"{node_conf(ns)} Port={port}", *ns.slurmd_args]
     env: dict[str, str] = {}
     oneshots = ns.s6_oneshots
     if ns.s6_scripts or oneshots:

@@ -126,7 +126,8 @@ def write_slurm_files(etc: Path, files: Mapping[str, str]) -> None:
     """The rendered files into /etc/slurm (slurmdbd.conf too: without its password, as in its
     ConfigMap; slurmdbd's start script adds the password to a private copy)."""
     for rel, text in files.items():
-        executable = rel.startswith(("prolog.d/", "epilog.d/")) or rel.endswith(".sh")
+        executable = rel.startswith(("prolog.d/", "epilog.d/", "prolog-slurmctld.d/", "epilog-slurmctld.d/"))
+        executable = executable or rel.endswith(".sh")
         write_file(etc / rel, text, 0o755 if executable else 0o644)
     (etc / naming.PLUGSTACK_DIR.removeprefix(naming.SLURM_ETC).lstrip("/")).mkdir(exist_ok=True)
 

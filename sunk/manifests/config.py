@@ -48,6 +48,7 @@ _ROLE_FILES: dict[Role, tuple[str, ...]] = {
 # What slurmd reads besides its gres.conf and the prolog/epilog scripts.
 _NODE_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "oci.conf")
 _SCRIPT_DIRS = ("prolog.d/", "epilog.d/")
+_CONTROLLER_SCRIPT_DIRS = ("prolog-slurmctld.d/", "epilog-slurmctld.d/")
 
 RESTART_KEYS = frozenset(
     {
@@ -126,15 +127,24 @@ class SecretKey:
 
 
 def role_files(spec: ClusterSpec, role: Role) -> list[str]:
+    """What the role mounts: its own files, and on the controller and login pods the stack's
+    extra files (extraConfig.files) beside slurm.conf; on the controller its prolog and epilog
+    scripts (scripts.prologSlurmctld, epilogSlurmctld)."""
     files = slurm_files(spec)
-    return [path for path in _ROLE_FILES[role] if path in files]
+    out = [path for path in _ROLE_FILES[role] if path in files]
+    if role in ("controller", "login"):
+        out += sorted(spec.extra_config.files)
+    if role == "controller":
+        out += [path for path in files if path.startswith(_CONTROLLER_SCRIPT_DIRS)]
+    return out
 
 
 def nodeset_files(spec: ClusterSpec, ns: NodeSetSpec) -> dict[str, str]:
     """What slurmd pods of `ns` mount: path under /etc/slurm -> rendered file. The NodeSet's own
     `gres-<nodeset>.conf` becomes its `gres.conf`; prolog and epilog scripts keep their folders."""
     files = slurm_files(spec)
-    out = {path: path for path in files if path in _NODE_FILES or path.startswith(_SCRIPT_DIRS)}
+    extra = spec.extra_config.files
+    out = {path: path for path in files if path in _NODE_FILES or path in extra or path.startswith(_SCRIPT_DIRS)}
     out["gres.conf"] = gres_conf_key(ns.name)  # rendered for every NodeSet, empty without GRES
     return dict(sorted(out.items()))
 
@@ -152,7 +162,10 @@ def nodeset_config_maps(spec: ClusterSpec) -> list[str]:
 def file_source(spec: ClusterSpec, path: str) -> Manifest:
     """A projected-volume source putting rendered file `path` at `path` under the mount."""
     key = naming.config_file_key(path)
-    return {"configMap": {"name": config_map_name(spec, path), "items": [{"key": key, "path": path}]}}
+    item: Manifest = {"key": key, "path": path}
+    if path.startswith(_CONTROLLER_SCRIPT_DIRS):
+        item["mode"] = 0o555  # slurmctld (SlurmUser) executes them
+    return {"configMap": {"name": config_map_name(spec, path), "items": [item]}}
 
 
 def slurm_projection(
@@ -225,4 +238,6 @@ def nodeset_hash(spec: ClusterSpec, ns: NodeSetSpec) -> str:
         files["cgroup.conf"],
         files["plugstack.conf"],
         spec.auth.type,
+        # slurmd reads most extra files (acct_gather.conf, job_container.conf, mpi.conf) at start.
+        *(f"{name}\n{files[name]}" for name in sorted(spec.extra_config.files)),
     )

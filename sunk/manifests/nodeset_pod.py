@@ -167,9 +167,9 @@ def slurmd_resources(spec: NodeSetResourceSpec) -> Resources:
 
 
 def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str) -> list[str]:
-    """`slurmd -D -Z -N <node> --conf "<node conf>"`: a dynamic node, in the foreground; under
-    sunk-init when the NodeSet has s6 one-shots or services."""
-    cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec)]
+    """`slurmd -D -Z -N <node> --conf "<node conf>" <slurmdArgs>`: a dynamic node, in the
+    foreground; under sunk-init when the NodeSet has s6 one-shots or services."""
+    cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec), *spec.slurmd_args]
     return [S6_INIT, *cmd] if spec.s6_scripts or spec.s6_oneshots else cmd
 
 

@@ -47,6 +47,12 @@ def render_slurm_files(spec: ClusterSpec, nodes: Iterable[TopologyNode] = ()) ->
         files[f"prolog.d/{name}"] = body.rstrip("\n") + "\n"
     for name, body in spec.scripts.epilog.items():
         files[f"epilog.d/{name}"] = body.rstrip("\n") + "\n"
+    for name, body in spec.scripts.prolog_slurmctld.items():
+        files[f"prolog-slurmctld.d/{name}"] = body.rstrip("\n") + "\n"
+    for name, body in spec.scripts.epilog_slurmctld.items():
+        files[f"epilog-slurmctld.d/{name}"] = body.rstrip("\n") + "\n"
+    for name, body in spec.extra_config.files.items():
+        files[name] = body if body.endswith("\n") or not body else body + "\n"
     return dict(sorted(files.items()))
 
 

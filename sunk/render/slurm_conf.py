@@ -36,6 +36,7 @@ def node_conf(ns: NodeSetSpec) -> str:
     words.append(f"Feature={','.join(ns.slurm_features)}")
     if ns.weight != 1:
         words.append(f"Weight={ns.weight}")
+    words += [f"{key}={value}" for key, value in sorted(ns.extra_node_conf.items())]
     return " ".join(words)
 
 
@@ -94,6 +95,13 @@ def _resources(spec: ClusterSpec) -> list[str]:
         lines.append(f"Prolog={naming.PROLOG_DIR}/*")
     if spec.scripts.epilog:
         lines.append(f"Epilog={naming.EPILOG_DIR}/*")
+    for key, folder, scripts in (
+        ("PrologSlurmctld", naming.PROLOG_SLURMCTLD_DIR, spec.scripts.prolog_slurmctld),
+        ("EpilogSlurmctld", naming.EPILOG_SLURMCTLD_DIR, spec.scripts.epilog_slurmctld),
+    ):
+        # One line per script, run in name order: 24.11 refuses a comma-separated list or a glob
+        # here ("No such file or directory", measured) but keeps repeated lines as a list.
+        lines += [f"{key}={folder}/{name}" for name in sorted(scripts)]
     if spec.scripts.job_submit_lua is not None:
         lines.append("JobSubmitPlugins=lua")
     return lines

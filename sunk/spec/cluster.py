@@ -111,6 +111,11 @@ def contradiction_problems(spec: ClusterSpec) -> list[str]:
                     f"nodesets[{i}].volumes[{j}].mountPath: {vol.mount_path} is also where shared volume "
                     f"{on_compute[vol.mount_path]} mounts on compute; one path, one volume"
                 )
+    if spec.containers.enabled and "oci.conf" in spec.extra_config.files:
+        problems.append(
+            "extraConfig.files.oci.conf: containers.enabled renders oci.conf; drop one of them "
+            "(set containers.enabled false to bring your own oci.conf)"
+        )
     matching = [(i, ns) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
     for a, (i, first) in enumerate(matching):
         for j, second in matching[a + 1 :]:

@@ -298,6 +298,22 @@ class NodeSetSpec(Model):
     """Replicas are driven from outside the stack (`kubectl scale`, an HPA, KEDA) through the
     NodeSet's scale subresource: `replicas` is only the initial count and Pulumi never resets it.
     Replicas mode only. Default: false (the stack owns replicas)."""
+    slurmd_args: list[str] = []
+    """Extra slurmd command-line options, appended after the ones sunk sets (`-D -Z -N <node>
+    --conf ...`; https://slurm.schedmd.com/slurmd.html). Allowed: `-v` to `-vvvvv` (log detail),
+    `-M` (mlock slurmd), `-s` (work in the log or spool folder), `-n <nice>` (-20..19),
+    `-L <log file>`, and `--extra <text>` / `--extra=<text>` (the node's Extra field, e.g. JSON
+    that `--extra` job filters match). Refused: what sunk sets (-D, -Z, -N, -f, --conf, -F,
+    --conf-server) and what prints and exits (-C, -G, -V, -h). Default: none."""
+    extra_node_conf: dict[str, str] = {}
+    """Extra node-definition parameters for the `--conf` of this NodeSet's slurmd
+    (https://slurm.schedmd.com/slurm.conf.html#SECTION_NODE-CONFIGURATION), e.g.
+    `{CoreSpecCount: "2", MemSpecLimit: "4096"}`. Allowed keys: CoreSpecCount (cores kept for
+    slurmd and the system, fewer than the node has), CpuSpecList (CPU ids kept likewise), MemSpecLimit
+    (MiB kept, below memoryMib), CpuBind (none, socket, ldom, core, thread). What sunk renders from
+    the spec is refused with the field that sets it (CPUs: cpus, RealMemory: memoryMib,
+    Feature: features, ...). Values are one word: no space or '=', so nothing can be added to the
+    line. Default: none."""
     update_strategy: UpdateStrategy = UpdateStrategy()
     """Default: maxUnavailable 1, no force."""
     tmp_disk_mib: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
@@ -403,6 +419,8 @@ class NodeSetSpec(Model):
             for n, body in self.s6_scripts.items()
             if not body.startswith("#!")
         ]
+        errors += slurmd_args_problems(self.slurmd_args)
+        errors += node_conf_problems(self)
         if errors:
             raise ValueError("\n".join(errors))
         return self
@@ -529,6 +547,126 @@ class NodeSetSpec(Model):
     def node_bound(self) -> int:
         """Most Slurm nodes this NodeSet can have at once (replicas never exceed it)."""
         return self.max_nodes
+
+
+SLURMD_OWN_ARGS = {
+    "-D": "sunk runs slurmd in the foreground",
+    "-Z": "sunk registers every node as a dynamic node",
+    "-N": "the node name is the pod's (its hostname)",
+    "-f": "slurm.conf is mounted at /etc/slurm",
+    "--conf": "sunk renders it; add parameters with extraNodeConf",
+    "-F": "features come from the NodeSet name and `features`",
+    "--conf-server": "slurm.conf is mounted at /etc/slurm, not fetched",
+    "-C": "it prints the node's configuration and exits",
+    "-G": "it prints the node's GRES and exits",
+    "-V": "it prints the version and exits",
+    "--version": "it prints the version and exits",
+    "-h": "it prints help and exits",
+    "--help": "it prints help and exits",
+    "--systemd": "pods have no systemd",
+}
+"""slurmd options sunk refuses in slurmdArgs -> why."""
+_SLURMD_FLAGS = re.compile(r"-v{1,5}|-M|-s")
+_SLURMD_VALUED = ("-n", "-L", "--extra")
+_OWN_VALUED = ("-N", "-f", "--conf", "--conf-server")
+_PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]+")
+
+
+def slurmd_args_problems(args: list[str]) -> list[str]:
+    """Why `slurmdArgs` is refused: options sunk sets, options that exit, unknown options, or a
+    value missing or out of range. argv words, never a shell line, so only the option matters."""
+    errors: list[str] = []
+    allowed = "-v..-vvvvv, -M, -s, -n <nice>, -L <file>, --extra <text>"
+    i = 0
+    while i < len(args):
+        word = args[i]
+        at = f"slurmdArgs[{i}]"
+        i += 1
+        option, eq, attached = word.partition("=") if word.startswith("--") else (word, "", "")
+        if option in SLURMD_OWN_ARGS or (option[:2] in SLURMD_OWN_ARGS and not option.startswith("--")):
+            key = option if option in SLURMD_OWN_ARGS else option[:2]
+            errors.append(f"{at}: {word!r} is not allowed: {SLURMD_OWN_ARGS[key]}")
+            if word in _OWN_VALUED:
+                i += 1  # its value is part of the same refusal
+            continue
+        if _SLURMD_FLAGS.fullmatch(word):
+            continue
+        if option not in _SLURMD_VALUED:
+            errors.append(f"{at}: {word!r} is not a slurmd option sunk passes; allowed: {allowed}")
+            continue
+        if eq:
+            value = attached
+        elif i < len(args):
+            value, i = args[i], i + 1
+        else:
+            errors.append(f"{at}: {option} needs a value after it")
+            continue
+        if option == "-n" and not (re.fullmatch(r"-?[0-9]{1,2}", value) and -20 <= int(value) <= 19):
+            errors.append(f"{at}: -n {value!r}: a nice value from -20 to 19")
+        elif option == "-L" and not re.fullmatch(r"/[A-Za-z0-9_./%-]+", value):
+            errors.append(f"{at}: -L {value!r}: an absolute log file path")
+        elif not _PRINTABLE.fullmatch(value):
+            errors.append(f"{at}: {option} {value!r}: printable characters, not empty")
+    return errors
+
+
+NODE_CONF_EXTRA = {
+    "CoreSpecCount": r"[1-9][0-9]{0,4}",
+    "CpuSpecList": r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*",
+    "MemSpecLimit": r"[1-9][0-9]{0,12}",
+    "CpuBind": r"none|socket|ldom|core|thread",
+}
+"""Node-line parameters extraNodeConf may add -> the value Slurm takes."""
+NODE_CONF_OWNED = {
+    "nodename": "the pod (its hostname)",
+    "nodeaddr": "the pod (its IP)",
+    "nodehostname": "the pod (its hostname)",
+    "port": "the cluster (SlurmdPort)",
+    "state": "Slurm and the operator",
+    "cpus": "cpus",
+    "procs": "cpus",
+    "boards": "sockets, coresPerSocket and threadsPerCore",
+    "sockets": "sockets",
+    "socketsperboard": "sockets",
+    "corespersocket": "coresPerSocket",
+    "threadspercore": "threadsPerCore",
+    "realmemory": "memoryMib",
+    "tmpdisk": "tmpDiskMib",
+    "gres": "gpus",
+    "feature": "features",
+    "features": "features",
+    "weight": "weight",
+}
+"""Node-line keys sunk renders (lower case, as Slurm matches them) -> the field that sets each."""
+
+
+def node_conf_problems(ns: NodeSetSpec) -> list[str]:
+    errors = []
+    known = {k.lower(): k for k in NODE_CONF_EXTRA}
+    for key, value in ns.extra_node_conf.items():
+        at = f"extraNodeConf.{key}"
+        if key.lower() in NODE_CONF_OWNED:
+            errors.append(f"{at}: sunk renders it from {NODE_CONF_OWNED[key.lower()]}; set that instead")
+            continue
+        name = known.get(key.lower())
+        if name is None:
+            errors.append(f"{at}: not a node parameter sunk passes; allowed: {', '.join(NODE_CONF_EXTRA)}")
+            continue
+        if name != key:
+            errors.append(f"{at}: write it {name}")
+            continue
+        if not re.fullmatch(NODE_CONF_EXTRA[name], value):
+            errors.append(f"{at}: {value!r} is not valid; expected {NODE_CONF_EXTRA[name]}")
+            continue
+        if name == "CoreSpecCount" and int(value) >= ns.cpus:
+            errors.append(f"{at}: {value} cores kept would leave none of the {ns.cpus} CPUs for jobs")
+        if name == "MemSpecLimit" and int(value) >= ns.memory_mib:
+            errors.append(f"{at}: {value} MiB kept would leave none of memoryMib {ns.memory_mib} for jobs")
+        if name == "CpuSpecList" and any(int(n) >= ns.cpus for n in re.findall(r"[0-9]+", value)):
+            errors.append(f"{at}: {value!r} names a CPU id beyond the node's {ns.cpus} CPUs (0-{ns.cpus - 1})")
+    if {"CoreSpecCount", "CpuSpecList"} <= set(ns.extra_node_conf):
+        errors.append("extraNodeConf.CpuSpecList: give CoreSpecCount or CpuSpecList, not both")
+    return errors
 
 
 def _millicores(q: str | None) -> int:

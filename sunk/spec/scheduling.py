@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
@@ -371,17 +372,33 @@ class ScriptsSpec(Model):
     """Scripts run after each job on each node. Default: none."""
     job_submit_lua: str | None = None
     """job_submit.lua body (https://slurm.schedmd.com/job_submit_plugins.html). Default: none."""
+    prolog_slurmctld: dict[FileName, str] = {}
+    """Scripts slurmctld runs, as SlurmUser in the controller pod, before it grants each job its
+    allocation (slurm.conf PrologSlurmctld, one line per script, run in name order;
+    https://slurm.schedmd.com/prolog_epilog.html). A script that fails requeues or cancels the job.
+    At /etc/slurm/prolog-slurmctld.d/<name>. Default: none."""
+    epilog_slurmctld: dict[FileName, str] = {}
+    """Scripts slurmctld runs, as SlurmUser in the controller pod, after each job ends (slurm.conf
+    EpilogSlurmctld, one line per script, in name order). At /etc/slurm/epilog-slurmctld.d/<name>. Default: none."""
+
+    def _kinds(self) -> tuple[tuple[str, dict[str, str]], ...]:
+        return (
+            ("prolog", self.prolog),
+            ("epilog", self.epilog),
+            ("prologSlurmctld", self.prolog_slurmctld),
+            ("epilogSlurmctld", self.epilog_slurmctld),
+        )
 
     @model_validator(mode="after")
     def _rules(self) -> ScriptsSpec:
         errors = [
             f"{kind}.{name}: a script must start with '#!'"
-            for kind, scripts in (("prolog", self.prolog), ("epilog", self.epilog))
+            for kind, scripts in self._kinds()
             for name, body in scripts.items()
             if not body.startswith("#!")
         ]
         bodies = [
-            *((f"{kind}.{name}", body) for kind, s in (("prolog", self.prolog), ("epilog", self.epilog)) for name, body in s.items()),
+            *((f"{kind}.{name}", body) for kind, s in self._kinds() for name, body in s.items()),
             *((("jobSubmitLua", self.job_submit_lua),) if self.job_submit_lua is not None else ()),
         ]  # fmt: skip
         errors += [
@@ -545,9 +562,74 @@ class ExtraConfig(Model):
         ]
     ] = []
     """Lines appended to plugstack.conf. Default: none."""
+    files: dict[str, str] = {}
+    """Whole extra Slurm files (file name -> content), each in a ConfigMap of its own and mounted
+    beside slurm.conf in /etc/slurm on the controller, login and slurmd pods, where Slurm looks
+    for them. Only files Slurm 24.11 reads from there (EXTRA_SLURM_FILES: acct_gather.conf,
+    burst_buffer.conf, cli_filter.lua, helpers.conf, job_container.conf, mpi.conf, oci.conf);
+    never one sunk renders (slurm.conf, cgroup.conf, ...: their own settings say which), nor a
+    password (a ConfigMap is no place for one). A change rolls the slurmd pods, which read most of
+    these files only at start. Default: none."""
+
+    @model_validator(mode="after")
+    def _files(self) -> ExtraConfig:
+        errors = []
+        for name, body in self.files.items():
+            if name in SUNK_SLURM_FILES:
+                errors.append(f"files.{name}: sunk renders {name}; set {SUNK_SLURM_FILES[name]} instead")
+            elif name not in EXTRA_SLURM_FILES:
+                at = f"files.{name}: not" if re.fullmatch(r"[\w.-]+", name) else f"files: {name!r} is not"
+                errors.append(
+                    f"{at} a file Slurm 24.11 reads beside slurm.conf; one of: {', '.join(sorted(EXTRA_SLURM_FILES))}"
+                )
+                continue
+            size = len(body.encode())
+            if size > CONFIG_MAP_BYTES:
+                errors.append(
+                    f"files.{name}: {size} bytes; each file becomes one ConfigMap, which holds at most "
+                    f"{CONFIG_MAP_BYTES}"
+                )
+            if (bad := _CONTROL.search(body)) is not None:
+                errors.append(f"files.{name}: control character {bad.group()!r}; Slurm files are text")
+            for n, line in enumerate(body.splitlines(), 1):
+                if _PASSWORD_KEY.match(line):
+                    errors.append(
+                        f"files.{name}: line {n} sets {line.split('=')[0].strip()}, a password, which would "
+                        "sit in plain text in a ConfigMap; leave it out (keep it in a Secret-backed file of "
+                        "your own image or sidecar)"
+                    )
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+
+EXTRA_SLURM_FILES = {
+    "acct_gather.conf": "slurmd, slurmctld: AcctGather* plugins (https://slurm.schedmd.com/acct_gather.conf.html)",
+    "burst_buffer.conf": "slurmctld: BurstBufferType (https://slurm.schedmd.com/burst_buffer.conf.html)",
+    "cli_filter.lua": "clients: CliFilterPlugins=lua (https://slurm.schedmd.com/cli_filter_plugins.html)",
+    "helpers.conf": "slurmd: NodeFeaturesPlugins=node_features/helpers (https://slurm.schedmd.com/helpers.conf.html)",
+    "job_container.conf": "slurmd: JobContainerType (https://slurm.schedmd.com/job_container.conf.html)",
+    "mpi.conf": "slurmctld, slurmd: MPI plugins (https://slurm.schedmd.com/mpi.conf.html)",
+    "oci.conf": "slurmd: `srun --container` (https://slurm.schedmd.com/oci.conf.html)",
+}
+"""Files Slurm 24.11 reads from the folder of slurm.conf that sunk does not render -> who reads them."""
+SUNK_SLURM_FILES = {
+    "slurm.conf": "controller.extraSlurmConf",
+    "slurmdbd.conf": "accounting.extraSlurmdbdConf",
+    "cgroup.conf": "cgroup and extraConfig.cgroupConf",
+    "gres.conf": "nodesets[].gpus and extraConfig.gresConf",
+    "plugstack.conf": "pyxis and extraConfig.plugstackConf",
+    "topology.conf": "topology and extraConfig.topologyConf",
+    "job_submit.lua": "scripts.jobSubmitLua",
+}
+"""Files sunk renders itself -> the settings that shape them."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_PASSWORD_KEY = re.compile(r"\s*[A-Za-z]*(?:Pass|Password|Passwd)\s*=", re.IGNORECASE)
 
 
 __all__ = [
+    "EXTRA_SLURM_FILES",
+    "SUNK_SLURM_FILES",
     "AbsPath",
     "CgroupSpec",
     "ContainersSpec",

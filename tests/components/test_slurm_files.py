@@ -76,7 +76,9 @@ def test_pods_and_nodesets_name_existing_config_maps_and_keys(
                 if "configMap" not in source:
                     continue
                 path, cm = by_name[source["configMap"]["name"]]
-                assert source["configMap"]["items"] == [{"key": next(iter(cm["data"])), "path": path}]
+                # Controller hooks are executed by slurmctld: they alone carry an executable mode.
+                mode = {"mode": 0o555} if path.startswith(("prolog-slurmctld.d/", "epilog-slurmctld.d/")) else {}
+                assert source["configMap"]["items"] == [{"key": next(iter(cm["data"])), "path": path, **mode}]
                 mounted.add(path)
     # Nothing is rendered that no pod reads.
     assert mounted == set(render_slurm_files(spec))
