@@ -23,7 +23,7 @@ from .errors import (
     SlurmRestError,
     SlurmUnavailable,
 )
-from .models import BASE_STATES, DbJob, Job, JobSubmit, Node, Ping, no_val
+from .models import BASE_STATES, DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, no_val
 from .podref import PodRef, read_pod_ref, write_pod_ref
 
 if TYPE_CHECKING:
@@ -44,12 +44,14 @@ __all__ = [
     "INVALID_NODE_NAME",
     "NODES_BUSY",
     "DbJob",
+    "Diag",
     "Job",
     "JobSubmit",
     "JwtMinter",
     "Node",
     "NodeCache",
     "NodeDiff",
+    "Partition",
     "Ping",
     "PodRef",
     "SlurmApiError",

@@ -18,7 +18,7 @@ from sunk.naming import SLURMRESTD_API
 
 from .auth import TokenProvider
 from .errors import CONTROLLER_UNREACHABLE, INVALID_NODE_NAME, SlurmApiError, SlurmError, SlurmUnavailable
-from .models import DbJob, Job, JobSubmit, Node, Ping
+from .models import DbJob, Diag, Job, JobSubmit, Node, Partition, Ping
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -294,6 +294,20 @@ class SlurmRestClient:
             if code and code not in skip:
                 why = str(error.get("message") or error.get("string") or "")
                 raise SlurmApiError("DELETE", path, 200, [SlurmError(code, why)])
+
+    def list_partitions(self) -> list[Partition]:
+        """GET /partitions/: every partition, with its state and configured nodes."""
+        path = f"{_SLURM}/partitions/"
+        return self._items(self.call("GET", path), "partitions", Partition, path)
+
+    def diag(self) -> Diag:
+        """GET /diag/: slurmctld's scheduler statistics (what `sdiag` prints). A reply without
+        `statistics` raises SlurmUnavailable, as a missing list does."""
+        path = f"{_SLURM}/diag/"
+        stats = self.call("GET", path).get("statistics")
+        if not isinstance(stats, dict):
+            raise SlurmUnavailable("GET", path, f"the reply has no 'statistics' object ({type(stats).__name__})")
+        return Diag.model_validate(stats)
 
     def reconfigure(self) -> None:
         """GET /reconfigure/: slurmctld and every slurmd re-read their configuration."""

@@ -103,6 +103,12 @@ class Job(Reply):
     node_count: NoVal = None
     tres_per_node: str = ""
     tres_alloc_str: str = ""
+    tres_req_str: str = ""
+    eligible_time: NoVal = None
+    """When the job became eligible to run (0 while held or waiting on a dependency)."""
+    hold: bool = False
+    cpus: NoVal = None
+    """CPUs allocated (running) or requested (pending)."""
 
     @property
     def state(self) -> str:
@@ -156,6 +162,93 @@ class Ping(Reply):
     responding: bool = False
     latency: int = 0
     primary: bool = False
+
+
+class PartitionNodes(Reply):
+    configured: str = ""
+    total: int = 0
+
+
+class PartitionCpus(Reply):
+    total: int = 0
+
+
+class PartitionState(Reply):
+    state: tuple[str, ...] = ()
+
+
+class Partition(Reply):
+    """One entry of GET /slurm/v0.0.42/partitions."""
+
+    name: str
+    nodes: PartitionNodes = PartitionNodes()
+    cpus: PartitionCpus = PartitionCpus()
+    partition: PartitionState = PartitionState()
+
+    @property
+    def up(self) -> bool:
+        return "UP" in self.partition.state
+
+
+class ScheduleExit(Reply):
+    end_job_queue: int = 0
+    default_queue_depth: int = 0
+    max_job_start: int = 0
+    max_rpc_cnt: int = 0
+    max_sched_time: int = 0
+    licenses: int = 0
+
+
+class BackfillExit(Reply):
+    end_job_queue: int = 0
+    bf_max_job_start: int = 0
+    bf_max_job_test: int = 0
+    bf_max_time: int = 0
+    bf_node_space_size: int = 0
+    state_changed: int = 0
+
+
+class Diag(Reply):
+    """`statistics` of GET /slurm/v0.0.42/diag: what `sdiag` prints. Times are microseconds;
+    counters restart when slurmctld does and at each statistics reset (midnight, `sdiag -r`)."""
+
+    req_time: NoVal = None
+    req_time_start: NoVal = None
+    """When the counters last restarted ("Data since")."""
+    server_thread_count: int = 0
+    agent_queue_size: int = 0
+    agent_count: int = 0
+    agent_thread_count: int = 0
+    dbd_agent_queue_size: int = 0
+    """Messages slurmctld holds for slurmdbd ("DBD Agent queue size"); grows while slurmdbd is away."""
+    jobs_submitted: int = 0
+    jobs_started: int = 0
+    jobs_completed: int = 0
+    jobs_canceled: int = 0
+    jobs_failed: int = 0
+    schedule_cycle_last: int = 0
+    schedule_cycle_max: int = 0
+    schedule_cycle_mean: int = 0
+    schedule_cycle_mean_depth: int = 0
+    schedule_cycle_total: int = 0
+    schedule_cycle_per_minute: int = 0
+    schedule_queue_length: int = 0
+    schedule_exit: ScheduleExit = ScheduleExit()
+    bf_active: bool = False
+    bf_backfilled_jobs: int = 0
+    """Since slurmctld started ("Total backfilled jobs (since last slurm start)")."""
+    bf_last_backfilled_jobs: int = 0
+    bf_cycle_counter: int = 0
+    bf_cycle_last: int = 0
+    bf_cycle_max: int = 0
+    bf_cycle_mean: int = 0
+    bf_last_depth: int = 0
+    bf_last_depth_try: int = 0
+    bf_depth_mean: int = 0
+    bf_queue_len: int = 0
+    bf_table_size: int = 0
+    bf_when_last_cycle: NoVal = None
+    bf_exit: BackfillExit = BackfillExit()
 
 
 class JobSubmit(BaseModel):

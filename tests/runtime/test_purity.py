@@ -14,6 +14,8 @@ PURE = [
     "sunk.runtime.scheduler.plan",
     "sunk.runtime.scheduler.fit",
     "sunk.runtime.slurmrest.models",
+    "sunk.runtime.exporter.collect",
+    "sunk.runtime.exporter.model",
 ]
 
 

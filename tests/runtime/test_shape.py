@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from sunk.runtime.common.settings import EnvSettings
+from sunk.runtime.exporter.settings import Settings as ExporterSettings
 from sunk.runtime.operator.settings import Settings as OperatorSettings
 from sunk.runtime.scheduler.settings import Settings as SchedulerSettings
 from sunk.runtime.syncer.settings import Settings as SyncerSettings
@@ -21,7 +22,14 @@ def test_each_controller_has_the_shared_files(controller: str) -> None:
     assert files >= SHAPE, sorted(SHAPE - files)
 
 
-@pytest.mark.parametrize("settings", [OperatorSettings, SyncerSettings, SchedulerSettings])
+def test_the_exporter_has_the_same_shape_less_kubernetes() -> None:
+    """It reads only Slurm: `collect` is its plan (pure), and it has no Kubernetes client."""
+    files = {p.stem for p in (RUNTIME / "exporter").glob("*.py")}
+    wanted = (SHAPE - {"plan", "kube"}) | {"collect"}
+    assert files >= wanted, sorted(wanted - files)
+
+
+@pytest.mark.parametrize("settings", [OperatorSettings, SyncerSettings, SchedulerSettings, ExporterSettings])
 def test_settings_are_read_one_way_and_name_their_variables(settings: type[EnvSettings]) -> None:
     assert issubclass(settings, EnvSettings)
     assert settings.variable("metrics_port") == "SUNK_METRICS_PORT"

@@ -282,3 +282,22 @@ def test_slurmrestds_unknown_node_quirk_is_still_not_found() -> None:
     with pytest.raises(SlurmApiError) as info:
         client.get_node("cpu-9")
     assert info.value.not_found and info.value.code == 2018
+
+
+def test_partitions_and_diag_parse_their_replies_and_a_reply_without_statistics_fails_closed() -> None:
+    replies = {
+        "/slurm/v0.0.42/partitions/": {
+            "partitions": [{"name": "batch", "partition": {"state": ["UP"]}, "nodes": {"configured": "cpu-[0-1]"}}]
+        },
+        "/slurm/v0.0.42/diag/": {
+            "statistics": {"jobs_submitted": 5, "bf_when_last_cycle": {"set": True, "infinite": False, "number": 9}}
+        },
+    }
+    client, _ = make(lambda request: httpx.Response(200, json=replies[request.url.path]))
+    (batch,) = client.list_partitions()
+    assert batch.name == "batch" and batch.up and batch.nodes.configured == "cpu-[0-1]"
+    diag = client.diag()
+    assert diag.jobs_submitted == 5 and diag.bf_when_last_cycle == 9
+    replies["/slurm/v0.0.42/diag/"] = {"errors": [], "warnings": []}
+    with pytest.raises(SlurmUnavailable, match="statistics"):
+        client.diag()

@@ -1,0 +1,63 @@
+"""What the exporter reads of Slurm in one collection, and how a node's state reads: pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..slurmrest.models import Diag, Job, Node, Partition
+
+USABLE = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
+"""Node states whose free CPUs Slurm can still hand out; every other state's free CPUs are what
+sinfo calls "other" (%C: allocated/idle/other/total)."""
+
+BUSY = frozenset({"ALLOCATED", "MIXED"})
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One read of slurmctld: the four replies, taken one after another."""
+
+    jobs: tuple[Job, ...]
+    nodes: tuple[Node, ...]
+    partitions: tuple[Partition, ...]
+    diag: Diag
+
+
+def node_state(node: Node) -> str:
+    """The node's state as `sinfo -o %T` prints it, lowercase and without the trailing flag
+    characters (`*` not responding, `~` powered down, ...): drained, draining, down, idle, ..."""
+    flags = node.flags
+    base = node.base_state
+    if "INVALID_REG" in flags:
+        return "inval"
+    if "DRAIN" in flags:
+        return "draining" if base in BUSY or "COMPLETING" in flags else "drained"
+    if "FAIL" in flags:
+        return "failing" if base in BUSY else "fail"
+    if base == "IDLE" and "COMPLETING" in flags:
+        return "completing"
+    if base == "IDLE" and "PLANNED" in flags:
+        return "planned"
+    if base == "IDLE" and "MAINTENANCE" in flags:
+        return "maint"
+    if base == "IDLE" and "RESERVED" in flags:
+        return "reserved"
+    return base.lower()
+
+
+def tres_count(tres: str, key: str) -> int:
+    """One entry of a TRES string (`cpu=4,mem=4G,gres/gpu=2`), 0 when absent. Counts only (the
+    memory entry, with its unit, is read from the node's own fields instead)."""
+    for item in tres.split(","):
+        name, _, value = item.partition("=")
+        if name == key:
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def gpus(node: Node) -> tuple[int, int]:
+    """(total, allocated) GPUs of a node, from its TRES (`gres/gpu=2`) and TRES in use."""
+    return tres_count(node.tres, "gres/gpu"), tres_count(node.tres_used, "gres/gpu")
