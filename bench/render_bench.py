@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sunk.runtime.testing.goals import goal
@@ -25,11 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SUNK = str(Path(sys.executable).with_name("sunk"))
 
 
-def render(stack: str, out: Path) -> float:
+def render(stacks: list[str], out: Path, *extra: str) -> float:
     started = time.monotonic()
-    done = subprocess.run([SUNK, "render", stack, "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [SUNK, "render", *stacks, "--out", str(out), *extra], cwd=ROOT, capture_output=True, text=True
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"sunk render {stack} failed:\n{done.stderr}")
+        raise RuntimeError(f"sunk render {' '.join(stacks)} failed:\n{done.stderr}")
     return time.monotonic() - started
 
 
@@ -47,21 +49,27 @@ def matrix_stacks(folder: Path, count: int) -> list[Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--matrix", type=int, default=100)
-    parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="worker processes for the matrix")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sunk-render-bench-") as tmp:
         work = Path(tmp)
-        singles = [render("acme-dev", work / f"single-{i}") for i in range(3)]
+        singles = [render(["acme-dev"], work / f"single-{i}") for i in range(3)]
         files = len(list((work / "single-0").iterdir()))
         print(f"one stack (acme-dev, {files} objects): " + ", ".join(f"{s:.2f} s" for s in singles))
         stacks = matrix_stacks(work, args.matrix)
-        started = time.monotonic()
-        with ThreadPoolExecutor(args.parallel) as pool:
-            times = list(pool.map(lambda p: render(str(p), work / f"out-{p.stem}"), stacks))
-        total = time.monotonic() - started
+        matrix = work / "matrix"
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        total = render([str(p) for p in stacks], matrix, "--jobs", str(args.parallel))
+        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+        rendered = sorted(matrix.iterdir())
+        objects = sum(len(list(d.iterdir())) for d in rendered)
+        if len(rendered) != args.matrix:
+            raise RuntimeError(f"{len(rendered)} stack folders for {args.matrix} stacks")
         print(
-            f"{args.matrix} stacks, {args.parallel} at a time: {total:.1f} s wall "
-            f"(per stack median {statistics.median(times):.2f} s, max {max(times):.2f} s)"
+            f"{args.matrix} stacks in one `sunk render` ({args.parallel} worker processes): {total:.1f} s wall, "
+            f"{objects} objects, {total / args.matrix:.2f} s per stack; {cpu:.1f} s CPU in all "
+            f"({cpu / total:.2f} cores busy of {os.cpu_count()}; load average {os.getloadavg()[0]:.1f})"
         )
     goal("render one stack, cold process", statistics.median(singles), 2.0, "s")
     goal(f"render a {args.matrix}-stack matrix", total, 60.0 * args.matrix / 100, "s", digits=1)

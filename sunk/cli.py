@@ -122,6 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTENSIONS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1 (argparse prints the message and exits 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1; give 1 or more")
+    return value
+
+
 def _register_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "render",
@@ -129,8 +140,18 @@ def _register_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="Runs the real Pulumi program for STACK through Pulumi's mock engine and writes one "
         "kubectl-appliable YAML file per object, named <rank>-<kind>-<namespace>-<name>.yaml.",
     )
-    p.add_argument("stack", nargs="?", default=DEFAULT_STACK, help=f"stack name or file (default: {DEFAULT_STACK})")
+    p.add_argument(
+        "stacks",
+        nargs="*",
+        metavar="STACK",
+        help=f"stack names or files (default: {DEFAULT_STACK}); with several, each goes to OUT/<stack>/",
+    )
+    p.add_argument("--all", action="store_true", help="every stack of the project (each into OUT/<stack>/)")
+    p.add_argument(
+        "--jobs", type=_positive_int, default=None, help="worker processes for several stacks (default: CPUs)"
+    )
     p.add_argument("--out", required=True, help="folder for the YAML files (earlier renders there are replaced)")
+    p.set_defaults(default_stack=DEFAULT_STACK)
     p.add_argument("--show-secrets", action="store_true", help="write Secret values (offline placeholders)")
     p.add_argument("--program", type=Path, default=None, help="Pulumi program (default: the project's __main__.py)")
     p.set_defaults(func=_lazy("sunk.components.render", "cmd_render"))
@@ -150,7 +171,7 @@ def _register_stacks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--stacks-dir", default=None, help="folder of Pulumi.<stack>.yaml files (default: the project's stackConfigDir)"
     )
     p.add_argument("--fail-fast", action="store_true", help="start no further stack after a failure")
-    p.add_argument("--parallel", type=int, default=1, metavar="N", help="run up to N tenant stacks at once")
+    p.add_argument("--parallel", type=_positive_int, default=1, metavar="N", help="run up to N tenant stacks at once")
     p.add_argument("--json", action="store_true", help="print one JSON document with every stack's result")
     p.set_defaults(func=_lazy("sunk.components.stacks", "cmd_stacks"))
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from openapi_schema_validator import OAS30Validator
 from sunk.components.offline import REDACTED, Evaluation
+from sunk.components import render as render_module
 from sunk.components.render import CLUSTER_SCOPE, Rendered, file_name, render_evaluation, write
 
 from sunk.cli import main
@@ -174,3 +175,56 @@ def test_write_is_idempotent(rendered: dict[str, Rendered], tmp_path: Path) -> N
     first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     write(rendered["globex-prod"], tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
+
+
+def test_the_fast_yaml_emitter_writes_the_same_bytes_as_pythons(rendered: dict[str, Rendered]) -> None:
+    """render uses libyaml's emitter when PyYAML has it; the goldens must not depend on that."""
+    assert render_module._SafeDumper is yaml.CSafeDumper  # the wheels ship libyaml: the fast path is taken
+
+    class PythonDumper(yaml.SafeDumper):
+        pass
+
+    PythonDumper.add_representer(str, render_module._str)
+    for name, result in rendered.items():
+        for obj in result.objects:
+            python = yaml.dump(obj, Dumper=PythonDumper, sort_keys=True, default_flow_style=False, width=120)
+            assert render_module.to_yaml(obj) == python, f"{name}: {file_name(obj)}"
+
+
+def test_render_all_writes_each_stack_into_its_folder_with_the_single_stack_bytes(
+    rendered: dict[str, Rendered], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", "--all", "--jobs", "2", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(STACKS)
+    for stack in STACKS:
+        on_disk = {p.name: p.read_text() for p in (tmp_path / stack).iterdir()}
+        assert on_disk == rendered[stack].files
+    out = capsys.readouterr().out
+    assert f"Rendered {len(STACKS)} stacks into {tmp_path} (2 at a time)" in out
+
+
+def test_a_matrix_with_one_bad_stack_writes_nothing_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "Pulumi.bad-dev.yaml"
+    bad.write_text((ROOT / "stacks" / "Pulumi.globex-dev.yaml").read_text().replace("cpus: 8", "cpus: 0"))
+    out = tmp_path / "out"
+    assert main(["render", "globex-dev", str(bad), "acme-dev", "--jobs", "2", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "nodesets[0].cpus" in err and str(bad) in err
+    assert "1 of 3 stacks failed; nothing written" in err
+    assert not out.exists()
+
+
+def test_a_matrix_refuses_the_same_stack_twice_and_bad_job_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    same = tmp_path / "Pulumi.globex-dev.yaml"
+    same.write_text((ROOT / "stacks" / "Pulumi.globex-dev.yaml").read_text())
+    assert main(["render", "globex-dev", str(same), "--out", str(tmp_path / "out")]) == 1
+    assert "both stack 'globex-dev'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["render", "--all", "--jobs", "0", "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    assert "0 is less than 1; give 1 or more" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
