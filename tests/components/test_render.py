@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from openapi_schema_validator import OAS30Validator
-from sunk.components.offline import REDACTED, Evaluation
 from sunk.components import render as render_module
+from sunk.components.offline import REDACTED, Evaluation
 from sunk.components.render import CLUSTER_SCOPE, Rendered, file_name, render_evaluation, write
 
 from sunk.cli import main
