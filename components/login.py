@@ -73,7 +73,7 @@ class Login(Component):
 
 
 def _endpoint(spec: ClusterSpec, svc: pulumi.CustomResource) -> pulumi.Output[str]:
-    kind = spec.login.service_type
+    kind = spec.login.service_kind
     if kind == "ClusterIP":
         return text(f"{naming.login(spec)}.{spec.ns}.svc.cluster.local:{SSH_PORT}")
     if kind == "NodePort":

@@ -51,6 +51,12 @@ def _keys_of(obj: Any) -> set[str]:
 def test_every_key_sunk_writes_has_the_one_prefix(stack: str) -> None:
     spec = load_stack(stack).spec
     user_given = set(spec.labels) | set(spec.monitoring.labels) | set(spec.monitoring.dashboard_labels)
+    for role in (spec.controller, spec.accounting, spec.accounting.mariadb, spec.restapi, spec.login, spec.runtime):
+        user_given |= {*role.labels, *role.annotations, *role.pod_labels, *role.pod_annotations}
+    for service in (spec.restapi.service, spec.login.service, spec.controller.service):
+        user_given |= {*service.labels, *service.annotations}
+    for ns in spec.nodesets:
+        user_given |= {*ns.labels, *ns.annotations, *ns.pod_labels, *ns.pod_annotations}
     written = _keys_of([*cluster_manifests(spec), *operator_manifests(OperatorSpec())]) - user_given
     foreign = {k for k in written if not k.startswith(("app.kubernetes.io/", "pod-security.kubernetes.io/"))}
     assert foreign, "expected sunk's own keys"

@@ -30,6 +30,7 @@ from sunk.manifests.meta import (
     tcp_probe,
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, slurm_pod_security
+from sunk.manifests.podsettings import apply_pod, object_meta
 from sunk.manifests.sssd import SSSD_HASH, with_sssd
 from sunk.render import ACCOUNTING_SETUP
 from sunk.spec.cluster import ClusterSpec
@@ -105,12 +106,18 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
             ],
         },
     }
+    pod = apply_pod(pod, db, main="mariadb", pull_secrets=spec.images.pull_secrets, extra_args=db.extra_args)
     return [
-        obj("v1", "PersistentVolumeClaim", metadata(spec, mariadb_claim_name(spec), DB_COMPONENT), spec=claim),
+        obj(
+            "v1",
+            "PersistentVolumeClaim",
+            object_meta(metadata(spec, mariadb_claim_name(spec), DB_COMPONENT), db),
+            spec=claim,
+        ),
         obj(
             "v1",
             "Service",
-            metadata(spec, name, DB_COMPONENT),
+            object_meta(metadata(spec, name, DB_COMPONENT), db),
             spec={
                 "selector": selector(spec, DB_COMPONENT),
                 "ports": [{"name": "mysql", "port": MARIADB_PORT, "targetPort": "mysql", "protocol": "TCP"}],
@@ -119,7 +126,7 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
         obj(
             "apps/v1",
             "StatefulSet",
-            metadata(spec, name, DB_COMPONENT),
+            object_meta(metadata(spec, name, DB_COMPONENT), db),
             spec={
                 "replicas": 1,
                 "serviceName": name,
@@ -181,10 +188,14 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
             "volumes": volumes,
         },
     }
+    settings = spec.accounting
+    pod = apply_pod(
+        pod, settings, main="slurmdbd", pull_secrets=spec.images.pull_secrets, extra_args=settings.extra_args
+    )
     deployment = obj(
         "apps/v1",
         "Deployment",
-        metadata(spec, name, COMPONENT),
+        object_meta(metadata(spec, name, COMPONENT), settings),
         spec={
             "replicas": 1,
             # Two slurmdbd on one database would both run its upgrades and rollups.
@@ -196,7 +207,7 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     service = obj(
         "v1",
         "Service",
-        metadata(spec, name, COMPONENT),
+        object_meta(metadata(spec, name, COMPONENT), settings),
         spec={
             "selector": selector(spec, COMPONENT),
             "ports": [{"name": "slurmdbd", "port": naming.SLURMDBD_PORT, "targetPort": "slurmdbd", "protocol": "TCP"}],
@@ -242,6 +253,8 @@ def setup_job(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             ],
         },
     }
+    # The Job runs slurmdbd's image: it is scheduled and pulls as slurmdbd does.
+    pod = apply_pod(pod, spec.accounting, main=None, pull_secrets=spec.images.pull_secrets)
     return obj(
         "batch/v1",
         "Job",

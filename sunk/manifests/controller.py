@@ -22,6 +22,7 @@ from sunk.manifests.meta import (
     tcp_probe,
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared_volumes, slurm_pod_security
+from sunk.manifests.podsettings import apply_pod, apply_service, object_meta
 from sunk.manifests.sssd import SSSD_HASH, with_sssd
 from sunk.spec.cluster import ClusterSpec
 
@@ -37,16 +38,17 @@ def state_claim(spec: ClusterSpec) -> Manifest:
     claim: Manifest = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
     if storage.storage_class:
         claim["storageClassName"] = storage.storage_class
-    return obj("v1", "PersistentVolumeClaim", metadata(spec, state_claim_name(spec), COMPONENT), spec=claim)
+    meta = object_meta(metadata(spec, state_claim_name(spec), COMPONENT), spec.controller)
+    return obj("v1", "PersistentVolumeClaim", meta, spec=claim)
 
 
 def headless_service(spec: ClusterSpec) -> Manifest:
     """Gives `<cluster>-controller-0.<cluster>-controller.<ns>.svc` to the pod. Addresses are
     published before readiness: slurmd and clients must resolve slurmctld while it starts."""
-    return obj(
+    service = obj(
         "v1",
         "Service",
-        metadata(spec, naming.controller(spec), COMPONENT),
+        object_meta(metadata(spec, naming.controller(spec), COMPONENT), spec.controller),
         spec={
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -61,6 +63,7 @@ def headless_service(spec: ClusterSpec) -> Manifest:
             ],
         },
     )
+    return apply_service(service, spec.controller.service)
 
 
 def disruption_budget(spec: ClusterSpec) -> Manifest:
@@ -69,7 +72,7 @@ def disruption_budget(spec: ClusterSpec) -> Manifest:
     return obj(
         "policy/v1",
         "PodDisruptionBudget",
-        metadata(spec, naming.controller(spec), COMPONENT),
+        object_meta(metadata(spec, naming.controller(spec), COMPONENT), spec.controller),
         spec={
             "minAvailable": 1,
             "selector": {"matchLabels": selector(spec, COMPONENT)},
@@ -136,10 +139,17 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             "volumes": volumes,
         },
     }
+    pod = apply_pod(
+        pod,
+        spec.controller,
+        main="slurmctld",
+        pull_secrets=spec.images.pull_secrets,
+        extra_args=spec.controller.extra_args,
+    )
     return obj(
         "apps/v1",
         "StatefulSet",
-        metadata(spec, naming.controller(spec), COMPONENT),
+        object_meta(metadata(spec, naming.controller(spec), COMPONENT), spec.controller),
         spec={
             "replicas": 1,
             "serviceName": naming.controller(spec),

@@ -19,6 +19,7 @@ from sunk.manifests.meta import (
     tcp_probe,
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared_volumes
+from sunk.manifests.podsettings import apply_pod, apply_service, object_meta
 from sunk.manifests.sssd import render_sssd_conf, with_sssd
 from sunk.spec.cluster import ClusterSpec
 
@@ -133,25 +134,28 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             "volumes": volumes,
         },
     }
+    pod = apply_pod(pod, login, main="sshd", pull_secrets=spec.images.pull_secrets, extra_args=login.extra_args)
     return obj(
         "apps/v1",
         "Deployment",
-        metadata(spec, naming.login(spec), COMPONENT),
+        object_meta(metadata(spec, naming.login(spec), COMPONENT), login),
         spec={"replicas": login.replicas, "selector": {"matchLabels": selector(spec, COMPONENT)}, "template": pod},
     )
 
 
 def service(spec: ClusterSpec) -> Manifest:
+    login = spec.login
     svc: Manifest = {
-        "type": spec.login.service_type,
+        "type": login.service_kind,
         "selector": selector(spec, COMPONENT),
         "ports": [{"name": "ssh", "port": SSH_PORT, "targetPort": "ssh", "protocol": "TCP"}],
     }
-    if spec.login.source_ranges:
-        svc["loadBalancerSourceRanges"] = list(spec.login.source_ranges)
+    if login.ranges:
+        svc["loadBalancerSourceRanges"] = login.ranges
         # Keep the client address, or the source ranges would see the node's address instead.
         svc["externalTrafficPolicy"] = "Local"
-    return obj("v1", "Service", metadata(spec, naming.login(spec), COMPONENT), spec=svc)
+    meta = object_meta(metadata(spec, naming.login(spec), COMPONENT), login)
+    return apply_service(obj("v1", "Service", meta, spec=svc), login.service)
 
 
 def login_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:

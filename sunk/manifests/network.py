@@ -1,5 +1,6 @@
 """NetworkPolicies: the accounting database answers only slurmdbd; slurmrestd answers only the
-tenant's runtime, its login pods and the cluster-wide operator.
+tenant's runtime, its login pods, the cluster-wide operator and, when its Service is exposed
+(restapi.service), the source ranges it is exposed to.
 
 Only these two are fenced: slurmctld, slurmd and slurmdbd must accept Slurm RPCs from every
 Slurm pod (and slurmd from slurmctld), and they authenticate every RPC with munge or slurm.key."""
@@ -53,5 +54,8 @@ def network_policies(spec: ClusterSpec, operator_namespace: str | None) -> list[
                     "podSelector": {"matchLabels": OPERATOR_LABELS},
                 }
             )
+        # Exposed beyond the cluster (restapi.service): the ranges it is exposed to, with the client's
+        # address kept (externalTrafficPolicy Local), so the policy sees who connects.
+        sources += [{"ipBlock": {"cidr": cidr}} for cidr in spec.restapi.service.source_ranges]
         out.append(_policy(spec, f"{naming.restapi(spec)}-ingress", RESTAPI, sources, naming.SLURMRESTD_PORT))
     return out

@@ -8,6 +8,7 @@ from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import nodeset_config_files, nodeset_hash
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.pods import shared_claim
+from sunk.manifests.podsettings import object_meta
 from sunk.manifests.sssd import sssd_refs
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.spec.cluster import ClusterSpec
@@ -52,6 +53,9 @@ def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSet
         extra["auth_secret_key"] = refs.auth.key
     if refs.jwt.key != "jwt_hs256.key":
         extra["jwt_secret_key"] = refs.jwt.key
+    if spec.images.pull_secrets:
+        # The operator reads no stack: the cluster's pull Secrets travel in the NodeSet, first.
+        extra["image_pull_secrets"] = list(dict.fromkeys([*spec.images.pull_secrets, *ns.image_pull_secrets]))
     return NodeSetResourceSpec.model_validate({**fields, **extra})
 
 
@@ -59,7 +63,9 @@ def nodeset_resource(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> Mani
     # exclude_unset keeps what the user wrote: re-parsing must not see defaults as choices
     # (an operator parsing the object sees the spec as written).
     body = resource_spec(spec, ns, refs).model_dump(mode="json", by_alias=True, exclude_unset=True)
-    meta = metadata(spec, naming.nodeset(spec, ns.name), COMPONENT, extra_labels={NODESET_LABEL: ns.name})
+    meta = object_meta(
+        metadata(spec, naming.nodeset(spec, ns.name), COMPONENT, extra_labels={NODESET_LABEL: ns.name}), ns
+    )
     return obj(API_VERSION, KIND, meta, spec=body)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from sunk import keys, naming
 from sunk.images import S6_INIT
+from sunk.manifests.podsettings import apply_pod, object_meta
 from sunk.manifests.scripts import munge_start, sh
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
@@ -234,18 +235,6 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[A
         vname = naming.shared_volume(sv.name)
         volumes.append({"name": vname, "persistentVolumeClaim": {"claimName": claim, "readOnly": sv.read_only}})
         mounts.append({"name": vname, "mountPath": sv.mount_path, "readOnly": sv.read_only})
-    for v in spec.volumes:
-        source: dict[str, Any]
-        if v.host_path is not None:
-            source = {"hostPath": {"path": v.host_path}}
-        elif v.claim_name is not None:
-            source = {"persistentVolumeClaim": {"claimName": v.claim_name, "readOnly": v.read_only}}
-        elif v.config_map is not None:
-            source = {"configMap": {"name": v.config_map}}
-        else:
-            source = {"emptyDir": {}}
-        volumes.append({"name": v.name, **source})
-        mounts.append({"name": v.name, "mountPath": v.mount_path, "readOnly": v.read_only})
     _unique("volume name", [v["name"] for v in volumes])
     _unique("mount path", [m["mountPath"] for m in mounts])
     return volumes, mounts
@@ -428,7 +417,10 @@ def nodeset_pod(
         tolerations += [t for t in DAEMON_TOLERATIONS if t not in tolerations]
     if tolerations:
         pod_spec["tolerations"] = tolerations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    # The NodeSet's pod settings (sunk.spec.pod): labels, annotations, pulls, priority, spread,
+    # and slurmd's env, volumes and securityContext; its images.pullSecrets are already in the spec.
+    pod = apply_pod({"metadata": metadata, "spec": pod_spec}, spec, main=SLURMD)
+    return {"apiVersion": "v1", "kind": "Pod", **pod}
 
 
 def headless_service(
@@ -436,7 +428,9 @@ def headless_service(
 ) -> dict[str, Any]:
     """The Service behind the pods' `subdomain`: `<node>.<service>.<namespace>.svc` resolves,
     for MPI and srun between nodes, even before a pod is ready."""
-    metadata: dict[str, Any] = {"name": service_name(spec), "namespace": namespace, "labels": selector_labels(spec)}
+    metadata: dict[str, Any] = object_meta(
+        {"name": service_name(spec), "namespace": namespace, "labels": selector_labels(spec)}, spec
+    )
     if owner is not None:
         metadata["ownerReferences"] = owner_references(owner)
     return {

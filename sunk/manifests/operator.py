@@ -8,7 +8,7 @@ to its JWT Secret alone (sunk.manifests.runtime.operator_access). No cluster-adm
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -17,18 +17,22 @@ from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restrict
 from sunk.manifests.meta import resources as container_resources
 from sunk.manifests.network import OPERATOR_LABELS
 from sunk.manifests.nodeset_crd import nodeset_crd
+from sunk.manifests.podsettings import apply_pod
 from sunk.manifests.runtime import METRICS_LABEL, METRICS_PORT, RBAC
 from sunk.nodeset_resource import GROUP, PLURAL
 from sunk.policy import TenantPolicy
-from sunk.spec.base import DnsLabel, Image, Model, Resources, resources
+from sunk.spec.base import DnsLabel, Image, Resources, resources
+from sunk.spec.pod import PodRole, PodSettings
 from sunk.spec.services import Images
 
 OPERATOR_NAME = "sunk-operator"
 CLUSTER_ROLE = "sunk-operator"
 
 
-class OperatorSpec(Model):
-    """Options of the cluster-wide operator."""
+class OperatorSpec(PodSettings):
+    """Options of the cluster-wide operator, and its pod settings (sunk.spec.pod.PodSettings)."""
+
+    POD_ROLE: ClassVar[PodRole] = "operator"
 
     namespace: DnsLabel = "sunk-system"
     """Namespace of the operator. Default: sunk-system."""
@@ -40,8 +44,6 @@ class OperatorSpec(Model):
     """More than one waits on the leader-election lease. Default: 1."""
     resources: Resources = resources("100m", "256Mi", "1Gi")
     """Default: requests 100m/256Mi, limit 1Gi memory."""
-    labels: dict[str, str] = {}
-    """Extra labels on every object. Default: none."""
     monitoring: bool = False
     """A ServiceMonitor for the operator's metrics and a PrometheusRule with its alerts (no leader,
     a tenant's Slurm unreadable, failing actions); needs the Prometheus Operator CRDs. Default: false."""
@@ -67,6 +69,11 @@ def _labels(op: OperatorSpec) -> dict[str, str]:
         "app.kubernetes.io/part-of": "sunk",
         "app.kubernetes.io/managed-by": "sunk",
     }
+
+
+def _annotated(op: OperatorSpec, meta: Manifest) -> Manifest:
+    """The operator's `annotations` on its Deployment and Service (its `labels` are on every object)."""
+    return {**meta, "annotations": dict(op.annotations)} if op.annotations else meta
 
 
 def _meta(op: OperatorSpec, name: str, *, namespaced: bool = True) -> Manifest:
@@ -189,22 +196,23 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
         "livenessProbe": http_probe("/healthz", "metrics", period=20, failures=6),
     }
     selector = {"app.kubernetes.io/name": OPERATOR_LABELS["app.kubernetes.io/name"]}
+    template = {
+        "metadata": {"labels": _labels(op)},
+        "spec": {
+            "serviceAccountName": OPERATOR_NAME,
+            "enableServiceLinks": False,
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+        },
+    }
     deployment = obj(
         "apps/v1",
         "Deployment",
-        _meta(op, OPERATOR_NAME),
+        _annotated(op, _meta(op, OPERATOR_NAME)),
         spec={
             "replicas": op.replicas,
             "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {"labels": _labels(op)},
-                "spec": {
-                    "serviceAccountName": OPERATOR_NAME,
-                    "enableServiceLinks": False,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [container],
-                },
-            },
+            "template": apply_pod(template, op, main="operator"),
         },
     )
     return [
@@ -230,7 +238,7 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
         obj(
             "v1",
             "Service",
-            {**_meta(op, OPERATOR_NAME), "labels": {**_labels(op), METRICS_LABEL: "true"}},
+            _annotated(op, {**_meta(op, OPERATOR_NAME), "labels": {**_labels(op), METRICS_LABEL: "true"}}),
             spec={
                 "selector": selector,
                 "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],

@@ -19,6 +19,7 @@ from sunk.manifests.meta import (
     tcp_probe,
 )
 from sunk.manifests.pods import slurm_pod_security
+from sunk.manifests.podsettings import apply_pod, apply_service, object_meta
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "restapi"
@@ -61,24 +62,29 @@ def restapi_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
             "volumes": [slurm_projection(spec, "restapi", auth_key=auth_key)],
         },
     }
+    settings = spec.restapi
+    pod = apply_pod(
+        pod, settings, main="slurmrestd", pull_secrets=spec.images.pull_secrets, extra_args=settings.extra_args
+    )
+    service = obj(
+        "v1",
+        "Service",
+        object_meta(metadata(spec, name, COMPONENT), settings),
+        spec={
+            "selector": selector(spec, COMPONENT),
+            "ports": [{"name": "http", "port": naming.SLURMRESTD_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    )
     return [
         obj(
             "apps/v1",
             "Deployment",
-            metadata(spec, name, COMPONENT),
+            object_meta(metadata(spec, name, COMPONENT), settings),
             spec={
                 "replicas": spec.restapi.replicas,
                 "selector": {"matchLabels": selector(spec, COMPONENT)},
                 "template": pod,
             },
         ),
-        obj(
-            "v1",
-            "Service",
-            metadata(spec, name, COMPONENT),
-            spec={
-                "selector": selector(spec, COMPONENT),
-                "ports": [{"name": "http", "port": naming.SLURMRESTD_PORT, "targetPort": "http", "protocol": "TCP"}],
-            },
-        ),
+        apply_service(service, settings.service),
     ]

@@ -20,9 +20,11 @@ from sunk.manifests.meta import (
     labels,
     metadata,
     obj,
+    resources,
     restricted,
     selector,
 )
+from sunk.manifests.podsettings import apply_pod, object_meta
 from sunk.manifests.restapi import url
 from sunk.spec.cluster import ClusterSpec
 
@@ -118,7 +120,7 @@ def runtime_env(spec: ClusterSpec) -> list[Manifest]:
     ]
 
 
-def runtime_container(image: str, module: str, env: list[Manifest]) -> Manifest:
+def runtime_container(image: str, module: str, env: list[Manifest], limits: Manifest) -> Manifest:
     return {
         "name": module.rsplit(".", 1)[-1],
         "image": image,
@@ -126,7 +128,7 @@ def runtime_container(image: str, module: str, env: list[Manifest]) -> Manifest:
         "env": env,
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "securityContext": {**restricted(RUNTIME_UID), "readOnlyRootFilesystem": True},
-        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "resources": limits,
         "readinessProbe": http_probe("/readyz", "metrics"),
         "livenessProbe": http_probe("/healthz", "metrics", period=20, failures=6),
     }
@@ -137,7 +139,9 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
     env = runtime_env(spec)
     if controller == "scheduler":
         env.append({"name": "SUNK_SCHEDULER_NAME", "value": SCHEDULER_NAME})
-    container = runtime_container(spec.images.runtime.ref, f"sunk.runtime.{controller}", env)
+    container = runtime_container(
+        spec.images.runtime.ref, f"sunk.runtime.{controller}", env, resources(spec.runtime.resources)
+    )
     container["volumeMounts"] = [{"name": "jwt", "mountPath": JWT_DIR, "readOnly": True}]
     pod = {
         "metadata": {"labels": labels(spec, controller)},
@@ -162,10 +166,11 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
             ],
         },
     }
+    pod = apply_pod(pod, spec.runtime, main=controller, pull_secrets=spec.images.pull_secrets)
     return obj(
         "apps/v1",
         "Deployment",
-        metadata(spec, n, controller),
+        object_meta(metadata(spec, n, controller), spec.runtime),
         spec={
             "replicas": 1,
             # One actor per tenant: the old pod stops before the new one starts acting.
@@ -180,7 +185,9 @@ def metrics_service(spec: ClusterSpec, controller: Controller) -> Manifest:
     return obj(
         "v1",
         "Service",
-        metadata(spec, name(spec, controller), controller, extra_labels={METRICS_LABEL: "true"}),
+        object_meta(
+            metadata(spec, name(spec, controller), controller, extra_labels={METRICS_LABEL: "true"}), spec.runtime
+        ),
         spec={
             "selector": selector(spec, controller),
             "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],

@@ -33,6 +33,7 @@ from sunk.spec.services import (
     LoginSpec,
     MonitoringSpec,
     RestApiSpec,
+    RuntimeSpec,
 )
 
 SUPPORTED_SLURM = (SLURM_VERSION,)
@@ -184,6 +185,8 @@ class ClusterSpec(Model):
     """Extra labels on every object. Default: none."""
     monitoring: MonitoringSpec = MonitoringSpec()
     """ServiceMonitor and Grafana dashboard. Default: disabled."""
+    runtime: RuntimeSpec = RuntimeSpec()
+    """Pod settings and resources of the syncer and scheduler. Default: none added."""
 
     @property
     def ns(self) -> str:
@@ -326,8 +329,17 @@ class ClusterSpec(Model):
         return errors
 
     def _role_problems(self) -> list[str]:
-        """Shared volumes only on roles that exist."""
+        """Shared volumes only on roles that exist, and not where a role's own volume mounts."""
+        errors = []
         if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
             idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
-            return [f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false"]
-        return []
+            errors.append(f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false")
+        for role, section in (("controller", self.controller), ("login", self.login)):
+            on_role = {v.mount_path: v.name for v in self.shared_volumes if role in v.mount_on}
+            errors += [
+                f"{role}.volumes[{j}].mountPath: {vol.mount_path} is also where shared volume "
+                f"{on_role[vol.mount_path]} mounts on {role}; one path, one volume"
+                for j, vol in enumerate(section.volumes)
+                if vol.mount_path in on_role
+            ]
+        return errors

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 from sunk.spec.base import Cidr, DnsSubdomain, Model, Resources, SecretRef, _matcher, resources
+from sunk.spec.pod import ExtraArgs, PodRole, PodSettings, ServiceSettings
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -57,18 +58,25 @@ GroupName = Annotated[
 """A Unix or directory group, as sshd's AllowGroups and Slurm's AllowGroups take it."""
 
 
-class LoginSpec(Model):
-    """SSH login pods (sshd + sssd + Slurm clients)."""
+class LoginSpec(PodSettings):
+    """SSH login pods (sshd + sssd + Slurm clients), their pod settings (sunk.spec.pod.PodSettings,
+    for sshd) and their Service."""
+
+    POD_ROLE: ClassVar[PodRole] = "login"
 
     enabled: bool = True
     """Default: true."""
     replicas: Annotated[int, Field(ge=1, le=20)] = 1
     """Default: 1."""
-    service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] = "LoadBalancer"
-    """How users reach sshd. Default: LoadBalancer.
+    service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] | None = None
+    """How users reach sshd; the same as service.type (set one). Default: LoadBalancer.
     (https://kubernetes.io/docs/concepts/services-networking/service/)"""
     source_ranges: list[Cidr] = []
-    """loadBalancerSourceRanges: who may connect. Default: unrestricted."""
+    """loadBalancerSourceRanges: who may connect; the same as service.sourceRanges (set one).
+    Default: unrestricted."""
+    service: ServiceSettings = ServiceSettings()
+    """The login Service: type, annotations (a cloud's load-balancer settings), loadBalancerIP,
+    loadBalancerClass, nodePort, externalTrafficPolicy, sourceRanges. Default: LoadBalancer."""
     authorized_keys: list[Annotated[str, AfterValidator(_ssh_key)]] = []
     """OpenSSH public keys for root. Default: none (users come from LDAP)."""
     allow_groups: list[GroupName] = []
@@ -79,13 +87,33 @@ class LoginSpec(Model):
     """Keep sshd host keys in a Secret so they survive pod restarts. Default: true."""
     resources: Resources = resources("250m", "512Mi", "2Gi")
     """Default: requests 250m/512Mi, limit 2Gi memory."""
+    extra_args: ExtraArgs = []
+    """Arguments appended to `sshd -D -e`, e.g. `[-o, LogLevel=VERBOSE]`. Default: none."""
+
+    @property
+    def service_kind(self) -> Literal["LoadBalancer", "NodePort", "ClusterIP"]:
+        """The type in effect: service.type, else serviceType, else LoadBalancer."""
+        return self.service.type or self.service_type or "LoadBalancer"
+
+    @property
+    def ranges(self) -> list[str]:
+        """loadBalancerSourceRanges in effect: service.sourceRanges, else sourceRanges."""
+        return list(self.service.source_ranges or self.source_ranges)
 
     @model_validator(mode="after")
     def _ranges_need_lb(self) -> LoginSpec:
-        if self.source_ranges and self.service_type != "LoadBalancer":
-            raise ValueError(f"sourceRanges: only applies to serviceType LoadBalancer, not {self.service_type}")
+        errors = []
+        if self.service_type is not None and self.service.type is not None:
+            errors.append("serviceType: also given as service.type; set only service.type")
+        if self.source_ranges and self.service.source_ranges:
+            errors.append("sourceRanges: also given as service.sourceRanges; set only service.sourceRanges")
+        if self.source_ranges and self.service_kind != "LoadBalancer":
+            errors.append(f"sourceRanges: only applies to serviceType LoadBalancer, not {self.service_kind}")
+        errors += [f"service.{p}" for p in self.service.problems(self.service_kind, self.ranges)]
         if len(set(self.allow_groups)) != len(self.allow_groups):
-            raise ValueError("allowGroups: each group at most once")
+            errors.append("allowGroups: each group at most once")
+        if errors:
+            raise ValueError("\n".join(errors))
         return self
 
 

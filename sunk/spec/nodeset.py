@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -12,12 +12,9 @@ from sunk import keys
 from sunk.images import DEFAULT_ARCH, Arch
 from sunk.kubefit import parse_quantity
 from sunk.spec.base import (
-    AbsPath,
     DnsLabel,
     Feature,
     Image,
-    LabelKey,
-    Labels,
     Model,
     PositiveQuantity,
     Quantity,
@@ -26,11 +23,11 @@ from sunk.spec.base import (
     SlurmName,
     _matcher,
     dns_label,
-    mount_clash,
     quantity_value,
     resources,
 )
 from sunk.spec.capacity import INSTANCE_TYPES, Available, cpu_text
+from sunk.spec.pod import PodRole, PodSettings, Toleration, VolumeSpec
 
 MAX_GPUS_PER_NODE = 16
 ARCH_LABEL = "kubernetes.io/arch"
@@ -60,78 +57,6 @@ class GpuSpec(Model):
         "/dev/nvidia"
     )
     """Device file prefix; gres.conf gets File=<prefix>[0-N]. Default: /dev/nvidia."""
-
-
-class Toleration(Model):
-    """https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"""
-
-    key: LabelKey | None = None
-    """Taint key. Default: none (with operator Exists: every taint)."""
-    operator: Literal["Exists", "Equal"] = "Equal"
-    """Default: Equal."""
-    value: str | None = None
-    """Taint value for operator Equal. Default: none."""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    """Default: none (every effect)."""
-    toleration_seconds: Annotated[int, Field(ge=0)] | None = None
-    """How long a NoExecute taint is tolerated. Default: forever."""
-
-    @model_validator(mode="after")
-    def _exists_has_no_value(self) -> Toleration:
-        if self.operator == "Exists" and self.value is not None:
-            raise ValueError("value: must be empty when operator is Exists")
-        return self
-
-
-class VolumeSpec(Model):
-    """An extra volume in each slurmd pod; exactly one source."""
-
-    name: DnsLabel
-    """Volume name in the pod. Required."""
-    mount_path: AbsPath
-    """Where slurmd and jobs see it. Required."""
-    read_only: bool = False
-    """Default: false."""
-    host_path: AbsPath | None = None
-    """hostPath source. Default: none."""
-    claim_name: DnsLabel | None = None
-    """Existing PersistentVolumeClaim. Default: none."""
-    empty_dir: bool = False
-    """emptyDir source. Default: false."""
-    config_map: DnsLabel | None = None
-    """ConfigMap source. Default: none."""
-
-    @model_validator(mode="after")
-    def _not_sunks(self) -> VolumeSpec:
-        errors = []
-        if self.name.startswith(("sunk-", "shared-")):
-            errors.append(
-                f"name: {self.name!r}: volume names starting with sunk- or shared- are sunk's own in the slurmd pod"
-            )
-        if (hit := mount_clash(self.mount_path)) is not None:
-            errors.append(f"mountPath: {self.mount_path} would hide or sit inside sunk's own mount {hit}")
-        if errors:
-            raise ValueError("\n".join(errors))
-        return self
-
-    @model_validator(mode="after")
-    def _one_source(self) -> VolumeSpec:
-        given = [
-            n
-            for n, v in (
-                ("hostPath", self.host_path),
-                ("claimName", self.claim_name),
-                ("emptyDir", self.empty_dir or None),
-                ("configMap", self.config_map),
-            )
-            if v
-        ]
-        if len(given) != 1:
-            raise ValueError(
-                f"name: volume {self.name!r} needs exactly one of hostPath, claimName, emptyDir, "
-                f"configMap; got {', '.join(given) or 'none'}"
-            )
-        return self
 
 
 class EnvVar(Model):
@@ -214,8 +139,13 @@ class NodeAllocatable(Model):
     """GPUs of the NodeSet's `gpus.resourceName`. Default: 0."""
 
 
-class NodeSetSpec(Model):
-    """A group of identical Slurm compute nodes, one slurmd pod each (https://slurm.schedmd.com/slurm.conf.html#SECTION_NODE-CONFIGURATION)."""
+class NodeSetSpec(PodSettings):
+    """A group of identical Slurm compute nodes, one slurmd pod each (https://slurm.schedmd.com/slurm.conf.html#SECTION_NODE-CONFIGURATION).
+    Its pod settings (sunk.spec.pod.PodSettings: nodeSelector, tolerations, affinity, volumes,
+    env and securityContext of slurmd, ...) reach the slurmd pods through the NodeSet object and
+    the operator's pod builder."""
+
+    POD_ROLE: ClassVar[PodRole] = "compute"
 
     name: Annotated[str, dns_label(40)]
     """NodeSet name; also its Slurm feature and the prefix of its pods. Required."""
@@ -235,12 +165,6 @@ class NodeSetSpec(Model):
     it (tag suffix `-arm64`) and adds `kubernetes.io/arch: <architecture>` to the pods' nodeSelector
     (https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-arch). An image set
     in the stack (`image`, images.slurmd) is used as given and must run on it. Default: amd64."""
-    node_selector: Labels = {}
-    """Kubernetes nodeSelector; kubernetes.io/arch comes from `architecture`. Default: none."""
-    affinity: dict[str, Any] | None = None
-    """Kubernetes affinity, verbatim. Default: none."""
-    tolerations: list[Toleration] = []
-    """Default: none."""
     cpus: SlurmCount
     """Slurm CPUs per node. Required."""
     sockets: SlurmCount | None = None
@@ -257,8 +181,6 @@ class NodeSetSpec(Model):
     """Extra Slurm features; the NodeSet name is always one. Default: none."""
     weight: Annotated[int, Field(ge=1, le=65533)] = 1
     """Slurm node Weight: lower is scheduled first. Default: 1."""
-    volumes: list[VolumeSpec] = []
-    """Extra volumes in each slurmd pod. Default: none."""
     sidecars: list[Sidecar] = []
     """Extra containers in each slurmd pod. Default: none."""
     s6_oneshots: dict[DnsLabel, str] = {}
@@ -376,8 +298,6 @@ class NodeSetSpec(Model):
                 f"nodeSelector: {ARCH_LABEL} {arch} contradicts architecture {self.architecture}, which picks "
                 f"the image; set architecture: {arch} (it adds the selector) and drop this key"
             )
-        errors += _unique("volumes", [v.name for v in self.volumes], "name")
-        errors += _unique("volumes", [v.mount_path for v in self.volumes], "mountPath")
         errors += _unique("sidecars", [s.name for s in self.sidecars], "name")
         errors += [
             f"sidecars[{i}].name: {s.name!r} is reserved for sunk's own containers"
@@ -698,4 +618,6 @@ __all__ = [
     "NodeSetSpec",
     "Quantity",
     "SlurmName",
+    "Toleration",
+    "VolumeSpec",
 ]

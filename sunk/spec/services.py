@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -32,6 +32,7 @@ from sunk.spec.base import (
     resources,
 )
 from sunk.spec.identity import AuthSpec, KeySource, LdapSpec, LoginSpec
+from sunk.spec.pod import ExtraArgs, HeadlessServiceSettings, PodRole, PodSettings, ServiceSettings
 
 RoleField = Literal["controller", "accounting", "restapi", "login", "slurmd", "mariadb", "runtime"]
 """A field of Images: one per role."""
@@ -81,6 +82,11 @@ class Images(Model):
     Default: ghcr.io/sunk-dev/mariadb:11.8."""
     runtime: Image = ours("runtime")
     """Operator, syncer and scheduler (one Python image). Default: ghcr.io/sunk-dev/sunk-runtime:0.1.0."""
+    pull_secrets: list[DnsSubdomain] = []
+    """imagePullSecrets of every pod of the cluster (slurmd pods included), before each role's own
+    `imagePullSecrets`: Secrets of type kubernetes.io/dockerconfigjson in the cluster's namespace,
+    for a private registry (https://kubernetes.io/docs/tasks/configure-pod-container/pull-image-private-registry/).
+    Default: none."""
 
     @model_validator(mode="after")
     def _from_registry(self) -> Images:
@@ -109,8 +115,10 @@ class StateStorage(Model):
     """StorageClass. Default: the cluster's default class."""
 
 
-class ControllerSpec(Model):
-    """slurmctld (https://slurm.schedmd.com/slurmctld.html)."""
+class ControllerSpec(PodSettings):
+    """slurmctld (https://slurm.schedmd.com/slurmctld.html), and its pod (sunk.spec.pod.PodSettings)."""
+
+    POD_ROLE: ClassVar[PodRole] = "controller"
 
     resources: Resources = resources("500m", "1Gi", "4Gi")
     """Default: requests 500m/1Gi, limit 4Gi memory."""
@@ -118,6 +126,11 @@ class ControllerSpec(Model):
     """Default: 10Gi on the default StorageClass."""
     extra_slurm_conf: list[ConfLine] = []
     """Lines appended verbatim to slurm.conf, after everything sunk renders. Default: none."""
+    extra_args: ExtraArgs = []
+    """Arguments appended to `slurmctld -D`, e.g. `[-v]`. Default: none."""
+    service: HeadlessServiceSettings = HeadlessServiceSettings()
+    """Annotations and labels of slurmctld's headless Service (its type is fixed: its DNS name is
+    SlurmctldHost). Default: none."""
 
 
 MARIADB_BUFFER_POOL_MIB = 2048
@@ -127,8 +140,10 @@ MARIADB_HEADROOM_MIB = 512
 """Memory MariaDB needs above its buffer pool (buffer-pool bookkeeping, connections, log buffer)."""
 
 
-class MariaDbSpec(Model):
-    """In-cluster MariaDB for slurmdbd."""
+class MariaDbSpec(PodSettings):
+    """In-cluster MariaDB for slurmdbd, and its pod (sunk.spec.pod.PodSettings)."""
+
+    POD_ROLE: ClassVar[PodRole] = "mariadb"
 
     storage_size: PositiveQuantity = "20Gi"
     """Default: 20Gi."""
@@ -137,6 +152,8 @@ class MariaDbSpec(Model):
     resources: Resources = resources("250m", "2560Mi", "3Gi")
     """Default: requests 250m/2.5Gi, limit 3Gi memory (the InnoDB buffer pool is 2Gi). A memory
     request must hold the buffer pool and a limit must leave 512Mi above it."""
+    extra_args: ExtraArgs = []
+    """mariadbd options appended to sunk's, e.g. `[--max-connections=500]`. Default: none."""
 
     @model_validator(mode="after")
     def _room_for_the_buffer_pool(self) -> MariaDbSpec:
@@ -181,8 +198,12 @@ _SLURMDBD_RENDERED = frozenset(
 """slurmdbd.conf keys sunk writes (from the spec, the Services and the Secrets)."""
 
 
-class AccountingSpec(Model):
-    """slurmdbd and its database (https://slurm.schedmd.com/accounting.html)."""
+class AccountingSpec(PodSettings):
+    """slurmdbd and its database (https://slurm.schedmd.com/accounting.html). The pod settings
+    (sunk.spec.pod.PodSettings) are slurmdbd's; its scheduling, pull and pod metadata settings also
+    reach the accounting setup Job. MariaDB has its own under `mariadb`."""
+
+    POD_ROLE: ClassVar[PodRole] = "accounting"
 
     enabled: bool = True
     """Default: true."""
@@ -192,6 +213,8 @@ class AccountingSpec(Model):
     """In-cluster MariaDB, used when `external` is unset. Default: 20Gi storage."""
     resources: Resources = resources("100m", "256Mi", "1Gi")
     """slurmdbd container. Default: requests 100m/256Mi, limit 1Gi memory."""
+    extra_args: ExtraArgs = []
+    """Arguments appended to `slurmdbd -D`, e.g. `[-v]`. Default: none."""
     extra_slurmdbd_conf: list[ConfLine] = []
     """Lines appended verbatim to slurmdbd.conf. Default: none."""
     enforce: list[Literal["associations", "limits", "qos", "safe", "wckeys"]] = [
@@ -233,8 +256,11 @@ class AccountingSpec(Model):
         return self
 
 
-class RestApiSpec(Model):
-    """slurmrestd with JWT auth (https://slurm.schedmd.com/rest.html)."""
+class RestApiSpec(PodSettings):
+    """slurmrestd with JWT auth (https://slurm.schedmd.com/rest.html), its pods
+    (sunk.spec.pod.PodSettings) and its Service."""
+
+    POD_ROLE: ClassVar[PodRole] = "restapi"
 
     enabled: bool = True
     """Default: true. The syncer and scheduler need it."""
@@ -242,6 +268,38 @@ class RestApiSpec(Model):
     """Default: 1."""
     resources: Resources = resources("100m", "128Mi", "512Mi")
     """Default: requests 100m/128Mi, limit 512Mi memory."""
+    extra_args: ExtraArgs = []
+    """Arguments appended to slurmrestd's, e.g. `[-vv]`. Default: none."""
+    service: ServiceSettings = ServiceSettings()
+    """slurmrestd's Service. Exposed beyond the cluster (NodePort, LoadBalancer) it needs
+    `sourceRanges`: its NetworkPolicy admits those ranges besides the runtime, login and the
+    operator. Default: ClusterIP."""
+
+    @model_validator(mode="after")
+    def _exposure(self) -> RestApiSpec:
+        kind = self.service.type or "ClusterIP"
+        errors = [f"service.{p}" for p in self.service.problems(kind)]
+        if kind != "ClusterIP" and not self.service.source_ranges:
+            errors.append(
+                f"service.sourceRanges: a {kind} slurmrestd is fenced by its NetworkPolicy (only the runtime, "
+                "login and the operator reach it); list the client ranges that may, such as 10.0.0.0/8"
+            )
+        if kind == "NodePort" and self.service.source_ranges:
+            errors.append(
+                "service.type: NodePort with sourceRanges: use LoadBalancer (sourceRanges are a load balancer's)"
+            )
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+
+class RuntimeSpec(PodSettings):
+    """The syncer and scheduler pods (the per-tenant runtime): one set of pod settings for both."""
+
+    POD_ROLE: ClassVar[PodRole] = "runtime"
+
+    resources: Resources = resources("50m", "128Mi", "512Mi")
+    """Each controller's container. Default: requests 50m/128Mi, limit 512Mi memory."""
 
 
 class MonitoringSpec(Model):
@@ -282,5 +340,6 @@ __all__ = [
     "MariaDbSpec",
     "MonitoringSpec",
     "RestApiSpec",
+    "RuntimeSpec",
     "StateStorage",
 ]

@@ -20,6 +20,7 @@ from sunk.manifests.nodeset_crd import (
 )
 from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.pod import VOLUME_SOURCES
 
 from .conftest import STACKS
 
@@ -54,7 +55,14 @@ def test_schema_is_structural() -> None:
             free = node.get("x-kubernetes-preserve-unknown-fields") is True
             assert model or typed_map or free, f"{path}: object neither a model, a typed map nor free-form"
             if free:
-                assert path.endswith(".affinity"), f"{path}: only Kubernetes affinity is free-form"
+                # Kubernetes' own types, which the model checks against the Kubernetes schema
+                # (sunk.spec.kubeschema) before a NodeSet exists: affinity, spread constraints,
+                # volume sources, an env var's valueFrom, the container securityContext.
+                kubernetes_typed = path.endswith((".affinity", ".topologySpreadConstraints[]", ".valueFrom"))
+                kubernetes_typed |= path.endswith(".securityContext") or (
+                    path.startswith(".spec.volumes[].") and path.rsplit(".", 1)[-1] in VOLUME_SOURCES
+                )
+                assert kubernetes_typed, f"{path}: only Kubernetes' own types are free-form"
 
 
 def test_schema_follows_the_model() -> None:
@@ -108,26 +116,26 @@ def test_nodeset_objects_round_trip_through_the_operators_model(specs: dict[str,
         parsed = NodeSetResourceSpec.model_validate(obj["spec"])
         assert parsed == resource_spec(spec, ns, refs)
         # What the user wrote is carried verbatim; defaults stay the model's business.
-        assert (
-            parsed.model_dump(
-                exclude={
-                    "cluster_name",
-                    "slurmd_image",
-                    "config_files",
-                    "auth_type",
-                    "auth_secret",
-                    "jwt_secret",
-                    "config_hash",
-                    "shared_volumes",
-                    "topology",
-                    "topology_extra",
-                    "auth_secret_key",
-                    "jwt_secret_key",
-                    "sssd",
-                }
-            )
-            == ns.model_dump()
-        )
+        assert parsed.model_dump(
+            exclude={
+                "cluster_name",
+                "slurmd_image",
+                "config_files",
+                "auth_type",
+                "auth_secret",
+                "jwt_secret",
+                "config_hash",
+                "shared_volumes",
+                "topology",
+                "topology_extra",
+                "auth_secret_key",
+                "jwt_secret_key",
+                "sssd",
+                "image_pull_secrets",
+            }
+        ) == ns.model_dump(exclude={"image_pull_secrets"})
+        # The cluster's images.pullSecrets travel in the NodeSet, before its own.
+        assert parsed.image_pull_secrets == list(dict.fromkeys([*spec.images.pull_secrets, *ns.image_pull_secrets]))
 
 
 def test_schema_rejects_what_the_model_rejects() -> None:

@@ -94,7 +94,9 @@ MAIN = {"slurmctld": "slurmctld", "slurmrestd": "slurmrestd", "sshd": "login", "
 def test_manifests_run_what_the_images_are_made_for(stack: str) -> None:
     spec = load_stack(stack).spec
     registry = getattr(spec.images, "registry", None) or DEFAULT_REGISTRY
-    manifests = [*cluster_manifests(spec), *operator_manifests(OperatorSpec())]
+    # The operator from the same registry (a stack with a private mirror runs it from there too).
+    operator = OperatorSpec(image=spec.images.resolve("runtime"))
+    manifests = [*cluster_manifests(spec), *operator_manifests(operator)]
     tags = {
         role: {tag_for(ROLES[role], arch, variant) for arch in ("amd64", "arm64") for variant in (None, "pyxis")}
         for role in ROLES

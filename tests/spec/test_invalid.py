@@ -161,8 +161,8 @@ CASES = [
     Bad("gpu-device-not-dev", {"nodesets[0].gpus": {"type": "h100", "count": 1, "devicePattern": "/tmp/gpu"}}, "nodesets[0].gpus.devicePattern", "a device prefix such as /dev/nvidia"),
     Bad("feature-repeats-name", {"nodesets[0].features": ["cpu"]}, "nodesets[0].features[0]", "repeats the NodeSet name, which is always a feature"),
     Bad("feature-with-space", {"nodesets[0].features": ["fast net"]}, "nodesets[0].features[0]", "a Slurm feature: a letter, then letters, digits"),
-    Bad("volume-without-source", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/v"}]}, "nodesets[0].volumes[0].name", "needs exactly one of hostPath, claimName, emptyDir, configMap; got none"),
-    Bad("volume-two-sources", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/v", "emptyDir": True, "claimName": "c"}]}, "nodesets[0].volumes[0].name", "got claimName, emptyDir"),
+    Bad("volume-without-source", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/v"}]}, "nodesets[0].volumes[0].name", "needs exactly one volume source (nfs, emptyDir, csi, configMap, secret, persistentVolumeClaim, hostPath, ... as in a pod); got none"),
+    Bad("volume-two-sources", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/v", "emptyDir": True, "claimName": "c"}]}, "nodesets[0].volumes[0].name", "got emptyDir, persistentVolumeClaim"),
     Bad("volume-relative-path", {"nodesets[0].volumes": [{"name": "v", "mountPath": "scratch", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "a normalized absolute path such as /data (starting with '/'"),
     Bad("duplicate-volume", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/a", "emptyDir": True}, {"name": "v", "mountPath": "/b", "emptyDir": True}]}, "nodesets[0].volumes[1].name", "'v' repeats volumes[0]"),
     Bad("duplicate-volume-path", {"nodesets[0].volumes": [{"name": "a", "mountPath": "/x", "emptyDir": True}, {"name": "b", "mountPath": "/x", "emptyDir": True}]}, "nodesets[0].volumes[1].mountPath", "repeats volumes[0]"),
@@ -244,9 +244,9 @@ CASES = [
     # ----- issue 12, "mount clashes caught only by the operator after pulumi up"
     Bad("nodeset-volume-on-etc-slurm", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/etc/slurm", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "/etc/slurm would hide or sit inside sunk's own mount /etc/slurm"),
     Bad("nodeset-volume-under-run-munge", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/run/munge/x", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "sit inside sunk's own mount /run/munge"),
-    Bad("nodeset-volume-reserved-name", {"nodesets[0].volumes": [{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}]}, "nodesets[0].volumes[0].name", "volume names starting with sunk- or shared- are sunk's own"),
+    Bad("nodeset-volume-reserved-name", {"nodesets[0].volumes": [{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}]}, "nodesets[0].volumes[0].name", "'sunk-spool' is sunk's own in the slurmd pod (sunk names its volumes sunk-* and shared-*)"),
     Bad("nodeset-volume-trailing-slash", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/scratch/", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "no trailing '/'"),
-    Bad("host-path-dot-dot", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/scratch", "hostPath": "/srv/../etc"}]}, "nodesets[0].volumes[0].hostPath", "'.' and '..' segments are not allowed"),
+    Bad("host-path-dot-dot", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/scratch", "hostPath": "/srv/../etc"}]}, "nodesets[0].volumes[0].hostPath.path", "'.' and '..' segments are not allowed"),
     Bad("shared-volume-on-etc-slurm", {"sharedVolumes": [{"name": "home", "mountPath": "/etc/slurm", "existingClaim": "h"}]}, "sharedVolumes[0].mountPath", "/etc/slurm would hide or sit inside sunk's own mount /etc/slurm"),
     Bad("nodeset-volume-where-a-shared-volume-mounts", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "h"}], "nodesets[0].volumes": [{"name": "v", "mountPath": "/home", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "/home is also where shared volume home mounts on compute; one path, one volume"),
     # ----- issue 12, "numbers beyond what Slurm or Kubernetes accept"

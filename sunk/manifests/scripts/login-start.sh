@@ -18,4 +18,4 @@ else
 fi
 if [ -n "$authorized_keys" ]; then install -m 0600 "$authorized_keys" /root/.ssh/authorized_keys; fi
 if [ -n "$identity_conf" ]; then printf '%s' "$identity_conf" > "$identity_path"; fi
-exec /usr/sbin/sshd -D -e
+exec /usr/sbin/sshd -D -e "$@"

@@ -17,4 +17,4 @@ if [ -e "$etc/slurm.key" ]; then ln -sf "$etc/slurm.key" "$run/slurm.key"; fi
 { cat "$etc/slurmdbd.conf"; printf 'StoragePass=%s\n' "$password"; } > "$run/slurmdbd.conf"
 chmod 0600 "$run/slurmdbd.conf"
 export SLURM_CONF="$run/slurm.conf"
-exec slurmdbd -D
+exec slurmdbd -D "$@"
