@@ -290,3 +290,9 @@ def test_a_platform_program_from_the_wheel(venv: Path, tmp_path: Path) -> None:
     assert result["sunk"].startswith(str(venv))  # the wheel, not the checkout
     assert result["objects"] > 30 and result["not_waiting"] == []
     assert result["namespaces"] == ["", "initech-batch"]  # cluster-scoped RBAC, and the Namespace's name
+
+
+def test_kubernetes_schema_ships_as_package_data(wheel: zipfile.ZipFile) -> None:
+    """The spec checks volume sources, affinity and securityContext against these definitions, in
+    `sunk validate` and in the operator (which parses NodeSets with the same model)."""
+    assert "sunk/spec/kubernetes_schema.json" in wheel.namelist()

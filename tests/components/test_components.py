@@ -284,3 +284,40 @@ def test_every_object_carries_tenant_labels_and_explicit_names(evaluations: dict
         assert o["metadata"]["name"], f"{r.name}: no explicit metadata.name (offline renders need them)"
         labels = o["metadata"].get("labels", {})
         assert labels.get("app.kubernetes.io/part-of") == "sunk", r.name
+
+
+def _registered(ev: Evaluation, kind: str, name: str) -> Registration:
+    return next(r for r in ev.kubernetes() if r.inputs.get("kind") == kind and r.inputs["metadata"]["name"] == name)
+
+
+def test_role_settings_reach_the_registered_resources(evaluations: dict[str, Evaluation]) -> None:
+    """acme-prod's per-role pod and Service settings as the engine receives them, through the
+    components (sunk.spec.pod): the login Service's load balancer, the daemons' Node placement and
+    pull Secret, the GPU NodeSet's volumes (the operator builds slurmd pods from them)."""
+    ev = evaluations["acme-prod"]
+    login = plain(_registered(ev, "Service", "research-login").inputs, show_secrets=False)
+    assert login["spec"]["type"] == "LoadBalancer" and login["spec"]["loadBalancerClass"] == "service.k8s.aws/nlb"
+    assert login["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert login["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
+    assert login["metadata"]["labels"]["acme.example/cost-center"] == "hpc"
+    system = {"node-role.acme.example/slurm-system": "true"}
+    for kind, name in (
+        ("StatefulSet", "research-controller"),
+        ("Deployment", "research-accounting"),
+        ("Deployment", "research-syncer"),
+        ("Deployment", "research-scheduler"),
+    ):
+        pod = plain(_registered(ev, kind, name).inputs, show_secrets=False)["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == system, name
+        assert pod["tolerations"] == [
+            {"key": "node-role.acme.example/slurm-system", "operator": "Exists", "effect": "NoSchedule"}
+        ], name
+        assert pod["imagePullSecrets"] == [{"name": "acme-registry"}], name
+    controller = plain(_registered(ev, "StatefulSet", "research-controller").inputs, show_secrets=False)
+    assert controller["spec"]["template"]["spec"]["priorityClassName"] == "acme-hpc-critical"
+    h100 = plain(_registered(ev, "NodeSet", "research-h100").inputs, show_secrets=False)["spec"]
+    volumes = {v["name"]: v for v in h100["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "256Gi"}
+    assert volumes["tools"]["nfs"] == {"server": "nfs.acme.example", "path": "/exports/tools"}
+    assert h100["imagePullSecrets"] == ["acme-registry"]
+    assert ev.plain_outputs()["loginEndpoint"] == "<pending>:22"

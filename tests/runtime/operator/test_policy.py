@@ -13,6 +13,7 @@ from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.reconcile import POLICY_CONDITION, Reconciler
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
+from sunk import keys
 from sunk.policy import TENANT_NAMESPACE_LABEL, TenantPolicy, namespace_problem, pod_problems
 from sunk.stackfile import load_stack
 
@@ -59,12 +60,17 @@ def test_a_nodeset_in_a_tenant_namespace_with_allowed_images_and_paths_gets_its_
             "volume nvme2: hostPath /mnt/local-nvme2 is not allowed",
         ),
         (
+            {"volumes": [{"name": "etc", "mountPath": "/host-etc", "hostPath": {"path": "/etc", "type": "Directory"}}]},
+            True,
+            "volume etc: hostPath /etc is not allowed; allowed: /mnt/local-nvme",
+        ),
+        (
             {"sidecars": [{"name": "miner", "image": {"repository": "docker.io/x/miner", "tag": "1"}}]},
             True,
             "containers miner: image docker.io/x/miner:1 is not allowed",
         ),
     ],
-    ids=["namespace-not-a-tenant", "image", "host-path", "host-path-sibling", "sidecar-image"],
+    ids=["namespace-not-a-tenant", "image", "host-path", "host-path-sibling", "host-path-kubernetes-form", "sidecar-image"],
 )  # fmt: skip
 def test_runtime_trust_a_nodeset_beyond_the_policy_gets_no_pod_and_says_why(
     changes: dict[str, Any], tenant_label: bool, why: str
@@ -139,3 +145,43 @@ def test_a_namespace_labelled_by_an_older_release_is_served() -> None:
     kube.namespaces[NS] = {keys.LEGACY[keys.TENANT]: "acme"}
     reconciler.resync()
     assert len(kube.pods) == 2 and condition(kube) == {}
+
+
+def test_pod_settings_reach_the_pods_the_operator_creates_within_the_policy() -> None:
+    """Per-role settings of a NodeSet (sunk.spec.pod), any volume source among them: the operator's
+    pods carry them, and the policy, which sees every volume, lets NFS and memory emptyDir through."""
+    kube, reconciler, _ = world(
+        volumes=[
+            {"name": "dshm", "mountPath": "/dev/shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+            {"name": "tools", "mountPath": "/opt/tools", "readOnly": True, "nfs": {"server": "10.0.0.5", "path": "/t"}},
+            {"name": "scratch", "mountPath": "/scratch", "hostPath": {"path": "/mnt/local-nvme/jobs"}},
+        ],
+        imagePullSecrets=["acme-registry"],
+        priorityClassName="hpc-high",
+        podLabels={"pool": "cpu"},
+        env=[{"name": "OMP_NUM_THREADS", "value": "1"}],
+    )
+    reconciler.resync()
+    assert len(kube.pods) == 2 and condition(kube) == {}
+    pod = next(iter(kube.pods.values()))
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
+    assert volumes["tools"]["nfs"] == {"server": "10.0.0.5", "path": "/t"}
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "acme-registry"}]
+    assert pod["spec"]["priorityClassName"] == "hpc-high" and pod["metadata"]["labels"]["pool"] == "cpu"
+    slurmd = pod["spec"]["containers"][0]
+    assert {"name": "OMP_NUM_THREADS", "value": "1"} in slurmd["env"]
+    assert {"name": "tools", "mountPath": "/opt/tools", "readOnly": True} in slurmd["volumeMounts"]
+
+
+def test_a_hand_written_nodeset_with_a_bad_volume_source_gets_no_pod_and_says_which_field() -> None:
+    """The CRD keeps Kubernetes' own types free-form; the operator's model checks them against the
+    Kubernetes schema, so a NodeSet written without sunk's stack tooling is refused the same way."""
+    kube, reconciler, _ = world()
+    obj = kube.nodesets[(NS, "research-cpu")]
+    obj["spec"]["volumes"] = [{"name": "tools", "mountPath": "/opt/tools", "nfs": {"path": "/t"}}]
+    reconciler.resync()
+    assert not kube.pods
+    status = kube.nodesets[(NS, "research-cpu")]["status"]
+    valid = next(c for c in status["conditions"] if c["type"] == keys.SPEC_VALID)
+    assert valid["status"] == "False" and "volumes[0].nfs.server: required field is missing" in valid["message"]
