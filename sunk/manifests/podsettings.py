@@ -89,6 +89,8 @@ def apply_pod(
         spec["topologySpreadConstraints"] = copy.deepcopy(settings.topology_spread_constraints)
     if settings.priority_class_name is not None:
         spec["priorityClassName"] = settings.priority_class_name
+    if settings.runtime_class_name is not None:
+        spec["runtimeClassName"] = settings.runtime_class_name
     secrets = list(dict.fromkeys([*pull_secrets, *settings.image_pull_secrets]))
     if secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in secrets]

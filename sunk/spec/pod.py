@@ -513,6 +513,10 @@ class PodSettings(Model):
     priority_class_name: DnsSubdomain | None = None
     """An existing PriorityClass (https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/).
     Default: none."""
+    runtime_class_name: DnsSubdomain | None = None
+    """An existing RuntimeClass, e.g. `nvidia` where the NVIDIA container runtime is a RuntimeClass
+    rather than the Nodes' default (https://kubernetes.io/docs/concepts/containers/runtime-class/).
+    Default: none (the Nodes' default runtime)."""
     image_pull_secrets: list[DnsSubdomain] = []
     """Secrets (type kubernetes.io/dockerconfigjson) in the cluster's namespace to pull this role's
     images with, after images.pullSecrets. Default: none."""

@@ -47,6 +47,7 @@ SETTINGS: dict[str, Any] = {
         {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}
     ],
     "priorityClassName": "hpc-high",
+    "runtimeClassName": "nvidia",
     "imagePullSecrets": ["role-registry"],
     "imagePullPolicy": "Always",
     "labels": {"example.com/team": "hpc"},
@@ -111,7 +112,7 @@ def _check_pod(pod: dict[str, Any], main: str | None, where: str) -> None:
     spec = pod["spec"]
     assert spec["nodeSelector"]["pool"] == "system", where
     assert {"key": "dedicated", "operator": "Equal", "value": "slurm", "effect": "NoSchedule"} in spec["tolerations"]
-    assert spec["priorityClassName"] == "hpc-high", where
+    assert spec["priorityClassName"] == "hpc-high" and spec["runtimeClassName"] == "nvidia", where
     assert [s["name"] for s in spec["imagePullSecrets"]] == ["cluster-registry", "role-registry"], where
     every = [*spec.get("initContainers", []), *spec["containers"]]
     assert {c.get("imagePullPolicy") for c in every} == {"Always"}, where
