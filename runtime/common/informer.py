@@ -441,7 +441,7 @@ class Informer(Generic[T]):
                 if self.lists:
                     self.relists += 1
                 self._relist()
-            if self._watch() == 0:
+            if self._watch() == 0 and not self._stop.is_set():
                 # A server that ends watches at once (a proxy, a broken server) must not make
                 # this a busy loop; real watches carry bookmarks, so an empty one is unusual.
                 return self._delay("the watch ended without an event")

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from ..common.process import Process, run
 from ..slurmrest import JwtMinter, SlurmRestClient
+from .cache import InformerCache
 from .kube import KubernetesApi
 from .loop import Syncer
 from .settings import Settings
@@ -26,7 +27,12 @@ def build(settings: Settings) -> Process:
         retries=1,
     )
     registry = CollectorRegistry()
-    syncer = Syncer(slurm, KubernetesApi.from_environment(), settings.namespace, registry=registry)
+    kube = KubernetesApi.from_environment()
+    # Nodes and this tenant's slurmd pods come from watches: listed once, then kept current.
+    cache = InformerCache(kube.api_client, settings.namespace).start()
+    # A full plan about every 5 minutes whatever the interval (a safety net; see loop.py).
+    full_every = max(1, round(300 / settings.sync_interval))
+    syncer = Syncer(slurm, kube, settings.namespace, cache=cache, registry=registry, full_plan_every=full_every)
     # Alive while cycles keep ending; a hung call shows up after a few intervals plus timeouts.
     stale_after = max(60.0, 5 * settings.sync_interval)
 
@@ -41,7 +47,11 @@ def build(settings: Settings) -> Process:
         syncer.last_cycle_end = time.monotonic()
         syncer.run(settings.sync_interval, stop)
 
-    return Process(registry, alive, ready, loop, close=slurm.close)
+    def close() -> None:
+        cache.close()
+        slurm.close()
+
+    return Process(registry, alive, ready, loop, close=close)
 
 
 def main() -> int:

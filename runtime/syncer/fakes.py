@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..slurmrest import Node, SlurmApiError, SlurmError, SlurmUnavailable
+from ..slurmrest.nodestate import NodeState
 from .kube import KubeApi, KubeApiError, Patch
 from .model import NODESET_LABEL
 from .slurm import SlurmApi
@@ -32,6 +33,9 @@ class FakeSlurm:
     def list_nodes(self, *, future: bool = False) -> list[Node]:
         self._check("GET")
         return [n for n in self.nodes.values() if future or n.base_state != "FUTURE"]
+
+    def node_states(self, *, future: bool = False) -> list[NodeState]:
+        return [NodeState(n.name, n.state, n.reason, n.extra) for n in self.list_nodes(future=future)]
 
     def _apply(self, name: str, state: str | None, reason: str | None, extra: str | None, user: str) -> None:
         node = self.nodes.get(name)

@@ -45,8 +45,13 @@ def _conditions(obj: dict[str, Any]) -> tuple[Condition, ...]:
     return tuple(Condition.from_dict(c) for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-def _ours(annotations: dict[str, str] | None) -> dict[str, str]:
-    """Only our annotations (sunk's and every tenant's) are kept: the views stay small at 10k objects."""
+def _ours(annotations: dict[str, str] | None, namespace: str | None = None) -> dict[str, str]:
+    """Only our annotations are kept: sunk's, and every tenant's keys (or, given `namespace`, that
+    tenant's only), so the views stay small at 10k objects and other tenants' writes to a shared
+    Node do not read as a change here."""
+    if namespace is not None:
+        own = f"{namespace}.{TENANT_PREFIX}/"
+        return {k: v for k, v in (annotations or {}).items() if k.startswith(keys.PREFIX) or k.startswith(own)}
     return {
         k: v
         for k, v in (annotations or {}).items()
@@ -54,7 +59,9 @@ def _ours(annotations: dict[str, str] | None) -> dict[str, str]:
     }
 
 
-def parse_node(obj: dict[str, Any]) -> KubeNode:
+def parse_node(obj: dict[str, Any], namespace: str | None = None) -> KubeNode:
+    """A Node as the syncer reads it. Every condition is kept (a condition write is guarded by
+    its index in the list), but only our annotations (see `_ours`)."""
     meta = obj.get("metadata") or {}
     conditions = _conditions(obj)
     ready = next((c for c in conditions if c.type == "Ready"), None)
@@ -65,7 +72,7 @@ def parse_node(obj: dict[str, Any]) -> KubeNode:
         ready=None if ready is None else ready.status == "True",
         ready_reason=ready.reason if ready is not None else "",
         ready_message=ready.message if ready is not None else "",
-        annotations=_ours(meta.get("annotations")),
+        annotations=_ours(meta.get("annotations"), namespace),
         conditions=conditions,
     )
 
@@ -104,6 +111,7 @@ class KubernetesApi:
     def __init__(self, api_client: Any) -> None:
         from kubernetes import client
 
+        self.api_client = api_client
         self._core = client.CoreV1Api(api_client)
         self._api_exception: type[Exception] = client.ApiException
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sunk import keys
 
 from ..common.conditions import Condition, condition_index
 from ..common.timefmt import rfc3339
-from ..slurmrest.models import Node
 
 __all__ = ["Condition", "condition_index", "rfc3339"]  # re-exported: the syncer's vocabulary
 
@@ -51,6 +51,26 @@ def node_condition(namespace: str) -> str:
 POD_ANNOTATIONS = (POD_STATE_ANNOTATION, POD_STATE_DETAIL_ANNOTATION, POD_REASON_ANNOTATION)
 
 
+class SlurmNode(Protocol):
+    """What the syncer reads of a Slurm node: the cycle's NodeState (msgspec, decoded from the
+    reply's bytes) and the full pydantic `Node` both are one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def state(self) -> tuple[str, ...]: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def extra(self) -> str: ...
+    @property
+    def base_state(self) -> str: ...
+    @property
+    def flags(self) -> frozenset[str]: ...
+    @property
+    def drain(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class KubeNode:
     name: str
@@ -83,7 +103,17 @@ class Observed:
     """One consistent read of both sides. Built only when both reads succeeded: the syncer never
     plans from a partial view (fail closed)."""
 
-    slurm_nodes: Mapping[str, Node]
+    slurm_nodes: Mapping[str, SlurmNode]
     kube_nodes: Mapping[str, KubeNode]
     pods: Sequence[SlurmdPod]
     namespace: str
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a plan looks at when only some things changed since the last one: these Slurm node
+    names (each with the pod that stands for it) and these Kubernetes Nodes. The loop works it
+    out from the Slurm diff and the informers' changes; a plan without a scope looks at all."""
+
+    slurm_nodes: frozenset[str]
+    kube_nodes: frozenset[str]

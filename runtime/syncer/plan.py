@@ -19,7 +19,6 @@ from datetime import datetime
 from sunk import keys
 from sunk.naming import OPERATOR_REASON_PREFIX, OWNED_REASON_PREFIX
 
-from ..slurmrest.models import Node
 from ..slurmrest.podref import PodRef, read_pod_ref, write_pod_ref
 from .model import (
     CORDON_REASON_ANNOTATION,
@@ -30,7 +29,9 @@ from .model import (
     Condition,
     KubeNode,
     Observed,
+    Scope,
     SlurmdPod,
+    SlurmNode,
     condition_index,
     node_condition,
     node_drain_annotation,
@@ -120,7 +121,7 @@ def sunk_drain(reason: str) -> bool:
     return reason.startswith(OWNED_REASON_PREFIX)
 
 
-def state_summary(node: Node | None) -> str:
+def state_summary(node: SlurmNode | None) -> str:
     """The one word a pod annotation shows: down and drain first, then Slurm's base state."""
     if node is None:
         return "missing"
@@ -167,7 +168,7 @@ def drain_cause(pod: SlurmdPod | None, ref: PodRef | None, kube_nodes: Mapping[s
     return None
 
 
-def _slurm_actions(node: Node, pod: SlurmdPod | None, observed: Observed) -> list[SlurmAction]:
+def _slurm_actions(node: SlurmNode, pod: SlurmdPod | None, observed: Observed) -> list[SlurmAction]:
     ref = read_pod_ref(node.extra)
     if ref is not None and ref.namespace != observed.namespace:
         ref = None  # another tenant's syncer owns this node
@@ -198,7 +199,7 @@ def _condition(want: Condition, conditions: Sequence[Condition], now: datetime) 
     return Condition(want.type, want.status, want.reason, want.message, since), index
 
 
-def shown_reason(node: Node | None) -> str:
+def shown_reason(node: SlurmNode | None) -> str:
     """The reason a pod shows: Slurm's, only while the node is drained or down. Slurm may keep a
     reason after RESUME; it explains nothing once the node takes jobs again."""
     if node is None or not node.reason or state_summary(node) not in ("drain", "down"):
@@ -206,7 +207,7 @@ def shown_reason(node: Node | None) -> str:
     return node.reason
 
 
-def _pod_actions(pod: SlurmdPod, node: Node | None, now: datetime) -> list[KubeAction]:
+def _pod_actions(pod: SlurmdPod, node: SlurmNode | None, now: datetime) -> list[KubeAction]:
     summary = state_summary(node)
     reason = shown_reason(node)
     want: dict[str, str | None] = {
@@ -256,21 +257,35 @@ def _node_actions(kn: KubeNode, drains: list[str], namespace: str, now: datetime
     return out
 
 
-def plan(observed: Observed, now: datetime) -> list[Action]:
+def plan(observed: Observed, now: datetime, scope: Scope | None = None) -> list[Action]:
+    """Every action that makes the two views agree; with a scope, only those of the Slurm nodes
+    and Kubernetes Nodes it names (the same actions a full plan gives for them)."""
     pods = current_pods(observed.pods)
+    on_node: dict[str, list[str]] = {}
+    for hostname, pod in pods.items():
+        if not pod.deleting and pod.node_name:
+            on_node.setdefault(pod.node_name, []).append(hostname)
+    if scope is None:
+        names = sorted(observed.slurm_nodes)
+        hostnames = sorted(pods)
+        kube_names = sorted(observed.kube_nodes)
+    else:
+        names = sorted(n for n in scope.slurm_nodes if n in observed.slurm_nodes)
+        hostnames = sorted(n for n in scope.slurm_nodes if n in pods)
+        kube_names = sorted(n for n in scope.kube_nodes if n in observed.kube_nodes)
     slurm: list[Action] = []
     kube: list[Action] = []
-    foreign: dict[str, list[str]] = {}
-    for name in sorted(observed.slurm_nodes):
-        node = observed.slurm_nodes[name]
-        pod = pods.get(name)
-        slurm.extend(_slurm_actions(node, pod, observed))
-        if pod is not None and not pod.deleting and pod.node_name and node.drain and not sunk_drain(node.reason):
-            foreign.setdefault(pod.node_name, []).append(f"{name}: {node.reason}")
-    for hostname in sorted(pods):
+    for name in names:
+        slurm.extend(_slurm_actions(observed.slurm_nodes[name], pods.get(name), observed))
+    for hostname in hostnames:
         pod = pods[hostname]
         if not pod.deleting:
             kube.extend(_pod_actions(pod, observed.slurm_nodes.get(hostname), now))
-    for kn_name in sorted(observed.kube_nodes):
-        kube.extend(_node_actions(observed.kube_nodes[kn_name], foreign.get(kn_name, []), observed.namespace, now))
+    for kn_name in kube_names:
+        foreign = []
+        for hostname in on_node.get(kn_name, ()):
+            node = observed.slurm_nodes.get(hostname)
+            if node is not None and node.drain and not sunk_drain(node.reason):
+                foreign.append(f"{hostname}: {node.reason}")
+        kube.extend(_node_actions(observed.kube_nodes[kn_name], foreign, observed.namespace, now))
     return slurm + kube

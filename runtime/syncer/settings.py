@@ -22,5 +22,6 @@ class Settings(EnvSettings):
     """Slurm user the tokens name; must be an operator/admin to drain and resume nodes (SUNK_SLURM_USER)."""
     metrics_port: int = Field(default=8080, ge=1, le=65535)
     """/metrics, /healthz and /readyz (SUNK_METRICS_PORT)."""
-    sync_interval: float = Field(default=15.0, gt=0)
-    """Seconds between cycle starts (SUNK_SYNC_INTERVAL)."""
+    sync_interval: float = Field(default=1.0, gt=0)
+    """Seconds between cycle starts (SUNK_SYNC_INTERVAL; the Deployment sets 1, see
+    sunk/manifests/runtime.SYNC_INTERVAL for why)."""

@@ -32,9 +32,23 @@ Not used in production (kmock is a dev dependency). Added on top of kmock's Kube
   objects without it), uid, creationTimestamp, generation and resourceVersion, and
   status.phase=Pending for pods.
 - kmock's request log is not kept (its reaction lookup scans it: quadratic over a run).
-Label and field selectors stay ignored (except a pod list's spec.nodeName=<node>), as does
-resourceVersion on writes: every user filters client-side and none relies on optimistic
-concurrency from this server.
+- Watches as informers use them: every write gets the next resourceVersion (objects and events
+  carry it; a list answers the current one); a watch from version V streams only the events
+  after V from a bounded history, and from a version older than that history (`compact()` forgets
+  it) one ERROR event with code 410, as the API server does; without a version it starts with
+  every object as ADDED. `timeoutSeconds` ends a watch; with `allowWatchBookmarks` a BOOKMARK
+  goes out every `bookmark_interval` seconds. Each event is a snapshot of the object when it was
+  written (kmock sends the live dict, which later writes would change under a slow reader).
+- Label selectors (`key`, `!key`, `=`, `==`, `!=`, `in`, `notin`) filter lists and watches; an
+  object that does not match is sent to a watch as DELETED (it may just have left the selection;
+  an API server only sends that when it had matched before, and an informer ignores a deletion of
+  what it does not have). Of field selectors only a pod list's spec.nodeName=<node> is honoured.
+- `drop_watches()` ends open watches and can refuse new ones (an API server restarting);
+  `requests` counts requests by (verb, resource plural), for tests that assert a quiet
+  controller makes none; `seed()` puts many objects in place without a request each (a
+  benchmark's 10,000 Nodes), as if they had existed before anyone watched.
+resourceVersion preconditions on writes are not checked: no user relies on optimistic
+concurrency from this server. Lists are not paged (no `continue`: a client pages once).
 
 Not modelled: the kubelet's other admission handlers (node selector and affinity, taints, host
 ports, the CPU manager's exclusive cores, the device plugin's assignment of device IDs, topology
@@ -47,21 +61,25 @@ API server's defaulting of requests from limits (the admission model applies it 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
+import copy
 import itertools
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp.web
 import kmock
-from kmock._internal import rendering  # Request is not re-exported under a public module path
+from kmock._internal import aiobus, rendering  # Request and Bus are not re-exported under a public path
 from kubernetes import client
 
+from ..common.informer import Requirement, parse_selector, selector_matches
 from ..common.timefmt import rfc3339
 from . import kubelet
 
@@ -114,9 +132,52 @@ def _realistic_node(node: Any) -> aiohttp.web.Response | None:
     return None
 
 
+HISTORY = 100_000
+"""Watch events kept for watches that resume from a version (the API server keeps ~5 minutes)."""
+
+
+class _Channel:
+    """What kmock calls a resource's bus: every event put is stamped with the next
+    resourceVersion, snapshotted, recorded in the history, then broadcast."""
+
+    def __init__(self, emulator: _Emulator, resource: Any) -> None:
+        self.bus: aiobus.Bus[dict[str, Any]] = aiobus.Bus()
+        self._emulator = emulator
+        self._resource = resource
+
+    async def put(self, event: dict[str, Any]) -> None:
+        await self.bus.put(self._emulator.stamp(self._resource, event))
+
+
+class _Channels(dict[Any, _Channel]):
+    def __init__(self, emulator: _Emulator) -> None:
+        super().__init__()
+        self._emulator = emulator
+
+    def __missing__(self, resource: Any) -> _Channel:
+        channel = self[resource] = _Channel(self._emulator, resource)
+        return channel
+
+
+def _visible(obj: Mapping[str, Any], namespace: str | None, selector: tuple[Requirement, ...]) -> bool:
+    meta = obj.get("metadata") or {}
+    return (namespace is None or meta.get("namespace") == namespace) and selector_matches(
+        selector, meta.get("labels") or {}
+    )
+
+
 class _Emulator(kmock.KubernetesEmulator):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        self._buses = _Channels(self)  # type: ignore[assignment]
+        self.sim_history: collections.deque[tuple[int, Any, dict[str, Any]]] = collections.deque(maxlen=HISTORY)
+        self.sim_floor = 0
+        """Watches from a version below this get 410 (their events left the history)."""
+        self.sim_version = 0
+        self.sim_requests: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.sim_bookmark_interval = 1.0
+        self.sim_refuse_watches = False
+        self.sim_watchers: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self.sim_namespaces: dict[str, dict[str, Any]] = {}
         self.sim_bindings: list[tuple[str, str, str]] = []
         self.sim_bound_at: dict[tuple[str, str], float] = {}
@@ -148,7 +209,123 @@ class _Emulator(kmock.KubernetesEmulator):
             )
         return await super().__call__(raw_request)
 
+    def stamp(self, resource: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """The next resourceVersion on the written object (in place: kmock's raw dicts share
+        their metadata with the stored version) and a snapshot of the event for the history."""
+        version = next(self._versions)
+        self.sim_version = version
+        obj = event.get("object")
+        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            obj["metadata"]["resourceVersion"] = str(version)
+        stamped = {"type": event.get("type"), "object": copy.deepcopy(obj)}
+        if len(self.sim_history) == self.sim_history.maxlen:
+            self.sim_floor = self.sim_history[0][0] + 1
+        self.sim_history.append((version, resource, stamped))
+        return stamped
+
+    def _live(self, resource: Any, namespace: str | None, selector: tuple[Requirement, ...]) -> list[dict[str, Any]]:
+        return [
+            o.raw
+            for (res, ns, _), o in self._objects.items()
+            if res == resource
+            and not o.deleted
+            and (namespace is None or ns == namespace)
+            and selector_matches(selector, (o.raw.get("metadata") or {}).get("labels") or {})
+        ]
+
+    async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+        if request.resource is None or not any(r == request.resource for r in self._get_resources()):
+            raise kmock.KubernetesResourceNotFoundError()
+        selector = parse_selector(request.params.get("labelSelector", ""))
+        async with self._lock:
+            items = copy.deepcopy(self._live(request.resource, request.namespace, selector))
+            version = self.sim_version
+        return {"metadata": {"resourceVersion": str(version)}, "items": items}
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+        yield b""  # the headers go out at once, as a server's do
+        assert request.resource is not None
+        params = request.params
+        selector = parse_selector(params.get("labelSelector", ""))
+        since = params.get("resourceVersion", "")
+        timeout = float(params.get("timeoutSeconds") or 0)
+        bookmarks = params.get("allowWatchBookmarks") == "true"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout else None
+        channel = cast(_Channel, self._buses[request.resource])
+        async with self._lock:
+            mark = await channel.bus.mark()
+            if since in ("", "0"):
+                first = [
+                    {"type": "ADDED", "object": copy.deepcopy(o)}
+                    for o in self._live(request.resource, request.namespace, selector)
+                ]
+            elif int(since) + 1 < self.sim_floor:
+                status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired"}
+                first = [{"type": "ERROR", "object": {**status, "message": f"too old resource version: {since}"}}]
+            else:
+                first = [
+                    e
+                    for v, res, e in self.sim_history
+                    if res == request.resource
+                    and v > int(since)
+                    and (
+                        request.namespace is None
+                        or e["object"].get("metadata", {}).get("namespace") == request.namespace
+                    )
+                ]
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.sim_watchers.add(queue)
+
+        async def pump() -> None:
+            async for event in channel.bus.stream(since=mark):
+                await queue.put(event)
+
+        for event in first:
+            yield self._shown(event, request.namespace, selector)
+            if event["type"] == "ERROR":
+                return
+        task = asyncio.create_task(pump())
+        try:
+            while True:
+                wait = self.sim_bookmark_interval if bookmarks else None
+                if deadline is not None:
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        return
+                    wait = left if wait is None else min(wait, left)
+                try:
+                    item = await asyncio.wait_for(queue.get(), wait)
+                except TimeoutError:
+                    if bookmarks:
+                        meta = {"resourceVersion": str(self.sim_version)}
+                        yield {"type": "BOOKMARK", "object": {"kind": "", "apiVersion": "", "metadata": meta}}
+                    continue
+                if item is None:
+                    return  # dropped by the test (an API server restart)
+                if (
+                    request.namespace is None
+                    or (item["object"].get("metadata") or {}).get("namespace") == request.namespace
+                ):
+                    yield self._shown(item, request.namespace, selector)
+        finally:
+            self.sim_watchers.discard(queue)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await channel.bus.unmark(mark)
+
+    @staticmethod
+    def _shown(event: dict[str, Any], namespace: str | None, selector: tuple[Requirement, ...]) -> dict[str, Any]:
+        if event["type"] in ("ADDED", "MODIFIED") and not _visible(event["object"], namespace, selector):
+            return {"type": "DELETED", "object": event["object"]}
+        return event
+
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        if request.resource is not None:
+            self.sim_requests[
+                (str(request.action.name if request.action else "?").lower(), request.resource.plural or "")
+            ] += 1
         self._in_flight.append(request)
         try:
             return await self._serve(request)
@@ -165,6 +342,8 @@ class _Emulator(kmock.KubernetesEmulator):
     async def _serve(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         method = str(request.method.value).upper()
         res = request.resource
+        if request.action == kmock.action.WATCH and self.sim_refuse_watches:
+            return _status(503, "ServiceUnavailable", "watches refused by the test (API server restarting)")
         if res is not None and res.plural == "pods" and request.subresource == "binding" and method == "POST":
             return await self._bind(request)
         if res is not None and res.plural == "pods" and request.subresource == "eviction" and method == "POST":
@@ -213,7 +392,12 @@ class _Emulator(kmock.KubernetesEmulator):
                 for o in self._pods_on(node)
                 if namespace is None or o.raw["metadata"].get("namespace") == namespace
             ]
-        body = {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "..."}, "items": items}
+        body = {
+            "apiVersion": "v1",
+            "kind": "PodList",
+            "metadata": {"resourceVersion": str(self.sim_version)},
+            "items": items,
+        }
         return aiohttp.web.json_response(body)
 
     def _node(self, name: str) -> dict[str, Any] | None:
@@ -452,6 +636,66 @@ class KubeSim:
     @fail_bindings.setter
     def fail_bindings(self, value: bool) -> None:
         self._emu.sim_fail_bindings = value
+
+    @property
+    def requests(self) -> collections.Counter[tuple[str, str]]:
+        """Requests served so far by (verb, resource plural): list, watch, fetch, create, update
+        (patches), delete."""
+        return collections.Counter(self._emu.sim_requests)
+
+    @property
+    def bookmark_interval(self) -> float:
+        return self._emu.sim_bookmark_interval
+
+    @bookmark_interval.setter
+    def bookmark_interval(self, seconds: float) -> None:
+        self._emu.sim_bookmark_interval = seconds
+
+    def _on_loop(self, fn: Any) -> Any:
+        assert self._loop is not None, "KubeSim not started"
+
+        async def locked() -> Any:
+            async with self._emu._lock:
+                return fn()
+
+        return asyncio.run_coroutine_threadsafe(locked(), self._loop).result(timeout=600)
+
+    def compact(self) -> None:
+        """Forget the watch history (etcd compaction): a watch resuming from an earlier version
+        gets 410 Gone and must list again."""
+
+        def forget() -> None:
+            self._emu.sim_history.clear()
+            self._emu.sim_floor = self._emu.sim_version + 1
+
+        self._on_loop(forget)
+
+    def drop_watches(self, *, refuse: bool) -> None:
+        """Ends every open watch (as an API server restart does); with `refuse`, new watches get
+        503 until `drop_watches(refuse=False)`."""
+
+        def drop() -> None:
+            self._emu.sim_refuse_watches = refuse
+            for queue in list(self._emu.sim_watchers):
+                queue.put_nowait(None)
+
+        self._on_loop(drop)
+
+    def seed(self, resource: str, objects: Iterable[dict[str, Any]]) -> None:
+        """Objects in place without a request or an event each, as if they had been there before
+        anyone listed: `seed("v1/nodes", [...])`. Filled as create fills them."""
+
+        def put() -> None:
+            res = kmock.resource(resource)
+            for obj in objects:
+                meta = obj.setdefault("metadata", {})
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", rfc3339(datetime.now(UTC)))
+                meta["resourceVersion"] = str(next(self._emu._versions))
+                self._emu.sim_version = int(meta["resourceVersion"])
+                self._emu.objects[(res, meta.get("namespace"), meta["name"])] = obj
+
+        self._on_loop(put)
 
     def add_namespace(
         self, name: str, annotations: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None

@@ -134,11 +134,22 @@ def runtime_container(image: str, module: str, env: list[Manifest], limits: Mani
     }
 
 
+SYNC_INTERVAL = "1"
+"""Seconds between syncer cycles (SUNK_SYNC_INTERVAL). One second holds issue 17's propagation
+goal (a cordon drained in Slurm, a Slurm drain shown in Kubernetes, within 2 s p99: at most one
+interval of waiting plus one cycle). It is affordable because a quiet cycle makes one Slurm
+request and no Kubernetes request (Nodes and pods come from watches) and plans nothing: at 10,000
+nodes ~0.05 s of syncer CPU; slurmrestd serialising the node list is the floor
+(runtime/syncer/README.md, bench/README.md)."""
+
+
 def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Manifest:
     n = name(spec, controller)
     env = runtime_env(spec)
     if controller == "scheduler":
         env.append({"name": "SUNK_SCHEDULER_NAME", "value": SCHEDULER_NAME})
+    if controller == "syncer":
+        env.append({"name": "SUNK_SYNC_INTERVAL", "value": SYNC_INTERVAL})
     container = runtime_container(
         spec.images.runtime.ref, f"sunk.runtime.{controller}", env, resources(spec.runtime.resources)
     )

@@ -11,6 +11,7 @@ PURE = [
     "sunk.runtime.operator.plan",
     "sunk.runtime.operator.status",
     "sunk.runtime.syncer.plan",
+    "sunk.runtime.syncer.scope",
     "sunk.runtime.scheduler.plan",
     "sunk.runtime.scheduler.fit",
     "sunk.runtime.slurmrest.models",

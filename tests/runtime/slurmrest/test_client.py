@@ -301,3 +301,35 @@ def test_partitions_and_diag_parse_their_replies_and_a_reply_without_statistics_
     replies["/slurm/v0.0.42/diag/"] = {"errors": [], "warnings": []}
     with pytest.raises(SlurmUnavailable, match="statistics"):
         client.diag()
+
+
+def test_node_states_read_only_the_syncers_fields_and_fail_the_same_way() -> None:
+    """The msgspec path (node_states) agrees with the pydantic one (list_nodes) on what it reads,
+    and refuses what list_nodes refuses: Slurm errors, unreachable controllers, no node list."""
+    other = {**NODE, "name": "cpu-1", "state": ["IDLE"], "reason": "", "extra": '{"sunk.dev/pod":"ns/p/u"}'}
+    client, _ = make(lambda request: httpx.Response(200, json={"nodes": [NODE, other], "errors": []}))
+    states = client.node_states(future=True)
+    full = client.list_nodes(future=True)
+    assert [(s.name, s.state, s.reason, s.extra) for s in states] == [
+        (n.name, n.state, n.reason, n.extra) for n in full
+    ]
+    assert states[0].drain and states[0].base_state == "IDLE" and states[0].flags == {"DRAIN"}
+    assert states[1] == type(states[1])("cpu-1", ("IDLE",), "", '{"sunk.dev/pod":"ns/p/u"}')  # compares by value
+    bodies: list[dict[str, Any]] = [{}, {"nodes": None}, {"nodes": {}}]
+    for body in bodies:
+        bad, _ = make(lambda request, body=body: httpx.Response(200, json=body), retries=0)  # type: ignore[misc]
+        with pytest.raises(SlurmUnavailable, match="the reply has no 'nodes' list"):
+            bad.node_states()
+    denied, _ = make(lambda request: httpx.Response(200, json=slurm_error(1007, "Protocol authentication error")))
+    with pytest.raises(SlurmApiError, match="authentication"):
+        denied.node_states()
+    calls: list[int] = []
+
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return httpx.Response(200, json=slurm_error(1001, "Unable to contact slurm controller"))
+
+    down, sleeps = make(unreachable, retries=2)
+    with pytest.raises(SlurmUnavailable):
+        down.node_states()
+    assert len(calls) == 3 and len(sleeps) == 2  # retried like any read

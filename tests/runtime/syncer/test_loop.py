@@ -257,3 +257,57 @@ def test_keys_all_tenants_shared_before_are_removed_from_nodes_and_stay_removed(
     assert [c["type"] for c in kube.nodes["k1"]["status"]["conditions"]] == ["Ready"]  # the kubelet's stays
     syncer.cycle()
     assert syncer.cycle().kube_writes == 0
+
+
+def test_planning_only_what_changed_misses_nothing_a_full_plan_would_do() -> None:
+    """Random changes on both sides, one at a time: the syncer plans only what changed, and after
+    it settles a syncer that plans everything (a fresh one) finds nothing left to do. Each change
+    is one the syncer reacts to (cordons, NotReady, Node and pod deletions, pods moving, admin
+    drains and resumes, legacy keys, annotations edited by hand)."""
+    import random
+
+    from sunk import keys
+
+    rng = random.Random(17)
+    slurm, kube, syncer = cluster(8)
+    syncer.cycle()  # the first cycle plans everything
+    scoped = cycles = 0
+
+    def change() -> None:
+        i = rng.randrange(8)
+        node, pod_key = f"k{i}", (NS, f"cpu-{i}")
+        pick = rng.randrange(9)
+        if pick == 0 and node in kube.nodes:
+            spec = kube.nodes[node]["spec"]
+            spec["unschedulable"] = not spec.get("unschedulable")
+        elif pick == 1 and node in kube.nodes:
+            kube.nodes[node]["status"]["conditions"][0]["status"] = rng.choice(["True", "False", "Unknown"])
+        elif pick == 2:
+            slurm.admin(f"cpu-{i}", state=rng.choice(["DRAIN", "RESUME"]), reason="admin work")
+        elif pick == 3 and pod_key in kube.pods:
+            del kube.pods[pod_key]
+        elif pick == 4:
+            kube.add_pod(
+                pod_object(NS, f"cpu-{i}", nodeset="cpu", node_name=f"k{rng.randrange(8)}", uid=f"u{rng.random()}")
+            )
+        elif pick == 5 and node in kube.nodes:
+            del kube.nodes[node]
+        elif pick == 6:
+            kube.add_node(node_object(node))
+        elif pick == 7 and node in kube.nodes:
+            kube.nodes[node]["metadata"]["annotations"][keys.LEGACY_NODE_DRAIN] = "cpu-0: old"
+        elif pick == 8 and pod_key in kube.pods:
+            kube.pods[pod_key]["metadata"].setdefault("annotations", {})[POD_STATE_ANNOTATION] = "edited"
+
+    for _ in range(150):
+        change()
+        for _ in range(6):
+            report = syncer.cycle()
+            assert report.ok and not report.errors
+            cycles += 1
+            scoped += report.scope is not None
+            if not report.actions:
+                break
+        left = Syncer(slurm, kube, NS, registry=CollectorRegistry()).cycle().actions
+        assert left == [], left
+    assert scoped == cycles > 150  # every later cycle planned only what changed

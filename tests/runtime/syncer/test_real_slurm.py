@@ -22,6 +22,7 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.slurmrest import JwtMinter, Node, PodRef, SlurmRestClient, read_pod_ref
+from sunk.runtime.syncer.cache import InformerCache
 from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import CycleReport, Syncer
@@ -66,6 +67,7 @@ class World:
     """Both sides as the tests see them: scontrol for Slurm, the official client for Kubernetes."""
 
     def __init__(self, slurm: LocalSlurm, url: str) -> None:
+        self.syncers: list[Syncer] = []
         self.slurm = slurm
         self.ns = slurm.spec.ns
         self.api = client.CoreV1Api(client.ApiClient(client.Configuration(host=url)))
@@ -87,7 +89,13 @@ class World:
         self.api.create_namespaced_pod("other-tenant", as_body(as_created(stray)), _preload_content=False)
 
     def syncer(self, registry: CollectorRegistry | None = None) -> Syncer:
-        kube = KubernetesApi(client.ApiClient(client.Configuration(host=self.api.api_client.configuration.host)))
+        """A syncer as the process builds it: Nodes and pods from watches (InformerCache). The
+        previous test's syncer is closed (one watching syncer at a time)."""
+        for old in self.syncers:
+            old.close()
+        api_client = client.ApiClient(client.Configuration(host=self.api.api_client.configuration.host))
+        kube = KubernetesApi(api_client)
+        cache = InformerCache(api_client, self.ns).start()
         rest = SlurmRestClient(
             self.slurm.rest_url,
             user="slurm",
@@ -96,7 +104,9 @@ class World:
             backoff=0.1,
             timeout=5,
         )
-        return Syncer(rest, kube, self.ns, registry=registry or CollectorRegistry())
+        syncer = Syncer(rest, kube, self.ns, cache=cache, registry=registry or CollectorRegistry())
+        self.syncers = [syncer]
+        return syncer
 
     def node(self, name: str) -> Node:
         return self.rest.get_node(name)
@@ -112,9 +122,15 @@ class World:
         return raw(self.api.read_node(kube_node(slurm_node), _preload_content=False))
 
     def patch_kube_node(self, slurm_node: str, patch: dict[str, Any]) -> None:
+        """Patches a Node and waits until the live syncer's Node watch delivered it (a cycle
+        right after a write may otherwise not see it yet: the watch event follows the reply)."""
+        seqs = [s.cache.nodes.seq for s in self.syncers if isinstance(s.cache, InformerCache)]
         self.api.patch_node(
             kube_node(slurm_node), patch, _content_type="application/merge-patch+json", _preload_content=False
         )
+        for syncer, seq in zip(self.syncers, seqs, strict=False):
+            assert isinstance(syncer.cache, InformerCache)
+            assert syncer.cache.nodes.wait_for_change(seq, 10), "the Node watch did not deliver the patch"
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +265,7 @@ def test_our_drain_is_reapplied_when_cleared_while_cordoned(world: World) -> Non
 
 class Recorder(Syncer):
     def __init__(self, inner: Syncer) -> None:
-        super().__init__(inner.slurm, inner.kube, inner.namespace, registry=CollectorRegistry())
+        super().__init__(inner.slurm, inner.kube, inner.namespace, cache=inner.cache, registry=CollectorRegistry())
         self.reports: list[CycleReport] = []
 
     def cycle(self) -> CycleReport:

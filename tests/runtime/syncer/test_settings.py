@@ -14,7 +14,7 @@ GOOD = {
 
 def test_defaults_and_overrides() -> None:
     s = Settings.from_env(GOOD)
-    assert (s.slurm_user, s.metrics_port, s.sync_interval) == ("slurm", 8080, 15.0)
+    assert (s.slurm_user, s.metrics_port, s.sync_interval) == ("slurm", 8080, 1.0)
     s = Settings.from_env({**GOOD, "SUNK_METRICS_PORT": "9100", "SUNK_SYNC_INTERVAL": "2.5", "SUNK_SLURM_USER": "root"})
     assert (s.slurm_user, s.metrics_port, s.sync_interval) == ("root", 9100, 2.5)
 

@@ -3,6 +3,7 @@ runtime sees them."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -169,3 +170,53 @@ def test_a_watch_sees_the_kubelet_reject_a_pod(api: client.CoreV1Api) -> None:
     else:
         raise AssertionError("no MODIFIED event with the rejection")
     stream.close()
+
+
+# --- watches as informers use them ------------------------------------------------------------
+
+
+def _events(source: Any, version: str, selector: str = "", timeout: int = 1) -> list[tuple[str, str]]:
+    """(type, name) of every event of a watch the server ends after `timeout` seconds."""
+    stream = source.watch(resource_version=version, label_selector=selector, field_selector="", timeout_seconds=timeout)
+    return [(e["type"], e["object"].get("metadata", {}).get("name", "")) for e in stream if e["type"] != "BOOKMARK"]
+
+
+def test_watches_resume_from_a_version_honour_selectors_and_say_410_after_compaction(
+    sim: KubeSim, api: client.CoreV1Api
+) -> None:
+    from sunk.runtime.common.kubewatch import KubeListWatch
+
+    source = KubeListWatch(functools.partial(api.list_namespaced_pod, NS))
+    create_pod(api, "a", labels={"app": "slurmd"})
+    create_pod(api, "b", labels={"app": "web"})
+    listed = source.list(label_selector="app=slurmd", field_selector="", limit=500, continue_token="")
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["a"]
+    version = listed["metadata"]["resourceVersion"]
+    assert int(version) >= 2  # a real version, not kmock's "..."
+    api.patch_namespaced_pod("a", NS, {"metadata": {"annotations": {"x": "1"}}}, _preload_content=False)
+    api.patch_namespaced_pod("b", NS, {"metadata": {"labels": {"app": "slurmd"}}}, _preload_content=False)
+    # Only what happened after the list, filtered by the selector; b joined the selection.
+    assert _events(source, version, "app=slurmd") == [("MODIFIED", "a"), ("MODIFIED", "b")]
+    # Each event is the object as written then, with its own version.
+    stream = source.watch(resource_version=version, label_selector="", field_selector="", timeout_seconds=1)
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in stream if e["type"] != "BOOKMARK"]
+    assert versions == sorted(versions) and len(set(versions)) == 2 and versions[0] > int(version)
+    assert _events(source, "")[:2] == [("ADDED", "a"), ("ADDED", "b")]  # no version: the state first
+    sim.compact()
+    assert _events(source, version) == [("ERROR", "")]
+    gone = next(iter(source.watch(resource_version=version, label_selector="", field_selector="", timeout_seconds=1)))
+    assert gone["object"]["code"] == 410
+
+
+def test_requests_are_counted_and_seeded_objects_are_listed_without_requests(
+    sim: KubeSim, api: client.CoreV1Api
+) -> None:
+    sim.seed(
+        "v1/nodes",
+        [{"metadata": {"name": f"n{i}"}, "status": {"allocatable": {"cpu": "1", "memory": "1Gi"}}} for i in range(3)],
+    )
+    assert sim.requests == {}
+    nodes = raw(api.list_node(_preload_content=False))
+    assert sorted(n["metadata"]["name"] for n in nodes["items"]) == ["n0", "n1", "n2"]
+    api.patch_node("n1", {"spec": {"unschedulable": True}}, _preload_content=False)
+    assert sim.requests == {("list", "nodes"): 1, ("update", "nodes"): 1}
