@@ -209,6 +209,14 @@ class _Emulator(kmock.KubernetesEmulator):
             )
         return await super().__call__(raw_request)
 
+    def _KubernetesEmulator__get_objs(self, request: rendering.Request, strict: bool) -> list[Any]:
+        """kmock finds the object of a read or write by scanning every object (20 ms a request at
+        20,000 objects): a named request is a key lookup here, with the same answer."""
+        if request.name is not None and request.resource is not None and (strict or request.namespace is not None):
+            key = (request.resource, request.namespace, request.name)
+            return [self._objects[key]] if key in self._objects else []
+        return super()._KubernetesEmulator__get_objs(request, strict)  # type: ignore[misc, no-any-return]
+
     def stamp(self, resource: Any, event: dict[str, Any]) -> dict[str, Any]:
         """The next resourceVersion on the written object (in place: kmock's raw dicts share
         their metadata with the stored version) and a snapshot of the event for the history."""
