@@ -3,8 +3,10 @@ parses (sunk.nodeset_resource.NodeSetResourceSpec), so the API server rejects wh
 
 pydantic emits JSON Schema 2020-12; Kubernetes wants an OpenAPI v3 *structural* schema
 (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema):
-every node typed, no $ref, `nullable` instead of a null branch, int-or-string marked, free-form
-maps (Kubernetes affinity) marked preserve-unknown-fields.
+every node typed, no $ref, `nullable` instead of a null branch, int-or-string marked. Fields that
+hold Kubernetes' own types (volume sources, affinity, topologySpreadConstraints, securityContext,
+an env var's valueFrom) get Kubernetes' definitions (sunk.spec.kubeschema), so the API server
+checks a hand-written NodeSet's volumes as it checks a pod's.
 
 Models are *not* closed with `additionalProperties: false` in the CRD: the API server rejects a
 schema that has both `properties` and `additionalProperties` ("additionalProperties and
@@ -19,6 +21,8 @@ from typing import Any
 
 from sunk.manifests.meta import Manifest
 from sunk.nodeset_resource import API_VERSION, GROUP, KIND, PLURAL, VERSION, NodeSetResourceSpec, NodeSetStatus
+from sunk.spec import kubeschema
+from sunk.spec.pod import KUBERNETES_TYPE
 
 Schema = dict[str, Any]
 
@@ -51,9 +55,65 @@ def _resolve(node: Schema, defs: dict[str, Schema]) -> Schema:
     return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
 
 
+_INT_OR_STRING: Schema = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+
+
+def kubernetes_structural(name: str, path: str = "", seen: tuple[str, ...] = ()) -> Schema:
+    """Kubernetes' own definition `name` (sunk.spec.kubeschema) as a structural OpenAPI v3 node:
+    `type: [x, "null"]` becomes `nullable`, Quantity and IntOrString are int-or-string, open maps
+    keep their value schema and untyped objects (FieldsV1) are free-form. Models stay unclosed,
+    as for sunk's own (the API server prunes unknown fields; `closed()` is for validators)."""
+    if name in seen:
+        raise UnsupportedSchema(f"{path}: {name} refers to itself; no structural schema")
+    return _kube(kubeschema.definitions()[name], path, (*seen, name))
+
+
+def _kube(node: Schema, path: str, seen: tuple[str, ...]) -> Schema:
+    ref = node.get("$ref")
+    if ref is not None:
+        return kubernetes_structural(str(ref).rsplit("/", 1)[-1], path, seen)
+    if "oneOf" in node:  # Quantity (string or number) and IntOrString: what the API server takes
+        return dict(_INT_OR_STRING)
+    kinds = node.get("type")
+    listed = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    typed = [k for k in listed if k != "null"]
+    if len(typed) != 1:
+        raise UnsupportedSchema(f"{path}: Kubernetes type {listed} has no structural schema")
+    out: Schema = {"type": typed[0]}
+    if "null" in listed:
+        out["nullable"] = True
+    for key in ("enum", "format"):
+        if key in node:
+            out[key] = node[key]
+    if typed[0] == "object":
+        props = node.get("properties")
+        extra = node.get("additionalProperties")
+        if props:
+            out["properties"] = {k: _kube(v, f"{path}.{k}", seen) for k, v in props.items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        elif isinstance(extra, dict):
+            out["additionalProperties"] = _kube(extra, f"{path}[*]", seen)
+        else:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    elif typed[0] == "array":
+        out["items"] = _kube(node.get("items") or {}, f"{path}[]", seen)
+    return out
+
+
 def structural(node: Schema, defs: dict[str, Schema], path: str = "") -> Schema:
     """One pydantic schema node -> a structural OpenAPI v3 node."""
     node = _resolve(node, defs)
+    kube = node.get(KUBERNETES_TYPE)
+    if kube is not None:
+        # A field holding one of Kubernetes' own types (a volume source, affinity...): its
+        # Kubernetes definition, so the API server checks a NodeSet as it would a pod.
+        out = kubernetes_structural(str(kube), path)
+        if any(b.get("type") == "null" for b in node.get("anyOf") or []):
+            out["nullable"] = True
+        if "description" in node:
+            out["description"] = node["description"]
+        return out
     out: Schema = {}
     branches = node.get("anyOf")
     if branches is not None:

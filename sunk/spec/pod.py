@@ -122,6 +122,33 @@ def _schema(kind: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+KUBERNETES_TYPE = "x-sunk-kubernetes-type"
+"""JSON-schema key naming the Kubernetes definition a free-form field holds: the NodeSet CRD embeds
+that definition there (sunk.manifests.nodeset_crd), so the API server checks it too."""
+
+
+def _mark(fields: dict[str, str]) -> Any:
+    """A `json_schema_extra` naming the Kubernetes definition of each listed field (`[]` first: of
+    each item of a list)."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        props = schema.get("properties") or {}
+        for name, kind in fields.items():
+            if name not in props:
+                continue
+            if kind.startswith("[]"):
+                props[name]["items"] = {**props[name].get("items", {}), KUBERNETES_TYPE: kind[2:]}
+            else:
+                props[name][KUBERNETES_TYPE] = kind
+
+    return extra
+
+
+def _volume_source_types() -> dict[str, str]:
+    volume = kubeschema.definitions()[kubeschema.ROOTS["Volume"]]["properties"]
+    return {s: str(volume[s]["$ref"]).rsplit("/", 1)[-1] for s in VOLUME_SOURCES}
+
+
 Affinity = Annotated[dict[str, Any], _schema("Affinity")]
 """Kubernetes affinity (nodeAffinity, podAffinity, podAntiAffinity), checked against its schema."""
 TopologySpread = Annotated[dict[str, Any], _schema("TopologySpreadConstraint")]
@@ -135,6 +162,8 @@ EnvName = Annotated[
 
 class EnvVar(Model):
     """An environment variable (https://kubernetes.io/docs/tasks/inject-data-application/define-environment-variable-container/)."""
+
+    model_config = {**Model.model_config, "json_schema_extra": _mark({"valueFrom": kubeschema.ROOTS["EnvVarSource"]})}
 
     name: EnvName
     """Required."""
@@ -200,6 +229,8 @@ class VolumeSpec(Model):
     checked against the Kubernetes schema (https://kubernetes.io/docs/concepts/storage/volumes/).
     NodeSets also take the short forms `hostPath: /path`, `claimName: c`, `emptyDir: true` and
     `configMap: name`."""
+
+    model_config = {**Model.model_config, "json_schema_extra": _mark(_volume_source_types())}
 
     name: DnsLabel
     """Volume name in the pod; not one of the role's own (see the error for which). Required."""
@@ -495,6 +526,17 @@ def reserved_mount(role: PodRole, path: str) -> str | None:
 
 class PodSettings(Model):
     """Where and how a role's pods run; every field defaults to nothing added."""
+
+    model_config = {
+        **Model.model_config,
+        "json_schema_extra": _mark(
+            {
+                "affinity": kubeschema.ROOTS["Affinity"],
+                "topologySpreadConstraints": "[]" + kubeschema.ROOTS["TopologySpreadConstraint"],
+                "securityContext": kubeschema.ROOTS["SecurityContext"],
+            }
+        ),
+    }
 
     POD_ROLE: ClassVar[PodRole] = "controller"
     """The role whose reserved names and securityContext rules apply (set by each subclass)."""

@@ -55,14 +55,10 @@ def test_schema_is_structural() -> None:
             free = node.get("x-kubernetes-preserve-unknown-fields") is True
             assert model or typed_map or free, f"{path}: object neither a model, a typed map nor free-form"
             if free:
-                # Kubernetes' own types, which the model checks against the Kubernetes schema
-                # (sunk.spec.kubeschema) before a NodeSet exists: affinity, spread constraints,
-                # volume sources, an env var's valueFrom, the container securityContext.
-                kubernetes_typed = path.endswith((".affinity", ".topologySpreadConstraints[]", ".valueFrom"))
-                kubernetes_typed |= path.endswith(".securityContext") or (
-                    path.startswith(".spec.volumes[].") and path.rsplit(".", 1)[-1] in VOLUME_SOURCES
-                )
-                assert kubernetes_typed, f"{path}: only Kubernetes' own types are free-form"
+                # Kubernetes' own types are typed from its schema; only what Kubernetes leaves
+                # untyped itself (managedFields' FieldsV1 inside an ephemeral volume's claim
+                # template) stays free-form.
+                assert path.endswith(".fieldsV1"), f"{path}: only Kubernetes' untyped FieldsV1 is free-form"
 
 
 def test_schema_follows_the_model() -> None:
@@ -189,7 +185,9 @@ def test_closed_schema_is_for_validators_only() -> None:
     strict = closed(open_api_schema())
     assert strict["additionalProperties"] is False
     assert strict["properties"]["spec"]["properties"]["gpus"]["additionalProperties"] is False
-    assert "additionalProperties" not in strict["properties"]["spec"]["properties"]["affinity"]
+    # Kubernetes' own types are closed too: an unknown field in a volume source is an error.
+    nfs = strict["properties"]["spec"]["properties"]["volumes"]["items"]["properties"]["nfs"]
+    assert nfs["additionalProperties"] is False and nfs["required"] == ["server", "path"]
     assert strict["properties"]["spec"]["properties"]["nodeSelector"]["additionalProperties"] == {"type": "string"}
     assert "additionalProperties" not in open_api_schema()["properties"]["spec"]
 
@@ -199,3 +197,38 @@ def test_unsupported_constructs_fail_loudly() -> None:
         structural({"anyOf": [{"type": "string"}, {"type": "boolean"}]}, {}, "x")
     with pytest.raises(UnsupportedSchema, match="untyped"):
         structural({"description": "anything"}, {}, "y")
+
+
+def test_schema_checks_kubernetes_types_as_the_api_server_would() -> None:
+    """A hand-written NodeSet's volume sources, affinity and securityContext are checked by the CRD
+    against Kubernetes' own definitions (closed, as kubectl's strict field validation does)."""
+    validator = OAS30Validator(closed(open_api_schema()))
+    spec = load_stack_spec()
+    good = nodeset_resource(spec, spec.nodesets[0], auth_refs(spec))
+    good["spec"]["volumes"] = [
+        {"name": "dshm", "mountPath": "/dev/shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+        {"name": "tools", "mountPath": "/t", "nfs": {"server": "10.0.0.5", "path": "/t"}},
+    ]
+    good["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    }
+    good["spec"]["securityContext"] = {"seccompProfile": {"type": "Unconfined"}}
+    assert not list(validator.iter_errors(good))
+    for volume in (
+        {"name": "t", "mountPath": "/t", "nfs": {"path": "/t"}},  # no server
+        {"name": "t", "mountPath": "/t", "nfs": {"server": "a", "path": "/t", "readonly": True}},  # unknown field
+        {"name": "t", "mountPath": "/t", "emptyDir": {"sizeLimit": True}},  # not a quantity
+    ):
+        bad = {**good, "spec": {**good["spec"], "volumes": [volume]}}
+        assert list(validator.iter_errors(bad)), volume
+    bad = {**good, "spec": {**good["spec"], "affinity": {"nodeAffinity": {"required": []}}}}
+    assert list(validator.iter_errors(bad))
+    for v in VOLUME_SOURCES:  # every source is typed in the CRD, none free-form
+        node = open_api_schema()["properties"]["spec"]["properties"]["volumes"]["items"]["properties"][v]
+        assert node["type"] == "object" and "x-kubernetes-preserve-unknown-fields" not in node, v
+
+
+def load_stack_spec() -> ClusterSpec:
+    from sunk.stackfile import load_stack
+
+    return load_stack("acme-prod").spec
