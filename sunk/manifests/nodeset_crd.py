@@ -108,12 +108,12 @@ def structural(node: Schema, defs: dict[str, Schema], path: str = "") -> Schema:
     if kube is not None:
         # A field holding one of Kubernetes' own types (a volume source, affinity...): its
         # Kubernetes definition, so the API server checks a NodeSet as it would a pod.
-        out = kubernetes_structural(str(kube), path)
+        typed = kubernetes_structural(str(kube), path)
         if any(b.get("type") == "null" for b in node.get("anyOf") or []):
-            out["nullable"] = True
+            typed["nullable"] = True
         if "description" in node:
-            out["description"] = node["description"]
-        return out
+            typed["description"] = node["description"]
+        return typed
     out: Schema = {}
     branches = node.get("anyOf")
     if branches is not None:
