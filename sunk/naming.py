@@ -99,6 +99,7 @@ _SCRIPT_DIRS = {
     "epilog-slurmctld-": "epilog-slurmctld.d/",
     "prolog-": "prolog.d/",
     "epilog-": "epilog.d/",
+    "health-": "health.d/",
 }
 # Slugs whose file name holds a character the slug turns into '-' other than the extension dot.
 _UNSLUG_FIXED = {

@@ -82,6 +82,9 @@ class NodeSetResourceSpec(NodeSetSpec):
     topology: TopologySpec = TopologySpec()
     """The cluster's topology (the same on every NodeSet of a cluster). The operator renders
     topology.conf from it and the labels of the Nodes its pods run on. Default: none."""
+    gres_extra: list[ConfLine] = []
+    """gpus.fromNodeLabels: the cluster's extraConfig.gresConf lines, appended to each pod's own
+    gres.conf. Default: none."""
     topology_extra: list[ConfLine] = []
     """The cluster's extraConfig.topologyConf lines, appended to that topology.conf. Default: none."""
     sssd: SssdRefs | None = None

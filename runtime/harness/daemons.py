@@ -12,6 +12,7 @@ from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.manifests.meta import Manifest
 from sunk.render import node_conf
+from sunk.render.gres import Gres
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 
@@ -143,7 +144,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return info.st_ino, info.st_ctime_ns
 
 
-def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int, *, sack: bool = False) -> None:
+def start_slurmd(
+    jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int, *, sack: bool = False, gres: Gres | None = None
+) -> None:
     """A dynamic node (-Z) registering with its NodeSet's node definition, on its own port. With
     s6 scripts, under the slurmd image's sunk-init as the pod runs it (one-shots first, services
     supervised beside slurmd), from per-node folders since the simulated nodes share one root."""
@@ -151,7 +154,18 @@ def start_slurmd(jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int, *
     # SlurmdSpoolDir is per node (%n) here; slurmd does not create it before binding its socket.
     spool = root / "var/spool/slurmd" / name
     spool.mkdir(parents=True, exist_ok=True)
-    argv = ["slurmd", "-D", "-Z", "-N", name, "-f", conf, "--conf", f"{node_conf(ns)} Port={port}", *ns.slurmd_args]
+    argv = [
+        "slurmd",
+        "-D",
+        "-Z",
+        "-N",
+        name,
+        "-f",
+        conf,
+        "--conf",
+        f"{node_conf(ns, gres)} Port={port}",
+        *ns.slurmd_args,
+    ]
     env: dict[str, str] = {}
     oneshots = ns.s6_oneshots
     if ns.s6_scripts or oneshots:

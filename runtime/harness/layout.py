@@ -114,6 +114,11 @@ def prepare_role(root: Path, role: str, *, host: str, munge_key: bytes | None, d
         _folder(root / "var/log/slurm", 0o755, lookup_ids(root, "slurm"))
     for folder, owner in ROLE_FOLDERS.get(role, ()):
         _folder(root / folder.lstrip("/"), 0o755, (0, 0) if owner == "root" else lookup_ids(root, owner))
+    make_devices(root, devices)
+
+
+def make_devices(root: Path, devices: Sequence[str]) -> None:
+    """Fake GPU device files in a root, where missing."""
     for device in devices:
         target = root / device.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +131,9 @@ def write_slurm_files(etc: Path, files: Mapping[str, str]) -> None:
     """The rendered files into /etc/slurm (slurmdbd.conf too: without its password, as in its
     ConfigMap; slurmdbd's start script adds the password to a private copy)."""
     for rel, text in files.items():
-        executable = rel.startswith(("prolog.d/", "epilog.d/", "prolog-slurmctld.d/", "epilog-slurmctld.d/"))
+        executable = rel.startswith(
+            ("prolog.d/", "epilog.d/", "health.d/", "prolog-slurmctld.d/", "epilog-slurmctld.d/")
+        )
         executable = executable or rel.endswith(".sh")
         write_file(etc / rel, text, 0o755 if executable else 0o644)
     (etc / naming.PLUGSTACK_DIR.removeprefix(naming.SLURM_ETC).lstrip("/")).mkdir(exist_ok=True)

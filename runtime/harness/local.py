@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Self
 
 from sunk import naming
-from sunk.render import ACCOUNTING_SETUP, TopologyNode, render_slurm_files, render_topology_conf
+from sunk.render import (
+    ACCOUNTING_SETUP,
+    TopologyNode,
+    gres_conf_key,
+    render_gres_conf,
+    render_slurm_files,
+    render_topology_conf,
+)
+from sunk.render.gres import node_gres
 from sunk.spec.cluster import ClusterSpec
 
 from ..images.build import Builder
@@ -35,6 +43,7 @@ from .layout import (
     SLURM_ROLES,
     SimNode,
     default_nodes,
+    make_devices,
     prepare_etc,
     prepare_role,
     short_hostname,
@@ -374,10 +383,10 @@ class LocalSlurm:
         daemons.wait_ctld(self.jail)
         daemons.wait_nodes_idle(self.jail, [n.name for n in self.nodes], allow_busy=True)
 
-    def start_slurmd(self, node: SimNode) -> None:
+    def start_slurmd(self, node: SimNode, *, wait: bool = True) -> None:
         """Add a simulated node at runtime. With topology on, slurmctld's topology.conf is then
         re-rendered with it (as the operator does from live Nodes); call reconfigure() to bind it
-        into the switches."""
+        into the switches. `wait=False`: return once slurmd runs, whatever state the node gets."""
         self._check_new(node)
         known = daemons.node_states(self.jail)
         bound = int(directive(self.files["slurm.conf"], "MaxNodeCount") or 0)
@@ -387,7 +396,8 @@ class LocalSlurm:
                 "delete a node (scontrol delete) or boot a spec with more replicas"
             )
         self._spawn_slurmd(node)
-        daemons.wait_nodes_idle(self.jail, [node.name], allow_busy=True)
+        if wait:
+            daemons.wait_nodes_idle(self.jail, [node.name], allow_busy=True)
         if self.spec.topology.plugin != "none":
             self._render_topology()
 
@@ -414,14 +424,24 @@ class LocalSlurm:
         self._nodes[node.name] = node
         # What the slurmd pod mounts: its NodeSet's gres.conf and the deploy-time topology.conf.
         files = {**self.files, "topology.conf": self._deploy_topology} if self._deploy_topology else self.files
+        ns = self.spec.nodeset(node.nodeset)
+        gres = None
+        if ns.gpus is not None and ns.gpus.from_node_labels:
+            # As the operator builds the pod on this Node: GRES from its GPU feature discovery
+            # labels, in the slurmd --conf line and the pod's own gres.conf.
+            gres = node_gres(ns.gpus, node.labels)
+            own = render_gres_conf(self.spec, ns, gres)
+            files = {**files, gres_conf_key(ns.name): own}
+            make_devices(self.jail.root("slurmd"), gres_device_files(own))
         conf = write_node_conf(self.jail.root("slurmd"), self.etc, node, files)
         daemons.start_slurmd(
             self.jail,
-            self.spec.nodeset(node.nodeset),
+            ns,
             node.name,
             conf,
             self.node_ports[node.name],
             sack=self.spec.auth.type == "slurm",
+            gres=gres,
         )
 
 

@@ -166,9 +166,16 @@ def _build(observed: Observed, m: Member) -> dict[str, Any] | str:
             ordinal=m.ordinal,
             kube_node=m.kube_node,
             owner=ns.owner,
+            node_labels=_labels(observed, m.kube_node),
         )
     except ValueError as err:
         return str(err)
+
+
+def _labels(observed: Observed, kube_node: str | None) -> Mapping[str, str] | None:
+    """The labels of the Node a member's pod is pinned to (gpus.fromNodeLabels reads them)."""
+    kn = observed.kube_nodes.get(kube_node or "")
+    return kn.labels if kn is not None else None
 
 
 def _ended(observed: Observed) -> list[Action]:

@@ -45,9 +45,9 @@ _ROLE_FILES: dict[Role, tuple[str, ...]] = {
     "restapi": ("slurm.conf",),
     "login": ("slurm.conf", "plugstack.conf"),
 }
-# What slurmd reads besides its gres.conf and the prolog/epilog scripts.
+# What slurmd reads besides its gres.conf and the prolog, epilog and health check scripts.
 _NODE_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "oci.conf")
-_SCRIPT_DIRS = ("prolog.d/", "epilog.d/")
+_SCRIPT_DIRS = ("prolog.d/", "epilog.d/", "health.d/")
 _CONTROLLER_SCRIPT_DIRS = ("prolog-slurmctld.d/", "epilog-slurmctld.d/")
 
 RESTART_KEYS = frozenset(

@@ -36,6 +36,8 @@ from sunk.manifests.scripts import munge_start, sh
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.render import node_conf
+from sunk.render.files import gres_file
+from sunk.render.gres import Gres, node_gres
 from sunk.spec.base import ResourceList, Resources
 from sunk.spec.nodeset import MUNGE_RESOURCES, RESOURCE_MODE_LABEL
 
@@ -61,6 +63,7 @@ MUNGE_KEY_DIR = "/etc/munge-key"
 MUNGE_RUN = "/run/munge"
 S6_SERVICES = "/etc/services.d"
 S6_ONESHOTS = "/etc/cont-init.d"
+GRES_FILE = "gres.conf"
 
 _EXECUTABLE = 0o755
 
@@ -167,16 +170,17 @@ def slurmd_resources(spec: NodeSetResourceSpec) -> Resources:
     return spec.slurmd_resources
 
 
-def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str) -> list[str]:
+def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str, gres: Gres | None = None) -> list[str]:
     """`slurmd -D -Z -N <node> --conf "<node conf>" <slurmdArgs>`: a dynamic node, in the
-    foreground; under sunk-init when the NodeSet has s6 one-shots or services."""
-    cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec), *spec.slurmd_args]
+    foreground; under sunk-init when the NodeSet has s6 one-shots or services. `gres`: the node's
+    own (its Node's labels), else the NodeSet's."""
+    cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec, gres), *spec.slurmd_args]
     return [S6_INIT, *cmd] if spec.s6_scripts or spec.s6_oneshots else cmd
 
 
-def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[Any], list[Any]]:
-    """(pod volumes, slurmd volume mounts)."""
-    # Files in folders are the prolog/epilog scripts slurmd executes.
+def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys, own_gres: bool = False) -> tuple[list[Any], list[Any]]:
+    """(pod volumes, slurmd volume mounts). `own_gres`: gres.conf comes from the pod's annotation."""
+    # Files in folders are the prolog, epilog and health check scripts slurmd executes.
     sources: list[dict[str, Any]] = [
         {
             "configMap": {
@@ -185,7 +189,11 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys) -> tuple[list[A
             }
         }
         for path, name, key in config_items(spec, config_keys)
+        if not (own_gres and path == GRES_FILE)
     ]
+    if own_gres:
+        field = {"fieldPath": f"metadata.annotations['{keys.GRES_CONF}']"}
+        sources.append({"downwardAPI": {"items": [{"path": GRES_FILE, "fieldRef": field}]}})
     if spec.auth_type == "slurm":
         key = spec.auth_secret_key or "slurm.key"
         sources.append(
@@ -324,10 +332,12 @@ def nodeset_pod(
     ordinal: int | None = None,
     kube_node: str | None = None,
     owner: Mapping[str, str] | None = None,
+    node_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The slurmd pod of ordinal `ordinal` (replicas mode) or of Kubernetes Node `kube_node`
     (all-matching-nodes). `config_keys` are the keys of the ConfigMaps spec.config_files names;
-    `owner` is the NodeSet's metadata (name, uid) for the owner reference."""
+    `owner` is the NodeSet's metadata (name, uid) for the owner reference; `node_labels` are
+    kube_node's labels (gpus.fromNodeLabels reads them)."""
     if (ordinal is None) == (kube_node is None):
         raise ValueError("give exactly one of ordinal (replicas mode) or kube_node (all-matching-nodes)")
     if (ordinal is not None) != (spec.mode == "replicas"):
@@ -335,6 +345,11 @@ def nodeset_pod(
     node = (
         naming.slurm_node_name(spec.name, ordinal) if ordinal is not None else slurm_node_for_kube_node(kube_node or "")
     )
+    # gpus.fromNodeLabels: this node's GRES from its Node's GPU feature discovery labels (raises
+    # ValueError, which the operator reports, for MIG without autodetect nvml).
+    gres = None
+    if spec.gpus is not None and spec.gpus.from_node_labels and kube_node is not None:
+        gres = node_gres(spec.gpus, node_labels or {})
     labels = {
         **selector_labels(spec),
         LABEL_NODE: node,
@@ -347,6 +362,7 @@ def nodeset_pod(
         **({ANNOTATION_ORDINAL: str(ordinal)} if ordinal is not None else {ANNOTATION_KUBE_NODE: kube_node or ""}),
         **{f"{S6_ONESHOT_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_oneshots.items())},
         **{f"{S6_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_scripts.items())},
+        **({keys.GRES_CONF: gres_file(gres, spec.gres_extra)} if gres is not None else {}),
     }
     metadata: dict[str, Any] = {
         "name": pod_name(spec, node),
@@ -356,14 +372,14 @@ def nodeset_pod(
     }
     if owner is not None:
         metadata["ownerReferences"] = owner_references(owner)
-    volumes, mounts = _volumes(spec, config_keys)
+    volumes, mounts = _volumes(spec, config_keys, own_gres=gres is not None)
     # Exclusive: the GPUs are the slurmd pod's. Shared: none, so the device plugin hands them to
     # pods (slurmd is privileged and sees every device; Slurm's GRES accounting splits them).
     gpus = spec.slurmd_extended or None
     slurmd: dict[str, Any] = {
         "name": SLURMD,
         "image": spec.slurmd_image,
-        "command": slurmd_command(spec, node),
+        "command": slurmd_command(spec, node, gres),
         "ports": [{"name": SLURMD, "containerPort": naming.SLURMD_PORT, "protocol": "TCP"}],
         # slurmd listens only once it has registered with slurmctld.
         "readinessProbe": {"tcpSocket": {"port": naming.SLURMD_PORT}, "periodSeconds": 5},

@@ -13,6 +13,7 @@ from sunk.render.files import (
     render_plugstack_conf,
     render_slurmdbd_conf,
 )
+from sunk.render.health import render_health_files
 from sunk.render.sacctmgr import render_account_commands, render_sacctmgr, render_sacctmgr_script
 from sunk.render.slurm_conf import node_conf, render_slurm_conf
 from sunk.render.topology import TopologyNode, render_topology_conf, unique_names
@@ -53,6 +54,7 @@ def render_slurm_files(spec: ClusterSpec, nodes: Iterable[TopologyNode] = ()) ->
         files[f"epilog-slurmctld.d/{name}"] = body.rstrip("\n") + "\n"
     for name, body in spec.extra_config.files.items():
         files[name] = body if body.endswith("\n") or not body else body + "\n"
+    files.update(render_health_files(spec))
     return dict(sorted(files.items()))
 
 

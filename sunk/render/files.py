@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from sunk import naming
 from sunk.images import SPANK_DIR
+from sunk.render.gres import Gres, spec_gres
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
@@ -75,14 +76,17 @@ def gres_conf_key(nodeset: str) -> str:
     return f"gres-{nodeset}.conf"
 
 
-def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None) -> str:
-    lines: list[str] = []
-    if ns is not None and ns.gpus is not None:
-        g = ns.gpus
-        # Slurm drops file-less GPUs (measured on 24.11), so each GPU is named by its device.
-        devices = f"{g.device_pattern}[0-{g.count - 1}]" if g.count > 1 else f"{g.device_pattern}0"
-        lines.append(f"Name=gpu Type={g.type} File={devices}")
-    return _file([*lines, *spec.extra_config.gres_conf])
+def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None, gres: Gres | None = None) -> str:
+    """gres.conf of a NodeSet's nodes (`gres`: one node's, when the operator derived it from its
+    Node's labels; else the spec's)."""
+    if gres is None and ns is not None and ns.gpus is not None:
+        gres = spec_gres(ns.gpus)
+    return gres_file(gres, spec.extra_config.gres_conf)
+
+
+def gres_file(gres: Gres | None, extra: Iterable[str] = ()) -> str:
+    """A gres.conf: the GRES lines, then the cluster's extraConfig.gresConf."""
+    return _file([*(gres.conf_lines() if gres is not None else ()), *extra])
 
 
 PYXIS_SO = f"{SPANK_DIR}/spank_pyxis.so"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from sunk import naming
+from sunk.render.gres import Gres, spec_gres
+from sunk.render.health import health_conf_lines
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import PartitionSpec
@@ -14,12 +16,13 @@ def _mode(mode: str) -> str:
     return "SUSPEND,GANG" if mode == "suspend" else mode.upper()
 
 
-def node_conf(ns: NodeSetSpec) -> str:
+def node_conf(ns: NodeSetSpec, gres: Gres | None = None) -> str:
     """The node definition a slurmd of this NodeSet registers with (`slurmd -Z --conf ...`).
 
     Nodes are dynamic: measured on 24.11, they register in ~0.2 s, need no slurm.conf change to
     scale, and reach the NodeSet's partitions through `NodeSet=<name> Feature=<name>`. Nodes of a
     shared NodeSet also carry the feature sunk_shared (sunk.spec.nodeset.SHARED_FEATURE).
+    `gres`: the node's own GRES (from its Node's labels); default the NodeSet's.
     """
     words = [f"CPUs={ns.cpus}"]
     if ns.sockets is not None:
@@ -31,8 +34,10 @@ def node_conf(ns: NodeSetSpec) -> str:
     words.append(f"RealMemory={ns.memory_mib}")
     if ns.tmp_disk_mib:
         words.append(f"TmpDisk={ns.tmp_disk_mib}")
-    if ns.gpus is not None:
-        words.append(f"Gres=gpu:{ns.gpus.type}:{ns.gpus.count}")
+    if gres is None and ns.gpus is not None:
+        gres = spec_gres(ns.gpus)
+    if gres is not None:
+        words.append(f"Gres={gres.words()}")
     words.append(f"Feature={','.join(ns.slurm_features)}")
     if ns.weight != 1:
         words.append(f"Weight={ns.weight}")
@@ -88,7 +93,8 @@ def _resources(spec: ClusterSpec) -> list[str]:
         f"MaxNodeCount={sum(n.node_bound for n in spec.nodesets)}",
     ]
     if spec.has_gpus:
-        lines.append("GresTypes=gpu")
+        shards = any(n.gpus.shards_per_gpu or n.gpus.from_node_labels for n in spec.nodesets if n.gpus)
+        lines.append("GresTypes=gpu,shard" if shards else "GresTypes=gpu")
     if spec.topology.plugin != "none":
         lines.append(f"TopologyPlugin=topology/{spec.topology.plugin}")
     if spec.scripts.prolog:
@@ -104,7 +110,7 @@ def _resources(spec: ClusterSpec) -> list[str]:
         lines += [f"{key}={folder}/{name}" for name in sorted(scripts)]
     if spec.scripts.job_submit_lua is not None:
         lines.append("JobSubmitPlugins=lua")
-    return lines
+    return lines + health_conf_lines(spec)
 
 
 def _scheduling(spec: ClusterSpec) -> list[str]:

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from sunk.images import PYXIS_VARIANT, SLURM_VERSION
 from sunk.spec.base import DnsLabel, Image, Labels, Model, dns_label
+from sunk.spec.health import HealthCheckSpec
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
 from sunk.spec.scheduling import (
     AccountSpec,
@@ -187,6 +188,9 @@ class ClusterSpec(Model):
     """ServiceMonitor and Grafana dashboard. Default: disabled."""
     runtime: RuntimeSpec = RuntimeSpec()
     """Pod settings and resources of the syncer and scheduler. Default: none added."""
+    health_check: HealthCheckSpec | None = None
+    """Node health: sunk's HealthCheckProgram with built-in and the stack's own checks
+    (sunk.spec.health). Default: none."""
 
     @property
     def ns(self) -> str:
@@ -234,10 +238,23 @@ class ClusterSpec(Model):
             *partition_problems(self.partitions, self.nodesets, self.topology),
             *account_problems(self.accounts, self._qos_names, self.accounting.enabled),
             *self._role_problems(),
+            *self._health_problems(),
         ]
         if errors:
             raise ValueError("\n".join(errors))
         return self
+
+    def _health_problems(self) -> list[str]:
+        """A check scoped to NodeSets names existing ones."""
+        if self.health_check is None:
+            return []
+        known = {n.name for n in self.nodesets}
+        return [
+            f"healthCheck.checks[{i}].nodesets[{j}]: {name!r} is not a NodeSet; known: {', '.join(sorted(known))}"
+            for i, c in enumerate(self.health_check.checks)
+            for j, name in enumerate(c.nodesets)
+            if name not in known
+        ]
 
     @property
     def _qos_names(self) -> set[str]:

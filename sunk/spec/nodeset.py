@@ -57,6 +57,21 @@ class GpuSpec(Model):
         "/dev/nvidia"
     )
     """Device file prefix; gres.conf gets File=<prefix>[0-N]. Default: /dev/nvidia."""
+    autodetect: Literal["off", "nvml"] = "off"
+    """`nvml`: gres.conf gets `AutoDetect=nvml` and slurmd finds each GPU's device file, type,
+    cores and links through NVML (the slurmd image ships Debian's slurm-wlm-nvml-plugin; the
+    NVIDIA container toolkit mounts libnvidia-ml.so.1). Needed for MIG. Without an NVIDIA driver
+    slurmd falls back to the File= lines (see README, GPU discovery). Default: off."""
+    shards_per_gpu: Annotated[int, Field(ge=0, le=128)] = 0
+    """Slurm shards (https://slurm.schedmd.com/gres.html#Sharding): each GPU also counts as this many
+    `shard` GRES, so jobs can share a GPU (`--gres=shard:N`). Default: 0 (no shards)."""
+    from_node_labels: bool = False
+    """mode all-matching-nodes: the operator reads the Node's GPU feature discovery labels
+    (nvidia.com/gpu.product, nvidia.com/gpu.count, nvidia.com/mig.strategy and
+    nvidia.com/mig-<profile>.count, nvidia.com/gpu.replicas) when it builds the node's slurmd pod,
+    and registers what they say: GPU type and count, MIG profiles as types, shards from the
+    time-slicing replicas. A Node without the labels gets type and count from this spec.
+    Default: false."""
 
 
 class EnvVar(Model):
@@ -284,6 +299,11 @@ class NodeSetSpec(PodSettings):
                         errors.append(
                             f"gpus.type: {self.gpus.type!r} but instance type {self.instance_type} has {it.gpu_type!r}"
                         )
+        if self.gpus is not None and self.gpus.from_node_labels and self.mode != "all-matching-nodes":
+            errors.append(
+                "gpus.fromNodeLabels: only in mode all-matching-nodes (a replicas pod's Node is chosen after "
+                "the operator builds it, so its labels are unknown then)"
+            )
         if self.slurmd_overhead is not None and self.resource_mode == "exclusive":
             errors.append(
                 "slurmdOverhead: only used in resourceMode shared (an exclusive slurmd pod requests "

@@ -364,3 +364,56 @@ def test_every_shipped_slurmd_pod_fits_its_instance_type(stack: str) -> None:
             assert ns.memory_mib * 2**20 + want["memory"] <= avail.memory_mib * 2**20, (stack, ns.name)
         checked += 1
     assert checked == sum(ns.instance_type is not None for ns in cluster.nodesets)
+
+
+GFD = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "2"}
+
+
+def _etc_sources(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    etc = next(v for v in pod["spec"]["volumes"] if v["name"] == "sunk-slurm-etc")
+    return list(etc["projected"]["sources"])
+
+
+def _labelled(**gpus: Any) -> Any:
+    return gpu(
+        mode="all-matching-nodes",
+        replicas=None,
+        gpus={"type": "h100", "count": 2, "fromNodeLabels": True, **gpus},
+    )
+
+
+def test_gpus_from_node_labels_give_the_pod_its_own_gres() -> None:
+    pod = build(_labelled(), kube_node="node-a", node_labels=GFD)
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    command = container(pod, "slurmd")["command"]
+    assert "Gres=gpu:h100_80gb_hbm3:4,shard:8" in command[command.index("--conf") + 1].split()
+    gres_conf = pod["metadata"]["annotations"]["slurm.sunk.dev/gres-conf"]
+    assert gres_conf.splitlines()[1:] == [
+        "Name=gpu Type=h100_80gb_hbm3 File=/dev/nvidia[0-3]",
+        "Name=shard Count=8 File=/dev/nvidia[0-3]",
+    ]
+    sources = _etc_sources(pod)
+    # gres.conf comes from the annotation, not from the NodeSet's ConfigMap.
+    assert [s for s in _config_sources(pod) if s["items"][0]["path"] == "gres.conf"] == []
+    projected = [s["downwardAPI"]["items"] for s in sources if "downwardAPI" in s]
+    assert projected == [
+        [{"path": "gres.conf", "fieldRef": {"fieldPath": "metadata.annotations['slurm.sunk.dev/gres-conf']"}}]
+    ]
+
+
+def test_a_node_without_labels_or_a_spec_without_the_option_keeps_the_nodeset_gres() -> None:
+    plain = build(_labelled(), kube_node="node-b", node_labels={})
+    assert "slurm.sunk.dev/gres-conf" in plain["metadata"]["annotations"]
+    assert "Gres=gpu:h100:2" in container(plain, "slurmd")["command"][-1].split()
+    off = build(gpu(mode="all-matching-nodes", replicas=None), kube_node="node-a", node_labels=GFD)
+    assert "slurm.sunk.dev/gres-conf" not in off["metadata"]["annotations"]
+    assert not [s for s in _etc_sources(off) if "downwardAPI" in s]
+
+
+def test_mig_labels_without_nvml_refuse_to_build_naming_the_field() -> None:
+    mig = {"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+           "nvidia.com/gpu.count": "7"}  # fmt: skip
+    with pytest.raises(ValueError, match=r"^gpus\.autodetect: "):
+        build(_labelled(), kube_node="node-m", node_labels=mig)
+    pod = build(_labelled(autodetect="nvml"), kube_node="node-m", node_labels=mig)
+    assert pod["metadata"]["annotations"]["slurm.sunk.dev/gres-conf"].splitlines()[1:] == ["AutoDetect=nvml"]

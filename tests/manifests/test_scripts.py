@@ -14,6 +14,7 @@ import pytest
 from sunk.manifests import scripts
 from sunk.manifests.accounting import setup_job
 from sunk.manifests.auth import auth_refs
+from sunk.render import script
 from sunk.stackfile import load_stack
 
 FOLDER = Path(str(resources.files("sunk.manifests").joinpath("scripts")))
@@ -27,7 +28,7 @@ def test_a_value_missing_or_without_a_placeholder_is_refused() -> None:
 
 
 def test_a_placeholder_outside_an_input_line_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scripts, "source", lambda name: 'dir=@DIR@\ncat "@DIR@/x"\n')
+    monkeypatch.setattr(script, "source", lambda name: 'dir=@DIR@\ncat "@DIR@/x"\n')
     with pytest.raises(ValueError, match="outside an input line"):
         scripts.render("any.sh", DIR="/d")
 
@@ -36,6 +37,7 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
     names = sorted(p.name for p in FOLDER.glob("*.sh"))
     assert names == [
         "accounting-setup-job.sh",
+        "health-check.sh",
         "login-start.sh",
         "munge-start.sh",
         "reconfigure-watcher.sh",
