@@ -138,7 +138,9 @@ class SlurmCluster(Component):
         )
         self.monitoring = None
         if spec.monitoring.enabled:
-            self.monitoring = Monitoring(f"{name}-monitoring", spec, namespace=ns, opts=child(self))
+            self.monitoring = Monitoring(
+                f"{name}-monitoring", spec, namespace=ns, refs=refs, opts=child(self, depends_on=[auth])
+            )
         self.namespace = text(ns) if isinstance(ns, str) else pulumi.Output.from_input(ns)
         self.controller_host = self.control_plane.host
         self.register_outputs(

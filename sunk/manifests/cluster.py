@@ -3,7 +3,7 @@ minus the generated secret values)."""
 
 from __future__ import annotations
 
-from sunk.manifests import accounting, controller, login, monitoring, network, nodeset, restapi, runtime
+from sunk.manifests import accounting, controller, exporter, login, monitoring, network, nodeset, restapi, runtime
 from sunk.manifests.auth import AuthRefs, auth_refs
 from sunk.manifests.config import config_maps
 from sunk.manifests.meta import Manifest, labels, obj
@@ -45,4 +45,5 @@ def cluster_manifests(spec: ClusterSpec, operator_namespace: str | None = "sunk-
         out += runtime.operator_access(spec, refs, operator_namespace, "sunk-operator")
     out += network.network_policies(spec, operator_namespace)
     out += monitoring.monitoring_manifests(spec)
+    out += exporter.exporter_manifests(spec, refs)
     return out

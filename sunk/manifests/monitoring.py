@@ -1,47 +1,23 @@
-"""Optional monitoring: a ServiceMonitor (Prometheus Operator) for the runtime's metrics Services
-and a Grafana dashboard ConfigMap for the Grafana sidecar."""
+"""Optional monitoring: a ServiceMonitor (Prometheus Operator) for the runtime's metrics Services,
+a PrometheusRule with the alerts, and the Grafana dashboards as ConfigMaps for the Grafana sidecar
+(sunk/manifests/dashboards.py). The Slurm metrics exporter is sunk/manifests/exporter.py."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from sunk.manifests.dashboards import boards, dashboard_json
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.runtime import METRICS_LABEL
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "monitoring"
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1"
-
-# Metric names of sunk.runtime.syncer and sunk.runtime.scheduler (prometheus_client adds
-# `_total` to counters); the ServiceMonitor adds the `namespace` label that tells tenants apart.
-_NS = 'namespace="$namespace"'
-_PANELS: list[tuple[str, str, str]] = [
-    ("Slurm nodes by state", f"sum by (state) (sunk_syncer_slurm_nodes{{{_NS}}})", "short"),
-    (
-        "Syncer cycle time (p95)",
-        f"histogram_quantile(0.95, sum by (le) (rate(sunk_syncer_cycle_seconds_bucket{{{_NS}}}[5m])))",
-        "s",
-    ),
-    ("Syncer writes / s", f"sum by (target, kind) (rate(sunk_syncer_writes_total{{{_NS}}}[5m]))", "ops"),
-    ("Pods waiting for Slurm", f"sum(sunk_scheduler_pending_pods{{{_NS}}})", "short"),
-    (
-        "Pending -> bound latency (p95)",
-        f"histogram_quantile(0.95, sum by (le) (rate(sunk_scheduler_bind_latency_seconds_bucket{{{_NS}}}[5m])))",
-        "s",
-    ),
-    ("Binds and submits / s", f"sum(rate(sunk_scheduler_binds_total{{{_NS}}}[5m]))", "ops"),
-    # rate() drops the metric name, so each component's errors are their own labelled series.
-    ("Syncer errors / s by phase", f"sum by (phase) (rate(sunk_syncer_errors_total{{{_NS}}}[5m]))", "ops"),
-    ("Scheduler errors / s by operation", f"sum by (op) (rate(sunk_scheduler_errors_total{{{_NS}}}[5m]))", "ops"),
-]
-_LEGENDS = {
-    "Slurm nodes by state": "{{state}}",
-    "Syncer writes / s": "{{target}} {{kind}}",
-    "Syncer errors / s by phase": "{{phase}}",
-    "Scheduler errors / s by operation": "{{op}}",
-}
-DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+UNAVAILABLE_LONG = "drained|down|fail"
+"""The exporter's node states that alert when they last (draining nodes still run their jobs)."""
+DBD_BACKLOG = 1000
+"""Messages for slurmdbd: a healthy slurmdbd keeps the queue near 0; Slurm's MaxDBDMsgs, past which
+records are dropped, is at least 10,000."""
 
 
 def service_monitor(spec: ClusterSpec) -> Manifest:
@@ -64,45 +40,12 @@ def service_monitor(spec: ClusterSpec) -> Manifest:
     )
 
 
-def dashboard_json(spec: ClusterSpec) -> str:
-    panels: list[dict[str, Any]] = []
-    for i, (title, expr, unit) in enumerate(_PANELS):
-        panels.append(
-            {
-                "id": i + 1,
-                "type": "timeseries",
-                "title": title,
-                "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
-                "datasource": DATASOURCE,
-                "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-                "targets": [
-                    {"datasource": DATASOURCE, "expr": expr, "refId": "A", "legendFormat": _LEGENDS.get(title, title)}
-                ],
-            }
-        )
-    board = {
-        "title": f"sunk / {spec.tenant} / {spec.name}",
-        "uid": f"sunk-{spec.ns}-{spec.name}"[:40],
-        "schemaVersion": 39,
-        "tags": ["sunk", "slurm"],
-        "time": {"from": "now-6h", "to": "now"},
-        "templating": {
-            "list": [
-                # Which Prometheus: chosen in Grafana, not baked in.
-                {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus"},
-                {"name": "namespace", "type": "constant", "query": spec.ns, "hide": 2},
-            ],
-        },
-        "panels": panels,
-    }
-    return json.dumps(board, indent=2, sort_keys=True) + "\n"
-
-
 def alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
     """The tenant's alerting rules (one Prometheus rule group), over the runtime's metrics in its
     namespace (the ServiceMonitor adds `namespace`). Each names the cluster and says what to look at."""
     ns = f'namespace="{spec.ns}"'
     where = f"{spec.tenant}/{spec.name}"
+    exporter = spec.monitoring.exporter.enabled
 
     def rule(name: str, expr: str, duration: str, severity: str, summary: str) -> dict[str, Any]:
         return {
@@ -113,7 +56,7 @@ def alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
             "annotations": {"summary": f"{where}: {summary}"},
         }
 
-    return [
+    rules = [
         rule(
             "SunkSlurmUnreachable",
             f"time() - sunk_syncer_last_success_timestamp_seconds{{{ns}}} > 300",
@@ -123,7 +66,10 @@ def alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
         ),
         rule(
             "SunkSlurmNodesDrainedLong",
-            f'sum(sunk_syncer_slurm_nodes{{{ns}, state=~"drain|down"}}) > 0',
+            # The exporter's view where it runs (sinfo's states), else the syncer's.
+            f'sum(sunk_slurm_nodes{{{ns}, state=~"{UNAVAILABLE_LONG}"}}) > 0'
+            if exporter
+            else f'sum(sunk_syncer_slurm_nodes{{{ns}, state=~"drain|down"}}) > 0',
             "6h",
             "warning",
             "Slurm nodes have been drained or down for 6 hours (sinfo -R says why)",
@@ -154,9 +100,38 @@ def alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
             f"up{{{ns}}} == 0",
             "5m",
             "critical",
-            "a runtime metrics endpoint (syncer or scheduler) does not answer",
+            "a runtime metrics endpoint (syncer, scheduler or exporter) does not answer",
         ),
     ]
+    if exporter:
+        rules += [
+            rule(
+                "SunkSlurmctldDown",
+                f"sunk_slurm_up{{{ns}}} == 0",
+                "3m",
+                "critical",
+                "slurmctld does not answer the exporter through slurmrestd for 3 minutes "
+                "(scontrol ping; the exporter's log names the failing call)",
+            ),
+            rule(
+                "SunkSlurmQueueStuck",
+                f"max(sunk_slurm_pending_oldest_eligible_seconds{{{ns}}}) > 3600"
+                f" and sum(increase(sunk_slurm_jobs_started_total{{{ns}}}[30m])) == 0",
+                "15m",
+                "warning",
+                "jobs eligible to run have waited over an hour and slurmctld started none for 30 minutes "
+                "(squeue -t PD -o '%i %P %r' says why)",
+            ),
+            rule(
+                "SunkSlurmdbdBacklog",
+                f"max(sunk_slurm_dbd_agent_queue_size{{{ns}}}) > {DBD_BACKLOG}",
+                "10m",
+                "warning",
+                f"slurmctld holds over {DBD_BACKLOG} messages for slurmdbd for 10 minutes: accounting is down "
+                "or slow, and past MaxDBDMsgs slurmctld drops job records (sdiag: DBD Agent queue size)",
+            ),
+        ]
+    return rules
 
 
 def prometheus_rule(spec: ClusterSpec) -> Manifest:
@@ -169,9 +144,16 @@ def prometheus_rule(spec: ClusterSpec) -> Manifest:
     )
 
 
-def dashboard(spec: ClusterSpec) -> Manifest:
-    meta = metadata(spec, f"{spec.name}-dashboard", COMPONENT, extra_labels=dict(spec.monitoring.dashboard_labels))
-    return obj("v1", "ConfigMap", meta, data={f"sunk-{spec.name}.json": dashboard_json(spec)})
+def dashboard_config_map(spec: ClusterSpec, board: str) -> Manifest:
+    # The runtime board keeps the ConfigMap it always had; the others are named after theirs.
+    name = f"{spec.name}-dashboard" if board == "runtime" else f"{spec.name}-dashboard-{board}"
+    meta = metadata(spec, name, COMPONENT, extra_labels=dict(spec.monitoring.dashboard_labels))
+    return obj("v1", "ConfigMap", meta, data={f"sunk-{spec.name}-{board}.json": dashboard_json(spec, board)})
+
+
+def dashboards(spec: ClusterSpec) -> dict[str, Manifest]:
+    """By resource suffix (`dashboard`, `dashboard-cluster`, ...): one ConfigMap per dashboard."""
+    return {("dashboard" if b == "runtime" else f"dashboard-{b}"): dashboard_config_map(spec, b) for b in boards(spec)}
 
 
 def monitoring_manifests(spec: ClusterSpec) -> list[Manifest]:
@@ -180,6 +162,6 @@ def monitoring_manifests(spec: ClusterSpec) -> list[Manifest]:
         return []
     return [
         *([service_monitor(spec)] if m.service_monitor else []),
-        *([dashboard(spec)] if m.dashboard else []),
+        *(dashboards(spec).values() if m.dashboard else []),
         *([prometheus_rule(spec)] if m.rules else []),
     ]

@@ -1,6 +1,6 @@
 """NetworkPolicies: the accounting database answers only slurmdbd; slurmrestd answers only the
-tenant's runtime, its login pods, the cluster-wide operator and, when its Service is exposed
-(restapi.service), the source ranges it is exposed to.
+tenant's runtime, its login pods, its Slurm metrics exporter, the cluster-wide operator and, when its
+Service is exposed (restapi.service), the source ranges it is exposed to.
 
 Only these two are fenced: slurmctld, slurmd and slurmdbd must accept Slurm RPCs from every
 Slurm pod (and slurmd from slurmctld), and they authenticate every RPC with munge or slurm.key."""
@@ -46,6 +46,8 @@ def network_policies(spec: ClusterSpec, operator_namespace: str | None) -> list[
         )
     if spec.restapi.enabled:
         clients = ["syncer", "scheduler"] + (["login"] if spec.login.enabled else [])
+        if spec.monitoring.enabled and spec.monitoring.exporter.enabled:
+            clients.append("exporter")  # sunk/manifests/exporter.py (not imported: it imports the runtime's)
         sources: list[Manifest] = [{"podSelector": {"matchLabels": selector(spec, c)}} for c in clients]
         if operator_namespace is not None:
             sources.append(

@@ -346,7 +346,8 @@ class ClusterSpec(Model):
         return errors
 
     def _role_problems(self) -> list[str]:
-        """Shared volumes only on roles that exist, and not where a role's own volume mounts."""
+        """Shared volumes only on roles that exist, and not where a role's own volume mounts; the
+        exporter only with the REST API it reads."""
         errors = []
         if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
             idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
@@ -359,4 +360,9 @@ class ClusterSpec(Model):
                 for j, vol in enumerate(section.volumes)
                 if vol.mount_path in on_role
             ]
+        if self.monitoring.enabled and self.monitoring.exporter.enabled and not self.restapi.enabled:
+            errors.append(
+                "monitoring.exporter.enabled: the exporter reads Slurm through slurmrestd, and restapi.enabled "
+                "is false; enable restapi or set monitoring.exporter.enabled: false"
+            )
         return errors

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from sunk.images import (
     DEFAULT_ARCH,
@@ -302,6 +303,32 @@ class RuntimeSpec(PodSettings):
     """Each controller's container. Default: requests 50m/128Mi, limit 512Mi memory."""
 
 
+def _exporter_interval(value: str) -> str:
+    if not re.fullmatch(r"[1-9][0-9]*(s|m)", value):
+        raise ValueError(f"{value!r} is not an interval: whole seconds or minutes, e.g. 30s or 1m")
+    seconds = int(value[:-1]) * (60 if value.endswith("m") else 1)
+    if seconds < 5:
+        raise ValueError(f"{value!r} is shorter than 5s; every read lists all jobs and nodes from slurmctld")
+    return value
+
+
+class ExporterSpec(Model):
+    """The Slurm metrics exporter (`python -m sunk.runtime.exporter`): a Deployment of the runtime
+    image that reads slurmctld through slurmrestd and serves jobs, pending reasons, queue waits,
+    nodes, CPUs/GPUs/memory by state and partition and sdiag's statistics as `sunk_slurm_*`."""
+
+    enabled: bool = True
+    """Deployed (with its Service and ServiceMonitor) when monitoring is enabled. Needs restapi.
+    Default: true."""
+    interval: Annotated[str, AfterValidator(_exporter_interval)] = "30s"
+    """How often it reads Slurm, and its ServiceMonitor's scrape interval (at least 5s). Scrapes
+    are served from the last read, so slurmctld's load does not grow with Prometheus replicas.
+    Default: 30s."""
+    per_user_metrics: bool = False
+    """Also export jobs and CPUs per Slurm user (`sunk_slurm_user_jobs`, `sunk_slurm_user_cpus`).
+    Default: false: one series per user and state grows with the user base."""
+
+
 class MonitoringSpec(Model):
     """Prometheus Operator scraping and a Grafana dashboard for the sunk runtime
     (https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor)."""
@@ -322,6 +349,8 @@ class MonitoringSpec(Model):
     """Extra labels on the ServiceMonitor, e.g. the `release` your Prometheus selects. Default: none."""
     dashboard_labels: Labels = {"grafana_dashboard": "1"}
     """Labels the Grafana sidecar looks for. Default: grafana_dashboard: "1"."""
+    exporter: ExporterSpec = ExporterSpec()
+    """The Slurm metrics exporter. Default: enabled, reading every 30s, no per-user series."""
 
 
 __all__ = [
@@ -332,6 +361,7 @@ __all__ = [
     "AuthSpec",
     "ControllerSpec",
     "DnsLabel",
+    "ExporterSpec",
     "ExternalDbSpec",
     "Images",
     "KeySource",

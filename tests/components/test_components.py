@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from sunk.components.offline import Evaluation, Registration, is_secret, plain
 
+from sunk.spec.cluster import ClusterSpec
+
 from .conftest import LIBRARY, STACKS
 
 ALL = [*STACKS, LIBRARY]
@@ -321,3 +323,47 @@ def test_role_settings_reach_the_registered_resources(evaluations: dict[str, Eva
     assert volumes["tools"]["nfs"] == {"server": "nfs.acme.example", "path": "/exports/tools"}
     assert h100["imagePullSecrets"] == ["acme-registry"]
     assert ev.plain_outputs()["loginEndpoint"] == "<pending>:22"
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_the_exporter_is_deployed_with_monitoring_scraped_at_its_interval_and_let_through(
+    evaluations: dict[str, Evaluation], specs: dict[str, ClusterSpec], name: str
+) -> None:
+    """Issue 16: where monitoring and its exporter are on, Monitoring makes the exporter's
+    Deployment (the JWT Secret of Auth, no Kubernetes token), its Service, and a ServiceMonitor that
+    selects that Service at the exporter's read interval; slurmrestd's NetworkPolicy admits it."""
+    ev = evaluations[name]
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in _objects(ev)}
+    exporters = [k for k in objects if k[0] == "Deployment" and k[1].endswith("-exporter")]
+    monitoring = [c for c in ev.components() if c.type == "sunk:index:Monitoring"]
+    spec = specs[name]
+    if not (spec.monitoring.enabled and spec.monitoring.exporter.enabled):
+        assert not exporters
+        return
+    (deployment,) = (objects[k] for k in exporters)
+    (parent,) = monitoring
+    reg = next(
+        r for r in ev.kubernetes() if r.inputs.get("kind") == "Deployment" and r.name.endswith("-exporter-deployment")
+    )
+    assert reg.parent == parent.urn
+    auth = next(c for c in ev.components() if c.type == "sunk:index:Auth")
+    keys = {r.urn for r in ev.kubernetes() if r.parent == auth.urn}
+    assert keys and keys <= set(parent.dependencies)  # it starts with its JWT key there
+    pod = deployment["spec"]["template"]
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    (volume,) = pod["spec"]["volumes"]
+    assert volume["secret"]["secretName"] == objects[("Secret", f"{spec.name}-jwt")]["metadata"]["name"]
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    interval = spec.monitoring.exporter.interval
+    assert env["SUNK_COLLECT_INTERVAL"] == str(int(interval[:-1]) * (60 if interval.endswith("m") else 1))
+    service = objects[("Service", f"{spec.name}-exporter")]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    monitor = objects[("ServiceMonitor", f"{spec.name}-exporter")]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0] == {"port": "metrics", "path": "/metrics", "interval": interval}
+    # The runtime's ServiceMonitor does not scrape it a second time.
+    runtime_monitor = objects[("ServiceMonitor", f"{spec.name}-runtime")]
+    assert not runtime_monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    policy = objects[("NetworkPolicy", f"{spec.name}-restapi-ingress")]
+    sources = [s.get("podSelector", {}).get("matchLabels", {}) for s in policy["spec"]["ingress"][0]["from"]]
+    assert any(s.items() <= pod["metadata"]["labels"].items() for s in sources)

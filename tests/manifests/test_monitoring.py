@@ -1,10 +1,12 @@
 """Issue 16, dashboards and alerts: the rules pass promtool and fire on synthetic series where they
-should (and stay quiet where they shouldn't); the dashboard is valid JSON with a data source
-variable and a labelled series per panel."""
+should (and stay quiet where they shouldn't); the dashboards are valid JSON with a data source
+variable and a labelled series per target, and every query parses (promtool) and names only
+metrics the runtime (syncer, scheduler, exporter) exports."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -13,8 +15,16 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
+from sunk.runtime.exporter.collect import families, metric_names
+from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
+from sunk.runtime.exporter.loop import Exporter
+from sunk.runtime.exporter.model import Snapshot
+from sunk.runtime.scheduler.metrics import Metrics as SchedulerMetrics
+from sunk.runtime.syncer.metrics import SyncerMetrics
 
-from sunk.manifests.monitoring import alert_rules, dashboard_json, monitoring_manifests, prometheus_rule
+from sunk.manifests.dashboards import BOARDS, EXPORTER_BOARDS, boards, dashboard_json, expressions
+from sunk.manifests.monitoring import alert_rules, monitoring_manifests, prometheus_rule
 from sunk.stackfile import list_stacks, load_stack
 
 SPEC = load_stack("acme-prod").spec  # monitoring enabled there
@@ -56,8 +66,9 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
     series = [
         # The syncer stops succeeding after 10 minutes (the timestamp stops moving).
         {"series": f"sunk_syncer_last_success_timestamp_seconds{{{ns}}}", "values": "0+60x10 600x30"},
-        # Two nodes drained for 7 hours.
-        {"series": f'sunk_syncer_slurm_nodes{{{ns}, state="drain"}}', "values": "2x480"},
+        # Two nodes drained for 7 hours (the exporter's view: acme-prod runs it).
+        {"series": f'sunk_slurm_nodes{{{ns}, state="drained"}}', "values": "2x480"},
+        {"series": f'sunk_slurm_nodes{{{ns}, state="idle"}}', "values": "5x480"},
         # Pods wait and nothing is bound.
         {"series": f"sunk_scheduler_pending_pods{{{ns}}}", "values": "3x40"},
         {"series": f"sunk_scheduler_binds_total{{{ns}}}", "values": "5x40"},
@@ -82,6 +93,9 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
                     _alert("SunkRuntimeErrors", "30m", fires=True),
                     _alert("SunkSchedulerLag", "30m", fires=False),
                     _alert("SunkRuntimeDown", "30m", fires=False),
+                    _alert("SunkSlurmctldDown", "30m", fires=False),
+                    _alert("SunkSlurmQueueStuck", "30m", fires=False),
+                    _alert("SunkSlurmdbdBacklog", "30m", fires=False),
                 ],
             }
         ],
@@ -93,18 +107,133 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
 
 
 @pytest.mark.parametrize("stack", list_stacks())
-def test_the_dashboard_has_a_data_source_variable_and_labelled_series(stack: str) -> None:
+def test_the_dashboards_have_a_data_source_variable_and_labelled_series(stack: str) -> None:
     spec = load_stack(stack).spec
-    board = json.loads(dashboard_json(spec))
-    variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-    for panel in board["panels"]:
-        assert panel["datasource"]["uid"] == "${datasource}"
-        for target in panel["targets"]:
-            assert target["legendFormat"], panel["title"]
-            assert "by (__name__)" not in target["expr"]  # rate() drops the name: one unlabelled series
-    kinds = [m["kind"] for m in monitoring_manifests(spec)]
+    shipped = boards(spec)
+    assert shipped == (list(BOARDS) if spec.monitoring.exporter.enabled else ["runtime"])
+    uids = set()
+    for name in shipped:
+        board = json.loads(dashboard_json(spec, name))
+        uids.add(board["uid"])
+        assert len(board["uid"]) <= 40
+        variables = {v["name"]: v for v in board["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+        assert board["panels"] and len({p["id"] for p in board["panels"]}) == len(board["panels"])
+        for panel in board["panels"]:
+            assert panel["datasource"]["uid"] == "${datasource}"
+            refs = [t["refId"] for t in panel["targets"]]
+            assert len(set(refs)) == len(refs)
+            for target in panel["targets"]:
+                assert target["legendFormat"], panel["title"]
+                assert "by (__name__)" not in target["expr"]  # rate() drops the name: one unlabelled series
+                assert 'namespace="$namespace"' in target["expr"]
+    assert len(uids) == len(shipped)
+    made = monitoring_manifests(spec)
+    kinds = [m["kind"] for m in made]
     assert ("PrometheusRule" in kinds) == (spec.monitoring.enabled and spec.monitoring.rules)
+    maps = [m for m in made if m["kind"] == "ConfigMap"]
+    assert len(maps) == (len(shipped) if spec.monitoring.enabled and spec.monitoring.dashboard else 0)
+    for cm in maps:
+        assert spec.monitoring.dashboard_labels.items() <= cm["metadata"]["labels"].items()  # the sidecar's label
+        (text,) = cm["data"].values()
+        json.loads(text)
+
+
+def _exported() -> set[str]:
+    """Every series name the runtime serves: the exporter's Slurm families (from a snapshot with
+    every kind of job, node and per-user series on) and its own metrics, the syncer's and the
+    scheduler's (each counter with _total, each histogram with _bucket/_count/_sum), and `up`."""
+    fake = FakeSlurm(
+        jobs=[job(1, "RUNNING"), job(2, "PENDING", reason="Resources")],
+        nodes=[node("n", ("MIXED",), alloc_cpus=1, gpus=1)],
+        partitions=[partition("batch")],
+    )
+    snapshot = Snapshot(tuple(fake.list_jobs()), tuple(fake.list_nodes()), tuple(fake.list_partitions()), fake.diag())
+    names = metric_names(families(snapshot, 10_000, per_user=True)) | {"up"}
+    registry = CollectorRegistry()
+    Exporter(FakeSlurm(), registry=registry)
+    SyncerMetrics(registry)
+    SchedulerMetrics(registry)
+    for metric in registry.collect():
+        if metric.type == "counter":
+            names.add(f"{metric.name}_total")
+        elif metric.type == "histogram":
+            names |= {f"{metric.name}_{suffix}" for suffix in ("bucket", "count", "sum")}
+        elif metric.name.startswith("sunk_"):
+            names.add(metric.name)
+    return names
+
+
+def test_every_panel_query_names_a_metric_the_runtime_exports() -> None:
+    exported = _exported()
+    for board in BOARDS:
+        for expr in expressions(board):
+            named = set(re.findall(r"\b(sunk_[a-z0-9_]+|up)\b(?=\{)", expr))
+            assert named, expr
+            assert named <= exported, (board, sorted(named - exported))
+    # ...and the exporter's boards are built from the exporter's metrics.
+    for board in EXPORTER_BOARDS:
+        assert all("sunk_slurm_" in e for e in expressions(board)), board
+
+
+def test_every_panel_query_parses(tmp_path: Path) -> None:
+    """promtool parses each query as a recording rule (with the namespace variable filled in)."""
+    rules = [
+        {"record": f"dashboard:{board}:{i}", "expr": expr.replace("$namespace", NS)}
+        for board in BOARDS
+        for i, expr in enumerate(expressions(board))
+    ]
+    path = tmp_path / "panels.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
+    done = subprocess.run([_promtool(), "check", "rules", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0 and f"SUCCESS: {len(rules)} rules found" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_alerts_name_only_exported_metrics() -> None:
+    exported = _exported()
+    for rule in alert_rules(SPEC):
+        named = set(re.findall(r"\b(sunk_[a-z0-9_]+|up)\b(?=\{)", rule["expr"]))
+        assert named and named <= exported, (rule["alert"], sorted(named - exported))
+
+
+def test_the_exporter_alerts_fire_on_synthetic_series(tmp_path: Path) -> None:
+    ns = f'namespace="{NS}"'
+    series = [
+        # slurmctld stops answering after 10 minutes.
+        {"series": f"sunk_slurm_up{{{ns}}}", "values": "1x10 0x30"},
+        # An eligible job waits longer and longer and no job starts after 20 minutes.
+        {"series": f'sunk_slurm_pending_oldest_eligible_seconds{{{ns}, partition="batch"}}', "values": "0+60x120"},
+        {"series": f"sunk_slurm_jobs_started_total{{{ns}}}", "values": "0+1x20 20x100"},
+        # Accounting goes away at 30 minutes: slurmctld's queue for slurmdbd grows.
+        {"series": f"sunk_slurm_dbd_agent_queue_size{{{ns}}}", "values": "0x30 0+200x90"},
+        # A drained node, an idle one.
+        {"series": f'sunk_slurm_nodes{{{ns}, state="drained"}}', "values": "1x120"},
+    ]
+    tests = {
+        "rule_files": [str(_write_rules(tmp_path))],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    _alert("SunkSlurmctldDown", "11m", fires=False),
+                    _alert("SunkSlurmctldDown", "15m", fires=True, namespace=NS),
+                    # Older than an hour at 60m, no start since 20m: pending for 15m from then on.
+                    _alert("SunkSlurmQueueStuck", "65m", fires=False),
+                    _alert("SunkSlurmQueueStuck", "80m", fires=True),
+                    _alert("SunkSlurmdbdBacklog", "35m", fires=False),
+                    # Over 1000 from 36m (6 x 200), for 10 minutes.
+                    _alert("SunkSlurmdbdBacklog", "50m", fires=True),
+                    _alert("SunkSlurmNodesDrainedLong", "2h", fires=False),
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "tests.yaml"
+    path.write_text(yaml.safe_dump(tests))
+    done = subprocess.run([_promtool(), "test", "rules", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_operator_is_scraped_and_alerted_on_like_the_tenants(tmp_path: Path) -> None:
