@@ -7,11 +7,13 @@ exporter reads that agree with each other: the CLI read in between saw the same 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sunk.runtime.common.health import HealthServer
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.harness import LocalSlurm, SimNode
+from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 
@@ -292,3 +295,48 @@ def test_slurm_unreachable_is_up_0_and_no_stale_numbers(slurm: LocalSlurm, serve
     finally:
         slurm.start_slurmrestd()
     assert served.scrape()[("sunk_slurm_up", ())] == 1
+
+
+def test_the_process_from_the_runtime_image_serves_the_same(
+    slurm: LocalSlurm, served: Served, tmp_path: Path, runtime_image: RuntimeImage
+) -> None:
+    """`python -m sunk.runtime.exporter` from the runtime image, configured from the environment as
+    its Deployment configures it, serves what the in-process exporter serves, and stops on SIGTERM."""
+    (port,) = free_ports(1)
+    env = {
+        "PATH": os.environ["PATH"],
+        "SUNK_CLUSTER": slurm.spec.name,
+        "SUNK_NAMESPACE": slurm.spec.ns,
+        "SUNK_SLURMRESTD_URL": slurm.rest_url,
+        "SUNK_JWT_KEY_FILE": str(slurm.jwt_key_path),
+        "SUNK_METRICS_PORT": str(port),
+        "SUNK_COLLECT_INTERVAL": "5",
+        "SUNK_PER_USER_METRICS": "true",
+    }
+    log = tmp_path / "exporter.log"
+    with log.open("wb") as out:
+        proc = runtime_image.popen("sunk.runtime.exporter", env, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 60
+        text = ""
+        while "sunk_slurm_up 1.0" not in text:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"exporter process: exit {proc.poll()}\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+                    text = reply.read().decode()
+            except OSError:
+                text = ""
+        got = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        }
+        assert exporter_view(got)["nodes"] == exporter_view(served.scrape())["nodes"]
+        jobs = Counter(state.lower() for _, state, *_ in squeue(slurm))
+        assert pick(got, "sunk_slurm_user_jobs", "state") == Counter({(s,): n for s, n in jobs.items()})
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log.read_text()[-2000:]
