@@ -10,6 +10,7 @@ from sunk.images import PYXIS_VARIANT, SLURM_VERSION
 from sunk.spec.base import DnsLabel, Image, Labels, Model, dns_label
 from sunk.spec.health import HealthCheckSpec
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
+from sunk.spec.pod import PodSettings, secret_references
 from sunk.spec.scheduling import (
     AccountSpec,
     CgroupSpec,
@@ -239,6 +240,7 @@ class ClusterSpec(Model):
             *account_problems(self.accounts, self._qos_names, self.accounting.enabled),
             *self._role_problems(),
             *self._health_problems(),
+            *self._user_facing_secret_problems(),
         ]
         if errors:
             raise ValueError("\n".join(errors))
@@ -344,6 +346,33 @@ class ClusterSpec(Model):
         if not self.accounting.enabled and self.scheduling.preempt_type == "qos":
             errors.append("scheduling.preemptType: qos needs accounting.enabled true (QOS live in slurmdbd)")
         return errors
+
+    @property
+    def _key_secrets(self) -> dict[str, str]:
+        """The Secrets holding the cluster's keys and passwords, by name: what each holds."""
+        auth, jwt = self.auth.key.existing_secret, self.auth.jwt.existing_secret
+        out = {
+            auth.name if auth is not None else f"{self.name}-auth": f"the cluster's {self.auth.type} key",
+            jwt.name if jwt is not None else f"{self.name}-jwt": "the JWT signing key (tokens for any user)",
+            f"{self.name}-mariadb": "the accounting database passwords",
+        }
+        if self.accounting.external is not None:
+            out.setdefault(self.accounting.external.password_secret.name, "the accounting database password")
+        return out
+
+    def _user_facing_secret_problems(self) -> list[str]:
+        """Login pods run users' shells and slurmd pods users' jobs: a Secret holding a cluster key
+        mounted or exposed there would let any user forge Slurm credentials or tokens."""
+        secrets = self._key_secrets
+        sections: list[tuple[str, PodSettings]] = [("login", self.login)]
+        sections += [(f"nodesets[{i}]", ns) for i, ns in enumerate(self.nodesets)]
+        return [
+            f"{where}.{path}: {name} holds {secrets[name]}; in {'login' if where == 'login' else 'slurmd'} pods "
+            "users could read it and forge Slurm credentials or tokens (sunk gives the daemons their keys itself)"
+            for where, section in sections
+            for path, name in secret_references(section)
+            if name in secrets
+        ]
 
     def _role_problems(self) -> list[str]:
         """Shared volumes only on roles that exist, and not where a role's own volume mounts; the

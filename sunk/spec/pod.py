@@ -631,6 +631,24 @@ class PodSettings(Model):
         return self
 
 
+def secret_references(settings: PodSettings) -> list[tuple[str, str]]:
+    """(field path, Secret name) of every Secret the settings put in the pod: secret volumes,
+    projected secret sources, env valueFrom secretKeyRef."""
+    out = []
+    for i, v in enumerate(settings.volumes):
+        if v.secret is not None and isinstance(v.secret.get("secretName"), str):
+            out.append((f"volumes[{i}].secret.secretName", v.secret["secretName"]))
+        for j, source in enumerate((v.projected or {}).get("sources") or []):
+            name = (source.get("secret") or {}).get("name") if isinstance(source, dict) else None
+            if isinstance(name, str):
+                out.append((f"volumes[{i}].projected.sources[{j}].secret.name", name))
+    for i, e in enumerate(settings.env):
+        name = ((e.value_from or {}).get("secretKeyRef") or {}).get("name")
+        if isinstance(name, str):
+            out.append((f"env[{i}].valueFrom.secretKeyRef.name", name))
+    return out
+
+
 ExtraArgs = Annotated[
     list[Annotated[str, _matcher(r"[^\x00]*", "an argument without NUL", 4096)]], Field(max_length=64)
 ]

@@ -38,10 +38,10 @@ NS = "acme-research"
 CLUSTER = load_stack("acme-dev").spec
 
 
-def seed(server: KubeSim, replicas: int = 2) -> Any:
+def seed(server: KubeSim, replicas: int = 2, **changes: Any) -> Any:
     api = server.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    spec = resource_spec(CLUSTER, "cpu", replicas=replicas)
+    spec = resource_spec(CLUSTER, "cpu", replicas=replicas, **changes)
     server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: CLUSTER.tenant})  # as the tenant stack labels it
     for cm in config_map_objects(CLUSTER, namespace=NS):
         core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
@@ -175,7 +175,17 @@ def test_settings_from_env() -> None:
 def test_the_process_runs_creates_pods_serves_health_and_releases_the_lease(
     kube_server: KubeSim, tmp_path: Path, runtime_image: RuntimeImage
 ) -> None:
-    seed(kube_server)
+    # The NodeSet's pod settings (sunk.spec.pod) must reach the pods the image's operator makes:
+    # its wheel carries the Kubernetes definitions the model checks volume sources against.
+    seed(
+        kube_server,
+        volumes=[
+            {"name": "dshm", "mountPath": "/dev/shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+            {"name": "tools", "mountPath": "/opt/tools", "readOnly": True, "nfs": {"server": "10.0.0.5", "path": "/t"}},
+        ],
+        imagePullSecrets=["acme-registry"],
+        env=[{"name": "NCCL_DEBUG", "value": "WARN"}],
+    )
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         json.dumps(
@@ -209,6 +219,12 @@ def test_the_process_runs_creates_pods_serves_health_and_releases_the_lease(
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "the operator created no pods"
             time.sleep(0.2)
+        pod = kube.list_pods()[0]
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+        assert volumes["tools"]["nfs"] == {"server": "10.0.0.5", "path": "/t"}
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "acme-registry"}]
+        assert {"name": "NCCL_DEBUG", "value": "WARN"} in pod["spec"]["containers"][0]["env"]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
             assert reply.status == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
