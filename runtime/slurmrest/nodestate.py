@@ -16,8 +16,10 @@ import msgspec
 from .models import BASE_STATES
 
 
-class NodeState(msgspec.Struct, frozen=True):
-    """One node of GET /nodes/, as the syncer sees it (the same names and meanings as `Node`)."""
+class NodeState(msgspec.Struct, frozen=True, gc=False):
+    """One node of GET /nodes/, as the syncer sees it (the same names and meanings as `Node`).
+    Untracked by the cyclic garbage collector (`gc=False`: it holds only strings, it can't be
+    part of a cycle), so 10,000 new ones a cycle don't drive collections."""
 
     name: str
     state: tuple[str, ...] = ()

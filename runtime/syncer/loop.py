@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -75,6 +76,7 @@ class Syncer:
         registry: CollectorRegistry | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         full_plan_every: int = FULL_PLAN_EVERY,
+        freeze_gc: bool = False,
     ) -> None:
         self.slurm = slurm
         self.kube = kube
@@ -92,6 +94,8 @@ class Syncer:
         self._pods: Mapping[str, SlurmdPod] = {}
         self._plan_all = True
         self._since_full = 0
+        self._frozen = not freeze_gc
+        """`freeze_gc`: for a process (gc.freeze is process-wide), not for a test suite."""
 
     # 1. observe -------------------------------------------------------------------------------
     def observe(self, report: CycleReport) -> tuple[Observed, Scope | None] | None:
@@ -236,6 +240,12 @@ class Syncer:
             self.apply(report.actions, report)  # 3. apply
             if report.errors:
                 self._plan_all = True  # a write that failed is planned again next cycle
+        if report.ok and not self._frozen:
+            # What the first cycle built lives as long as the process (the informers' projections
+            # of every Node and pod, the clients): moved out of the collector's sight, a full
+            # collection no longer walks them (one took ~0.2 s of a quiet cycle at 10,000 nodes).
+            gc.freeze()
+            self._frozen = True
         report.slurm_requests = self.slurm.requests - before
         report.kube_reads = self.cache.reads - reads
         self.metrics.cycle_seconds.observe(time.monotonic() - started)
