@@ -54,7 +54,8 @@ class CycleReport:
     slurm_requests: int = 0
     slurm_writes: int = 0
     kube_reads: int = 0
-    """Kubernetes read requests (lists and watch starts) made during the cycle."""
+    """Kubernetes read requests (lists and watch starts, by the informers' threads too) since the
+    previous cycle ended: 0 in a quiet cycle once the first lists are done."""
     kube_writes: int = 0
     events: int = 0
     """Kubernetes Events created (one per drain or resume applied), not in kube_writes."""
@@ -95,6 +96,7 @@ class Syncer:
         self._plan_all = True
         self._since_full = 0
         self._frozen = not freeze_gc
+        self._reads = 0
         """`freeze_gc`: for a process (gc.freeze is process-wide), not for a test suite."""
 
     # 1. observe -------------------------------------------------------------------------------
@@ -229,7 +231,7 @@ class Syncer:
     def cycle(self) -> CycleReport:
         report = CycleReport()
         started = time.monotonic()
-        before, reads = self.slurm.requests, self.cache.reads
+        before = self.slurm.requests
         seen = self.observe(report)  # 1. observe
         if seen is not None:
             observed, scope = seen
@@ -247,7 +249,9 @@ class Syncer:
             gc.freeze()
             self._frozen = True
         report.slurm_requests = self.slurm.requests - before
-        report.kube_reads = self.cache.reads - reads
+        reads = self.cache.reads
+        report.kube_reads, self._reads = reads - self._reads, reads
+        self.metrics.kube_reads.inc(report.kube_reads)
         self.metrics.cycle_seconds.observe(time.monotonic() - started)
         self.last_cycle_end = time.monotonic()
         self.last_ok = report.ok

@@ -17,6 +17,11 @@ class SyncerMetrics:
             "sunk_syncer_slurm_nodes", "Slurm nodes by state, as last read", ["state"], registry=registry
         )
         self.writes = Counter("sunk_syncer_writes", "Writes by target and kind", ["target", "kind"], registry=registry)
+        self.kube_reads = Counter(
+            "sunk_syncer_kube_reads",
+            "Kubernetes list and watch requests (after the first lists, only watch restarts and relists)",
+            registry=registry,
+        )
         self.errors = Counter("sunk_syncer_errors", "Failures by phase", ["phase"], registry=registry)
         self.last_success = Gauge(
             "sunk_syncer_last_success_timestamp_seconds", "End of the last fully successful cycle", registry=registry

@@ -46,12 +46,13 @@ class World:
         del web["metadata"]["labels"]
         sim.seed("v1/pods", [web])
         self.cache = InformerCache(sim.api_client(), NS).start()
+        self.registry = CollectorRegistry()
         self.syncer = Syncer(
             self.slurm,
             KubernetesApi(sim.api_client()),
             NS,
             cache=self.cache,
-            registry=CollectorRegistry(),
+            registry=self.registry,
             clock=lambda: datetime(2026, 1, 1, tzinfo=UTC),
         )
 
@@ -103,6 +104,8 @@ def test_quiet_cycles_make_no_kubernetes_request_after_the_first_lists(world: Wo
         assert (report.slurm_requests, report.slurm_writes, report.kube_writes, report.kube_reads) == (1, 0, 0, 0)
         assert report.scope is not None and not report.scope.slurm_nodes  # nothing to look at
     assert world.sim.requests == before  # not one request: no list, no new watch, no write
+    # The metric says the same: the two lists and the two watch starts, nothing since.
+    assert world.registry.get_sample_value("sunk_syncer_kube_reads_total") == 4
 
 
 def test_a_cordon_arrives_by_the_watch_and_only_that_node_is_planned(world: World) -> None:
