@@ -45,6 +45,35 @@ from sunk.runtime.testing.kubesim import KubeSim
 from sunk.spec.errors import load_spec
 
 NS = "bench"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid: int) -> float:
+    """utime+stime+cutime+cstime of one process, seconds (/proc/<pid>/stat fields 14-17)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / TICKS
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent busy (every core; /proc/stat minus idle and iowait)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / TICKS
+
+
+def cpu_sample(slurm: LocalSlurm, scheduler: int) -> dict[str, float]:
+    """Where the CPU goes: the scheduler, this process (kmock, the simulated kubelet, pod
+    creation), slurmctld, slurmrestd, the slurmd daemons, and the whole machine (other load,
+    the slurmstepd of each job, ... are the rest)."""
+    out = {"scheduler": process_cpu(scheduler), "kmock+bench": time.process_time()}
+    for name, proc in slurm.jail.processes.items():
+        key = "slurmd" if name.startswith("slurmd-") else name
+        if key in ("slurmctld", "slurmrestd", "slurmd"):
+            out[key] = out.get(key, 0.0) + process_cpu(proc.pid)
+    out["machine"] = machine_busy()
+    return out
 
 
 def spec(nodes: int, cpus: int, depth: int):  # type: ignore[no-untyped-def]
@@ -162,6 +191,7 @@ def main() -> int:
             threading.Thread(target=kubelet, args=(api, sim, args.hold, stop), daemon=True).start()
 
             created: dict[str, float] = {}
+            cpu_before = cpu_sample(slurm, proc.pid)
             first = time.monotonic()
             for i in range(args.pods):
                 name = f"pod-{i:04d}"
@@ -179,6 +209,7 @@ def main() -> int:
             bound = {name: at for (ns, name), at in sim.bound_at.items() if ns == NS}
             last = max(bound.values())
             latencies = [bound[name] - at for name, at in created.items()]
+            cpu_after = cpu_sample(slurm, proc.pid)
             counters = metrics(port)
         finally:
             stop.set()
@@ -225,6 +256,15 @@ def main() -> int:
         print("per action: " + ", ".join(f"{a} {n:.0f} x {s / n * 1000:.1f} ms" for a, n, s in per_action))
         obs_n, obs_s = counters["sunk_scheduler_observe_seconds_count"], counters["sunk_scheduler_observe_seconds_sum"]
         print(f"observe (list pods, slurmd pods, jobs, Nodes to bind to): {obs_n:.0f} x {obs_s / obs_n * 1000:.1f} ms")
+        used = {k: cpu_after[k] - cpu_before[k] for k in cpu_before}
+        known = sum(v for k, v in used.items() if k != "machine")
+        span = time.monotonic() - first
+        print(
+            f"CPU from the first creation to the last binding and sampling ({span:.1f} s wall, {os.cpu_count()} cores): "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in used.items() if k != "machine")
+            + f"; machine {used['machine']:.2f} s busy, of which {max(0.0, used['machine'] - known):.2f} s elsewhere"
+            + f" (slurmstepd, other load); load average {os.getloadavg()[0]:.1f}"
+        )
         print(json.dumps({"pods": args.pods, "pods_per_s": round(len(bound) / (last - first), 2)}))
         goal(
             f"scheduler pods bound per second, {args.pods}-pod burst",

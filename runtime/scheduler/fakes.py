@@ -68,7 +68,10 @@ class FakeKube:
         return [copy.deepcopy(p) for p in [*self.pods.values(), *self.slurmd] if p["spec"].get("nodeName") == name]
 
     def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None:
-        pod = self.pods[(ref.namespace, ref.name)]
+        # As the API server: 404 for a pod gone, 409 for one bound or recreated (uid precondition).
+        pod = self.pods.get((ref.namespace, ref.name))
+        if pod is None or pod["metadata"]["uid"] != ref.uid:
+            raise Conflict(f"{ref} is gone")
         if pod["spec"].get("nodeName"):
             raise Conflict(f"{ref} already bound")
         pod["spec"]["nodeName"] = node

@@ -26,7 +26,8 @@ log = logging.getLogger("sunk.scheduler")
 
 
 class Conflict(Exception):
-    """The API server refused a write because the object changed (already bound, uid differs)."""
+    """The API server refused a write because the object changed (already bound, uid differs) or
+    is gone."""
 
 
 class EvictionBlocked(Exception):
@@ -55,7 +56,9 @@ class KubeApi(Protocol):
         """Every pod whose spec.nodeName is this Node, in any namespace (what its kubelet counts)."""
         ...
 
-    def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None: ...
+    def bind(self, ref: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        """Binding API; raises Conflict when the pod is already bound, gone or has another uid."""
+        ...
 
     def evict(self, ref: PodRef) -> None:
         """Eviction API (graceful, respects PodDisruptionBudgets); a pod already gone is fine."""
@@ -161,7 +164,9 @@ class OfficialKube:
             self._api.create_namespaced_pod_binding(ref.name, ref.namespace, body, _preload_content=False)
         except ApiException as e:
             if e.status == 409:
-                raise Conflict(f"pod {ref} is already bound") from e
+                raise Conflict(f"pod {ref} is already bound, or was recreated under its name") from e
+            if e.status == 404:
+                raise Conflict(f"pod {ref} is gone") from e
             raise
 
     def evict(self, ref: PodRef) -> None:

@@ -10,16 +10,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from ..slurmrest import SlurmRestError
 from . import keys
 from .fit import NodeView, node_view
 from .kube import ALL_NAMESPACES, Conflict, EvictionBlocked, KubeApi
 from .metrics import Health, Metrics
-from .model import Snapshot, exclusive_nodes, node_map, pod_view, wanted_nodes
+from .model import PodView, Snapshot, exclusive_nodes, node_map, pod_view, wanted_nodes
 from .plan import (
     DOES_NOT_FIT,
     GRACE,
@@ -45,6 +46,11 @@ NAMESPACE_TTL = 10.0
 
 MIN_GAP = 0.05
 """Seconds between two cycles at least, however often watch events arrive."""
+
+FOLLOW_UP = 0.1
+"""After a cycle that submitted or cancelled jobs, the next one starts this soon: slurmctld starts
+a job at submission when it can (and the jobs a cancel made room for right after), so their pods
+can be bound at once instead of one poll interval later."""
 
 
 def backoff(attempts: int, base: float = 10.0, cap: float = 300.0) -> float:
@@ -89,6 +95,12 @@ class Scheduler:
         self.first_seen: dict[str, float] = {}
         self._ns_cache: dict[str, tuple[float, dict[str, str]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=kube_workers, thread_name_prefix="sunk-scheduler-kube")
+        # One thread for Slurm: the slurmrestd client is not thread-safe, slurmctld serialises
+        # submits anyway, and this way a burst's submits overlap its bindings.
+        self._slurm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sunk-scheduler-slurm")
+        self._after: list[Future[None]] = []
+        self._after_lock = threading.Lock()
+        self._views: dict[str, tuple[str, PodView]] = {}
 
     # --- observe ----------------------------------------------------------------------------
 
@@ -101,7 +113,7 @@ class Scheduler:
 
     def observe(self, now: float) -> Snapshot:
         """Everything or nothing: any read failing raises, and the cycle does nothing (fail closed)."""
-        pods = [pod_view(p) for p in self.kube.list_pods(self.scheduler_name, self.pod_namespaces)]
+        pods = self._pod_views(self.kube.list_pods(self.scheduler_name, self.pod_namespaces))
         slurmd = self.kube.list_slurmd_pods(self.namespace)
         node_of = node_map(slurmd)
         # A job marked for a namespace outside our scope is not ours to adopt or cancel.
@@ -117,6 +129,20 @@ class Scheduler:
             exclusive=exclusive_nodes(slurmd),
             nodes=nodes,
         )
+
+    def _pod_views(self, objs: Sequence[Mapping[str, Any]]) -> list[PodView]:
+        """pod_view of each pod, reused while its resourceVersion stays the same (reading the
+        requests is most of the cost, and most pods do not change between two cycles)."""
+        views, out = {}, []
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            uid, version = meta.get("uid", ""), meta.get("resourceVersion", "")
+            cached = self._views.get(uid)
+            view = cached[1] if version and cached is not None and cached[0] == version else pod_view(obj)
+            views[uid] = (version, view)
+            out.append(view)
+        self._views = views
+        return out
 
     def _nodes(self, names: list[str]) -> dict[str, NodeView]:
         """The Nodes pods may be bound to, with their pods' requests. A Node that cannot be read
@@ -150,19 +176,47 @@ class Scheduler:
             return []
         self._remember(snap, now)
         actions = plan(snap, {k: a.failure for k, a in self.failures.items()}, now, grace=self.grace)
-        self._cancel([a for a in actions if isinstance(a, Cancel)])
-        # Slurm actions one at a time (the slurmrestd client is not thread-safe, slurmctld
-        # serialises submits anyway); Kubernetes-only actions touch one pod each and are
-        # independent, so they overlap their round trips.
-        for action in actions:
-            if isinstance(action, Submit | Reject | Reroute):
-                self._apply_counted(action, now)
-        concurrent = [a for a in actions if isinstance(a, Bind | Evict | Condition | Unfit)]
-        list(self._pool.map(lambda a: self._apply_counted(a, now), concurrent))
+        # Slurm actions in their own thread, one at a time (see _slurm_pool), while the Kubernetes
+        # actions (one pod each, independent) overlap their round trips in the pool, bindings
+        # first: they end a pod's wait. Events that only report a binding go after every binding.
+        cancels = [a for a in actions if isinstance(a, Cancel)]
+        slurm = [a for a in actions if isinstance(a, Submit | Reject | Reroute)]
+        slurm_done = self._slurm_pool.submit(self._slurm_actions, cancels, slurm, now)
+        binds = [a for a in actions if isinstance(a, Bind)]
+        others = [a for a in actions if isinstance(a, Evict | Condition | Unfit)]
+        list(self._pool.map(lambda a: self._apply_counted(a, now), [*binds, *others]))
+        slurm_done.result()
+        self._wait_after()
         self.health.attempted(ok=True)
         self.metrics.last_cycle.set(now)
         self.metrics.cycle_seconds.observe(time.monotonic() - started)
         return actions
+
+    def _slurm_actions(self, cancels: list[Cancel], actions: list[Action], now: float) -> None:
+        self._cancel(cancels)
+        for action in actions:
+            self._apply_counted(action, now)
+
+    def _later(self, fn: Callable[[], None]) -> None:
+        """Run after this cycle's bindings (the pool is FIFO), before the cycle ends."""
+        with self._after_lock:
+            self._after.append(self._pool.submit(self._guarded, fn))
+
+    def _guarded(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception:
+            self.metrics.errors.labels("event").inc()
+            log.exception("writing an Event failed")
+
+    def _wait_after(self) -> None:
+        while True:
+            with self._after_lock:
+                pending, self._after = self._after, []
+            if not pending:
+                return
+            for future in pending:
+                future.result()
 
     def _apply_counted(self, action: Action, now: float) -> None:
         kind, mark = type(action).__name__.lower(), time.monotonic()
@@ -174,6 +228,7 @@ class Scheduler:
         self.metrics.action_seconds.labels(kind).observe(time.monotonic() - mark)
 
     def close(self) -> None:
+        self._slurm_pool.shutdown(wait=True)
         self._pool.shutdown(wait=True)
 
     def _remember(self, snap: Snapshot, now: float) -> None:
@@ -193,8 +248,10 @@ class Scheduler:
         wake = wake or threading.Event()
         while not stop.is_set():
             wake.clear()
-            self.cycle()
-            if wake.wait(interval):
+            actions = self.cycle()
+            if any(isinstance(a, Submit | Reroute | Cancel) for a in actions):
+                stop.wait(FOLLOW_UP)
+            elif wake.wait(interval):
                 # Our own writes wake us too; a short pause batches them into the next cycle.
                 stop.wait(MIN_GAP)
 
@@ -305,10 +362,9 @@ class Scheduler:
             self.kube.event(pod, "Normal", "SlurmJobResubmitted", message)
 
     def _bind(self, action: Bind, now: float) -> None:
-        current = self.kube.get_pod(action.pod)
-        # Never bind twice: the pod may have been bound by an earlier run (or be gone) since observe.
-        if current is None or (current.get("spec") or {}).get("nodeName"):
-            return
+        # No read first: the pod is as observed this cycle, and the API server itself refuses a
+        # Binding for a pod already bound or recreated under the same name (uid precondition),
+        # 409, or gone, 404. So a pod is never bound twice, by this run or an earlier one.
         annotations = {
             keys.JOB_ID: str(action.job_id),
             keys.SLURM_NODE: action.slurm_node,
@@ -324,11 +380,10 @@ class Scheduler:
         waited = self.clock() - self.first_seen.get(action.pod.uid, now)
         self.metrics.bind_latency.observe(max(0.0, waited))
         log.info("bound %s to %s (job %d on %s)", action.pod, action.node, action.job_id, action.slurm_node)
-        self.kube.event(
-            action.pod,
-            "Normal",
-            "Scheduled",
-            f"Successfully assigned {action.pod} to {action.node} (Slurm job {action.job_id} on {action.slurm_node})",
+        message = (
+            f"Successfully assigned {action.pod} to {action.node} (Slurm job {action.job_id} on {action.slurm_node})"
         )
+        self._later(lambda: self.kube.event(action.pod, "Normal", "Scheduled", message))
         if action.warning:
-            self.kube.event(action.pod, "Warning", "CPUPinningUnknownToSlurm", action.warning)
+            warning = action.warning
+            self._later(lambda: self.kube.event(action.pod, "Warning", "CPUPinningUnknownToSlurm", warning))

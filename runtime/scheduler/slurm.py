@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from ..slurmrest import SlurmApiError, SlurmRestClient
 from ..slurmrest.errors import INVALID_JOB_ID
 from . import keys
-from .model import JobView, job_view
+from .model import ACTIVE_JOB_STATES, JobView, job_view
 from .request import JobRequest, placeholder_job
 
 ALREADY_DONE = 2021
@@ -41,6 +42,11 @@ class SlurmApi(Protocol):
         ...
 
 
+def _ended(state: tuple[str, ...]) -> bool:
+    """As JobView.active says it, from /jobs/state's list (base state first, then flags)."""
+    return state[0] not in ACTIVE_JOB_STATES or "COMPLETING" in state[1:]
+
+
 class RestSlurm:
     """SlurmApi on SlurmRestClient (slurmrestd v0.0.42)."""
 
@@ -61,12 +67,24 @@ class RestSlurm:
         """Up to this many stale jobs are always read one by one (GET /job/{id}, ~4 ms each)."""
         self._clock = clock
         self._cache: dict[int, tuple[tuple[str, ...], float, JobView | None]] = {}
+        self._cancelled: set[int] = set()
+        """Jobs this scheduler cancelled: once /jobs/state shows one ended, its cached copy is
+        updated in place instead of read again (nothing reports why a job we cancelled ended)."""
 
     def jobs(self) -> list[JobView]:
         listed = self._rest.list_job_states()
         # Array tasks ("12_3") are never placeholders: only plain ids can be ours.
         states = {int(j["job_id"]): tuple(j.get("state") or ()) for j in listed if str(j.get("job_id", "")).isdigit()}
         now = self._clock()
+        for job_id in self._cancelled & states.keys():
+            cached = self._cache.get(job_id)
+            state = states[job_id]
+            if cached is not None and cached[0] != state and state and _ended(state):
+                view = cached[2]
+                if view is not None:
+                    view = replace(view, state=state[0], flags=frozenset(state[1:]))
+                self._cache[job_id] = (state, now, view)
+        self._cancelled &= states.keys()
         stale = [
             job_id
             for job_id, state in states.items()
@@ -116,3 +134,4 @@ class RestSlurm:
         if not ids:
             return
         self._rest.cancel_jobs(ids, ignore=(INVALID_JOB_ID, ALREADY_DONE))
+        self._cancelled.update(ids)

@@ -131,6 +131,27 @@ def test_cancels_go_in_one_request_and_finished_jobs_are_fine(server: Slurmrestd
     assert server.paths == []
 
 
+def test_a_job_we_cancelled_is_not_read_again_once_it_ended(server: Slurmrestd) -> None:
+    """Issue 17: a burst cancels as many jobs as it starts; the state list says they ended, and
+    nothing else about a job we cancelled matters, so only the jobs Slurm started are read."""
+    slurm = client(server, [0.0])
+    server.add(1, "RUNNING", "sunk-pod:ml/a/u1", "cpu-0")
+    server.add(2, "PENDING", "sunk-pod:ml/b/u2")
+    slurm.jobs()
+    slurm.cancel([1])
+    server.add(1, "CANCELLED", "sunk-pod:ml/a/u1", "cpu-0")
+    server.add(2, "RUNNING", "sunk-pod:ml/b/u2", "cpu-0")
+    server.reset()
+    views = {v.job_id: v for v in slurm.jobs()}
+    assert server.paths == [f"GET {API}/jobs/state/", f"GET {API}/job/2"]
+    assert views[1].state == "CANCELLED" and not views[1].active and views[2].running
+    # A job we did not cancel that ends is read (why it ended goes on its pods' Events).
+    server.add(2, "PREEMPTED", "sunk-pod:ml/b/u2", "cpu-0")
+    server.reset()
+    slurm.jobs()
+    assert server.paths == [f"GET {API}/jobs/state/", f"GET {API}/job/2"]
+
+
 def test_a_refused_submit_says_why(server: Slurmrestd) -> None:
     slurm = client(server, [0.0])
     request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, partition="nope")
