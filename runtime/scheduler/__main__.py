@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import Any
 
+from ..common.informer import Informer
+from ..common.kubewatch import KubeListWatch
 from ..common.process import Process, run
 from ..slurmrest import JwtMinter, SlurmRestClient
+from .cache import POD_SELECTOR, WatchedCluster, node_entry, pod_entry
 from .kube import OfficialKube
 from .loop import Scheduler
 from .metrics import Health, Metrics
@@ -22,6 +26,16 @@ def build(settings: Settings) -> Process:
         token=JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user),
     )
     metrics = Metrics()
+    wake = threading.Event()
+    api = kube.api
+    pods = Informer(
+        KubeListWatch(api.list_pod_for_all_namespaces),
+        pod_entry(settings.scheduler_name, settings.pod_namespaces, settings.namespace, on_ours=wake.set),
+        name="pods",
+        field_selector=POD_SELECTOR,
+    )
+    nodes = Informer(KubeListWatch(api.list_node), node_entry, name="nodes")
+    informers: list[Informer[Any]] = [pods, nodes]
     # Not ready / not live after three missed cycles (at least 30 s, so slow cycles are no alarm).
     health = Health(stale_after=max(30.0, 3 * settings.interval))
     scheduler = Scheduler(
@@ -33,20 +47,17 @@ def build(settings: Settings) -> Process:
         metrics=metrics,
         health=health,
         grace=settings.bind_grace,
+        cache=WatchedCluster(pods, nodes),
     )
 
     def loop(stop: threading.Event) -> None:
-        wake = threading.Event()
-        for ns in settings.pod_namespaces:
-            threading.Thread(
-                target=kube.watch_pods,
-                args=(settings.scheduler_name, ns, stop, wake),
-                name=f"sunk-scheduler-watch-{ns}",
-                daemon=True,
-            ).start()
+        for informer in informers:
+            informer.start()
         scheduler.run(stop, settings.interval, wake)
 
     def close() -> None:
+        for informer in informers:
+            informer.stop()
         scheduler.close()
         rest.close()
 

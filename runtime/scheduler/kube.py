@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from ..common.events import event
@@ -73,12 +72,25 @@ def _json(response: Any) -> Any:
     return json.loads(response.data or b"null")
 
 
+def _done(response: Any) -> None:
+    """Read a raw reply to its end: only then does urllib3 put the connection back in its pool.
+    A reply left unread costs the next request a new TCP connection (measured: every Binding
+    and Event of a burst opened its own)."""
+    if response is not None:
+        response.data  # noqa: B018 - reading is the point
+
+
 class OfficialKube:
     """KubeApi on kubernetes.client.CoreV1Api."""
 
     def __init__(self, api: client.CoreV1Api, *, component: str) -> None:
         self._api = api
         self._component = component
+
+    @property
+    def api(self) -> client.CoreV1Api:
+        """The client the informers list and watch through (runtime/scheduler/cache.py)."""
+        return self._api
 
     @classmethod
     def from_environment(cls, *, component: str) -> OfficialKube:
@@ -161,7 +173,7 @@ class OfficialKube:
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         try:
-            self._api.create_namespaced_pod_binding(ref.name, ref.namespace, body, _preload_content=False)
+            _done(self._api.create_namespaced_pod_binding(ref.name, ref.namespace, body, _preload_content=False))
         except ApiException as e:
             if e.status == 409:
                 raise Conflict(f"pod {ref} is already bound, or was recreated under its name") from e
@@ -176,7 +188,7 @@ class OfficialKube:
             delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=ref.uid)),
         )
         try:
-            self._api.create_namespaced_pod_eviction(ref.name, ref.namespace, body, _preload_content=False)
+            _done(self._api.create_namespaced_pod_eviction(ref.name, ref.namespace, body, _preload_content=False))
         except ApiException as e:
             if e.status == 429:
                 raise EvictionBlocked(f"eviction of {ref} refused: {e.reason}") from e
@@ -189,13 +201,14 @@ class OfficialKube:
         # Strategic merge: the API server merges status.conditions by type, so the pod's other
         # conditions stay and no read is needed first (kube-scheduler patches the same way).
         try:
-            self._api.patch_namespaced_pod_status(
+            reply = self._api.patch_namespaced_pod_status(
                 ref.name,
                 ref.namespace,
                 {"metadata": {"uid": ref.uid}, "status": {"conditions": [condition]}},
                 _content_type="application/strategic-merge-patch+json",
                 _preload_content=False,
             )
+            _done(reply)
         except ApiException as e:
             if e.status not in (404, 409):  # gone, or a new pod under the same name (uid differs)
                 raise
@@ -205,36 +218,4 @@ class OfficialKube:
         body = event(
             involved, reason, message, now=datetime.now(UTC), component=self._component, warning=kind == "Warning"
         )
-        self._api.create_namespaced_event(ref.namespace, body, _preload_content=False)  # type: ignore[arg-type]  # a dict body is sent as is
-
-    def watch_pods(self, scheduler_name: str, namespace: str, stop: threading.Event, wake: threading.Event) -> None:
-        """Set `wake` on every change to this scheduler's pods in `namespace` ("*": all), until
-        `stop`. Only a latency aid: the loop polls anyway, so a broken watch costs speed only."""
-        selector = f"spec.schedulerName={scheduler_name}"
-        while not stop.is_set():
-            w = watch.Watch()  # type: ignore[no-untyped-call]
-            try:
-                if namespace == ALL_NAMESPACES:
-                    stream = w.stream(  # type: ignore[no-untyped-call]
-                        self._api.list_pod_for_all_namespaces,
-                        field_selector=selector,
-                        timeout_seconds=300,
-                        deserialize=False,
-                    )
-                else:
-                    stream = w.stream(  # type: ignore[no-untyped-call]
-                        self._api.list_namespaced_pod,
-                        namespace,
-                        field_selector=selector,
-                        timeout_seconds=300,
-                        deserialize=False,
-                    )
-                for event in stream:
-                    obj = event.get("raw_object") or {}
-                    if (obj.get("spec") or {}).get("schedulerName") == scheduler_name:
-                        wake.set()
-                    if stop.is_set():
-                        w.stop()  # type: ignore[no-untyped-call]
-            except Exception as e:
-                log.warning("pod watch failed (%s); polling only for 5 s", e)
-                stop.wait(5.0)
+        _done(self._api.create_namespaced_event(ref.namespace, body, _preload_content=False))  # type: ignore[arg-type]  # a dict body is sent as is

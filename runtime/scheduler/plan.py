@@ -41,6 +41,11 @@ allocation before the job is rerouted. Long enough for what frees room by itself
 period is 30 s by default; a DaemonSet pod being replaced), short enough that a node that will not
 fit (an exclusive NodeSet's slurmd holds it all, allocatable below Slurm's view) costs a minute."""
 
+PENDING_QUIET = 1.0
+"""Seconds a job may be pending before its pods say so (PodScheduled=False, SlurmJobPending):
+slurmctld starts most placeholder jobs at submission or within its next scheduling pass, and
+one patch per pod of a burst for a state that lasts a few milliseconds is only load."""
+
 _ENDED = {
     "PREEMPTED": ("Preempted", "was preempted by a higher-priority Slurm job"),
     "CANCELLED": ("SlurmJobCancelled", "was cancelled"),
@@ -252,6 +257,8 @@ def _workload(
         return actions
 
     if not job.running:
+        if job.state == "PENDING" and now - job.submit_time < PENDING_QUIET:
+            return actions
         what = "suspended" if job.state == "SUSPENDED" else "pending"
         why = f" ({job.reason})" if job.reason not in ("", "None") else ""
         msg = f"Slurm job {job.job_id} is {what}{why}"

@@ -62,11 +62,12 @@ def _node_rules(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
         ]
     # The scheduler maps Slurm nodes to Kubernetes Nodes and reads its namespace's defaults. Before
     # binding it sums the requests of every pod on the chosen Node, in any namespace, as the
-    # kubelet's admission does (`list pods` with a spec.nodeName field selector): read-only, the
-    # same access kube-scheduler has. Writes to pods stay in the tenant's namespaces (the Role).
+    # kubelet's admission does, from a watch of the pods that have a Node (`spec.nodeName!=`, as
+    # kube-scheduler's own informer): read-only, the same access kube-scheduler has. Writes to
+    # pods stay in the tenant's namespaces (the Role).
     return [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"], "resourceNames": [spec.ns]},
     ]
 

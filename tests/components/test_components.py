@@ -223,14 +223,14 @@ def test_rbac_is_least_privilege(evaluations: dict[str, Evaluation], name: str) 
     for cr in cluster_roles:
         if cr["metadata"]["name"] != "sunk-operator":
             # Tenant ClusterRoles touch nodes (cluster-scoped) and their own namespace only; the
-            # scheduler may also list (only list: no get, watch or write) pods everywhere, to sum
-            # what is already on a Node before binding, as the kubelet will.
+            # scheduler may also list and watch (no get, no write) pods everywhere, to sum what is
+            # already on a Node before binding, as the kubelet will (from a watch: issue 17).
             for rule in cr["rules"]:
                 assert set(rule["resources"]) <= {"nodes", "nodes/status", "namespaces", "pods"}, cr["metadata"]["name"]
                 if "namespaces" in rule["resources"]:
                     assert rule["resourceNames"] and rule["verbs"] == ["get"]
                 if "pods" in rule["resources"]:
-                    assert cr["metadata"]["name"].endswith("-scheduler") and rule["verbs"] == ["list"]
+                    assert cr["metadata"]["name"].endswith("-scheduler") and rule["verbs"] == ["list", "watch"]
 
 
 def test_tenant_cluster_roles_never_collide(evaluations: dict[str, Evaluation]) -> None:

@@ -77,10 +77,13 @@ def test_a_pod_is_submitted_once_then_bound_once_to_the_node_slurm_chose() -> No
     assert len(slurm.submitted) == 1
     [(job_id, request, marker)] = slurm.submitted
     assert marker.text == "sunk-pod:ml/web/uid-web" and request.cpus_per_task == 1
+    assert "conditions" not in kube.pods[("ml", "web")].get("status", {})  # pending < PENDING_QUIET: not news yet
+    clock.now += 1.0
+    sched.cycle()
     assert condition(kube, "web")["reason"] == "SlurmJobPending"
 
     slurm.start(job_id, ("cpu-1",))
-    clock.now += 2.5
+    clock.now += 1.5
     sched.cycle()
     sched.cycle()
     assert kube.bindings == [(PodRef("ml", "web", "uid-web"), "k8s-b")]

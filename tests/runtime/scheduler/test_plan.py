@@ -12,6 +12,7 @@ from sunk.runtime.scheduler.model import JobView, PodResources, PodView, Snapsho
 from sunk.runtime.scheduler.plan import (
     DOES_NOT_FIT,
     GRACE,
+    PENDING_QUIET,
     Action,
     Bind,
     Cancel,
@@ -131,6 +132,17 @@ def test_a_pending_job_shows_slurms_reason_on_the_pod_once() -> None:
     assert run([p], [j]) == [Condition(p.ref, "SlurmJobPending", "Slurm job 7 is pending (Resources)")]
     same = pod("web", scheduled=("False", "SlurmJobPending", "Slurm job 7 is pending (Resources)"))
     assert run([same], [j]) == []
+
+
+def test_a_job_pending_for_less_than_a_second_is_not_reported_yet() -> None:
+    """Issue 17: most placeholder jobs start within a scheduling pass; a burst's pods are not
+    each patched for that moment."""
+    p = pod("web")
+    fresh = job(7, p.marker, "PENDING", reason="None", submit_time=499.5)
+    assert plan(snap([p], [fresh]), {}, now=500.0) == []
+    assert plan(snap([p], [fresh]), {}, now=500.0 + PENDING_QUIET) == [
+        Condition(p.ref, "SlurmJobPending", "Slurm job 7 is pending")
+    ]
 
 
 def test_a_running_job_binds_the_pod_to_the_node_hosting_its_slurm_node() -> None:

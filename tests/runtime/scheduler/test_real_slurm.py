@@ -286,3 +286,26 @@ def test_a_spoofed_marker_on_another_users_job_is_neither_adopted_nor_cancelled(
     k8s.wait_for("ten more cycles", lambda: proc.metric("sunk_scheduler_cycle_seconds_count") >= cycles + 10)
     assert slurm.job_state(spoofed) == "RUNNING"
     assert proc.metric("sunk_scheduler_cancels_total") == 0
+
+
+def test_binding_reads_nothing_and_a_steady_scheduler_lists_nothing(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
+    """Issue 17: pods, slurmd pods and Nodes come from watches. Counted at kubesim while this
+    test makes no read of its own (it waits on kubesim's in-process record of Bindings): binding
+    makes no GET of the pod or its Node and no list; idle cycles afterwards make no request to
+    the Kubernetes API at all."""
+    k8s.sim.add_namespace("ml", SHARED)
+    scheduler = start_scheduler()  # ready: its informers have listed
+    before = k8s.sim.requests
+    for name in ("a", "b", "c"):
+        k8s.create_pod(name)
+    k8s.wait_for("3 bindings", lambda: len(k8s.sim.bindings) == 3)
+    during = k8s.sim.requests - before
+    # kubesim counts by (verb, resource plural): a Binding is a `create` of pods, a GET a `fetch`.
+    assert during[("create", "pods")] == 6  # this test's 3 pods and the scheduler's 3 Bindings
+    assert {(verb, resource) for verb, resource in during if verb in ("fetch", "list")} <= {("fetch", "namespaces")}
+    cycles = scheduler.metric("sunk_scheduler_cycle_seconds_count")
+    steady = k8s.sim.requests
+    k8s.wait_for("10 more cycles", lambda: scheduler.metric("sunk_scheduler_cycle_seconds_count") >= cycles + 10)
+    assert k8s.sim.requests - steady == {}  # not one request: no list, no get, no write
