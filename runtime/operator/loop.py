@@ -1,5 +1,6 @@
-"""The operator's loop: elect a leader (Lease), then resync every `resync` seconds while leading;
-liveness and readiness for the probes."""
+"""The operator's loop: elect a leader (Lease), then resync while leading: at once when a watch
+reports a change (with WatchedKube), and every `resync` seconds anyway (Slurm has no watch: drains,
+jobs ending and nodes registering are seen by reading it); liveness and readiness for the probes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
+from .cache import WatchedKube
 from .kube import KubeApi
 from .leader import LeaderElector, LeaseApi
 from .metrics import Metrics
@@ -19,6 +21,15 @@ from .settings import Settings
 from .slurm import SlurmClients, SlurmFactory
 
 log = logging.getLogger("sunk.operator")
+
+MIN_GAP = 0.1
+"""Seconds between two resyncs a watch triggers at least: a burst of events (1,000 pods turning
+ready) makes a few resyncs, not one per event."""
+
+CONFIG_TTL = timedelta(seconds=60)
+"""With watches, how long the keys of an existing ConfigMap are trusted before it is read again
+(the tenant grants `get` on those ConfigMaps by name, not `watch`; their contents reach the pods
+through the NodeSet's configHash, so only their presence and keys matter here)."""
 
 
 class Operator:
@@ -34,8 +45,11 @@ class Operator:
         monotonic: Callable[[], float] = time.monotonic,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         registry: CollectorRegistry | None = None,
+        watched: WatchedKube | None = None,
     ) -> None:
         self.settings = settings
+        self.watched = watched
+        """Kubernetes from informers, started by run(); None: every resync lists."""
         self.monotonic = monotonic
         self.elector = LeaderElector(
             leases,
@@ -55,6 +69,8 @@ class Operator:
             may_act=self.elector.is_leader,
             identity=settings.identity,
             policy=settings.policy,
+            source=watched,
+            config_ttl=CONFIG_TTL if watched is not None else timedelta(0),
         )
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry)
@@ -63,19 +79,26 @@ class Operator:
 
     def step(self) -> bool:
         """One election tick, and a resync when leading and due. Returns whether one ran."""
+        leading = self._elect()
+        if not leading or self.monotonic() < self._next_resync:
+            return False
+        self.resync()
+        return True
+
+    def _elect(self) -> bool:
         leading = self.elector.tick()
         self.metrics.leader.set(1 if leading else 0)
-        now = self.monotonic()
-        if not leading or now < self._next_resync:
-            return False
-        self._next_resync = now + self.settings.resync
+        return leading
+
+    def resync(self) -> None:
+        self._next_resync = self.monotonic() + self.settings.resync
         started = time.monotonic()
         try:
             report = self.reconciler.resync()
         except Exception:
             log.exception("resync failed")
             self.metrics.errors.inc()
-            return True
+            return
         self.metrics.seconds.observe(time.monotonic() - started)
         self.metrics.resyncs.inc()
         self.metrics.slurm_unreadable.set(len(report.slurm_unreadable))
@@ -83,9 +106,39 @@ class Operator:
             self.metrics.actions.labels(type(action).__name__).inc()
         self.metrics.errors.inc(len(report.errors))
         self.last_resync_ok = self.monotonic()
-        return True
 
     def run(self, stop: threading.Event) -> None:
+        if self.watched is None:
+            self._run_polling(stop)
+            return
+        watched = self.watched
+        watched.start()
+        # Renew well within the deadline: a third of the lease duration, as client-go's retry period.
+        tick = self.settings.lease_duration / 3
+        next_tick = 0.0
+        try:
+            while not stop.is_set():
+                now = self.monotonic()
+                if now >= next_tick:
+                    self._elect()
+                    next_tick = now + tick
+                if not self.elector.is_leader() or not watched.synced:
+                    # A follower acts on nothing, nor does a leader before every informer listed;
+                    # leading starts with a resync.
+                    watched.changed.clear()
+                elif watched.changed.is_set() or now >= self._next_resync:
+                    watched.changed.clear()
+                    self.resync()
+                    stop.wait(MIN_GAP)
+                    continue
+                wait = min(next_tick, self._next_resync) - self.monotonic()
+                # In slices, so `stop` is noticed within half a second.
+                watched.changed.wait(min(0.5, max(0.0, wait)))
+        finally:
+            watched.stop()
+            self.elector.release()
+
+    def _run_polling(self, stop: threading.Event) -> None:
         # Renew well within the deadline: a third of the lease duration, as client-go's retry period.
         tick = min(self.settings.resync, self.settings.lease_duration / 3)
         try:

@@ -1,11 +1,12 @@
 """The glue: observe everything, plan each NodeSet and each cluster's topology, apply, record.
 
 One resync is level-based: it reads the whole state (NodeSets, slurmd pods, Nodes, Services, PDBs,
-each cluster's ConfigMaps and Slurm nodes), so a missed watch event or a manual change is
-caught on the next one. Reads per resync: 5 lists (6 when a NodeSet is all-matching-nodes: every
-bound pod, for the admission check), then per cluster one Slurm node list, one read
-per ConfigMap its NodeSets mount (one per Slurm file) and, with a topology plugin, one of the
-topology ConfigMap. Writes happen only for actions, so an unchanged world writes nothing. Each
+each cluster's ConfigMaps and Slurm nodes), so a missed event or a manual change is caught on the
+next one. Kubernetes comes from `source` (cache.py): informers' caches in the process (no request),
+or lists (5, 6 when a NodeSet is all-matching-nodes: every bound pod, for the admission check).
+Then per cluster one Slurm node list, one read per ConfigMap its NodeSets mount (one per Slurm
+file; cached `config_ttl` when it exists) and, with a topology plugin, one of the topology
+ConfigMap (likewise). Writes happen only for actions, so an unchanged world writes nothing. Each
 applied action leaves an Event on the NodeSet (or the topology ConfigMap)."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sunk import keys, naming
-from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_NODESET, nodeset_pod, service_name
+from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, nodeset_pod, service_name
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.render import TopologyNode
@@ -30,7 +31,8 @@ from ..common.conditions import Condition
 from ..common.events import event
 from ..common.timefmt import rfc3339
 from ..slurmrest.models import Node as SlurmNode
-from .admission import add_usage, node_usage, pod_requests, terminated
+from .admission import add_usage, pod_requests
+from .cache import KubeState, ListedKube, WatchedKube
 from .kube import KubeApi
 from .model import (
     WARNINGS,
@@ -89,8 +91,17 @@ class Reconciler:
         may_act: Callable[[], bool] = lambda: True,
         identity: str = COMPONENT,
         policy: TenantPolicy | None = None,
+        source: ListedKube | WatchedKube | None = None,
+        config_ttl: timedelta = timedelta(0),
     ) -> None:
         self.kube = kube
+        self.source = source or ListedKube(kube)
+        """Where a resync reads Kubernetes: lists every time, or informers' caches."""
+        self.config_ttl = config_ttl
+        """How long the keys of a ConfigMap that exists are trusted without reading it again (a
+        missing one is read every resync). 0: read at every resync."""
+        self._config_keys: dict[tuple[str, str], tuple[datetime, frozenset[str]]] = {}
+        self._topology_maps: dict[tuple[str, str], tuple[datetime, dict[str, Any]]] = {}
         self.slurm_for = slurm_for
         self.clock = clock
         self.topology_delay = topology_delay
@@ -108,51 +119,36 @@ class Reconciler:
         now = self.clock()
         self.namespaces_unreadable = False
         report = ResyncReport()
-        objects = self.kube.list_nodesets()
-        pods_by: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
-        pinned: list[dict[str, Any]] = []  # slurmd pods made for a Node and not bound yet
-        for obj in self.kube.list_pods():
-            meta = obj.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            key = (meta.get("namespace", ""), labels.get(LABEL_CLUSTER, ""), labels.get(LABEL_NODESET, ""))
-            pods_by[key].append(Pod.from_object(obj))
-            if (meta.get("annotations") or {}).get(ANNOTATION_KUBE_NODE) and not (obj.get("spec") or {}).get(
-                "nodeName"
-            ):
-                pinned.append(obj)
-        kube_nodes = {n.name: n for n in map(KubeNode.from_object, self.kube.list_nodes())}
-        services = self.kube.list_services()
-        budgets_by: dict[tuple[str, str, str], list[Budget]] | None = defaultdict(list)
-        try:
-            budget_objects = self.kube.list_budgets()
-        except Exception as err:  # e.g. a ClusterRole from before PDBs: protect nothing, remove nothing
-            log.warning("PodDisruptionBudgets unreadable, eviction protection paused: %s", err)
-            budgets_by, budget_objects = None, []
-        for obj in budget_objects:
-            meta = obj.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            key = (meta.get("namespace", ""), labels.get(LABEL_CLUSTER, ""), labels.get(LABEL_NODESET, ""))
-            if budgets_by is not None:
-                budgets_by[key].append(Budget.from_object(obj))
+        state = self.source.read()
         clusters: dict[tuple[str, str], list[NodeSetObject]] = defaultdict(list)
-        tenants = self._tenant_namespaces()
-        for obj in objects:
+        tenants = self._tenant_namespaces(state)
+        for obj in state.nodesets:
             parsed = self._parse(obj, now)
             if parsed is not None and self._allowed(parsed, tenants, now):
                 clusters[(parsed.namespace, parsed.spec.cluster_name)].append(parsed)
         # Only all-matching-nodes pods are pinned to a Node by the operator, so only then does it
-        # check a kubelet's admission itself (replicas pods go through kube-scheduler): one more list.
+        # check a kubelet's admission itself (replicas pods go through kube-scheduler).
         usage: dict[str, dict[str, int]] = {}
         if any(s.spec.mode == "all-matching-nodes" for sets in clusters.values() for s in sets):
-            usage = node_usage(self.kube.list_bound_pods())
+            usage = state.bound_usage()
             # Pinned pods still waiting for kube-scheduler will land there too (another NodeSet's
             # on the same Node must not be over-committed against them).
-            for obj in pinned:
-                if not terminated(obj):
-                    add_usage(usage, obj["metadata"]["annotations"][ANNOTATION_KUBE_NODE], pod_requests(obj))
+            for node, requests in state.pinned:
+                add_usage(usage, node, requests)
         for (namespace, cluster), sets in sorted(clusters.items()):
             sets.sort(key=lambda s: s.name)
-            self._cluster(namespace, cluster, sets, pods_by, budgets_by, kube_nodes, services, usage, now, report)
+            self._cluster(
+                namespace,
+                cluster,
+                sets,
+                state.pods,
+                state.budgets,
+                state.kube_nodes,
+                state.services,
+                usage,
+                now,
+                report,
+            )
         return report
 
     def _parse(self, obj: Mapping[str, Any], now: datetime) -> NodeSetObject | None:
@@ -171,17 +167,17 @@ class Reconciler:
             return None
         return NodeSetObject(name, namespace, meta.get("uid", ""), int(meta.get("generation") or 0), spec, status)
 
-    def _tenant_namespaces(self) -> dict[str, dict[str, str]] | None:
+    def _tenant_namespaces(self, state: KubeState) -> dict[str, dict[str, str]] | None:
         """The namespaces the policy serves (name -> labels); None: every namespace, or none
         could be read (then _allowed serves nothing this resync: fail closed)."""
         if self.policy is None or self.policy.namespace_label is None:
             return None
         label = self.policy.namespace_label
         try:
-            found = self.kube.list_namespaces(label)
+            found = state.namespaces(label)
             legacy = keys.LEGACY.get(label)  # namespaces labelled before the single key prefix
             if legacy is not None:
-                found = {**self.kube.list_namespaces(legacy), **found}
+                found = {**state.namespaces(legacy), **found}
             return found
         except Exception as err:
             log.warning("namespaces unreadable, serving no NodeSet this resync: %s", err)
@@ -248,8 +244,7 @@ class Reconciler:
         keys: dict[str, frozenset[str] | None] = {}
         for s in sets:
             for name in sorted(set(s.spec.config_files.values()) - set(keys)):
-                cm = self.kube.get_config_map(namespace, name)
-                keys[name] = frozenset((cm.get("data") or {}).keys()) if cm is not None else None
+                keys[name] = self._config_map_keys(namespace, name, now)
             observed = Observed(
                 nodeset=s,
                 pods=pods_by.get((namespace, cluster, s.spec.name), []),
@@ -267,6 +262,30 @@ class Reconciler:
                     if kube_node:
                         add_usage(usage, kube_node, pod_requests(action.pod))
         self._topology(namespace, cluster, first, sets, pods_by, kube_nodes, slurm, api, now, report)
+
+    def _config_map_keys(self, namespace: str, name: str, now: datetime) -> frozenset[str] | None:
+        cached = self._config_keys.get((namespace, name))
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        cm = self.kube.get_config_map(namespace, name)
+        if cm is None:
+            self._config_keys.pop((namespace, name), None)
+            return None
+        found = frozenset((cm.get("data") or {}).keys())
+        if self.config_ttl:
+            self._config_keys[(namespace, name)] = (now + self.config_ttl, found)
+        return found
+
+    def _topology_config_map(self, namespace: str, name: str, now: datetime) -> dict[str, Any] | None:
+        """The topology ConfigMap, read again after config_ttl, or at once after this operator
+        wrote it (it is the only writer; a manual edit is seen within config_ttl)."""
+        cached = self._topology_maps.get((namespace, name))
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        found = self.kube.get_config_map(namespace, name)
+        if self.config_ttl and found is not None:
+            self._topology_maps[(namespace, name)] = (now + self.config_ttl, found)
+        return found
 
     def _topology(
         self,
@@ -295,7 +314,7 @@ class Reconciler:
             spec=first.topology,
             extra=tuple(first.topology_extra),
             nodes=nodes,
-            config_map=self.kube.get_config_map(namespace, naming.topology_config_map(cluster)),
+            config_map=self._topology_config_map(namespace, naming.topology_config_map(cluster), now),
             registered=frozenset(slurm) if slurm is not None else None,
         )
         for action in plan_topology(observed, now, self.topology_delay):
@@ -360,6 +379,7 @@ class Reconciler:
         if not self.may_act():
             return
         ns, name = action.namespace, action.config_map if isinstance(action, Reconfigure) else action.name
+        self._topology_maps.pop((ns, name), None)  # written now: read it again next resync
         fn: Callable[[], None]
         if isinstance(action, WriteTopology):
             text, written = action.text, action.written

@@ -26,8 +26,10 @@ Not used in production (kmock is a dev dependency). Added on top of kmock's Kube
 - pods/binding: sets spec.nodeName, copies the Binding's annotations onto the pod, sets
   PodScheduled=True, answers 201 with a Status; 409 when the pod is already bound or the uid
   differs (as the API server does); `fail_bindings` makes it answer 500 (an API outage).
-- GET /api/v1/namespaces/{name} and the namespace list (label selectors `key` and `key=value`)
-  from `add_namespace` (kmock has no cluster-scoped namespace reads).
+- GET /api/v1/namespaces/{name}, the namespace list (label selectors `key` and `key=value`) and
+  its watch from `add_namespace` (kmock has no cluster-scoped namespace reads): a namespace added
+  later is an ADDED event to open watches; a watch from a version streams the namespaces added
+  after it, then bookmarks until its `timeoutSeconds`. Namespaces are never modified or deleted.
 - create fills what an API server fills: metadata.namespace from the URL (namespaced watches drop
   objects without it), uid, creationTimestamp, generation and resourceVersion, and
   status.phase=Pending for pods.
@@ -65,11 +67,12 @@ import collections
 import contextlib
 import copy
 import itertools
+import json
 import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -179,6 +182,7 @@ class _Emulator(kmock.KubernetesEmulator):
         self.sim_refuse_watches = False
         self.sim_watchers: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self.sim_namespaces: dict[str, dict[str, Any]] = {}
+        self.sim_namespace_watchers: set[asyncio.Queue[dict[str, Any]]] = set()
         self.sim_bindings: list[tuple[str, str, str]] = []
         self.sim_bound_at: dict[tuple[str, str], float] = {}
         self.sim_fail_bindings = False
@@ -196,18 +200,60 @@ class _Emulator(kmock.KubernetesEmulator):
         # from `add_namespace`, with equality and existence label selectors as the API server has.
         if raw_request.method == "GET" and raw_request.path.rstrip("/") == "/api/v1/namespaces":
             wanted = [term.partition("=") for term in raw_request.query.get("labelSelector", "").split(",") if term]
-            items = [
-                ns
-                for ns in self.sim_namespaces.values()
-                if all(
-                    key in ns["metadata"]["labels"] and (not eq or ns["metadata"]["labels"][key] == value)
-                    for key, eq, value in wanted
-                )
-            ]
+
+            def matches(ns: dict[str, Any]) -> bool:
+                labels = ns["metadata"]["labels"]
+                return all(key in labels and (not eq or labels[key] == value) for key, eq, value in wanted)
+
+            if raw_request.query.get("watch") in ("true", "1"):
+                self.sim_requests[("watch", "namespaces")] += 1
+                return await self._watch_namespaces(raw_request, matches)
+            self.sim_requests[("list", "namespaces")] += 1
+            items = [ns for ns in self.sim_namespaces.values() if matches(ns)]
+            meta = {"resourceVersion": str(self.sim_version)}
             return aiohttp.web.json_response(
-                {"apiVersion": "v1", "kind": "NamespaceList", "metadata": {"resourceVersion": "1"}, "items": items}
+                {"apiVersion": "v1", "kind": "NamespaceList", "metadata": meta, "items": items}
             )
         return await super().__call__(raw_request)
+
+    async def _watch_namespaces(
+        self, request: aiohttp.web.BaseRequest, matches: Callable[[dict[str, Any]], bool]
+    ) -> aiohttp.web.StreamResponse:
+        since = int(request.query.get("resourceVersion") or 0)
+        timeout = float(request.query.get("timeoutSeconds") or 0)
+        bookmarks = request.query.get("allowWatchBookmarks") == "true"
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout else None
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.sim_namespace_watchers.add(queue)
+        try:
+            for ns in self.sim_namespaces.values():
+                if int(ns["metadata"]["resourceVersion"]) > since:
+                    await queue.put(ns)
+            while True:
+                wait = self.sim_bookmark_interval if bookmarks else None
+                if deadline is not None:
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        break
+                    wait = left if wait is None else min(wait, left)
+                try:
+                    ns = await asyncio.wait_for(queue.get(), wait)
+                    event = {"type": "ADDED", "object": ns} if matches(ns) else None
+                except TimeoutError:
+                    if not bookmarks:
+                        continue
+                    meta = {"resourceVersion": str(self.sim_version)}
+                    event = {"type": "BOOKMARK", "object": {"kind": "Namespace", "apiVersion": "v1", "metadata": meta}}
+                if event is not None:
+                    await response.write(json.dumps(event).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.sim_namespace_watchers.discard(queue)
+        return response
 
     def _KubernetesEmulator__get_objs(self, request: rendering.Request, strict: bool) -> list[Any]:
         """kmock finds the object of a read or write by scanning every object (20 ms a request at
@@ -714,7 +760,17 @@ class KubeSim:
             "annotations": dict(annotations or {}),
             "labels": {"kubernetes.io/metadata.name": name, **(labels or {})},
         }
-        self._emu.sim_namespaces[name] = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+        def put() -> None:
+            version = next(self._emu._versions)
+            self._emu.sim_version = version
+            meta["resourceVersion"] = str(version)
+            self._emu.sim_namespaces[name] = ns
+            for queue in self._emu.sim_namespace_watchers:
+                queue.put_nowait(ns)
+
+        self._on_loop(put)
 
     def api_client(self) -> client.ApiClient:
         """The official client pointed at this server."""

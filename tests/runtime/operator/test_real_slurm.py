@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
+from sunk.runtime.operator.cache import watch
 from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.loop import Operator
 from sunk.runtime.operator.settings import Settings
@@ -153,7 +154,8 @@ class World:
             topology_delay=1.0,
             slurmrestd_url=slurm.rest_url,
         )
-        self.operator = Operator(kube, kube, settings)
+        # Kubernetes from watches, as the process reads it (runtime/operator/__main__.py).
+        self.operator = Operator(kube, kube, settings, watched=watch(server.api_client()))
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.operator.run, args=(self.stop,), name="operator", daemon=True)
         self.thread.start()
