@@ -322,6 +322,9 @@ def test_role_settings_reach_the_registered_resources(evaluations: dict[str, Eva
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "256Gi"}
     assert volumes["tools"]["nfs"] == {"server": "nfs.acme.example", "path": "/exports/tools"}
     assert h100["imagePullSecrets"] == ["acme-registry"]
+    operator = plain(_registered(ev, "Deployment", "sunk-operator").inputs, show_secrets=False)
+    assert operator["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
+    assert operator["spec"]["template"]["spec"]["nodeSelector"] == system
     assert ev.plain_outputs()["loginEndpoint"] == "<pending>:22"
 
 
