@@ -279,15 +279,18 @@ class RestApiSpec(PodSettings):
     @model_validator(mode="after")
     def _exposure(self) -> RestApiSpec:
         kind = self.service.type or "ClusterIP"
-        errors = [f"service.{p}" for p in self.service.problems(kind)]
-        if kind != "ClusterIP" and not self.service.source_ranges:
-            errors.append(
-                f"service.sourceRanges: a {kind} slurmrestd is fenced by its NetworkPolicy (only the runtime, "
-                "login and the operator reach it); list the client ranges that may, such as 10.0.0.0/8"
+        if kind == "NodePort":
+            # sourceRanges are a load balancer's: a NodePort slurmrestd could name no client.
+            raise ValueError(
+                "service.type: a NodePort slurmrestd stays fenced by its NetworkPolicy (only the runtime, login "
+                "and the operator reach it) with no way to name other clients; use LoadBalancer with "
+                "sourceRanges, or ClusterIP"
             )
-        if kind == "NodePort" and self.service.source_ranges:
+        errors = [f"service.{p}" for p in self.service.problems(kind)]
+        if kind == "LoadBalancer" and not self.service.source_ranges:
             errors.append(
-                "service.type: NodePort with sourceRanges: use LoadBalancer (sourceRanges are a load balancer's)"
+                "service.sourceRanges: a LoadBalancer slurmrestd is fenced by its NetworkPolicy (only the runtime, "
+                "login and the operator reach it); list the client ranges that may, such as 10.0.0.0/8"
             )
         if errors:
             raise ValueError("\n".join(errors))

@@ -306,6 +306,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("two-service-types", {"login__serviceType": "NodePort", "login__service": {"type": "LoadBalancer"}}, "login.serviceType: also given as service.type"),
     ("ranges-cluster-policy", {"login__service": {"sourceRanges": ["10.0.0.0/8"], "externalTrafficPolicy": "Cluster"}}, "login.service.externalTrafficPolicy: Cluster hides the client's address"),
     ("restapi-exposed-open", {"restapi__service": {"type": "LoadBalancer"}}, "restapi.service.sourceRanges: a LoadBalancer slurmrestd is fenced by its NetworkPolicy"),
+    ("restapi-node-port", {"restapi__service": {"type": "NodePort"}}, "restapi.service.type: a NodePort slurmrestd stays fenced"),
     ("extra-args-runtime", {"runtime__extraArgs": ["-v"]}, "runtime.extraArgs: unknown field"),
     ("auth-key-on-login", {"login__volumes": [{"name": "k", "mountPath": "/k", "secret": {"secretName": "research-auth"}}]}, "login.volumes[0].secret.secretName: research-auth holds the cluster's munge key; in login pods users could read it"),
     ("jwt-key-in-slurmd-env", {"nodesets": [{**BASE["nodesets"][0], "env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "research-jwt", "key": "jwt_hs256.key"}}}]}, *BASE["nodesets"][1:]]}, "nodesets[0].env[0].valueFrom.secretKeyRef.name: research-jwt holds the JWT signing key"),
@@ -404,3 +405,22 @@ def test_tenant_policy_still_sees_every_host_path_and_image() -> None:
     assert pod_problems(policy, bad) == ["volume etc: hostPath /etc is not allowed; allowed: /mnt/local-nvme"]
     other = TenantPolicy(host_paths=["/mnt/local-nvme"])  # the default image prefix: acme's mirror is not allowed
     assert any("registry.acme.example/hpc/slurmd" in p for p in pod_problems(other, ok))
+
+
+def test_security_context_merges_over_sunks() -> None:
+    """Capabilities are a union (sshd keeps the ones it needs), other keys replace sunk's."""
+    spec = _with(
+        BASE,
+        login__securityContext={"capabilities": {"add": ["SYS_PTRACE"]}, "appArmorProfile": {"type": "RuntimeDefault"}},
+        controller__securityContext={"readOnlyRootFilesystem": True},
+    )
+    objs = {o["metadata"]["name"]: o for o in cluster_manifests(spec) if o["kind"] in {"Deployment", "StatefulSet"}}
+    sshd = next(c for c in _pod_of(objs["research-login"])["spec"]["containers"] if c["name"] == "sshd")
+    ctx = sshd["securityContext"]
+    assert ctx["capabilities"]["drop"] == ["ALL"]
+    assert ctx["capabilities"]["add"][-1] == "SYS_PTRACE" and "SETUID" in ctx["capabilities"]["add"]
+    assert ctx["appArmorProfile"] == {"type": "RuntimeDefault"} and ctx["runAsUser"] == 0
+    ctld = next(c for c in _pod_of(objs["research-controller"])["spec"]["containers"] if c["name"] == "slurmctld")
+    assert ctld["securityContext"]["readOnlyRootFilesystem"] is True and ctld["securityContext"]["runAsNonRoot"] is True
+    watcher = next(c for c in _pod_of(objs["research-controller"])["spec"]["containers"] if c["name"] == "reconfigure")
+    assert "readOnlyRootFilesystem" not in watcher["securityContext"]  # the main container only
