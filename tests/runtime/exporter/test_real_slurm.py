@@ -276,7 +276,13 @@ def test_the_exporter_serves_what_squeue_sinfo_and_sdiag_print(slurm: LocalSlurm
     assert buckets[("batch", "+Inf")] == 2 and buckets[("gpu", "+Inf")] == 1
     assert buckets[("batch", "60")] <= buckets[("batch", "300")] <= buckets[("batch", "+Inf")]
 
+    # Backfill runs every bf_interval (30 s by default): wait for one cycle, so its numbers are not all 0.
+    deadline = time.monotonic() + 90
+    while sdiag(slurm)["sunk_slurm_backfill_cycles_total"] < 1:
+        assert time.monotonic() < deadline, "no backfill cycle in 90 s"
+        time.sleep(1)
     series, printed = stable_comparison(served, lambda: sdiag(slurm))
+    assert printed["sunk_slurm_backfill_cycles_total"] >= 1 and printed["sunk_slurm_scheduler_cycles_total"] >= 1
     assert _diag(series) == pytest.approx(printed)
     assert printed["sunk_slurm_jobs_submitted_total"] >= 6  # this module's jobs at least
     assert series[("sunk_slurm_up", ())] == 1
