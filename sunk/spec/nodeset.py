@@ -38,6 +38,9 @@ SlurmCount = Annotated[int, Field(gt=0, le=65533)]
 """CPUs, sockets, cores and threads: Slurm keeps each in 16 bits (65534 and up mean "unset")."""
 S6_ANNOTATION_BYTES = 200_000
 """s6 scripts ride in pod annotations (256 KiB in all); the rest is left for sunk's and users'."""
+POD_ANNOTATION_BUDGET = 250_000
+"""Of the API server's 262144 bytes of annotations per pod, what s6 scripts and podAnnotations
+may take together; the rest is sunk's (hashes, ordinal, Node)."""
 MAX_MEMORY_MIB = 2**40
 """1 EiB: Kubernetes quantities stop at 2**63 bytes, far above any node."""
 
@@ -348,6 +351,13 @@ class NodeSetSpec(PodSettings):
             errors.append(
                 f"s6Scripts: with s6Oneshots {carried} bytes; pod annotations carry them and hold at most 262144 "
                 f"in all, so at most {S6_ANNOTATION_BYTES} here"
+            )
+        own = sum(len(k.encode()) + len(v.encode()) for k, v in self.pod_annotations.items())
+        if carried + own > POD_ANNOTATION_BUDGET:
+            # sunk's hashes and the s6 scripts share the slurmd pod's 256 KiB with podAnnotations.
+            errors.append(
+                f"podAnnotations: {own} bytes beside {carried} of s6 scripts; the slurmd pod's annotations hold "
+                f"262144 in all, sunk's own included, so at most {POD_ANNOTATION_BUDGET - carried} here"
             )
         errors += [
             f"s6Oneshots.{n}: a one-shot script must start with '#!'"

@@ -307,6 +307,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("ranges-cluster-policy", {"login__service": {"sourceRanges": ["10.0.0.0/8"], "externalTrafficPolicy": "Cluster"}}, "login.service.externalTrafficPolicy: Cluster hides the client's address"),
     ("restapi-exposed-open", {"restapi__service": {"type": "LoadBalancer"}}, "restapi.service.sourceRanges: a LoadBalancer slurmrestd is fenced by its NetworkPolicy"),
     ("restapi-node-port", {"restapi__service": {"type": "NodePort"}}, "restapi.service.type: a NodePort slurmrestd stays fenced"),
+    ("slurmd-annotations-beside-s6", {"nodesets": [{**BASE["nodesets"][0], "s6Scripts": {"big": "#!/bin/sh\n" + "x" * 150_000}, "podAnnotations": {"example.com/blob": "y" * 120_000}}, *BASE["nodesets"][1:]]}, "nodesets[0].podAnnotations: 120016 bytes beside "),
     ("extra-args-runtime", {"runtime__extraArgs": ["-v"]}, "runtime.extraArgs: unknown field"),
     ("auth-key-on-login", {"login__volumes": [{"name": "k", "mountPath": "/k", "secret": {"secretName": "research-auth"}}]}, "login.volumes[0].secret.secretName: research-auth holds the cluster's munge key; in login pods users could read it"),
     ("jwt-key-in-slurmd-env", {"nodesets": [{**BASE["nodesets"][0], "env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "research-jwt", "key": "jwt_hs256.key"}}}]}, *BASE["nodesets"][1:]]}, "nodesets[0].env[0].valueFrom.secretKeyRef.name: research-jwt holds the JWT signing key"),
