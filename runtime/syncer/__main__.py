@@ -33,7 +33,14 @@ def build(settings: Settings) -> Process:
     # A full plan about every 5 minutes whatever the interval (a safety net; see loop.py).
     full_every = max(1, round(300 / settings.sync_interval))
     syncer = Syncer(
-        slurm, kube, settings.namespace, cache=cache, registry=registry, full_plan_every=full_every, freeze_gc=True
+        slurm,
+        kube,
+        settings.namespace,
+        cache=cache,
+        registry=registry,
+        full_plan_every=full_every,
+        freeze_gc=True,
+        drain_conditions=settings.drain_conditions,
     )
     # Alive while cycles keep ending; a hung call shows up after a few intervals plus timeouts.
     stale_after = max(60.0, 5 * settings.sync_interval)

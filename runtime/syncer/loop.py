@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -78,8 +78,10 @@ class Syncer:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         full_plan_every: int = FULL_PLAN_EVERY,
         freeze_gc: bool = False,
+        drain_conditions: Iterable[str] = (),
     ) -> None:
         self.slurm = slurm
+        self.drain_conditions = frozenset(drain_conditions)
         self.kube = kube
         self.namespace = namespace
         self.cache: KubeCache = cache if cache is not None else PollingCache(kube, namespace)
@@ -136,7 +138,11 @@ class Syncer:
         self._cursor = kube.cursor
         self._pods = kube.pods
         observed = Observed(
-            slurm_nodes=new, kube_nodes=kube.nodes, pods=list(kube.pods.values()), namespace=self.namespace
+            slurm_nodes=new,
+            kube_nodes=kube.nodes,
+            pods=list(kube.pods.values()),
+            namespace=self.namespace,
+            drain_conditions=self.drain_conditions,
         )
         return observed, scope
 

@@ -107,6 +107,9 @@ class Observed:
     kube_nodes: Mapping[str, KubeNode]
     pods: Sequence[SlurmdPod]
     namespace: str
+    drain_conditions: frozenset[str] = frozenset()
+    """Node condition types (Node Problem Detector's KernelDeadlock, ...) that drain the slurmd on
+    a Node while True (SUNK_DRAIN_CONDITIONS, from spec.healthCheck.nodeConditions)."""
 
 
 @dataclass(frozen=True)

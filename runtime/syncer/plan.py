@@ -1,7 +1,7 @@
 """The syncer's decisions: `plan(observed, now) -> list[Action]`. Pure: no I/O, no clock.
 
 Kubernetes -> Slurm: a slurmd whose pod is deleted or terminating, or whose Node is gone,
-NotReady or cordoned, is drained with a reason starting with OWNED_REASON_PREFIX; when the cause
+NotReady, cordoned or has a selected condition True (Observed.drain_conditions), is drained with a reason starting with OWNED_REASON_PREFIX; when the cause
 is gone only such drains are resumed. Drains anyone else set are never touched, and ours is set
 again if it was cleared while the cause persists.
 Slurm -> Kubernetes: every slurmd pod carries the Slurm state as annotations and a condition;
@@ -148,7 +148,12 @@ def current_pods(pods: Sequence[SlurmdPod]) -> dict[str, SlurmdPod]:
     return best
 
 
-def drain_cause(pod: SlurmdPod | None, ref: PodRef | None, kube_nodes: Mapping[str, KubeNode]) -> str | None:
+def drain_cause(
+    pod: SlurmdPod | None,
+    ref: PodRef | None,
+    kube_nodes: Mapping[str, KubeNode],
+    drain_conditions: frozenset[str] = frozenset(),
+) -> str | None:
     """Why Kubernetes says this slurmd cannot take jobs, or None."""
     if pod is None:
         return f"slurmd pod {ref} deleted" if ref is not None else None
@@ -165,6 +170,11 @@ def drain_cause(pod: SlurmdPod | None, ref: PodRef | None, kube_nodes: Mapping[s
     if kn.unschedulable:
         why = kn.annotations.get(CORDON_REASON_ANNOTATION, "").strip()
         return _short(f"Node {kn.name} cordoned" + (f": {why}" if why else ""))
+    bad = sorted((c for c in kn.conditions if c.type in drain_conditions and c.status == "True"), key=lambda c: c.type)
+    if bad:
+        # The condition's own words (Node Problem Detector writes a reason and a message).
+        detail = ", ".join(f"{c.type}" + (f" ({c.message or c.reason})" if c.message or c.reason else "") for c in bad)
+        return _short(f"Node {kn.name} condition {detail}")
     return None
 
 
@@ -175,7 +185,7 @@ def _slurm_actions(node: SlurmNode, pod: SlurmdPod | None, observed: Observed) -
     if pod is None and ref is None:
         return []  # not a sunk-managed node: leave it alone entirely
     out: list[SlurmAction] = []
-    cause = drain_cause(pod, ref, observed.kube_nodes)
+    cause = drain_cause(pod, ref, observed.kube_nodes, observed.drain_conditions)
     if cause is not None:
         reason = f"{OWNED_REASON_PREFIX} {cause}"
         if not node.drain or (owned(node.reason) and node.reason != reason):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..common.settings import EnvSettings
 
@@ -25,3 +25,12 @@ class Settings(EnvSettings):
     sync_interval: float = Field(default=1.0, gt=0)
     """Seconds between cycle starts (SUNK_SYNC_INTERVAL; the Deployment sets 1, see
     sunk/manifests/runtime.SYNC_INTERVAL for why)."""
+    drain_conditions: tuple[str, ...] = ()
+    """Node condition types that drain the slurmd on a Node while True, e.g. KernelDeadlock,
+    ReadonlyFilesystem (SUNK_DRAIN_CONDITIONS, comma-separated; from spec.healthCheck.nodeConditions).
+    Default: none."""
+
+    @field_validator("drain_conditions", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        return tuple(t.strip() for t in value.split(",") if t.strip()) if isinstance(value, str) else value

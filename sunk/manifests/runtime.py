@@ -151,6 +151,9 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
         env.append({"name": "SUNK_SCHEDULER_NAME", "value": SCHEDULER_NAME})
     if controller == "syncer":
         env.append({"name": "SUNK_SYNC_INTERVAL", "value": SYNC_INTERVAL})
+        conditions = spec.health_check.node_conditions if spec.health_check is not None else []
+        if conditions:
+            env.append({"name": "SUNK_DRAIN_CONDITIONS", "value": ",".join(conditions)})
     container = runtime_container(
         spec.images.runtime.ref, f"sunk.runtime.{controller}", env, resources(spec.runtime.resources)
     )

@@ -191,7 +191,7 @@ class ClusterSpec(Model):
     """Pod settings and resources of the syncer and scheduler. Default: none added."""
     health_check: HealthCheckSpec | None = None
     """Node health: sunk's HealthCheckProgram with built-in and the stack's own checks
-    (sunk.spec.health). Default: none."""
+    and Node conditions that drain through the syncer (sunk.spec.health). Default: none."""
 
     @property
     def ns(self) -> str:

@@ -84,7 +84,7 @@ class HealthCheckSpec(Model):
     alone, and a node someone else drained keeps that reason."""
 
     enabled: bool = True
-    """Default: true (with the section present)."""
+    """The health program (nodeConditions apply either way). Default: true (with the section present)."""
     interval: Annotated[int, Field(ge=10, le=86_400)] = 300
     """HealthCheckInterval in seconds. Default: 300."""
     node_state: list[NodeState] = ["any"]
@@ -107,6 +107,15 @@ class HealthCheckSpec(Model):
     checks: list[HealthCheck] = []
     """The stack's own checks, run after the built-in ones. Default: none."""
 
+    node_conditions: list[
+        Annotated[str, _matcher(r"[A-Za-z0-9][A-Za-z0-9./_-]*", "a Node condition type such as KernelDeadlock", 100)]
+    ] = []
+    """Kubernetes Node condition types (for example KernelDeadlock, ReadonlyFilesystem from Node
+    Problem Detector) that drain the tenant's Slurm nodes on that Node while their status is
+    True, through the syncer, with the reason `sunk: Node <node> condition <type> (<message>)`;
+    the syncer resumes its drain when the condition clears (not an admin's). Independent of
+    `enabled`. Default: none."""
+
     @model_validator(mode="after")
     def _rules(self) -> HealthCheckSpec:
         errors = []
@@ -126,6 +135,10 @@ class HealthCheckSpec(Model):
             errors.append("nodeState: list each state once; any stands alone")
         if self.node_state == ["cycle"]:
             errors.append("nodeState: cycle goes with a state (any, idle, ...), e.g. [idle, cycle]")
+        if "Ready" in self.node_conditions:
+            errors.append(
+                "nodeConditions: Ready is the syncer's already (a NotReady Node drains); list problem conditions"
+            )
         if errors:
             raise ValueError("\n".join(errors))
         return self

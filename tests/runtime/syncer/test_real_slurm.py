@@ -88,7 +88,7 @@ class World:
         stray = pod_object("other-tenant", "cpu-0", nodeset="cpu", node_name=kube_node("cpu-0"))
         self.api.create_namespaced_pod("other-tenant", as_body(as_created(stray)), _preload_content=False)
 
-    def syncer(self, registry: CollectorRegistry | None = None) -> Syncer:
+    def syncer(self, registry: CollectorRegistry | None = None, drain_conditions: tuple[str, ...] = ()) -> Syncer:
         """A syncer as the process builds it: Nodes and pods from watches (InformerCache). The
         previous test's syncer is closed (one watching syncer at a time)."""
         for old in self.syncers:
@@ -104,7 +104,14 @@ class World:
             backoff=0.1,
             timeout=5,
         )
-        syncer = Syncer(rest, kube, self.ns, cache=cache, registry=registry or CollectorRegistry())
+        syncer = Syncer(
+            rest,
+            kube,
+            self.ns,
+            cache=cache,
+            registry=registry or CollectorRegistry(),
+            drain_conditions=drain_conditions,
+        )
         self.syncers = [syncer]
         return syncer
 
@@ -120,6 +127,21 @@ class World:
 
     def kube_node(self, slurm_node: str) -> dict[str, Any]:
         return raw(self.api.read_node(kube_node(slurm_node), _preload_content=False))
+
+    def set_node_conditions(self, slurm_node: str, extra: list[dict[str, Any]]) -> None:
+        """The Node's conditions: Ready plus `extra` (what Node Problem Detector writes), through the
+        status subresource, waiting until the live syncer's watch delivered them."""
+        seqs = [s.cache.nodes.seq for s in self.syncers if isinstance(s.cache, InformerCache)]
+        ready = node_object(kube_node(slurm_node))["status"]["conditions"]
+        self.api.patch_node_status(
+            kube_node(slurm_node),
+            {"status": {"conditions": ready + extra}},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+        )
+        for syncer, seq in zip(self.syncers, seqs, strict=False):
+            assert isinstance(syncer.cache, InformerCache)
+            assert syncer.cache.nodes.wait_for_change(seq, 10), "the Node watch did not deliver the status"
 
     def patch_kube_node(self, slurm_node: str, patch: dict[str, Any]) -> None:
         """Patches a Node and waits until the live syncer's Node watch delivered it (a cycle
@@ -246,6 +268,34 @@ def test_admin_drain_is_shown_in_kubernetes_and_never_resumed(world: World) -> N
     kn = world.kube_node("cpu-1")
     assert node_drain_annotation(world.ns) not in annotations_of(kn)
     assert (condition(kn, node_condition(world.ns)) or {}).get("status") == "False"
+
+
+def _npd(status: str, message: str) -> dict[str, Any]:
+    reason = "DockerHung" if status == "True" else "KernelHasNoDeadlock"
+    return {"type": "KernelDeadlock", "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2025-01-01T00:00:00Z"}  # fmt: skip
+
+
+def test_a_selected_node_condition_drains_and_clears_an_admin_drain_stays(world: World) -> None:
+    syncer = world.syncer(drain_conditions=("KernelDeadlock",))
+    settle(syncer)
+    world.scontrol("update", "NodeName=cpu-1", "State=DRAIN", "Reason=admin: bad DIMM")
+    for name in ("cpu-0", "cpu-1"):
+        world.set_node_conditions(name, [_npd("True", "task docker:7 blocked for more than 300 seconds")])
+    syncer.cycle()
+    node = world.node("cpu-0")
+    assert node.drain and node.reason == (
+        "sunk: Node k8s-cpu-0 condition KernelDeadlock (task docker:7 blocked for more than 300 seconds)"
+    )
+    assert world.node("cpu-1").reason == "admin: bad DIMM"  # someone else's drain keeps its words
+    settle(syncer)
+    for name in ("cpu-0", "cpu-1"):
+        world.set_node_conditions(name, [_npd("False", "kernel has no deadlock")])
+    syncer.cycle()
+    assert not world.node("cpu-0").drain
+    assert world.node("cpu-1").drain and world.node("cpu-1").reason == "admin: bad DIMM"
+    world.scontrol("update", "NodeName=cpu-1", "State=RESUME")
+    settle(syncer)
 
 
 def test_our_drain_is_reapplied_when_cleared_while_cordoned(world: World) -> None:
