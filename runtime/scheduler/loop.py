@@ -397,7 +397,10 @@ class Scheduler:
         message = (
             f"Successfully assigned {action.pod} to {action.node} (Slurm job {action.job_id} on {action.slurm_node})"
         )
-        self._later(lambda: self.kube.event(action.pod, "Normal", "Scheduled", message))
-        if action.warning:
-            warning = action.warning
-            self._later(lambda: self.kube.event(action.pod, "Warning", "CPUPinningUnknownToSlurm", warning))
+
+        def report() -> None:  # one task: the warning follows its Scheduled Event
+            self.kube.event(action.pod, "Normal", "Scheduled", message)
+            if action.warning:
+                self.kube.event(action.pod, "Warning", "CPUPinningUnknownToSlurm", action.warning)
+
+        self._later(report)
