@@ -154,18 +154,22 @@ def start_slurmd(
     # SlurmdSpoolDir is per node (%n) here; slurmd does not create it before binding its socket.
     spool = root / "var/spool/slurmd" / name
     spool.mkdir(parents=True, exist_ok=True)
-    argv = [
-        "slurmd",
-        "-D",
-        "-Z",
-        "-N",
-        name,
-        "-f",
-        conf,
-        "--conf",
-        f"{node_conf(ns, gres)} Port={port}",
-        *ns.slurmd_args,
-    ]
+    if ns.power is not None:
+        # A CLOUD node: slurm.conf defines it, with its port (overrides.local_cloud_nodes).
+        argv = ["slurmd", "-D", "-b", "-N", name, "-f", conf, *ns.slurmd_args]  # -b: as the pod (nodeset_pod)
+    else:
+        argv = [
+            "slurmd",
+            "-D",
+            "-Z",
+            "-N",
+            name,
+            "-f",
+            conf,
+            "--conf",
+            f"{node_conf(ns, gres)} Port={port}",
+            *ns.slurmd_args,
+        ]
     env: dict[str, str] = {}
     oneshots = ns.s6_oneshots
     if ns.s6_scripts or oneshots:

@@ -204,8 +204,17 @@ class LocalSlurm:
         # block topology naming nodes that do not exist yet is fatal to slurmctld and slurmd.
         rendered = render_slurm_files(spec, [])
         self._deploy_topology = rendered.get("topology.conf", "")
+        for ns in spec.nodesets:
+            if ns.power is not None:  # CLOUD nodes: slurm.conf names each, with its port here
+                for ordinal in range(ns.max_nodes):
+                    self._node_port(naming.slurm_node_name(ns.name, ordinal))
         self.files = local_files(
-            rendered, host=self.host, ports=self.ports, accounting=self.accounting, exists=self._exists
+            rendered,
+            host=self.host,
+            ports=self.ports,
+            accounting=self.accounting,
+            exists=self._exists,
+            node_ports=self.node_ports,
         )
         self._prepare()
         if self.directory is not None:
@@ -396,7 +405,9 @@ class LocalSlurm:
                 "delete a node (scontrol delete) or boot a spec with more replicas"
             )
         self._spawn_slurmd(node)
-        if wait:
+        # A CLOUD node powered up for a job stays POWERING_UP (and NOT_RESPONDING) until every
+        # node of that job has registered (measured on 24.11): waiting here for one would stall.
+        if wait and self.spec.nodeset(node.nodeset).power is None:
             daemons.wait_nodes_idle(self.jail, [node.name], allow_busy=True)
         if self.spec.topology.plugin != "none":
             self._render_topology()
@@ -416,11 +427,15 @@ class LocalSlurm:
             raise ValueError(f"slurmd {node.name} already runs")
         self.spec.nodeset(node.nodeset)  # raises for an unknown NodeSet
 
-    def _spawn_slurmd(self, node: SimNode) -> None:
-        if node.name not in self.node_ports:
+    def _node_port(self, name: str) -> int:
+        if name not in self.node_ports:
             port = free_ports(1, self._taken)[0]
             self._taken.add(port)
-            self.node_ports[node.name] = port
+            self.node_ports[name] = port
+        return self.node_ports[name]
+
+    def _spawn_slurmd(self, node: SimNode) -> None:
+        self._node_port(node.name)
         self._nodes[node.name] = node
         # What the slurmd pod mounts: its NodeSet's gres.conf and the deploy-time topology.conf.
         files = {**self.files, "topology.conf": self._deploy_topology} if self._deploy_topology else self.files

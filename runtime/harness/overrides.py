@@ -110,6 +110,26 @@ def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: boo
     return set_directives(text, values)
 
 
+def local_cloud_nodes(text: str, node_ports: Mapping[str, int]) -> str:
+    """CLOUD node lines (NodeSets with `power`) split into one line per node with its own port on
+    loopback: in-cluster every pod has its own IP and the default port, here every slurmd shares
+    one host. Names without a port here are left as rendered."""
+    out = []
+    for line in text.splitlines():
+        words = line.split()
+        if not (words and words[0].startswith("NodeName=") and "State=CLOUD" in words):
+            out.append(line)
+            continue
+        names = expand(words[0].removeprefix("NodeName="))
+        rest = " ".join(words[1:])
+        for name in names:
+            if name in node_ports:
+                out.append(f"NodeName={name} NodeAddr={LOOPBACK} Port={node_ports[name]} {rest}")
+            else:
+                out.append(f"NodeName={name} {rest}")
+    return "\n".join(out) + "\n"
+
+
 def local_slurmdbd_conf(text: str, *, ports: LocalPorts) -> str:
     """slurmdbd.conf pointing at the harness's private MariaDB instead of the in-cluster Service."""
     return set_directives(
@@ -162,12 +182,19 @@ def gres_device_files(text: str) -> list[str]:
 
 
 def local_files(
-    files: Mapping[str, str], *, host: str, ports: LocalPorts, accounting: bool, exists: Callable[[str], bool]
+    files: Mapping[str, str],
+    *,
+    host: str,
+    ports: LocalPorts,
+    accounting: bool,
+    exists: Callable[[str], bool],
+    node_ports: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
     """All rendered files with the overrides above applied; the others unchanged. Without
     accounting the slurmdbd files are left out (no slurmdbd runs)."""
     out = dict(files)
-    out["slurm.conf"] = local_slurm_conf(files["slurm.conf"], host=host, ports=ports, accounting=accounting)
+    conf = local_slurm_conf(files["slurm.conf"], host=host, ports=ports, accounting=accounting)
+    out["slurm.conf"] = local_cloud_nodes(conf, node_ports or {})
     out["cgroup.conf"] = local_cgroup_conf(files["cgroup.conf"])
     out["plugstack.conf"] = local_plugstack_conf(files["plugstack.conf"], exists)
     if accounting:

@@ -163,11 +163,12 @@ class FakeKube:
 
 
 def slurm_node(name: str, *state: str, features: Iterable[str] = (), reason: str = "") -> SlurmNode:
-    """A Slurm node as slurmrestd lists it; dynamic unless told otherwise."""
+    """A Slurm node as slurmrestd lists it; dynamic unless told otherwise (STATIC) or CLOUD (a
+    slurm.conf node, as 24.11 lists it: ["IDLE", "CLOUD", "POWERED_DOWN"], no DYNAMIC_NORM)."""
     states = list(state) or ["IDLE"]
     if "STATIC" in states:
         states.remove("STATIC")
-    elif "DYNAMIC_NORM" not in states:
+    elif "DYNAMIC_NORM" not in states and "CLOUD" not in states:
         states.append("DYNAMIC_NORM")
     return SlurmNode(name=name, state=tuple(states), features=tuple(features), reason=reason)
 

@@ -25,6 +25,11 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
   Node, once per change of that condition. replicas mode leaves placement, and that check, to
   kube-scheduler (its NodeResourcesFit filter): a pod that fits nowhere stays Pending with the
   scheduler's FailedScheduling Event.
+- power (scale to zero): the NodeSet's nodes are CLOUD nodes of slurm.conf and Slurm's power
+  saving decides which run. Members are the first minNodes and every one of its CLOUD nodes Slurm
+  has not powered down (POWERING_UP for a pending job, or up); a pod whose node Slurm powered down
+  (or is powering down: it does so only to idle nodes) is deleted without a drain. CLOUD nodes
+  are never removed from Slurm (they are not dynamic). Slurm unreadable: no pod leaves.
 - Eviction protection: every live pod whose Slurm node is registered and not drained-and-idle
   has a PodDisruptionBudget (maxUnavailable 0, selecting that pod alone); once its node is
   drained and runs no job the PDB is removed, so `kubectl drain` waits for the syncer's drain
@@ -108,9 +113,51 @@ def rank(pod: Pod, slurm: Mapping[str, SlurmNode] | None) -> tuple[Any, ...]:
     return (not pod.leaving, pod.scheduled, pod.ready, is_busy, not ours, -(pod.ordinal or 0), pod.name)
 
 
+def powered_down(node: SlurmNode) -> bool:
+    """Slurm power saving took the node down, or is taking it (it does so only to idle nodes)."""
+    return bool({"POWERED_DOWN", "POWERING_DOWN"} & node.flags)
+
+
+def _cloud_ordinal(spec: NodeSetResourceSpec, node: SlurmNode) -> int | None:
+    """The ordinal of one of this NodeSet's CLOUD nodes (render.cloud_nodes), else None."""
+    m = re.fullmatch(rf"{re.escape(spec.name)}-([0-9]+)", node.name)
+    if m is None or "CLOUD" not in node.flags or node.features[:1] != (spec.name,):
+        return None
+    ordinal = int(m.group(1))
+    return ordinal if ordinal < spec.max_nodes else None
+
+
+def power_members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
+    """With `power`, Slurm decides: a member per node it has not powered down (POWERING_UP for a
+    pending job, or up and running), plus the first `minNodes`. Slurm unreadable: every pod stays
+    a member (nothing is scaled in without reading Slurm), and only minNodes are added."""
+    spec, slurm = observed.nodeset.spec, observed.slurm
+    assert spec.power is not None
+    ordinals = set(range(spec.power.min_nodes))
+    if slurm is None:
+        ordinals |= {p.ordinal for p in observed.pods if p.ordinal is not None and p.ordinal < spec.max_nodes}
+    else:
+        for node in slurm.values():
+            ordinal = _cloud_ordinal(spec, node)
+            if ordinal is not None and not powered_down(node):
+                ordinals.add(ordinal)
+    want = {}
+    for ordinal in sorted(ordinals):
+        name = naming.slurm_node_name(spec.name, ordinal)
+        want[name] = Member(name, ordinal=ordinal)
+    victims = [
+        p
+        for p in observed.pods
+        if p.slurm_node not in want or p.ordinal is None or p.slurm_node != naming.slurm_node_name(spec.name, p.ordinal)
+    ]
+    return want, victims
+
+
 def members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
     """(the desired members by Slurm node name, the pods to scale in)."""
     spec = observed.nodeset.spec
+    if spec.power is not None and spec.mode == "replicas":
+        return power_members(observed)
     if spec.mode == "all-matching-nodes":
         want: dict[str, Member] = {}
         for kn in sorted(observed.kube_nodes.values(), key=lambda n: n.name):
@@ -236,6 +283,10 @@ def _scale_in(observed: Observed, victims: Sequence[Pod]) -> list[Action]:
         if pod.leaving:
             continue
         node = slurm.get(pod.slurm_node)
+        if node is not None and powered_down(node) and not busy(node):
+            # Slurm powered it down (idle for SuspendTime): no job to drain, the pod goes.
+            out.append(DeletePod(pod.name, pod.slurm_node, "Slurm powered its node down (idle)"))
+            continue
         if node is not None and not node.drain:
             out.append(Drain(pod.slurm_node, SCALE_IN))
         elif _deletable(node, force=False):

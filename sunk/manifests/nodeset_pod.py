@@ -172,9 +172,17 @@ def slurmd_resources(spec: NodeSetResourceSpec) -> Resources:
 
 def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str, gres: Gres | None = None) -> list[str]:
     """`slurmd -D -Z -N <node> --conf "<node conf>" <slurmdArgs>`: a dynamic node, in the
-    foreground; under sunk-init when the NodeSet has s6 one-shots or services. `gres`: the node's
-    own (its Node's labels), else the NodeSet's."""
-    cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec, gres), *spec.slurmd_args]
+    foreground (with `power`: `slurmd -D -b -N <node>`, a CLOUD node slurm.conf defines); under
+    sunk-init when the NodeSet has s6 one-shots or services. `gres`: the node's own (its Node's
+    labels), else the NodeSet's."""
+    if spec.power is not None:
+        # A CLOUD node of slurm.conf (render.cloud_nodes): its definition is there, not in --conf.
+        # -b: report the slurmd start as the node's boot. A container sees the Kubernetes Node's
+        # uptime, older than Slurm's power-up request, and slurmctld then keeps "waiting for boot"
+        # of the node until ResumeTimeout marks it DOWN (measured on 24.11).
+        cmd = [SLURMD, "-D", "-b", "-N", slurm_node, *spec.slurmd_args]
+    else:
+        cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec, gres), *spec.slurmd_args]
     return [S6_INIT, *cmd] if spec.s6_scripts or spec.s6_oneshots else cmd
 
 

@@ -45,6 +45,49 @@ def node_conf(ns: NodeSetSpec, gres: Gres | None = None) -> str:
     return " ".join(words)
 
 
+POWER_PROGRAM = "/bin/true"
+"""ResumeProgram and SuspendProgram: Slurm needs both for power saving, but they have nothing to
+do here. The operator reads the power state of the nodes from Slurm (POWERING_UP: create the pod;
+POWERED_DOWN or POWERING_DOWN: delete it), so slurmctld needs no Kubernetes credentials."""
+
+
+def cloud_nodes(ns: NodeSetSpec) -> str:
+    """The `NodeName=` line of a NodeSet with `power`: all `maxNodes` names, CLOUD (powered down
+    until Slurm wants them), with the node definition a dynamic node would register with."""
+    last = ns.max_nodes - 1
+    names = naming.slurm_node_name(ns.name, 0) if last == 0 else f"{ns.name}-[0-{last}]"
+    return f"NodeName={names} {node_conf(ns)} State=CLOUD"
+
+
+def _power(spec: ClusterSpec) -> list[str]:
+    """Slurm power saving, with the nodes of NodeSets that have `power` (every other node is
+    dynamic, and SuspendExcStates=DYNAMIC_NORM keeps those out of it)."""
+    powered = [ns for ns in spec.nodesets if ns.power is not None]
+    if not powered:
+        return []
+    first = powered[0].power
+    assert first is not None
+    keep = [
+        naming.slurm_node_name(ns.name, 0) if ns.power.min_nodes == 1 else f"{ns.name}-[0-{ns.power.min_nodes - 1}]"
+        for ns in powered
+        if ns.power is not None and ns.power.min_nodes
+    ]
+    lines = [
+        f"SuspendProgram={POWER_PROGRAM}",
+        f"ResumeProgram={POWER_PROGRAM}",
+        f"SuspendTime={first.suspend_time}",
+        f"ResumeTimeout={first.resume_timeout}",
+        "SuspendExcStates=DYNAMIC_NORM",
+        # A registering CLOUD node's address is where its slurmd called from (the pod IP).
+        "SlurmctldParameters=cloud_reg_addrs,idle_on_node_suspend",
+        # No forwarding of slurmctld's messages through nodes whose address is not known yet.
+        "TreeWidth=65533",
+    ]
+    if keep:
+        lines.append(f"SuspendExcNodes={','.join(keep)}")
+    return lines
+
+
 def _daemons(spec: ClusterSpec) -> list[str]:
     return [
         f"ClusterName={spec.name}",
@@ -179,6 +222,15 @@ def _partition(spec: ClusterSpec, p: PartitionSpec) -> str:
     return " ".join([*words, *p.extra, "State=UP"])
 
 
+def _nodesets(spec: ClusterSpec) -> list[str]:
+    lines = []
+    for ns in spec.nodesets:
+        if ns.power is not None:
+            lines.append(cloud_nodes(ns))
+        lines.append(f"NodeSet={ns.name} Feature={ns.name}")
+    return lines
+
+
 def render_slurm_conf(spec: ClusterSpec) -> str:
     """slurm.conf, section by section."""
     sections = [
@@ -187,12 +239,15 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         ("# Resources and processes", _resources(spec)),
         ("# Scheduling, priority and preemption", _scheduling(spec)),
         ("# Accounting", _accounting(spec)),
-        ("# NodeSets: dynamic nodes join by feature", [f"NodeSet={ns.name} Feature={ns.name}" for ns in spec.nodesets]),
+        ("# Power saving: NodeSets that scale to zero", _power(spec)),
+        ("# NodeSets: dynamic nodes join by feature", _nodesets(spec)),
         ("# Partitions", [_partition(spec, p) for p in spec.partitions]),
     ]
     if spec.controller.extra_slurm_conf:
         sections.append(("# controller.extraSlurmConf", list(spec.controller.extra_slurm_conf)))
     lines = [HEADER.rstrip("\n")]
     for title, body in sections:
+        if title and not body:
+            continue
         lines += ["", title, *body] if title else body
     return "\n".join(lines) + "\n"

@@ -119,6 +119,15 @@ def contradiction_problems(spec: ClusterSpec) -> list[str]:
             "extraConfig.files.oci.conf: containers.enabled renders oci.conf; drop one of them "
             "(set containers.enabled false to bring your own oci.conf)"
         )
+    powered = [(i, ns.power) for i, ns in enumerate(spec.nodesets) if ns.power is not None]
+    for at, power in powered[1:]:
+        lead, lead_power = powered[0]
+        for field, attr in (("suspendTime", "suspend_time"), ("resumeTimeout", "resume_timeout")):
+            if getattr(power, attr) != getattr(lead_power, attr):
+                problems.append(
+                    f"nodesets[{at}].power.{field}: {getattr(power, attr)} differs from nodesets[{lead}]'s "
+                    f"{getattr(lead_power, attr)}; Slurm 24.11 has one {field[0].upper() + field[1:]} for the cluster"
+                )
     matching = [(i, ns) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
     for a, (i, first) in enumerate(matching):
         for j, second in matching[a + 1 :]:

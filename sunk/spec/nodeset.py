@@ -119,6 +119,26 @@ class UpdateStrategy(Model):
     """Replace pods without waiting for their jobs to finish. Default: false."""
 
 
+class PowerSpec(Model):
+    """Scale to zero that Slurm sees: the NodeSet's `maxNodes` nodes are in slurm.conf as CLOUD
+    nodes (`sinfo` shows them `idle~`, powered down, and a job needing more is refused at submit),
+    and Slurm's power saving decides which run: a job pending for them powers nodes up, the
+    operator sees that in Slurm and creates their pods; a node idle for `suspendTime` is powered
+    down, and the operator deletes its pod (Slurm powers down idle nodes only, so no job is lost)
+    (https://slurm.schedmd.com/power_save.html)."""
+
+    min_nodes: Annotated[int, Field(ge=0, le=100_000)] = 0
+    """Nodes kept running even when idle (the first ones, `<nodeset>-0` up; Slurm SuspendExcNodes).
+    Default: 0."""
+    suspend_time: Annotated[int, Field(ge=10, le=31_536_000)] = 600
+    """Seconds a node stays idle before Slurm powers it down and its pod goes (SuspendTime; one
+    value for the cluster: every NodeSet with `power` must agree). Default: 600."""
+    resume_timeout: Annotated[int, Field(ge=30, le=86_400)] = 900
+    """Seconds from Slurm powering a node up to its slurmd registering (image pull, scheduling,
+    start): later, Slurm marks the node DOWN and requeues its job (ResumeTimeout; one value for the
+    cluster). Default: 900."""
+
+
 RESERVED_CONTAINERS = frozenset({"slurmd", "munge", "init"})
 
 ResourceMode = Literal["exclusive", "shared"]
@@ -238,6 +258,10 @@ class NodeSetSpec(PodSettings):
     """Replicas are driven from outside the stack (`kubectl scale`, an HPA, KEDA) through the
     NodeSet's scale subresource: `replicas` is only the initial count and Pulumi never resets it.
     Replicas mode only. Default: false (the stack owns replicas)."""
+    power: PowerSpec | None = None
+    """Scale to zero through Slurm power saving (see PowerSpec): replicas follow Slurm's demand
+    between `power.minNodes` and `maxNodes`; `replicas` and `externalScaling` must be unset.
+    Replicas mode only. Default: none (a fixed replica count)."""
     slurmd_args: list[str] = []
     """Extra slurmd command-line options, appended after the ones sunk sets (`-D -Z -N <node>
     --conf ...`; https://slurm.schedmd.com/slurmd.html). Allowed: `-v` to `-vvvvv` (log detail),
@@ -266,6 +290,20 @@ class NodeSetSpec(PodSettings):
             errors.append("replicas: must be unset in mode all-matching-nodes (one pod per matching Node)")
         if self.mode == "all-matching-nodes" and self.external_scaling:
             errors.append("externalScaling: only in mode replicas (all-matching-nodes follows the Nodes)")
+        if self.power is not None:
+            if self.mode == "all-matching-nodes":
+                errors.append("power: only in mode replicas (all-matching-nodes follows the Nodes)")
+            if self.replicas is not None:
+                errors.append("replicas: must be unset with power (Slurm's demand sets the pods); drop replicas")
+            if self.external_scaling:
+                errors.append("externalScaling: power already scales this NodeSet (Slurm's demand); drop one")
+            if self.gpus is not None and self.gpus.from_node_labels:
+                errors.append(
+                    "gpus.fromNodeLabels: not with power: its CLOUD nodes are defined in slurm.conf, "
+                    "GRES included, before any Node's labels are known; give gpus type and count"
+                )
+            if self.power.min_nodes > self.max_nodes:
+                errors.append(f"power.minNodes: {self.power.min_nodes} exceeds maxNodes {self.max_nodes}")
         replicas = self.desired_replicas
         if replicas is not None and replicas > self.max_nodes:
             errors.append(
@@ -486,6 +524,8 @@ class NodeSetSpec(PodSettings):
         """Pods wanted in replicas mode; None in all-matching-nodes."""
         if self.mode == "all-matching-nodes":
             return None
+        if self.power is not None:
+            return self.power.min_nodes  # at least; Slurm powers up more
         return 1 if self.replicas is None else self.replicas
 
     @property
@@ -646,6 +686,7 @@ __all__ = [
     "GpuSpec",
     "NodeAllocatable",
     "NodeSetSpec",
+    "PowerSpec",
     "Quantity",
     "SlurmName",
     "Toleration",
