@@ -85,6 +85,10 @@ def test_one_min_node_is_named_alone_and_power_with_replicas_zero_min() -> None:
             "nodesets[0].power.resumeTimeout: Input should be greater than or equal to 30",
         ),
         ({"power": {"suspend": 60}}, "nodesets[0].power.suspend: unknown field"),
+        (
+            {"gpus": {"type": "h100", "count": 8, "fromNodeLabels": True}},
+            "nodesets[0].gpus.fromNodeLabels: not with power: its CLOUD nodes are defined in slurm.conf",
+        ),
     ],
 )
 def test_power_refusals_name_the_field(change: dict[str, Any], expected: str) -> None:
