@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm
+from sunk.runtime.operator.cache import watch
 from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.loop import Operator
 from sunk.runtime.operator.settings import Settings
@@ -87,7 +88,7 @@ def world(slurm: LocalSlurm, kube_server: KubeSim) -> Iterator[tuple[LocalSlurm,
     kubelet.start()
     kube = OfficialKube(api)
     settings = Settings(identity="op-test", lease_namespace=NS, resync=0.5, slurmrestd_url=slurm.rest_url)
-    operator = Operator(kube, kube, settings)
+    operator = Operator(kube, kube, settings, watched=watch(api))
     stop = threading.Event()
     thread = threading.Thread(target=operator.run, args=(stop,), name="operator", daemon=True)
     thread.start()
