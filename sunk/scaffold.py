@@ -53,11 +53,19 @@ config:
   sunk:cluster:
     name: slurm
     tenant: {tenant}
+    # Every role (controller, accounting, restapi, login, each NodeSet, runtime) takes pod settings:
+    # nodeSelector, tolerations, affinity, priorityClassName, imagePullSecrets, labels, env, volumes...
+    # (README: Per-role pod and Service settings). For example:
+    # images: {{registry: registry.example.com/hpc, pullSecrets: [registry-credentials]}}
+    # login:
+    #   service: {{type: LoadBalancer, sourceRanges: [203.0.113.0/24]}}
     nodesets:
       - name: cpu
         replicas: 2
         cpus: 4
         memoryMib: 8192
+        # tolerations: [{{key: dedicated, operator: Exists, effect: NoSchedule}}]
+        # volumes: [{{name: dshm, mountPath: /dev/shm, emptyDir: {{medium: Memory, sizeLimit: 2Gi}}}}]
     partitions:
       - name: batch
         nodesets: [cpu]

@@ -5,6 +5,7 @@ exists, and the names sunk reserves are exactly the ones its builders use."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.manifests.operator import OperatorSpec, operator_manifests
 from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.policy import TenantPolicy, pod_problems
+from sunk.scaffold import STACK
 from sunk.spec import kubeschema
 from sunk.spec.base import RESERVED_MOUNTS
 from sunk.spec.cluster import ClusterSpec
@@ -425,3 +427,19 @@ def test_security_context_merges_over_sunks() -> None:
     assert ctld["securityContext"]["readOnlyRootFilesystem"] is True and ctld["securityContext"]["runAsNonRoot"] is True
     watcher = next(c for c in _pod_of(objs["research-controller"])["spec"]["containers"] if c["name"] == "reconfigure")
     assert "readOnlyRootFilesystem" not in watcher["securityContext"]  # the main container only
+
+
+def test_the_scaffolds_commented_examples_validate(tmp_path: Path) -> None:
+    """`sunk init` shows pod settings as comments; uncommented, they are a valid stack."""
+    text = STACK.format(tenant="demo")
+    examples = re.findall(r"^( *)# ((?:images|login|  service|tolerations|volumes):.*)$", text, flags=re.M)
+    assert len(examples) == 5
+    uncommented = re.sub(r"^( *)# ((?:images|login|tolerations|volumes):.*)$", r"\1\2", text, flags=re.M)
+    uncommented = re.sub(r"^( *)#   (service:.*)$", r"\1  \2", uncommented, flags=re.M)
+    path = tmp_path / "Pulumi.demo-dev.yaml"
+    path.write_text(uncommented)
+    spec = load_stack(str(path)).spec
+    assert spec.login.service.source_ranges == ["203.0.113.0/24"] and spec.images.pull_secrets == [
+        "registry-credentials"
+    ]
+    assert spec.nodesets[0].volumes[0].emptyDir == {"medium": "Memory", "sizeLimit": "2Gi"}
