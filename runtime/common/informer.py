@@ -347,6 +347,17 @@ class Informer(Generic[T]):
         with self._lock:
             return self._store.seq
 
+    @property
+    def failures(self) -> int:
+        """Consecutive failed rounds (reset when the watch delivers an event)."""
+        return self._failures
+
+    @property
+    def watching(self) -> bool:
+        """A watch is open now (after an outage: connected again, even before its first event)."""
+        with self._lock:
+            return self._stream is not None
+
     def wait_synced(self, timeout: float) -> bool:
         with self._lock:
             return self._lock.wait_for(lambda: self._store.synced, timeout)

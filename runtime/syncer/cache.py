@@ -51,12 +51,18 @@ class KubeCache(Protocol):
 
 
 class InformerCache:
-    def __init__(self, api_client: Any, namespace: str, *, sync_timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_client: Any, namespace: str, *, sync_timeout: float = 30.0, stale_after_failures: int = 3
+    ) -> None:
         from kubernetes import client
 
         core = client.CoreV1Api(api_client)
         self.namespace = namespace
         self.sync_timeout = sync_timeout
+        self.stale_after_failures = stale_after_failures
+        """A watch failing this many times in a row (0.5 + 1 + 2 s of backoff: ~4 s) and not open
+        again makes the view untrustworthy: cycles fail closed, as they did when a list failed,
+        until a watch is open again."""
         self.nodes: Informer[KubeNode] = Informer(
             KubeListWatch(core.list_node),
             functools.partial(parse_node, namespace=namespace),
@@ -82,6 +88,8 @@ class InformerCache:
         for informer in (self.nodes, self.pods):
             if not informer.wait_synced(self.sync_timeout):
                 raise KubeApiError(f"{informer.name}: not listed yet ({informer.last_error or 'waiting'})")
+            if informer.failures >= self.stale_after_failures and not informer.watching:
+                raise KubeApiError(f"{informer.name}: watch failing ({informer.failures} tries): {informer.last_error}")
         nodes = self.nodes.view(since[0] if since else None)
         pods = self.pods.view(since[1] if since else None)
         return KubeRead(nodes.items, pods.items, nodes.changed, pods.changed, (nodes.seq, pods.seq))

@@ -65,8 +65,15 @@ class World:
             scope = report.scope
             if not report.actions and scope is not None and not (scope.slurm_nodes or scope.kube_nodes):
                 return
-            self.cache.pods.wait_for_change(self.cache.pods.seq, 0.1)
+            self.quiet()
         raise AssertionError("no steady state")
+
+    def quiet(self) -> None:
+        """Until neither informer has seen a change for 0.3 s: the events of our own writes are in
+        (a cycle planned while one is still on its way would repeat that write, idempotently)."""
+        for informer in (self.cache.nodes, self.cache.pods, self.cache.nodes):
+            while informer.wait_for_change(informer.seq, 0.3):
+                pass
 
     def seqs(self) -> tuple[int, int]:
         return self.cache.nodes.seq, self.cache.pods.seq
@@ -161,6 +168,29 @@ def test_after_an_api_server_restart_and_410_the_informers_list_again_and_miss_n
     # Nothing was missed: a full plan of the same view has nothing left to do.
     fresh = Syncer(world.slurm, KubernetesApi(world.sim.api_client()), NS, registry=CollectorRegistry())
     assert fresh.cycle().actions == []
+
+
+def test_a_watch_that_keeps_failing_fails_the_cycle_closed_until_it_recovers(world: World) -> None:
+    world.settle()
+    world.sim.drop_watches(refuse=True)  # the API server answers 503 to every watch
+    world.api.patch_node(  # a cordon the syncer can't see
+        "k1", {"spec": {"unschedulable": True}}, _content_type="application/merge-patch+json", _preload_content=False
+    )
+    for _ in range(200):
+        if world.cache.nodes.failures >= 3:
+            break
+        world.cache.nodes.wait_for_change(world.cache.nodes.seq, 0.05)
+    report = world.syncer.cycle()
+    assert not report.ok and report.actions == [] and "watch failing" in report.errors[0]
+    assert not world.slurm.nodes["cpu-1"].drain
+    world.sim.drop_watches(refuse=False)
+    assert world.cache.nodes.wait_for_change(world.cache.nodes.seq, 40)  # the cordon, after the retry
+    for _ in range(400):  # the pod watch reconnects after its own backoff
+        if world.cache.pods.watching:
+            break
+        world.cache.pods.wait_for_change(world.cache.pods.seq, 0.05)
+    world.settle()
+    assert world.slurm.nodes["cpu-1"].reason == "sunk: Node k1 cordoned"
 
 
 def test_caches_not_listed_yet_fail_the_cycle_closed(world: World) -> None:
