@@ -4,6 +4,7 @@ exactly as it was. The node runs the rendered program from the slurmd image's ro
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from sunk.runtime.harness import LocalSlurm
 
+from sunk.render.health import render_health_files
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
 
@@ -128,8 +130,6 @@ def test_the_gpus_check_drains_a_node_missing_a_device_file(cluster: LocalSlurm)
         assert out.strip() == "sunk-health: gpus: 1 of 2 GPU device files /dev/nvidiaN present"
         assert _node(cluster, gpu)[1] == "sunk-health: gpus: 1 of 2 GPU device files /dev/nvidiaN present"
     finally:
-        import os
-
         os.mknod(device, saved.st_mode, saved.st_rdev)
     assert _run_program(cluster, gpu).strip() == f"sunk-health: all checks pass; resumed {gpu}"
     assert "DRAIN" not in _node(cluster, gpu)[0]
@@ -143,3 +143,25 @@ def test_the_syncers_drain_is_not_resumed(cluster: LocalSlurm) -> None:
         assert _node(cluster, node)[1] == "sunk: node cordoned"
     finally:
         cluster.run("scontrol", "update", f"nodename={node}", "state=resume", check=True)
+
+
+def test_a_disk_path_with_a_space_is_one_path(cluster: LocalSlurm) -> None:
+    """The program rendered for a disk check on `/tmp/scratch dir` (the last field of its line),
+    run in the slurmd root as slurmd runs it: the path reaches df whole."""
+    node = cluster.nodes[0].name
+    (cluster.root / "tmp/scratch dir").mkdir(exist_ok=True)
+    data = _spec().model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data["healthCheck"] = {"disk": [{"path": "/tmp/scratch dir", "minFreeMib": 1_000_000_000}], "gpus": False}
+    program = render_health_files(ClusterSpec.model_validate(data))["health.d/sunk-health.sh"]
+    path = cluster.role_root("slurmd") / "tmp/sunk-health-space.sh"
+    path.write_text(program)
+    path.chmod(0o755)
+    try:
+        done = cluster.jail.run(["/tmp/sunk-health-space.sh"], role="slurmd", env={"SLURMD_NODENAME": node}, check=True)
+        assert re.fullmatch(
+            r"sunk-health: disk: /tmp/scratch dir has \d+ MiB free, below 1000000000", done.stdout.strip()
+        ), done.stdout
+        assert _node(cluster, node)[1] == done.stdout.strip()
+    finally:
+        path.unlink()
+    assert _run_program(cluster, node).strip() == f"sunk-health: all checks pass; resumed {node}"

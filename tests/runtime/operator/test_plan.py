@@ -485,3 +485,28 @@ def test_status_reports_replicas_and_selector_for_the_scale_subresource() -> Non
     )
     assert status["replicas"] == 2
     assert status["selector"] == "slurm.sunk.dev/cluster=research,slurm.sunk.dev/nodeset=cpu"
+
+
+def test_gpus_from_node_labels_build_each_pod_from_its_node() -> None:
+    """The plan hands each pinned Node's labels to the pod builder: GPU feature discovery's labels
+    become that pod's GRES; a MIG Node without autodetect nvml gets no pod and TemplateValid=False
+    naming the field."""
+    spec = gpu_all(gpus={"type": "h100", "count": 8, "fromNodeLabels": True})
+    gfd = {**H100, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+    nodes = [KubeNode("g1", gfd, GPU_TAINT), KubeNode("g2", H100, GPU_TAINT)]
+    obs = Observed(NodeSetObject("research-gpu", NS, "u", 1, spec), [], {n.name: n for n in nodes}, {}, KEYS)
+    made = {a.slurm_node: a.pod for a in plan(obs, NOW) if isinstance(a, CreatePod)}
+    confs = {n: p["spec"]["containers"][0]["command"][-1] for n, p in made.items()}
+    assert "Gres=gpu:h100_80gb_hbm3:8" in confs["g1"].split()
+    assert "Gres=gpu:h100:8" in confs["g2"].split()  # no labels: the spec's
+    mig = {**H100, "nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+           "nvidia.com/gpu.count": "56"}  # fmt: skip
+    obs = Observed(
+        NodeSetObject("research-gpu", NS, "u", 1, spec), [], {"m1": KubeNode("m1", mig, GPU_TAINT)}, {}, KEYS
+    )
+    out = plan(obs, NOW)
+    assert not [a for a in out if isinstance(a, CreatePod)]
+    (status,) = [a for a in out if isinstance(a, WriteStatus)]
+    cond = {c["type"]: c for c in status.status["conditions"]}
+    assert cond["TemplateValid"]["status"] == "False"
+    assert "gpus.autodetect: the Node's GPUs are MIG instances" in cond["TemplateValid"]["message"]
