@@ -98,8 +98,8 @@ class Syncer:
         self._plan_all = True
         self._since_full = 0
         self._frozen = not freeze_gc
-        self._reads = 0
         """`freeze_gc`: for a process (gc.freeze is process-wide), not for a test suite."""
+        self._reads = 0
 
     # 1. observe -------------------------------------------------------------------------------
     def observe(self, report: CycleReport) -> tuple[Observed, Scope | None] | None:

@@ -1,8 +1,9 @@
 """kmock as the Kubernetes API for the syncer's real-Slurm tests (sunk.runtime.testing.kubesim).
 
-kmock is lax (label selectors and resourceVersion ignored, no status/spec split); the syncer
-filters its pod list itself and writes conditions with guarded JSON patches, so nothing here
-leans on that laxness."""
+kubesim fills kmock's gaps the syncer's watches need (resourceVersions, watches resuming from
+one, 410, label selectors); it is still lax elsewhere (no status/spec split, no preconditions on
+writes): the syncer checks its pods' labels itself and writes conditions with guarded JSON
+patches, so nothing here leans on that laxness."""
 
 from __future__ import annotations
 
