@@ -83,6 +83,13 @@ class OfficialKube:
         data: dict[str, Any] = json.loads(response.data)
         return data
 
+    @staticmethod
+    def _discard(response: Any) -> None:
+        """Read a write's reply to the end: a raw (`_preload_content=False`) reply left unread
+        keeps its connection out of the pool, so the next request opens a new one (the lease
+        renewal every few seconds did, measured in the scheduler as 2 ms of CPU per request)."""
+        response.data  # noqa: B018 -- reading the property consumes the body and frees the connection
+
     def _ok(self, err: Exception, *statuses: int) -> bool:
         return isinstance(err, self._exc) and err.status in statuses
 
@@ -139,7 +146,7 @@ class OfficialKube:
 
     def patch_config_map(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         self.writes += 1
-        self._core.patch_namespaced_config_map(name, namespace, dict(patch), _preload_content=False)
+        self._discard(self._core.patch_namespaced_config_map(name, namespace, dict(patch), _preload_content=False))
 
     def create_pod(self, body: Mapping[str, Any]) -> None:
         self._create(self._core.create_namespaced_pod, body)
@@ -147,7 +154,7 @@ class OfficialKube:
     def delete_pod(self, namespace: str, name: str) -> None:
         self.writes += 1
         try:
-            self._core.delete_namespaced_pod(name, namespace, _preload_content=False)
+            self._discard(self._core.delete_namespaced_pod(name, namespace, _preload_content=False))
         except Exception as err:
             if not self._ok(err, 404):
                 raise
@@ -169,7 +176,7 @@ class OfficialKube:
     def delete_budget(self, namespace: str, name: str) -> None:
         self.writes += 1
         try:
-            self._policy.delete_namespaced_pod_disruption_budget(name, namespace, _preload_content=False)
+            self._discard(self._policy.delete_namespaced_pod_disruption_budget(name, namespace, _preload_content=False))
         except Exception as err:
             if not self._ok(err, 404):
                 raise
@@ -205,7 +212,7 @@ class OfficialKube:
     def create_lease(self, body: Mapping[str, Any]) -> bool:
         try:
             create: Any = self._coord.create_namespaced_lease  # a dict body is accepted (and validated)
-            create(body["metadata"]["namespace"], dict(body), _preload_content=False)
+            self._discard(create(body["metadata"]["namespace"], dict(body), _preload_content=False))
         except Exception as err:
             if self._ok(err, 409):
                 return False
@@ -215,7 +222,7 @@ class OfficialKube:
     def patch_lease(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> bool:
         try:
             # A list body is sent as application/json-patch+json.
-            self._coord.patch_namespaced_lease(name, namespace, ops, _preload_content=False)
+            self._discard(self._coord.patch_namespaced_lease(name, namespace, ops, _preload_content=False))
         except Exception as err:
             # 409/422: a `test` failed on a real API server (someone else wrote first); kmock
             # answers 500 for the same. Either way we did not win.
@@ -228,7 +235,7 @@ class OfficialKube:
         self.writes += 1
         namespace = body["metadata"]["namespace"]
         try:
-            method(namespace, dict(body), _preload_content=False)
+            self._discard(method(namespace, dict(body), _preload_content=False))
         except Exception as err:
             if not self._ok(err, 409):
                 raise
