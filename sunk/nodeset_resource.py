@@ -114,6 +114,9 @@ class NodeSetStatus(Model):
     drained: int = 0
     down: int = 0
     updated: int = 0
+    outdated: int = 0
+    """Members whose pod runs an older template (with updateStrategy OnDelete they stay until
+    someone deletes them)."""
     protected: int = 0
     """slurmd pods a PodDisruptionBudget shields from eviction (Slurm node not drained and idle)."""
     replicas: int = 0

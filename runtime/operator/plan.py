@@ -15,6 +15,9 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
   created again, so the new slurmd registers fresh with the new node config; unless someone else
   drained it, so their drain survives. Slurm nodes of removed pods are removed the same way.
 - Our drains on members that are up to date and not leaving are resumed.
+- updateStrategy OnDelete: an outdated pod is never drained nor deleted for the update (one
+  someone deletes is created again from the new template); a rolling-update drain left from
+  before is resumed; status.outdated counts them.
 - A pod that ended (phase Failed or Succeeded, e.g. evicted) is deleted and then replaced.
 - Slurm unreadable: only pods are created; nothing is deleted, drained, resumed or removed.
 - all-matching-nodes: a pod is created only if a kubelet would admit it: its requests plus those
@@ -402,6 +405,13 @@ def _update(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, P
     budget = max_unavailable(spec.update_strategy, len(want)) - sum(unavailable(n) for n in want)
     out: list[Action] = []
     outdated = [p for p in live if p.template_hash != desired_hash]
+    if spec.update_strategy.type == "OnDelete":
+        # Never replaced here; a drain an earlier RollingUpdate left is lifted.
+        for pod in outdated:
+            node = slurm.get(pod.slurm_node)
+            if node is not None and node.drain and node.reason == UPDATE:
+                out.append(Resume(pod.slurm_node, "updateStrategy OnDelete: replaced only when deleted"))
+        outdated = []
     for pod in sorted(outdated, key=lambda p: rank(p, slurm)):
         node = slurm.get(pod.slurm_node)
         counted = not pod.ready or (node is not None and drained_by_us(node))

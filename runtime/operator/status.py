@@ -100,8 +100,12 @@ def compute_status(
     previous = list(ns.status.get("conditions") or [])
     desired = len(want)
     leaving = sum(1 for p in observed.pods if p.slurm_node not in want)
+    outdated = len(mine) - updated if desired_hash is not None else 0
+    on_delete = ns.spec.update_strategy.type == "OnDelete"
     if ready == desired and updated == desired and not leaving:
         why, msg = "AllReady", f"{ready}/{desired} pods ready and up to date"
+    elif on_delete and ready == desired == len(mine) and not leaving:
+        why, msg = "OutdatedOnDelete", f"{ready}/{desired} pods ready, {outdated} outdated until deleted (OnDelete)"
     elif len(mine) < desired:
         why, msg = "ScalingOut", f"{len(mine)}/{desired} pods exist, {ready} ready"
     elif updated < desired and desired_hash is not None:
@@ -111,7 +115,7 @@ def compute_status(
     else:
         why, msg = "PodsNotReady", f"{ready}/{desired} pods ready"
     conditions = [
-        _condition(previous, keys.READY, why == "AllReady", why, msg, now),
+        _condition(previous, keys.READY, why in ("AllReady", "OutdatedOnDelete"), why, msg, now),
         _condition(
             previous,
             keys.SLURM_REACHABLE,
@@ -151,6 +155,7 @@ def compute_status(
         scheduled=sum(p.scheduled for p in mine),
         ready=ready,
         updated=updated,
+        outdated=outdated,
         protected=protected,
         replicas=sum(not p.leaving for p in mine),
         selector=",".join(f"{k}={v}" for k, v in sorted(selector_labels(ns.spec).items())),

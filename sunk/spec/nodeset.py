@@ -113,10 +113,24 @@ def _max_unavailable(value: int | str) -> int | str:
 class UpdateStrategy(Model):
     """How the operator replaces pods when the template changes."""
 
+    type: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
+    """`RollingUpdate`: the operator drains outdated pods, at most maxUnavailable at a time, and
+    replaces each once idle. `OnDelete`: it never replaces an outdated pod; one someone deletes
+    (`kubectl delete pod`, a node upgrade) comes back with the new template, and status.outdated
+    counts those still waiting (as a StatefulSet's OnDelete). Default: RollingUpdate."""
     max_unavailable: Annotated[int | str, AfterValidator(_max_unavailable)] = 1
-    """Pods drained and replaced at once: a count or a percentage. Default: 1."""
+    """Pods drained and replaced at once: a count or a percentage. RollingUpdate only. Default: 1."""
     force: bool = False
-    """Replace pods without waiting for their jobs to finish. Default: false."""
+    """Replace pods without waiting for their jobs to finish. RollingUpdate only. Default: false."""
+
+    @model_validator(mode="after")
+    def _on_delete(self) -> UpdateStrategy:
+        if self.type == "OnDelete":
+            given = [f for f in ("max_unavailable", "force") if f in self.model_fields_set]
+            if given:
+                name = {"max_unavailable": "maxUnavailable", "force": "force"}[given[0]]
+                raise ValueError(f"{name}: only with type RollingUpdate (OnDelete replaces no pod itself)")
+        return self
 
 
 class PowerSpec(Model):
