@@ -268,6 +268,22 @@ def handle_event(
     return version
 
 
+def version_number(version: str) -> int | None:
+    """A resourceVersion as a number, or None. The API contract calls versions opaque; etcd's (and
+    kmock's) are its revision, a number that only grows, which is all `Informer.observe` relies on,
+    and only when both sides are numbers."""
+    return int(version) if version.isdigit() else None
+
+
+def older_than_written(written: Mapping[str, int], key: str, version: str) -> bool:
+    """A watch event for `key` at `version` predates a write of ours already applied from its
+    reply (`Informer.observe`): applying it would put the store back before our write until the
+    write's own event arrives."""
+    mine = written.get(key)
+    number = version_number(version)
+    return mine is not None and number is not None and number < mine
+
+
 # --- the thread -----------------------------------------------------------------------------
 
 
@@ -316,6 +332,9 @@ class Informer(Generic[T]):
         self._stream: WatchStream | None = None
         self._failures = 0
         self._gone_streak = 0
+        self._written: dict[str, int] = {}
+        """Key -> resourceVersion of our own writes applied from their replies (observe), until the
+        watch catches up with them."""
         self.resource_version = ""
         # Counters for metrics, tests and benchmarks.
         self.lists = 0
@@ -369,6 +388,23 @@ class Informer(Generic[T]):
                 self._store.seq > since
             )
 
+    def observe(self, obj: dict[str, Any]) -> None:
+        """A write's reply (the object as the server stored it): apply it now, as its MODIFIED
+        event would be, so a cycle planned before the watch delivers that event sees the write and
+        does not repeat it. Events older than it are then skipped for that object until the
+        watch reaches the write (versions compared only when both are numbers)."""
+        if not isinstance(obj.get("metadata"), dict):
+            return
+        with self._lock:
+            before = self._store.seq
+            handle_event(
+                self._store, {"type": "MODIFIED", "object": obj}, self.transform, key=self.key, selector=self.selector
+            )
+            number = version_number(str(obj["metadata"].get("resourceVersion") or ""))
+            if number is not None:
+                self._written[self.key(obj)] = number
+        self._notify(before)
+
     # --- one round -------------------------------------------------------------------------
 
     def _notify(self, before: int) -> None:
@@ -405,6 +441,7 @@ class Informer(Generic[T]):
         with self._lock:
             before = self._store.seq
             changed = self._store.replace(items)
+            self._written.clear()  # a list is newer than any write we observed before it
             self.resource_version = version
         log.info("%s: listed %d objects (%d changed) at resourceVersion %s", self.name, len(items), changed, version)
         self._notify(before)
@@ -431,7 +468,7 @@ class Informer(Generic[T]):
                 delivered += 1
                 with self._lock:
                     before = self._store.seq
-                    version = handle_event(self._store, event, self.transform, key=self.key, selector=self.selector)
+                    version = self._apply(event)
                     if version:
                         self.resource_version = version
                 self.events += 1
@@ -443,6 +480,18 @@ class Informer(Generic[T]):
                 self._stream = None
             stream.close()
         return delivered
+
+    def _apply(self, event: Mapping[str, Any]) -> str:
+        """One watch event, under the lock; one predating a write observed from its reply is
+        skipped (its version still moves the watch on)."""
+        obj = event.get("object") or {}
+        if self._written and event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+            key = self.key(obj)
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            if older_than_written(self._written, key, version) and event.get("type") != "DELETED":
+                return version
+            self._written.pop(key, None)
+        return handle_event(self._store, event, self.transform, key=self.key, selector=self.selector)
 
     def step(self) -> float:
         """One round: a list if there is no version to watch from, then one watch until the

@@ -47,6 +47,11 @@ class KubeCache(Protocol):
         trustworthy view (never synced), so the cycle fails closed."""
         ...
 
+    def observe(self, kind: str, obj: dict[str, Any]) -> None:
+        """A write's reply ("node" or "pod"): the view shows it from now on, without waiting for
+        the write's watch event (a cycle in between would otherwise repeat the write)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -94,6 +99,9 @@ class InformerCache:
         pods = self.pods.view(since[1] if since else None)
         return KubeRead(nodes.items, pods.items, nodes.changed, pods.changed, (nodes.seq, pods.seq))
 
+    def observe(self, kind: str, obj: dict[str, Any]) -> None:
+        (self.nodes if kind == "node" else self.pods).observe(obj)
+
     def close(self) -> None:
         self.nodes.stop()
         self.pods.stop()
@@ -125,6 +133,9 @@ class PollingCache:
         return KubeRead(
             node_view.items, pod_view.items, node_view.changed, pod_view.changed, (node_view.seq, pod_view.seq)
         )
+
+    def observe(self, kind: str, obj: dict[str, Any]) -> None:
+        pass  # every read lists again
 
     def close(self) -> None:
         pass

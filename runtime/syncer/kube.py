@@ -30,13 +30,15 @@ class KubeApi(Protocol):
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]: ...
 
-    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None: ...
+    # A patch returns the object as the server stored it (None where a fake has no such reply):
+    # the syncer applies it to its cache at once (InformerCache.observe).
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None: ...
 
-    def patch_pod_status(self, namespace: str, name: str, patch: Patch) -> None: ...
+    def patch_pod_status(self, namespace: str, name: str, patch: Patch) -> dict[str, Any] | None: ...
 
-    def patch_node(self, name: str, patch: dict[str, Any]) -> None: ...
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any] | None: ...
 
-    def patch_node_status(self, name: str, patch: Patch) -> None: ...
+    def patch_node_status(self, name: str, patch: Patch) -> dict[str, Any] | None: ...
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
 
@@ -155,19 +157,25 @@ class KubernetesApi:
     def _content_type(patch: Patch) -> str:
         return "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
 
-    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self._call(self._core.patch_namespaced_pod, name, namespace, patch, _content_type=self._content_type(patch))
+    def _patch(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        reply = self._call(fn, *args, **kwargs)
+        return reply if isinstance(reply, dict) else None
 
-    def patch_pod_status(self, namespace: str, name: str, patch: Patch) -> None:
-        self._call(
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+        return self._patch(
+            self._core.patch_namespaced_pod, name, namespace, patch, _content_type=self._content_type(patch)
+        )
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Patch) -> dict[str, Any] | None:
+        return self._patch(
             self._core.patch_namespaced_pod_status, name, namespace, patch, _content_type=self._content_type(patch)
         )
 
-    def patch_node(self, name: str, patch: dict[str, Any]) -> None:
-        self._call(self._core.patch_node, name, patch, _content_type=self._content_type(patch))
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+        return self._patch(self._core.patch_node, name, patch, _content_type=self._content_type(patch))
 
-    def patch_node_status(self, name: str, patch: Patch) -> None:
-        self._call(self._core.patch_node_status, name, patch, _content_type=self._content_type(patch))
+    def patch_node_status(self, name: str, patch: Patch) -> dict[str, Any] | None:
+        return self._patch(self._core.patch_node_status, name, patch, _content_type=self._content_type(patch))
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         self._call(self._core.create_namespaced_event, namespace, body)

@@ -222,16 +222,25 @@ class Syncer:
 
     def _apply_kube(self, action: KubeAction) -> None:
         if isinstance(action, AnnotatePod):
-            self.kube.patch_pod(action.namespace, action.name, {"metadata": {"annotations": dict(action.annotations)}})
+            patch = {"metadata": {"annotations": dict(action.annotations)}}
+            self._observe("pod", self.kube.patch_pod(action.namespace, action.name, patch))
         elif isinstance(action, SetPodCondition):
-            patch = condition_patch(action.condition, action.index, action.count)
-            self.kube.patch_pod_status(action.namespace, action.name, patch)
+            status = condition_patch(action.condition, action.index, action.count)
+            self._observe("pod", self.kube.patch_pod_status(action.namespace, action.name, status))
         elif isinstance(action, AnnotateNode):
-            self.kube.patch_node(action.name, {"metadata": {"annotations": dict(action.annotations)}})
+            patch = {"metadata": {"annotations": dict(action.annotations)}}
+            self._observe("node", self.kube.patch_node(action.name, patch))
         elif isinstance(action, RemoveNodeCondition):
-            self.kube.patch_node_status(action.name, condition_removal(action.type, action.index))
+            self._observe(
+                "node", self.kube.patch_node_status(action.name, condition_removal(action.type, action.index))
+            )
         else:
-            self.kube.patch_node_status(action.name, condition_patch(action.condition, action.index, action.count))
+            status = condition_patch(action.condition, action.index, action.count)
+            self._observe("node", self.kube.patch_node_status(action.name, status))
+
+    def _observe(self, kind: str, reply: object) -> None:
+        if isinstance(reply, dict):
+            self.cache.observe(kind, reply)
 
     # the cycle --------------------------------------------------------------------------------
     def cycle(self) -> CycleReport:

@@ -312,3 +312,42 @@ def test_the_official_client_source_pages_and_maps_410() -> None:
 
         with pytest.raises(Gone):
             KubeListWatch(gone).list(label_selector="", field_selector="", limit=1, continue_token="x")
+
+
+def test_a_write_observed_from_its_reply_shows_at_once_and_older_events_do_not_undo_it() -> None:
+    server = FakeListWatch()
+    for i in range(3):
+        server.put(node(f"n{i}"))
+    inf = informer(server)
+    inf.step()
+    server.put(node("n1", cordoned=True))  # someone else's changes, versions 4 and 5, still on their way
+    server.put(node("n1"))
+    server.put(node("n1", cordoned=True))  # our write (version 6), whose reply we hold
+    before = inf.seq
+    inf.observe(server.objects["n1"])
+    after = inf.view(before)
+    assert after.changed == frozenset({"n1"}) and after.items["n1"] == Slim("n1", True)  # no watch event yet
+    inf.step()  # the watch now delivers 4 and 5 (older than our write: skipped) and 6 (ours: equal)
+    assert inf.view(after.seq).changed == frozenset()  # never back to uncordoned, not even for a moment
+    assert inf.resource_version == "6"
+    server.put(node("n1"))  # a later change (version 7) applies as usual
+    inf.step()
+    assert inf.get("n1") == Slim("n1", False)
+
+
+def test_observe_ignores_what_is_no_object_and_a_relist_forgets_observed_writes() -> None:
+    server = FakeListWatch()
+    server.put(node("n0"))
+    inf = informer(server)
+    inf.step()
+    seq = inf.seq
+    inf.observe({"kind": "Status"})  # a reply without metadata changes nothing
+    assert inf.seq == seq
+    inf.observe({"metadata": {"name": "n0", "resourceVersion": "99"}, "spec": {"unschedulable": True}})
+    assert inf.get("n0") == Slim("n0", True)
+    server.put(node("n0", labels={"a": "b"}))
+    server.put(node("n0"))
+    server.compact()  # the next watch gets 410: a list, which is newer than anything observed
+    inf.step()
+    inf.step()
+    assert inf.relists == 1 and inf.get("n0") == Slim("n0", False)
