@@ -12,7 +12,7 @@ from sunk import keys
 from sunk.manifests.nodeset_pod import LABEL_NODESET
 
 from ..slurmrest import Node as SlurmNode
-from ..slurmrest import SlurmUnavailable
+from ..slurmrest import Reservation, SlurmUnavailable
 from .kube import KubeApi, bound_and_running, is_protection_budget, is_slurmd_pod
 from .leader import LeaseApi
 from .slurm import SlurmApi
@@ -182,6 +182,7 @@ class FakeSlurm:
         self.reads = 0
         self.down = False
         self.reconfigures = 0
+        self.reservations: list[Reservation] = []
 
     def _check(self) -> None:
         if self.down:
@@ -195,6 +196,10 @@ class FakeSlurm:
         old = self.nodes[name]
         flags = [s for s in old.state if s not in ("IDLE", "ALLOCATED", "MIXED", "DOWN")]
         self.nodes[name] = old.model_copy(update={"state": (*state, *flags)})
+
+    def list_reservations(self) -> list[Reservation]:
+        self._check()
+        return list(self.reservations)
 
     def list_nodes(self) -> list[SlurmNode]:
         self._check()

@@ -19,6 +19,7 @@ from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.nodeset_resource import NodeSetResourceSpec
 
 from ..slurmrest.models import Node as SlurmNode
+from ..slurmrest.models import Reservation
 from .admission import allocatable
 
 BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
@@ -160,6 +161,9 @@ class Observed:
     node_usage: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """Kubernetes Node -> summed requests of the non-terminated pods bound to it (every pod, not
     only slurmd ones), for the admission check of all-matching-nodes pods."""
+    reservations: Mapping[str, Reservation] | None = None
+    """Slurm's reservations by name, read when a NodeSet of the cluster holds its updates to a
+    maintenance reservation; None when not read (then such updates wait)."""
     budgets: Sequence[Budget] | None = ()
     """The PodDisruptionBudgets protecting this NodeSet's slurmd pods; None when they could not be
     read (then none is created or removed)."""

@@ -15,6 +15,9 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
   created again, so the new slurmd registers fresh with the new node config; unless someone else
   drained it, so their drain survives. Slurm nodes of removed pods are removed the same way.
 - Our drains on members that are up to date and not leaving are resumed.
+- updateStrategy maintenanceReservation: only outdated pods whose node is in that Slurm
+  reservation, while it is active and has the MAINT flag, are drained and replaced; the others
+  wait (a drain the update left outside the window is resumed).
 - updateStrategy OnDelete: an outdated pod is never drained nor deleted for the update (one
   someone deletes is created again from the new template); a rolling-update drain left from
   before is resumed; status.outdated counts them.
@@ -337,7 +340,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
     actions += created.actions
     actions += _scale_in(observed, victims)
     if desired_hash is not None and slurm is not None:  # 3. rolling update, 4. resume our drains
-        actions += _update(observed, want, pods, desired_hash)
+        actions += _update(observed, want, pods, desired_hash, now)
     actions += _orphans(observed, want, pods)
     protected = len(observed.budgets or ())
     if slurm is not None and observed.budgets is not None:  # 6. eviction protection
@@ -390,7 +393,18 @@ def _does_not_fit(observed: Observed, m: Member, manifest: Mapping[str, Any]) ->
     return "; ".join(str(s) for s in shortfalls(kn.allocatable, used, pod_requests(manifest)))
 
 
-def _update(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod], desired_hash: str) -> list[Action]:
+def maintenance_nodes(observed: Observed, name: str, now: datetime) -> frozenset[str]:
+    """The nodes of reservation `name` if it is read, has the MAINT flag and is active at `now`;
+    else none (the update waits)."""
+    resv = (observed.reservations or {}).get(name)
+    if resv is None or "MAINT" not in resv.flags or not resv.active(now.timestamp()):
+        return frozenset()
+    return resv.nodes
+
+
+def _update(
+    observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod], desired_hash: str, now: datetime
+) -> list[Action]:
     spec = observed.nodeset.spec
     slurm = observed.slurm or {}
     force = spec.update_strategy.force
@@ -405,13 +419,19 @@ def _update(observed: Observed, want: Mapping[str, Member], pods: Mapping[str, P
     budget = max_unavailable(spec.update_strategy, len(want)) - sum(unavailable(n) for n in want)
     out: list[Action] = []
     outdated = [p for p in live if p.template_hash != desired_hash]
+    held: list[Pod] = []
+    why_held = ""
     if spec.update_strategy.type == "OnDelete":
-        # Never replaced here; a drain an earlier RollingUpdate left is lifted.
-        for pod in outdated:
-            node = slurm.get(pod.slurm_node)
-            if node is not None and node.drain and node.reason == UPDATE:
-                out.append(Resume(pod.slurm_node, "updateStrategy OnDelete: replaced only when deleted"))
-        outdated = []
+        held, outdated, why_held = outdated, [], "updateStrategy OnDelete: replaced only when deleted"
+    elif spec.update_strategy.maintenance_reservation is not None:
+        window = maintenance_nodes(observed, spec.update_strategy.maintenance_reservation, now)
+        held = [p for p in outdated if p.slurm_node not in window]
+        outdated = [p for p in outdated if p.slurm_node in window]
+        why_held = "outside the maintenance reservation: the update waits for it"
+    for pod in held:  # never replaced now; a drain the update left is lifted
+        node = slurm.get(pod.slurm_node)
+        if node is not None and node.drain and node.reason == UPDATE:
+            out.append(Resume(pod.slurm_node, why_held))
     for pod in sorted(outdated, key=lambda p: rank(p, slurm)):
         node = slurm.get(pod.slurm_node)
         counted = not pod.ready or (node is not None and drained_by_us(node))

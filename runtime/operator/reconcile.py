@@ -31,6 +31,7 @@ from ..common.conditions import Condition
 from ..common.events import event
 from ..common.timefmt import rfc3339
 from ..slurmrest.models import Node as SlurmNode
+from ..slurmrest.models import Reservation
 from .admission import add_usage, pod_requests
 from .cache import KubeState, ListedKube, WatchedKube
 from .kube import KubeApi
@@ -240,6 +241,12 @@ class Reconciler:
         except Exception as err:  # any failure to read Slurm means: delete nothing this resync
             log.warning("cluster %s/%s: Slurm unreadable, deleting nothing: %s", namespace, cluster, err)
             report.slurm_unreadable.append(f"{namespace}/{cluster}")
+        reservations: dict[str, Reservation] | None = None
+        if api is not None and slurm is not None and any(s.spec.update_strategy.maintenance_reservation for s in sets):
+            try:  # unread, updates held to a maintenance window wait
+                reservations = {r.name: r for r in api.list_reservations()}
+            except Exception as err:
+                log.warning("cluster %s/%s: reservations unreadable, held updates wait: %s", namespace, cluster, err)
         # One read per ConfigMap a NodeSet of the cluster mounts (NodeSets share most of them).
         keys: dict[str, frozenset[str] | None] = {}
         for s in sets:
@@ -254,6 +261,7 @@ class Reconciler:
                 service_exists=(namespace, service_name(s.spec)) in services,
                 node_usage=usage,
                 budgets=None if budgets_by is None else budgets_by.get((namespace, cluster, s.spec.name), []),
+                reservations=reservations,
             )
             for action in plan(observed, now):
                 applied = self._apply(s, action, api, now, report)

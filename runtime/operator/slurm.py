@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..slurmrest.auth import JwtMinter
 from ..slurmrest.errors import INVALID_NODE_NAME, SlurmApiError
 from ..slurmrest.models import Node as SlurmNode
+from ..slurmrest.models import Reservation
 
 if TYPE_CHECKING:
     from ..slurmrest.client import SlurmRestClient
@@ -25,6 +26,7 @@ class SlurmApi(Protocol):
     def resume(self, name: str) -> None: ...
     def remove(self, name: str, reason: str) -> None: ...
     def reconfigure(self) -> None: ...
+    def list_reservations(self) -> list[Reservation]: ...
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class RestSlurm:
 
     def reconfigure(self) -> None:
         self.client.reconfigure()
+
+    def list_reservations(self) -> list[Reservation]:
+        return self.client.list_reservations()
 
 
 class SlurmClients:

@@ -23,7 +23,7 @@ from .errors import (
     SlurmRestError,
     SlurmUnavailable,
 )
-from .models import BASE_STATES, DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, no_val
+from .models import BASE_STATES, DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, Reservation, no_val
 from .podref import PodRef, read_pod_ref, write_pod_ref
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ __all__ = [
     "Partition",
     "Ping",
     "PodRef",
+    "Reservation",
     "SlurmApiError",
     "SlurmError",
     "SlurmRestClient",

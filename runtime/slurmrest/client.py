@@ -19,7 +19,7 @@ from sunk.naming import SLURMRESTD_API
 
 from .auth import TokenProvider
 from .errors import CONTROLLER_UNREACHABLE, INVALID_NODE_NAME, SlurmApiError, SlurmError, SlurmUnavailable
-from .models import DbJob, Diag, Job, JobSubmit, Node, Partition, Ping
+from .models import DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, Reservation
 from .nodestate import NodeState, NodeStates, decode_node_states
 
 T = TypeVar("T", bound=BaseModel)
@@ -199,6 +199,11 @@ class SlurmRestClient:
         """All nodes in one call. FUTURE nodes are only listed when asked (`?flags=FUTURE`)."""
         params = {"flags": "FUTURE"} if future else None
         return self._items(self.call("GET", f"{_SLURM}/nodes/", params=params), "nodes", Node, f"{_SLURM}/nodes/")
+
+    def list_reservations(self) -> list[Reservation]:
+        """Every reservation slurmctld holds, in one call."""
+        path = f"{_SLURM}/reservations/"
+        return self._items(self.call("GET", path), "reservations", Reservation, path)
 
     def node_states(self, *, future: bool = False) -> list[NodeState]:
         """All nodes, only the fields the syncer reads, decoded by msgspec from the reply's bytes

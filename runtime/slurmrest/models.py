@@ -80,6 +80,26 @@ class Node(Reply):
         return "DRAIN" in self.state
 
 
+class Reservation(Reply):
+    """One entry of GET /slurm/v0.0.42/reservations/ (measured on 24.11: `node_list` a hostlist,
+    `flags` such as ["MAINT", "IGNORE_JOBS", "SPEC_NODES"], times as uint64_no_val)."""
+
+    name: str
+    node_list: str = ""
+    flags: tuple[str, ...] = ()
+    start_time: NoVal = None
+    end_time: NoVal = None
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        return frozenset(expand(self.node_list)) if self.node_list else frozenset()
+
+    def active(self, now: float) -> bool:
+        """Started and not ended at `now` (Unix seconds); an unset end never ends."""
+        started = self.start_time is not None and self.start_time <= now
+        return started and (self.end_time is None or now < self.end_time)
+
+
 class Job(Reply):
     """One entry of GET /slurm/v0.0.42/jobs (slurmctld's view: pending and recent jobs)."""
 

@@ -122,13 +122,24 @@ class UpdateStrategy(Model):
     """Pods drained and replaced at once: a count or a percentage. RollingUpdate only. Default: 1."""
     force: bool = False
     """Replace pods without waiting for their jobs to finish. RollingUpdate only. Default: false."""
+    maintenance_reservation: SlurmName | None = None
+    """A Slurm reservation (https://slurm.schedmd.com/reservations.html) that holds the rolling
+    update to a maintenance window: an outdated pod is replaced only while that reservation is
+    active, has the MAINT flag and lists its node (`scontrol create reservation
+    ReservationName=maint-cpu Flags=MAINT,IGNORE_JOBS Nodes=cpu-[0-7] StartTime=... Duration=...`);
+    outside it updates wait (status.outdated counts them). RollingUpdate only. Default: none
+    (update at once)."""
 
     @model_validator(mode="after")
     def _on_delete(self) -> UpdateStrategy:
         if self.type == "OnDelete":
-            given = [f for f in ("max_unavailable", "force") if f in self.model_fields_set]
+            given = [f for f in ("max_unavailable", "force", "maintenance_reservation") if f in self.model_fields_set]
             if given:
-                name = {"max_unavailable": "maxUnavailable", "force": "force"}[given[0]]
+                name = {
+                    "max_unavailable": "maxUnavailable",
+                    "force": "force",
+                    "maintenance_reservation": "maintenanceReservation",
+                }[given[0]]
                 raise ValueError(f"{name}: only with type RollingUpdate (OnDelete replaces no pod itself)")
         return self
 
