@@ -49,7 +49,7 @@ def test_status_counts_outdated_pods_and_stays_ready() -> None:
     assert ready["status"] == "True" and ready["reason"] == "OutdatedOnDelete", ready
 
 
-@pytest.mark.parametrize("field", [{"maxUnavailable": 2}, {"force": True}])
+@pytest.mark.parametrize("field", [{"maxUnavailable": 2}, {"force": True}, {"maintenanceReservation": "maint-cpu"}])
 def test_on_delete_refuses_rolling_update_settings(field: dict[str, Any]) -> None:
     data = {
         "name": "research",
