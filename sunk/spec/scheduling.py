@@ -464,6 +464,12 @@ def mib_per_cpu(ns: NodeSetSpec) -> int:
     return max(1, ns.memory_mib // ns.cpus)
 
 
+def _most_nodes(ns: NodeSetSpec) -> int | None:
+    """Nodes a NodeSet can have at once: replicas; with power, maxNodes (Slurm powers up to it);
+    None in all-matching-nodes (the Nodes decide)."""
+    return ns.max_nodes if ns.power is not None else ns.desired_replicas
+
+
 def partition_problems(
     partitions: Sequence[PartitionSpec], nodesets: Sequence[NodeSetSpec], topology: TopologySpec
 ) -> list[str]:
@@ -490,10 +496,10 @@ def partition_problems(
         # stay outside every block. Measured on 24.11: a job whose candidate nodes include block
         # nodes is placed inside blocks only, so beside a NodeSet that can fill blocks those nodes
         # run jobs only when a job is constrained to them (-C, -w is refused).
-        fillers = [n.name for n in members if n.desired_replicas is None or n.desired_replicas >= base]
+        fillers = [n.name for n in members if _most_nodes(n) is None or (_most_nodes(n) or 0) >= base]
         for j, name in enumerate(p.nodesets):
             ns = known.get(name)
-            replicas = ns.desired_replicas if ns is not None else None
+            replicas = _most_nodes(ns) if ns is not None else None
             if not fillers or replicas is None or replicas == 0 or replicas >= base:
                 continue
             errors.append(

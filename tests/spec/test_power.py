@@ -103,3 +103,16 @@ def test_power_nodesets_share_one_suspend_time() -> None:
     data["nodesets"][1] = {"name": "fixed", "cpus": 4, "memoryMib": 8192, "power": {"suspendTime": 60}}
     (problem,) = problems(data)
     assert problem.startswith("nodesets[1].power.suspendTime: 60 differs from nodesets[0]'s 300; Slurm 24.11 has one")
+
+
+def test_block_topology_counts_a_power_nodeset_at_max_nodes() -> None:
+    data = copy.deepcopy(BASE)
+    data["topology"] = {"plugin": "block", "blockSizes": [4], "labelKeys": ["example.com/block"]}
+    data["nodesets"][0]["power"] = {"minNodes": 0}  # 0 running now, up to 16: it can fill blocks
+    data["nodesets"][1]["replicas"] = 4
+    load_spec(data)
+    data["nodesets"][0]["maxNodes"] = 2
+    found = problems(data)
+    assert any(
+        p.startswith("partitions[0].nodesets[0]: cpu has 2 replicas, fewer than the base block size 4") for p in found
+    ), found
