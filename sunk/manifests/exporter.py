@@ -9,11 +9,10 @@ scheduling cycle, and it exists only where monitoring is enabled."""
 from __future__ import annotations
 
 from sunk.manifests.auth import AuthRefs
-from sunk.manifests.config import JWT_KEY
-from sunk.manifests.meta import RUNTIME_UID, Manifest, labels, metadata, obj, selector
+from sunk.manifests.meta import Manifest, metadata, obj, selector
 from sunk.manifests.monitoring import SERVICE_MONITOR_API
 from sunk.manifests.podsettings import apply_pod, object_meta
-from sunk.manifests.runtime import JWT_DIR, METRICS_PORT, runtime_container, runtime_env
+from sunk.manifests.runtime import METRICS_PORT, runtime_container, runtime_env, runtime_pod
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "exporter"
@@ -42,31 +41,8 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     # A reply of every job is held in memory at once: room for a queue of ~100,000 jobs.
     limits = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
     container = runtime_container(spec.images.runtime.ref, MODULE, env, limits)
-    container["volumeMounts"] = [{"name": "jwt", "mountPath": JWT_DIR, "readOnly": True}]
-    pod = {
-        "metadata": {"labels": labels(spec, COMPONENT)},
-        "spec": {
-            "serviceAccountName": name(spec),
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "fsGroup": RUNTIME_UID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [container],
-            "volumes": [
-                {
-                    "name": "jwt",
-                    "secret": {
-                        "secretName": refs.jwt.secret,
-                        "defaultMode": 0o440,
-                        "items": [{"key": refs.jwt.key, "path": JWT_KEY}],
-                    },
-                }
-            ],
-        },
-    }
+    # No Kubernetes API: its ServiceAccount mounts no token.
+    pod = runtime_pod(spec, refs, COMPONENT, container, service_account=name(spec), token=False)
     # The runtime's pod settings (runtime: nodeSelector, tolerations, pull secrets, pod labels...)
     # place it with the syncer and scheduler; their env and volumes are theirs (main=None).
     pod = apply_pod(pod, spec.runtime, main=None, pull_secrets=spec.images.pull_secrets)

@@ -144,6 +144,38 @@ nodes ~0.05 s of syncer CPU; slurmrestd serialising the node list is the floor
 (runtime/syncer/README.md, bench/README.md)."""
 
 
+def runtime_pod(
+    spec: ClusterSpec, refs: AuthRefs, component: str, container: Manifest, *, service_account: str, token: bool = True
+) -> Manifest:
+    """The pod template every runtime process runs in (syncer, scheduler, exporter): non-root, the
+    runtime default seccomp profile, the cluster's JWT key mounted read-only at JWT_DIR; `token`:
+    whether the ServiceAccount token is mounted (not for a process that needs no Kubernetes API)."""
+    container["volumeMounts"] = [{"name": "jwt", "mountPath": JWT_DIR, "readOnly": True}]
+    pod_spec: Manifest = {"serviceAccountName": service_account}
+    if not token:
+        pod_spec["automountServiceAccountToken"] = False
+    pod_spec |= {
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "fsGroup": RUNTIME_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {
+                "name": "jwt",
+                "secret": {
+                    "secretName": refs.jwt.secret,
+                    "defaultMode": 0o440,
+                    "items": [{"key": refs.jwt.key, "path": JWT_KEY}],
+                },
+            }
+        ],
+    }
+    return {"metadata": {"labels": labels(spec, component)}, "spec": pod_spec}
+
+
 def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Manifest:
     n = name(spec, controller)
     env = runtime_env(spec)
@@ -157,30 +189,7 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
     container = runtime_container(
         spec.images.runtime.ref, f"sunk.runtime.{controller}", env, resources(spec.runtime.resources)
     )
-    container["volumeMounts"] = [{"name": "jwt", "mountPath": JWT_DIR, "readOnly": True}]
-    pod = {
-        "metadata": {"labels": labels(spec, controller)},
-        "spec": {
-            "serviceAccountName": n,
-            "enableServiceLinks": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "fsGroup": RUNTIME_UID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [container],
-            "volumes": [
-                {
-                    "name": "jwt",
-                    "secret": {
-                        "secretName": refs.jwt.secret,
-                        "defaultMode": 0o440,
-                        "items": [{"key": refs.jwt.key, "path": JWT_KEY}],
-                    },
-                }
-            ],
-        },
-    }
+    pod = runtime_pod(spec, refs, controller, container, service_account=n)
     pod = apply_pod(pod, spec.runtime, main=controller, pull_secrets=spec.images.pull_secrets)
     return obj(
         "apps/v1",
