@@ -156,8 +156,11 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(slurm: LocalSlurm, kube_server: Any) -> World:
-    return World(slurm, kube_server.url)
+def world(slurm: LocalSlurm, kube_server: Any) -> Iterator[World]:
+    w = World(slurm, kube_server.url)
+    yield w
+    for syncer in w.syncers:  # the last syncer's watch threads, not left running to the end of the session
+        syncer.close()
 
 
 def settle(syncer: Syncer, limit: int = 8) -> list[CycleReport]:
