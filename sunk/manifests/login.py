@@ -22,6 +22,7 @@ from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared
 from sunk.manifests.podsettings import apply_pod, apply_service, object_meta
 from sunk.manifests.sssd import render_sssd_conf, with_sssd
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.pod import SSHD_CAPABILITIES
 
 COMPONENT = "login"
 SSH_PORT = 22
@@ -36,17 +37,7 @@ _SSHD_SECURITY: Manifest = {
     "allowPrivilegeEscalation": True,
     "capabilities": {
         "drop": ["ALL"],
-        "add": [
-            "AUDIT_WRITE",
-            "CHOWN",
-            "DAC_OVERRIDE",
-            "FOWNER",
-            "KILL",
-            "NET_BIND_SERVICE",
-            "SETGID",
-            "SETUID",
-            "SYS_CHROOT",
-        ],
+        "add": list(SSHD_CAPABILITIES),
     },
     "seccompProfile": {"type": "RuntimeDefault"},
 }

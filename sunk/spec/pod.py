@@ -391,6 +391,20 @@ class RoleRules:
     arguments are the NodeSet's)."""
 
 
+SSHD_CAPABILITIES: tuple[str, ...] = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETUID",
+    "SYS_CHROOT",
+)
+"""What sshd keeps on login (everything else dropped): the login manifest grants exactly these,
+and a login securityContext may not drop them."""
+
 _AUTH = frozenset({"munge-socket", "munge-key"})
 ROLE_RULES: dict[PodRole, RoleRules] = {
     "controller": RoleRules(
@@ -424,17 +438,7 @@ ROLE_RULES: dict[PodRole, RoleRules] = {
         volumes=frozenset({"slurm-config", "sack-socket", "sackd-config", "host-keys", "authorized-keys"}) | _AUTH,
         user="sshd runs as root: it binds port 22 and switches to each user who logs in",
         root=True,
-        capabilities=(
-            "AUDIT_WRITE",
-            "CHOWN",
-            "DAC_OVERRIDE",
-            "FOWNER",
-            "KILL",
-            "NET_BIND_SERVICE",
-            "SETGID",
-            "SETUID",
-            "SYS_CHROOT",
-        ),
+        capabilities=SSHD_CAPABILITIES,
         read_only_root=False,
         why_writable="the login start script installs the host keys into /etc/ssh",
     ),
