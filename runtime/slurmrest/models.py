@@ -17,6 +17,15 @@ BASE_STATES = frozenset({"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED
 """Slurm node base states; every other entry of `state` is a flag (DRAIN, NOT_RESPONDING, ...)."""
 
 
+def base_state(state: tuple[str, ...]) -> str:
+    """A node's base state from slurmrestd's state list (the rest are flags)."""
+    return next((s for s in state if s in BASE_STATES), "UNKNOWN")
+
+
+def state_flags(state: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(s for s in state if s not in BASE_STATES)
+
+
 def _no_val(value: Any) -> Any:
     if isinstance(value, dict):
         if not value.get("set", False) or value.get("infinite", False):
@@ -68,11 +77,11 @@ class Node(Reply):
     @property
     def base_state(self) -> str:
         """IDLE, ALLOCATED, MIXED, DOWN, FUTURE, ERROR or UNKNOWN."""
-        return next((s for s in self.state if s in BASE_STATES), "UNKNOWN")
+        return base_state(self.state)
 
     @property
     def flags(self) -> frozenset[str]:
-        return frozenset(s for s in self.state if s not in BASE_STATES)
+        return state_flags(self.state)
 
     @property
     def drain(self) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .models import BASE_STATES
+from .models import base_state, state_flags
 
 
 class NodeState(msgspec.Struct, frozen=True, gc=False):
@@ -28,11 +28,11 @@ class NodeState(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def base_state(self) -> str:
-        return next((s for s in self.state if s in BASE_STATES), "UNKNOWN")
+        return base_state(self.state)
 
     @property
     def flags(self) -> frozenset[str]:
-        return frozenset(s for s in self.state if s not in BASE_STATES)
+        return state_flags(self.state)
 
     @property
     def drain(self) -> bool:
