@@ -134,15 +134,19 @@ class Jail:
         env: Mapping[str, str] | None = None,
         user: str | None = None,
         cwd: str = "/tmp",
+        inherit: bool = False,
     ) -> list[str]:
-        """The host command line that runs `argv` inside the role's root with a clean environment."""
+        """The host command line that runs `argv` inside the role's root with a clean environment
+        (`inherit`: with the caller's environment instead, e.g. a secret the caller passes there
+        rather than on the command line)."""
         if role not in self.lowers:
             raise KeyError(f"no {role} root in this jail (roles: {', '.join(self.lowers)})")
         chroot = ["chroot"]
         if user is not None:
             chroot.append(f"--userspec={user}")
         variables = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]
-        return [*self._enter(), *chroot, str(self.real(role)), "/usr/bin/env", "-i", "-C", cwd, *variables, *argv]
+        clean = [] if inherit else ["-i"]
+        return [*self._enter(), *chroot, str(self.real(role)), "/usr/bin/env", *clean, "-C", cwd, *variables, *argv]
 
     def run(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 import sys
 import threading
 import time
@@ -10,23 +12,38 @@ from prometheus_client import CollectorRegistry
 
 from ..common.process import Process, run
 from ..slurmrest import JwtMinter, SlurmRestClient
+from ..slurmrest.nodetext import ScontrolNodes
 from .cache import InformerCache
 from .kube import KubernetesApi
 from .loop import Syncer
 from .settings import Settings
+from .slurm import SlurmApi, TextNodeReads
+
+log = logging.getLogger(__name__)
 
 
 def build(settings: Settings) -> Process:
-    slurm = SlurmRestClient(
+    token = JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user)
+    rest = SlurmRestClient(
         settings.slurmrestd_url,
         user=settings.slurm_user,
-        token=JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user),
+        token=token,
         # slurmrestd itself waits ~9 s for an unreachable slurmctld before answering 502, and a
         # 10,000-node list takes seconds: a long timeout, one retry; the next cycle is the retry.
         timeout=30.0,
         retries=1,
     )
     registry = CollectorRegistry()
+    slurm: SlurmApi = rest
+    scontrol = shutil.which("scontrol")
+    if settings.slurm_conf_file is not None and scontrol is not None:
+        # Each cycle's read of every node through scontrol (30x cheaper at 10,000 nodes than
+        # slurmrestd serialising them); writes, and the read when scontrol fails, through slurmrestd.
+        slurm = TextNodeReads(
+            rest, ScontrolNodes(token, settings.slurm_conf_file, command=(scontrol,)), registry=registry
+        )
+    elif settings.slurm_conf_file is not None:
+        log.warning("no scontrol in this image: every node read goes through slurmrestd")
     kube = KubernetesApi.from_environment()
     # Nodes and this tenant's slurmd pods come from watches: listed once, then kept current.
     cache = InformerCache(kube.api_client, settings.namespace).start()
@@ -58,7 +75,7 @@ def build(settings: Settings) -> Process:
 
     def close() -> None:
         cache.close()
-        slurm.close()
+        rest.close()
 
     return Process(registry, alive, ready, loop, close=close)
 

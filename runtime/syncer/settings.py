@@ -20,6 +20,10 @@ class Settings(EnvSettings):
     """HS256 key the syncer mints its own tokens with (the JWT Secret, mounted; SUNK_JWT_KEY_FILE)."""
     slurm_user: str = "slurm"
     """Slurm user the tokens name; must be an operator/admin to drain and resume nodes (SUNK_SLURM_USER)."""
+    slurm_conf_file: Path | None = None
+    """slurm.conf for `scontrol show nodes`, the cheap read of every node each cycle
+    (runtime/slurmrest/nodetext.py; SUNK_SLURM_CONF_FILE, the Deployment mounts the cluster's).
+    Unset, or no scontrol in the image: every read goes through slurmrestd."""
     metrics_port: int = Field(default=8080, ge=1, le=65535)
     """/metrics, /healthz and /readyz (SUNK_METRICS_PORT)."""
     sync_interval: float = Field(default=1.0, gt=0)
