@@ -453,7 +453,7 @@ ROLE_RULES: dict[PodRole, RoleRules] = {
     ),
     "runtime": RoleRules(
         "syncer",
-        volumes=frozenset({"jwt"}),
+        volumes=frozenset({"jwt", "slurm-config"}),
         user="the runtime runs as its image's user (10001)",
         read_only_root=True,
         extra_args=False,

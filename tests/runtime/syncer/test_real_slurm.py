@@ -6,6 +6,7 @@ the outage test runs the loop in its own thread like the real process does."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -391,6 +392,8 @@ def test_the_process_runs_from_the_environment(world: World, tmp_path: Path, run
         "SUNK_JWT_KEY_FILE": str(world.slurm.jwt_key_path),
         "SUNK_METRICS_PORT": str(port),
         "SUNK_SYNC_INTERVAL": "0.5",
+        # slurm.conf as the Deployment mounts it: every node read through the image's scontrol.
+        "SUNK_SLURM_CONF_FILE": str(world.slurm.etc / "slurm.conf"),
     }
     log = tmp_path / "syncer.log"
     with log.open("wb") as out:
@@ -403,6 +406,9 @@ def test_the_process_runs_from_the_environment(world: World, tmp_path: Path, run
         metrics = get(port, "/metrics")[1]
         assert 'sunk_syncer_writes_total{kind="Drain",target="slurm"} 1.0' in metrics
         assert "sunk_syncer_cycle_seconds_count" in metrics
+        # Every read went through scontrol (as the image's user, with a token only), none fell back.
+        assert re.search(r'^sunk_syncer_slurm_reads_total\{via="scontrol"\} [1-9]', metrics, re.M), metrics
+        assert 'sunk_syncer_slurm_reads_total{via="slurmrestd"}' not in metrics
         assert get(port, "/healthz")[0] == 200
         world.patch_kube_node("cpu-1", {"spec": {"unschedulable": None}})
         until(lambda: not world.node("cpu-1").drain, proc, log)
