@@ -231,6 +231,15 @@ def _nodesets(spec: ClusterSpec) -> list[str]:
     return lines
 
 
+def _nodesets_title(spec: ClusterSpec) -> str:
+    power = sum(ns.power is not None for ns in spec.nodesets)
+    if power == 0:
+        return "# NodeSets: dynamic nodes join by feature"
+    if power == len(spec.nodesets):
+        return "# NodeSets: CLOUD nodes up to maxNodes (power), grouped by feature"
+    return "# NodeSets: CLOUD nodes up to maxNodes (power) or dynamic nodes, grouped by feature"
+
+
 def render_slurm_conf(spec: ClusterSpec) -> str:
     """slurm.conf, section by section."""
     sections = [
@@ -240,7 +249,7 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         ("# Scheduling, priority and preemption", _scheduling(spec)),
         ("# Accounting", _accounting(spec)),
         ("# Power saving: NodeSets that scale to zero", _power(spec)),
-        ("# NodeSets: dynamic nodes join by feature", _nodesets(spec)),
+        (_nodesets_title(spec), _nodesets(spec)),
         ("# Partitions", [_partition(spec, p) for p in spec.partitions]),
     ]
     if spec.controller.extra_slurm_conf:

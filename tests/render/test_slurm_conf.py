@@ -250,6 +250,24 @@ def test_extra_slurm_conf_comes_last(make_spec: MakeSpec) -> None:
     assert text.endswith("\n# controller.extraSlurmConf\n# site tuning\nMessageTimeout=30\n")
 
 
+@pytest.mark.parametrize(
+    ("nodesets", "title"),
+    [
+        ([CPU], "# NodeSets: dynamic nodes join by feature"),
+        ([{**CPU, "maxNodes": 4, "power": {}}], "# NodeSets: CLOUD nodes up to maxNodes (power), grouped by feature"),
+        (
+            [{**CPU, "maxNodes": 4, "power": {}}, {**GPU, "name": "gpu"}],
+            "# NodeSets: CLOUD nodes up to maxNodes (power) or dynamic nodes, grouped by feature",
+        ),
+    ],
+)
+def test_the_nodesets_section_says_which_nodes_it_declares(
+    make_spec: MakeSpec, nodesets: list[dict[str, Any]], title: str
+) -> None:
+    parts = [{"name": "a", "nodesets": [n["name"] for n in nodesets], "default": True}]
+    assert title in _lines(render_slurm_conf(make_spec(nodesets=nodesets, partitions=parts)))
+
+
 def test_every_setting_appears_once(make_spec: MakeSpec) -> None:
     text = render_slurm_conf(make_spec(nodesets=[CPU, GPU], partitions=[{"name": "a", "nodesets": ["cpu", "gpu"]}]))
     keys = [line.split("=", 1)[0] for line in _lines(text) if line and not line.startswith("#")]
