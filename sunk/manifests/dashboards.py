@@ -62,6 +62,11 @@ RUNTIME = (
         ((f"sum by (target, kind) (rate({m('sunk_syncer_writes_total')}[5m]))", "{{target}} {{kind}}"),),
         "ops",
     ),
+    Panel(
+        "Syncer reads of every Slurm node / s (scontrol; slurmrestd when it fails)",
+        ((f"sum by (via) (rate({m('sunk_syncer_slurm_reads_total')}[5m]))", "{{via}}"),),
+        "ops",
+    ),
     Panel("Pods waiting for Slurm", ((f"sum({m('sunk_scheduler_pending_pods')})", "pending pods"),)),
     Panel(
         "Pending -> bound latency (p95)",

@@ -75,6 +75,14 @@ def alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
             "Slurm nodes have been drained or down for 6 hours (sinfo -R says why)",
         ),
         rule(
+            "SunkSyncerReadsViaSlurmrestd",
+            f'sum(rate(sunk_syncer_slurm_reads_total{{{ns}, via="slurmrestd"}}[10m])) > 0',
+            "30m",
+            "warning",
+            "the syncer reads Slurm nodes through slurmrestd because scontrol fails (its log says why); "
+            "at thousands of nodes each cycle then takes seconds instead of a tenth of one",
+        ),
+        rule(
             "SunkSchedulerQueueStuck",
             f"sum(sunk_scheduler_pending_pods{{{ns}}}) > 0 and sum(increase(sunk_scheduler_binds_total{{{ns}}}[15m])) == 0",
             "15m",

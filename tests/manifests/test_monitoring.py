@@ -21,7 +21,11 @@ from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.model import Snapshot
 from sunk.runtime.scheduler.metrics import Metrics as SchedulerMetrics
+from sunk.runtime.slurmrest import StaticToken
+from sunk.runtime.slurmrest.nodetext import ScontrolNodes
+from sunk.runtime.syncer.fakes import FakeSlurm as FakeSyncerSlurm
 from sunk.runtime.syncer.metrics import SyncerMetrics
+from sunk.runtime.syncer.slurm import TextNodeReads
 
 from sunk.manifests.dashboards import BOARDS, EXPORTER_BOARDS, boards, dashboard_json, expressions
 from sunk.manifests.monitoring import alert_rules, monitoring_manifests, prometheus_rule
@@ -76,6 +80,9 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
         {"series": f"sunk_scheduler_errors_total{{{ns}}}", "values": "0x40"},
         {"series": f"sunk_scheduler_last_success_timestamp_seconds{{{ns}}}", "values": "0+60x40"},
         {"series": f'up{{{ns}, job="syncer"}}', "values": "1x40"},
+        # scontrol reads, then fails for 40 minutes: every read goes through slurmrestd.
+        {"series": f'sunk_syncer_slurm_reads_total{{{ns}, via="scontrol"}}', "values": "0+60x10 600x40"},
+        {"series": f'sunk_syncer_slurm_reads_total{{{ns}, via="slurmrestd"}}', "values": "0x10 0+60x40"},
     ]
     tests = {
         "rule_files": [str(_write_rules(tmp_path))],
@@ -89,6 +96,9 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
                     _alert("SunkSlurmUnreachable", "25m", fires=True, namespace=NS),
                     _alert("SunkSlurmNodesDrainedLong", "1h", fires=False),
                     _alert("SunkSlurmNodesDrainedLong", "7h", fires=True),
+                    _alert("SunkSyncerReadsViaSlurmrestd", "9m", fires=False),
+                    _alert("SunkSyncerReadsViaSlurmrestd", "30m", fires=False),
+                    _alert("SunkSyncerReadsViaSlurmrestd", "45m", fires=True),
                     _alert("SunkSchedulerQueueStuck", "35m", fires=True),
                     _alert("SunkRuntimeErrors", "30m", fires=True),
                     _alert("SunkSchedulerLag", "30m", fires=False),
@@ -153,6 +163,7 @@ def _exported() -> set[str]:
     registry = CollectorRegistry()
     Exporter(FakeSlurm(), registry=registry)
     SyncerMetrics(registry)
+    TextNodeReads(FakeSyncerSlurm(), ScontrolNodes(StaticToken("-"), "/etc/slurm/slurm.conf"), registry=registry)
     SchedulerMetrics(registry)
     for metric in registry.collect():
         if metric.type == "counter":
