@@ -59,6 +59,10 @@ def slurm() -> Iterator[LocalSlurm]:
         # Declared, never registered (FUTURE), and one of them set DOWN with a reason.
         cluster.run("scontrol", "create", "NodeName=fut-[0-1]", "State=FUTURE", "CPUs=1", "RealMemory=100", check=True)
         cluster.run("scontrol", "update", "NodeName=fut-1", "State=DOWN", "Reason=gone away", check=True)
+        # A node only in a hidden partition (an admin's): listed all the same.
+        cluster.run("scontrol", "create", "NodeName=hid-0", "State=FUTURE", "CPUs=1", "RealMemory=100", check=True)
+        cluster.run("scontrol", "update", "NodeName=hid-0", "State=DOWN", "Reason=hidden", check=True)
+        cluster.run("scontrol", "create", "PartitionName=secret", "Nodes=hid-0", "Hidden=YES", check=True)
         yield cluster
 
 
@@ -98,7 +102,7 @@ def test_every_state_reads_as_slurmrestd_reports_it(slurm: LocalSlurm, rest: Slu
         command=slurm.jail.command(["scontrol"], role="slurmrestd", inherit=True),
     )
     nodes = same_as_rest(reader, rest)
-    assert set(nodes) == {"cpu-0", "cpu-1", "pw-0", "pw-1", "fut-0", "fut-1"}
+    assert set(nodes) == {"cpu-0", "cpu-1", "pw-0", "pw-1", "fut-0", "fut-1", "hid-0"}
     # One of two CPUs busy: scontrol prints MIXED, slurmrestd (and so the reader) ALLOCATED.
     assert nodes["cpu-0"].state[:2] == ("ALLOCATED", "DRAIN") and nodes["cpu-0"].reason == "admin: disk"
     assert {"IDLE", "DRAIN", "MAINTENANCE"} <= set(nodes["cpu-1"].state), nodes["cpu-1"]
@@ -120,7 +124,7 @@ def test_from_the_runtime_image_with_a_token_only(
     command = runtime_image.jail.command(["scontrol"], role="runtime", user=runtime_image.user, inherit=True)
     assert not (runtime_image.jail.root("runtime") / "etc/munge/munge.key").exists()
     reader = ScontrolNodes(JwtMinter.from_file(slurm.jwt_key_path, "slurm"), conf, command=command)
-    assert set(same_as_rest(reader, rest)) == {"cpu-0", "cpu-1", "pw-0", "pw-1", "fut-0", "fut-1"}
+    assert set(same_as_rest(reader, rest)) == {"cpu-0", "cpu-1", "pw-0", "pw-1", "fut-0", "fut-1", "hid-0"}
     # A token slurmctld can't verify is refused: the read fails (and the syncer falls back).
     forged = ScontrolNodes(JwtMinter(b"x" * 32, "slurm"), conf, command=command)
     with pytest.raises(ScontrolError, match=r"exit 1: .*authentication"):
