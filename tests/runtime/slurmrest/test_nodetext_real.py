@@ -35,9 +35,13 @@ EXTRA = '{"sunk": "pod x y"}  '
 REASON = "sunk: cordoned [k@node] Extra=q"
 
 
-@pytest.fixture(scope="module")
-def slurm() -> Iterator[LocalSlurm]:
-    with LocalSlurm.start(SPEC, accounting=False, nodes=[SimNode("cpu-0", "cpu"), SimNode("cpu-1", "cpu")]) as cluster:
+@pytest.fixture(scope="module", params=["munge", "slurm"])
+def slurm(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
+    """Both auth types: scontrol loads the cluster's AuthType plugin (auth/munge, auth/slurm) even
+    when SLURM_JWT makes it authenticate with auth/jwt, and the runtime image has neither key."""
+    spec = SPEC.model_copy(update={"auth": SPEC.auth.model_copy(update={"type": request.param})})
+    nodes = [SimNode("cpu-0", "cpu"), SimNode("cpu-1", "cpu")]
+    with LocalSlurm.start(spec, accounting=False, nodes=nodes) as cluster:
         # A job on one of cpu-0's two CPUs, then a drain: MIXED+DRAIN (draining).
         job = cluster.sbatch("#!/bin/sh\nexec sleep 600\n", "-w", "cpu-0", "-n", "1")
         deadline = time.monotonic() + 60
@@ -120,6 +124,7 @@ def test_from_the_runtime_image_with_a_token_only(
 ) -> None:
     """The syncer's container: the runtime image's scontrol as its user (no Slurm or munge key in
     the image), slurm.conf as the Deployment mounts it, SLURM_JWT minted from the JWT key."""
+    assert f"AuthType=auth/{slurm.spec.auth.type}\n" in (slurm.etc / "slurm.conf").read_text()
     conf = runtime_image.secret_file(slurm.etc / "slurm.conf")
     command = runtime_image.jail.command(["scontrol"], role="runtime", user=runtime_image.user, inherit=True)
     assert not (runtime_image.jail.root("runtime") / "etc/munge/munge.key").exists()
