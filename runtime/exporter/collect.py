@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..slurmrest.models import Diag, Job, Node
-from .model import USABLE, Snapshot, gpus, node_state
+from ..slurmrest.models import Diag, Node
+from .model import USABLE, JobView, Snapshot, gpus, node_state
 
 Kind = Literal["gauge", "counter", "histogram"]
 Labels = tuple[str, ...]
@@ -65,18 +65,18 @@ def _scalar(name: str, kind: Kind, help: str, value: float) -> Family:
     return Family(PREFIX + name, kind, help, (), (((), float(value)),))
 
 
-def _state(job: Job) -> str:
+def _state(job: JobView) -> str:
     return job.state.lower()
 
 
-def _partition(job: Job) -> str:
+def _partition(job: JobView) -> str:
     return job.partition or NO_PARTITION
 
 
 # --- jobs ---------------------------------------------------------------------------------------
 
 
-def job_families(jobs: Iterable[Job], now: int, *, per_user: bool) -> list[AnyFamily]:
+def job_families(jobs: Iterable[JobView], now: int, *, per_user: bool) -> list[AnyFamily]:
     by_state: Counter[Labels] = Counter()
     cpus: Counter[Labels] = Counter()
     reasons: Counter[Labels] = Counter()

@@ -17,7 +17,7 @@ class ExporterMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.up = Gauge(
             "sunk_slurm_up",
-            "1 when the last read of slurmctld through slurmrestd succeeded; the sunk_slurm_* families are "
+            "1 when the last read of slurmctld (squeue and slurmrestd) succeeded; the sunk_slurm_* families are "
             "served only then",
             registry=registry,
         )

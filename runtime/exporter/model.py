@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from ..slurmrest.models import Diag, Job, Node, Partition
+from ..slurmrest.models import Diag, Node, Partition
 
 USABLE = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
 """Node states whose free CPUs Slurm can still hand out; every other state's free CPUs are what
@@ -13,11 +14,40 @@ sinfo calls "other" (%C: allocated/idle/other/total)."""
 BUSY = frozenset({"ALLOCATED", "MIXED"})
 
 
+class JobView(Protocol):
+    """What the exporter reads of a job: slurmrestd's `Job`, or the `JobRow` squeue's text gives
+    (runtime/slurmrest/jobtext.py), which holds the same values."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def state(self) -> str:
+        """The base state: PENDING, RUNNING, COMPLETED, ..."""
+        ...
+
+    @property
+    def partition(self) -> str: ...
+    @property
+    def account(self) -> str: ...
+    @property
+    def user_name(self) -> str: ...
+    @property
+    def cpus(self) -> int | None: ...
+    @property
+    def state_reason(self) -> str: ...
+    @property
+    def submit_time(self) -> int | None: ...
+    @property
+    def eligible_time(self) -> int | None: ...
+    @property
+    def hold(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One read of slurmctld: the four replies, taken one after another."""
 
-    jobs: tuple[Job, ...]
+    jobs: tuple[JobView, ...]
     nodes: tuple[Node, ...]
     partitions: tuple[Partition, ...]
     diag: Diag

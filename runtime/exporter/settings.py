@@ -20,6 +20,10 @@ class Settings(EnvSettings):
     """HS256 key the exporter mints its own tokens with (the JWT Secret, mounted; SUNK_JWT_KEY_FILE)."""
     slurm_user: str = "slurm"
     """Slurm user the tokens name; it must see every job (SlurmUser does, whatever PrivateData says; SUNK_SLURM_USER)."""
+    slurm_conf_file: Path | None = None
+    """slurm.conf for `squeue`, the cheap read of every job each collection
+    (runtime/slurmrest/jobtext.py; SUNK_SLURM_CONF_FILE, the Deployment mounts the cluster's).
+    Unset, or no squeue in the image: every read goes through slurmrestd."""
     metrics_port: int = Field(default=8080, ge=1, le=65535)
     """/metrics, /healthz and /readyz (SUNK_METRICS_PORT)."""
     collect_interval: float = Field(default=30.0, ge=5)

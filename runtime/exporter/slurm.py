@@ -1,20 +1,89 @@
 """The exporter's Slurm side: what it reads. The shared slurmrestd client (runtime/slurmrest)
-implements it as is; every REST path is the client's."""
+implements it as is; every REST path is the client's. `TextJobReads` puts the read of every job
+on `squeue` (runtime/slurmrest/jobtext.py says why) and keeps nodes, partitions and diag on
+slurmrestd."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Protocol
 
-from ..slurmrest.models import Diag, Job, Node, Partition
+from prometheus_client import CollectorRegistry, Counter
+
+from ..slurmrest.errors import SlurmRestError
+from ..slurmrest.jobtext import JobRow
+from ..slurmrest.models import Diag, Node, Partition
+from .model import JobView
+
+log = logging.getLogger(__name__)
 
 
 class SlurmApi(Protocol):
-    requests: int
+    @property
+    def requests(self) -> int:
+        """Slurm requests made so far (a collection reports its own as the difference)."""
+        ...
 
-    def list_jobs(self) -> list[Job]: ...
+    def list_jobs(self) -> Sequence[JobView]: ...
 
     def list_nodes(self, *, future: bool = False) -> list[Node]: ...
 
     def list_partitions(self) -> list[Partition]: ...
 
     def diag(self) -> Diag: ...
+
+
+class JobReader(Protocol):
+    reads: int
+
+    def jobs(self) -> list[JobRow]: ...
+
+
+class TextJobReads:
+    """A SlurmApi that reads every job through `reader` (SqueueJobs) and the rest through `rest`
+    (SlurmRestClient). When the reader fails (squeue missing, slurmctld unreachable, output not
+    understood), that collection's jobs are read through slurmrestd instead: one warning when it
+    starts failing, one line when it works again, and `sunk_exporter_job_reads_total{via}` counts
+    the reads each way."""
+
+    def __init__(self, rest: SlurmApi, reader: JobReader, *, registry: CollectorRegistry | None = None) -> None:
+        self.rest = rest
+        self.reader = reader
+        self._reads = Counter(
+            "sunk_exporter_job_reads",
+            "Reads of every Slurm job, by the way they went: squeue, or slurmrestd when squeue failed",
+            ["via"],
+            registry=registry,
+        )
+        self.failing = ""
+        """Why the last read through the reader failed; empty while it works."""
+
+    @property
+    def requests(self) -> int:
+        return self.rest.requests + self.reader.reads
+
+    def list_jobs(self) -> Sequence[JobView]:
+        try:
+            rows = self.reader.jobs()
+        except SlurmRestError as exc:
+            if not self.failing:
+                log.warning("reading Slurm jobs through slurmrestd while squeue fails: %s", exc)
+            self.failing = str(exc)
+            jobs = self.rest.list_jobs()
+            self._reads.labels("slurmrestd").inc()
+            return jobs
+        if self.failing:
+            log.info("squeue reads Slurm jobs again (it failed with: %s)", self.failing)
+            self.failing = ""
+        self._reads.labels("squeue").inc()
+        return rows
+
+    def list_nodes(self, *, future: bool = False) -> list[Node]:
+        return self.rest.list_nodes(future=future)
+
+    def list_partitions(self) -> list[Partition]:
+        return self.rest.list_partitions()
+
+    def diag(self) -> Diag:
+        return self.rest.diag()

@@ -105,6 +105,11 @@ RUNTIME = (
             (f"sum by (endpoint) (rate({m('sunk_exporter_errors_total')}[5m]))", "failed {{endpoint}}"),
         ),
     ),
+    Panel(
+        "Exporter reads of every Slurm job / s (squeue; slurmrestd when it fails)",
+        ((f"sum by (via) (rate({m('sunk_exporter_job_reads_total')}[5m]))", "{{via}}"),),
+        "ops",
+    ),
     Panel("Metrics endpoints up", ((m("up"), "{{job}} {{pod}}"),)),
 )
 

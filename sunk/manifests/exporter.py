@@ -12,7 +12,14 @@ from sunk.manifests.auth import AuthRefs
 from sunk.manifests.meta import Manifest, metadata, obj, selector
 from sunk.manifests.monitoring import SERVICE_MONITOR_API
 from sunk.manifests.podsettings import apply_pod, object_meta
-from sunk.manifests.runtime import METRICS_PORT, runtime_container, runtime_env, runtime_pod
+from sunk.manifests.runtime import (
+    METRICS_PORT,
+    SLURM_CONF_ENV,
+    mount_slurm_conf,
+    runtime_container,
+    runtime_env,
+    runtime_pod,
+)
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "exporter"
@@ -37,12 +44,15 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     env += [
         {"name": "SUNK_COLLECT_INTERVAL", "value": str(interval_seconds(spec))},
         {"name": "SUNK_PER_USER_METRICS", "value": "true" if spec.monitoring.exporter.per_user_metrics else "false"},
+        dict(SLURM_CONF_ENV),
     ]
     # A reply of every job is held in memory at once: room for a queue of ~100,000 jobs.
     limits = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
     container = runtime_container(spec.images.runtime.ref, MODULE, env, limits)
     # No Kubernetes API: its ServiceAccount mounts no token.
     pod = runtime_pod(spec, refs, COMPONENT, container, service_account=name(spec), token=False)
+    # Every job read through squeue with a token (runtime/slurmrest/jobtext.py), not slurmrestd.
+    pod = mount_slurm_conf(spec, pod)
     # The runtime's pod settings (runtime: nodeSelector, tolerations, pull secrets, pod labels...)
     # place it with the syncer and scheduler; their env and volumes are theirs (main=None).
     pod = apply_pod(pod, spec.runtime, main=None, pull_secrets=spec.images.pull_secrets)

@@ -131,6 +131,14 @@ def alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
                 "(squeue -t PD -o '%i %P %r' says why)",
             ),
             rule(
+                "SunkExporterReadsViaSlurmrestd",
+                f'sum(rate(sunk_exporter_job_reads_total{{{ns}, via="slurmrestd"}}[10m])) > 0',
+                "30m",
+                "warning",
+                "the exporter reads Slurm jobs through slurmrestd because squeue fails (its log says why); "
+                "with thousands of jobs each read then costs slurmrestd seconds",
+            ),
+            rule(
                 "SunkSlurmdbdBacklog",
                 f"max(sunk_slurm_dbd_agent_queue_size{{{ns}}}) > {DBD_BACKLOG}",
                 "10m",

@@ -36,7 +36,8 @@ SCHEDULER_NAME = "sunk-scheduler"
 METRICS_LABEL = keys.METRICS
 JWT_DIR = f"{naming.SLURM_ETC}/jwt"
 SLURM_CONF_DIR = f"{naming.SLURM_ETC}/conf"
-"""The syncer's slurm.conf (for `scontrol show nodes`, runtime/slurmrest/nodetext.py), beside JWT_DIR."""
+"""slurm.conf of the syncer (for `scontrol show nodes`, runtime/slurmrest/nodetext.py) and the
+exporter (for `squeue`, runtime/slurmrest/jobtext.py), beside JWT_DIR."""
 RBAC = "rbac.authorization.k8s.io"
 
 _POD_RULES: dict[Controller, list[Manifest]] = {
@@ -179,6 +180,22 @@ def runtime_pod(
     return {"metadata": {"labels": labels(spec, component)}, "spec": pod_spec}
 
 
+SLURM_CONF_ENV = {"name": "SUNK_SLURM_CONF_FILE", "value": f"{SLURM_CONF_DIR}/slurm.conf"}
+"""Where mount_slurm_conf puts slurm.conf, for the process's settings."""
+
+
+def mount_slurm_conf(spec: ClusterSpec, pod: Manifest) -> Manifest:
+    """A runtime pod (runtime_pod) with the cluster's slurm.conf at SLURM_CONF_DIR (its container
+    sets SLURM_CONF_ENV): slurm.conf only, no key. Its Slurm client (scontrol, squeue) finds
+    slurmctld there and authenticates with a token minted from the JWT key."""
+    container = pod["spec"]["containers"][0]
+    container["volumeMounts"].append({"name": "slurm-config", "mountPath": SLURM_CONF_DIR, "readOnly": True})
+    pod["spec"]["volumes"].append(
+        {"name": "slurm-config", "projected": {"defaultMode": 0o444, "sources": [file_source(spec, "slurm.conf")]}}
+    )
+    return pod
+
+
 def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Manifest:
     n = name(spec, controller)
     env = runtime_env(spec)
@@ -186,7 +203,7 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
         env.append({"name": "SUNK_SCHEDULER_NAME", "value": SCHEDULER_NAME})
     if controller == "syncer":
         env.append({"name": "SUNK_SYNC_INTERVAL", "value": SYNC_INTERVAL})
-        env.append({"name": "SUNK_SLURM_CONF_FILE", "value": f"{SLURM_CONF_DIR}/slurm.conf"})
+        env.append(dict(SLURM_CONF_ENV))
         conditions = spec.health_check.node_conditions if spec.health_check is not None else []
         if conditions:
             env.append({"name": "SUNK_DRAIN_CONDITIONS", "value": ",".join(conditions)})
@@ -195,11 +212,7 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
     )
     pod = runtime_pod(spec, refs, controller, container, service_account=n)
     if controller == "syncer":
-        # slurm.conf only (no key): scontrol finds slurmctld there and authenticates with a token.
-        container["volumeMounts"].append({"name": "slurm-config", "mountPath": SLURM_CONF_DIR, "readOnly": True})
-        pod["spec"]["volumes"].append(
-            {"name": "slurm-config", "projected": {"defaultMode": 0o444, "sources": [file_source(spec, "slurm.conf")]}}
-        )
+        pod = mount_slurm_conf(spec, pod)  # every node read through scontrol
     pod = apply_pod(pod, spec.runtime, main=controller, pull_secrets=spec.images.pull_secrets)
     return obj(
         "apps/v1",

@@ -354,9 +354,16 @@ def test_the_exporter_is_deployed_with_monitoring_scraped_at_its_interval_and_le
     assert keys and keys <= set(parent.dependencies)  # it starts with its JWT key there
     pod = deployment["spec"]["template"]
     assert pod["spec"]["automountServiceAccountToken"] is False
-    (volume,) = pod["spec"]["volumes"]
+    volume, conf = pod["spec"]["volumes"]
     assert volume["secret"]["secretName"] == objects[("Secret", f"{spec.name}-jwt")]["metadata"]["name"]
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    # slurm.conf (no key) from the stack's own ConfigMap, where SUNK_SLURM_CONF_FILE says: squeue reads the jobs.
+    (source,) = conf["projected"]["sources"]
+    assert ("ConfigMap", source["configMap"]["name"]) in objects and source["configMap"]["items"][0][
+        "key"
+    ] == "slurm.conf"
+    mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == conf["name"])
+    assert env["SUNK_SLURM_CONF_FILE"] == f"{mount['mountPath']}/slurm.conf" and mount["readOnly"]
     interval = spec.monitoring.exporter.interval
     assert env["SUNK_COLLECT_INTERVAL"] == str(int(interval[:-1]) * (60 if interval.endswith("m") else 1))
     service = objects[("Service", f"{spec.name}-exporter")]

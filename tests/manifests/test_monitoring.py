@@ -20,8 +20,10 @@ from sunk.runtime.exporter.collect import families, metric_names
 from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.model import Snapshot
+from sunk.runtime.exporter.slurm import TextJobReads
 from sunk.runtime.scheduler.metrics import Metrics as SchedulerMetrics
 from sunk.runtime.slurmrest import StaticToken
+from sunk.runtime.slurmrest.jobtext import SqueueJobs
 from sunk.runtime.slurmrest.nodetext import ScontrolNodes
 from sunk.runtime.syncer.fakes import FakeSlurm as FakeSyncerSlurm
 from sunk.runtime.syncer.metrics import SyncerMetrics
@@ -83,6 +85,9 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
         # scontrol reads, then fails for 40 minutes: every read goes through slurmrestd.
         {"series": f'sunk_syncer_slurm_reads_total{{{ns}, via="scontrol"}}', "values": "0+60x10 600x40"},
         {"series": f'sunk_syncer_slurm_reads_total{{{ns}, via="slurmrestd"}}', "values": "0x10 0+60x40"},
+        # The exporter reads jobs through squeue every 30 s, then squeue fails from minute 20 on.
+        {"series": f'sunk_exporter_job_reads_total{{{ns}, via="squeue"}}', "values": "0+2x20 40x40"},
+        {"series": f'sunk_exporter_job_reads_total{{{ns}, via="slurmrestd"}}', "values": "0x20 0+2x40"},
     ]
     tests = {
         "rule_files": [str(_write_rules(tmp_path))],
@@ -99,6 +104,9 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
                     _alert("SunkSyncerReadsViaSlurmrestd", "9m", fires=False),
                     _alert("SunkSyncerReadsViaSlurmrestd", "30m", fires=False),
                     _alert("SunkSyncerReadsViaSlurmrestd", "45m", fires=True),
+                    _alert("SunkExporterReadsViaSlurmrestd", "19m", fires=False),
+                    _alert("SunkExporterReadsViaSlurmrestd", "45m", fires=False),
+                    _alert("SunkExporterReadsViaSlurmrestd", "55m", fires=True),
                     _alert("SunkSchedulerQueueStuck", "35m", fires=True),
                     _alert("SunkRuntimeErrors", "30m", fires=True),
                     _alert("SunkSchedulerLag", "30m", fires=False),
@@ -164,6 +172,7 @@ def _exported() -> set[str]:
     Exporter(FakeSlurm(), registry=registry)
     SyncerMetrics(registry)
     TextNodeReads(FakeSyncerSlurm(), ScontrolNodes(StaticToken("-"), "/etc/slurm/slurm.conf"), registry=registry)
+    TextJobReads(FakeSlurm(), SqueueJobs(StaticToken("-"), "/etc/slurm/slurm.conf"), registry=registry)
     SchedulerMetrics(registry)
     for metric in registry.collect():
         if metric.type == "counter":

@@ -11,6 +11,9 @@ from sunk.runtime.exporter.collect import families
 from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.model import Snapshot
+from sunk.runtime.exporter.slurm import TextJobReads
+from sunk.runtime.slurmrest import StaticToken
+from sunk.runtime.slurmrest.jobtext import SqueueJobs
 
 README = Path(__file__).resolve().parents[3] / "runtime" / "exporter" / "README.md"
 
@@ -31,7 +34,10 @@ def test_the_metric_table_names_exactly_what_is_served() -> None:
     snap = Snapshot(tuple(fake.list_jobs()), tuple(fake.list_nodes()), tuple(fake.list_partitions()), fake.diag())
     served = {f.name + ("_total" if f.kind == "counter" else "") for f in families(snap, 0, per_user=True)}
     registry = CollectorRegistry()
-    Exporter(fake, registry=registry)
+    # As deployed: every job read through squeue (TextJobReads and its counter).
+    Exporter(
+        TextJobReads(fake, SqueueJobs(StaticToken("-"), "/etc/slurm/slurm.conf"), registry=registry), registry=registry
+    )
     served |= {
         m.name + ("_total" if m.type == "counter" else "") for m in registry.collect() if m.name.startswith("sunk_")
     }

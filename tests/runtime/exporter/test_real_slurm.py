@@ -307,7 +307,8 @@ def test_the_process_from_the_runtime_image_serves_the_same(
     slurm: LocalSlurm, served: Served, tmp_path: Path, runtime_image: RuntimeImage
 ) -> None:
     """`python -m sunk.runtime.exporter` from the runtime image, configured from the environment as
-    its Deployment configures it, serves what the in-process exporter serves, and stops on SIGTERM."""
+    its Deployment configures it (jobs through squeue), serves what the in-process exporter serves
+    through slurmrestd, and stops on SIGTERM."""
     (port,) = free_ports(1)
     env = {
         "PATH": os.environ["PATH"],
@@ -318,6 +319,8 @@ def test_the_process_from_the_runtime_image_serves_the_same(
         "SUNK_METRICS_PORT": str(port),
         "SUNK_COLLECT_INTERVAL": "5",
         "SUNK_PER_USER_METRICS": "true",
+        # slurm.conf as the Deployment mounts it: every job read through the image's squeue.
+        "SUNK_SLURM_CONF_FILE": str(slurm.etc / "slurm.conf"),
     }
     log = tmp_path / "exporter.log"
     with log.open("wb") as out:
@@ -342,6 +345,9 @@ def test_the_process_from_the_runtime_image_serves_the_same(
         assert exporter_view(got)["nodes"] == exporter_view(served.scrape())["nodes"]
         jobs = Counter(state.lower() for _, state, *_ in squeue(slurm))
         assert pick(got, "sunk_slurm_user_jobs", "state") == Counter({(s,): n for s, n in jobs.items()})
+        # The jobs were read through squeue (as the image's user, with a token only), none fell back.
+        assert got[("sunk_exporter_job_reads_total", (("via", "squeue"),))] >= 1, text
+        assert ("sunk_exporter_job_reads_total", (("via", "slurmrestd"),)) not in got
     finally:
         proc.terminate()
         proc.wait(timeout=30)
