@@ -5,14 +5,15 @@ Run: .venv/bin/python bench/exporter_bench.py [--jobs 100000] [--nodes 10000] [-
 
 1. Synthetic replies (the fakes, shaped as slurmrestd 24.11's): `--jobs` jobs over 4 partitions,
    20 accounts, 8 states and 12 pending reasons, `--nodes` nodes in 6 states with GPUs. It times
-   the pure part (replies -> families) and the exposition (families -> /metrics text), and prints
-   the series count and the size of a scrape. The series count must not grow with jobs or nodes:
+   the pure part (replies -> families), the parse of the same jobs as squeue prints them, and the
+   exposition (families -> /metrics text), and prints the series count and the size of a scrape. The series count must not grow with jobs or nodes:
    asserted against the same shapes at 1/100th the size.
 2. Real slurmctld + slurmrestd (the harness): `--real-jobs` held jobs submitted through slurmrestd,
    then exporter reads (jobs, nodes, partitions, diag), timed over 5 reads, built as the process
    builds it: every job through `squeue` with a JWT (SqueueJobs, squeue from the harness's Slurm
    client root as the runtime image runs it), the rest through slurmrestd (`--read slurmrestd`:
-   the jobs through slurmrestd too, as before). It prints the jobs read's own wall time, then
+   the jobs through slurmrestd too, as before). It prints the jobs read's own wall time, the worst
+   case of the squeue read (every job re-read as JSON, as if each showed a description), then
    one read of every job through slurmrestd for comparison (wall, bytes, slurmrestd+slurmctld CPU).
 Nothing about time is asserted; one GOAL line per goal."""
 
@@ -34,7 +35,7 @@ from sunk.runtime.exporter.model import JobView, Snapshot
 from sunk.runtime.exporter.slurm import SlurmApi, TextJobReads
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.slurmrest import JobSubmit, JwtMinter, SlurmRestClient
-from sunk.runtime.slurmrest.jobtext import SqueueJobs
+from sunk.runtime.slurmrest.jobtext import SqueueJobs, job_row, parse_squeue, parse_squeue_json
 from sunk.runtime.testing.goals import goal
 
 from sunk.stackfile import load_stack
@@ -102,7 +103,23 @@ def synthetic(jobs: int, nodes: int) -> None:
     expose_cpu = time.process_time() - started
     count = sum(len(f.samples) for f in fams)
     small = series(fake(jobs // 100, nodes // 100))
+    # The same jobs as squeue prints them (jobtext.FORMAT): the exporter's own share of a read.
+    printed = "".join(
+        "\x1f".join(
+            (
+                *(str(j.job_id), j.state, "1", str(j.submit_time), str(j.eligible_time), str(j.cpus), "1000"),
+                *(j.user_name, j.account, j.partition, j.state_reason),
+            )
+        )
+        + "\x1e\n"
+        for j in slurm.jobs
+    )
+    started = time.process_time()
+    rows, unsettled = parse_squeue(printed)
+    parse_cpu = time.process_time() - started
+    assert rows == [job_row(j) for j in slurm.jobs] and not unsettled
     print(f"synthetic: {jobs:,} jobs, {nodes:,} nodes")
+    print(f"  squeue's text -> rows:         {parse_cpu:.3f} s CPU, {len(printed) / 1e6:.1f} MB of text")
     print(f"  collect (replies -> families): {collect_cpu:.3f} s CPU")
     print(f"  exposition (/metrics text):    {expose_cpu:.3f} s CPU, {len(text):,} bytes")
     print(f"  series (a histogram per label set counts once): {count:,} (at 1/100th the size: {small:,})")
@@ -180,6 +197,15 @@ def real(jobs: int, read: str) -> None:
                 if read == "squeue"
                 else ""
             )
+        )
+        # The worst case of the squeue read: every job shows a state flag or a description, so
+        # every one is re-read as JSON (squeue --json builds what slurmrestd builds, in the exporter).
+        ids = [r.job_id for r in reader.jobs()]
+        mark, child = time.monotonic(), children_cpu()
+        every = parse_squeue_json(reader._run(["--json=v0.0.42", "-a", "-t", "all"]), ids)
+        print(
+            f"  worst case, every job re-read as JSON: {len(every):,} jobs, {time.monotonic() - mark:.3f} s wall, "
+            f"squeue CPU {children_cpu() - child:.2f} s"
         )
         # For comparison: every job through slurmrestd, as the exporter read them before.
         sizes: list[int] = []

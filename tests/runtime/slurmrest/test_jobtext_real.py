@@ -1,10 +1,10 @@
 """`squeue` read with a JWT (SqueueJobs) against REAL slurmctld 24.11: every job record reads as
 slurmrestd's `GET /jobs/` reports it, and the exporter's job families are the same series either
 way, for a workload with running, pending (resources, dependency, begin time, a description
-instead of a reason code), held (user and admin), completed, failed and cancelled jobs, pending
-arrays (one with a task split into a record of its own) and running array tasks, two partitions,
-three accounts and two users; and it runs from the runtime image as its unprivileged user with
-nothing but slurm.conf and a token."""
+instead of a reason code, a state flag instead of the base state), held (user and admin),
+completed, failed and cancelled jobs, pending arrays (one with a task split into a record of its
+own) and running array tasks, two partitions, three accounts and two users; and it runs from the
+runtime image as its unprivileged user with nothing but slurm.conf and a token."""
 
 from __future__ import annotations
 
@@ -63,6 +63,13 @@ def slurm(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
         failed = cluster.sbatch("#!/bin/sh\nexit 3\n", "-w", "cpu-1", "-p", "debug")
         running = cluster.sbatch(SLEEP, "-w", "cpu-0", "--exclusive", "-A", "physics")
         _wait(cluster, running, "RUNNING")
+        # Requeued and held with a state flag: squeue's State says SPECIAL_EXIT, slurmrestd's
+        # job_state ["PENDING", "SPECIAL_EXIT"] (read again as JSON).
+        special = cluster.sbatch(SLEEP, "-w", "cpu-1", "-A", "bio")
+        _wait(cluster, special, "RUNNING")
+        cluster.run("scontrol", "requeuehold", "State=SpecialExit", str(special), check=True)
+        _wait(cluster, special, "SPECIAL_EXIT")
+        WORKLOAD["special"] = special
         # Two tasks of a throttled array run on cpu-1, the other four wait as one record.
         cluster.sbatch(SLEEP, "-w", "cpu-1", "-p", "debug", "--array=0-5%2", "-A", "bio")
         cluster.sbatch(SLEEP, "-w", "cpu-0", "-A", "physics")  # Resources
@@ -130,7 +137,9 @@ def test_every_job_reads_as_slurmrestd_reports_it(slurm: LocalSlurm, rest: Slurm
     held = [r for r in rows.values() if r.state_reason in ("JobHeldUser", "JobHeldAdmin")]
     assert all(r.hold for r in held) and not any(r.hold for r in rows.values() if r.state == "RUNNING")
     assert [r.eligible_time for r in rows.values() if r.state_reason == "Dependency"] == [0]
-    assert reader.json_rows >= 1  # the described job went through squeue --json
+    assert reader.json_rows >= 2  # the described and the flagged job went through squeue --json
+    special = next(j for j in rest.list_jobs() if j.job_id == WORKLOAD["special"])
+    assert special.job_state == ("PENDING", "SPECIAL_EXIT") and rows[special.job_id].state == "PENDING"
     # The pending array is two records (its split task has its own); plain squeue shows one row.
     array = WORKLOAD["array"]
     split = [j.job_id for j in rest.list_jobs() if j.job_id != array and j.comment == "split"]
