@@ -3,8 +3,9 @@ slurmrestd's `GET /jobs/` reports it, and the exporter's job families are the sa
 way, for a workload with running, pending (resources, dependency, begin time, a description
 instead of a reason code, a state flag instead of the base state), held (user and admin),
 completed, failed and cancelled jobs, pending arrays (one with a task split into a record of its
-own) and running array tasks, two partitions, three accounts and two users; and it runs from the
-runtime image as its unprivileged user with nothing but slurm.conf and a token."""
+own) and running array tasks, two partitions, a job in both and one in a hidden partition, four
+accounts (one never set) and two users; and it runs from the runtime image as its unprivileged
+user with nothing but slurm.conf and a token."""
 
 from __future__ import annotations
 
@@ -75,6 +76,10 @@ def slurm(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
         cluster.sbatch(SLEEP, "-w", "cpu-0", "-A", "physics")  # Resources
         cluster.sbatch(SLEEP, f"--dependency=afterok:{running}", "-A", "bio")  # Dependency
         cluster.sbatch(SLEEP, "-H", "-p", "debug")  # JobHeldUser
+        cluster.sbatch(SLEEP, "-H", "-p", "batch,debug")  # two partitions: "batch,debug" both ways
+        # A hidden partition's job (squeue -a, slurmrestd SHOW_ALL).
+        cluster.run("scontrol", "create", "PartitionName=secret", "Nodes=cpu-0", "Hidden=YES", check=True)
+        cluster.sbatch(SLEEP, "-H", "-p", "secret", "-A", "ops")
         admin = cluster.sbatch(SLEEP, "--begin=now+1hour", "-A", "bio")
         cluster.run("scontrol", "hold", str(admin), check=True)  # JobHeldAdmin, with an eligible time
         cluster.sbatch(SLEEP, "--begin=now+1hour")  # BeginTime
@@ -126,8 +131,8 @@ def test_every_job_reads_as_slurmrestd_reports_it(slurm: LocalSlurm, rest: Slurm
     rows = same_as_rest(reader, rest)
     # The workload is what the test meant, so the equality above covers every case it names.
     assert {r.state for r in rows.values()} == {"COMPLETED", "FAILED", "CANCELLED", "RUNNING", "PENDING"}
-    assert {r.partition for r in rows.values()} == {"batch", "debug"}
-    assert {r.account for r in rows.values()} >= {"physics", "bio"} and {r.user_name for r in rows.values()} == {
+    assert {r.partition for r in rows.values()} == {"batch", "debug", "batch,debug", "secret"}
+    assert {r.account for r in rows.values()} >= {"physics", "bio", "ops"} and {r.user_name for r in rows.values()} == {
         "root",
         "nobody",
     }
