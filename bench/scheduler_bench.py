@@ -9,7 +9,9 @@ node, admitting pods as a kubelet would: each Node's allocatable is its Slurm no
 and its memory plus 2 GiB, and each slurmd pod requests what a shared-mode slurmd does (500m,
 1 GiB), so every binding is checked against the Node and any the kubelet would reject shows up as
 a kubelet rejection (expected: none) or a withheld bind (`unfit`). The scheduler runs as its own
-process (`python -m sunk.runtime.scheduler`, 0.2 s poll, woken by its pod watch). The benchmark
+process (`python -m sunk.runtime.scheduler`, the deployed 1 s poll unless `--interval`, woken by its
+pod watch). The slurmd daemons, and with them every job's slurmstepd, run at the lowest CPU weight
+(JobSteps): in a cluster they run on the jobs' own nodes, not on these cores. The benchmark
 creates `--pods` one-CPU pods at once; a simulated kubelet marks each bound pod Succeeded `--hold`
 seconds after its binding, so the scheduler cancels its placeholder job.
 
@@ -19,16 +21,19 @@ scheduler's own pending -> bound path, which is what issue 17's goals are about.
 scheduler does.
 
 Prints pods per second (pods / time from the first creation to the last binding), the p50, p95 and
-max pending -> bound latency per pod (its creation to the API server accepting its Binding), the
-scheduler's own counters, the Kubernetes requests of the burst by verb and resource, and the CPU
-each process used (the harness daemons, kmock and the scheduler share the machine's cores).
-Figures only; nothing is asserted about time."""
+max pending -> bound latency per pod (its creation to the API server accepting its Binding), where
+that time goes stage by stage (from the scheduler's and slurmctld's logs), the scheduler's own
+counters, the Kubernetes requests of the burst by verb and resource, and the CPU each process used
+(the harness daemons, kmock and the scheduler share the machine's cores), the jobs' slurmstepd
+apart. Figures only; nothing is asserted about time."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -37,6 +42,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +50,7 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.testing.goals import goal
 from sunk.runtime.testing.kubesim import KubeSim
 
@@ -68,17 +75,118 @@ def machine_busy() -> float:
     return (sum(values) - values[3] - values[4]) / TICKS
 
 
-def cpu_sample(slurm: LocalSlurm, scheduler: int) -> dict[str, float]:
+CGROUP_V1 = Path("/sys/fs/cgroup")
+LOWEST_SHARES = 2
+"""cgroup v1 cpu.shares minimum: the group runs when nothing outside it wants the CPU."""
+
+
+class JobSteps:
+    """The slurmd daemons and everything they start (each job's slurmstepd and the job's own
+    processes) in cgroup v1 groups of their own, on two counts:
+
+    - on a cluster these run on the jobs' own nodes, not on the cores of slurmctld, slurmrestd, the
+      scheduler and the API server. Here 200 slurmstepd starting at once would take those cores:
+      the kernel shares CPU per thread, so one daemon thread gets ~1/200th of it. In a cpu group
+      with the lowest weight (cpu.shares=2) they run on what the rest leaves; they still run;
+    - they exit before /proc can be read, but a cpuacct group counts every process it ever held:
+      its usage minus the slurmd daemons' own CPU is the jobs' side, printed apart.
+
+    Needs root and cgroup v1 cpu and cpuacct hierarchies (this machine's); elsewhere neither
+    happens, and the jobs' CPU stays in "elsewhere" (cpu() is None)."""
+
+    def __init__(self, slurmd: list[int]) -> None:
+        self.slurmd = slurmd
+        name = f"sunk-scheduler-bench-{os.getpid()}"
+        self.groups = [CGROUP_V1 / "cpu" / name, CGROUP_V1 / "cpuacct" / name]
+        self.ok = True
+        try:
+            for group in self.groups:
+                group.mkdir()
+            (self.groups[0] / "cpu.shares").write_text(str(LOWEST_SHARES))
+            for group in self.groups:
+                for pid in slurmd:
+                    (group / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            self.close()
+            self.ok = False
+
+    def cpu(self) -> float | None:
+        if not self.ok:
+            return None
+        total = int((self.groups[1] / "cpuacct.usage").read_text()) / 1e9
+        return total - sum(process_cpu(pid) for pid in self.slurmd)
+
+    def close(self) -> None:
+        """Every process still in a group back to the parent group, then the groups removed
+        (retried: a slurmstepd may fork while its group is being emptied)."""
+        for group in self.groups:
+            for _ in range(50):
+                if not group.exists():
+                    break
+                for pid in (group / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):  # exited meanwhile
+                        (group.parent / "cgroup.procs").write_text(pid)
+                try:
+                    group.rmdir()
+                except OSError:
+                    time.sleep(0.1)
+
+
+def cpu_sample(slurm: LocalSlurm, scheduler: int, steps: JobSteps) -> dict[str, float]:
     """Where the CPU goes: the scheduler, this process (kmock, the simulated kubelet, pod
-    creation), slurmctld, slurmrestd, the slurmd daemons, and the whole machine (other load,
-    the slurmstepd of each job, ... are the rest)."""
+    creation), slurmctld, slurmrestd, the slurmd daemons, the jobs' slurmstepd (JobSteps), and the
+    whole machine (other load is the rest)."""
     out = {"scheduler": process_cpu(scheduler), "kmock+bench": time.process_time()}
     for name, proc in slurm.jail.processes.items():
         key = "slurmd" if name.startswith("slurmd-") else name
         if key in ("slurmctld", "slurmrestd", "slurmd"):
             out[key] = out.get(key, 0.0) + process_cpu(proc.pid)
+    stepd = steps.cpu()
+    if stepd is not None:
+        out["slurmstepd+jobs"] = stepd
     out["machine"] = machine_busy()
     return out
+
+
+SUBMITTED = re.compile(r"^(\S+ \S+) INFO \S+: submitted job (\d+) for sunk-pod:[^/]+/([^/]+)/")
+BOUND = re.compile(r"^(\S+ \S+) INFO \S+: bound [^/]+/(\S+) to .*, ([\d.]+) s after reading the job's state")
+ALLOCATED = re.compile(r"^\[(\S+)\] sched: Allocate JobId=(\d+) ")
+
+
+def stages(scheduler_log: str, slurmctld_log: str, created: dict[str, float], bound: dict[str, float]) -> None:
+    """Where each pod's wait goes, from the scheduler's log (submitted; bound and how long after
+    the job list it acted on was read), slurmctld's (the job allocated) and kmock's binding times.
+    All on this machine's wall clock (the logs' timestamps have millisecond resolution)."""
+    submitted: dict[str, float] = {}
+    pod_of: dict[int, str] = {}
+    read: dict[str, float] = {}
+    for line in scheduler_log.splitlines():
+        if m := SUBMITTED.match(line):
+            submitted[m.group(3)] = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            pod_of[int(m.group(2))] = m.group(3)
+        elif m := BOUND.match(line):
+            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            read[m.group(2)] = at - float(m.group(3))
+    allocated: dict[str, float] = {}
+    for line in slurmctld_log.splitlines():
+        if (m := ALLOCATED.match(line)) and int(m.group(2)) in pod_of:
+            allocated[pod_of[int(m.group(2))]] = datetime.fromisoformat(m.group(1)).timestamp()
+    steps = [
+        ("created -> submitted (scheduler saw the pod, slurmrestd took the job)", created, submitted),
+        ("submitted -> allocated (slurmctld started the job)", submitted, allocated),
+        ("allocated -> job state read (the read that saw it running)", allocated, read),
+        ("job state read -> bound (API server took the Binding)", read, bound),
+    ]
+    print("stages per pod (p50 / p95 / max):")
+    for label, start, end in steps:
+        spans = [end[name] - start[name] for name in created if name in start and name in end]
+        if not spans:
+            print(f"  {label}: no data")
+            continue
+        print(
+            f"  {label}: {percentile(spans, 0.5):.2f} / {percentile(spans, 0.95):.2f} / {max(spans):.2f} s"
+            f" ({len(spans)} pods)"
+        )
 
 
 def spec(nodes: int, cpus: int, depth: int):  # type: ignore[no-untyped-def]
@@ -148,10 +256,16 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=25, help="simulated Slurm nodes (one slurmd each)")
     parser.add_argument("--cpus", type=int, default=8, help="CPUs per Slurm node; one pod takes one")
     parser.add_argument("--hold", type=float, default=0.5, help="seconds a bound pod runs before it succeeds")
-    parser.add_argument("--interval", type=float, default=0.2, help="scheduler poll interval (seconds)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=Settings.model_fields["interval"].default,
+        help="scheduler poll interval (seconds; default: the deployed one, SUNK_SCHEDULER_INTERVAL's default)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()[0]  # the burst's own slurmstepd raise it: this is the machine's
     started = time.monotonic()
     nodes = [SimNode(f"cpu-{i}", "cpu") for i in range(args.nodes)]
     with LocalSlurm.start(spec(args.nodes, args.cpus, max(100, args.pods)), nodes=nodes) as slurm, KubeSim() as sim:
@@ -185,19 +299,21 @@ def main() -> int:
             "SUNK_METRICS_PORT": str(port),
             "SUNK_SCHEDULER_INTERVAL": str(args.interval),
             "SUNK_POD_NAMESPACES": NS,
-            "SUNK_LOG_LEVEL": "WARNING",
+            "SUNK_LOG_LEVEL": "INFO",  # each submit and bind, for the stages below
         }
         log = (workdir / "scheduler.log").open("wb")
         profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
         command = [sys.executable, *profile, "-m", "sunk.runtime.scheduler"]
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=log)
         stop = threading.Event()
+        steps = JobSteps([p.pid for n, p in slurm.jail.processes.items() if n.startswith("slurmd-")])
         try:
             wait("scheduler /readyz", lambda: metrics(port).get("sunk_scheduler_last_success_timestamp_seconds"), 30)
             threading.Thread(target=kubelet, args=(api, sim, args.hold, stop), daemon=True).start()
 
             created: dict[str, float] = {}
-            cpu_before = cpu_sample(slurm, proc.pid)
+            wall = time.time() - time.monotonic()  # monotonic -> wall clock, as the logs are
+            cpu_before = cpu_sample(slurm, proc.pid, steps)
             requests_before = sim.requests
             first = time.monotonic()
             for i in range(args.pods):
@@ -217,7 +333,7 @@ def main() -> int:
             bound = {name: at for (ns, name), at in sim.bound_at.items() if ns == NS}
             last = max(bound.values())
             latencies = [bound[name] - at for name, at in created.items()]
-            cpu_after = cpu_sample(slurm, proc.pid)
+            cpu_after = cpu_sample(slurm, proc.pid, steps)
             requests = sim.requests - requests_before
             counters = metrics(port)
         finally:
@@ -229,6 +345,7 @@ def main() -> int:
                 proc.kill()
                 proc.wait()
             log.close()
+            steps.close()
 
         binds = sum(1 for ns, _, _ in sim.bindings if ns == NS)
         slots = args.nodes * args.cpus
@@ -240,6 +357,14 @@ def main() -> int:
             "pending -> bound latency: "
             f"p50 {percentile(latencies, 0.50):.2f} s, p95 {percentile(latencies, 0.95):.2f} s, "
             f"max {max(latencies):.2f} s, mean {statistics.fmean(latencies):.2f} s"
+        )
+        ctld_log = slurm.jail.log_path("slurmctld").read_text()
+        (workdir / "slurmctld.log").write_text(ctld_log)  # kept with the scheduler's log
+        stages(
+            (workdir / "scheduler.log").read_text(),
+            ctld_log,
+            {name: at + wall for name, at in created.items()},
+            {name: at + wall for name, at in bound.items()},
         )
         print(f"kubelet model: {len(sim.rejections)} pods rejected at admission")
         wanted = (
@@ -276,7 +401,8 @@ def main() -> int:
             f"CPU from the first creation to the last binding and sampling ({span:.1f} s wall, {os.cpu_count()} cores): "
             + ", ".join(f"{k} {v:.2f} s" for k, v in used.items() if k != "machine")
             + f"; machine {used['machine']:.2f} s busy, of which {max(0.0, used['machine'] - known):.2f} s elsewhere"
-            + f" (slurmstepd, other load); load average {os.getloadavg()[0]:.1f}"
+            + (" (other load)" if "slurmstepd+jobs" in used else " (slurmstepd, other load)")
+            + f"; load average {load_before:.2f} before the run, {os.getloadavg()[0]:.1f} after it"
         )
         print(json.dumps({"pods": args.pods, "pods_per_s": round(len(bound) / (last - first), 2)}))
         burst = f"{args.pods}-pod burst, {slots} slots"

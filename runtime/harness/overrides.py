@@ -91,6 +91,10 @@ def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: boo
         "TaskPlugin": "task/affinity",
         # Simulated nodes claim the NodeSet's CPUs and memory, more than this host has.
         "SlurmdParameters": ",".join(dict.fromkeys([*parameters, "config_overrides"])),
+        # The daemons run in the foreground (-D) and log to stderr, which carries no time unless
+        # format_stderr: the harness's logs then say when (bench/scheduler_bench.py times its stages
+        # from them). In-cluster the container runtime stamps each line.
+        "LogTimeFormat": "iso8601_ms,format_stderr",
     }
     if directive(text, "JobAcctGatherType"):
         values["JobAcctGatherType"] = "jobacct_gather/linux"  # the cgroup one needs cgroups too

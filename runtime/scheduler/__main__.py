@@ -12,7 +12,7 @@ from ..common.process import Process, run
 from ..slurmrest import JwtMinter, SlurmRestClient
 from .cache import POD_SELECTOR, WatchedCluster, node_entry, pod_entry
 from .kube import OfficialKube
-from .loop import Scheduler
+from .loop import SUBMIT_WORKERS, Scheduler
 from .metrics import Health, Metrics
 from .settings import Settings
 from .slurm import RestSlurm
@@ -20,11 +20,13 @@ from .slurm import RestSlurm
 
 def build(settings: Settings) -> Process:
     kube = OfficialKube.from_environment(component=settings.scheduler_name)
-    rest = SlurmRestClient(
-        settings.slurmrestd_url,
-        user=settings.slurm_user,
-        token=JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user),
-    )
+    token = JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user)
+
+    def connect() -> SlurmRestClient:
+        return SlurmRestClient(settings.slurmrestd_url, user=settings.slurm_user, token=token)
+
+    rest = connect()
+    slurm = RestSlurm(rest, connect=connect, cwd=settings.job_cwd)
     metrics = Metrics()
     wake = threading.Event()
     api = kube.api
@@ -40,7 +42,7 @@ def build(settings: Settings) -> Process:
     health = Health(stale_after=max(30.0, 3 * settings.interval))
     scheduler = Scheduler(
         kube,
-        RestSlurm(rest, cwd=settings.job_cwd),
+        slurm,
         scheduler_name=settings.scheduler_name,
         namespace=settings.namespace,
         pod_namespaces=settings.pod_namespaces,
@@ -48,6 +50,7 @@ def build(settings: Settings) -> Process:
         health=health,
         grace=settings.bind_grace,
         cache=WatchedCluster(pods, nodes),
+        submit_workers=SUBMIT_WORKERS,
     )
 
     def loop(stop: threading.Event) -> None:
@@ -59,6 +62,7 @@ def build(settings: Settings) -> Process:
         for informer in informers:
             informer.stop()
         scheduler.close()
+        slurm.close()
         rest.close()
 
     return Process(metrics.registry, health.alive, health.ready, loop, close=close)

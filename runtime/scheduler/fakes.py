@@ -7,6 +7,7 @@ itself (a test `start`s it on the nodes it chooses, ignoring exclusions and cons
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -107,6 +108,8 @@ class FakeSlurm:
     cancelled: list[int] = field(default_factory=list)
     reject: str = ""
     next_id: int = 100
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Submits may come from several threads (Scheduler's submit_workers)."""
 
     def jobs(self) -> list[JobView]:
         return list(self.job_list)
@@ -114,11 +117,13 @@ class FakeSlurm:
     def submit(self, request: JobRequest, marker: keys.Marker) -> int:
         if self.reject:
             raise Rejected(self.reject)
-        self.next_id += 1
-        self.submitted.append((self.next_id, request, marker))
-        job = JobView(self.next_id, marker, "PENDING", reason="Priority", submit_time=1000.0, excluded=request.exclude)
-        self.job_list.append(job)
-        return self.next_id
+        with self.lock:
+            self.next_id += 1
+            job_id = self.next_id
+            self.submitted.append((job_id, request, marker))
+            job = JobView(job_id, marker, "PENDING", reason="Priority", submit_time=1000.0, excluded=request.exclude)
+            self.job_list.append(job)
+        return job_id
 
     def cancel(self, job_ids: Iterable[int]) -> None:
         for job_id in sorted(set(job_ids)):

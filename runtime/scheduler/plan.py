@@ -41,10 +41,11 @@ allocation before the job is rerouted. Long enough for what frees room by itself
 period is 30 s by default; a DaemonSet pod being replaced), short enough that a node that will not
 fit (an exclusive NodeSet's slurmd holds it all, allocatable below Slurm's view) costs a minute."""
 
-PENDING_QUIET = 1.0
+PENDING_QUIET = 2.0
 """Seconds a job may be pending before its pods say so (PodScheduled=False, SlurmJobPending):
-slurmctld starts most placeholder jobs at submission or within its next scheduling pass, and
-one patch per pod of a burst for a state that lasts a few milliseconds is only load."""
+slurmctld starts batch jobs in its background pass, once a second (never at submission, measured
+on 24.11), and one patch per pod of a burst for a state that lasts under a second is only load.
+Slurm's submit_time has whole seconds, so a job looks up to 1 s older than it is: 2 s, not 1."""
 
 _ENDED = {
     "PREEMPTED": ("Preempted", "was preempted by a higher-priority Slurm job"),

@@ -9,6 +9,7 @@ changed. Every REST path is the shared client's (runtime/slurmrest/client.py).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -48,18 +49,27 @@ def _ended(state: tuple[str, ...]) -> bool:
 
 
 class RestSlurm:
-    """SlurmApi on SlurmRestClient (slurmrestd v0.0.42)."""
+    """SlurmApi on SlurmRestClient (slurmrestd v0.0.42).
+
+    `jobs` and `cancel` go through `rest`, one caller at a time. `submit` may be called from several
+    threads at once when `connect` is given: each thread then submits through a client of its own
+    (the client is not thread-safe), made by `connect` on its first submit and closed by `close`."""
 
     def __init__(
         self,
         rest: SlurmRestClient,
         *,
+        connect: Callable[[], SlurmRestClient] | None = None,
         cwd: str = "/tmp",
         max_age: float = 15.0,
         bulk_over: int = 8,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._rest = rest
+        self._connect = connect
+        self._local = threading.local()
+        self._clients: list[SlurmRestClient] = []
+        self._lock = threading.Lock()
         self._cwd = cwd
         self._max_age = max_age
         """Seconds a cached job is trusted without a state change."""
@@ -121,9 +131,19 @@ class RestSlurm:
                 return []  # purged between the two calls
             raise
 
+    def _submitter(self) -> SlurmRestClient:
+        if self._connect is None:
+            return self._rest
+        client: SlurmRestClient | None = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self._connect()
+            with self._lock:
+                self._clients.append(client)
+        return client
+
     def submit(self, request: JobRequest, marker: keys.Marker) -> int:
         try:
-            return self._rest.submit_job(placeholder_job(request, marker, cwd=self._cwd))
+            return self._submitter().submit_job(placeholder_job(request, marker, cwd=self._cwd))
         except SlurmApiError as e:
             # The first line ("Batch job submission failed") is generic; `error` says why.
             why = "; ".join(dict.fromkeys(err.message or err.description for err in e.errors)) or str(e)
@@ -133,5 +153,13 @@ class RestSlurm:
         ids = sorted(set(job_ids))
         if not ids:
             return
-        self._rest.cancel_jobs(ids, ignore=(INVALID_JOB_ID, ALREADY_DONE))
-        self._cancelled.update(ids)
+        with self._lock:  # a reroute's cancel may come from any submitting thread
+            self._rest.cancel_jobs(ids, ignore=(INVALID_JOB_ID, ALREADY_DONE))
+            self._cancelled.update(ids)
+
+    def close(self) -> None:
+        """Closes the submitting threads' own clients (not `rest`, which the caller owns)."""
+        with self._lock:
+            for client in self._clients:
+                client.close()
+            self._clients.clear()

@@ -37,6 +37,7 @@ ALLOWED = {
         "taskplugin",
         "jobacctgathertype",
         "slurmdparameters",
+        "logtimeformat",
         "accountingstoragehost",
         "accountingstorageport",
     },
@@ -100,6 +101,7 @@ def test_slurm_conf_points_at_this_host_and_free_ports() -> None:
     assert out["taskplugin"] == "task/affinity"
     assert out["jobacctgathertype"] == "jobacct_gather/linux"
     assert out["slurmdparameters"] == "config_overrides"
+    assert out["logtimeformat"] == "iso8601_ms,format_stderr"  # the daemons log to stderr (-D)
     assert "%n" in out["slurmdspooldir"] and "%n" in out["slurmdpidfile"]
 
 

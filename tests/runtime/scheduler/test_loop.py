@@ -10,7 +10,7 @@ from sunk.runtime.scheduler.fakes import FakeKube, FakeSlurm
 from sunk.runtime.scheduler.loop import Scheduler, backoff
 from sunk.runtime.scheduler.metrics import Health
 from sunk.runtime.scheduler.model import JobView
-from sunk.runtime.scheduler.plan import Bind
+from sunk.runtime.scheduler.plan import PENDING_QUIET, Bind
 from sunk.runtime.scheduler.request import JobRequest
 from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.slurmrest import PodRef
@@ -78,7 +78,7 @@ def test_a_pod_is_submitted_once_then_bound_once_to_the_node_slurm_chose() -> No
     [(job_id, request, marker)] = slurm.submitted
     assert marker.text == "sunk-pod:ml/web/uid-web" and request.cpus_per_task == 1
     assert "conditions" not in kube.pods[("ml", "web")].get("status", {})  # pending < PENDING_QUIET: not news yet
-    clock.now += 1.0
+    clock.now += PENDING_QUIET
     sched.cycle()
     assert condition(kube, "web")["reason"] == "SlurmJobPending"
 
@@ -92,7 +92,43 @@ def test_a_pod_is_submitted_once_then_bound_once_to_the_node_slurm_chose() -> No
     assert keys.GPU_INDICES not in annotations  # no GPUs, no annotation
     assert [e[2] for e in kube.events] == ["Scheduled"]
     assert sched.metrics.binds._value.get() == 1
-    assert sched.metrics.bind_latency._sum.get() == 2.5
+    assert sched.metrics.bind_latency._sum.get() == PENDING_QUIET + 1.5
+
+
+def test_the_loop_knows_when_its_jobs_are_pending_so_it_polls_until_they_start() -> None:
+    kube, slurm, sched, _ = setup(raw_pod("web"), raw_pod("api"))
+    sched.cycle()
+    assert (sched.pending, len(slurm.submitted)) == (0, 2)  # submitted after this cycle's read
+    sched.cycle()
+    assert sched.pending == 2
+    slurm.start(slurm.submitted[0][0], ("cpu-0",))
+    sched.cycle()
+    assert sched.pending == 1 and len(kube.bindings) == 1
+
+
+def test_submits_spread_over_workers_give_each_pod_exactly_one_job() -> None:
+    names = [f"web-{i}" for i in range(12)]
+    kube, slurm, _, clock = setup(*(raw_pod(n) for n in names))
+    sched = Scheduler(
+        kube,
+        slurm,
+        scheduler_name="sunk-scheduler",
+        namespace="slurm",
+        pod_namespaces=["ml"],
+        clock=clock,
+        submit_workers=3,
+    )
+    try:
+        sched.cycle()
+        while sched.backlog:  # SUBMIT_BUDGET spent (a slow machine): the rest goes next cycle
+            sched.cycle()
+        sched.cycle()  # the jobs are seen now: nothing is submitted twice
+    finally:
+        sched.close()
+    markers = sorted(marker.text for _, _, marker in slurm.submitted)
+    assert markers == sorted(f"sunk-pod:ml/{n}/uid-{n}" for n in names)
+    assert sorted(job_id for job_id, _, _ in slurm.submitted) == list(range(101, 113))
+    assert sched.metrics.submits._value.get() == 12
 
 
 def test_a_refused_submit_is_reported_once_and_retried_with_backoff_not_every_cycle() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import httpx
@@ -165,6 +166,38 @@ def test_a_refused_submit_says_why(server: Slurmrestd) -> None:
     }
     with pytest.raises(Rejected, match="Invalid partition name specified"):
         slurm.submit(request, keys.Marker("pod", "ml", "a", "u1"))
+
+
+def test_each_submitting_thread_has_its_own_client_and_close_ends_them(server: Slurmrestd) -> None:
+    made: list[SlurmRestClient] = []
+
+    def connect() -> SlurmRestClient:
+        made.append(
+            SlurmRestClient(
+                "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+            )
+        )
+        return made[-1]
+
+    rest = SlurmRestClient(
+        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+    )
+    slurm = RestSlurm(rest, connect=connect)
+    request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1)
+
+    def submit_twice(name: str) -> None:
+        for i in range(2):
+            slurm.submit(request, keys.Marker("pod", "ml", name, f"u{i}"))
+
+    threads = [threading.Thread(target=submit_twice, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # One client per thread, reused for its second submit; the shared one (jobs, cancel) sent nothing.
+    assert len(made) == 2 and [c.requests for c in made] == [2, 2] and rest.requests == 0
+    slurm.close()
+    assert all(c._http.is_closed for c in made) and not rest._http.is_closed
 
 
 def test_an_unreachable_controller_is_not_a_rejection(server: Slurmrestd) -> None:
