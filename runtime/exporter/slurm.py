@@ -9,9 +9,9 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
-from ..slurmrest.errors import SlurmRestError
+from ..slurmrest.fallback import FallbackRead
 from ..slurmrest.jobtext import JobRow
 from ..slurmrest.models import Diag, Node, Partition
 from .model import JobView
@@ -45,39 +45,24 @@ class TextJobReads:
     (SlurmRestClient). When the reader fails (squeue missing, slurmctld unreachable, output not
     understood), that collection's jobs are read through slurmrestd instead: one warning when it
     starts failing, one line when it works again, and `sunk_exporter_job_reads_total{via}` counts
-    the reads each way."""
+    the reads each way (FallbackRead)."""
 
     def __init__(self, rest: SlurmApi, reader: JobReader, *, registry: CollectorRegistry | None = None) -> None:
         self.rest = rest
         self.reader = reader
-        self._reads = Counter(
-            "sunk_exporter_job_reads",
-            "Reads of every Slurm job, by the way they went: squeue, or slurmrestd when squeue failed",
-            ["via"],
-            registry=registry,
-        )
-        self.failing = ""
+        self._read = FallbackRead("job", "squeue", "sunk_exporter_job_reads", registry=registry, log=log)
+
+    @property
+    def failing(self) -> str:
         """Why the last read through the reader failed; empty while it works."""
+        return self._read.failing
 
     @property
     def requests(self) -> int:
         return self.rest.requests + self.reader.reads
 
     def list_jobs(self) -> Sequence[JobView]:
-        try:
-            rows = self.reader.jobs()
-        except SlurmRestError as exc:
-            if not self.failing:
-                log.warning("reading Slurm jobs through slurmrestd while squeue fails: %s", exc)
-            self.failing = str(exc)
-            jobs = self.rest.list_jobs()
-            self._reads.labels("slurmrestd").inc()
-            return jobs
-        if self.failing:
-            log.info("squeue reads Slurm jobs again (it failed with: %s)", self.failing)
-            self.failing = ""
-        self._reads.labels("squeue").inc()
-        return rows
+        return self._read(self.reader.jobs, self.rest.list_jobs)
 
     def list_nodes(self, *, future: bool = False) -> list[Node]:
         return self.rest.list_nodes(future=future)

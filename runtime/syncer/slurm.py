@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from functools import partial
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
-from ..slurmrest.errors import SlurmRestError
+from ..slurmrest.fallback import FallbackRead
 from ..slurmrest.models import Node
 from ..slurmrest.nodestate import NodeState
 
@@ -46,41 +47,27 @@ class SlurmApi(Protocol):
 class TextNodeReads:
     """A SlurmApi that reads every node through `reader` (ScontrolNodes) and does everything else
     through `rest` (SlurmRestClient). When the reader fails (scontrol missing, slurmctld
-    unreachable, output not understood), that cycle's read goes through slurmrestd instead: one
-    warning when it starts failing, one line when it works again, and
-    `sunk_syncer_slurm_reads_total{via}` counts the reads each way."""
+    unreachable, output not understood), that cycle's read goes through slurmrestd instead
+    (FallbackRead: one warning, `sunk_syncer_slurm_reads_total{via}`)."""
 
     def __init__(self, rest: SlurmApi, reader: NodeReader, *, registry: CollectorRegistry | None = None) -> None:
         self.rest = rest
         self.reader = reader
-        self._reads = Counter(
-            "sunk_syncer_slurm_reads",
-            "Reads of every Slurm node, by the way they went: scontrol, or slurmrestd when scontrol failed",
-            ["via"],
-            registry=registry,
-        )
-        self.failing = ""
+        self._read = FallbackRead("node", "scontrol", "sunk_syncer_slurm_reads", registry=registry, log=log)
+
+    @property
+    def failing(self) -> str:
         """Why the last read through the reader failed; empty while it works."""
+        return self._read.failing
 
     @property
     def requests(self) -> int:
         return self.rest.requests + self.reader.reads
 
     def node_states(self, *, future: bool = False) -> list[NodeState]:
-        try:
-            states = self.reader.node_states(future=future)
-        except SlurmRestError as exc:
-            if not self.failing:
-                log.warning("reading Slurm nodes through slurmrestd while scontrol fails: %s", exc)
-            self.failing = str(exc)
-            states = self.rest.node_states(future=future)
-            self._reads.labels("slurmrestd").inc()
-            return states
-        if self.failing:
-            log.info("scontrol reads Slurm nodes again (it failed with: %s)", self.failing)
-            self.failing = ""
-        self._reads.labels("scontrol").inc()
-        return states
+        return self._read(
+            partial(self.reader.node_states, future=future), partial(self.rest.node_states, future=future)
+        )
 
     def list_nodes(self, *, future: bool = False) -> list[Node]:
         return self.rest.list_nodes(future=future)
