@@ -1,6 +1,6 @@
 """The Slurm-backed scheduler binding a burst of pods through real slurmctld + slurmrestd.
 
-Run: .venv/bin/python bench/scheduler_bench.py [--pods 200] [--nodes 25] [--cpus 8] [--hold 0.5]
+Run: .venv/bin/python bench/scheduler_bench.py [--pods 200] [--nodes 25] [--cpus 8] [--hold 0.5] [--shares 2]
 
 The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each
 (real slurmctld, slurmdbd, slurmrestd and one slurmd per node, all on this machine); kmock
@@ -94,7 +94,7 @@ class JobSteps:
     Needs root and cgroup v1 cpu and cpuacct hierarchies (this machine's); elsewhere neither
     happens, and the jobs' CPU stays in "elsewhere" (cpu() is None)."""
 
-    def __init__(self, slurmd: list[int]) -> None:
+    def __init__(self, slurmd: list[int], shares: int = LOWEST_SHARES) -> None:
         self.slurmd = slurmd
         name = f"sunk-scheduler-bench-{os.getpid()}"
         self.groups = [CGROUP_V1 / "cpu" / name, CGROUP_V1 / "cpuacct" / name]
@@ -102,7 +102,7 @@ class JobSteps:
         try:
             for group in self.groups:
                 group.mkdir()
-            (self.groups[0] / "cpu.shares").write_text(str(LOWEST_SHARES))
+            (self.groups[0] / "cpu.shares").write_text(str(shares))
             for group in self.groups:
                 for pid in slurmd:
                     (group / "cgroup.procs").write_text(str(pid))
@@ -262,6 +262,12 @@ def main() -> int:
         default=Settings.model_fields["interval"].default,
         help="scheduler poll interval (seconds; default: the deployed one, SUNK_SCHEDULER_INTERVAL's default)",
     )
+    parser.add_argument(
+        "--shares",
+        type=int,
+        default=LOWEST_SHARES,
+        help="cgroup v1 cpu.shares of the slurmd daemons and their jobs together (1024: one ordinary process)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
     args = parser.parse_args()
 
@@ -306,7 +312,7 @@ def main() -> int:
         command = [sys.executable, *profile, "-m", "sunk.runtime.scheduler"]
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=log)
         stop = threading.Event()
-        steps = JobSteps([p.pid for n, p in slurm.jail.processes.items() if n.startswith("slurmd-")])
+        steps = JobSteps([p.pid for n, p in slurm.jail.processes.items() if n.startswith("slurmd-")], args.shares)
         try:
             wait("scheduler /readyz", lambda: metrics(port).get("sunk_scheduler_last_success_timestamp_seconds"), 30)
             threading.Thread(target=kubelet, args=(api, sim, args.hold, stop), daemon=True).start()
