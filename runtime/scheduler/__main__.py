@@ -26,8 +26,14 @@ def build(settings: Settings) -> Process:
         return SlurmRestClient(settings.slurmrestd_url, user=settings.slurm_user, token=token)
 
     rest = connect()
-    slurm = RestSlurm(rest, connect=connect, cwd=settings.job_cwd)
     metrics = Metrics()
+    slurm = RestSlurm(
+        rest,
+        connect=connect,
+        cwd=settings.job_cwd,
+        immediate=settings.immediate_allocation,
+        on_placed=lambda kind: metrics.placed.labels(kind).inc(),
+    )
     wake = threading.Event()
     api = kube.api
     pods = Informer(

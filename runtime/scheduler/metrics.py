@@ -23,6 +23,12 @@ class Metrics:
             registry=r,
         )
         self.submits = Counter("sunk_scheduler_submits", "Placeholder jobs submitted", registry=r)
+        self.placed = Counter(
+            "sunk_scheduler_placeholders",
+            "Placeholder jobs by kind: an allocation started at submission, or a batch job that queued",
+            ["kind"],
+            registry=r,
+        )
         self.rejects = Counter("sunk_scheduler_rejects", "Requests refused (invalid or by Slurm)", registry=r)
         self.binds = Counter("sunk_scheduler_binds", "Pods bound", registry=r)
         self.unfit = Counter(

@@ -29,6 +29,12 @@ class Settings(EnvSettings):
     bind_grace: float = Field(default=60.0, ge=0)
     """Seconds from a job's start during which a pod that does not fit the Node Slurm chose is
     retried there before the job is resubmitted without that node (SUNK_BIND_GRACE)."""
+    immediate_allocation: bool = False
+    """Place each pod first as an immediate allocation, started in the submit request, and only
+    when that is refused as a queued batch placeholder (SUNK_IMMEDIATE_ALLOCATION; runtime/
+    scheduler/README.md). Needs InactiveLimit=0 (an allocation has no srun for slurmctld to
+    ping), which sunk renders: the Deployment sets it unless controller.extraSlurmConf sets
+    InactiveLimit. Default: off."""
     job_cwd: str = "/tmp"
     """Working directory of placeholder jobs, as slurmd sees it (SUNK_JOB_CWD)."""
     pod_namespaces: tuple[str, ...] = ()

@@ -23,6 +23,8 @@ from .request import JobRequest, placeholder_job
 
 ALREADY_DONE = 2021
 """ESLURM_ALREADY_DONE: cancelling a job that already ended."""
+IMMEDIATE_PAUSE = 1.0
+"""Seconds without immediate allocations after one was refused (RestSlurm.submit)."""
 
 
 class Rejected(Exception):
@@ -64,8 +66,14 @@ class RestSlurm:
         max_age: float = 15.0,
         bulk_over: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        immediate: bool = False,
+        on_placed: Callable[[str], None] | None = None,
     ) -> None:
         self._rest = rest
+        self._immediate = immediate
+        """Try each placeholder as an immediate allocation first (see `submit`)."""
+        self._refused_until = 0.0
+        self._on_placed = on_placed
         self._connect = connect
         self._local = threading.local()
         self._clients: list[SlurmRestClient] = []
@@ -142,12 +150,32 @@ class RestSlurm:
         return client
 
     def submit(self, request: JobRequest, marker: keys.Marker) -> int:
+        """With `immediate`: first as an allocation slurmctld grants in the request (no batch step,
+        so no slurmstepd; started now rather than at slurmctld's next once-a-second pass), and when
+        it can't start now (busy nodes, a job of higher priority waiting, any refusal) as the batch
+        placeholder that waits in the queue. After a refusal, allocations are not tried for
+        IMMEDIATE_PAUSE seconds or until a cancel makes room, so a full cluster costs one extra
+        request a second, not one per pod."""
+        job = placeholder_job(request, marker, cwd=self._cwd)
+        client = self._submitter()
+        if self._immediate and self._clock() >= self._refused_until:
+            try:
+                job_id = client.allocate_job(job)
+            except SlurmApiError:
+                self._refused_until = self._clock() + IMMEDIATE_PAUSE
+            else:
+                if self._on_placed is not None:
+                    self._on_placed("allocation")
+                return job_id
         try:
-            return self._submitter().submit_job(placeholder_job(request, marker, cwd=self._cwd))
+            job_id = client.submit_job(job)
         except SlurmApiError as e:
             # The first line ("Batch job submission failed") is generic; `error` says why.
             why = "; ".join(dict.fromkeys(err.message or err.description for err in e.errors)) or str(e)
             raise Rejected(why) from e
+        if self._on_placed is not None:
+            self._on_placed("batch")
+        return job_id
 
     def cancel(self, job_ids: Iterable[int]) -> None:
         ids = sorted(set(job_ids))
@@ -156,6 +184,7 @@ class RestSlurm:
         with self._lock:  # a reroute's cancel may come from any submitting thread
             self._rest.cancel_jobs(ids, ignore=(INVALID_JOB_ID, ALREADY_DONE))
             self._cancelled.update(ids)
+        self._refused_until = 0.0  # room was made: allocations may start again
 
     def close(self) -> None:
         """Closes the submitting threads' own clients (not `rest`, which the caller owns)."""

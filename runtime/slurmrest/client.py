@@ -295,6 +295,18 @@ class SlurmRestClient:
         payload = self.call("POST", f"{_SLURM}/job/submit", body=job.body(), idempotent=False)
         return int(payload["job_id"])
 
+    def allocate_job(self, job: JobSubmit) -> int:
+        """POST /job/allocate with `immediate`: an allocation without a batch step (what
+        `salloc --no-shell --immediate` makes), granted in the request or refused at once.
+        slurmctld tries it at submission, where a batch job waits for its once-a-second pass;
+        refused (SlurmApiError, e.g. 2016 when the nodes are busy or a job of higher priority waits)
+        when it can't start now. Without `immediate` slurmrestd 24.11 blocks until it starts."""
+        body = job.body()
+        body["job"].pop("script", None)
+        body["job"]["immediate"] = True
+        payload = self.call("POST", f"{_SLURM}/job/allocate", body=body, idempotent=False)
+        return int(payload["job_id"])
+
     def get_job(self, job_id: int) -> Job:
         jobs = self._items(self.call("GET", f"{_SLURM}/job/{job_id}"), "jobs", Job, f"{_SLURM}/job/{job_id}")
         if not jobs:

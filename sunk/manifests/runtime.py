@@ -148,6 +148,15 @@ of syncer and scontrol CPU, where slurmrestd alone would spend 1.5 s serialising
 (runtime/syncer/README.md, bench/README.md)."""
 
 
+def immediate_allocation(spec: ClusterSpec) -> bool:
+    """Whether the scheduler may place pods as immediate allocations (runtime/scheduler/README.md):
+    they have no srun attached, so slurmctld's InactiveLimit would end them; sunk renders
+    InactiveLimit=0 and only controller.extraSlurmConf can change it."""
+    return not any(
+        line.split("=", 1)[0].strip().lower() == "inactivelimit" for line in spec.controller.extra_slurm_conf
+    )
+
+
 def runtime_pod(
     spec: ClusterSpec, refs: AuthRefs, component: str, container: Manifest, *, service_account: str, token: bool = True
 ) -> Manifest:
@@ -201,6 +210,8 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
     env = runtime_env(spec)
     if controller == "scheduler":
         env.append({"name": "SUNK_SCHEDULER_NAME", "value": SCHEDULER_NAME})
+        if immediate_allocation(spec):
+            env.append({"name": "SUNK_IMMEDIATE_ALLOCATION", "value": "true"})
     if controller == "syncer":
         env.append({"name": "SUNK_SYNC_INTERVAL", "value": SYNC_INTERVAL})
         env.append(dict(SLURM_CONF_ENV))

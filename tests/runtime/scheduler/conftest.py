@@ -223,6 +223,8 @@ def start_scheduler(
             "SUNK_SCHEDULER_INTERVAL": "0.2",
             "SUNK_POD_NAMESPACES": "ml",
             "SUNK_BIND_GRACE": "3",  # reroutes within a test's patience (60 s in production)
+            # As the Deployment sets it (sunk renders InactiveLimit=0): allocations first.
+            "SUNK_IMMEDIATE_ALLOCATION": "true",
         }
         proc = SchedulerProcess(runtime_image, env, tmp_path / f"scheduler-{len(started)}.log")
         started.append(proc)

@@ -39,7 +39,7 @@ def test_pods_are_bound_to_the_nodes_slurm_chose(
     slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
     k8s.sim.add_namespace("ml", {keys.TIME_LIMIT: "0:30:00", **SHARED})  # Namespace defaults
-    start_scheduler()
+    proc = start_scheduler()
     k8s.create_pod(
         "cpu-pod", cpu="2", memory="1Gi", annotations={keys.NICE: "10", keys.PRIORITY: "5000", keys.ACCOUNT: "root"}
     )
@@ -58,6 +58,8 @@ def test_pods_are_bound_to_the_nodes_slurm_chose(
         assert slurm_node in expand(re.search(r" NodeList=(\S+)", job).group(1))  # type: ignore[union-attr]
         assert "Comment=sunk-" in job
         assert "TimeLimit=00:30:00" in job
+        # Room everywhere: an immediate allocation, started in the submit itself (no batch step).
+        assert "BatchFlag=0" in job
         if name == "cpu-pod":
             assert "NumCPUs=2" in job and "mem=1G" in job
             assert "Nice=10" in job and "Priority=5000" in job and "Account=root" in job
@@ -69,6 +71,8 @@ def test_pods_are_bound_to_the_nodes_slurm_chose(
     assert w0[keys.JOB_ID] == w1[keys.JOB_ID] and w0[keys.SLURM_NODE] != w1[keys.SLURM_NODE]
     assert len(placeholder_jobs(slurm)) == 3
     assert not k8s.existing_pod("not-ours", "other-tenant")["spec"].get("nodeName")
+    assert proc.metric('sunk_scheduler_placeholders_total{kind="allocation"}') == 3
+    assert proc.metric('sunk_scheduler_placeholders_total{kind="batch"}') == 0
 
 
 def test_a_high_priority_pod_preempts_a_low_priority_batch_job(
@@ -219,9 +223,11 @@ def test_pods_never_land_on_exclusive_nodes(slurm: LocalSlurm, k8s: Cluster, sta
     fills = [slurm.sbatch(FILL, "--exclusive", "-N1", f"-w{n}", "-pgpu") for n in ("gpu-0", "gpu-1")]
     for job_id in fills:
         slurm.wait_job(job_id, {"RUNNING"})
-    start_scheduler()
+    proc = start_scheduler()
     k8s.create_pod("web", cpu="1", memory="512Mi", annotations={keys.PARTITION: "batch"})
+    # No room now: the immediate allocation is refused, and a batch placeholder waits in the queue.
     k8s.wait_for("the placeholder pending", lambda: [r for r in placeholder_jobs(slurm).values() if r[1] == "PENDING"])
+    assert proc.metric('sunk_scheduler_placeholders_total{kind="batch"}') == 1
     k8s.wait_for(
         "PodScheduled=False, SlurmJobPending", lambda: (k8s.condition("web") or {}).get("reason") == "SlurmJobPending"
     )

@@ -10,10 +10,22 @@ import httpx
 import pytest
 from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.request import JobRequest
+from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.scheduler.slurm import Rejected, RestSlurm
 from sunk.runtime.slurmrest import SlurmApiError, SlurmRestClient, StaticToken
 
+from sunk.manifests.auth import auth_refs
+from sunk.manifests.runtime import deployment
+from sunk.spec import load_spec
+from sunk.stackfile import load_stack
+
 API = "/slurm/v0.0.42"
+SETTINGS = {
+    "SUNK_CLUSTER": "c",
+    "SUNK_NAMESPACE": "ns",
+    "SUNK_SLURMRESTD_URL": "http://slurmrestd",
+    "SUNK_JWT_KEY_FILE": "/k",
+}
 
 
 class Slurmrestd:
@@ -22,6 +34,8 @@ class Slurmrestd:
         self.paths: list[str] = []
         self.bodies: list[Any] = []
         self.submit_error: dict[str, Any] | None = None
+        self.busy = False
+        """POST /job/allocate refuses (2016), as slurmctld does when the job can't start now."""
 
     def add(self, job_id: int, state: str, comment: str = "", nodes: str = "", user: str = "slurm") -> None:
         self.jobs[job_id] = {
@@ -53,6 +67,13 @@ class Slurmrestd:
                 {"job_id": int(i), "error": {"code": 2017 if int(i) not in self.jobs else 0}} for i in body["jobs"]
             ]
             return httpx.Response(200, json={"status": status})
+        if path == f"{API}/job/allocate":
+            assert body is not None and body["job"]["immediate"] is True and "script" not in body["job"]
+            if self.busy:
+                return httpx.Response(
+                    500, json={"errors": [{"error_number": 2016, "error": "Job allocation request failed"}]}
+                )
+            return httpx.Response(200, json={"job_id": 78})
         if path == f"{API}/job/submit":
             if self.submit_error:
                 return httpx.Response(500, json={"errors": [self.submit_error]})
@@ -217,3 +238,60 @@ def test_a_marker_on_another_users_job_is_not_ours(server: Slurmrestd) -> None:
     server.add(1, "RUNNING", "sunk-pod:ml/a/u1", "cpu-0", user="mallory")
     server.add(2, "RUNNING", "sunk-pod:ml/b/u2", "cpu-1")
     assert [v.job_id for v in slurm.jobs()] == [2]
+
+
+def test_an_immediate_allocation_first_and_a_queued_batch_job_when_refused(server: Slurmrestd) -> None:
+    clock = [0.0]
+    placed: list[str] = []
+    rest = SlurmRestClient(
+        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+    )
+    slurm = RestSlurm(rest, clock=lambda: clock[0], immediate=True, on_placed=placed.append)
+    request, marker = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1")
+
+    assert slurm.submit(request, marker) == 78  # started in the request
+    assert server.paths == [f"POST {API}/job/allocate"]
+    server.reset()
+    server.busy = True
+    assert slurm.submit(request, marker) == 77  # refused: queued as a batch placeholder
+    assert server.paths == [f"POST {API}/job/allocate", f"POST {API}/job/submit"]
+    assert server.bodies[1]["job"]["script"].startswith("#!")
+    server.reset()
+    server.busy = False
+    clock[0] = 0.5  # within the pause after a refusal: straight to the queue, one request
+    assert slurm.submit(request, marker) == 77 and server.paths == [f"POST {API}/job/submit"]
+    server.reset()
+    slurm.cancel([5])  # a cancel makes room: allocations at once again
+    assert slurm.submit(request, marker) == 78 and server.paths[-1] == f"POST {API}/job/allocate"
+    server.reset()
+    clock[0] = 9.0
+    server.busy = True
+    slurm.submit(request, marker)
+    clock[0] = 10.5  # the pause is over
+    server.reset()
+    server.busy = False
+    assert slurm.submit(request, marker) == 78 and server.paths == [f"POST {API}/job/allocate"]
+    assert placed == ["allocation", "batch", "batch", "allocation", "batch", "allocation"]
+
+
+def test_without_immediate_every_placeholder_is_a_batch_job(server: Slurmrestd) -> None:
+    slurm = client(server, [0.0])
+    slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1"))
+    assert server.paths == [f"POST {API}/job/submit"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "immediate"),
+    [([], True), (["MessageTimeout=30"], True), (["InactiveLimit=300"], False), (["inactivelimit=60"], False)],
+)
+def test_the_deployment_allows_immediate_allocations_unless_inactive_limit_is_set(
+    extra: list[str], immediate: bool
+) -> None:
+    """An allocation has no srun for slurmctld to ping: with an InactiveLimit it would be ended."""
+    data = load_stack("acme-dev").spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data.setdefault("controller", {})["extraSlurmConf"] = extra
+    spec = load_spec(data)
+    env = deployment(spec, auth_refs(spec), "scheduler")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert ({"name": "SUNK_IMMEDIATE_ALLOCATION", "value": "true"} in env) is immediate
+    assert Settings.from_env({**SETTINGS, "SUNK_IMMEDIATE_ALLOCATION": "true"}).immediate_allocation
+    assert not Settings.from_env(SETTINGS).immediate_allocation
