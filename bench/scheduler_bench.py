@@ -54,6 +54,7 @@ from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.testing.goals import goal
 from sunk.runtime.testing.kubesim import KubeSim
 
+from sunk.manifests.runtime import immediate_allocation
 from sunk.spec.errors import load_spec
 
 NS = "bench"
@@ -114,7 +115,8 @@ class JobSteps:
         if not self.ok:
             return None
         total = int((self.groups[1] / "cpuacct.usage").read_text()) / 1e9
-        return total - sum(process_cpu(pid) for pid in self.slurmd)
+        # Clock ticks (cutime) against nanoseconds: clamped, a job-less burst reads a tick below zero.
+        return max(0.0, total - sum(process_cpu(pid) for pid in self.slurmd))
 
     def close(self) -> None:
         """Every process still in a group back to the parent group, then the groups removed
@@ -150,7 +152,9 @@ def cpu_sample(slurm: LocalSlurm, scheduler: int, steps: JobSteps) -> dict[str, 
 
 SUBMITTED = re.compile(r"^(\S+ \S+) INFO \S+: submitted job (\d+) for sunk-pod:[^/]+/([^/]+)/")
 BOUND = re.compile(r"^(\S+ \S+) INFO \S+: bound [^/]+/(\S+) to .*, ([\d.]+) s after reading the job's state")
-ALLOCATED = re.compile(r"^\[(\S+)\] sched: Allocate JobId=(\d+) ")
+ALLOCATED = re.compile(r"^\[(\S+)\] sched: (?:Allocate |_slurm_rpc_allocate_resources )JobId=(\d+) ")
+"""slurmctld's log of a job started: by its scheduling pass (a batch job) or in the request itself
+(an immediate allocation)."""
 
 
 def stages(scheduler_log: str, slurmctld_log: str, created: dict[str, float], bound: dict[str, float]) -> None:
@@ -173,7 +177,7 @@ def stages(scheduler_log: str, slurmctld_log: str, created: dict[str, float], bo
             allocated[pod_of[int(m.group(2))]] = datetime.fromisoformat(m.group(1)).timestamp()
     steps = [
         ("created -> submitted (scheduler saw the pod, slurmrestd took the job)", created, submitted),
-        ("submitted -> allocated (slurmctld started the job)", submitted, allocated),
+        ("submitted -> allocated (slurmctld started the job; < 0: in the request)", submitted, allocated),
         ("allocated -> job state read (the read that saw it running)", allocated, read),
         ("job state read -> bound (API server took the Binding)", read, bound),
     ]
@@ -263,6 +267,11 @@ def main() -> int:
         help="scheduler poll interval (seconds; default: the deployed one, SUNK_SCHEDULER_INTERVAL's default)",
     )
     parser.add_argument(
+        "--batch-only",
+        action="store_true",
+        help="queued batch placeholders only (SUNK_IMMEDIATE_ALLOCATION=false), not the deployed immediate allocations first",
+    )
+    parser.add_argument(
         "--shares",
         type=int,
         default=LOWEST_SHARES,
@@ -305,6 +314,8 @@ def main() -> int:
             "SUNK_METRICS_PORT": str(port),
             "SUNK_SCHEDULER_INTERVAL": str(args.interval),
             "SUNK_POD_NAMESPACES": NS,
+            # As the Deployment sets it for this spec (sunk.manifests.runtime.immediate_allocation).
+            "SUNK_IMMEDIATE_ALLOCATION": str(immediate_allocation(slurm.spec) and not args.batch_only).lower(),
             "SUNK_LOG_LEVEL": "INFO",  # each submit and bind, for the stages below
         }
         log = (workdir / "scheduler.log").open("wb")
@@ -387,6 +398,16 @@ def main() -> int:
             "scheduler: "
             + ", ".join(f"{w.removesuffix('_total')} {counters.get('sunk_scheduler_' + w, 0):.0f}" for w in wanted)
             + f", mean cycle {counters['sunk_scheduler_cycle_seconds_sum'] / counters['sunk_scheduler_cycle_seconds_count'] * 1000:.0f} ms"
+        )
+        kinds = {
+            name.split('"')[1]: value
+            for name, value in counters.items()
+            if name.startswith("sunk_scheduler_placeholders_total{")
+        }
+        print(
+            "placeholders: "
+            + (", ".join(f"{kind} {n:.0f}" for kind, n in sorted(kinds.items())) or "none counted")
+            + f" (immediate allocations {'on' if env['SUNK_IMMEDIATE_ALLOCATION'] == 'true' else 'off'})"
         )
         per_action = sorted(
             (name.split('"')[1], counters[name], counters[name.replace("_count", "_sum")])
