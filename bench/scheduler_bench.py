@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -278,6 +279,9 @@ def main() -> int:
         help="cgroup v1 cpu.shares of the slurmd daemons and their jobs together (1024: one ordinary process)",
     )
     parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the scheduler's and slurmctld's logs (their folder is printed)"
+    )
     args = parser.parse_args()
 
     load_before = os.getloadavg()[0]  # the burst's own slurmstepd raise it: this is the machine's
@@ -432,6 +436,10 @@ def main() -> int:
             + f"; load average {load_before:.2f} before the run, {os.getloadavg()[0]:.1f} after it"
         )
         print(json.dumps({"pods": args.pods, "pods_per_s": round(len(bound) / (last - first), 2)}))
+        if args.keep_logs:
+            print(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
         burst = f"{args.pods}-pod burst, {slots} slots"
         goal(
             f"scheduler pods bound per second, {burst}",
