@@ -202,7 +202,7 @@ def real(jobs: int, read: str) -> None:
         # every one is re-read as JSON (squeue --json builds what slurmrestd builds, in the exporter).
         ids = [r.job_id for r in reader.jobs()]
         mark, child = time.monotonic(), children_cpu()
-        every = parse_squeue_json(reader._run(["--json=v0.0.42", "-a", "-t", "all"]), ids)
+        every = parse_squeue_json(reader._squeue(["--json=v0.0.42", "-a", "-t", "all"]), ids)
         print(
             f"  worst case, every job re-read as JSON: {len(every):,} jobs, {time.monotonic() - mark:.3f} s wall, "
             f"squeue CPU {children_cpu() - child:.2f} s"

@@ -41,7 +41,6 @@ The exporter then reads that collection through slurmrestd (runtime/exporter/slu
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -51,7 +50,7 @@ from .auth import TokenProvider
 from .errors import SlurmRestError
 from .jobreasons import JOB_REASONS
 from .models import Job
-from .nodetext import PATH
+from .tokenclient import TokenClient
 
 BASE_STATES = frozenset(
     {
@@ -238,51 +237,31 @@ def parse_squeue_json(data: bytes, wanted: Iterable[int]) -> list[JobRow]:
     ]
 
 
-class SqueueJobs:
+class SqueueJobs(TokenClient):
     """Runs squeue as the token's user. `command` is how squeue is started (a test runs it inside
     a Slurm image's root); the process gets only PATH, LANG, TZ, SLURM_TIME_FORMAT, SLURM_CONF and
     SLURM_JWT. `reads` counts squeue runs; `json_rows` how many rows the last read took from JSON."""
 
+    error = SqueueError
+
     def __init__(
         self, token: TokenProvider, conf: Path | str, *, command: Sequence[str] = ("squeue",), timeout: float = 60.0
     ) -> None:
-        self.token = token
-        self.conf = str(conf)
-        self.command = tuple(command)
-        self.timeout = timeout
-        self.reads = 0
+        super().__init__(token, conf, command=command, timeout=timeout)
         self.json_rows = 0
 
-    def _run(self, args: Sequence[str]) -> bytes:
-        env = {
-            "PATH": PATH,
-            "LANG": "C",
-            "TZ": "UTC",
-            "SLURM_TIME_FORMAT": "%s",
-            "SLURM_CONF": self.conf,
-            "SLURM_JWT": self.token.token(),
-        }
-        self.reads += 1
-        what = f"squeue {args[0]}"
-        try:
-            done = subprocess.run(
-                [*self.command, *args], env=env, capture_output=True, timeout=self.timeout, check=False
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SqueueError(f"{what}: {type(exc).__name__}: {exc}") from exc
-        if done.returncode != 0:
-            detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise SqueueError(f"{what}: exit {done.returncode}: {detail[-1] if detail else 'no message'}")
-        return done.stdout
+    def _squeue(self, args: Sequence[str]) -> bytes:
+        # Times as epoch seconds, in UTC: no local time is involved.
+        return self._run(args, f"squeue {args[0]}", {"TZ": "UTC", "SLURM_TIME_FORMAT": "%s"})
 
     def jobs(self) -> list[JobRow]:
         """Every job record slurmctld holds (hidden partitions and finished jobs included)."""
-        text = self._run(["-r", "-a", "-h", "-t", "all", "-O", FORMAT]).decode("utf-8", "replace")
+        text = self._squeue(["-r", "-a", "-h", "-t", "all", "-O", FORMAT]).decode("utf-8", "replace")
         rows, unsettled = parse_squeue(text)
         self.json_rows = 0
         for start in range(0, len(unsettled), JSON_BATCH):
             batch = unsettled[start : start + JSON_BATCH]
-            data = self._run(["--json=v0.0.42", "-a", "-t", "all", "-j", ",".join(map(str, batch))])
+            data = self._squeue(["--json=v0.0.42", "-a", "-t", "all", "-j", ",".join(map(str, batch))])
             more = parse_squeue_json(data, batch)
             self.json_rows += len(more)
             rows += more

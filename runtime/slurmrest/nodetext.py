@@ -32,15 +32,13 @@ MAINTENANCE before RESERVED; slurmrestd: RESERVED, DRAIN, MAINTENANCE), which no
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from .auth import TokenProvider
 from .errors import SlurmRestError
 from .nodestate import NodeState
-
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+from .tokenclient import TokenClient
 
 _RECORD = "NodeName="
 _STATE = "\n   State="
@@ -120,31 +118,17 @@ def parse_show_nodes(text: str) -> list[NodeState]:
     return out
 
 
-class ScontrolNodes:
-    """Runs `scontrol show nodes` as the token's user. `command` is how scontrol is started (a
-    test runs it inside a Slurm image's root); the process gets only PATH, LANG, SLURM_CONF and
-    SLURM_JWT. `reads` counts calls, like SlurmRestClient.requests."""
+class ScontrolNodes(TokenClient):
+    """Runs `scontrol show nodes` as the token's user (TokenClient: only PATH, LANG, SLURM_CONF and
+    SLURM_JWT in its environment; `reads` counts calls)."""
+
+    error = ScontrolError
 
     def __init__(
         self, token: TokenProvider, conf: Path | str, *, command: Sequence[str] = ("scontrol",), timeout: float = 30.0
     ) -> None:
-        self.token = token
-        self.conf = str(conf)
-        self.command = tuple(command)
-        self.timeout = timeout
-        self.reads = 0
+        super().__init__(token, conf, command=command, timeout=timeout)
 
     def node_states(self, *, future: bool = False) -> list[NodeState]:
-        argv = [*self.command, "show", "nodes", *(["--future"] if future else [])]
-        env = {"PATH": PATH, "LANG": "C", "SLURM_CONF": self.conf, "SLURM_JWT": self.token.token()}
-        self.reads += 1
-        try:
-            done = subprocess.run(argv, env=env, capture_output=True, timeout=self.timeout, check=False)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise ScontrolError(f"scontrol show nodes: {type(exc).__name__}: {exc}") from exc
-        if done.returncode != 0:
-            detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise ScontrolError(
-                f"scontrol show nodes: exit {done.returncode}: {detail[-1] if detail else 'no message'}"
-            )
-        return parse_show_nodes(done.stdout.decode("utf-8", "replace"))
+        out = self._run(["show", "nodes", *(["--future"] if future else [])], "scontrol show nodes")
+        return parse_show_nodes(out.decode("utf-8", "replace"))
