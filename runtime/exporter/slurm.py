@@ -11,7 +11,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
-from ..slurmrest.fallback import FallbackRead
+from ..slurmrest.fallback import FallbackRead, SplitReads
 from ..slurmrest.jobtext import JobRow
 from ..slurmrest.models import Diag, Node, Partition
 from .model import JobView
@@ -40,26 +40,20 @@ class JobReader(Protocol):
     def jobs(self) -> list[JobRow]: ...
 
 
-class TextJobReads:
+class TextJobReads(SplitReads):
     """A SlurmApi that reads every job through `reader` (SqueueJobs) and the rest through `rest`
     (SlurmRestClient). When the reader fails (squeue missing, slurmctld unreachable, output not
     understood), that collection's jobs are read through slurmrestd instead: one warning when it
     starts failing, one line when it works again, and `sunk_exporter_job_reads_total{via}` counts
     the reads each way (FallbackRead)."""
 
+    rest: SlurmApi
+    reader: JobReader
+
     def __init__(self, rest: SlurmApi, reader: JobReader, *, registry: CollectorRegistry | None = None) -> None:
-        self.rest = rest
-        self.reader = reader
-        self._read = FallbackRead("job", "squeue", "sunk_exporter_job_reads", registry=registry, log=log)
-
-    @property
-    def failing(self) -> str:
-        """Why the last read through the reader failed; empty while it works."""
-        return self._read.failing
-
-    @property
-    def requests(self) -> int:
-        return self.rest.requests + self.reader.reads
+        super().__init__(
+            rest, reader, FallbackRead("job", "squeue", "sunk_exporter_job_reads", registry=registry, log=log)
+        )
 
     def list_jobs(self) -> Sequence[JobView]:
         return self._read(self.reader.jobs, self.rest.list_jobs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -51,3 +51,36 @@ class FallbackRead:
             self.failing = ""
         self._reads.labels(self.way).inc()
         return got
+
+
+class _Requests(Protocol):
+    @property
+    def requests(self) -> int: ...
+
+
+class _Reads(Protocol):
+    reads: int
+
+
+class SplitReads:
+    """What the syncer's TextNodeReads and the exporter's TextJobReads share: `rest` (a
+    SlurmRestClient) serves everything but one big read, which `read` (a FallbackRead) sends
+    through `reader` (a Slurm client command) and, when that fails, through `rest`."""
+
+    rest: _Requests
+    reader: _Reads
+
+    def __init__(self, rest: _Requests, reader: _Reads, read: FallbackRead) -> None:
+        self.rest = rest
+        self.reader = reader
+        self._read = read
+
+    @property
+    def failing(self) -> str:
+        """Why the last read through the reader failed; empty while it works."""
+        return self._read.failing
+
+    @property
+    def requests(self) -> int:
+        """Slurm requests so far: slurmrestd's and the reader's runs."""
+        return self.rest.requests + self.reader.reads

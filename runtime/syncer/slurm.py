@@ -12,7 +12,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
-from ..slurmrest.fallback import FallbackRead
+from ..slurmrest.fallback import FallbackRead, SplitReads
 from ..slurmrest.models import Node
 from ..slurmrest.nodestate import NodeState
 
@@ -44,25 +44,19 @@ class SlurmApi(Protocol):
     def update_nodes(self, names: Iterable[str], *, state: str | None = None, reason: str | None = None) -> None: ...
 
 
-class TextNodeReads:
+class TextNodeReads(SplitReads):
     """A SlurmApi that reads every node through `reader` (ScontrolNodes) and does everything else
     through `rest` (SlurmRestClient). When the reader fails (scontrol missing, slurmctld
     unreachable, output not understood), that cycle's read goes through slurmrestd instead
     (FallbackRead: one warning, `sunk_syncer_slurm_reads_total{via}`)."""
 
+    rest: SlurmApi
+    reader: NodeReader
+
     def __init__(self, rest: SlurmApi, reader: NodeReader, *, registry: CollectorRegistry | None = None) -> None:
-        self.rest = rest
-        self.reader = reader
-        self._read = FallbackRead("node", "scontrol", "sunk_syncer_slurm_reads", registry=registry, log=log)
-
-    @property
-    def failing(self) -> str:
-        """Why the last read through the reader failed; empty while it works."""
-        return self._read.failing
-
-    @property
-    def requests(self) -> int:
-        return self.rest.requests + self.reader.reads
+        super().__init__(
+            rest, reader, FallbackRead("node", "scontrol", "sunk_syncer_slurm_reads", registry=registry, log=log)
+        )
 
     def node_states(self, *, future: bool = False) -> list[NodeState]:
         return self._read(
