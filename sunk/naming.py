@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from sunk import keys
+from sunk import keys, roles
 from sunk.spec.cluster import ClusterSpec
 
 SLURM_ETC = "/etc/slurm"
@@ -19,10 +19,11 @@ EPILOG_DIR = f"{SLURM_ETC}/epilog.d"
 PROLOG_SLURMCTLD_DIR = f"{SLURM_ETC}/prolog-slurmctld.d"
 EPILOG_SLURMCTLD_DIR = f"{SLURM_ETC}/epilog-slurmctld.d"
 PLUGSTACK_DIR = f"{SLURM_ETC}/plugstack.conf.d"
-SLURMCTLD_PORT = 6817
-SLURMD_PORT = 6818
-SLURMDBD_PORT = 6819
-SLURMRESTD_PORT = 6820
+# The ports are the role table's (sunk.roles), which the NetworkPolicies are built from.
+SLURMCTLD_PORT = roles.SLURMCTLD_PORT
+SLURMD_PORT = roles.SLURMD_PORT
+SLURMDBD_PORT = roles.SLURMDBD_PORT
+SLURMRESTD_PORT = roles.SLURMRESTD_PORT
 SLURMRESTD_API = "v0.0.42"
 """The slurmrestd OpenAPI version our client speaks (Slurm 24.11 serves v0.0.40-v0.0.42)."""
 RUNTIME_SLURM_USER = "slurm"

@@ -3,7 +3,7 @@ Service, and the Job that registers the cluster and creates the spec's QOS."""
 
 from __future__ import annotations
 
-from sunk import naming
+from sunk import naming, roles
 from sunk.manifests import scripts
 from sunk.manifests.auth import AuthRefs, db_secret_name
 from sunk.manifests.config import (
@@ -39,7 +39,7 @@ from sunk.spec.services import MARIADB_BUFFER_POOL_MIB
 COMPONENT = "accounting"
 DB_COMPONENT = "mariadb"
 SETUP_COMPONENT = "accounting-setup"
-MARIADB_PORT = 3306
+MARIADB_PORT = roles.MARIADB_PORT
 MARIADB_RUN = "/run/mysqld"
 MARIADB_SOCKET = f"{MARIADB_RUN}/mysqld.sock"
 """Where sunk-mariadb-entrypoint starts mariadbd's socket (runtime/images/mariadb)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sunk.manifests.config import DB_PASSWORD_KEY, JWT_KEY, MUNGE_KEY, SLURM_KEY, SecretKey
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.sssd import SSSD_CONF_KEY, render_sssd_conf, sssd_secret_name
+from sunk.roles import ROLES, SecretPurpose
 from sunk.spec.cluster import ClusterSpec
 
 
@@ -90,3 +91,35 @@ def sssd_secret(spec: ClusterSpec) -> Manifest | None:
     shell = empty_secret(spec, sssd_secret_name(spec.name), "login")
     shell["stringData"] = {SSSD_CONF_KEY: render_sssd_conf(spec.auth.ldap)}
     return shell
+
+
+def secret_purposes(spec: ClusterSpec) -> dict[str, frozenset[SecretPurpose]]:
+    """Every Secret a pod of this cluster may mount, by name -> what it holds (sunk.roles). One
+    Secret may serve several purposes (an LDAP Secret with both the bind password and the CA)."""
+    refs = auth_refs(spec)
+    named: list[tuple[str, SecretPurpose]] = [(refs.auth.secret, "auth"), (refs.jwt.secret, "jwt")]
+    if refs.db_password is not None:
+        named.append((refs.db_password.secret, "database"))
+    if spec.login.enabled and spec.login.persist_host_keys:
+        named.append((host_keys_secret_name(spec), "ssh-host-keys"))
+    ldap = spec.auth.ldap
+    if ldap is not None:
+        named.append((sssd_secret_name(spec.name), "sssd-config"))
+        if ldap.bind_password_secret is not None:
+            named.append((ldap.bind_password_secret.name, "ldap-bind"))
+        if ldap.ca_secret is not None:
+            named.append((ldap.ca_secret.name, "ldap-ca"))
+        if ldap.client_cert_secret is not None:
+            named.append((ldap.client_cert_secret.name, "ldap-client"))
+    out: dict[str, set[SecretPurpose]] = {}
+    for name, purpose in named:
+        out.setdefault(name, set()).add(purpose)
+    return {name: frozenset(purposes) for name, purposes in sorted(out.items())}
+
+
+def allowed_secret_names(spec: ClusterSpec, role: str) -> frozenset[str]:
+    """The Secrets a pod of `role` (sunk.roles.ROLES) may mount in this cluster: those holding at
+    least one purpose the role's row allows. A Secret holding several purposes is allowed when any
+    is; the pod still mounts only the keys it names."""
+    allowed = ROLES[role].secrets
+    return frozenset(name for name, purposes in secret_purposes(spec).items() if purposes & allowed)

@@ -3,7 +3,7 @@ clients (authenticated through a munged or sackd sidecar), shared volumes, and a
 
 from __future__ import annotations
 
-from sunk import naming
+from sunk import naming, roles
 from sunk.manifests import scripts
 from sunk.manifests.auth import AuthRefs, host_keys_secret_name
 from sunk.manifests.config import client_hash, slurm_projection
@@ -25,7 +25,7 @@ from sunk.spec.cluster import ClusterSpec
 from sunk.spec.pod import SSHD_CAPABILITIES
 
 COMPONENT = "login"
-SSH_PORT = 22
+SSH_PORT = roles.SSH_PORT
 HOST_KEY_FILES = ("ssh_host_ed25519_key", "ssh_host_rsa_key")
 """Keys of the host-key Secret: OpenSSH private keys, copied to /etc/ssh at start."""
 

@@ -38,6 +38,7 @@ from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.render import node_conf
 from sunk.render.files import gres_file
 from sunk.render.gres import Gres, node_gres
+from sunk.roles import MUNGE_CAPABILITIES
 from sunk.spec.base import ResourceList, Resources
 from sunk.spec.nodeset import MUNGE_RESOURCES, RESOURCE_MODE_LABEL
 
@@ -298,7 +299,7 @@ def _munge_sidecar(spec: NodeSetResourceSpec) -> dict[str, Any]:
             "runAsUser": 0,
             "runAsNonRoot": False,
             "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]},
+            "capabilities": {"drop": ["ALL"], "add": sorted(MUNGE_CAPABILITIES)},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "volumeMounts": [

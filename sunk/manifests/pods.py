@@ -8,6 +8,7 @@ from sunk import naming
 from sunk.manifests.config import MUNGE_KEY, SecretKey
 from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj
 from sunk.manifests.scripts import munge_start, sh
+from sunk.roles import MUNGE_CAPABILITIES
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import SharedVolumeSpec
 
@@ -33,7 +34,7 @@ def munge_sidecar(image: str) -> Manifest:
             "runAsUser": 0,
             "runAsNonRoot": False,
             "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"]},
+            "capabilities": {"drop": ["ALL"], "add": sorted(MUNGE_CAPABILITIES)},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "resources": fixed_resources("10m", "16Mi", "64Mi"),

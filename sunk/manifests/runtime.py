@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sunk import keys, naming
+from sunk import keys, naming, roles
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import JWT_KEY, file_source, nodeset_config_maps
 from sunk.manifests.meta import (
@@ -30,7 +30,7 @@ from sunk.spec.cluster import ClusterSpec
 
 Controller = Literal["syncer", "scheduler"]
 CONTROLLERS: tuple[Controller, ...] = ("syncer", "scheduler")
-METRICS_PORT = 9090
+METRICS_PORT = roles.METRICS_PORT
 SCHEDULER_NAME = "sunk-scheduler"
 """schedulerName of pods that Slurm places."""
 METRICS_LABEL = keys.METRICS

@@ -18,6 +18,7 @@ from sunk import keys
 from sunk.manifests.meta import Manifest, content_hash, exec_probe, resources
 from sunk.manifests.scripts import render, sh
 from sunk.nodeset_resource import SssdRefs
+from sunk.roles import SSSD_CAPABILITIES
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.identity import LdapSpec
 from sunk.spec.nodeset import SSSD_RESOURCES
@@ -137,7 +138,7 @@ SSSD_SECURITY: Manifest = {
     "allowPrivilegeEscalation": False,
     "capabilities": {
         "drop": ["ALL"],
-        "add": ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "SETGID", "SETUID"],
+        "add": sorted(SSSD_CAPABILITIES),
     },
     "seccompProfile": {"type": "RuntimeDefault"},
 }

@@ -33,7 +33,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 
-from sunk import keys
+from sunk import keys, roles
 from sunk.spec import kubeschema
 from sunk.spec.base import (
     RESERVED_MOUNTS,
@@ -391,17 +391,7 @@ class RoleRules:
     arguments are the NodeSet's)."""
 
 
-SSHD_CAPABILITIES: tuple[str, ...] = (
-    "AUDIT_WRITE",
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "KILL",
-    "NET_BIND_SERVICE",
-    "SETGID",
-    "SETUID",
-    "SYS_CHROOT",
-)
+SSHD_CAPABILITIES: tuple[str, ...] = tuple(sorted(roles.SSHD_CAPABILITIES))
 """What sshd keeps on login (everything else dropped): the login manifest grants exactly these,
 and a login securityContext may not drop them."""
 
