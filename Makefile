@@ -4,9 +4,9 @@
 bootstrap:
 	bash .ci/bootstrap
 
-# The main job, offline, default stack: validate, render, boot real Slurm locally, run a job.
+# The main job, offline, on the acme-dev stack: validate, render, boot real Slurm locally, run a job.
 demo: bootstrap
-	.venv/bin/sunk demo
+	.venv/bin/sunk demo acme-dev
 
 # Every image the manifests name, built from Debian trixie packages (cached by input hash).
 images: bootstrap

@@ -24,7 +24,17 @@ import yaml
 from sunk import strictyaml
 from sunk.manifests.meta import Manifest
 from sunk.spec.errors import SpecError
-from sunk.stackfile import PROJECT, list_stacks, load_stack, project_dir, stack_path, stacks_dir
+from sunk.stackfile import (
+    PROJECT,
+    NoDefaultStack,
+    default_stack,
+    list_stacks,
+    load_stack,
+    no_stacks_reason,
+    project_dir,
+    stack_path,
+    stacks_dir,
+)
 
 from .offline import Evaluation, ProgramFailed, evaluate, is_secret, stack_config
 
@@ -256,12 +266,37 @@ def _matrix_names(stacks: list[str]) -> dict[str, str]:
     return names
 
 
+def out_problem(out: Path) -> str | None:
+    """Why `--out` can't take the files, checked before anything renders: an existing file, or a
+    path under something that is not a writable folder. None when it can."""
+    if out.exists():
+        if not out.is_dir():
+            return "is a file; give a folder (it is created if missing)"
+        return None if os.access(out, os.W_OK | os.X_OK) else "is a folder you may not write to"
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, so no folder can be made under it"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"can't create it: {parent} is not writable"
+
+
 def cmd_render(args: argparse.Namespace) -> int:
-    stacks: list[str] = list(dict.fromkeys(args.stacks or ([] if args.all else [args.default_stack])))
+    bad_out = out_problem(Path(args.out))
+    if bad_out is not None:
+        print(f"sunk render: --out {args.out}: {bad_out}", file=sys.stderr)
+        return 1
+    if not args.stacks and not args.all:
+        try:
+            args.stacks = [default_stack()]
+        except NoDefaultStack as err:
+            print(f"sunk render: give a STACK (or --all): {err}", file=sys.stderr)
+            return 1
+    stacks: list[str] = list(dict.fromkeys(args.stacks))
     if args.all:
         stacks += [s for s in list_stacks() if s not in stacks]
     if args.all and not stacks:
-        print(f"sunk render --all: no stack files (Pulumi.<tenant>-<env>.yaml) in {stacks_dir()}", file=sys.stderr)
+        print(f"sunk render --all: {no_stacks_reason()}", file=sys.stderr)
         return 1
     if len(stacks) == 1 and not args.all:
         return _render_one(stacks[0], args)
@@ -278,7 +313,11 @@ def _render_one(stack: str, args: argparse.Namespace) -> int:
         print(f"the program failed: {err}", file=sys.stderr)
         return 1
     out = Path(args.out)
-    write(rendered, out)
+    try:
+        write(rendered, out)
+    except OSError as err:
+        print(f"sunk render: --out {out}: {err.strerror or err}", file=sys.stderr)
+        return 1
     print(summary(rendered, out, args.show_secrets))
     return 0
 
@@ -300,7 +339,11 @@ def _render_matrix(stacks: list[str], args: argparse.Namespace) -> int:
         return 1
     out = Path(args.out)
     for r in results:
-        write_files(r.files, out / names[r.stack])
+        try:
+            write_files(r.files, out / names[r.stack])
+        except OSError as err:
+            print(f"sunk render: --out {out / names[r.stack]}: {err.strerror or err}", file=sys.stderr)
+            return 1
         print(f"{names[r.stack]}: {len(r.files)} objects -> {out / names[r.stack]}")
     print(f"Rendered {len(results)} stacks into {out} ({min(jobs, len(results))} at a time)")
     return 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sunk.spec.errors import SpecError
-from sunk.stackfile import list_stacks, load_stack, project_dir, stacks_dir
+from sunk.stackfile import list_stacks, load_stack, no_stacks_reason, project_dir, stacks_dir
 
 Action = Literal["preview", "up", "refresh", "destroy"]
 ACTIONS: tuple[Action, ...] = ("preview", "up", "refresh", "destroy")
@@ -95,6 +95,14 @@ def _guess(name: str) -> tuple[str, str]:
     return (tenant, env) if tenant else (name, "")
 
 
+def _env(name: str, tenant: str) -> str:
+    """The environment of stack `name` (`<tenant>-<env>`): what follows the spec's tenant, else
+    (a stack named unlike its tenant, such as `other-dev` of tenant acme) the last part."""
+    if name.startswith(f"{tenant}-"):
+        return name.removeprefix(f"{tenant}-")
+    return _guess(name)[1] or name
+
+
 def plan(action: Action, directory: Path, tenants: Sequence[str] = (), envs: Sequence[str] = ()) -> list[StackRun]:
     """Every stack file in `directory`, filtered, operator stacks first (last for destroy). The
     tenant is the spec's own; the env is what follows `<tenant>-` in the stack name."""
@@ -108,8 +116,9 @@ def plan(action: Action, directory: Path, tenants: Sequence[str] = (), envs: Seq
             runs.append(StackRun(name, tenant, env, action, work_dir, problem=str(err)))
             continue
         spec = loaded.spec
-        env = name.removeprefix(f"{spec.tenant}-") if name.startswith(f"{spec.tenant}-") else name
-        runs.append(StackRun(name, spec.tenant, env, action, work_dir, operator=loaded.deploy_operator))
+        runs.append(
+            StackRun(name, spec.tenant, _env(name, spec.tenant), action, work_dir, operator=loaded.deploy_operator)
+        )
     runs = [
         r
         for r in runs
@@ -235,9 +244,22 @@ def execute(
     return 1 if failed else 0
 
 
+def nothing_to_run(args: argparse.Namespace, directory: Path) -> str:
+    """Why no stack was selected: no project or stack files, or filters that match none."""
+    if not list_stacks(directory):
+        return no_stacks_reason(Path(args.stacks_dir) if args.stacks_dir else None)
+    chosen = [f"--tenant {t}" for t in args.tenant or ()] + [f"--env {e}" for e in args.env or ()]
+    return f"no stack matches {' '.join(chosen)} (stacks: {', '.join(list_stacks(directory))})"
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     directory = Path(args.stacks_dir) if args.stacks_dir else stacks_dir()
     runs = plan("preview", directory, args.tenant or (), args.env or ())
+    if not runs:
+        print(f"sunk stacks list: {nothing_to_run(args, directory)}", file=sys.stderr)
+        if args.json:
+            print("[]")
+        return 1
     if args.json:
         rows = [
             {"stack": r.stack, "tenant": r.tenant, "env": r.env, "operator": r.operator, "problem": r.problem}
@@ -245,10 +267,17 @@ def cmd_list(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(rows, indent=2))
     else:
+        rows_text = [("STACK", "TENANT", "ENV", "ROLE", "")]
         for r in runs:
             role = "operator+tenant" if r.operator else "tenant"
-            state = f"  ✗ {r.problem.splitlines()[0]}" if r.problem else ""
-            print(f"{r.stack}\t{r.tenant}\t{r.env}\t{role}{state}")
+            state = f"✗ {r.problem.splitlines()[0]}" if r.problem else ""
+            rows_text.append((r.stack, r.tenant, r.env, role, state))
+        widths = [max(len(row[i]) for row in rows_text) for i in range(4)]
+        for row in rows_text:
+            print(
+                "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)).rstrip()
+                + (f"  {row[4]}" if row[4] else "")
+            )
     return 1 if any(r.problem for r in runs) else 0
 
 
@@ -258,12 +287,18 @@ def cmd_stacks(args: argparse.Namespace, *, which: Callable[[str], str | None] =
     directory = Path(args.stacks_dir) if args.stacks_dir else stacks_dir()
     runs = plan(args.action, directory, args.tenant or (), args.env or ())
     if not runs:
-        print(f"sunk stacks: no stack matches (stack files in {directory})", file=sys.stderr)
+        print(f"sunk stacks {args.action}: {nothing_to_run(args, directory)}", file=sys.stderr)
+        if args.json:
+            print("[]")
         return 1
     if which("pulumi") is None:
         print(MISSING_CLI, file=sys.stderr)
         for run in runs:
             print(f"  would run: {run.command}", file=sys.stderr)
+        if args.json:
+            # Whoever parses stdout gets a document naming each stack, not an empty stream.
+            not_run = [Outcome(r, ok=False, error=r.problem or "not run: the Pulumi CLI is not on PATH") for r in runs]
+            print(json.dumps([o.as_json() for o in not_run], indent=2))
         return EXIT_NO_CLI
     return execute(
         runs,

@@ -9,14 +9,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sunk import __version__
+from sunk.spec.advice import warnings
 from sunk.spec.errors import SpecError
-from sunk.stackfile import list_stacks, load_stack
+from sunk.stackfile import NoDefaultStack, default_stack, list_stacks, load_stack, no_stacks_reason
 
-DEFAULT_STACK = "acme-dev"
+EXTRAS = {
+    "pulumi": "pulumi",
+    "pulumi_kubernetes": "pulumi",
+    "pulumi_random": "pulumi",
+    "pulumi_tls": "pulumi",
+    "kubernetes": "runtime",
+    "httpx": "runtime",
+    "prometheus_client": "runtime",
+    "msgspec": "runtime",
+}
+"""Top-level module -> the extra of pyproject.toml that installs it."""
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     stacks = args.stacks or list_stacks()
+    if not stacks:
+        print(f"sunk validate: {no_stacks_reason()}", file=sys.stderr)
+        return 1
     failed = 0
     for stack in stacks:
         try:
@@ -32,6 +46,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"✓ {stack}: cluster {s.name} (tenant {s.tenant}, namespace {s.ns}), "
             f"{len(s.nodesets)} nodeset(s), {len(s.partitions)} partition(s)"
         )
+        for warning in warnings(s):
+            print(f"    ! {warning}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -89,12 +105,45 @@ def write_slurm_files(files: dict[str, str], out: Path) -> list[Path]:
 Command = Callable[[argparse.Namespace], int]
 
 
+def missing_extra(err: ModuleNotFoundError) -> str | None:
+    """The extra to install when `err` is one of an extra's packages missing, else None."""
+    return EXTRAS.get((err.name or "").partition(".")[0])
+
+
 def _lazy(module: str, func: str) -> Command:
     def run(args: argparse.Namespace) -> int:
         import importlib
 
-        handler: Command = getattr(importlib.import_module(module), func)
-        return handler(args)
+        try:
+            handler: Command = getattr(importlib.import_module(module), func)
+            return handler(args)
+        except ModuleNotFoundError as err:
+            extra = missing_extra(err)
+            if extra is None:
+                raise
+            from sunk.install import requirement
+
+            print(
+                f"sunk {args.command}: needs the `{extra}` extra ({err.name} is not installed); install it "
+                f"with: pip install '{requirement(extra).line}'",
+                file=sys.stderr,
+            )
+            return 2
+
+    return run
+
+
+def with_default_stack(command: Command) -> Command:
+    """`args.stack` None (no STACK given) becomes the project's only stack, or a one-line error."""
+
+    def run(args: argparse.Namespace) -> int:
+        if args.stack is None:
+            try:
+                args.stack = default_stack()
+            except NoDefaultStack as err:
+                print(f"sunk {args.command}: give a STACK: {err}", file=sys.stderr)
+                return 1
+        return command(args)
 
     return run
 
@@ -108,9 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("stacks", nargs="*", help="stack names (acme-dev) or files; default: all in stacks/")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("slurm-files", help="write a stack's rendered Slurm files")
-    p.add_argument("stack")
-    p.add_argument("--out", required=True)
+    p = sub.add_parser(
+        "slurm-files",
+        help="write a stack's rendered Slurm files",
+        description="Renders STACK's Slurm files (slurm.conf, slurmdbd.conf, cgroup.conf, gres, topology, "
+        "plugstack, prolog/epilog, job_submit.lua) into OUT: the files the stack's ConfigMaps hold.",
+    )
+    p.add_argument("stack", metavar="STACK", help="stack name (acme-dev) or path to a stack file")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="OUT",
+        help="folder for the files (created; files an earlier run wrote are replaced)",
+    )
     p.set_defaults(func=cmd_slurm_files)
 
     for register in _EXTENSIONS:
@@ -144,14 +203,13 @@ def _register_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "stacks",
         nargs="*",
         metavar="STACK",
-        help=f"stack names or files (default: {DEFAULT_STACK}); with several, each goes to OUT/<stack>/",
+        help="stack names or files (default: the project's only stack); with several, each goes to OUT/<stack>/",
     )
     p.add_argument("--all", action="store_true", help="every stack of the project (each into OUT/<stack>/)")
     p.add_argument(
         "--jobs", type=_positive_int, default=None, help="worker processes for several stacks (default: CPUs)"
     )
     p.add_argument("--out", required=True, help="folder for the YAML files (earlier renders there are replaced)")
-    p.set_defaults(default_stack=DEFAULT_STACK)
     p.add_argument("--show-secrets", action="store_true", help="write Secret values (offline placeholders)")
     p.add_argument("--program", type=Path, default=None, help="Pulumi program (default: the project's __main__.py)")
     p.set_defaults(func=_lazy("sunk.components.render", "cmd_render"))
@@ -189,16 +247,16 @@ def _register_harness(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "demo",
         help="validate a stack, render its Slurm files, boot them on real local daemons, run a job, tear down",
     )
-    p.add_argument("stack", nargs="?", default=DEFAULT_STACK, help=f"stack name or file (default: {DEFAULT_STACK})")
+    p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.add_argument("--debug", action="store_true", help="log the harness's steps and timings")
-    p.set_defaults(func=_lazy("sunk.runtime.harness.cli", "cmd_demo"))
+    p.set_defaults(func=with_default_stack(_lazy("sunk.runtime.harness.cli", "cmd_demo")))
 
     p = sub.add_parser("slurm-up", help="boot a stack's Slurm files on real local daemons until Ctrl-C")
-    p.add_argument("stack", nargs="?", default=DEFAULT_STACK, help=f"stack name or file (default: {DEFAULT_STACK})")
+    p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.add_argument("--no-accounting", action="store_true", help="skip MariaDB and slurmdbd")
     p.add_argument("--seconds", type=float, default=0, help="tear down after this long (default: wait for Ctrl-C)")
     p.add_argument("--debug", action="store_true", help="log the harness's steps and timings")
-    p.set_defaults(func=_lazy("sunk.runtime.harness.cli", "cmd_slurm_up"))
+    p.set_defaults(func=with_default_stack(_lazy("sunk.runtime.harness.cli", "cmd_slurm_up")))
 
 
 def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -78,6 +78,35 @@ def list_stacks(directory: Path | None = None) -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in folder.glob("Pulumi.*.yaml"))
 
 
+def no_stacks_reason(directory: Path | None = None) -> str:
+    """Why a command that works on "every stack of the project" found none: there is no project
+    around the current directory, or its stack folder holds no stack file. A command run from the
+    wrong folder must say so and fail, never succeed having checked nothing."""
+    if directory is None and project_dir() is None:
+        return (
+            f"no Pulumi project here: no Pulumi.yaml in {Path.cwd()} or any folder above it. Run this inside "
+            "your project (or create one with `sunk init`)"
+        )
+    folder = directory or stacks_dir()
+    return f"no stack files (Pulumi.<tenant>-<env>.yaml) in {folder}; add one, or create a project with `sunk init`"
+
+
+class NoDefaultStack(ValueError):
+    """A command given no STACK in a project with none or several stacks."""
+
+
+def default_stack(directory: Path | None = None) -> str:
+    """The stack a command means when given none: the project's only stack. With none or several
+    it raises NoDefaultStack saying which exist, so a user's project never falls back to a stack
+    name of sunk's own."""
+    stacks = list_stacks(directory)
+    if len(stacks) == 1:
+        return stacks[0]
+    if not stacks:
+        raise NoDefaultStack(no_stacks_reason(directory))
+    raise NoDefaultStack(f"this project has {len(stacks)} stacks; name one: {', '.join(stacks)}")
+
+
 def _find_secure(value: Any, path: str) -> list[str]:
     if isinstance(value, dict):
         if set(value) == {"secure"}:

@@ -296,3 +296,32 @@ def test_kubernetes_schema_ships_as_package_data(wheel: zipfile.ZipFile) -> None
     """The spec checks volume sources, affinity and securityContext against these definitions, in
     `sunk validate` and in the operator (which parses NodeSets with the same model)."""
     assert "sunk/spec/kubernetes_schema.json" in wheel.namelist()
+
+
+@pytest.fixture(scope="module")
+def core_venv(wheel: zipfile.ZipFile, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What `pip install <the wheel>` with no extra brings: pydantic and PyYAML, no Pulumi."""
+    where = tmp_path_factory.mktemp("core") / "v"
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=120)
+    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(ROOT / "requirements.lock")]
+    subprocess.run([*pip, str(wheel.filename)], check=True, env=_pip_env(), timeout=900)
+    return where
+
+
+def test_the_core_install_from_the_wheel(core_venv: Path, wheel: zipfile.ZipFile, tmp_path: Path) -> None:
+    """A new user's path on the core install: `sunk init` pins requirements.txt to this very wheel
+    (no bare `sunk` any index could answer), validate works, and render names the extra it needs
+    with the same source instead of ending in a ModuleNotFoundError traceback."""
+    init = _run(core_venv, "sunk", "init", "hpc", cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    project = tmp_path / "hpc"
+    source = Path(wheel.filename or "").resolve().as_uri()
+    assert (project / "requirements.txt").read_text().splitlines()[-1] == f"sunk[pulumi] @ {source}"
+    assert _run(core_venv, "sunk", "validate", cwd=project).returncode == 0
+    render = _run(core_venv, "sunk", "render", "--out", "rendered", cwd=project)
+    assert render.returncode == 2 and "Traceback" not in render.stderr
+    assert render.stderr.strip() == (
+        "sunk render: needs the `pulumi` extra (pulumi is not installed); install it with: "
+        f"pip install 'sunk[pulumi] @ {source}'"
+    )
+    assert not (project / "rendered").exists()

@@ -69,14 +69,17 @@ class LoginSpec(PodSettings):
     replicas: Annotated[int, Field(ge=1, le=20)] = 1
     """Default: 1."""
     service_type: Literal["LoadBalancer", "NodePort", "ClusterIP"] | None = None
-    """How users reach sshd; the same as service.type (set one). Default: LoadBalancer.
-    (https://kubernetes.io/docs/concepts/services-networking/service/)"""
+    """How users reach sshd; the same as service.type (set one). Default: LoadBalancer when
+    sourceRanges are given, else ClusterIP (reached from inside the cluster, or with `kubectl
+    port-forward`). (https://kubernetes.io/docs/concepts/services-networking/service/)"""
     source_ranges: list[Cidr] = []
-    """loadBalancerSourceRanges: who may connect; the same as service.sourceRanges (set one).
-    Default: unrestricted."""
+    """loadBalancerSourceRanges: who may connect; the same as service.sourceRanges (set one). A
+    LoadBalancer login needs them: `[0.0.0.0/0]` opens sshd to everyone, on purpose, and `sunk
+    validate` warns about it. Default: none."""
     service: ServiceSettings = ServiceSettings()
     """The login Service: type, annotations (a cloud's load-balancer settings), loadBalancerIP,
-    loadBalancerClass, nodePort, externalTrafficPolicy, sourceRanges. Default: LoadBalancer."""
+    loadBalancerClass, nodePort, externalTrafficPolicy, sourceRanges. Default: ClusterIP, or
+    LoadBalancer when sourceRanges are given."""
     authorized_keys: list[Annotated[str, AfterValidator(_ssh_key)]] = []
     """OpenSSH public keys for root. Default: none (users come from LDAP)."""
     allow_groups: list[GroupName] = []
@@ -92,8 +95,9 @@ class LoginSpec(PodSettings):
 
     @property
     def service_kind(self) -> Literal["LoadBalancer", "NodePort", "ClusterIP"]:
-        """The type in effect: service.type, else serviceType, else LoadBalancer."""
-        return self.service.type or self.service_type or "LoadBalancer"
+        """The type in effect: service.type, else serviceType, else LoadBalancer with source
+        ranges and ClusterIP without: sshd is never reachable by anyone unless the stack says so."""
+        return self.service.type or self.service_type or ("LoadBalancer" if self.ranges else "ClusterIP")
 
     @property
     def ranges(self) -> list[str]:
@@ -110,6 +114,12 @@ class LoginSpec(PodSettings):
         if self.source_ranges and self.service_kind != "LoadBalancer":
             errors.append(f"sourceRanges: only applies to serviceType LoadBalancer, not {self.service_kind}")
         errors += [f"service.{p}" for p in self.service.problems(self.service_kind, self.ranges)]
+        if self.enabled and self.service_kind == "LoadBalancer" and not self.ranges:
+            errors.append(
+                "service.sourceRanges: a LoadBalancer login with no sourceRanges lets anyone who can reach the "
+                "load balancer try sshd; list who may connect (e.g. [203.0.113.0/24]), or [0.0.0.0/0] to open "
+                "it to everyone on purpose; or use type ClusterIP (kubectl port-forward) or NodePort"
+            )
         if len(set(self.allow_groups)) != len(self.allow_groups):
             errors.append("allowGroups: each group at most once")
         if errors:

@@ -24,7 +24,7 @@ from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.manifests.operator import OperatorSpec, operator_manifests
 from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.policy import TenantPolicy, pod_problems
-from sunk.scaffold import STACK
+from sunk.scaffold import OPERATOR, STACK
 from sunk.spec import kubeschema
 from sunk.spec.base import RESERVED_MOUNTS
 from sunk.spec.cluster import ClusterSpec
@@ -431,11 +431,11 @@ def test_security_context_merges_over_sunks() -> None:
 
 def test_the_scaffolds_commented_examples_validate(tmp_path: Path) -> None:
     """`sunk init` shows pod settings as comments; uncommented, they are a valid stack."""
-    text = STACK.format(tenant="demo")
-    examples = re.findall(r"^( *)# ((?:images|login|  service|tolerations|volumes):.*)$", text, flags=re.M)
-    assert len(examples) == 5
-    uncommented = re.sub(r"^( *)# ((?:images|login|tolerations|volumes):.*)$", r"\1\2", text, flags=re.M)
-    uncommented = re.sub(r"^( *)#   (service:.*)$", r"\1  \2", uncommented, flags=re.M)
+    text = STACK.format(tenant="demo", operator=OPERATOR)
+    examples = re.findall(r"^( *)# ((?:images|service|tolerations|volumes):.*)$", text, flags=re.M)
+    assert len(examples) == 4
+    uncommented = text.replace("      service: {type: ClusterIP}\n", "")  # the example takes its place
+    uncommented = re.sub(r"^( *)# ((?:images|service|tolerations|volumes):.*)$", r"\1\2", uncommented, flags=re.M)
     path = tmp_path / "Pulumi.demo-dev.yaml"
     path.write_text(uncommented)
     spec = load_stack(str(path)).spec

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slurm
 
 
 def test_demo_boots_runs_a_multi_node_job_and_tears_down(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
+    assert main(["demo", "acme-dev"]) == 0
     out = capsys.readouterr().out
     assert "✓ acme-dev: valid" in out
     assert "sample job 1: COMPLETED" in out
