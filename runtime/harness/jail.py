@@ -57,9 +57,15 @@ class Jail:
     `lowers` maps a role (slurmctld, slurmd, login, ...) to its image's unpacked root filesystem;
     everything this jail creates lives under `workdir` (uppers, logs, shared folders)."""
 
-    def __init__(self, workdir: Path, lowers: Mapping[str, Path]) -> None:
+    def __init__(
+        self, workdir: Path, lowers: Mapping[str, Path], *, namespaces: Sequence[str] = (), hostname: str | None = None
+    ) -> None:
         self.workdir = workdir
         self.lowers = dict(lowers)
+        self.namespaces = tuple(namespaces)
+        """More namespaces the holder owns besides the mount one ("net", "uts", "ipc"): a pod's."""
+        self.hostname = hostname
+        """Set in the holder's UTS namespace (needs "uts" in `namespaces`)."""
         self.log_dir = workdir / "logs"
         self._holder: subprocess.Popen[bytes] | None = None
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -68,7 +74,15 @@ class Jail:
     # -- namespace -------------------------------------------------------------------------
     def open(self) -> None:
         self._holder = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sleep", "infinity"],
+            [
+                "unshare",
+                "--mount",
+                *(f"--{ns}" for ns in self.namespaces),
+                "--propagation",
+                "private",
+                "sleep",
+                "infinity",
+            ],
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, not the holder directly
         )
@@ -81,6 +95,14 @@ class Jail:
                 raise RuntimeError("unshare --mount failed (root and util-linux needed)")
             time.sleep(0.005)
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.hostname is not None:
+            done = subprocess.run(
+                ["nsenter", f"--uts=/proc/{self._holder.pid}/ns/uts", "hostname", self.hostname],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"hostname {self.hostname}: {done.stderr.strip()}")
         for role, lower in self.lowers.items():
             base = self.workdir / "roots" / role
             for part in ("upper", "work", "merged"):
@@ -90,6 +112,12 @@ class Jail:
             self._ns_mount(["-t", "proc", "proc"], self.real(role) / "proc")
             # Read-only sysfs lets slurmd read the CPU layout.
             self._ns_mount(["-t", "sysfs", "-o", "ro", "sysfs"], self.real(role) / "sys")
+
+    @property
+    def holder(self) -> int:
+        """The PID owning the namespaces (nsenter --target it)."""
+        assert self._holder is not None, "jail not open"
+        return self._holder.pid
 
     @property
     def namespace(self) -> str:
@@ -108,7 +136,13 @@ class Jail:
     def bind(self, role: str, source: Path, target: str, *, read_only: bool = False) -> None:
         """Mount host folder `source` at `target` inside the role's root (shared between roles
         that bind the same source, as a volume several pods mount)."""
-        (self.root(role) / target.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        point = self.root(role) / target.lstrip("/")
+        if source.is_dir():
+            point.mkdir(parents=True, exist_ok=True)
+        else:  # a file onto a file (a subPath or a single config file)
+            point.parent.mkdir(parents=True, exist_ok=True)
+            if not point.exists():
+                point.touch()
         self._ns_mount(["--bind", str(source)], self.real(role) / target.lstrip("/"))
         if read_only:
             self._ns_mount(["-o", "remount,bind,ro"], self.real(role) / target.lstrip("/"))
@@ -116,6 +150,10 @@ class Jail:
     def mount_tmpfs(self, role: str, target: str) -> None:
         """An empty tmpfs at `target` in the role's root (the folder must exist there)."""
         self._ns_mount(["-t", "tmpfs", "-o", "mode=0755", "tmpfs"], self.real(role) / target.lstrip("/"))
+
+    def mount_at(self, args: list[str], target: Path) -> None:
+        """`mount ARGS TARGET` inside the namespace (TARGET as processes there see it)."""
+        self._ns_mount(args, target)
 
     def _enter(self) -> list[str]:
         assert self._holder is not None, "jail not open"
