@@ -22,6 +22,7 @@ EXTRAS = {
     "httpx": "runtime",
     "prometheus_client": "runtime",
     "msgspec": "runtime",
+    "aiohttp": "local",
 }
 """Top-level module -> the extra of pyproject.toml that installs it."""
 
@@ -291,7 +292,34 @@ def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_list"))
 
 
-_EXTENSIONS += [_register_render, _register_stacks, _register_init, _register_harness, _register_images]
+def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    local = sub.add_parser(
+        "local",
+        help="a one-machine Kubernetes running a stack's rendered objects from the built images (sunk[local])",
+    )
+    verbs = local.add_subparsers(dest="verb", required=True)
+    p = verbs.add_parser("up", help="render STACK, start this project's local cluster, apply, wait until Ready")
+    p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds to wait for every pod Ready (default 600)")
+    p.add_argument("--no-wait", action="store_true", help="return once the render is applied")
+    p.set_defaults(func=with_default_stack(_lazy("sunk.runtime.local.cli", "cmd_up")))
+    for verb, helptext in (
+        ("status", "is this project's local cluster running; its pods"),
+        ("kubeconfig", "print the path of the local cluster's kubeconfig"),
+        ("down", "stop the local cluster: no process, mount, bridge or veth of it is left"),
+    ):
+        p = verbs.add_parser(verb, help=helptext)
+        p.set_defaults(func=_lazy("sunk.runtime.local.cli", f"cmd_{verb}"))
+
+
+_EXTENSIONS += [
+    _register_render,
+    _register_stacks,
+    _register_init,
+    _register_harness,
+    _register_images,
+    _register_local,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -129,6 +129,7 @@ def test_dependency_extras(wheel: zipfile.ZipFile) -> None:
         "": {"pydantic", "pyyaml"},
         "pulumi": {"pulumi", "pulumi-kubernetes", "pulumi-random", "pulumi-tls"},
         "runtime": {"kubernetes", "httpx", "prometheus-client", "msgspec"},
+        "local": {"aiohttp"},
     }
 
 

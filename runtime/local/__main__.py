@@ -1,0 +1,25 @@
+"""`python -m sunk.runtime.local serve --workdir W --project P`: the local cluster's process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from .cluster import serve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m sunk.runtime.local")
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("--workdir", required=True, type=Path)
+    parser.add_argument("--project", default="")
+    parser.add_argument("--debug", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    asyncio.run(serve(args.workdir, args.project))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,949 @@
+"""The node agent: what a kubelet and a container runtime do for the local cluster's pods.
+
+Every pod bound to one of the cluster's Nodes runs here:
+- a sandbox: a holder process owning the pod's mount, network, UTS (hostname) and IPC namespaces
+  (runtime/harness/jail.py), an eth0 on the cluster's bridge (net.py), and one overlay per
+  container over its image's unpacked root filesystem (images.py), with the pod's volumes
+  (volumes.py), /etc/hosts, /etc/hostname, /etc/resolv.conf and a minimal /dev bound in;
+- each container in its own PID and mount namespaces (so /proc shows only its processes and a
+  read-only root is its own), started by enter.py as the user, groups and capabilities that
+  container.py decides, logging to a file per container and restart;
+- init containers in order, native sidecars (restartPolicy Always) kept running, then the main
+  containers; startup, readiness and liveness probes (exec, tcpSocket, httpGet); restarts with the
+  kubelet's back-off (10 s doubling to 300 s, CrashLoopBackOff while waiting); graceful
+  termination (preStop exec hooks, SIGTERM, the grace period, SIGKILL);
+- the pod's status: phase, podIP, conditions and container statuses with restart counts and
+  reasons, written through the store's status subresource.
+
+Names resolve through /etc/hosts, rewritten when pods or Services change: pod FQDNs under headless
+Services, and each Service's names (short, namespaced and cluster.local) to its first ready
+endpoint, which stands in for a ClusterIP (offcluster.py lists it).
+
+Not modelled: resource limits (no cgroups: offcluster.py), image pulls, postStart hooks, httpGet
+hooks, ephemeral containers, `kubectl attach`, a pod's shared PID namespace, the kubelet's
+eviction under pressure, static pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ..common.timefmt import rfc3339
+from ..harness.jail import Jail
+from . import container as spec_of
+from . import net, volumes
+from .images import ImageMissing, Images, Unpacked
+from .store import ApiError, Event, Obj, Store
+
+log = logging.getLogger("sunk.local.agent")
+
+BACKOFF_START, BACKOFF_CAP = 10.0, 300.0
+"""The kubelet's container restart back-off: 10 s, doubling, at most 5 minutes."""
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def _now() -> str:
+    return rfc3339(datetime.now(UTC))
+
+
+@dataclass
+class Running:
+    """One container of a pod: its spec and what happened to it so far."""
+
+    spec: Obj
+    kind: str
+    """"init", "sidecar" or "main"."""
+    restarts: int = 0
+    state: Obj = field(default_factory=lambda: {"waiting": {"reason": "PodInitializing"}})
+    last: Obj = field(default_factory=dict)
+    started: bool = False
+    ready: bool = False
+    pid: int | None = None
+    """The container's first process, as the host sees it."""
+    proc: asyncio.subprocess.Process | None = None
+    done: bool = False
+    """An init container that exited 0."""
+    image: Unpacked | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+
+class TokenIssuer:
+    """Service account tokens the API server accepts (token -> user)."""
+
+    def __init__(self, tokens: dict[str, str]) -> None:
+        self.tokens = tokens
+
+    def issue(self, namespace: str, account: str) -> str:
+        from .pki import token
+
+        value = token()
+        self.tokens[value] = f"system:serviceaccount:{namespace}:{account}"
+        return value
+
+
+class Agent:
+    def __init__(
+        self,
+        store: Store,
+        workdir: Path,
+        network: net.Network,
+        images: Images,
+        cluster_env: Mapping[str, str],
+        ca: Path,
+        issuer: TokenIssuer,
+    ) -> None:
+        self.store = store
+        self.workdir = workdir
+        self.network = network
+        self.images = images
+        self.cluster_env = dict(cluster_env)
+        self.ca = ca
+        self.issuer = issuer
+        self.pods: dict[str, PodRunner] = {}
+        self._free = list(range(250))
+        self._pods = store.resource("v1/pods")
+        self._dirty = asyncio.Event()
+        self.closing = False
+        self.threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox")
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def start(self) -> None:
+        self.store.listen(self._on_event)
+        for pod in list(self.store.items(self._pods)):
+            self._consider(pod)
+        self._spawn(self._refresh_loop())
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _on_event(self, event: Event) -> None:
+        if event.resource == "v1/pods":
+            if event.type != "DELETED":
+                self._consider(event.obj)
+            self._dirty.set()
+        elif event.resource in ("v1/services", "v1/configmaps", "v1/secrets"):
+            self._dirty.set()
+
+    def _consider(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        runner = self.pods.get(uid)
+        if runner is None:
+            if self.closing:
+                return
+            if pod["metadata"].get("deletionTimestamp"):
+                self._spawn(self._forget(pod))
+                return
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return
+            index = self._free.pop(0)
+            runner = self.pods[uid] = PodRunner(self, pod, index)
+            runner.task = self._spawn(runner.run())
+        elif pod["metadata"].get("deletionTimestamp") and runner.stopping is None:
+            grace = int(pod["metadata"].get("deletionGracePeriodSeconds", 30))
+            runner.stopping = self._spawn(runner.stop(grace))
+
+    async def _forget(self, pod: Obj) -> None:
+        with contextlib.suppress(ApiError):
+            self.store.delete(self._pods, pod["metadata"]["namespace"], pod["metadata"]["name"], grace=0)
+
+    def release(self, runner: PodRunner) -> None:
+        self.pods.pop(runner.uid, None)
+        self._free.append(runner.index)
+
+    async def _refresh_loop(self) -> None:
+        """Rewrites /etc/hosts and the ConfigMap/Secret volumes of running pods after changes."""
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            await asyncio.sleep(0.5)  # a burst of writes (an apply) is one refresh
+            for runner in list(self.pods.values()):
+                with contextlib.suppress(Exception):
+                    runner.refresh()
+
+    # -- what the API server asks -------------------------------------------------------------
+    def log_path(self, pod: Obj, container: str, previous: bool) -> Path | None:
+        folder = self.workdir / "pods" / pod["metadata"]["uid"] / "logs" / container
+        found = sorted(int(p.stem) for p in folder.glob("*.log")) if folder.is_dir() else []
+        if not found:
+            return None
+        # The newest log is the running container's, or while it waits to restart the one that
+        # ended last; --previous is the one before it, as the kubelet keeps them.
+        number = found[-1] - (1 if previous else 0)
+        return folder / f"{number}.log" if number >= 0 else None
+
+    def exec_argv(self, pod: Obj, container: str, command: Sequence[str]) -> list[str]:
+        runner = self.pods.get(pod["metadata"]["uid"])
+        running = runner.containers.get(container) if runner else None
+        if runner is None or running is None or running.pid is None:
+            raise ApiError(400, "BadRequest", f"container {container} is not running")
+        return runner.exec_argv(running, command)
+
+    async def close(self) -> None:
+        self.closing = True
+        for runner in list(self.pods.values()):
+            runner.finishing = True
+            runner.kill_all()
+        await asyncio.gather(*(r.teardown() for r in list(self.pods.values())), return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+
+    # -- names ------------------------------------------------------------------------------
+    def hosts(self, namespace: str) -> list[tuple[str, list[str]]]:
+        """(address, names) lines every pod of `namespace` gets besides its own."""
+        pods = [p for p in self.store.items(self._pods) if (p.get("status") or {}).get("podIP")]
+        out: list[tuple[str, list[str]]] = []
+        for svc in self.store.items(self.store.resource("v1/services")):
+            meta, spec = svc["metadata"], svc.get("spec") or {}
+            selector = spec.get("selector") or {}
+            if not selector:
+                continue
+            ns = meta["namespace"]
+            members = [
+                p
+                for p in pods
+                if p["metadata"]["namespace"] == ns
+                and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+                and not p["metadata"].get("deletionTimestamp")
+            ]
+            ready = [p for p in members if _ready(p)] or (members if spec.get("publishNotReadyAddresses") else [])
+            names = [f"{meta['name']}.{ns}.svc.cluster.local", f"{meta['name']}.{ns}.svc", f"{meta['name']}.{ns}"]
+            if ns == namespace:
+                names.append(meta["name"])
+            if ready:
+                out.append((ready[0]["status"]["podIP"], names))
+            if spec.get("clusterIP") == "None":
+                for p in members:
+                    pspec = p.get("spec") or {}
+                    if pspec.get("subdomain") == meta["name"] and pspec.get("hostname"):
+                        fqdn = f"{pspec['hostname']}.{meta['name']}.{ns}.svc.cluster.local"
+                        out.append((p["status"]["podIP"], [fqdn, f"{pspec['hostname']}.{meta['name']}"]))
+        return out
+
+
+def _ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def _port(container: Obj, port: Any) -> int:
+    if isinstance(port, int) or str(port).isdigit():
+        return int(port)
+    for p in container.get("ports") or []:
+        if p.get("name") == port:
+            return int(p["containerPort"])
+    raise ValueError(f"no port named {port}")
+
+
+class PodRunner:
+    def __init__(self, agent: Agent, pod: Obj, index: int) -> None:
+        self.agent = agent
+        self.pod = pod
+        self.uid: str = pod["metadata"]["uid"]
+        self.namespace: str = pod["metadata"]["namespace"]
+        self.name: str = pod["metadata"]["name"]
+        self.index = index
+        self.ip = agent.network.address(index)
+        self.folder: Path = agent.workdir / "pods" / self.uid
+        spec = pod.get("spec") or {}
+        self.containers: dict[str, Running] = {}
+        for c in spec.get("initContainers") or []:
+            self.containers[c["name"]] = Running(c, "sidecar" if c.get("restartPolicy") == "Always" else "init")
+        for c in spec.get("containers") or []:
+            self.containers[c["name"]] = Running(c, "main")
+        self.jail: Jail | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.stopping: asyncio.Task[Any] | None = None
+        self.phase = "Pending"
+        self.reason: str | None = None
+        self.message: str | None = None
+        self.initialized = False
+        self.sandbox = False
+        self.published: str | None = None
+        self.started_at = _now()
+        self.volume_sources: dict[str, Obj] = {}
+        self.supervisors: list[asyncio.Task[Any]] = []
+        self.token: str | None = None
+        self.finishing = False
+        self._sandboxing: concurrent.futures.Future[None] | None = None
+
+    # -- the lifecycle ----------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            await self._prepare()
+            if self.stopping is not None:
+                return
+            for running in self.containers.values():
+                if running.kind == "main":
+                    continue
+                if running.kind == "sidecar":
+                    self.supervisors.append(asyncio.create_task(self._supervise(running)))
+                    while not running.started:
+                        await asyncio.sleep(0.2)
+                else:
+                    await self._supervise(running)
+                    if not running.done:
+                        return
+            self.initialized = True
+            mains = [asyncio.create_task(self._supervise(r)) for r in self.containers.values() if r.kind == "main"]
+            self.supervisors += mains
+            self.phase = "Running"
+            self.publish()
+            await asyncio.gather(*mains)
+            codes = [
+                int((r.state.get("terminated") or {}).get("exitCode", 1))
+                for r in self.containers.values()
+                if r.kind == "main"
+            ]
+            if self.stopping is None:
+                self.finishing = True  # sidecars stop now and are not restarted
+                self.phase = "Succeeded" if all(c == 0 for c in codes) else "Failed"
+                for r in reversed([r for r in self.containers.values() if r.kind == "sidecar"]):
+                    await self._kill(r, 30)
+                self.publish()
+                await self.teardown()
+                self.agent.release(self)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a sandbox that can't be made: the pod fails, as on a node
+            log.exception("pod %s/%s", self.namespace, self.name)
+            self.phase, self.reason, self.message = "Failed", "SandboxError", str(err)
+            self.publish()
+            await self.teardown()
+            self.agent.release(self)
+
+    async def _prepare(self) -> None:
+        for r in self.containers.values():
+            r.state = {"waiting": {"reason": "ContainerCreating"}}
+        self.publish()
+        while True:  # images: wait, as for a pull, until built
+            try:
+                for r in self.containers.values():
+                    r.image = await asyncio.to_thread(self.agent.images.resolve, r.spec.get("image", ""))
+                break
+            except ImageMissing as err:
+                for r in self.containers.values():
+                    if r.image is None:
+                        r.state = {"waiting": {"reason": "ErrImagePull", "message": str(err)}}
+                self.publish()
+                await asyncio.sleep(10)
+                if self.stopping is not None:
+                    return
+        while True:  # volumes: wait for their ConfigMaps, Secrets and claims
+            try:
+                self._volumes()
+                break
+            except (spec_of.ConfigError, ApiError) as err:
+                self.message = f"MountVolume.SetUp failed: {err}"
+                for r in self.containers.values():
+                    r.state = {"waiting": {"reason": "ContainerCreating"}}
+                self.publish()
+                await asyncio.sleep(2)
+                if self.stopping is not None:
+                    return
+        self.message = None
+        if self.finishing:
+            return
+        # In a thread it can't be cancelled half-way; teardown waits for it (see there).
+        self._sandboxing = self.agent.threads.submit(self._sandbox)
+        await asyncio.shield(asyncio.wrap_future(self._sandboxing))
+        self.sandbox = True
+        if self.finishing:  # the cluster began stopping while the sandbox was made
+            return
+        self.publish()
+
+    def _lookup(self, kind: str) -> Callable[[str, str], Mapping[str, bytes] | None]:
+        res = self.agent.store.resource(f"v1/{kind}")
+
+        def find(namespace: str, name: str) -> Mapping[str, bytes] | None:
+            obj = self.agent.store.find(res, namespace, name)
+            if obj is None:
+                return None
+            return spec_of.decoded(obj) if kind == "secrets" else spec_of.configmap_bytes(obj)
+
+        return find
+
+    def _text_lookup(self, kind: str) -> spec_of.Lookup:
+        find = self._lookup(kind)
+
+        def text(namespace: str, name: str) -> Mapping[str, str] | None:
+            data = find(namespace, name)
+            return None if data is None else {k: v.decode(errors="replace") for k, v in data.items()}
+
+        return text
+
+    @property
+    def fs_group(self) -> int | None:
+        group = ((self.pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+        return None if group is None else int(group)
+
+    def _volumes(self) -> None:
+        """Host folders for every volume (files written, claims bound)."""
+        spec = self.pod.get("spec") or {}
+        base = self.folder / "volumes"
+        for volume in spec.get("volumes") or []:
+            folder = base / volume["name"]
+            files = spec_of.volume_files(self.pod, volume, self._lookup("configmaps"), self._lookup("secrets"))
+            if files is not None:
+                files = self._with_token(volume, files)
+                volumes.write_atomic(folder, files, self.fs_group)
+                self.volume_sources[volume["name"]] = volume
+            elif "emptyDir" in volume:
+                volumes.empty_dir(folder, self.fs_group)
+            elif "persistentVolumeClaim" in volume:
+                claim = volume["persistentVolumeClaim"]["claimName"]
+                pvc = self.agent.store.find(
+                    self.agent.store.resource("v1/persistentvolumeclaims"), self.namespace, claim
+                )
+                if pvc is None:
+                    raise ApiError(404, "NotFound", f'persistentvolumeclaim "{claim}" not found')
+                volumes.claim_ownership(volumes.pvc_dir(self.agent.workdir, self.namespace, claim), self.fs_group)
+        if self._automount():
+            files = {
+                "token": (self._token().encode(), 0o644),
+                "ca.crt": (self.agent.ca.read_bytes(), 0o644),
+                "namespace": (self.namespace.encode(), 0o644),
+            }
+            volumes.write_atomic(base / "..serviceaccount", files, self.fs_group)
+
+    def _with_token(self, volume: Obj, files: dict[str, spec_of.File]) -> dict[str, spec_of.File]:
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if "serviceAccountToken" in source:
+                path = source["serviceAccountToken"].get("path", "token")
+                files[path] = (self._token().encode(), files[path][1])
+        return files
+
+    def _token(self) -> str:
+        if self.token is None:
+            account = (self.pod.get("spec") or {}).get("serviceAccountName") or "default"
+            self.token = self.agent.issuer.issue(self.namespace, account)
+        return self.token
+
+    def _automount(self) -> bool:
+        spec = self.pod.get("spec") or {}
+        if spec.get("automountServiceAccountToken") is False:
+            return False
+        mounts = [m for c in self.containers.values() for m in c.spec.get("volumeMounts") or []]
+        return not any(m.get("mountPath") == SERVICE_ACCOUNT_DIR for m in mounts)
+
+    def _sandbox(self) -> None:
+        """Namespaces, network, root filesystems and mounts (blocking: runs in a thread)."""
+        spec = self.pod.get("spec") or {}
+        hostname = spec.get("hostname") or self.name
+        lowers = {name: r.image.rootfs for name, r in self.containers.items() if r.image is not None}
+        (self.folder / "logs").mkdir(parents=True, exist_ok=True)
+        self.jail = Jail(self.folder / "sandbox", lowers, namespaces=("net", "uts", "ipc"), hostname=hostname[:63])
+        self.jail.open()
+        # A cluster process killed with SIGKILL can't stop this holder: `sunk local down` finds it here.
+        (self.folder / "holder.pid").write_text(str(self.jail.holder))
+        net.run(net.pod_up(self.agent.network, self.index, self.jail.holder))
+        etc = self.folder / "etc"
+        etc.mkdir(exist_ok=True)
+        (etc / "hostname").write_text(hostname + "\n")
+        (etc / "resolv.conf").write_text(
+            "# the local cluster resolves names through /etc/hosts; no DNS server answers here\n"
+            "nameserver 127.0.0.1\noptions ndots:1 timeout:1 attempts:1\n"
+        )
+        self.write_hosts()
+        for name in self.containers:
+            self._mount_container(name, etc)
+
+    def _mount_container(self, name: str, etc: Path) -> None:
+        assert self.jail is not None
+        jail, real = self.jail, self.jail.real(name)
+        dev = jail.root(name) / "dev"
+        dev.mkdir(exist_ok=True)
+        jail.mount_at(["-t", "tmpfs", "-o", "mode=0755,nosuid", "tmpfs"], real / "dev")
+        for device in DEVICES:
+            (jail.root(name) / "dev" / device).touch()
+            jail.mount_at(["--bind", f"/dev/{device}"], real / "dev" / device)
+        for link, target in (
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ):
+            (jail.root(name) / "dev" / link).symlink_to(target)
+        (jail.root(name) / "dev" / "shm").mkdir()
+        jail.mount_at(["-t", "tmpfs", "-o", "mode=1777,nosuid,nodev,size=64m", "tmpfs"], real / "dev" / "shm")
+        for file in ("hosts", "hostname", "resolv.conf"):
+            jail.bind(name, etc / file, f"/etc/{file}")
+        mounts = sorted(self.containers[name].spec.get("volumeMounts") or [], key=lambda m: m["mountPath"].count("/"))
+        if self._automount():
+            mounts.append({"name": "..serviceaccount", "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True})
+        vols = {v["name"]: v for v in (self.pod.get("spec") or {}).get("volumes") or []}
+        for mount in mounts:
+            source = self._source(vols.get(mount["name"]), mount["name"])
+            if mount.get("subPath"):
+                source = source / mount["subPath"]
+                if source.is_symlink():  # a ConfigMap key: bind the file it names now (no updates)
+                    source = source.resolve()
+                if not source.exists():
+                    source.mkdir(parents=True)
+            jail.bind(name, source, mount["mountPath"], read_only=bool(mount.get("readOnly")))
+
+    def _source(self, volume: Obj | None, name: str) -> Path:
+        if name == "..serviceaccount":
+            return self.folder / "volumes" / name
+        if volume is None:
+            raise spec_of.ConfigError(f"volume {name} is mounted but not declared")
+        if "persistentVolumeClaim" in volume:
+            return volumes.pvc_dir(self.agent.workdir, self.namespace, volume["persistentVolumeClaim"]["claimName"])
+        if "hostPath" in volume:
+            path = Path(volume["hostPath"]["path"])
+            if volume["hostPath"].get("type") in ("DirectoryOrCreate",) and not path.exists():
+                path.mkdir(parents=True)
+            return path
+        if "emptyDir" in volume and (volume["emptyDir"] or {}).get("medium") == "Memory":
+            folder = self.folder / "volumes" / name
+            mounted = self.folder / "volumes" / f"{name}.tmpfs-mounted"
+            if not mounted.exists():
+                assert self.jail is not None
+                size = (volume["emptyDir"] or {}).get("sizeLimit")
+                options = "mode=0777" if self.fs_group is None else f"mode=2777,gid={self.fs_group}"
+                if size:
+                    options += f",size={int(spec_of.quantity(str(size)))}"
+                self.jail.mount_at(["-t", "tmpfs", "-o", options, "tmpfs"], folder)
+                mounted.touch()
+            return folder
+        return self.folder / "volumes" / name
+
+    def write_hosts(self) -> None:
+        spec = self.pod.get("spec") or {}
+        hostname = spec.get("hostname") or self.name
+        lines = [
+            "# Kubernetes-managed hosts file (the local cluster's).",
+            "127.0.0.1\tlocalhost",
+            "::1\tlocalhost ip6-localhost ip6-loopback",
+        ]
+        own = [hostname]
+        if spec.get("subdomain"):
+            own.insert(0, f"{hostname}.{spec['subdomain']}.{self.namespace}.svc.cluster.local")
+        lines.append(f"{self.ip}\t{' '.join(own)}")
+        for address, names in self.agent.hosts(self.namespace):
+            lines.append(f"{address}\t{' '.join(names)}")
+        text = "\n".join(lines) + "\n"
+        path = self.folder / "etc" / "hosts"
+        if not path.exists() or path.read_text() != text:
+            with path.open("r+" if path.exists() else "w") as handle:  # in place: it is bound into the roots
+                handle.seek(0)
+                handle.write(text)
+                handle.truncate()
+
+    def refresh(self) -> None:
+        if not self.sandbox or self.jail is None:
+            return
+        self.write_hosts()
+        base = self.folder / "volumes"
+        for name, volume in self.volume_sources.items():
+            with contextlib.suppress(spec_of.ConfigError):
+                files = spec_of.volume_files(self.pod, volume, self._lookup("configmaps"), self._lookup("secrets"))
+                if files is not None:
+                    volumes.write_atomic(base / name, self._with_token(volume, files), self.fs_group)
+
+    # -- containers --------------------------------------------------------------------------
+    def _launch_file(self, running: Running) -> Path:
+        assert running.image is not None and self.jail is not None
+        current = self.agent.store.find(self.agent._pods, self.namespace, self.name) or self.pod
+        current.setdefault("status", {})["podIP"] = self.ip
+        current["status"]["hostIP"] = self.agent.network.gateway
+        launch = spec_of.launch(
+            current,
+            running.spec,
+            running.image.image,
+            self._text_lookup("configmaps"),
+            self._text_lookup("secrets"),
+            self.agent.cluster_env,
+        )
+        caps = launch.capabilities
+        if caps == (spec_of.ALL_CAPABILITIES,):
+            from .enter import CAPABILITIES
+
+            caps = tuple(CAPABILITIES)
+        data = {
+            "root": str(self.jail.real(running.name)),
+            "argv": list(launch.argv),
+            "env": dict(launch.env),
+            "uid": launch.uid,
+            "gid": launch.gid,
+            "groups": list(launch.groups),
+            "capabilities": list(caps),
+            "noNewPrivs": launch.no_new_privs,
+            "readOnlyRoot": launch.read_only_root,
+            "cwd": launch.cwd,
+        }
+        path = self.folder / "run" / f"{running.name}.json"
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle)
+        return path
+
+    def _enter(self) -> list[str]:
+        return [sys.executable, "-m", "sunk.runtime.local.enter"]
+
+    def exec_argv(self, running: Running, command: Sequence[str]) -> list[str]:
+        launch = self.folder / "run" / f"{running.name}.json"
+        flags = ["--mount", "--net", "--uts", "--ipc", "--pid"]
+        return ["nsenter", f"--target={running.pid}", *flags, "--", *self._enter(), str(launch), *command]
+
+    async def _start(self, running: Running) -> None:
+        assert self.jail is not None
+        launch = self._launch_file(running)
+        folder = self.folder / "logs" / running.name
+        folder.mkdir(parents=True, exist_ok=True)
+        logfile = (folder / f"{running.restarts}.log").open("ab")
+        holder = self.jail.holder
+        proc_dir = str(self.jail.real(running.name) / "proc")
+        argv = [
+            "nsenter", f"--target={holder}", "--mount", "--net", "--uts", "--ipc", "--",
+            "unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", f"--mount-proc={proc_dir}",
+            *self._enter(), str(launch),
+        ]  # fmt: skip
+        running.proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile, start_new_session=True
+        )
+        logfile.close()
+        running.pid = await self._child(running.proc.pid)
+        running.state = {"running": {"startedAt": _now()}}
+        running.started = not running.spec.get("startupProbe")
+        running.ready = False
+
+    async def _child(self, unshare_pid: int) -> int | None:
+        for _ in range(200):
+            try:
+                children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+            except OSError:
+                return None
+            if children:
+                return int(children[0])
+            await asyncio.sleep(0.01)
+        return None
+
+    async def _supervise(self, running: Running) -> None:
+        """Start, probe, wait and restart one container until it is done (an init container that
+        exited 0, or any container the pod's restart policy does not restart)."""
+        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        if running.kind == "sidecar":
+            policy = "Always"
+        backoff = BACKOFF_START
+        while self.stopping is None and not self.finishing:
+            try:
+                await self._start(running)
+            except spec_of.ConfigError as err:
+                running.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(err)}}
+                self.publish()
+                await asyncio.sleep(2)
+                continue
+            self.publish()
+            probes = asyncio.create_task(self._probe(running))
+            assert running.proc is not None
+            code = await running.proc.wait()
+            probes.cancel()
+            finished = _now()
+            started = (running.state.get("running") or {}).get("startedAt", finished)
+            code = code if code >= 0 else 128 - code  # killed by a signal: 128 + its number, as runc reports
+            reason = "Completed" if code == 0 else "Error"
+            running.state = {
+                "terminated": {
+                    "exitCode": code,
+                    "reason": reason,
+                    "startedAt": started,
+                    "finishedAt": finished,
+                }
+            }
+            running.ready, running.pid = False, None
+            if self.stopping is not None or self.finishing:
+                self.publish()
+                return
+            if running.kind == "init" and code == 0:
+                running.done = True
+                self.publish()
+                return
+            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+            if not restart:
+                self.publish()
+                return
+            running.last = running.state
+            running.restarts += 1
+            running.state = {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {int(backoff)}s restarting failed container={running.name} pod={self.name}_{self.namespace}({self.uid})",
+                }
+            }
+            self.publish()
+            waited = 0.0
+            while waited < backoff and self.stopping is None:
+                await asyncio.sleep(0.5)
+                waited += 0.5
+            backoff = min(backoff * 2, BACKOFF_CAP)
+
+    async def _probe(self, running: Running) -> None:
+        spec = running.spec
+        startup, readiness, liveness = spec.get("startupProbe"), spec.get("readinessProbe"), spec.get("livenessProbe")
+        if startup:
+            if not await self._until(running, startup, want=True):
+                await self._kill(running, int((self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)))
+                return
+            running.started = True
+            self.publish()
+        tasks = []
+        if readiness:
+            tasks.append(asyncio.create_task(self._readiness(running, readiness)))
+        else:
+            running.ready = running.kind != "init"
+            self.publish()
+        if liveness:
+            tasks.append(asyncio.create_task(self._liveness(running, liveness)))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _until(self, running: Running, probe: Obj, *, want: bool) -> bool:
+        """Probe until success (True) or failureThreshold failures in a row (False)."""
+        await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
+        failures, threshold = 0, int(probe.get("failureThreshold", 3))
+        while True:
+            if await self._check(running, probe):
+                return True
+            failures += 1
+            if failures >= threshold:
+                return False
+            await asyncio.sleep(float(probe.get("periodSeconds", 10)))
+
+    async def _readiness(self, running: Running, probe: Obj) -> None:
+        await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
+        failures = successes = 0
+        while True:
+            if await self._check(running, probe):
+                failures, successes = 0, successes + 1
+                if not running.ready and successes >= int(probe.get("successThreshold", 1)):
+                    running.ready = True
+                    self.publish()
+            else:
+                successes, failures = 0, failures + 1
+                if running.ready and failures >= int(probe.get("failureThreshold", 3)):
+                    running.ready = False
+                    self.publish()
+            await asyncio.sleep(float(probe.get("periodSeconds", 10)))
+
+    async def _liveness(self, running: Running, probe: Obj) -> None:
+        if not await self._until(running, probe, want=True):
+            return
+        while True:
+            await asyncio.sleep(float(probe.get("periodSeconds", 10)))
+            if not await self._until(running, {**probe, "initialDelaySeconds": 0}, want=True):
+                log.info("%s/%s %s: liveness probe failed; restarting", self.namespace, self.name, running.name)
+                await self._kill(running, int((self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)))
+                return
+
+    async def _check(self, running: Running, probe: Obj) -> bool:
+        timeout = float(probe.get("timeoutSeconds", 1))
+        try:
+            if "exec" in probe:
+                if running.pid is None:
+                    return False
+                proc = await asyncio.create_subprocess_exec(
+                    *self.exec_argv(running, probe["exec"].get("command") or []),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
+                try:
+                    return await asyncio.wait_for(proc.wait(), timeout + 2) == 0  # + the launcher's start
+                except TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    await proc.wait()
+                    return False
+            if "tcpSocket" in probe:
+                port = _port(running.spec, probe["tcpSocket"]["port"])
+                _, writer = await asyncio.wait_for(asyncio.open_connection(self.ip, port), timeout)
+                writer.close()
+                return True
+            if "httpGet" in probe:
+                get = probe["httpGet"]
+                url = f"{get.get('scheme', 'HTTP').lower()}://{self.ip}:{_port(running.spec, get['port'])}{get.get('path', '/')}"
+                async with (
+                    aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+                    session.get(url, ssl=False) as reply,
+                ):
+                    return 200 <= reply.status < 400
+        except (OSError, TimeoutError, aiohttp.ClientError, ValueError):
+            return False
+        return False
+
+    async def _kill(self, running: Running, grace: float) -> None:
+        """preStop, SIGTERM, wait up to `grace`, SIGKILL."""
+        proc, pid = running.proc, running.pid
+        if proc is None or proc.returncode is not None:
+            return
+        pre = ((running.spec.get("lifecycle") or {}).get("preStop") or {}).get("exec")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        if pre and pid is not None:
+            hook = await asyncio.create_subprocess_exec(
+                *self.exec_argv(running, pre.get("command") or []),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hook.wait(), max(0.1, deadline - loop.time()))
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), max(0.1, deadline - loop.time()))
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)  # unshare --kill-child takes the container with it
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            await proc.wait()
+
+    def kill_all(self) -> None:
+        for running in self.containers.values():
+            for pid in (running.pid, running.proc.pid if running.proc else None):
+                if pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+
+    async def stop(self, grace: int) -> None:
+        """Graceful deletion: main containers, then sidecars in reverse order, then the sandbox."""
+        if self.task is not None and not self.sandbox:
+            self.task.cancel()
+        mains = [r for r in self.containers.values() if r.kind in ("main", "init")]
+        await asyncio.gather(*(self._kill(r, grace) for r in mains))
+        for r in reversed([r for r in self.containers.values() if r.kind == "sidecar"]):
+            await self._kill(r, 2)
+        for task in self.supervisors:
+            task.cancel()
+        if self.task is not None:
+            self.task.cancel()
+        await self.teardown()
+        self.agent.release(self)
+        with contextlib.suppress(ApiError):
+            self.agent.store.delete(self.agent._pods, self.namespace, self.name, grace=0)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    async def teardown(self) -> None:
+        self.finishing = True
+        if self._sandboxing is not None:  # a sandbox half made would outlive us: let it finish first
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._sandboxing.exception)
+        self.kill_all()
+        for running in self.containers.values():
+            if running.proc is not None and running.proc.returncode is None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(running.proc.wait(), 5)
+        if self.jail is not None:
+            jail, self.jail = self.jail, None
+            await asyncio.to_thread(self._close_jail, jail)
+        self.sandbox = False
+
+    def _close_jail(self, jail: Jail) -> None:
+        net.run(net.pod_down(self.agent.network, self.index), check=False)
+        jail.close()
+        shutil.rmtree(jail.workdir, ignore_errors=True)
+
+    # -- status -----------------------------------------------------------------------------
+    def status(self) -> Obj:
+        def one(r: Running) -> Obj:
+            out: Obj = {
+                "name": r.name,
+                "image": r.spec.get("image", ""),
+                "imageID": "",
+                "ready": r.ready,
+                "restartCount": r.restarts,
+                "started": r.started and "running" in r.state,
+                "state": r.state,
+            }
+            if r.last:
+                out["lastState"] = r.last
+            if r.pid is not None:
+                out["containerID"] = f"sunk-local://{self.uid[:8]}-{r.name}-{r.restarts}"
+            return out
+
+        inits = [one(r) for r in self.containers.values() if r.kind != "main"]
+        mains = [one(r) for r in self.containers.values() if r.kind == "main"]
+        all_ready = self.phase == "Running" and all(
+            r.ready for r in self.containers.values() if r.kind in ("main", "sidecar")
+        )
+        now = _now()
+
+        def cond(kind: str, ok: bool) -> Obj:
+            return {"type": kind, "status": "True" if ok else "False", "lastProbeTime": None, "lastTransitionTime": now}
+
+        status: Obj = {
+            "phase": self.phase,
+            "hostIP": self.agent.network.gateway,
+            "startTime": self.started_at,
+            "conditions": [
+                cond("PodReadyToStartContainers", self.sandbox),
+                cond("Initialized", self.initialized or self.phase in ("Succeeded", "Failed")),
+                cond("ContainersReady", all_ready),
+                cond("Ready", all_ready),
+                cond("PodScheduled", True),
+            ],
+            "containerStatuses": mains,
+            "qosClass": "Burstable",
+        }
+        if inits:
+            status["initContainerStatuses"] = inits
+        if self.sandbox or self.phase in ("Running", "Succeeded", "Failed"):
+            status["podIP"] = self.ip
+            status["podIPs"] = [{"ip": self.ip}]
+        if self.reason:
+            status["reason"] = self.reason
+        if self.message:
+            status["message"] = self.message
+        return status
+
+    def publish(self) -> None:
+        status = self.status()
+        compare = json.dumps(
+            {**status, "conditions": [{**c, "lastTransitionTime": None} for c in status["conditions"]]}, sort_keys=True
+        )
+        if compare == self.published:
+            return
+        self.published = compare
+        current = self.agent.store.find(self.agent._pods, self.namespace, self.name)
+        if current is None or current["metadata"]["uid"] != self.uid:
+            return
+        old = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
+        for c in status["conditions"]:
+            if old.get(c["type"], {}).get("status") == c["status"]:
+                c["lastTransitionTime"] = old[c["type"]].get("lastTransitionTime", c["lastTransitionTime"])
+        with contextlib.suppress(ApiError):
+            self.agent.store.patch(self.agent._pods, self.namespace, self.name, "merge", {"status": status}, "status")

@@ -1,0 +1,586 @@
+"""The local cluster's API server: the Kubernetes REST API over HTTPS, on the store.
+
+Served: discovery (/api, /apis and each group version, CRDs' kinds included), /version,
+/openapi/v3 (only what kubectl reads to learn that the server checks fields itself, see
+`openapi_v3`), create/get/list/watch/update/patch/delete of every resource in resources.py,
+the status and scale subresources, server-side printing (kubectl's tables) and, through the
+node agent, pods/log (follow too) and pods/exec over WebSocket (the v5 and v4 channel
+protocols kubectl 1.32 tries first).
+
+Every request needs a bearer token from `tokens` (kubectl's comes from the kubeconfig); a missing
+or unknown one gets 401. Not modelled: authorization (every known token may do everything; the
+render's RBAC objects are stored but not enforced), exec over SPDY (kubectl's fallback, refused
+with 400), protobuf, field validation beyond what kubectl does itself, paging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+import aiohttp.web
+import yaml
+
+from ..common.timefmt import parse_rfc3339
+from .resources import Resource
+from .store import ApiError, Obj, Store
+
+VERSION = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-sunk-local",
+    "platform": "linux/amd64",
+    "goVersion": "go1.23",
+    "compiler": "gc",
+}
+"""What /version reports: the API this server imitates (kubectl warns when more than one minor apart)."""
+
+
+class Agent(Protocol):
+    """What the API server asks the node agent for: a container's log and a command in it."""
+
+    def log_path(self, pod: Obj, container: str, previous: bool) -> Path | None: ...
+
+    def exec_argv(self, pod: Obj, container: str, command: Sequence[str]) -> list[str]: ...
+
+
+def _status(err: ApiError) -> aiohttp.web.Response:
+    return aiohttp.web.json_response(err.status(), status=err.code)
+
+
+def _age(stamp: str | None) -> str:
+    if not stamp:
+        return "<unknown>"
+    seconds = int((datetime.now(UTC) - parse_rfc3339(stamp)).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * 2:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _jsonpath(obj: Any, path: str) -> Any:
+    for part in path.strip(".").split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def _pod_cells(pod: Obj) -> list[Any]:
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    ready = sum(1 for s in statuses if s.get("ready"))
+    total = len((pod.get("spec") or {}).get("containers") or [])
+    reason = status.get("reason") or status.get("phase", "Pending")
+    for s in status.get("initContainerStatuses") or []:
+        waiting = (s.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") not in (None, "PodInitializing"):
+            reason = f"Init:{waiting['reason']}"
+    for s in statuses:
+        state = s.get("state") or {}
+        if state.get("waiting", {}).get("reason"):
+            reason = state["waiting"]["reason"]
+        elif state.get("terminated", {}).get("reason") and reason == "Running":
+            reason = state["terminated"]["reason"]
+    if pod["metadata"].get("deletionTimestamp"):
+        reason = "Terminating"
+    restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
+    return [
+        pod["metadata"]["name"],
+        f"{ready}/{total}",
+        reason,
+        restarts,
+        _age(pod["metadata"].get("creationTimestamp")),
+        status.get("podIP") or "<none>",
+        (pod.get("spec") or {}).get("nodeName") or "<none>",
+    ]
+
+
+def _node_cells(node: Obj) -> list[Any]:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c.get("status") for c in conditions if c.get("type") == "Ready"), "Unknown")
+    state = "Ready" if ready == "True" else "NotReady"
+    if (node.get("spec") or {}).get("unschedulable"):
+        state += ",SchedulingDisabled"
+    roles = ",".join(
+        sorted(
+            k.rpartition("/")[2]
+            for k in node["metadata"].get("labels") or {}
+            if k.startswith("node-role.kubernetes.io/")
+        )
+    )
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    return [
+        node["metadata"]["name"],
+        state,
+        roles or "<none>",
+        _age(node["metadata"].get("creationTimestamp")),
+        info.get("kubeletVersion", ""),
+    ]
+
+
+def _column(name: str, kind: str = "string", priority: int = 0, fmt: str = "") -> Obj:
+    return {"name": name, "type": kind, "format": fmt, "description": name, "priority": priority}
+
+
+def table(res: Resource, items: list[Obj], version: str) -> Obj:
+    """Server-side printing: what `kubectl get` shows."""
+    if res.kind == "Pod":
+        columns = [
+            _column("Name", fmt="name"),
+            _column("Ready"),
+            _column("Status"),
+            _column("Restarts", "integer"),
+            _column("Age"),
+            _column("IP", priority=1),
+            _column("Node", priority=1),
+        ]
+        cells = [_pod_cells(o) for o in items]
+    elif res.kind == "Node":
+        columns = [_column("Name", fmt="name"), _column("Status"), _column("Roles"), _column("Age"), _column("Version")]
+        cells = [_node_cells(o) for o in items]
+    elif res.printer_columns:
+        columns = [_column("Name", fmt="name")] + [
+            _column(c["name"], c.get("type", "string"), int(c.get("priority", 0))) for c in res.printer_columns
+        ]
+        cells = [
+            [o["metadata"]["name"]]
+            + [
+                _age(_jsonpath(o, c["jsonPath"])) if c.get("type") == "date" else _jsonpath(o, c["jsonPath"])
+                for c in res.printer_columns
+            ]
+            for o in items
+        ]
+    else:
+        columns = [_column("Name", fmt="name"), _column("Age")]
+        cells = [[o["metadata"]["name"], _age(o["metadata"].get("creationTimestamp"))] for o in items]
+    rows = [
+        {
+            "cells": c,
+            "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]},
+        }
+        for c, o in zip(cells, items, strict=True)
+    ]
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": version},
+        "columnDefinitions": columns,
+        "rows": rows,
+    }
+
+
+def _wants_table(request: aiohttp.web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def _resource_list(group_version: str, resources: list[Resource]) -> Obj:
+    out = []
+    for r in sorted(resources, key=lambda r: r.plural):
+        entry = {
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": list(r.verbs),
+        }
+        if r.short_names:
+            entry["shortNames"] = list(r.short_names)
+        if r.categories:
+            entry["categories"] = list(r.categories)
+        out.append(entry)
+        if r.status:
+            out.append(
+                {
+                    "name": f"{r.plural}/status",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+        if r.scale:
+            out.append(
+                {
+                    "name": f"{r.plural}/scale",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+        if r.kind == "Pod":
+            for sub, verbs in (
+                ("log", ["get"]),
+                ("exec", ["create", "get"]),
+                ("binding", ["create"]),
+                ("eviction", ["create"]),
+            ):
+                out.append(
+                    {"name": f"pods/{sub}", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": verbs}
+                )
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": out}
+
+
+def openapi_v3(store: Store) -> tuple[Obj, dict[str, Obj]]:
+    """The /openapi/v3 index and one document per group version, holding only what kubectl reads
+    to decide how to validate: each kind's PATCH and POST with the `fieldValidation` parameter.
+    kubectl then leaves validation to the server (which stores fields as written, see store.py)
+    and, finding no strategic-merge-patch schemas here, computes its patches from the Kubernetes
+    types built into it, as it does for any server without them."""
+    docs: dict[str, Obj] = {}
+    for r in store.registry.all():
+        prefix = "api/v1" if not r.group else f"apis/{r.api_version}"
+        doc = docs.setdefault(
+            prefix, {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]}, "paths": {}}
+        )
+        scope = "/namespaces/{namespace}" if r.namespaced else ""
+        gvk = {"group": r.group, "version": r.version, "kind": r.kind}
+        param = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}]
+        op = {"x-kubernetes-group-version-kind": gvk, "parameters": param}
+        doc["paths"][f"/{prefix}{scope}/{r.plural}/{{name}}"] = {"patch": {**op, "x-kubernetes-action": "patch"}}
+        doc["paths"][f"/{prefix}{scope}/{r.plural}"] = {"post": {**op, "x-kubernetes-action": "post"}}
+    index = {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}"} for p in sorted(docs)}}
+    return index, docs
+
+
+Handler = Callable[[aiohttp.web.Request], Awaitable[aiohttp.web.StreamResponse]]
+
+
+class ApiServer:
+    def __init__(self, store: Store, tokens: Mapping[str, str], agent: Agent | None = None) -> None:
+        self.store = store
+        self.tokens = dict(tokens)
+        """bearer token -> user name."""
+        self.agent = agent
+        self.app = aiohttp.web.Application(middlewares=[self._auth], client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self._route)
+
+    @aiohttp.web.middleware
+    async def _auth(self, request: aiohttp.web.Request, handler: Handler) -> aiohttp.web.StreamResponse:
+        if request.path in ("/healthz", "/readyz", "/livez"):
+            return aiohttp.web.Response(text="ok")
+        header = request.headers.get("Authorization", "")
+        token = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+        if token not in self.tokens:
+            return _status(ApiError(401, "Unauthorized", "Unauthorized"))
+        try:
+            return await handler(request)
+        except ApiError as err:
+            return _status(err)
+
+    async def _route(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
+        path = request.path.rstrip("/")
+        if path == "/version":
+            return aiohttp.web.json_response(VERSION)
+        if path == "/api":
+            return aiohttp.web.json_response(
+                {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+            )
+        if path == "/apis":
+            return aiohttp.web.json_response(self._groups())
+        if path == "/api/v1":
+            return aiohttp.web.json_response(
+                _resource_list("v1", [r for r in self.store.registry.all() if not r.group])
+            )
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            index, docs = openapi_v3(self.store)
+            if path == "/openapi/v3":
+                return aiohttp.web.json_response(index)
+            doc = docs.get(path.removeprefix("/openapi/v3/"))
+            if doc is None:
+                raise ApiError(404, "NotFound", f"no OpenAPI document at {path}")
+            return aiohttp.web.json_response(doc)
+        parts = path.strip("/").split("/")
+        if parts[0] == "apis" and len(parts) == 3:
+            gv = f"{parts[1]}/{parts[2]}"
+            found = [r for r in self.store.registry.all() if r.api_version == gv]
+            if not found:
+                raise ApiError(404, "NotFound", f"the server could not find the requested resource ({gv})")
+            return aiohttp.web.json_response(_resource_list(gv, found))
+        if parts[0] == "api" and len(parts) >= 3 and parts[1] == "v1":
+            return await self._resource(request, "v1", parts[2:])
+        if parts[0] == "apis" and len(parts) >= 4:
+            return await self._resource(request, f"{parts[1]}/{parts[2]}", parts[3:])
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _groups(self) -> Obj:
+        groups: dict[str, list[str]] = {}
+        for r in self.store.registry.all():
+            if r.group and r.version not in groups.setdefault(r.group, []):
+                groups[r.group].append(r.version)
+        out = []
+        for name, versions in sorted(groups.items()):
+            listed = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+            out.append({"name": name, "versions": listed, "preferredVersion": listed[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": out}
+
+    # -- resources ---------------------------------------------------------------------------
+    async def _resource(self, request: aiohttp.web.Request, gv: str, parts: list[str]) -> aiohttp.web.StreamResponse:
+        namespace: str | None = None
+        if parts[0] == "namespaces" and len(parts) >= 3 and self.store.registry.get(gv, parts[2]) is not None:
+            namespace, parts = parts[1], parts[2:]
+        res = self.store.registry.get(gv, parts[0])
+        if res is None:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({gv}/{parts[0]})")
+        name = parts[1] if len(parts) > 1 else None
+        sub = parts[2] if len(parts) > 2 else ""
+        if res.namespaced and name is not None and namespace is None and res.kind != "Namespace":
+            raise ApiError(404, "NotFound", f"{res.plural} is namespaced: /namespaces/<ns>/{res.plural}/{name}")
+        method, query = request.method, request.query
+        if name is None:
+            if method == "GET" and query.get("watch") in ("true", "1"):
+                return await self._watch(request, res, namespace)
+            if method == "GET":
+                listed = self.store.list(res, namespace, query.get("labelSelector", ""), query.get("fieldSelector", ""))
+                if _wants_table(request):
+                    return aiohttp.web.json_response(table(res, listed["items"], listed["metadata"]["resourceVersion"]))
+                return aiohttp.web.json_response(listed)
+            if method == "POST":
+                body = await self._body(request)
+                created = self.store.create(res, namespace, body) if query.get("dryRun") is None else body
+                return aiohttp.web.json_response(created, status=201)
+            if method == "DELETE":
+                listed = self.store.list(res, namespace, query.get("labelSelector", ""), query.get("fieldSelector", ""))
+                for item in listed["items"]:
+                    with contextlib.suppress(ApiError):
+                        self.store.delete(res, namespace, item["metadata"]["name"])
+                return aiohttp.web.json_response(listed)
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
+        if res.kind == "Pod" and sub in ("log", "exec"):
+            pod = self.store.get(res, namespace, name)
+            return await (self._log(request, pod) if sub == "log" else self._exec(request, pod))
+        if sub == "scale" and res.scale:
+            return await self._scale(request, res, namespace, name)
+        if sub not in ("", "status"):
+            raise ApiError(404, "NotFound", f"{res.plural}/{sub} is not served by the local cluster")
+        if method == "GET":
+            obj = self.store.get(res, namespace, name)
+            if _wants_table(request):
+                return aiohttp.web.json_response(table(res, [obj], obj["metadata"]["resourceVersion"]))
+            return aiohttp.web.json_response(obj)
+        if method == "PUT":
+            return aiohttp.web.json_response(self.store.update(res, namespace, name, await self._body(request), sub))
+        if method == "PATCH":
+            kind = _patch_kind(request.content_type)
+            body = json.loads(await request.read() or b"{}")
+            if query.get("dryRun") is not None:
+                return aiohttp.web.json_response(self.store.get(res, namespace, name))
+            return aiohttp.web.json_response(self.store.patch(res, namespace, name, kind, body, sub))
+        if method == "DELETE":
+            raw = await request.read()
+            options = json.loads(raw) if raw else {}
+            grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+            uid = ((options.get("preconditions") or {}).get("uid")) or None
+            gone = self.store.delete(res, namespace, name, grace=None if grace is None else int(grace), uid=uid)
+            return aiohttp.web.json_response(gone)
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {res.plural}/{name}")
+
+    async def _body(self, request: aiohttp.web.Request) -> Obj:
+        raw = await request.read()
+        try:
+            body = yaml.safe_load(raw) if "yaml" in request.content_type else json.loads(raw)
+        except (ValueError, yaml.YAMLError) as err:
+            raise ApiError(400, "BadRequest", f"the request body is not JSON: {err}") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the request body is not an object")
+        return body
+
+    async def _scale(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str
+    ) -> aiohttp.web.StreamResponse:
+        obj = self.store.get(res, namespace, name)
+        if request.method in ("PUT", "PATCH"):
+            body = json.loads(await request.read() or b"{}")
+            replicas = (body.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise ApiError(422, "Invalid", "spec.replicas: a whole number of 0 or more is needed")
+            obj = self.store.patch(res, namespace, name, "merge", {"spec": {"replicas": replicas}})
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        selector = ",".join(
+            f"{k}={v}" for k, v in sorted(((spec.get("selector") or {}).get("matchLabels") or {}).items())
+        )
+        return aiohttp.web.json_response(
+            {
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": {
+                    k: obj["metadata"][k]
+                    for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                    if k in obj["metadata"]
+                },
+                "spec": {"replicas": spec.get("replicas", 0)},
+                "status": {"replicas": status.get("replicas", 0), "selector": selector},
+            }
+        )
+
+    async def _watch(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None
+    ) -> aiohttp.web.StreamResponse:
+        query = request.query
+        watch = self.store.watch(
+            res,
+            namespace,
+            query.get("labelSelector", ""),
+            query.get("fieldSelector", ""),
+            query.get("resourceVersion", ""),
+        )
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        as_table = _wants_table(request)
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                try:
+                    event = await asyncio.wait_for(watch.queue.get(), min(left, 5.0) if bookmarks else left)
+                except TimeoutError:
+                    if bookmarks:
+                        meta = {"resourceVersion": str(self.store.version)}
+                        mark = {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+                        await response.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
+                    continue
+                if event is None:
+                    break
+                shown = watch.shown(event)
+                if shown is None:
+                    continue
+                if as_table:
+                    obj = shown["object"]
+                    shown = {"type": shown["type"], "object": table(res, [obj], obj["metadata"]["resourceVersion"])}
+                await response.write(json.dumps(shown).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unwatch(watch)
+        return response
+
+    # -- logs and exec -----------------------------------------------------------------------
+    def _container(self, pod: Obj, wanted: str | None) -> str:
+        spec = pod.get("spec") or {}
+        names = [c["name"] for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+        if wanted:
+            if wanted not in names:
+                raise ApiError(400, "BadRequest", f"container {wanted} is not valid for pod {pod['metadata']['name']}")
+            return wanted
+        main = [c["name"] for c in spec.get("containers") or []]
+        default = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+        return str(default) if default in names else main[0]
+
+    async def _log(self, request: aiohttp.web.Request, pod: Obj) -> aiohttp.web.StreamResponse:
+        container = self._container(pod, request.query.get("container"))
+        previous = request.query.get("previous") == "true"
+        path = self.agent.log_path(pod, container, previous) if self.agent else None
+        if path is None or not path.exists():
+            name = pod["metadata"]["name"]
+            what = "previous terminated container" if previous else "container"
+            raise ApiError(400, "BadRequest", f'{what} "{container}" in pod "{name}" is waiting to start')
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        tail = request.query.get("tailLines")
+        with path.open("rb") as handle:
+            data = handle.read()
+            if tail is not None:
+                lines = data.splitlines(keepends=True)
+                data = b"".join(lines[-int(tail) :]) if int(tail) > 0 else b""
+            await response.write(data)
+            while request.query.get("follow") == "true":
+                chunk = handle.read()
+                if chunk:
+                    await response.write(chunk)
+                    continue
+                current = self.store.find(
+                    self.store.resource("v1/pods"), pod["metadata"]["namespace"], pod["metadata"]["name"]
+                )
+                if current is None or current["metadata"].get("uid") != pod["metadata"].get("uid"):
+                    break
+                await asyncio.sleep(0.2)
+        return response
+
+    async def _exec(self, request: aiohttp.web.Request, pod: Obj) -> aiohttp.web.StreamResponse:
+        protocols = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            raise ApiError(400, "BadRequest", "exec is served over WebSocket (v5.channel.k8s.io) only; SPDY is not")
+        container = self._container(pod, request.query.get("container"))
+        command = request.query.getall("command", [])
+        if not command:
+            raise ApiError(400, "BadRequest", "you must specify at least one command for the container")
+        if self.agent is None or (pod.get("status") or {}).get("phase") != "Running":
+            raise ApiError(400, "BadRequest", f"pod {pod['metadata']['name']} is not running")
+        ws = aiohttp.web.WebSocketResponse(protocols=protocols)
+        await ws.prepare(request)
+        stdin = request.query.get("stdin") in ("true", "1")
+        proc = await asyncio.create_subprocess_exec(
+            *self.agent.exec_argv(pod, container, command),
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+
+        async def pump(stream: asyncio.StreamReader | None, channel: int) -> None:
+            assert stream is not None
+            while chunk := await stream.read(65536):
+                await ws.send_bytes(bytes([channel]) + chunk)
+
+        async def feed() -> None:
+            assert proc.stdin is not None
+            async for message in ws:
+                if message.type != aiohttp.WSMsgType.BINARY or not message.data:
+                    continue
+                channel, data = message.data[0], message.data[1:]
+                if channel == 0 and data:
+                    proc.stdin.write(data)
+                    await proc.stdin.drain()
+                elif channel == 255 and data[:1] == b"\x00":  # v5: the client closed stdin
+                    proc.stdin.close()
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+
+        feeder = asyncio.create_task(feed()) if stdin else None
+        await asyncio.gather(pump(proc.stdout, 1), pump(proc.stderr, 2))
+        code = await proc.wait()
+        if feeder is not None:
+            feeder.cancel()
+        if code == 0:
+            result: Obj = {"metadata": {}, "status": "Success"}
+        else:
+            result = {
+                "metadata": {},
+                "status": "Failure",
+                "message": f"command terminated with non-zero exit code: exit status {code}",
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+            }
+        await ws.send_bytes(b"\x03" + json.dumps(result).encode())
+        await ws.close()
+        return ws
+
+
+def _patch_kind(content_type: str) -> str:
+    kinds = {
+        "application/merge-patch+json": "merge",
+        "application/strategic-merge-patch+json": "strategic",
+        "application/json-patch+json": "json",
+        "application/apply-patch+yaml": "apply",
+    }
+    if content_type not in kinds:
+        raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}")
+    return kinds[content_type]
+
+
+def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert), str(key))
+    return context

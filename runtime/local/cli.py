@@ -1,0 +1,250 @@
+"""`sunk local up [STACK] | status | kubeconfig | down`: one local cluster per project folder.
+
+`up` renders the stack the way `sunk render` does (the same command, in a child process: the
+render runs the Pulumi program, which the runtime layer never imports), starts the cluster's
+process (cluster.py) in the background, applies the render with the real kubectl (the
+CustomResourceDefinitions first, so their kinds are known when the rest goes), waits until every
+pod is Ready and every Job complete, and prints the pods. `down` stops the process, which stops
+every pod and removes the bridge, its veths and firewall rules, then deletes the cluster's folder.
+
+The cluster's folder is ~/.cache/sunk/local/<hash of the project folder> ($SUNK_LOCAL_DIR instead of
+~/.cache/sunk/local when set): the same project folder always finds its cluster, two projects get two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import ipaddress
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import net
+from .cluster import State
+
+STOP_TIMEOUT = 120.0
+"""Seconds `down` gives the cluster's process to stop every pod (their grace periods) before SIGKILL."""
+
+
+def project_dir(start: Path | None = None) -> Path:
+    """The folder of the Pulumi.yaml around `start` (the current folder), else `start` itself."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    return here
+
+
+BASE_ENV = "SUNK_LOCAL_DIR"
+"""Where the clusters' folders go instead of ~/.cache/sunk/local (a test's own folder)."""
+
+
+def workdir(project: Path) -> Path:
+    base = Path(os.environ.get(BASE_ENV) or Path.home() / ".cache" / "sunk" / "local")
+    return base / hashlib.sha256(str(project).encode()).hexdigest()[:12]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    return cmdline.exists() and b"sunk.runtime.local" in cmdline.read_bytes()
+
+
+def running(folder: Path) -> State | None:
+    state = State.read(folder)
+    return state if state is not None and _alive(state.pid) else None
+
+
+def _kubectl(state: State, *args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise SystemExit("sunk local: kubectl is not on the PATH (the local cluster is driven with the real kubectl)")
+    done = subprocess.run(
+        [kubectl, "--kubeconfig", state.kubeconfig, *args], capture_output=True, text=True, check=False
+    )
+    if check and done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+def _start(folder: Path, project: Path, timeout: float = 60) -> State:
+    folder.mkdir(parents=True, exist_ok=True)
+    log = (folder / "cluster.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sunk.runtime.local", "serve", "--workdir", str(folder), "--project", str(project)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # it outlives this command
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = State.read(folder)
+        if state is not None and state.pid == proc.pid:
+            return state
+        if proc.poll() is not None:
+            tail = (folder / "cluster.log").read_text(errors="replace").splitlines()[-15:]
+            raise SystemExit("sunk local: the cluster's process failed to start:\n  " + "\n  ".join(tail))
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"sunk local: the cluster's process did not start within {timeout:.0f} s")
+
+
+def render(stack: str, out: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sunk", "render", stack, "--out", str(out), "--show-secrets"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"sunk local: rendering {stack} failed:\n{done.stderr.strip() or done.stdout.strip()}")
+
+
+def apply(state: State, rendered: Path) -> str:
+    crds = sorted(str(p) for p in rendered.glob("*-customresourcedefinition-*.yaml"))
+    if crds:
+        _kubectl(state, "apply", *(arg for path in crds for arg in ("-f", path)))
+    return _kubectl(state, "apply", "-f", str(rendered)).stdout
+
+
+def _unready(state: State) -> list[str]:
+    import json
+
+    pods = json.loads(_kubectl(state, "get", "pods", "-A", "-o", "json").stdout)["items"]
+    jobs = json.loads(_kubectl(state, "get", "jobs", "-A", "-o", "json").stdout)["items"]
+    waiting = []
+    for pod in pods:
+        phase = pod.get("status", {}).get("phase")
+        owners = [o.get("kind") for o in pod["metadata"].get("ownerReferences") or []]
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in pod.get("status", {}).get("conditions") or []
+        )
+        if "Job" in owners and phase == "Succeeded":
+            continue
+        if not ready:
+            waiting.append(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']}: {_why(pod)}")
+    for job in jobs:
+        done = any(
+            c.get("type") == "Complete" and c.get("status") == "True"
+            for c in job.get("status", {}).get("conditions") or []
+        )
+        if not done:
+            waiting.append(f"job {job['metadata']['namespace']}/{job['metadata']['name']}: not complete")
+    return waiting
+
+
+def _why(pod: dict[str, Any]) -> str:
+    status = pod.get("status") or {}
+    for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (c.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") not in (None, "PodInitializing", "ContainerCreating"):
+            return f"{c['name']} {waiting['reason']}" + (f" ({waiting['message']})" if waiting.get("message") else "")
+        if not c.get("ready") and "running" in (c.get("state") or {}):
+            return f"{c['name']} running, not ready"
+    return str(status.get("phase", "Pending"))
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    project = project_dir()
+    folder = workdir(project)
+    state = running(folder)
+    if state is not None:
+        print(
+            f"sunk local: a local cluster is already running for {project} (pid {state.pid}, "
+            f"https://127.0.0.1:{state.port}); `sunk local down` stops it",
+            file=sys.stderr,
+        )
+        return 1
+    started = time.monotonic()
+    rendered = folder / "render"
+    shutil.rmtree(rendered, ignore_errors=True)
+    render(args.stack, rendered)
+    state = _start(folder, project)
+    print(f"local cluster up: https://127.0.0.1:{state.port} (pods on {state.subnet}, bridge {state.bridge})")
+    print(apply(state, rendered).rstrip())
+    if args.no_wait:
+        return 0
+    deadline = time.monotonic() + args.timeout
+    waiting = _unready(state)
+    while waiting and time.monotonic() < deadline:
+        time.sleep(2)
+        waiting = _unready(state)
+    print(_kubectl(state, "get", "pods", "-A", "-o", "wide").stdout.rstrip())
+    print(f"KUBECONFIG={state.kubeconfig}")
+    if waiting:
+        print(f"not ready after {args.timeout:.0f} s:\n  " + "\n  ".join(waiting), file=sys.stderr)
+        return 1
+    print(f"every pod Ready, every Job complete in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    project = project_dir()
+    state = running(workdir(project))
+    if state is None:
+        print(f"no local cluster for {project}")
+        return 1
+    print(f"local cluster for {project}: pid {state.pid}, https://127.0.0.1:{state.port}, pods on {state.subnet}")
+    print(_kubectl(state, "get", "pods", "-A", "-o", "wide").stdout.rstrip())
+    return 0
+
+
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    state = running(workdir(project_dir()))
+    if state is None:
+        print("no local cluster for this project; `sunk local up` starts one", file=sys.stderr)
+        return 1
+    print(state.kubeconfig)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    project = project_dir()
+    folder = workdir(project)
+    state = State.read(folder)
+    if state is not None and _alive(state.pid):
+        os.kill(state.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while _alive(state.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(state.pid):
+            os.kill(state.pid, signal.SIGKILL)
+    leftovers(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    print(f"local cluster for {project}: down")
+    return 0
+
+
+def leftovers(folder: Path) -> None:
+    """What a killed cluster process could not remove: its pods' processes (by the cluster's
+    folder in their command lines), the holders of their namespaces (by the PIDs it wrote), its
+    veths, bridge and firewall rules."""
+    marker = str(folder).encode()
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+    for note in folder.glob("pods/*/holder.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(note.read_text())
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0infinity"):
+                os.kill(pid, signal.SIGKILL)
+    stale = net.Network(net.bridge_name(str(folder)), ipaddress.IPv4Network("10.233.0.0/24"))
+    net.remove_rules(stale)
+    net.run([["ip", "link", "del", veth] for veth in net.veths(stale)], check=False)
+    if stale.bridge in net.bridges():
+        net.run(net.bridge_down(stale), check=False)

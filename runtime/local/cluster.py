@@ -1,0 +1,171 @@
+"""The local cluster's process: the API server, the controllers and the node agent in one asyncio
+loop, on a bridge of its own. `python -m sunk.runtime.local serve --workdir W` runs it until
+SIGTERM; runtime/local/cli.py starts and stops it.
+
+Its folder W holds everything it makes: state.json (its PID, port and network), the kubeconfig
+and the PKI, the pods' folders and the claims' folders. At exit it stops every pod (the mounts
+go with each pod's namespaces), removes the veths, the bridge and its firewall rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+
+from . import net, pki
+from .agent import Agent, TokenIssuer
+from .api import ApiServer, tls_context
+from .controllers import Controllers
+from .images import Images
+from .store import Store
+
+log = logging.getLogger("sunk.local")
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+NODE_NAME = "local-system"
+"""The Node every pod runs on until the stack's inventory is modelled (one node agent serves it)."""
+
+
+@dataclass(frozen=True)
+class State:
+    """What state.json says of a running local cluster."""
+
+    pid: int
+    port: int
+    bridge: str
+    subnet: str
+    kubeconfig: str
+    project: str
+
+    @staticmethod
+    def read(workdir: Path) -> State | None:
+        path = workdir / "state.json"
+        if not path.is_file():
+            return None
+        try:
+            return State(**json.loads(path.read_text()))
+        except (ValueError, TypeError):
+            return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def node(name: str, cpu: str, memory: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **(labels or {}),
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "sunk local node agent is posting ready status",
+                }
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0-sunk-local",
+                "containerRuntimeVersion": "sunk-local://1",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+async def serve(workdir: Path, project: str) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    bridge = net.bridge_name(str(workdir))
+    stale = net.Network(bridge, ipaddress.IPv4Network("10.233.0.0/24"))
+    net.remove_rules(stale)  # left by a process that was killed: start clean
+    if bridge in net.bridges():
+        net.run(net.bridge_down(stale), check=False)
+    network = net.Network(bridge, net.free_subnet(net.host_subnets()))
+    port = _free_port()
+    net.run(net.bridge_up(network, port))
+    store = Store()
+    agent: Agent | None = None
+    runner: aiohttp.web.AppRunner | None = None
+    try:
+        ca, cert, key = pki.make_certificates(
+            workdir / "pki",
+            ["127.0.0.1", network.gateway],
+            [
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
+        )
+        admin = pki.token()
+        tokens = {admin: "sunk-local-admin"}
+        for name in SYSTEM_NAMESPACES:
+            store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": name}})
+        store.create(
+            store.resource("v1/nodes"),
+            None,
+            node(NODE_NAME, "64", "256Gi", {"node-role.kubernetes.io/control-plane": ""}),
+        )
+        cluster_env = {
+            "KUBERNETES_SERVICE_HOST": network.gateway,
+            "KUBERNETES_SERVICE_PORT": str(port),
+            "KUBERNETES_SERVICE_PORT_HTTPS": str(port),
+            "KUBERNETES_PORT": f"tcp://{network.gateway}:{port}",
+        }
+        agent = Agent(store, workdir, network, Images(), cluster_env, ca, TokenIssuer(tokens))
+        server = ApiServer(store, tokens, agent)
+        runner = aiohttp.web.AppRunner(server.app, handle_signals=False, access_log=None)
+        await runner.setup()
+        context = tls_context(cert, key)
+        for host in ("127.0.0.1", network.gateway):
+            await aiohttp.web.TCPSite(runner, host, port, ssl_context=context).start()
+        agent.start()
+        Controllers(store).start()
+        kubeconfig = workdir / "kubeconfig"
+        fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(pki.kubeconfig(f"https://127.0.0.1:{port}", ca, admin))
+        state = State(os.getpid(), port, bridge, str(network.subnet), str(kubeconfig), project)
+        (workdir / "state.json").write_text(json.dumps(state.__dict__))
+        log.info("local cluster serving on https://127.0.0.1:%d (pods on %s)", port, network.subnet)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        store.close_watches()
+        if agent is not None:
+            await agent.close()
+        if runner is not None:
+            await runner.cleanup()
+        net.remove_rules(network)
+        net.run(net.bridge_down(network), check=False)
+        (workdir / "state.json").unlink(missing_ok=True)

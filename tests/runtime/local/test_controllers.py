@@ -1,0 +1,108 @@
+"""The local cluster's controllers: scheduling decisions and the StatefulSet, Deployment and Job
+behaviour the render relies on, driven on the store without a node agent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sunk.runtime.local.cluster import node
+from sunk.runtime.local.controllers import Controllers, unfit
+from sunk.runtime.local.store import Store
+
+
+def _ready(store: Store, name: str, ns: str = "ns") -> None:
+    pods = store.resource("v1/pods")
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    store.patch(pods, ns, name, "merge", {"status": status}, "status")
+
+
+def _setup() -> tuple[Store, Controllers]:
+    store = Store()
+    store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": "ns"}})
+    store.create(store.resource("v1/nodes"), None, node("n1", "4", "8Gi", {"role": "a"}))
+    return store, Controllers(store)
+
+
+def _pod(**spec: Any) -> dict[str, Any]:
+    container = {"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+    return {"metadata": {"name": "p"}, "spec": {"containers": [container], **spec}}
+
+
+def test_scheduling_refusals_name_the_reason() -> None:
+    n1 = node("n1", "4", "8Gi", {"role": "a"})
+    assert unfit(_pod(), n1, []) is None
+    assert "node affinity/selector" in (unfit(_pod(nodeSelector={"role": "b"}), n1, []) or "")
+    assert "Insufficient cpu" in (unfit(_pod(), n1, [_pod(), _pod(), _pod(), _pod()]) or "")
+    tainted = {**n1, "spec": {"taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]}}
+    assert "untolerated taint" in (unfit(_pod(), tainted, []) or "")
+    tolerant = _pod(tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    assert unfit(tolerant, tainted, []) is None
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "role", "operator": "In", "values": ["b"]}]}]}}}  # fmt: skip
+    assert unfit(_pod(affinity=affinity), n1, []) is not None
+
+
+def test_statefulset_pods_start_in_order_with_claims_and_stable_names() -> None:
+    store, controllers = _setup()
+    sts = {
+        "metadata": {"name": "db"},
+        "spec": {
+            "replicas": 2,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}],
+        },
+    }
+    store.create(store.resource("apps/v1/statefulsets"), "ns", sts)
+    pods = store.resource("v1/pods")
+    controllers.reconcile()
+    names = [p["metadata"]["name"] for p in store.items(pods)]
+    assert names == ["db-0"]  # OrderedReady: db-1 waits for db-0
+    pod = store.get(pods, "ns", "db-0")
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"], pod["spec"]["nodeName"]) == ("db-0", "db", "n1")
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}} in pod["spec"]["volumes"]
+    controllers.reconcile()
+    assert store.get(store.resource("v1/persistentvolumeclaims"), "ns", "data-db-0")["status"]["phase"] == "Bound"
+    _ready(store, "db-0")
+    controllers.reconcile()
+    assert sorted(p["metadata"]["name"] for p in store.items(pods)) == ["db-0", "db-1"]
+    # a template change replaces pods, highest ordinal first, once all are Ready
+    _ready(store, "db-1")
+    store.patch(store.resource("apps/v1/statefulsets"), "ns", "db", "merge",
+                {"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}})  # fmt: skip
+    controllers.reconcile()
+    assert store.get(pods, "ns", "db-1")["metadata"].get("deletionTimestamp")
+    assert not store.get(pods, "ns", "db-0")["metadata"].get("deletionTimestamp")
+
+
+def test_a_job_runs_until_its_completions_and_deployments_replace_on_a_template_change() -> None:
+    store, controllers = _setup()
+    pods = store.resource("v1/pods")
+    job = {
+        "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c"}], "restartPolicy": "Never"}}},
+    }
+    store.create(store.resource("batch/v1/jobs"), "ns", job)
+    controllers.reconcile()
+    (pod,) = list(store.items(pods))
+    store.patch(pods, "ns", pod["metadata"]["name"], "merge", {"status": {"phase": "Succeeded"}}, "status")
+    controllers.reconcile()
+    status = store.get(store.resource("batch/v1/jobs"), "ns", "j")["status"]
+    assert status["succeeded"] == 1 and status["conditions"][0]["type"] == "Complete"
+    assert len(list(store.items(pods))) == 1  # no second pod
+    template = {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "c"}]}}
+    dep = {"metadata": {"name": "w"}, "spec": {"replicas": 1, "template": template}}
+    store.create(store.resource("apps/v1/deployments"), "ns", dep)
+    controllers.reconcile()
+    (first,) = [p["metadata"]["name"] for p in store.items(pods) if p["metadata"]["name"].startswith("w-")]
+    _ready(store, first)
+    store.patch(store.resource("apps/v1/deployments"), "ns", "w", "merge",
+                {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}})  # fmt: skip
+    controllers.reconcile()
+    names = sorted(p["metadata"]["name"] for p in store.items(pods) if p["metadata"]["name"].startswith("w-"))
+    assert len(names) == 2 and first in names  # the new pod starts; the old one stays until it is Ready
+    new = next(n for n in names if n != first)
+    _ready(store, new)
+    controllers.reconcile()
+    assert store.get(pods, "ns", first)["metadata"].get("deletionTimestamp")
