@@ -38,9 +38,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             loaded = load_stack(stack)
         except SpecError as err:
             failed += 1
-            print(f"✗ {stack}: {len(err.problems)} problem(s)", file=sys.stderr)
-            for problem in err.problems:
-                print(f"    {problem}", file=sys.stderr)
+            print(f"✗ {stack}: {len(err.items)} problem(s)", file=sys.stderr)
+            for line in err.lines:
+                print(f"    {line}", file=sys.stderr)
+            for note in err.notes:
+                print(f"    ({note})", file=sys.stderr)
             continue
         s = loaded.spec
         print(

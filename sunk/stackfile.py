@@ -5,6 +5,7 @@ so a stack that validates here is the stack `pulumi up` deploys."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,10 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sunk import strictyaml
+from sunk import stacklines, strictyaml
 from sunk.manifests.operator import OperatorSpec
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, format_errors, load_spec
+from sunk.spec.problem import Problem
 
 PROJECT = "sunk"
 CLUSTER_KEY = f"{PROJECT}:cluster"
@@ -141,14 +143,23 @@ def _operator(value: Any, source: str) -> OperatorSpec | None:
     try:
         return OperatorSpec.model_validate(value, by_alias=True, by_name=False)
     except ValidationError as err:
-        raise SpecError([f"{OPERATOR_KEY}.{p}" for p in format_errors(err, OperatorSpec)], source) from None
+        raise SpecError([p.under(OPERATOR_KEY) for p in format_errors(err, OperatorSpec)], source) from None
+
+
+def _unknown_key(key: str) -> str:
+    close = difflib.get_close_matches(key, KEYS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"unknown setting; {hint}known: {', '.join(KEYS)}"
 
 
 def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, OperatorSpec | None]:
     """Pulumi config (`sunk:cluster`, `sunk:operator`) -> spec. Raises SpecError."""
     raw = config.get(CLUSTER_KEY)
+    unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in KEYS)
+    if unknown:
+        raise SpecError([Problem(k, _unknown_key(k)) for k in unknown], source)
     if raw is None:
-        raise SpecError([f"{CLUSTER_KEY}: missing; the stack must define the cluster"], source)
+        raise SpecError([Problem(CLUSTER_KEY, "missing; the stack must define the cluster")], source)
     if isinstance(raw, str):  # Pulumi passes structured config as JSON text
         try:
             raw = strictyaml.load(raw)
@@ -157,24 +168,23 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     secure = _find_secure(raw, "")
     if secure:
         raise SpecError(secure, source)
-    unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in KEYS)
-    if unknown:
-        raise SpecError([f"{k}: unknown setting; known: {', '.join(KEYS)}" for k in unknown], source)
-    problems: list[str] = []
+    problems: list[Problem | str] = []
     allow = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
     if not (isinstance(allow, bool) or (isinstance(allow, str) and allow.strip() in ("true", "false"))):
-        problems.append(f"{ALLOW_STATE_REPLACEMENT_KEY}: {allow!r} is not a boolean (true, false)")
+        problems.append(Problem(ALLOW_STATE_REPLACEMENT_KEY, f"{allow!r} is not a boolean (true, false)"))
     operator = spec = None
     try:
         operator = _operator(config.get(OPERATOR_KEY, False), source)
     except SpecError as err:
-        problems += err.problems
+        problems += err.items
+    notes: list[str] = []
     try:
         spec = load_spec(raw, source)
     except SpecError as err:
-        problems += err.problems
+        problems += err.items
+        notes = err.notes
     if problems or spec is None:
-        raise SpecError(problems, source)
+        raise SpecError(problems, source, notes=notes)
     if operator is not None and "image" not in operator.model_fields_set:
         operator = operator.model_copy(update={"image": spec.images.runtime})  # the stack's runtime image
     return spec, operator
@@ -183,10 +193,16 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
 def read_stack_file(path: Path) -> Any:
     """A stack file's document, read strictly (sunk.strictyaml: no aliases, no duplicate keys,
     YAML 1.2 scalars, bounded size and depth). Raises SpecError naming the line and field."""
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[Any, str]:
+    """(document, text) of a stack file."""
     if path.stat().st_size > strictyaml.MAX_BYTES:
         raise SpecError([f"(file): over {strictyaml.MAX_BYTES} bytes; a stack file is configuration"], str(path))
+    text = path.read_text(errors="replace")
     try:
-        return strictyaml.load(path.read_text(errors="replace")) or {}
+        return strictyaml.load(text) or {}, text
     except strictyaml.StrictYamlError as err:
         raise SpecError(err.problems, str(path)) from None
 
@@ -197,11 +213,15 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     if not path.is_file():
         known = ", ".join(list_stacks(path.parent)) or "none"
         raise SpecError([f"stack {stack!r}: no file {path}; stacks: {known}"], str(path))
-    doc = read_stack_file(path)
+    doc, text = _read(path)
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
         raise SpecError(["config: the stack file needs a `config:` mapping"], str(path))
-    spec, operator = parse_config(config, str(path))
+    try:
+        spec, operator = parse_config(config, str(path))
+    except SpecError as err:
+        node = stacklines.config_node(stacklines.compose(text))
+        raise SpecError(stacklines.with_lines(err.items, node, CLUSTER_KEY), err.source, notes=err.notes) from None
     return Stack(name=name, spec=spec, operator=operator, allow_state_replacement=allows_state_replacement(config))
 
 

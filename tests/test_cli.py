@@ -54,13 +54,16 @@ def test_validate_prints_every_error_and_fails(tmp_path: Path, capsys: pytest.Ca
     assert out == ""
     lines = err.splitlines()
     assert lines[0] == f"✗ {path}: 4 problem(s)"
-    assert [line.strip().partition(":")[0] for line in lines[1:]] == [
-        "login.sourceRanges[0]",
-        "nodesets[0].cpus",
-        "nodesets[0].gpus.count",
-        "topology.plugin",
+    # Each with the stack file's line, in the file's order (yaml.safe_dump sorts the keys).
+    assert [line.strip().partition(":")[0] for line in lines[1:-1]] == [
+        "line 5, login.sourceRanges[0]",
+        "line 8, nodesets[0].cpus",
+        "line 10, nodesets[0].gpus.count",
+        "line 21, topology.plugin",
     ]
-    assert "    topology.plugin: Input should be 'none', 'tree' or 'block'" in lines
+    assert "    line 21, topology.plugin: 'mesh' is not valid; give 'none', 'tree' or 'block'" in lines
+    # The cross-field rules that read an invalid field could not run: said, and counted.
+    assert lines[-1].startswith("    (3 more checks could not run until login.sourceRanges, topology.plugin are fixed")
 
 
 def test_validate_reports_good_and_bad_stacks_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

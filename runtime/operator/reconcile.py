@@ -160,7 +160,7 @@ class Reconciler:
             spec = NodeSetResourceSpec.model_validate(obj.get("spec") or {})
         except ValidationError as err:
             # The CRD schema can't express cross-field rules; say so on the object, once.
-            message = "; ".join(format_errors(err))[:1000]
+            message = "; ".join(str(p) for p in format_errors(err))[:1000]
             want = _refusal(keys.SPEC_VALID, "Invalid", message, meta.get("generation", 0), now)
             old = (status.get("conditions") or [{}])[0]
             if old.get("message") != message or status.get("observedGeneration") != want["observedGeneration"]:

@@ -60,4 +60,4 @@ class Settings(EnvSettings):
         except json.JSONDecodeError as err:
             raise ValueError(f"not JSON: {err}") from None
         except ValidationError as err:
-            raise ValueError("; ".join(format_errors(err, TenantPolicy))) from None
+            raise ValueError("; ".join(str(p) for p in format_errors(err, TenantPolicy))) from None

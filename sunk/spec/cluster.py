@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -11,6 +12,7 @@ from sunk.spec.base import DnsLabel, Image, Labels, Model, dns_label
 from sunk.spec.health import HealthCheckSpec
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
 from sunk.spec.pod import PodSettings, secret_references
+from sunk.spec.problem import Problem, Problems
 from sunk.spec.scheduling import (
     AccountSpec,
     CgroupSpec,
@@ -70,31 +72,40 @@ def _reserved(name: str) -> str | None:
     return next((r for r in RESERVED_NAMES if name == r or name.startswith(f"{r}-")), None)
 
 
-def reserved_name_problems(spec: ClusterSpec) -> list[str]:
+def reserved_name_problems(spec: ClusterSpec) -> list[Problem]:
     """Names that would collide with sunk's own objects, and namespaces no tenant may use."""
     problems = []
     listed = ", ".join(RESERVED_NAMES)
     for i, ns in enumerate(spec.nodesets):
         if (hit := _reserved(ns.name)) is not None:
             problems.append(
-                f"nodesets[{i}].name: {ns.name!r} would take sunk's own {spec.name}-{hit} objects; "
-                f"a NodeSet name may not be or start with (followed by '-') any of: {listed}"
+                Problem(
+                    f"nodesets[{i}].name",
+                    f"{ns.name!r} would take sunk's own {spec.name}-{hit} objects; "
+                    f"a NodeSet name may not be or start with (followed by '-') any of: {listed}",
+                )
             )
     for i, vol in enumerate(spec.shared_volumes):
         if vol.create is not None and (hit := _reserved(vol.name)) is not None:
             problems.append(
-                f"sharedVolumes[{i}].name: {vol.name!r} would name its claim like sunk's own {spec.name}-{hit}...; "
-                f"a created shared volume's name may not be or start with (followed by '-') any of: {listed}"
+                Problem(
+                    f"sharedVolumes[{i}].name",
+                    f"{vol.name!r} would name its claim like sunk's own {spec.name}-{hit}...; "
+                    f"a created shared volume's name may not be or start with (followed by '-') any of: {listed}",
+                )
             )
     if spec.ns in RESERVED_NAMESPACES or spec.ns.startswith("kube-"):
         problems.append(
-            f"namespace: {spec.ns!r} is reserved (kube-*, {', '.join(RESERVED_NAMESPACES)}); "
-            "give the cluster a namespace of its own"
+            Problem(
+                "namespace",
+                f"{spec.ns!r} is reserved (kube-*, {', '.join(RESERVED_NAMESPACES)}); "
+                "give the cluster a namespace of its own",
+            )
         )
     return problems
 
 
-def contradiction_problems(spec: ClusterSpec) -> list[str]:
+def contradiction_problems(spec: ClusterSpec) -> list[Problem]:
     """NodeSets whose settings contradict each other although each is valid alone."""
     problems = []
     names = {ns.name for ns in spec.nodesets}
@@ -103,21 +114,30 @@ def contradiction_problems(spec: ClusterSpec) -> list[str]:
             if feature in names and feature != ns.name:
                 # Partitions select a NodeSet's nodes by `NodeSet=<name> Feature=<name>`.
                 problems.append(
-                    f"nodesets[{i}].features[{j}]: {feature!r} is NodeSet {feature}'s name, so these nodes would "
-                    f"join its partitions; choose a feature that names no NodeSet"
+                    Problem(
+                        f"nodesets[{i}].features[{j}]",
+                        f"{feature!r} is NodeSet {feature}'s name, so these nodes would "
+                        f"join its partitions; choose a feature that names no NodeSet",
+                    )
                 )
     on_compute = {v.mount_path: v.name for v in spec.shared_volumes if "compute" in v.mount_on}
     for i, ns in enumerate(spec.nodesets):
         for j, vol in enumerate(ns.volumes):
             if vol.mount_path in on_compute:
                 problems.append(
-                    f"nodesets[{i}].volumes[{j}].mountPath: {vol.mount_path} is also where shared volume "
-                    f"{on_compute[vol.mount_path]} mounts on compute; one path, one volume"
+                    Problem(
+                        f"nodesets[{i}].volumes[{j}].mountPath",
+                        f"{vol.mount_path} is also where shared volume "
+                        f"{on_compute[vol.mount_path]} mounts on compute; one path, one volume",
+                    )
                 )
     if spec.containers.enabled and "oci.conf" in spec.extra_config.files:
         problems.append(
-            "extraConfig.files.oci.conf: containers.enabled renders oci.conf; drop one of them "
-            "(set containers.enabled false to bring your own oci.conf)"
+            Problem(
+                "extraConfig.files.oci.conf",
+                "containers.enabled renders oci.conf; drop one of them "
+                "(set containers.enabled false to bring your own oci.conf)",
+            )
         )
     powered = [(i, ns.power) for i, ns in enumerate(spec.nodesets) if ns.power is not None]
     for at, power in powered[1:]:
@@ -125,8 +145,11 @@ def contradiction_problems(spec: ClusterSpec) -> list[str]:
         for field, attr in (("suspendTime", "suspend_time"), ("resumeTimeout", "resume_timeout")):
             if getattr(power, attr) != getattr(lead_power, attr):
                 problems.append(
-                    f"nodesets[{at}].power.{field}: {getattr(power, attr)} differs from nodesets[{lead}]'s "
-                    f"{getattr(lead_power, attr)}; Slurm 24.11 has one {field[0].upper() + field[1:]} for the cluster"
+                    Problem(
+                        f"nodesets[{at}].power.{field}",
+                        f"{getattr(power, attr)} differs from nodesets[{lead}]'s "
+                        f"{getattr(lead_power, attr)}; Slurm 24.11 has one {field[0].upper() + field[1:]} for the cluster",
+                    )
                 )
     matching = [(i, ns) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
     for a, (i, first) in enumerate(matching):
@@ -135,9 +158,12 @@ def contradiction_problems(spec: ClusterSpec) -> list[str]:
             if not any(k in y and y[k] != v for k, v in x.items()):
                 # In all-matching-nodes mode the Slurm node is named after the Kubernetes Node.
                 problems.append(
-                    f"nodesets[{j}].nodeSelector: like nodesets[{i}] ({first.name}), it matches every Node of "
-                    "all-matching-nodes mode that the other may match; one Node would run two slurmd with one "
-                    "Slurm node name (the Node's). Give them a nodeSelector key with different values"
+                    Problem(
+                        f"nodesets[{j}].nodeSelector",
+                        f"like nodesets[{i}] ({first.name}), it matches every Node of "
+                        "all-matching-nodes mode that the other may match; one Node would run two slurmd with one "
+                        "Slurm node name (the Node's). Give them a nodeSelector key with different values",
+                    )
                 )
     return problems
 
@@ -235,33 +261,28 @@ class ClusterSpec(Model):
     def has_gpus(self) -> bool:
         return any(n.gpus for n in self.nodesets)
 
+    RULES: ClassVar[tuple[Callable[[ClusterSpec], list[Problem]], ...]] = ()
+    """The cross-field rules, each a step of its own (set below, once they are defined): with some
+    fields invalid, sunk.spec.partial runs each step those fields don't feed."""
+
     @model_validator(mode="after")
     def _rules(self) -> ClusterSpec:
-        """Every cross-field rule, each group a named step; all problems are reported at once."""
-        errors = [
-            *reserved_name_problems(self),
-            *contradiction_problems(self),
-            *self._identity_problems(),
-            *self._partition_problems(),
-            *self._nodeset_problems(),
-            *self._qos_problems(),
-            *partition_problems(self.partitions, self.nodesets, self.topology),
-            *account_problems(self.accounts, self._qos_names, self.accounting.enabled),
-            *self._role_problems(),
-            *self._health_problems(),
-            *self._user_facing_secret_problems(),
-        ]
+        """Every cross-field rule (RULES); all problems are reported at once."""
+        errors = [problem for rule in self.RULES for problem in rule(self)]
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
-    def _health_problems(self) -> list[str]:
+    def _health_problems(self) -> list[Problem]:
         """A check scoped to NodeSets names existing ones."""
         if self.health_check is None:
             return []
         known = {n.name for n in self.nodesets}
         return [
-            f"healthCheck.checks[{i}].nodesets[{j}]: {name!r} is not a NodeSet; known: {', '.join(sorted(known))}"
+            Problem(
+                f"healthCheck.checks[{i}].nodesets[{j}]",
+                f"{name!r} is not a NodeSet; known: {', '.join(sorted(known))}",
+            )
             for i, c in enumerate(self.health_check.checks)
             for j, name in enumerate(c.nodesets)
             if name not in known
@@ -271,15 +292,17 @@ class ClusterSpec(Model):
     def _qos_names(self) -> set[str]:
         return {q.name for q in self.qos} | {BUILTIN_QOS}
 
-    def _identity_problems(self) -> list[str]:
+    def _identity_problems(self) -> list[Problem]:
         """Versions, lengths and names that must be unique."""
-        errors = []
+        errors: list[Problem] = []
         if self.slurm_version not in SUPPORTED_SLURM:
             errors.append(
-                f"slurmVersion: {self.slurm_version!r} is not supported; supported: {', '.join(SUPPORTED_SLURM)}"
+                Problem(
+                    "slurmVersion", f"{self.slurm_version!r} is not supported; supported: {', '.join(SUPPORTED_SLURM)}"
+                )
             )
         if len(self.ns) > 63:
-            errors.append(f"namespace: {self.ns!r} is longer than 63 characters; set namespace")
+            errors.append(Problem("namespace", f"{self.ns!r} is longer than 63 characters; set namespace"))
         errors += _unique("nodesets", [n.name for n in self.nodesets], "name")
         errors += _unique("partitions", [p.name for p in self.partitions], "name")
         errors += _unique("qos", [q.name for q in self.qos], "name")
@@ -288,72 +311,98 @@ class ClusterSpec(Model):
         errors += _unique("sharedVolumes", [v.mount_path for v in self.shared_volumes], "mountPath")
         return errors
 
-    def _partition_problems(self) -> list[str]:
-        """One default, known nodesets and QOS, preemption modes that apply."""
-        errors = []
-        nodesets, qos = {n.name for n in self.nodesets}, self._qos_names
+    def _default_partition_problems(self) -> list[Problem]:
+        """At most one default partition."""
         defaults = [i for i, p in enumerate(self.partitions) if p.default]
         if len(defaults) > 1:
-            errors.append(
-                f"partitions[{defaults[1]}].default: partitions[{defaults[0]}] is already the default; only one may be"
-            )
+            return [
+                Problem(
+                    f"partitions[{defaults[1]}].default",
+                    f"partitions[{defaults[0]}] is already the default; only one may be",
+                )
+            ]
+        return []
+
+    def _partition_problems(self) -> list[Problem]:
+        """Known nodesets and QOS, preemption modes that apply."""
+        errors: list[Problem] = []
+        nodesets, qos = {n.name for n in self.nodesets}, self._qos_names
         for i, p in enumerate(self.partitions):
             errors += [
-                f"partitions[{i}].nodesets[{j}]: {ns!r} is not a nodeset; known: {', '.join(sorted(nodesets))}"
+                Problem(
+                    f"partitions[{i}].nodesets[{j}]", f"{ns!r} is not a nodeset; known: {', '.join(sorted(nodesets))}"
+                )
                 for j, ns in enumerate(p.nodesets)
                 if ns not in nodesets
             ]
             errors += [
-                f"partitions[{i}].allowQos[{j}]: {q!r} is not a QOS; known: {', '.join(sorted(qos))}"
+                Problem(f"partitions[{i}].allowQos[{j}]", f"{q!r} is not a QOS; known: {', '.join(sorted(qos))}")
                 for j, q in enumerate(p.allow_qos)
                 if q not in qos
             ]
             if p.preempt_mode not in (None, "off") and self.scheduling.preempt_type != "partition_prio":
-                errors.append(f"partitions[{i}].preemptMode: needs scheduling.preemptType partition_prio")
+                errors.append(Problem(f"partitions[{i}].preemptMode", "needs scheduling.preemptType partition_prio"))
         if self.scheduling.preempt_type == "partition_prio" and len({p.priority_tier for p in self.partitions}) < 2:
-            errors.append("scheduling.preemptType: partition_prio needs partitions with different priorityTier values")
+            errors.append(
+                Problem("scheduling.preemptType", "partition_prio needs partitions with different priorityTier values")
+            )
         return errors
 
-    def _nodeset_problems(self) -> list[str]:
+    def _nodeset_problems(self) -> list[Problem]:
         """Every nodeset in a partition, pod names within a DNS label, room for the sssd sidecar."""
-        errors = []
+        errors: list[Problem] = []
         used = {ns for p in self.partitions for ns in p.nodesets}
         for i, n in enumerate(self.nodesets):
             if n.name not in used:
                 errors.append(
-                    f"nodesets[{i}]: {n.name!r} is in no partition, so its nodes could never run a job; "
-                    "add it to a partition's nodesets"
+                    Problem(
+                        f"nodesets[{i}]",
+                        f"{n.name!r} is in no partition, so its nodes could never run a job; "
+                        "add it to a partition's nodesets",
+                    )
                 )
             # Pods (and their Slurm node names) are <cluster>-<nodeset>-<ordinal>: a DNS label.
             longest = f"{self.name}-{n.name}-{max(n.node_bound - 1, 0)}"
             if len(longest) > 63:
                 errors.append(
-                    f"nodesets[{i}].name: pod names such as {longest!r} would be {len(longest)} characters; "
-                    "at most 63 allowed: shorten the cluster or nodeset name"
+                    Problem(
+                        f"nodesets[{i}].name",
+                        f"pod names such as {longest!r} would be {len(longest)} characters; "
+                        "at most 63 allowed: shorten the cluster or nodeset name",
+                    )
                 )
             if self.auth.ldap is not None:
                 errors += [
-                    f"nodesets[{i}].{problem} (auth.ldap adds an sssd sidecar to the slurmd pod)"
+                    Problem(
+                        f"nodesets[{i}].{problem.path}",
+                        f"{problem.message} (auth.ldap adds an sssd sidecar to the slurmd pod)",
+                    )
                     for problem in n.admission(extra=SSSD_RESOURCES.requests)
                 ]
         return errors
 
-    def _qos_problems(self) -> list[str]:
+    def _qos_problems(self) -> list[Problem]:
         """Preemption between known QOS, and QOS only where accounting holds them."""
-        errors = []
+        errors: list[Problem] = []
         qos = self._qos_names
         for i, entry in enumerate(self.qos):
             for j, target in enumerate(entry.preempt):
                 if target not in qos:
-                    errors.append(f"qos[{i}].preempt[{j}]: {target!r} is not a QOS; known: {', '.join(sorted(qos))}")
+                    errors.append(
+                        Problem(f"qos[{i}].preempt[{j}]", f"{target!r} is not a QOS; known: {', '.join(sorted(qos))}")
+                    )
                 elif target == entry.name:
-                    errors.append(f"qos[{i}].preempt[{j}]: a QOS cannot preempt itself")
+                    errors.append(Problem(f"qos[{i}].preempt[{j}]", "a QOS cannot preempt itself"))
             if entry.preempt and self.scheduling.preempt_type != "qos":
-                errors.append(f"qos[{i}].preempt: needs scheduling.preemptType qos (is {self.scheduling.preempt_type})")
+                errors.append(
+                    Problem(
+                        f"qos[{i}].preempt", f"needs scheduling.preemptType qos (is {self.scheduling.preempt_type})"
+                    )
+                )
         if not self.accounting.enabled and self.qos:
-            errors.append("qos: QOS live in accounting; set accounting.enabled true or drop qos")
+            errors.append(Problem("qos", "QOS live in accounting; set accounting.enabled true or drop qos"))
         if not self.accounting.enabled and self.scheduling.preempt_type == "qos":
-            errors.append("scheduling.preemptType: qos needs accounting.enabled true (QOS live in slurmdbd)")
+            errors.append(Problem("scheduling.preemptType", "qos needs accounting.enabled true (QOS live in slurmdbd)"))
         return errors
 
     @property
@@ -369,38 +418,63 @@ class ClusterSpec(Model):
             out.setdefault(self.accounting.external.password_secret.name, "the accounting database password")
         return out
 
-    def _user_facing_secret_problems(self) -> list[str]:
+    def _user_facing_secret_problems(self) -> list[Problem]:
         """Login pods run users' shells and slurmd pods users' jobs: a Secret holding a cluster key
         mounted or exposed there would let any user forge Slurm credentials or tokens."""
         secrets = self._key_secrets
         sections: list[tuple[str, PodSettings]] = [("login", self.login)]
         sections += [(f"nodesets[{i}]", ns) for i, ns in enumerate(self.nodesets)]
         return [
-            f"{where}.{path}: {name} holds {secrets[name]}; in {'login' if where == 'login' else 'slurmd'} pods "
-            "users could read it and forge Slurm credentials or tokens (sunk gives the daemons their keys itself)"
+            Problem(
+                f"{where}.{path}",
+                f"{name} holds {secrets[name]}; in {'login' if where == 'login' else 'slurmd'} pods "
+                "users could read it and forge Slurm credentials or tokens (sunk gives the daemons their keys itself)",
+            )
             for where, section in sections
             for path, name in secret_references(section)
             if name in secrets
         ]
 
-    def _role_problems(self) -> list[str]:
+    def _role_problems(self) -> list[Problem]:
         """Shared volumes only on roles that exist, and not where a role's own volume mounts; the
         exporter only with the REST API it reads."""
-        errors = []
+        errors: list[Problem] = []
         if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
             idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
-            errors.append(f"sharedVolumes[{idx}].mountOn: mounts on login but login.enabled is false")
+            errors.append(Problem(f"sharedVolumes[{idx}].mountOn", "mounts on login but login.enabled is false"))
         for role, section in (("controller", self.controller), ("login", self.login)):
             on_role = {v.mount_path: v.name for v in self.shared_volumes if role in v.mount_on}
             errors += [
-                f"{role}.volumes[{j}].mountPath: {vol.mount_path} is also where shared volume "
-                f"{on_role[vol.mount_path]} mounts on {role}; one path, one volume"
+                Problem(
+                    f"{role}.volumes[{j}].mountPath",
+                    f"{vol.mount_path} is also where shared volume "
+                    f"{on_role[vol.mount_path]} mounts on {role}; one path, one volume",
+                )
                 for j, vol in enumerate(section.volumes)
                 if vol.mount_path in on_role
             ]
         if self.monitoring.enabled and self.monitoring.exporter.enabled and not self.restapi.enabled:
             errors.append(
-                "monitoring.exporter.enabled: the exporter reads Slurm through slurmrestd, and restapi.enabled "
-                "is false; enable restapi or set monitoring.exporter.enabled: false"
+                Problem(
+                    "monitoring.exporter.enabled",
+                    "the exporter reads Slurm through slurmrestd, and restapi.enabled "
+                    "is false; enable restapi or set monitoring.exporter.enabled: false",
+                )
             )
         return errors
+
+
+ClusterSpec.RULES = (
+    reserved_name_problems,
+    contradiction_problems,
+    ClusterSpec._identity_problems,
+    ClusterSpec._default_partition_problems,
+    ClusterSpec._partition_problems,
+    ClusterSpec._nodeset_problems,
+    ClusterSpec._qos_problems,
+    lambda spec: partition_problems(spec.partitions, spec.nodesets, spec.topology),
+    lambda spec: account_problems(spec.accounts, spec._qos_names, spec.accounting.enabled),
+    ClusterSpec._role_problems,
+    ClusterSpec._health_problems,
+    ClusterSpec._user_facing_secret_problems,
+)

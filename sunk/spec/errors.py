@@ -1,26 +1,41 @@
-"""Turn pydantic's errors into one line per problem: `field.path: what is wrong and what is valid`."""
+"""pydantic's errors as sunk Problems: each names the field path, what was given and what would be
+valid, in the stack's own words (never pydantic's "Input should be a valid dictionary")."""
 
 from __future__ import annotations
 
 import difflib
-import re
 import typing
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from sunk.spec.cluster import ClusterSpec
-
-_REL = re.compile(r"^([A-Za-z][\w.\[\]-]*): (.*)$", re.S)
+from sunk.spec.partial import rules_despite
+from sunk.spec.problem import Problem, Problems
 
 
 class SpecError(ValueError):
-    """Every problem of a spec at once, each naming its field path."""
+    """Every problem of a spec at once. `items` are Problems (a field path and a message, and the
+    stack file's line when known), or lines the YAML reader already wrote whole."""
 
-    def __init__(self, problems: list[str], source: str = "spec") -> None:
-        self.problems = problems
+    def __init__(self, problems: Sequence[Problem | str], source: str = "spec", *, notes: Sequence[str] = ()) -> None:
+        self.items = list(problems)
         self.source = source
-        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  - {p}" for p in problems))
+        self.notes = list(notes)
+        """Sentences after the problems: checks that could not run until these are fixed."""
+        lines = [f"  - {p}" for p in self.lines] + [f"  {n}" for n in self.notes]
+        super().__init__(f"{source}: {len(self.items)} problem(s)\n" + "\n".join(lines))
+
+    @property
+    def problems(self) -> list[str]:
+        """Each problem as `field.path: message` (no line number)."""
+        return [p if isinstance(p, str) else f"{p.path or '(root)'}: {p.message}" for p in self.items]
+
+    @property
+    def lines(self) -> list[str]:
+        """Each problem as printed: with `line N, ` first where the stack file's line is known."""
+        return [str(p) for p in self.items]
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -33,12 +48,6 @@ def _path(loc: tuple[int | str, ...]) -> str:
         else:
             out += ("." if out else "") + part
     return out
-
-
-def _join(base: str, rel: str) -> str:
-    if not base:
-        return rel
-    return f"{base}{rel}" if rel.startswith("[") else f"{base}.{rel}"
 
 
 def _model_in(tp: Any) -> type[BaseModel] | None:
@@ -102,60 +111,168 @@ def _upper_bound(loc: tuple[int | str, ...], root: type[BaseModel] = ClusterSpec
     return None
 
 
-def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> list[str]:
-    """Each problem as `field.path: what is wrong and what would be valid`; `root` is the model
-    that was validated (paths and known fields are read from it)."""
-    problems: list[str] = []
+_KINDS = {bool: "a boolean", int: "a whole number", float: "a number with a fraction or exponent", str: "text",
+          list: "a list", dict: "a mapping", type(None): "null"}  # fmt: skip
+
+
+def _kind(given: Any) -> str:
+    return _KINDS.get(type(given), "a value")
+
+
+def _shown(given: Any) -> str:
+    text = repr(given)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _mapping_wanted(loc: tuple[int | str, ...], given: Any, root: type[BaseModel]) -> str:
+    """A section (a model) given as something else: its fields, required first."""
+    model = _model_at(loc, root)
+    if model is None:
+        return f"a mapping is required, not {_kind(given)} ({_shown(given)})"
+    fields = [(f.alias or n, f.is_required()) for n, f in model.model_fields.items()]
+    required = [a for a, r in fields if r]
+    others = sorted(a for a, r in fields if not r)
+    hint = f"; required: {', '.join(required)}" if required else ""
+    return (
+        f"a mapping of settings is required, not {_kind(given)} ({_shown(given)}){hint}; "
+        f"{'other fields' if required else 'fields'}: {', '.join(others)}"
+    )
+
+
+def _list_wanted(given: Any) -> str:
+    hint = (
+        f"; for one item write [{given}]"
+        if isinstance(given, str | int | float) and not isinstance(given, bool)
+        else ""
+    )
+    return f"a list is required, not {_kind(given)} ({_shown(given)}){hint}"
+
+
+def _literal(given: Any, expected: str) -> str:
+    """One of a fixed set: say what was given, the choices, and the closest one."""
+    choices = [c.strip().strip("'") for c in expected.replace(" or ", ", ").split(",")]
+    close = difflib.get_close_matches(str(given), choices, n=1, cutoff=0.6) if isinstance(given, str) else []
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"{_shown(given)} is not valid; give {expected}{hint}"
+
+
+_BOUNDS: dict[str, Callable[[str, dict[str, Any]], str]] = {
+    "greater_than_equal": lambda given, c: f"{given} is too small; must be greater than or equal to {c['ge']}",
+    "greater_than": lambda given, c: f"{given} is too small; must be greater than {c['gt']}",
+    "less_than_equal": lambda given, c: f"{given} is too large; must be less than or equal to {c['le']}",
+    "less_than": lambda given, c: f"{given} is too large; must be less than {c['lt']}",
+    "too_short": lambda given, c: f"needs at least {c['min_length']} item(s), not {c.get('actual_length', 0)}",
+    "too_long": lambda given, c: f"takes at most {c['max_length']} item(s), not {c.get('actual_length', '')}".rstrip(
+        ", "
+    ),
+    "string_too_short": lambda given, c: f"{given} is too short; at least {c['min_length']} character(s)",
+    "string_too_long": lambda given, c: f"{given} is too long; at most {c['max_length']} character(s)",
+}
+"""pydantic's bound checks, in the stack's words: what was given and the bound."""
+
+
+LATE_HINT = (
+    "a Pulumi Output, which the spec cannot hold: pass late(value) (from sunk.components import late); the "
+    "spec then holds a placeholder every rule accepts and the components put the Output back"
+)
+
+
+def _is_output(given: Any) -> bool:
+    """A Pulumi Output (or an awaitable the program computes), told apart without importing
+    pulumi: the core stays free of it."""
+    kind = type(given)
+    return kind.__module__.startswith("pulumi") and kind.__name__ in ("Output", "Future", "Task")
+
+
+def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> list[Problem]:
+    """Each problem with its field path, what was given and what would be valid; `root` is the
+    model that was validated (paths and known fields are read from it)."""
+    problems: list[Problem] = []
     typed: dict[str, tuple[list[str], int]] = {}
     for e in err.errors(include_url=False):
-        base = _path(tuple(e["loc"]))
-        msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-        if e["type"] == "extra_forbidden":
-            problems.append(f"{base}: {_unknown(tuple(e['loc']), root)}")
+        loc = tuple(e["loc"])
+        base = _path(loc)
+        kind = e["type"]
+        given = e.get("input")
+        raised = (e.get("ctx") or {}).get("error")
+        if isinstance(raised, Problems):  # a model's rules: paths relative to the model
+            problems += [p.under(base) for p in raised.problems]
             continue
-        if e["type"] == "missing":
-            problems.append(f"{base}: {_missing(tuple(e['loc']), root)}")
+        if _is_output(given):
+            problems.append(Problem(base, LATE_HINT))
             continue
-        if e["type"] in ("int_type", "float_type", "bool_type", "string_type"):
+        if kind == "extra_forbidden":
+            problems.append(Problem(base, _unknown(loc, root)))
+        elif kind == "missing":
+            problems.append(Problem(base, _missing(loc, root)))
+        elif kind in ("int_type", "float_type", "bool_type", "string_type"):
             # Strict types (no coercion): say what was given, and for numbers what would do.
-            given = e.get("input")
-            kind = {bool: "a boolean", int: "a whole number", float: "a number with a fraction or exponent",
-                    str: "text", list: "a list", dict: "a mapping", type(None): "null"}.get(type(given), "a value")  # fmt: skip
             want = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
-                    "string_type": "text"}[e["type"]]  # fmt: skip
-            bound = _upper_bound(tuple(e["loc"]), root) if e["type"] == "int_type" else None
+                    "string_type": "text"}[kind]  # fmt: skip
+            bound = _upper_bound(loc, root) if kind == "int_type" else None
             if bound is not None:
                 want += f" up to {bound}"
-            shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:37] + "..."
-            if base in typed:  # a union (count or percentage): one line naming every choice
+            if base in typed:  # a union (count or percentage): one problem naming every choice
                 wants, at = typed[base]
                 wants.append(want)
-                problems[at] = f"{base}: {' or '.join(wants)} is required, not {kind} ({shown})"
+                problems[at] = Problem(base, f"{' or '.join(wants)} is required, not {_kind(given)} ({_shown(given)})")
             else:
                 typed[base] = ([want], len(problems))
-                problems.append(f"{base}: {want} is required, not {kind} ({shown})")
-            continue
-        if e["type"] == "int_parsing_size":
+                problems.append(Problem(base, f"{want} is required, not {_kind(given)} ({_shown(given)})"))
+        elif kind == "int_parsing_size":
             # pydantic's own text ("exceeded maximum size") says nothing of what would do.
-            bound = _upper_bound(tuple(e["loc"]), root)
-            problems.append(f"{base}: too large; a whole number" + (f" up to {bound}" if bound is not None else ""))
-            continue
-        for line in msg.split("\n"):
-            m = _REL.match(line)
-            if m and e["type"] == "value_error" and not line.startswith("'"):
-                problems.append(f"{_join(base, m.group(1))}: {m.group(2)}")
-            else:
-                problems.append(f"{base or '(root)'}: {line}")
+            bound = _upper_bound(loc, root)
+            problems.append(
+                Problem(base, "too large; a whole number" + (f" up to {bound}" if bound is not None else ""))
+            )
+        elif kind in ("model_type", "model_attributes_type", "dict_type"):
+            problems.append(Problem(base, _mapping_wanted(loc, given, root)))
+        elif kind == "list_type":
+            problems.append(Problem(base, _list_wanted(given)))
+        elif kind == "literal_error":
+            problems.append(Problem(base, _literal(given, str((e.get("ctx") or {}).get("expected", "")))))
+        elif kind in _BOUNDS:
+            problems.append(Problem(base, _BOUNDS[kind](_shown(given), e.get("ctx") or {})))
+        else:
+            msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            if msg.startswith("Input should be "):
+                msg = f"must be {msg.removeprefix('Input should be ')}, not {_shown(given)}"
+            problems.append(Problem(base, msg.replace(" after validation", "")))
     return problems
 
 
 def load_spec(data: Any, source: str = "spec") -> ClusterSpec:
     """Validate a plain dict into a ClusterSpec or raise SpecError listing every problem."""
     if not isinstance(data, dict):
-        raise SpecError([f"(root): expected a mapping of cluster settings, got {type(data).__name__}"], source)
+        raise SpecError([Problem("", f"expected a mapping of cluster settings, got {type(data).__name__}")], source)
     try:
         # camelCase only: a snake_case twin of a field (`memory_mib`) is an unknown field with a
         # "did you mean memoryMib?" hint, never a second spelling that silently wins or loses.
         return ClusterSpec.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as err:
-        raise SpecError(format_errors(err), source) from None
+        problems, notes = every_problem(err, data)
+        raise SpecError(problems, source, notes=notes) from None
+
+
+def every_problem(
+    err: ValidationError, data: Any, root: type[BaseModel] = ClusterSpec
+) -> tuple[list[Problem], list[str]]:
+    """The field problems pydantic found, then what the cross-field rules it skipped find on the
+    fields that did validate; and a note counting the rules that need a field fixed first."""
+    problems = format_errors(err, root)
+    outcome = rules_despite(root, data, err)
+    seen = {(p.path, p.message) for p in problems}
+    for p in outcome.problems:
+        if (p.path, p.message) not in seen:
+            seen.add((p.path, p.message))
+            problems.append(p)
+    notes = []
+    if outcome.waiting:
+        fields = sorted({f for needed in outcome.waiting.values() for f in needed})
+        shown = ", ".join(fields[:6]) + (f" and {len(fields) - 6} more" if len(fields) > 6 else "")
+        n = len(outcome.waiting)
+        notes.append(
+            f"{n} more check{'s' if n > 1 else ''} could not run until {shown} "
+            f"{'is' if len(fields) == 1 else 'are'} fixed; validate again after fixing {'it' if len(fields) == 1 else 'them'}"
+        )
+    return problems, notes

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from sunk.spec.base import AbsPath, DnsLabel, Model, _matcher
+from sunk.spec.problem import Problem, Problems
 
 HEALTH_REASON_PREFIX = "sunk-health:"
 """Every drain reason the health program sets starts with this: it resumes only such drains, never
@@ -37,7 +38,9 @@ class DiskCheck(Model):
     @model_validator(mode="after")
     def _no_edge_space(self) -> DiskCheck:
         if self.path != self.path.strip():
-            raise ValueError(f"path: {self.path!r} starts or ends with a space; write the folder's real name")
+            raise Problems(
+                [Problem("path", f"{self.path!r} starts or ends with a space; write the folder's real name")]
+            )
         return self
 
 
@@ -59,20 +62,23 @@ class HealthCheck(Model):
 
     @model_validator(mode="after")
     def _one_of(self) -> HealthCheck:
-        errors = []
+        errors: list[Problem] = []
         if bool(self.command) == (self.script is not None):
-            errors.append("command: give exactly one of command (argv) or script")
+            errors.append(Problem("command", "give exactly one of command (argv) or script"))
         if self.script is not None and not self.script.startswith("#!"):
-            errors.append("script: must start with '#!'")
+            errors.append(Problem("script", "must start with '#!'"))
         if self.name in BUILTIN_CHECKS or self.name.startswith("sunk"):
             errors.append(
-                f"name: {self.name!r} is sunk's own; built-in checks are {', '.join(BUILTIN_CHECKS)} "
-                "and names starting with 'sunk' are reserved"
+                Problem(
+                    "name",
+                    f"{self.name!r} is sunk's own; built-in checks are {', '.join(BUILTIN_CHECKS)} "
+                    "and names starting with 'sunk' are reserved",
+                )
             )
         if any("\n" in word or "\0" in word for word in self.command):
-            errors.append("command: a word may not hold a line break or NUL")
+            errors.append(Problem("command", "a word may not hold a line break or NUL"))
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 
@@ -118,29 +124,34 @@ class HealthCheckSpec(Model):
 
     @model_validator(mode="after")
     def _rules(self) -> HealthCheckSpec:
-        errors = []
+        errors: list[Problem] = []
         seen: dict[str, int] = {}
         for i, c in enumerate(self.checks):
             if c.name in seen:
-                errors.append(f"checks[{i}].name: {c.name!r} repeats checks[{seen[c.name]}]")
+                errors.append(Problem(f"checks[{i}].name", f"{c.name!r} repeats checks[{seen[c.name]}]"))
             seen.setdefault(c.name, i)
         worst = self.builtin_seconds + sum(c.timeout for c in self.checks)
         if worst > CHECK_BUDGET:
             errors.append(
-                f"checks: the timeouts add up to {worst} s with the built-in checks' ({self.builtin_seconds} s); "
-                f"slurmd kills the health program after {SLURMD_HEALTH_LIMIT} s, so at most {CHECK_BUDGET} fit: "
-                "lower the timeouts or split the work"
+                Problem(
+                    "checks",
+                    f"the timeouts add up to {worst} s with the built-in checks' ({self.builtin_seconds} s); "
+                    f"slurmd kills the health program after {SLURMD_HEALTH_LIMIT} s, so at most {CHECK_BUDGET} fit: "
+                    "lower the timeouts or split the work",
+                )
             )
         if len(set(self.node_state)) != len(self.node_state) or ("any" in self.node_state and len(self.node_state) > 1):
-            errors.append("nodeState: list each state once; any stands alone")
+            errors.append(Problem("nodeState", "list each state once; any stands alone"))
         if self.node_state == ["cycle"]:
-            errors.append("nodeState: cycle goes with a state (any, idle, ...), e.g. [idle, cycle]")
+            errors.append(Problem("nodeState", "cycle goes with a state (any, idle, ...), e.g. [idle, cycle]"))
         if "Ready" in self.node_conditions:
             errors.append(
-                "nodeConditions: Ready is the syncer's already (a NotReady Node drains); list problem conditions"
+                Problem(
+                    "nodeConditions", "Ready is the syncer's already (a NotReady Node drains); list problem conditions"
+                )
             )
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
     @property

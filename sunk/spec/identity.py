@@ -11,6 +11,7 @@ the bind password). The bind password itself is never in the spec, only a Secret
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -18,6 +19,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from sunk.spec.base import Cidr, DnsSubdomain, Model, Resources, SecretRef, _matcher, resources
 from sunk.spec.pod import ExtraArgs, PodRole, PodSettings, ServiceSettings
+from sunk.spec.problem import Problem, Problems
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -106,24 +108,27 @@ class LoginSpec(PodSettings):
 
     @model_validator(mode="after")
     def _ranges_need_lb(self) -> LoginSpec:
-        errors = []
+        errors: list[Problem] = []
         if self.service_type is not None and self.service.type is not None:
-            errors.append("serviceType: also given as service.type; set only service.type")
+            errors.append(Problem("serviceType", "also given as service.type; set only service.type"))
         if self.source_ranges and self.service.source_ranges:
-            errors.append("sourceRanges: also given as service.sourceRanges; set only service.sourceRanges")
+            errors.append(Problem("sourceRanges", "also given as service.sourceRanges; set only service.sourceRanges"))
         if self.source_ranges and self.service_kind != "LoadBalancer":
-            errors.append(f"sourceRanges: only applies to serviceType LoadBalancer, not {self.service_kind}")
-        errors += [f"service.{p}" for p in self.service.problems(self.service_kind, self.ranges)]
+            errors.append(Problem("sourceRanges", f"only applies to serviceType LoadBalancer, not {self.service_kind}"))
+        errors += [p.under("service") for p in self.service.problems(self.service_kind, self.ranges)]
         if self.enabled and self.service_kind == "LoadBalancer" and not self.ranges:
             errors.append(
-                "service.sourceRanges: a LoadBalancer login with no sourceRanges lets anyone who can reach the "
-                "load balancer try sshd; list who may connect (e.g. [203.0.113.0/24]), or [0.0.0.0/0] to open "
-                "it to everyone on purpose; or use type ClusterIP (kubectl port-forward) or NodePort"
+                Problem(
+                    "service.sourceRanges",
+                    "a LoadBalancer login with no sourceRanges lets anyone who can reach the "
+                    "load balancer try sshd; list who may connect (e.g. [203.0.113.0/24]), or [0.0.0.0/0] to open "
+                    "it to everyone on purpose; or use type ClusterIP (kubectl port-forward) or NodePort",
+                )
             )
         if len(set(self.allow_groups)) != len(self.allow_groups):
-            errors.append("allowGroups: each group at most once")
+            errors.append(Problem("allowGroups", "each group at most once"))
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 
@@ -147,11 +152,16 @@ class KeySource(Model):
     @model_validator(mode="after")
     def _one_source(self) -> KeySource:
         if self.existing_secret is not None and self.generate:
-            raise ValueError(
-                "generate: true conflicts with existingSecret; give one source (drop generate or existingSecret)"
+            raise Problems(
+                [
+                    Problem(
+                        "generate",
+                        "true conflicts with existingSecret; give one source (drop generate or existingSecret)",
+                    )
+                ]
             )
         if self.existing_secret is None and not self.generate:
-            raise ValueError("existingSecret: required when generate is false (or set generate: true)")
+            raise Problems([Problem("existingSecret", "required when generate is false (or set generate: true)")])
         return self
 
 
@@ -279,7 +289,9 @@ class ClientCertRef(Model):
     @model_validator(mode="after")
     def _two_keys(self) -> ClientCertRef:
         if self.cert_key == self.key_key:
-            raise ValueError(f"keyKey: the certificate and the private key need two keys; both are {self.key_key!r}")
+            raise Problems(
+                [Problem("keyKey", f"the certificate and the private key need two keys; both are {self.key_key!r}")]
+            )
         return self
 
 
@@ -392,41 +404,81 @@ class LdapSpec(Model):
         """ldap:// URIs upgrade with StartTLS (never a cleartext bind); ldaps:// are TLS already."""
         return self.uris[0].startswith("ldap://")
 
+    RULES: ClassVar[tuple[Callable[[LdapSpec], list[Problem]], ...]] = ()
+    """Each combination rule on its own (set below): a bad URI does not hide a missing secret."""
+
     @model_validator(mode="after")
     def _combinations(self) -> LdapSpec:
-        schemes = sorted({uri.split(":", 1)[0] for uri in self.uris})
-        if len(schemes) > 1:
-            raise ValueError(
-                "uris: all ldaps:// or all ldap:// (StartTLS); SSSD applies StartTLS to every server of a "
-                "domain, so a mix fails on one kind"
-            )
-        if self.bind_dn and self.bind_password_secret is None:
-            raise ValueError("bindPasswordSecret: required when bindDn is set")
-        if self.bind_password_secret is not None and not self.bind_dn:
-            raise ValueError("bindDn: required when bindPasswordSecret is set")
-        if self.defaults.needs_bind and not self.bind_dn:
-            raise ValueError(
-                f"bindDn: required for provider {self.provider} (its LDAP interface refuses anonymous "
-                "searches); give bindDn and bindPasswordSecret"
-            )
-        if self.defaults.needs_client_cert and self.client_cert_secret is None:
-            raise ValueError(
-                f"clientCertSecret: required for provider {self.provider} (Secure LDAP authenticates the "
-                "client by certificate); give the Secret holding its certificate and key"
-            )
-        if self.ca_secret is not None and self.ca_config_map is not None:
-            raise ValueError("caConfigMap: give the CA once, in caSecret or in caConfigMap, not both")
-        if self.tls_reqcert in WEAK_REQCERT and self.bind_password_secret is not None:
-            raise ValueError(
-                f"tlsReqcert: {self.tls_reqcert} would send the bind password to a server whose certificate "
-                "is not verified; use demand (with caSecret or caConfigMap) or bind anonymously"
-            )
-        if self.tls_reqcert == "never" and (self.ca_secret is not None or self.ca_config_map is not None):
-            field = "caSecret" if self.ca_secret is not None else "caConfigMap"
-            raise ValueError(
-                f"tlsReqcert: never checks no certificate, so {field} would be ignored; drop {field} or use demand"
-            )
+        found = [problem for rule in self.RULES for problem in rule(self)]
+        if found:
+            raise Problems(found)
         return self
+
+
+def _ldap_schemes(ldap: LdapSpec) -> list[Problem]:
+    if len({uri.split(":", 1)[0] for uri in ldap.uris}) > 1:
+        return [
+            Problem(
+                "uris",
+                "all ldaps:// or all ldap:// (StartTLS); SSSD applies StartTLS to every server of a "
+                "domain, so a mix fails on one kind",
+            )
+        ]
+    return []
+
+
+def _ldap_bind(ldap: LdapSpec) -> list[Problem]:
+    if ldap.bind_dn and ldap.bind_password_secret is None:
+        return [Problem("bindPasswordSecret", "required when bindDn is set")]
+    if ldap.bind_password_secret is not None and not ldap.bind_dn:
+        return [Problem("bindDn", "required when bindPasswordSecret is set")]
+    return []
+
+
+def _ldap_provider(ldap: LdapSpec) -> list[Problem]:
+    found = []
+    if ldap.defaults.needs_bind and not ldap.bind_dn:
+        found.append(
+            Problem(
+                "bindDn",
+                f"required for provider {ldap.provider} (its LDAP interface refuses anonymous "
+                "searches); give bindDn and bindPasswordSecret",
+            )
+        )
+    if ldap.defaults.needs_client_cert and ldap.client_cert_secret is None:
+        found.append(
+            Problem(
+                "clientCertSecret",
+                f"required for provider {ldap.provider} (Secure LDAP authenticates the "
+                "client by certificate); give the Secret holding its certificate and key",
+            )
+        )
+    return found
+
+
+def _ldap_tls(ldap: LdapSpec) -> list[Problem]:
+    found = []
+    if ldap.ca_secret is not None and ldap.ca_config_map is not None:
+        found.append(Problem("caConfigMap", "give the CA once, in caSecret or in caConfigMap, not both"))
+    if ldap.tls_reqcert in WEAK_REQCERT and ldap.bind_password_secret is not None:
+        found.append(
+            Problem(
+                "tlsReqcert",
+                f"{ldap.tls_reqcert} would send the bind password to a server whose certificate "
+                "is not verified; use demand (with caSecret or caConfigMap) or bind anonymously",
+            )
+        )
+    if ldap.tls_reqcert == "never" and (ldap.ca_secret is not None or ldap.ca_config_map is not None):
+        field = "caSecret" if ldap.ca_secret is not None else "caConfigMap"
+        found.append(
+            Problem(
+                "tlsReqcert", f"never checks no certificate, so {field} would be ignored; drop {field} or use demand"
+            )
+        )
+    return found
+
+
+LdapSpec.RULES = (_ldap_schemes, _ldap_bind, _ldap_provider, _ldap_tls)
 
 
 class AuthSpec(Model):

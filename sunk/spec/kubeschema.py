@@ -22,6 +22,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from sunk.spec.problem import Problem, Problems
+
 KUBERNETES_VERSION = "1.33"
 """The schema version the definitions come from (the oldest the manifests are validated against)."""
 SCHEMA_FILE = "kubernetes_schema.json"
@@ -77,7 +79,7 @@ def _join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _check(value: Any, node: Schema, path: str, out: list[str]) -> None:
+def _check(value: Any, node: Schema, path: str, out: list[Problem]) -> None:
     ref = node.get("$ref")
     if ref is not None:
         node = definitions()[ref.rsplit("/", 1)[-1]]
@@ -85,20 +87,20 @@ def _check(value: Any, node: Schema, path: str, out: list[str]) -> None:
     if branches is not None:
         if not any(_types_match(value, b.get("type", [])) for b in branches):
             kinds = " or ".join(sorted({str(t) for b in branches for t in _listed(b.get("type")) if t != "null"}))
-            out.append(f"{path}: {kinds} is required, not {_json_type(value)} ({value!r})")
+            out.append(Problem(f"{path}", f"{kinds} is required, not {_json_type(value)} ({value!r})"))
         return
     kind = node.get("type")
     if kind is not None and not _types_match(value, kind):
         want = " or ".join(t for t in _listed(kind) if t != "null")
-        out.append(f"{path}: {want} is required, not {_json_type(value)} ({_short(value)})")
+        out.append(Problem(f"{path}", f"{want} is required, not {_json_type(value)} ({_short(value)})"))
         return
     if "enum" in node and value not in node["enum"] and value is not None:
-        out.append(f"{path}: {value!r} is not one of {', '.join(map(str, node['enum']))}")
+        out.append(Problem(f"{path}", f"{value!r} is not one of {', '.join(map(str, node['enum']))}"))
     if isinstance(value, dict):
         props: dict[str, Schema] = node.get("properties") or {}
         for key in node.get("required") or ():
             if key not in value:
-                out.append(f"{_join(path, key)}: required field is missing")
+                out.append(Problem(_join(path, key), "required field is missing"))
         extra = node.get("additionalProperties")
         for key, item in value.items():
             if key in props:
@@ -107,7 +109,7 @@ def _check(value: Any, node: Schema, path: str, out: list[str]) -> None:
                 _check(item, extra, _join(path, key), out)
             elif props or extra is False:
                 known = ", ".join(sorted(props)) or "none"
-                out.append(f"{_join(path, key)}: unknown field; known: {known}")
+                out.append(Problem(_join(path, key), f"unknown field; known: {known}"))
     elif isinstance(value, list) and isinstance(node.get("items"), dict):
         for i, item in enumerate(value):
             _check(item, node["items"], _join(path, i), out)
@@ -124,18 +126,18 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def problems(kind: str, value: Any, path: str = "") -> list[str]:
-    """What in `value` the Kubernetes schema of `kind` (a key of ROOTS) refuses, one line per
-    problem, each starting with its path under `path`."""
-    out: list[str] = []
+def problems(kind: str, value: Any, path: str = "") -> list[Problem]:
+    """What in `value` the Kubernetes schema of `kind` (a key of ROOTS) refuses, each problem
+    with its path under `path`."""
+    out: list[Problem] = []
     _check(value, {"$ref": f"#/definitions/{ROOTS[kind]}"}, path, out)
     return out
 
 
 def check(kind: str, value: Any) -> Any:
-    """`value` if the schema of `kind` accepts it; else ValueError listing every problem, each
+    """`value` if the schema of `kind` accepts it; else Problems listing every problem, each
     with its path relative to the value (sunk.spec.errors joins it to the field's)."""
     found = problems(kind, value)
     if found:
-        raise ValueError("\n".join(found))
+        raise Problems(found)
     return value

@@ -28,6 +28,7 @@ from sunk.spec.base import (
 )
 from sunk.spec.capacity import INSTANCE_TYPES, Available, cpu_text
 from sunk.spec.pod import PodRole, PodSettings, Toleration, VolumeSpec
+from sunk.spec.problem import Problem, Problems
 
 MAX_GPUS_PER_NODE = 16
 ARCH_LABEL = "kubernetes.io/arch"
@@ -140,7 +141,7 @@ class UpdateStrategy(Model):
                     "force": "force",
                     "maintenance_reservation": "maintenanceReservation",
                 }[given[0]]
-                raise ValueError(f"{name}: only with type RollingUpdate (OnDelete replaces no pod itself)")
+                raise Problems([Problem(f"{name}", "only with type RollingUpdate (OnDelete replaces no pod itself)")])
         return self
 
 
@@ -310,93 +311,127 @@ class NodeSetSpec(PodSettings):
 
     @model_validator(mode="after")
     def _rules(self) -> NodeSetSpec:
-        errors: list[str] = []
+        errors: list[Problem] = []
         if self.mode == "all-matching-nodes" and self.replicas is not None:
-            errors.append("replicas: must be unset in mode all-matching-nodes (one pod per matching Node)")
+            errors.append(Problem("replicas", "must be unset in mode all-matching-nodes (one pod per matching Node)"))
         if self.mode == "all-matching-nodes" and self.external_scaling:
-            errors.append("externalScaling: only in mode replicas (all-matching-nodes follows the Nodes)")
+            errors.append(Problem("externalScaling", "only in mode replicas (all-matching-nodes follows the Nodes)"))
         if self.power is not None:
             if self.mode == "all-matching-nodes":
-                errors.append("power: only in mode replicas (all-matching-nodes follows the Nodes)")
+                errors.append(Problem("power", "only in mode replicas (all-matching-nodes follows the Nodes)"))
             if self.replicas is not None:
-                errors.append("replicas: must be unset with power (Slurm's demand sets the pods); drop replicas")
+                errors.append(
+                    Problem("replicas", "must be unset with power (Slurm's demand sets the pods); drop replicas")
+                )
             if self.external_scaling:
-                errors.append("externalScaling: power already scales this NodeSet (Slurm's demand); drop one")
+                errors.append(
+                    Problem("externalScaling", "power already scales this NodeSet (Slurm's demand); drop one")
+                )
             if self.gpus is not None and self.gpus.from_node_labels:
                 errors.append(
-                    "gpus.fromNodeLabels: not with power: its CLOUD nodes are defined in slurm.conf, "
-                    "GRES included, before any Node's labels are known; give gpus type and count"
+                    Problem(
+                        "gpus.fromNodeLabels",
+                        "not with power: its CLOUD nodes are defined in slurm.conf, "
+                        "GRES included, before any Node's labels are known; give gpus type and count",
+                    )
                 )
             if self.power.min_nodes > self.max_nodes:
-                errors.append(f"power.minNodes: {self.power.min_nodes} exceeds maxNodes {self.max_nodes}")
+                errors.append(Problem("power.minNodes", f"{self.power.min_nodes} exceeds maxNodes {self.max_nodes}"))
         replicas = self.desired_replicas
         if replicas is not None and replicas > self.max_nodes:
             errors.append(
-                f"replicas: {replicas} exceeds maxNodes {self.max_nodes} (this NodeSet's share of MaxNodeCount); "
-                f"raise maxNodes to at least {replicas}"
+                Problem(
+                    "replicas",
+                    f"{replicas} exceeds maxNodes {self.max_nodes} (this NodeSet's share of MaxNodeCount); "
+                    f"raise maxNodes to at least {replicas}",
+                )
             )
         topo = (self.sockets, self.cores_per_socket, self.threads_per_core)
         if any(v is not None for v in topo):
             if None in topo:
-                errors.append("sockets: sockets, coresPerSocket and threadsPerCore go together")
+                errors.append(Problem("sockets", "sockets, coresPerSocket and threadsPerCore go together"))
             else:
                 s, c, t = (v or 1 for v in topo)
                 if s * c * t != self.cpus:
-                    errors.append(f"cpus: {self.cpus} != sockets*coresPerSocket*threadsPerCore = {s * c * t}")
+                    errors.append(
+                        Problem("cpus", f"{self.cpus} != sockets*coresPerSocket*threadsPerCore = {s * c * t}")
+                    )
         if self.instance_type is not None:
             it = INSTANCE_TYPES.get(self.instance_type)
             if it is None:
                 errors.append(
-                    f"instanceType: {self.instance_type!r} is unknown; known: {', '.join(sorted(INSTANCE_TYPES))}"
+                    Problem(
+                        "instanceType", f"{self.instance_type!r} is unknown; known: {', '.join(sorted(INSTANCE_TYPES))}"
+                    )
                 )
             else:
                 if self.cpus > it.cpus:
-                    errors.append(f"cpus: {self.cpus} exceeds the {it.cpus} CPUs of instance type {self.instance_type}")
+                    errors.append(
+                        Problem("cpus", f"{self.cpus} exceeds the {it.cpus} CPUs of instance type {self.instance_type}")
+                    )
                 if self.memory_mib > it.memory_mib:
                     errors.append(
-                        f"memoryMib: {self.memory_mib} exceeds the {it.memory_mib} MiB of instance type {self.instance_type}"
+                        Problem(
+                            "memoryMib",
+                            f"{self.memory_mib} exceeds the {it.memory_mib} MiB of instance type {self.instance_type}",
+                        )
                     )
                 if self.gpus is not None:
                     if self.gpus.count > it.gpus:
                         errors.append(
-                            f"gpus.count: {self.gpus.count} exceeds the {it.gpus} GPUs of instance type {self.instance_type}"
+                            Problem(
+                                "gpus.count",
+                                f"{self.gpus.count} exceeds the {it.gpus} GPUs of instance type {self.instance_type}",
+                            )
                         )
                     if it.gpu_type is not None and self.gpus.type != it.gpu_type:
                         errors.append(
-                            f"gpus.type: {self.gpus.type!r} but instance type {self.instance_type} has {it.gpu_type!r}"
+                            Problem(
+                                "gpus.type",
+                                f"{self.gpus.type!r} but instance type {self.instance_type} has {it.gpu_type!r}",
+                            )
                         )
         if self.gpus is not None and self.gpus.from_node_labels and self.mode != "all-matching-nodes":
             errors.append(
-                "gpus.fromNodeLabels: only in mode all-matching-nodes (a replicas pod's Node is chosen after "
-                "the operator builds it, so its labels are unknown then)"
+                Problem(
+                    "gpus.fromNodeLabels",
+                    "only in mode all-matching-nodes (a replicas pod's Node is chosen after "
+                    "the operator builds it, so its labels are unknown then)",
+                )
             )
         if self.slurmd_overhead is not None and self.resource_mode == "exclusive":
             errors.append(
-                "slurmdOverhead: only used in resourceMode shared (an exclusive slurmd pod requests "
-                "cpus and memoryMib); drop it or set resourceMode: shared"
+                Problem(
+                    "slurmdOverhead",
+                    "only used in resourceMode shared (an exclusive slurmd pod requests "
+                    "cpus and memoryMib); drop it or set resourceMode: shared",
+                )
             )
         for problem in self.admission():  # one problem per field: the first says the most
-            if problem.partition(":")[0] not in {e.partition(":")[0] for e in errors}:
+            if problem.path not in {e.path for e in errors}:
                 errors.append(problem)
         arch = self.node_selector.get(ARCH_LABEL)
         if arch is not None and arch != self.architecture:
             errors.append(
-                f"nodeSelector: {ARCH_LABEL} {arch} contradicts architecture {self.architecture}, which picks "
-                f"the image; set architecture: {arch} (it adds the selector) and drop this key"
+                Problem(
+                    "nodeSelector",
+                    f"{ARCH_LABEL} {arch} contradicts architecture {self.architecture}, which picks "
+                    f"the image; set architecture: {arch} (it adds the selector) and drop this key",
+                )
             )
         errors += _unique("sidecars", [s.name for s in self.sidecars], "name")
         errors += [
-            f"sidecars[{i}].name: {s.name!r} is reserved for sunk's own containers"
+            Problem(f"sidecars[{i}].name", f"{s.name!r} is reserved for sunk's own containers")
             for i, s in enumerate(self.sidecars)
             if s.name in RESERVED_CONTAINERS
         ]
         errors += [
-            f"features[{i}]: {f!r} repeats the NodeSet name, which is always a feature"
+            Problem(f"features[{i}]", f"{f!r} repeats the NodeSet name, which is always a feature")
             for i, f in enumerate(self.features)
             if f == self.name
         ]
         errors += [
-            f"features[{i}]: {f!r} is reserved for the nodes of shared NodeSets; set resourceMode: shared"
+            Problem(f"features[{i}]", f"{f!r} is reserved for the nodes of shared NodeSets; set resourceMode: shared")
             for i, f in enumerate(self.features)
             if f == SHARED_FEATURE
         ]
@@ -405,40 +440,49 @@ class NodeSetSpec(PodSettings):
             # Jobs run inside the slurmd container's cgroup: a limit under RealMemory OOM-kills them
             # as soon as they use what Slurm gave them.
             errors.append(
-                f"resources.limits.memory: {limit} is below memoryMib {self.memory_mib} (the RealMemory Slurm "
-                f"hands to jobs in this container); use at least {self.memory_mib}Mi, or lower memoryMib"
+                Problem(
+                    "resources.limits.memory",
+                    f"{limit} is below memoryMib {self.memory_mib} (the RealMemory Slurm "
+                    f"hands to jobs in this container); use at least {self.memory_mib}Mi, or lower memoryMib",
+                )
             )
         carried = sum(len(body.encode()) for body in (*self.s6_scripts.values(), *self.s6_oneshots.values()))
         if carried > S6_ANNOTATION_BYTES:
             # The scripts travel in the slurmd pod's annotations, which the API server caps at 256 KiB.
             errors.append(
-                f"s6Scripts: with s6Oneshots {carried} bytes; pod annotations carry them and hold at most 262144 "
-                f"in all, so at most {S6_ANNOTATION_BYTES} here"
+                Problem(
+                    "s6Scripts",
+                    f"with s6Oneshots {carried} bytes; pod annotations carry them and hold at most 262144 "
+                    f"in all, so at most {S6_ANNOTATION_BYTES} here",
+                )
             )
         own = sum(len(k.encode()) + len(v.encode()) for k, v in self.pod_annotations.items())
         if carried + own > POD_ANNOTATION_BUDGET:
             # sunk's hashes and the s6 scripts share the slurmd pod's 256 KiB with podAnnotations.
             errors.append(
-                f"podAnnotations: {own} bytes beside {carried} of s6 scripts; the slurmd pod's annotations hold "
-                f"262144 in all, sunk's own included, so at most {POD_ANNOTATION_BUDGET - carried} here"
+                Problem(
+                    "podAnnotations",
+                    f"{own} bytes beside {carried} of s6 scripts; the slurmd pod's annotations hold "
+                    f"262144 in all, sunk's own included, so at most {POD_ANNOTATION_BUDGET - carried} here",
+                )
             )
         errors += [
-            f"s6Oneshots.{n}: a one-shot script must start with '#!'"
+            Problem(f"s6Oneshots.{n}", "a one-shot script must start with '#!'")
             for n, body in self.s6_oneshots.items()
             if not body.startswith("#!")
         ]
         errors += [
-            f"s6Scripts.{n}: a run script must start with '#!'"
+            Problem(f"s6Scripts.{n}", "a run script must start with '#!'")
             for n, body in self.s6_scripts.items()
             if not body.startswith("#!")
         ]
         errors += slurmd_args_problems(self.slurmd_args)
         errors += node_conf_problems(self)
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
-    def admission(self, extra: ResourceList | None = None) -> list[str]:
+    def admission(self, extra: ResourceList | None = None) -> list[Problem]:
         """What a kubelet would reject: the slurmd pod's requests above what a Node gives one pod,
         or a Slurm node whose jobs (or the pods placed through them) could not fit beside it.
         `extra`: requests of a sidecar the cluster adds (sssd with auth.ldap)."""
@@ -451,7 +495,7 @@ class NodeSetSpec(PodSettings):
         slurmd = self.slurmd_resources.requests
         extra_cpu = own_cpu - _millicores(slurmd.cpu)
         extra_mem = own_mem - _mib(slurmd.memory)
-        errors = []
+        errors: list[Problem] = []
         of = f"a pod may request on {avail.source}"
         if self.resources is not None:
             cpu_field, mem_field = "resources.requests.cpu", "resources.requests.memory"
@@ -468,29 +512,43 @@ class NodeSetSpec(PodSettings):
         derived = self.resources is None and self.resource_mode == "exclusive"
         if own_cpu > avail.cpu_m and not derived:
             errors.append(
-                f"{cpu_field}: the slurmd pod requests {cpu_text(own_cpu)} CPUs ({cpu_text(extra_cpu)} of them "
-                f"munge and sidecars), above the {cpu_text(avail.cpu_m)} {of}; a kubelet would reject it "
-                f"(OutOfcpu)"
+                Problem(
+                    f"{cpu_field}",
+                    f"the slurmd pod requests {cpu_text(own_cpu)} CPUs ({cpu_text(extra_cpu)} of them "
+                    f"munge and sidecars), above the {cpu_text(avail.cpu_m)} {of}; a kubelet would reject it "
+                    f"(OutOfcpu)",
+                )
             )
         elif self.cpus * 1000 + beside_cpu > avail.cpu_m:
             most = (avail.cpu_m - beside_cpu) // 1000
             errors.append(
-                f"cpus: {self.cpus} plus {cpu_text(beside_cpu)} for {why} exceed the {cpu_text(avail.cpu_m)} CPUs "
-                f"{of} in resourceMode {self.resource_mode}; at most {most} fit"
+                Problem(
+                    "cpus",
+                    f"{self.cpus} plus {cpu_text(beside_cpu)} for {why} exceed the {cpu_text(avail.cpu_m)} CPUs "
+                    f"{of} in resourceMode {self.resource_mode}; at most {most} fit",
+                )
             )
         if own_mem > avail.memory_mib and not derived:
             errors.append(
-                f"{mem_field}: the slurmd pod requests {own_mem} MiB ({extra_mem} of them munge and sidecars), "
-                f"above the {avail.memory_mib} MiB {of}; a kubelet would reject it (OutOfmemory)"
+                Problem(
+                    f"{mem_field}",
+                    f"the slurmd pod requests {own_mem} MiB ({extra_mem} of them munge and sidecars), "
+                    f"above the {avail.memory_mib} MiB {of}; a kubelet would reject it (OutOfmemory)",
+                )
             )
         elif self.memory_mib + beside_mem > avail.memory_mib:
             most = avail.memory_mib - beside_mem
             errors.append(
-                f"memoryMib: {self.memory_mib} plus {beside_mem} MiB for {why} exceed the {avail.memory_mib} MiB "
-                f"{of} in resourceMode {self.resource_mode}; at most {most} fit"
+                Problem(
+                    "memoryMib",
+                    f"{self.memory_mib} plus {beside_mem} MiB for {why} exceed the {avail.memory_mib} MiB "
+                    f"{of} in resourceMode {self.resource_mode}; at most {most} fit",
+                )
             )
         if self.gpus is not None and self.gpus.count > avail.gpus:
-            errors.append(f"gpus.count: {self.gpus.count} exceeds the {avail.gpus} {self.gpus.resource_name} {of}")
+            errors.append(
+                Problem("gpus.count", f"{self.gpus.count} exceeds the {avail.gpus} {self.gpus.resource_name} {of}")
+            )
         return errors
 
     @property
@@ -587,10 +645,10 @@ _OWN_VALUED = ("-N", "-f", "--conf", "--conf-server")
 _PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]+")
 
 
-def slurmd_args_problems(args: list[str]) -> list[str]:
+def slurmd_args_problems(args: list[str]) -> list[Problem]:
     """Why `slurmdArgs` is refused: options sunk sets, options that exit, unknown options, or a
     value missing or out of range. argv words, never a shell line, so only the option matters."""
-    errors: list[str] = []
+    errors: list[Problem] = []
     allowed = "-v..-vvvvv, -M, -s, -n <nice>, -L <file>, --extra <text>"
     i = 0
     while i < len(args):
@@ -600,28 +658,28 @@ def slurmd_args_problems(args: list[str]) -> list[str]:
         option, eq, attached = word.partition("=") if word.startswith("--") else (word, "", "")
         if option in SLURMD_OWN_ARGS or (option[:2] in SLURMD_OWN_ARGS and not option.startswith("--")):
             key = option if option in SLURMD_OWN_ARGS else option[:2]
-            errors.append(f"{at}: {word!r} is not allowed: {SLURMD_OWN_ARGS[key]}")
+            errors.append(Problem(f"{at}", f"{word!r} is not allowed: {SLURMD_OWN_ARGS[key]}"))
             if word in _OWN_VALUED:
                 i += 1  # its value is part of the same refusal
             continue
         if _SLURMD_FLAGS.fullmatch(word):
             continue
         if option not in _SLURMD_VALUED:
-            errors.append(f"{at}: {word!r} is not a slurmd option sunk passes; allowed: {allowed}")
+            errors.append(Problem(f"{at}", f"{word!r} is not a slurmd option sunk passes; allowed: {allowed}"))
             continue
         if eq:
             value = attached
         elif i < len(args):
             value, i = args[i], i + 1
         else:
-            errors.append(f"{at}: {option} needs a value after it")
+            errors.append(Problem(f"{at}", f"{option} needs a value after it"))
             continue
         if option == "-n" and not (re.fullmatch(r"-?[0-9]{1,2}", value) and -20 <= int(value) <= 19):
-            errors.append(f"{at}: -n {value!r}: a nice value from -20 to 19")
+            errors.append(Problem(f"{at}", f"-n {value!r}: a nice value from -20 to 19"))
         elif option == "-L" and not re.fullmatch(r"/[A-Za-z0-9_./%-]+", value):
-            errors.append(f"{at}: -L {value!r}: an absolute log file path")
+            errors.append(Problem(f"{at}", f"-L {value!r}: an absolute log file path"))
         elif not _PRINTABLE.fullmatch(value):
-            errors.append(f"{at}: {option} {value!r}: printable characters, not empty")
+            errors.append(Problem(f"{at}", f"{option} {value!r}: printable characters, not empty"))
     return errors
 
 
@@ -655,32 +713,34 @@ NODE_CONF_OWNED = {
 """Node-line keys sunk renders (lower case, as Slurm matches them) -> the field that sets each."""
 
 
-def node_conf_problems(ns: NodeSetSpec) -> list[str]:
-    errors = []
+def node_conf_problems(ns: NodeSetSpec) -> list[Problem]:
+    errors: list[Problem] = []
     known = {k.lower(): k for k in NODE_CONF_EXTRA}
     for key, value in ns.extra_node_conf.items():
         at = f"extraNodeConf.{key}"
         if key.lower() in NODE_CONF_OWNED:
-            errors.append(f"{at}: sunk renders it from {NODE_CONF_OWNED[key.lower()]}; set that instead")
+            errors.append(Problem(f"{at}", f"sunk renders it from {NODE_CONF_OWNED[key.lower()]}; set that instead"))
             continue
         name = known.get(key.lower())
         if name is None:
-            errors.append(f"{at}: not a node parameter sunk passes; allowed: {', '.join(NODE_CONF_EXTRA)}")
+            errors.append(Problem(f"{at}", f"not a node parameter sunk passes; allowed: {', '.join(NODE_CONF_EXTRA)}"))
             continue
         if name != key:
-            errors.append(f"{at}: write it {name}")
+            errors.append(Problem(f"{at}", f"write it {name}"))
             continue
         if not re.fullmatch(NODE_CONF_EXTRA[name], value):
-            errors.append(f"{at}: {value!r} is not valid; expected {NODE_CONF_EXTRA[name]}")
+            errors.append(Problem(f"{at}", f"{value!r} is not valid; expected {NODE_CONF_EXTRA[name]}"))
             continue
         if name == "CoreSpecCount" and int(value) >= ns.cpus:
-            errors.append(f"{at}: {value} cores kept would leave none of the {ns.cpus} CPUs for jobs")
+            errors.append(Problem(f"{at}", f"{value} cores kept would leave none of the {ns.cpus} CPUs for jobs"))
         if name == "MemSpecLimit" and int(value) >= ns.memory_mib:
-            errors.append(f"{at}: {value} MiB kept would leave none of memoryMib {ns.memory_mib} for jobs")
+            errors.append(Problem(f"{at}", f"{value} MiB kept would leave none of memoryMib {ns.memory_mib} for jobs"))
         if name == "CpuSpecList" and any(int(n) >= ns.cpus for n in re.findall(r"[0-9]+", value)):
-            errors.append(f"{at}: {value!r} names a CPU id beyond the node's {ns.cpus} CPUs (0-{ns.cpus - 1})")
+            errors.append(
+                Problem(f"{at}", f"{value!r} names a CPU id beyond the node's {ns.cpus} CPUs (0-{ns.cpus - 1})")
+            )
     if {"CoreSpecCount", "CpuSpecList"} <= set(ns.extra_node_conf):
-        errors.append("extraNodeConf.CpuSpecList: give CoreSpecCount or CpuSpecList, not both")
+        errors.append(Problem("extraNodeConf.CpuSpecList", "give CoreSpecCount or CpuSpecList, not both"))
     return errors
 
 
@@ -692,12 +752,12 @@ def _mib(q: str | None) -> int:
     return 0 if q is None else math.ceil(round(quantity_value(q) / 2**20, 6))
 
 
-def _unique(field: str, values: list[str], attr: str) -> list[str]:
+def _unique(field: str, values: list[str], attr: str) -> list[Problem]:
     seen: dict[str, int] = {}
-    errors = []
+    errors: list[Problem] = []
     for i, v in enumerate(values):
         if v in seen:
-            errors.append(f"{field}[{i}].{attr}: {v!r} repeats {field}[{seen[v]}]")
+            errors.append(Problem(f"{field}[{i}].{attr}", f"{v!r} repeats {field}[{seen[v]}]"))
         else:
             seen[v] = i
     return errors

@@ -47,6 +47,7 @@ from sunk.spec.base import (
     _label_key,
     _matcher,
 )
+from sunk.spec.problem import Problem, Problems
 
 PodRole = Literal["controller", "accounting", "mariadb", "restapi", "login", "compute", "runtime", "operator"]
 
@@ -109,9 +110,11 @@ class Toleration(Model):
     @model_validator(mode="after")
     def _exists_has_no_value(self) -> Toleration:
         if self.operator == "Exists" and self.value is not None:
-            raise ValueError("value: must be empty when operator is Exists")
+            raise Problems([Problem("value", "must be empty when operator is Exists")])
         if self.key is None and self.operator != "Exists":
-            raise ValueError("operator: a toleration without a key matches every taint only with operator Exists")
+            raise Problems(
+                [Problem("operator", "a toleration without a key matches every taint only with operator Exists")]
+            )
         return self
 
 
@@ -176,7 +179,7 @@ class EnvVar(Model):
     @model_validator(mode="after")
     def _one(self) -> EnvVar:
         if self.value is not None and self.value_from is not None:
-            raise ValueError("valueFrom: give value or valueFrom, not both")
+            raise Problems([Problem("valueFrom", "give value or valueFrom, not both")])
         return self
 
     def manifest(self) -> dict[str, Any]:
@@ -312,19 +315,24 @@ class VolumeSpec(Model):
     def _one_source(self) -> VolumeSpec:
         given = [s for s in VOLUME_SOURCES if getattr(self, s) is not None]
         if len(given) != 1:
-            raise ValueError(
-                f"name: volume {self.name!r} needs exactly one volume source (nfs, emptyDir, csi, configMap, "
-                f"secret, persistentVolumeClaim, hostPath, ... as in a pod); got {', '.join(given) or 'none'}"
+            raise Problems(
+                [
+                    Problem(
+                        "name",
+                        f"volume {self.name!r} needs exactly one volume source (nfs, emptyDir, csi, configMap, "
+                        f"secret, persistentVolumeClaim, hostPath, ... as in a pod); got {', '.join(given) or 'none'}",
+                    )
+                ]
             )
         errors = kubeschema.problems("Volume", self.volume())
         host = self.hostPath
         path = host.get("path") if host is not None else None
         if isinstance(path, str) and (problem := _host_path_problem(path)) is not None:
-            errors.append(f"hostPath.path: {problem}")
+            errors.append(Problem("hostPath.path", f"{problem}"))
         if self.sub_path is not None and (self.sub_path.startswith("/") or ".." in self.sub_path.split("/")):
-            errors.append(f"subPath: {self.sub_path!r} must be a relative path without '..'")
+            errors.append(Problem("subPath", f"{self.sub_path!r} must be a relative path without '..'"))
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
     @property
@@ -457,55 +465,75 @@ ROLE_RULES: dict[PodRole, RoleRules] = {
 }
 
 
-def security_problems(role: PodRole, ctx: dict[str, Any]) -> list[str]:
+def security_problems(role: PodRole, ctx: dict[str, Any]) -> list[Problem]:
     """What in a user's container securityContext would break `role`, or weaken it for nothing."""
     rules = ROLE_RULES[role]
     out = []
     for key in ("runAsUser", "runAsGroup", "runAsNonRoot"):
         if key in ctx:
-            out.append(f"securityContext.{key}: fixed by sunk; {rules.user}")
+            out.append(Problem(f"securityContext.{key}", f"fixed by sunk; {rules.user}"))
     privileged = ctx.get("privileged")
     if rules.privileged and privileged is False:
         out.append(
-            "securityContext.privileged: slurmd must stay privileged: it creates a cgroup and device filter per "
-            "job, starts steps as the job's user and lets pyxis/enroot mount container filesystems"
+            Problem(
+                "securityContext.privileged",
+                "slurmd must stay privileged: it creates a cgroup and device filter per "
+                "job, starts steps as the job's user and lets pyxis/enroot mount container filesystems",
+            )
         )
     elif not rules.privileged and privileged is True:
         out.append(
-            f"securityContext.privileged: nothing in {rules.container} needs it, and a privileged container is "
-            "root on the Node; only slurmd runs privileged"
+            Problem(
+                "securityContext.privileged",
+                f"nothing in {rules.container} needs it, and a privileged container is "
+                "root on the Node; only slurmd runs privileged",
+            )
         )
     escalation = ctx.get("allowPrivilegeEscalation")
     if not rules.root and escalation is True:
         out.append(
-            f"securityContext.allowPrivilegeEscalation: {rules.container} runs unprivileged and never escalates; "
-            "true only weakens it"
+            Problem(
+                "securityContext.allowPrivilegeEscalation",
+                f"{rules.container} runs unprivileged and never escalates; true only weakens it",
+            )
         )
     if role == "login" and escalation is False:
         out.append(
-            "securityContext.allowPrivilegeEscalation: false sets no_new_privs on sshd, so the setuid programs "
-            "users run after logging in (su, sudo, newgrp) stop working"
+            Problem(
+                "securityContext.allowPrivilegeEscalation",
+                "false sets no_new_privs on sshd, so the setuid programs "
+                "users run after logging in (su, sudo, newgrp) stop working",
+            )
         )
     caps = ctx.get("capabilities") or {}
     if caps and not rules.root:
         out.append(
-            f"securityContext.capabilities: {rules.container} runs as a non-root user with every capability "
-            "dropped and no privilege escalation, so added capabilities never reach it"
+            Problem(
+                "securityContext.capabilities",
+                f"{rules.container} runs as a non-root user with every capability "
+                "dropped and no privilege escalation, so added capabilities never reach it",
+            )
         )
     elif caps and not rules.privileged:
         needed = sorted(set(caps.get("drop") or ()) & {*rules.capabilities, "ALL"} - {"ALL"})
         if "ALL" in (caps.get("drop") or ()) or needed:
             out.append(
-                f"securityContext.capabilities.drop: sshd needs {', '.join(rules.capabilities)} (sunk drops every "
-                "other); add capabilities with capabilities.add instead"
+                Problem(
+                    "securityContext.capabilities.drop",
+                    f"sshd needs {', '.join(rules.capabilities)} (sunk drops every "
+                    "other); add capabilities with capabilities.add instead",
+                )
             )
     ro = ctx.get("readOnlyRootFilesystem")
     if rules.read_only_root is False and ro is True:
-        out.append(f"securityContext.readOnlyRootFilesystem: {rules.why_writable}")
+        out.append(Problem("securityContext.readOnlyRootFilesystem", f"{rules.why_writable}"))
     if rules.read_only_root is True and ro is False:
         out.append(
-            f"securityContext.readOnlyRootFilesystem: sunk runs {rules.container} with a read-only root "
-            "and nothing it does writes there; false only weakens it"
+            Problem(
+                "securityContext.readOnlyRootFilesystem",
+                f"sunk runs {rules.container} with a read-only root "
+                "and nothing it does writes there; false only weakens it",
+            )
         )
     return out
 
@@ -580,48 +608,62 @@ class PodSettings(Model):
     def _pod_rules(self) -> PodSettings:
         role = type(self).POD_ROLE
         rules = ROLE_RULES[role]
-        errors: list[str] = []
+        errors: list[Problem] = []
         seen_names: dict[str, int] = {}
         seen_paths: dict[str, int] = {}
         for i, v in enumerate(self.volumes):
             if v.name.startswith(("sunk-", "shared-")) or v.name in rules.volumes:
                 own = f"{', '.join(sorted(rules.volumes))} and " if rules.volumes else ""
                 errors.append(
-                    f"volumes[{i}].name: {v.name!r} is sunk's own in the {rules.container} pod (sunk names its "
-                    f"volumes {own}sunk-* and shared-*); choose another name"
+                    Problem(
+                        f"volumes[{i}].name",
+                        f"{v.name!r} is sunk's own in the {rules.container} pod (sunk names its "
+                        f"volumes {own}sunk-* and shared-*); choose another name",
+                    )
                 )
             if (hit := reserved_mount(role, v.mount_path)) is not None:
-                errors.append(f"volumes[{i}].mountPath: {v.mount_path} would hide or sit inside sunk's own mount {hit}")
+                errors.append(
+                    Problem(
+                        f"volumes[{i}].mountPath", f"{v.mount_path} would hide or sit inside sunk's own mount {hit}"
+                    )
+                )
             if v.name in seen_names:
-                errors.append(f"volumes[{i}].name: {v.name!r} repeats volumes[{seen_names[v.name]}]")
+                errors.append(Problem(f"volumes[{i}].name", f"{v.name!r} repeats volumes[{seen_names[v.name]}]"))
             if v.mount_path in seen_paths:
-                errors.append(f"volumes[{i}].mountPath: {v.mount_path} repeats volumes[{seen_paths[v.mount_path]}]")
+                errors.append(
+                    Problem(f"volumes[{i}].mountPath", f"{v.mount_path} repeats volumes[{seen_paths[v.mount_path]}]")
+                )
             seen_names.setdefault(v.name, i)
             seen_paths.setdefault(v.mount_path, i)
             if v.mount_propagation == "Bidirectional" and not rules.privileged:
                 errors.append(
-                    f"volumes[{i}].mountPropagation: Bidirectional needs a privileged container; only slurmd is"
+                    Problem(
+                        f"volumes[{i}].mountPropagation", "Bidirectional needs a privileged container; only slurmd is"
+                    )
                 )
         seen_env: dict[str, int] = {}
         for i, e in enumerate(self.env):
             if e.name.startswith("SUNK_") or e.name in rules.env:
                 own = ", ".join(sorted(rules.env)) or "none besides those"
                 errors.append(
-                    f"env[{i}].name: {e.name} is set by sunk on {rules.container} (its own: {own}, and every SUNK_*)"
+                    Problem(
+                        f"env[{i}].name",
+                        f"{e.name} is set by sunk on {rules.container} (its own: {own}, and every SUNK_*)",
+                    )
                 )
             if e.name in seen_env:
-                errors.append(f"env[{i}].name: {e.name} repeats env[{seen_env[e.name]}]")
+                errors.append(Problem(f"env[{i}].name", f"{e.name} repeats env[{seen_env[e.name]}]"))
             seen_env.setdefault(e.name, i)
         if self.security_context is not None:
             errors += security_problems(role, self.security_context)
         both = set(self.labels) & set(self.pod_labels)
         errors += [
-            f"podLabels.{k}: also in labels (which reach the pods too); give it once"
+            Problem(f"podLabels.{k}", "also in labels (which reach the pods too); give it once")
             for k in sorted(both)
             if self.labels[k] != self.pod_labels[k]
         ]
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 
@@ -688,11 +730,11 @@ class ServiceSettings(Model):
     source_ranges: list[Cidr] = []
     """loadBalancerSourceRanges: who may connect. LoadBalancer only. Default: anyone."""
 
-    def problems(self, kind: ServiceType, ranges: list[str] | None = None) -> list[str]:
+    def problems(self, kind: ServiceType, ranges: list[str] | None = None) -> list[Problem]:
         """What does not apply to a Service of type `kind` (the type in effect), whose source
         ranges in effect are `ranges` (default: sourceRanges)."""
         ranges = self.source_ranges if ranges is None else ranges
-        errors = []
+        errors: list[Problem] = []
         if kind != "LoadBalancer":
             for name, value in (
                 ("loadBalancerIP", self.load_balancer_ip),
@@ -700,16 +742,21 @@ class ServiceSettings(Model):
                 ("sourceRanges", self.source_ranges or None),
             ):
                 if value is not None:
-                    errors.append(f"{name}: only applies to type LoadBalancer, not {kind}")
+                    errors.append(Problem(f"{name}", f"only applies to type LoadBalancer, not {kind}"))
         if kind == "ClusterIP":
             if self.node_port is not None:
-                errors.append("nodePort: only applies to type NodePort or LoadBalancer, not ClusterIP")
+                errors.append(Problem("nodePort", "only applies to type NodePort or LoadBalancer, not ClusterIP"))
             if self.external_traffic_policy is not None:
-                errors.append("externalTrafficPolicy: only applies to type NodePort or LoadBalancer, not ClusterIP")
+                errors.append(
+                    Problem("externalTrafficPolicy", "only applies to type NodePort or LoadBalancer, not ClusterIP")
+                )
         if ranges and self.external_traffic_policy == "Cluster":
             errors.append(
-                "externalTrafficPolicy: Cluster hides the client's address behind a node's, so sourceRanges could "
-                "not hold; use Local (the default with sourceRanges)"
+                Problem(
+                    "externalTrafficPolicy",
+                    "Cluster hides the client's address behind a node's, so sourceRanges could "
+                    "not hold; use Local (the default with sourceRanges)",
+                )
             )
         return errors
 

@@ -4,6 +4,7 @@ sentence."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -28,3 +29,12 @@ class Problem:
     def __str__(self) -> str:
         where = f"line {self.line}, " if self.line is not None else ""
         return f"{where}{self.path or '(root)'}: {self.message}"
+
+
+class Problems(ValueError):
+    """Raised by a model's rules with every problem they found, each path relative to the model;
+    pydantic keeps the exception, and sunk.spec.errors prefixes the model's own location."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(str(p) for p in self.problems))

@@ -25,6 +25,7 @@ from sunk.spec.base import (
 )
 from sunk.spec.identity import GroupName
 from sunk.spec.nodeset import NodeSetSpec
+from sunk.spec.problem import Problem, Problems
 
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
 MAX_BLOCK_RATIO = 1 << 15
@@ -86,11 +87,15 @@ class PartitionSpec(Model):
 
     @model_validator(mode="after")
     def _rules(self) -> PartitionSpec:
-        errors: list[str] = []
+        errors: list[Problem] = []
         if self.name == "default":
-            errors.append("name: 'default' is reserved by Slurm (PartitionName=DEFAULT sets defaults); choose another")
+            errors.append(
+                Problem("name", "'default' is reserved by Slurm (PartitionName=DEFAULT sets defaults); choose another")
+            )
         if self.default_time is not None and slurm_seconds(self.default_time) > slurm_seconds(self.max_time):
-            errors.append(f"defaultTime: {self.default_time} exceeds maxTime {self.max_time}; use at most maxTime")
+            errors.append(
+                Problem("defaultTime", f"{self.default_time} exceeds maxTime {self.max_time}; use at most maxTime")
+            )
         errors += _repeats("nodesets", self.nodesets)
         errors += _repeats("allowGroups", self.allow_groups)
         for i, word in enumerate(self.extra):
@@ -98,19 +103,25 @@ class PartitionSpec(Model):
             if key in _PARTITION_RENDERED:
                 # A second Default=YES would make two default partitions; Nodes=ALL repeats Nodes=.
                 errors.append(
-                    f"extra[{i}]: {word.partition('=')[0]} is rendered by sunk on every PartitionName line; "
-                    f"set it through its own field ({_PARTITION_RENDERED[key]})"
+                    Problem(
+                        f"extra[{i}]",
+                        f"{word.partition('=')[0]} is rendered by sunk on every PartitionName line; "
+                        f"set it through its own field ({_PARTITION_RENDERED[key]})",
+                    )
                 )
             elif key == "defmempercpu":
-                errors.append(f"extra[{i}]: set defMemPerCpu instead of {word}")
+                errors.append(Problem(f"extra[{i}]", f"set defMemPerCpu instead of {word}"))
             elif key == "defmempernode":
                 # Measured on 24.11: slurmctld then ignores the rendered DefMemPerCPU and logs an error.
                 errors.append(
-                    f"extra[{i}]: {word} excludes the DefMemPerCPU every partition gets; "
-                    "set defMemPerCpu instead (MiB per allocated CPU)"
+                    Problem(
+                        f"extra[{i}]",
+                        f"{word} excludes the DefMemPerCPU every partition gets; "
+                        "set defMemPerCpu instead (MiB per allocated CPU)",
+                    )
                 )
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 
@@ -165,39 +176,47 @@ class AccountSpec(Model):
     Default: none."""
 
 
-def account_problems(accounts: Sequence[AccountSpec], qos: set[str], accounting: bool) -> list[str]:
+def account_problems(accounts: Sequence[AccountSpec], qos: set[str], accounting: bool) -> list[Problem]:
     """Accounts that name an unknown parent or QOS, form a cycle, or can't exist without accounting."""
-    problems: list[str] = []
+    problems: list[Problem] = []
     if accounts and not accounting:
-        return ["accounts: accounts live in accounting; set accounting.enabled true or drop accounts"]
+        return [Problem("accounts", "accounts live in accounting; set accounting.enabled true or drop accounts")]
     names = {a.name for a in accounts}
     parents = {a.name: a.parent for a in accounts}
     known_qos = ", ".join(sorted(qos))
     for i, account in enumerate(accounts):
         if account.name == "root":
-            problems.append(f"accounts[{i}].name: root is Slurm's own top account; name the account otherwise")
+            problems.append(
+                Problem(f"accounts[{i}].name", "root is Slurm's own top account; name the account otherwise")
+            )
             continue
         if account.parent != "root" and account.parent not in names:
             problems.append(
-                f"accounts[{i}].parent: {account.parent!r} is neither root nor an account of the spec; "
-                f"known: {', '.join(sorted(names | {'root'}))}"
+                Problem(
+                    f"accounts[{i}].parent",
+                    f"{account.parent!r} is neither root nor an account of the spec; "
+                    f"known: {', '.join(sorted(names | {'root'}))}",
+                )
             )
         for j, q in enumerate(account.qos):
             if q not in qos:
-                problems.append(f"accounts[{i}].qos[{j}]: {q!r} is not a QOS; known: {known_qos}")
+                problems.append(Problem(f"accounts[{i}].qos[{j}]", f"{q!r} is not a QOS; known: {known_qos}"))
         allowed = set(account.qos) or qos
         if account.default_qos is not None and account.default_qos not in allowed:
             problems.append(
-                f"accounts[{i}].defaultQos: {account.default_qos!r} is not among the account's QOS; "
-                f"choose one of: {', '.join(sorted(allowed))}"
+                Problem(
+                    f"accounts[{i}].defaultQos",
+                    f"{account.default_qos!r} is not among the account's QOS; "
+                    f"choose one of: {', '.join(sorted(allowed))}",
+                )
             )
-        problems += [f"accounts[{i}].users: {p}" for p in _duplicates(account.users)]
+        problems += [Problem(f"accounts[{i}].users", f"{p}") for p in _duplicates(account.users)]
         seen, at = set(), account.name
         while at in parents and at not in seen:
             seen.add(at)
             at = parents[at]
         if at in seen:
-            problems.append(f"accounts[{i}].parent: {account.name!r} would be its own ancestor")
+            problems.append(Problem(f"accounts[{i}].parent", f"{account.name!r} would be its own ancestor"))
     return problems
 
 
@@ -268,9 +287,11 @@ class SchedulingSpec(Model):
     @model_validator(mode="after")
     def _rules(self) -> SchedulingSpec:
         if self.priority_type == "basic" and "priority_weights" in self.model_fields_set:
-            raise ValueError("priorityWeights: only used with priorityType multifactor")
+            raise Problems([Problem("priorityWeights", "only used with priorityType multifactor")])
         if self.preempt_type == "none" and self.preempt_mode != "off" and "preempt_mode" in self.model_fields_set:
-            raise ValueError(f"preemptMode: {self.preempt_mode} has no effect with preemptType none; use off")
+            raise Problems(
+                [Problem("preemptMode", f"{self.preempt_mode} has no effect with preemptType none; use off")]
+            )
         return self
 
 
@@ -302,20 +323,22 @@ class TopologySpec(Model):
     def _rules(self) -> TopologySpec:
         if self.plugin == "none":
             if self.label_keys:
-                raise ValueError("labelKeys: set plugin to tree or block, or drop labelKeys")
+                raise Problems([Problem("labelKeys", "set plugin to tree or block, or drop labelKeys")])
             if self.block_sizes:
-                raise ValueError("blockSizes: only used with plugin block")
+                raise Problems([Problem("blockSizes", "only used with plugin block")])
         elif not self.label_keys:
             what = "one or more keys, top level first" if self.plugin == "tree" else "exactly one key"
-            raise ValueError(f"labelKeys: plugin {self.plugin} needs Node label keys ({what})")
+            raise Problems([Problem("labelKeys", f"plugin {self.plugin} needs Node label keys ({what})")])
         elif self.plugin == "block" and len(self.label_keys) != 1:
-            raise ValueError(f"labelKeys: plugin block takes exactly one key, got {len(self.label_keys)}")
+            raise Problems([Problem("labelKeys", f"plugin block takes exactly one key, got {len(self.label_keys)}")])
         if self.block_sizes and self.plugin != "block":
-            raise ValueError("blockSizes: only used with plugin block")
+            raise Problems([Problem("blockSizes", "only used with plugin block")])
         if len(set(self.label_keys)) != len(self.label_keys):
-            raise ValueError("labelKeys: keys repeat")
+            raise Problems([Problem("labelKeys", "keys repeat")])
         if any(a >= b for a, b in itertools.pairwise(self.block_sizes)):
-            raise ValueError(f"blockSizes: {self.block_sizes} must increase, smallest (the base block) first")
+            raise Problems(
+                [Problem("blockSizes", f"{self.block_sizes} must increase, smallest (the base block) first")]
+            )
         for i, size in enumerate(self.block_sizes[1:], 1):
             base = self.block_sizes[0]
             ratio, rest = divmod(size, base)
@@ -328,9 +351,14 @@ class TopologySpec(Model):
                     if ratio > MAX_BLOCK_RATIO
                     else f"is not the base block size {base} times a power of two"
                 )
-                raise ValueError(
-                    f"blockSizes[{i}]: {size} {what} (slurmctld exits on it); use one of {fits}, ... "
-                    f"up to {base * MAX_BLOCK_RATIO}"
+                raise Problems(
+                    [
+                        Problem(
+                            f"blockSizes[{i}]",
+                            f"{size} {what} (slurmctld exits on it); use one of {fits}, ... "
+                            f"up to {base * MAX_BLOCK_RATIO}",
+                        )
+                    ]
                 )
         return self
 
@@ -392,7 +420,7 @@ class ScriptsSpec(Model):
     @model_validator(mode="after")
     def _rules(self) -> ScriptsSpec:
         errors = [
-            f"{kind}.{name}: a script must start with '#!'"
+            Problem(f"{kind}.{name}", "a script must start with '#!'")
             for kind, scripts in self._kinds()
             for name, body in scripts.items()
             if not body.startswith("#!")
@@ -402,19 +430,22 @@ class ScriptsSpec(Model):
             *((("jobSubmitLua", self.job_submit_lua),) if self.job_submit_lua is not None else ()),
         ]  # fmt: skip
         errors += [
-            f"{where}: {len(body.encode())} bytes; each becomes one ConfigMap, which holds at most "
-            f"{CONFIG_MAP_BYTES} (the API server refuses more)"
+            Problem(
+                f"{where}",
+                f"{len(body.encode())} bytes; each becomes one ConfigMap, which holds at most "
+                f"{CONFIG_MAP_BYTES} (the API server refuses more)",
+            )
             for where, body in bodies
             if len(body.encode()) > CONFIG_MAP_BYTES
         ]
         if self.job_submit_lua is not None:
             errors += [
-                f"jobSubmitLua: must define function {fn}(...)"
+                Problem("jobSubmitLua", f"must define function {fn}(...)")
                 for fn in ("slurm_job_submit", "slurm_job_modify")
                 if f"function {fn}" not in self.job_submit_lua
             ]
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 
@@ -449,12 +480,12 @@ class ContainersSpec(Model):
 Role = Literal["login", "compute", "controller"]
 
 
-def _repeats(field: str, values: list[str]) -> list[str]:
+def _repeats(field: str, values: list[str]) -> list[Problem]:
     seen: set[str] = set()
     out = []
     for i, v in enumerate(values):
         if v in seen:
-            out.append(f"{field}[{i}]: {v!r} is listed twice")
+            out.append(Problem(f"{field}[{i}]", f"{v!r} is listed twice"))
         seen.add(v)
     return out
 
@@ -472,11 +503,11 @@ def _most_nodes(ns: NodeSetSpec) -> int | None:
 
 def partition_problems(
     partitions: Sequence[PartitionSpec], nodesets: Sequence[NodeSetSpec], topology: TopologySpec
-) -> list[str]:
+) -> list[Problem]:
     """Rules that need a partition's nodesets: its memory default and its place in block topology."""
     known = {n.name: n for n in nodesets}
     base = topology.base_block_size
-    errors: list[str] = []
+    errors: list[Problem] = []
     for i, p in enumerate(partitions):
         members = [known[name] for name in p.nodesets if name in known]
         if p.def_mem_per_cpu is not None and members:
@@ -486,9 +517,12 @@ def partition_problems(
                 # Measured on 24.11: sbatch --exclusive without --mem is refused ("Requested node
                 # configuration is not available") when DefMemPerCPU * CPUs exceeds every node.
                 errors.append(
-                    f"partitions[{i}].defMemPerCpu: {p.def_mem_per_cpu} MiB per CPU is more than any of its "
-                    f"nodes has ({roomiest.name}: {roomiest.memory_mib} MiB / {roomiest.cpus} CPUs); a whole-node "
-                    f"job without --mem could start nowhere: use at most {most}"
+                    Problem(
+                        f"partitions[{i}].defMemPerCpu",
+                        f"{p.def_mem_per_cpu} MiB per CPU is more than any of its "
+                        f"nodes has ({roomiest.name}: {roomiest.memory_mib} MiB / {roomiest.cpus} CPUs); a whole-node "
+                        f"job without --mem could start nowhere: use at most {most}",
+                    )
                 )
         if base is None:
             continue
@@ -503,10 +537,13 @@ def partition_problems(
             if not fillers or replicas is None or replicas == 0 or replicas >= base:
                 continue
             errors.append(
-                f"partitions[{i}].nodesets[{j}]: {name} has {replicas} replicas, fewer than the base block size "
-                f"{base} (topology.blockSizes[0]), so its nodes are in no block, and Slurm places this "
-                f"partition's jobs inside the blocks of {', '.join(fillers)}: {name}'s nodes would run only jobs "
-                f"constrained to them. Give {name} a partition of its own, or at least {base} replicas"
+                Problem(
+                    f"partitions[{i}].nodesets[{j}]",
+                    f"{name} has {replicas} replicas, fewer than the base block size "
+                    f"{base} (topology.blockSizes[0]), so its nodes are in no block, and Slurm places this "
+                    f"partition's jobs inside the blocks of {', '.join(fillers)}: {name}'s nodes would run only jobs "
+                    f"constrained to them. Give {name} a partition of its own, or at least {base} replicas",
+                )
             )
     return errors
 
@@ -541,11 +578,11 @@ class SharedVolumeSpec(Model):
     @model_validator(mode="after")
     def _one_source(self) -> SharedVolumeSpec:
         if (hit := mount_clash(self.mount_path)) is not None:
-            raise ValueError(f"mountPath: {self.mount_path} would hide or sit inside sunk's own mount {hit}")
+            raise Problems([Problem("mountPath", f"{self.mount_path} would hide or sit inside sunk's own mount {hit}")])
         if (self.existing_claim is None) == (self.create is None):
-            raise ValueError("existingClaim: give exactly one of existingClaim or create")
+            raise Problems([Problem("existingClaim", "give exactly one of existingClaim or create")])
         if len(set(self.mount_on)) != len(self.mount_on):
-            raise ValueError("mountOn: roles repeat")
+            raise Problems([Problem("mountOn", "roles repeat")])
         return self
 
 
@@ -579,33 +616,39 @@ class ExtraConfig(Model):
 
     @model_validator(mode="after")
     def _files(self) -> ExtraConfig:
-        errors = []
+        errors: list[Problem] = []
         for name, body in self.files.items():
             if name in SUNK_SLURM_FILES:
-                errors.append(f"files.{name}: sunk renders {name}; set {SUNK_SLURM_FILES[name]} instead")
+                errors.append(Problem(f"files.{name}", f"sunk renders {name}; set {SUNK_SLURM_FILES[name]} instead"))
             elif name not in EXTRA_SLURM_FILES:
-                at = f"files.{name}: not" if re.fullmatch(r"[\w.-]+", name) else f"files: {name!r} is not"
-                errors.append(
-                    f"{at} a file Slurm 24.11 reads beside slurm.conf; one of: {', '.join(sorted(EXTRA_SLURM_FILES))}"
-                )
+                valid = f"a file Slurm 24.11 reads beside slurm.conf; one of: {', '.join(sorted(EXTRA_SLURM_FILES))}"
+                if re.fullmatch(r"[\w.-]+", name):
+                    errors.append(Problem(f"files.{name}", f"not {valid}"))
+                else:
+                    errors.append(Problem("files", f"{name!r} is not {valid}"))
                 continue
             size = len(body.encode())
             if size > CONFIG_MAP_BYTES:
                 errors.append(
-                    f"files.{name}: {size} bytes; each file becomes one ConfigMap, which holds at most "
-                    f"{CONFIG_MAP_BYTES}"
+                    Problem(
+                        f"files.{name}",
+                        f"{size} bytes; each file becomes one ConfigMap, which holds at most {CONFIG_MAP_BYTES}",
+                    )
                 )
             if (bad := _CONTROL.search(body)) is not None:
-                errors.append(f"files.{name}: control character {bad.group()!r}; Slurm files are text")
+                errors.append(Problem(f"files.{name}", f"control character {bad.group()!r}; Slurm files are text"))
             for n, line in enumerate(body.splitlines(), 1):
                 if _PASSWORD_KEY.match(line):
                     errors.append(
-                        f"files.{name}: line {n} sets {line.split('=')[0].strip()}, a password, which would "
-                        "sit in plain text in a ConfigMap; leave it out (keep it in a Secret-backed file of "
-                        "your own image or sidecar)"
+                        Problem(
+                            f"files.{name}",
+                            f"line {n} sets {line.split('=')[0].strip()}, a password, which would "
+                            "sit in plain text in a ConfigMap; leave it out (keep it in a Secret-backed file of "
+                            "your own image or sidecar)",
+                        )
                     )
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 

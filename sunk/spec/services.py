@@ -34,6 +34,7 @@ from sunk.spec.base import (
 )
 from sunk.spec.identity import AuthSpec, KeySource, LdapSpec, LoginSpec
 from sunk.spec.pod import ExtraArgs, HeadlessServiceSettings, PodRole, PodSettings, ServiceSettings
+from sunk.spec.problem import Problem, Problems
 
 RoleField = Literal["controller", "accounting", "restapi", "login", "slurmd", "mariadb", "runtime"]
 """A field of Images: one per role."""
@@ -162,14 +163,24 @@ class MariaDbSpec(PodSettings):
         limit, request = self.resources.limits.memory, self.resources.requests.memory
         need = MARIADB_BUFFER_POOL_MIB + MARIADB_HEADROOM_MIB
         if limit is not None and quantity_value(limit) < need * 2**20:
-            raise ValueError(
-                f"resources.limits.memory: {limit} would OOM-kill MariaDB, whose InnoDB buffer pool alone is "
-                f"{MARIADB_BUFFER_POOL_MIB}Mi; use at least {need}Mi (default 3Gi)"
+            raise Problems(
+                [
+                    Problem(
+                        "resources.limits.memory",
+                        f"{limit} would OOM-kill MariaDB, whose InnoDB buffer pool alone is "
+                        f"{MARIADB_BUFFER_POOL_MIB}Mi; use at least {need}Mi (default 3Gi)",
+                    )
+                ]
             )
         if request is not None and quantity_value(request) < pool:
-            raise ValueError(
-                f"resources.requests.memory: {request} is less than MariaDB's {MARIADB_BUFFER_POOL_MIB}Mi InnoDB "
-                f"buffer pool; request at least {MARIADB_BUFFER_POOL_MIB}Mi (default 2560Mi)"
+            raise Problems(
+                [
+                    Problem(
+                        "resources.requests.memory",
+                        f"{request} is less than MariaDB's {MARIADB_BUFFER_POOL_MIB}Mi InnoDB "
+                        f"buffer pool; request at least {MARIADB_BUFFER_POOL_MIB}Mi (default 2560Mi)",
+                    )
+                ]
             )
         return self
 
@@ -232,11 +243,11 @@ class AccountingSpec(PodSettings):
 
     @model_validator(mode="after")
     def _no_password_line(self) -> AccountingSpec:
+        errors: list[Problem] = []
         if not self.enabled and self.external is not None:
-            raise ValueError("external: only used when accounting is enabled; drop it or set enabled: true")
+            errors.append(Problem("external", "only used when accounting is enabled; drop it or set enabled: true"))
         if len(set(self.enforce)) != len(self.enforce):
-            raise ValueError("enforce: each value at most once")
-        errors = []
+            errors.append(Problem("enforce", "each value at most once"))
         for i, line in enumerate(self.extra_slurmdbd_conf):
             if line.startswith("#"):
                 continue
@@ -245,15 +256,19 @@ class AccountingSpec(PodSettings):
             if len(words) != 1:
                 # slurmdbd.conf has no records: a second word would be a second setting on one line.
                 errors.append(
-                    f"extraSlurmdbdConf[{i}]: one `Key=Value` per line, without spaces; got {len(words)} words"
+                    Problem(
+                        f"extraSlurmdbdConf[{i}]", f"one `Key=Value` per line, without spaces; got {len(words)} words"
+                    )
                 )
             elif key.lower() in _SLURMDBD_RENDERED:  # (StoragePass never gets here: ConfLine refuses it)
                 errors.append(
-                    f"extraSlurmdbdConf[{i}]: {key} is rendered by sunk (from the spec and the deployment); "
-                    "it may not be set again"
+                    Problem(
+                        f"extraSlurmdbdConf[{i}]",
+                        f"{key} is rendered by sunk (from the spec and the deployment); it may not be set again",
+                    )
                 )
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 
@@ -281,19 +296,27 @@ class RestApiSpec(PodSettings):
         kind = self.service.type or "ClusterIP"
         if kind == "NodePort":
             # sourceRanges are a load balancer's: a NodePort slurmrestd could name no client.
-            raise ValueError(
-                "service.type: a NodePort slurmrestd stays fenced by its NetworkPolicy (only the runtime, login "
-                "and the operator reach it) with no way to name other clients; use LoadBalancer with "
-                "sourceRanges, or ClusterIP"
+            raise Problems(
+                [
+                    Problem(
+                        "service.type",
+                        "a NodePort slurmrestd stays fenced by its NetworkPolicy (only the runtime, login "
+                        "and the operator reach it) with no way to name other clients; use LoadBalancer with "
+                        "sourceRanges, or ClusterIP",
+                    )
+                ]
             )
-        errors = [f"service.{p}" for p in self.service.problems(kind)]
+        errors = [p.under("service") for p in self.service.problems(kind)]
         if kind == "LoadBalancer" and not self.service.source_ranges:
             errors.append(
-                "service.sourceRanges: a LoadBalancer slurmrestd is fenced by its NetworkPolicy (only the runtime, "
-                "login and the operator reach it); list the client ranges that may, such as 10.0.0.0/8"
+                Problem(
+                    "service.sourceRanges",
+                    "a LoadBalancer slurmrestd is fenced by its NetworkPolicy (only the runtime, "
+                    "login and the operator reach it); list the client ranges that may, such as 10.0.0.0/8",
+                )
             )
         if errors:
-            raise ValueError("\n".join(errors))
+            raise Problems(errors)
         return self
 
 

@@ -382,7 +382,7 @@ def test_error_text_lists_each_problem_on_its_own_line() -> None:
         load_spec(patched({"nodesets[0].cpus": 0, "restapi.replicas": 0}), source="stacks/x.yaml")
     text = str(info.value)
     assert text.splitlines()[0] == "stacks/x.yaml: 2 problem(s)"
-    assert "  - nodesets[0].cpus: Input should be greater than 0" in text.splitlines()
+    assert "  - nodesets[0].cpus: 0 is too small; must be greater than 0" in text.splitlines()
 
 
 def test_patched_helper_appends_sets_and_deletes() -> None:

@@ -79,10 +79,13 @@ def test_one_min_node_is_named_alone_and_power_with_replicas_zero_min() -> None:
         ({"externalScaling": True}, "nodesets[0].externalScaling: power already scales this NodeSet"),
         ({"power": {"minNodes": 17}}, "nodesets[0].power.minNodes: 17 exceeds maxNodes 16"),
         ({"mode": "all-matching-nodes"}, "nodesets[0].power: only in mode replicas"),
-        ({"power": {"suspendTime": 5}}, "nodesets[0].power.suspendTime: Input should be greater than or equal to 10"),
+        (
+            {"power": {"suspendTime": 5}},
+            "nodesets[0].power.suspendTime: 5 is too small; must be greater than or equal to 10",
+        ),
         (
             {"power": {"resumeTimeout": 0}},
-            "nodesets[0].power.resumeTimeout: Input should be greater than or equal to 30",
+            "nodesets[0].power.resumeTimeout: 0 is too small; must be greater than or equal to 30",
         ),
         ({"power": {"suspend": 60}}, "nodesets[0].power.suspend: unknown field"),
         (
