@@ -18,6 +18,7 @@ import os
 import runpy
 import string
 import sys
+import traceback
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -228,6 +229,30 @@ def _program_dir(folder: Path) -> Iterator[None]:
         sys.path[:] = old_path
 
 
+def _described(err: BaseException, program: Path) -> str:
+    """The program's error as its author needs it: where in their own code it was raised (the
+    innermost frame in the program's folder, never sunk's or an installed package's) and what.
+    A RunError is the program's own message to the user (a spec's problems) and stays as it is."""
+    if isinstance(err, pulumi.RunError):
+        return str(err)
+    folder = program.parent.resolve()
+    package = Path(__file__).resolve().parent.parent  # sunk/ (components/ and runtime/ are links in a checkout)
+    installed = {Path(p).resolve() for p in sys.path if "-packages" in p}
+    installed |= {package, Path(__file__).resolve().parent, (package / "runtime").resolve()}
+    here: traceback.FrameSummary | None = None
+    for frame in traceback.extract_tb(err.__traceback__):
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(folder) and not any(path.is_relative_to(i) for i in installed):
+            here = frame
+    what = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    if here is None:
+        return what
+    shown = Path(here.filename)
+    with contextlib.suppress(ValueError):
+        shown = shown.resolve().relative_to(Path.cwd().resolve())
+    return f"{shown}:{here.lineno}: {what}" + (f"\n    {here.line}" if here.line else "")
+
+
 def _evaluate(
     program: Path, project: str, stack: str, config: Mapping[str, str], secret_keys: Sequence[str]
 ) -> Evaluation:
@@ -247,7 +272,7 @@ def _evaluate(
         try:
             _sync_await(run_in_stack(run))
         except Exception as err:
-            raise ProgramFailed(str(err), list(monitor.registrations)) from err
+            raise ProgramFailed(_described(err, program), list(monitor.registrations)) from err
     return Evaluation(
         project=project, stack=stack, registrations=list(monitor.registrations), outputs=monitor.stack_outputs
     )

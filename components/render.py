@@ -32,6 +32,7 @@ from sunk.stackfile import (
     load_stack,
     no_stacks_reason,
     project_dir,
+    read_stack_file,
     stack_path,
     stacks_dir,
 )
@@ -139,19 +140,37 @@ def default_program() -> Path:
 
 
 def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None = None) -> Rendered:
-    """Validate the stack, then run the real program for it through the mock engine."""
+    """Validate the stack, then run the real program for it through the mock engine. A stack
+    without `sunk:cluster` belongs to a program that builds its spec in code: it is rendered as
+    that program makes it, and the program's own checks (the spec's, in load_spec) apply."""
     path = stack_path(stack, stacks_dir())
-    loaded = load_stack(str(path))
+    name = load_stack(str(path)).name if _configures_cluster(path) else stack_name(path)
     project = project_name()
     config, secret_keys = stack_config(path, project)
     evaluation = evaluate(
         (program or default_program()).resolve(),
-        stack=loaded.name,
+        stack=name,
         project=project,
         config=config,
         secret_keys=secret_keys,
     )
     return render_evaluation(evaluation, show_secrets=show_secrets)
+
+
+def stack_name(path: Path) -> str:
+    return path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+
+
+def _configures_cluster(path: Path) -> bool:
+    """The stack file sets `sunk:cluster` (or sunk's other keys), so it is validated first. A
+    missing file is checked by load_stack, which names the project's stacks."""
+    if not path.is_file():
+        return True
+    doc = read_stack_file(path)
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if config is None:
+        return False
+    return not isinstance(config, dict) or any(str(k).startswith(f"{PROJECT}:") for k in config)
 
 
 def write(rendered: Rendered, out: Path) -> list[Path]:
