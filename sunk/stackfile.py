@@ -200,8 +200,8 @@ def _read(path: Path) -> tuple[Any, str]:
     """(document, text) of a stack file."""
     if path.stat().st_size > strictyaml.MAX_BYTES:
         raise SpecError([f"(file): over {strictyaml.MAX_BYTES} bytes; a stack file is configuration"], str(path))
-    text = path.read_text(errors="replace")
     try:
+        text = strictyaml.decode(path.read_bytes())
         return strictyaml.load(text) or {}, text
     except strictyaml.StrictYamlError as err:
         raise SpecError(err.problems, str(path)) from None

@@ -9,9 +9,15 @@ A stack file is small, hand-written configuration; this loader accepts exactly t
 - no aliases (`*name`) or merge keys (`<<`): write the value out;
 - mapping keys are strings, each at most once per mapping;
 - scalars by YAML 1.2's core schema: `true`/`false`, `null`/`~`, decimal, `0o` and `0x` integers,
-  decimal floats, `.inf`/`.nan`; everything else (`12:00:00`, `0777`'s octal reading) is read as
-  YAML 1.2 reads it, and a plain `yes`/`no`/`on`/`off`/`y`/`n` is refused, since it means a boolean
-  to YAML 1.1 tools (and so to many readers) but a string here.
+  decimal floats, `.inf`/`.nan`; everything else (`12:00:00`) is read as YAML 1.2 reads it, and a
+  plain `yes`/`no`/`on`/`off`/`y`/`n` is refused, since it means a boolean to YAML 1.1 tools (and
+  so to many readers) but a string here;
+- no explicit tags (`!!bool "yes"`, `!!int`, `!custom`): a tag makes a scalar mean what the tag's
+  constructor decides (`!!bool "yes"` is false, `!!int "٤"` is 4), not what the reader sees;
+- no decimal integer with a leading zero (`0440` is 288 to a reader who thinks octal, 440 to YAML
+  1.2): write `0o440` or the decimal number; integers fit 64 bits;
+- UTF-8 text of printable characters, tab and line breaks: a NUL, C0/C1 control or Unicode line
+  separator is refused with its line, as are bytes that are not UTF-8.
 
 Every refusal is one `StrictYamlError` whose problems name the line and the field path.
 """
@@ -29,6 +35,13 @@ MAX_DEPTH = 32
 """Deeper than any spec field (affinity terms nest about 8 levels)."""
 
 _YAML11_BOOLEANS = re.compile(r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$")
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9]+$")
+_INT64 = 2**63
+_UNREADABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+"""Characters a stack file may not hold raw: C0 controls but tab, LF and CR; DEL; C1 controls (NEL
+among them); the Unicode line and paragraph separators (one line to some readers, two to others);
+lone surrogates and the two non-characters. Written escaped inside double quotes they still reach
+the spec, whose fields refuse them where they matter."""
 
 
 class StrictYamlError(ValueError):
@@ -67,7 +80,7 @@ class _Constructor(yaml.constructor.SafeConstructor):
             return int(text[2:], 8)
         if text.startswith("0x"):
             return int(text[2:], 16)
-        return int(text, 10)  # 1.2: a leading zero is still decimal; no base 60, no underscores
+        return int(text, 10)  # leading zeros refused before (_check); no base 60, no underscores
 
     def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
         return str(self.construct_scalar(node)).lower() == "true"
@@ -94,8 +107,16 @@ class _Loader(
         _Constructor.__init__(self)
         _Resolver.__init__(self)
         self._depth = 0
+        self.tags: list[str] = []
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            self.tags.append(
+                f"line {event.start_mark.line + 1}: explicit tag {tag!r} is not accepted; write the value plainly "
+                "(quote it for text)"
+            )
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()  # type: ignore[no-untyped-call]
             raise StrictYamlError(
@@ -138,11 +159,51 @@ def _check(node: yaml.Node, path: str, problems: list[str]) -> None:
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _check(item, f"{path}[{i}]", problems)
-    elif isinstance(node, yaml.ScalarNode) and node.style is None and _YAML11_BOOLEANS.match(node.value):
-        problems.append(
-            f"line {_line(node)}, {where}: {node.value!r} is a boolean in YAML 1.1 but a string in YAML 1.2; "
-            "write true or false, or quote it for the text"
-        )
+    elif isinstance(node, yaml.ScalarNode) and node.style is None:
+        if _YAML11_BOOLEANS.match(node.value):
+            problems.append(
+                f"line {_line(node)}, {where}: {node.value!r} is a boolean in YAML 1.1 but a string in YAML 1.2; "
+                "write true or false, or quote it for the text"
+            )
+        elif _LEADING_ZERO.match(node.value):
+            problems.append(
+                f"line {_line(node)}, {where}: {node.value!r} has a leading zero: octal to some readers, decimal "
+                f"to YAML 1.2; write 0o{node.value.lstrip('+-0') or '0'} for octal or the decimal number without the zero"
+            )
+        elif node.tag == "tag:yaml.org,2002:int" and not _fits_int64(node.value):
+            problems.append(f"line {_line(node)}, {where}: {node.value[:40]!r}... is beyond a 64-bit integer")
+
+
+def _fits_int64(text: str) -> bool:
+    body, base = (text[2:], 8 if text[1] == "o" else 16) if text.startswith(("0o", "0x")) else (text, 10)
+    # 22 digits exceed 2**63 in every base accepted, and stay far below Python's int-string limit.
+    return len(body.lstrip("+-")) <= 22 and -_INT64 <= int(body, base) < _INT64
+
+
+def _unreadable(text: str) -> list[str]:
+    """A line-numbered problem per line holding a character the loader refuses (the first 10)."""
+    problems = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        match = _UNREADABLE.search(line)
+        if match:
+            problems.append(
+                f"line {number}: raw control character U+{ord(match.group()):04X} is not accepted in a stack file; "
+                'write it escaped in a double-quoted string ("\\x..") if a field really takes it'
+            )
+            if len(problems) == 10:
+                break
+    return problems
+
+
+def decode(data: bytes) -> str:
+    """A stack file's bytes as text: UTF-8 (a BOM allowed), else StrictYamlError naming the line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise StrictYamlError(
+            [f"line {line}: byte 0x{data[err.start]:02x} is not UTF-8; save the file as UTF-8"]
+        ) from None
 
 
 def load(text: str) -> Any:
@@ -150,12 +211,15 @@ def load(text: str) -> Any:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
         raise StrictYamlError([f"(file): {size} bytes; a stack file may hold at most {MAX_BYTES}"])
+    unreadable = _unreadable(text)
+    if unreadable:
+        raise StrictYamlError(unreadable)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        problems: list[str] = []
+        problems: list[str] = list(loader.tags)
         _check(node, "", problems)
         if problems:
             raise StrictYamlError(problems)
