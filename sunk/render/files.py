@@ -11,12 +11,13 @@ from sunk.render.gres import Gres, spec_gres
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
+from sunk.spec.slurmtext import conf_file
 
 DB_PASSWORD_NOTE = "# StoragePass is appended when slurmdbd starts, from the password Secret."
 
 
-def _file(lines: Iterable[str]) -> str:
-    return "\n".join([HEADER.rstrip("\n"), *lines]) + "\n"
+def _file(file: str, lines: Iterable[str], user: Iterable[str] = ()) -> str:
+    return conf_file(HEADER, lines, user, file=file)
 
 
 def _yn(flag: bool) -> str:
@@ -41,9 +42,8 @@ def render_slurmdbd_conf(spec: ClusterSpec) -> str:
         f"StorageUser={ext.user if ext else 'slurm'}",
         f"StorageLoc={ext.database if ext else 'slurm_acct_db'}",
         DB_PASSWORD_NOTE,
-        *acct.extra_slurmdbd_conf,
     ]
-    return _file(lines)
+    return _file("slurmdbd.conf", lines, acct.extra_slurmdbd_conf)
 
 
 def finalize_slurmdbd_conf(rendered: str, password: str) -> str:
@@ -67,7 +67,7 @@ def render_cgroup_conf(spec: ClusterSpec) -> str:
         ]
         if c.ignore_systemd:
             lines.append("IgnoreSystemd=yes")
-    return _file([*lines, *spec.extra_config.cgroup_conf])
+    return _file("cgroup.conf", lines, spec.extra_config.cgroup_conf)
 
 
 def gres_conf_key(nodeset: str) -> str:
@@ -86,7 +86,7 @@ def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None, gres: Gres | Non
 
 def gres_file(gres: Gres | None, extra: Iterable[str] = ()) -> str:
     """A gres.conf: the GRES lines, then the cluster's extraConfig.gresConf."""
-    return _file([*(gres.conf_lines() if gres is not None else ()), *extra])
+    return _file("gres.conf", gres.conf_lines() if gres is not None else (), extra)
 
 
 PYXIS_SO = f"{SPANK_DIR}/spank_pyxis.so"
@@ -113,7 +113,7 @@ def render_oci_conf(spec: ClusterSpec) -> str:
         f'RunTimeDelete="{crun} delete --force {name}"',
         f'RunTimeRun="{crun} run --bundle %b {name}"',
     ]
-    return _file(lines)
+    return _file("oci.conf", lines)
 
 
 def render_plugstack_conf(spec: ClusterSpec) -> str:
@@ -121,4 +121,7 @@ def render_plugstack_conf(spec: ClusterSpec) -> str:
     if spec.pyxis.enabled:
         lines.append(f"required {PYXIS_SO} {' '.join(spec.pyxis.args)}".rstrip())
     lines.append(f"include {naming.PLUGSTACK_DIR}/*")
-    return _file([*lines, *spec.extra_config.plugstack_conf])
+    # plugstack.conf is SPANK's format (`required <plugin> [args]`), not `Key=Value`: the user's
+    # lines get the checks of sunk's own (one printable line, no '#' but as a comment, no
+    # continuation), which their field's pattern already made.
+    return _file("plugstack.conf", [*lines, *spec.extra_config.plugstack_conf])

@@ -17,10 +17,12 @@ Facts measured on Slurm 24.11 that shape the script:
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 
 from sunk import naming
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import AccountSpec
+from sunk.spec.slurmtext import shell_word
 
 MARK = "sunk-managed"
 """Description of every QOS and account sunk creates: what it may change and remove (never
@@ -99,22 +101,30 @@ def render_account_commands(spec: ClusterSpec) -> list[list[str]]:
     return cmds
 
 
+def shlex_words(words: Iterable[str]) -> str:
+    """Names (or `account:user` pairs) joined by spaces for the script's lists: each name checked as
+    shell_word checks it, the list quoted once for the shell."""
+    words = list(words)
+    for word in words:
+        for name in word.split(":"):
+            shell_word(name)
+    return shlex.quote(" ".join(words))
+
+
 def render_sacctmgr_script(spec: ClusterSpec) -> str:
     """Makes slurmdbd's QOS, accounts and users match the spec and fails loudly (`set -eu`)."""
-    q = shlex.quote
+    q = shell_word  # every name the script holds: no sacctmgr keyword, quoted once for the shell
     names = [qos.name for qos in spec.qos]
-    wanted_accounts = " ".join(a.name for a in spec.accounts)
-    wanted_pairs = " ".join(f"{a}:{u}" for a, u in associations(spec))
-    cluster = q(spec.name)
+    cluster = shlex.quote(spec.name)  # only ever in `cluster=...`, where sacctmgr reads no keyword
     lines = [
         "#!/bin/sh",
         "# Rendered by sunk: makes accounting's QOS, accounts and users match the spec",
         "# (edits, cleared fields, removals of what sunk created).",
         "set -eu",
         f"cluster={cluster}",
-        f"wanted_qos={q(' '.join(names))}",
-        f"wanted_accounts={q(wanted_accounts)}",
-        f"wanted_pairs={q(wanted_pairs)}",
+        f"wanted_qos={shlex_words(names)}",
+        f"wanted_accounts={shlex_words(a.name for a in spec.accounts)}",
+        f"wanted_pairs={shlex_words(f'{a}:{u}' for a, u in associations(spec))}",
         'qos_exists() { sacctmgr -n -P show qos format=name | grep -qx "$1"; }',
         "assoc_exists() {",
         '  sacctmgr -n -P show assoc where cluster="$cluster" account="$1" user="$2" format=account,user'
@@ -126,25 +136,25 @@ def render_sacctmgr_script(spec: ClusterSpec) -> str:
         "}",
         "",
         "# QOS",
-        *(f"qos_exists {n} || sacctmgr -i add qos {n}" for n in names if n != "normal"),
+        *(f"qos_exists {q(n)} || sacctmgr -i add qos {q(n)}" for n in names if n != "normal"),
         *(" ".join(["sacctmgr", "-i", *c]) for c in render_sacctmgr(spec)),
         "",
         "# Accounts, parents first",
         *(
-            f'assoc_exists {a.name} "" || sacctmgr -i add account {a.name} cluster="$cluster" '
-            f"Description={MARK} Parent={a.parent}"
+            f'assoc_exists {q(a.name)} "" || sacctmgr -i add account {q(a.name)} cluster="$cluster" '
+            f"Description={MARK} Parent={q(a.parent)}"
             for a in parents_first(spec.accounts)
         ),
         "# (`modify ... set Parent=` to the parent it has fails: only moves are applied.)",
         *(
-            f'[ "$(parent_of {a.name})" = {a.parent} ] || '
-            f'sacctmgr -i modify account where name={a.name} cluster="$cluster" set Parent={a.parent}'
+            f'[ "$(parent_of {q(a.name)})" = {q(a.parent)} ] || '
+            f'sacctmgr -i modify account where name={q(a.name)} cluster="$cluster" set Parent={q(a.parent)}'
             for a in parents_first(spec.accounts)
         ),
         "",
         "# Users (the runtime's Slurm user on root and every account)",
         *(
-            f'assoc_exists {a} {u} || sacctmgr -i add user {u} account={a} cluster="$cluster"'
+            f'assoc_exists {q(a)} {q(u)} || sacctmgr -i add user {q(u)} account={q(a)} cluster="$cluster"'
             for a, u in associations(spec)
         ),
         *(" ".join(["sacctmgr", "-i", *c]) for c in render_account_commands(spec)),

@@ -8,6 +8,7 @@ from sunk.render.health import health_conf_lines
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import PartitionSpec
+from sunk.spec.slurmtext import conf_file
 
 HEADER = "# Rendered by sunk from the cluster spec; edit the spec, not this file.\n"
 
@@ -252,11 +253,12 @@ def render_slurm_conf(spec: ClusterSpec) -> str:
         (_nodesets_title(spec), _nodesets(spec)),
         ("# Partitions", [_partition(spec, p) for p in spec.partitions]),
     ]
-    if spec.controller.extra_slurm_conf:
-        sections.append(("# controller.extraSlurmConf", list(spec.controller.extra_slurm_conf)))
-    lines = [HEADER.rstrip("\n")]
+    extra = spec.controller.extra_slurm_conf
+    if extra:
+        sections.append(("# controller.extraSlurmConf", []))
+    lines: list[str] = []
     for title, body in sections:
-        if title and not body:
+        if title and not body and not (extra and title == sections[-1][0]):
             continue
         lines += ["", title, *body] if title else body
-    return "\n".join(lines) + "\n"
+    return conf_file(HEADER, lines, extra, file="slurm.conf")

@@ -14,6 +14,7 @@ from sunk.hostlist import compress
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import TopologySpec
+from sunk.spec.slurmtext import conf_file
 
 UNLABELED = "unlabeled"
 """Tree switch of the nodes lacking a label (joined to the others by the root switch)."""
@@ -68,8 +69,8 @@ def unique_names(paths: Iterable[Path], reserved: Collection[str] = ()) -> dict[
             level[p] += 1
 
 
-def _file(lines: Iterable[str]) -> str:
-    return "\n".join([HEADER.rstrip("\n"), *lines]) + "\n"
+def _file(lines: Iterable[str], extra: Iterable[str]) -> str:
+    return conf_file(HEADER, lines, extra, file="topology.conf")
 
 
 def render_topology_conf(
@@ -88,7 +89,7 @@ def render_topology_conf(
     if isinstance(spec, ClusterSpec):
         extra = [*extra, *spec.extra_config.topology_conf]
     if topo.plugin == "none":
-        return _file(["# topology plugin: none", *extra])
+        return _file(["# topology plugin: none"], extra)
     reserved = {m.group(1) for line in extra if (m := _DEFINED.match(line))}
     by_path: dict[Path, list[str]] = {}
     unlabeled: list[str] = []
@@ -100,8 +101,8 @@ def render_topology_conf(
             unlabeled.append(n.name)
     if topo.plugin == "block":
         known = None if registered is None else set(registered)
-        return _file([*_blocks(topo, by_path, unlabeled, reserved, known), *extra])
-    return _file([*_tree(by_path, unlabeled, reserved), *extra])
+        return _file(_blocks(topo, by_path, unlabeled, reserved, known), extra)
+    return _file(_tree(by_path, unlabeled, reserved), extra)
 
 
 def _blocks(

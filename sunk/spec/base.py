@@ -13,6 +13,8 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from sunk.spec.slurmtext import SacctmgrName
+
 
 class Model(BaseModel):
     model_config = ConfigDict(
@@ -99,13 +101,27 @@ SlurmName = Annotated[
     _matcher(r"[a-z][a-z0-9_-]*", "lowercase letter first, then lowercase letters, digits, '_', '-'", 40),
 ]
 """Name of a Slurm partition, QOS or account."""
+AccountingName = Annotated[SlurmName, SacctmgrName]
+"""Name of a QOS or account: a SlurmName that sacctmgr does not read as one of its keywords."""
+
+
+def _quantity_bounds(value: str) -> str:
+    """Kubernetes keeps a quantity as a 64-bit count of its smallest unit (nano): more digits than
+    that holds are refused rather than rounded, or overflowed into `inf` here."""
+    whole, _, fraction = value.rstrip("kmMGTPEi").partition(".")
+    if len(whole) > 18 or len(fraction) > 9 or quantity_value(value) >= 2**63:
+        raise ValueError(f"{value[:40]!r}... is beyond what a Kubernetes quantity holds (a 64-bit number)")
+    return value
+
 
 Quantity = Annotated[
     str,
     _matcher(
         r"(0|[1-9][0-9]*)(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?",
         "a Kubernetes quantity such as 500m, 2, 512Mi or 10Gi",
+        64,
     ),
+    AfterValidator(_quantity_bounds),
 ]
 
 
@@ -128,13 +144,28 @@ def quantity_value(value: str) -> float:
     return float(number) * _QUANTITY_SUFFIX.get(value[len(number) :], 1.0)
 
 
+MAX_SLURM_SECONDS = 2**31 - 1
+"""Slurm parses a time (time_str2mins, time_str2secs) into a C int: longer wraps around."""
+
+
+def _time_bounds(value: str) -> str:
+    if value not in ("UNLIMITED", "INFINITE") and slurm_seconds(value) > MAX_SLURM_SECONDS:
+        raise ValueError(
+            f"{value!r} is longer than Slurm's time fields hold ({MAX_SLURM_SECONDS} seconds, about 68 years); "
+            "use UNLIMITED for no limit"
+        )
+    return value
+
+
 SlurmTime = Annotated[
     str,
     _matcher(
         r"UNLIMITED|INFINITE|[0-9]+|[0-9]+:[0-5][0-9]|[0-9]+:[0-5][0-9]:[0-5][0-9]"
         r"|[0-9]+-[0-9]+(:[0-5][0-9](:[0-5][0-9])?)?",
         "a Slurm time: UNLIMITED, minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
+        20,
     ),
+    AfterValidator(_time_bounds),
 ]
 
 
@@ -154,32 +185,6 @@ def slurm_seconds(value: str) -> float:
     else:
         h, m, s = parts
     return float(int(days or 0) * 86400 + h * 3600 + m * 60 + s)
-
-
-_SECRET_KEYS = re.compile(r"(?:^|\s)(?:Accounting)?StoragePass\s*=", re.IGNORECASE)
-
-
-def _no_secret(line: str) -> str:
-    """A password key anywhere on the line (not only at its start) would put the secret into a
-    ConfigMap: passwords come from Secrets (external.passwordSecret)."""
-    if _SECRET_KEYS.search(line):
-        raise ValueError(
-            "a StoragePass/AccountingStoragePass word would render a password into a ConfigMap; "
-            "passwords come from a Secret (accounting.external.passwordSecret)"
-        )
-    return line
-
-
-ConfLine = Annotated[
-    str,
-    _matcher(
-        r"#[^\x00-\x1f\x7f]*|[A-Za-z][A-Za-z0-9]*=[^\x00-\x1f\x7f]*",
-        "one configuration line `Key=Value ...` (or a `#` comment), printable characters only, no newline",
-    ),
-    AfterValidator(_no_secret),
-]
-"""One verbatim line appended to a Slurm file: the escape hatch (checked as a whole: no control
-character can start another line, no password word anywhere on it)."""
 
 
 def _normal_path(path: str) -> str:
@@ -286,9 +291,18 @@ def resources(req_cpu: str, req_mem: str, lim_mem: str, lim_cpu: str | None = No
 _REPOSITORY = r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
 """A registry host (optional port), then path components: the reference grammar without tag or digest."""
 
+
+def _port_bounds(value: str) -> str:
+    host = value.partition("/")[0]
+    if ":" in host and not 1 <= int(host.rpartition(":")[2][:6]) <= 65535:
+        raise ValueError(f"{value!r}: registry port {host.rpartition(':')[2][:20]} is not a port (1-65535)")
+    return value
+
+
 Registry = Annotated[
     str,
     _matcher(_REPOSITORY, "a registry and optional path such as registry.example.com:5000/hpc (no trailing '/')", 200),
+    AfterValidator(_port_bounds),
 ]
 """Where a set of images lives: `<registry>/<image>` is a repository. At most 200 characters, so
 the longest image name still fits a repository's 255."""
@@ -297,7 +311,11 @@ the longest image name still fits a repository's 255."""
 class Image(Model):
     """A container image (https://kubernetes.io/docs/concepts/containers/images/)."""
 
-    repository: Annotated[str, _matcher(_REPOSITORY, "an image repository such as ghcr.io/org/slurmctld (no tag)", 255)]
+    repository: Annotated[
+        str,
+        _matcher(_REPOSITORY, "an image repository such as ghcr.io/org/slurmctld (no tag)", 255),
+        AfterValidator(_port_bounds),
+    ]
     """Repository without tag. Required."""
     tag: Annotated[str, _matcher(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "an image tag", 128)]
     """Tag. Required."""

@@ -32,7 +32,7 @@ class DiskCheck(Model):
 
     path: AbsPath
     """A folder in the slurmd container (a volume it mounts: /tmp, a scratch hostPath). Required."""
-    min_free_mib: Annotated[int, Field(ge=1)]
+    min_free_mib: Annotated[int, Field(ge=1, le=2**40)]
     """Drain when less than this many MiB are free. Required."""
 
     @model_validator(mode="after")
@@ -101,7 +101,7 @@ class HealthCheckSpec(Model):
     number the NodeSet's gpus.count. Default: true."""
     disk: list[DiskCheck] = []
     """Free space checks. Default: none."""
-    min_available_memory_mib: Annotated[int, Field(ge=1)] | None = None
+    min_available_memory_mib: Annotated[int, Field(ge=1, le=2**40)] | None = None
     """Drain when the host's MemAvailable (/proc/meminfo) falls below this. Default: unchecked."""
     nvidia_smi: bool = True
     """Where `nvidia-smi` is on the slurmd container's PATH (the NVIDIA container toolkit mounts

@@ -105,9 +105,9 @@ class Sidecar(Model):
 
 
 def _max_unavailable(value: int | str) -> int | str:
-    ok = value >= 1 if isinstance(value, int) else re.fullmatch(r"(100|[1-9][0-9]?)%", value) is not None
+    ok = 1 <= value <= 100_000 if isinstance(value, int) else re.fullmatch(r"(100|[1-9][0-9]?)%", value) is not None
     if not ok:
-        raise ValueError(f"{value!r} is not valid: a count of at least 1 or a percentage from 1% to 100%")
+        raise ValueError(f"{value!r} is not valid: a count from 1 to 100000 or a percentage from 1% to 100%")
     return value
 
 
@@ -199,7 +199,7 @@ class NodeAllocatable(Model):
     """CPUs, e.g. `126` or `126500m`. Required."""
     memory: PositiveQuantity
     """Memory, e.g. `1900Gi` (quantities as `kubectl` prints them, such as `2063891028Ki`). Required."""
-    gpus: Annotated[int, Field(ge=0)] = 0
+    gpus: Annotated[int, Field(ge=0, le=1024)] = 0
     """GPUs of the NodeSet's `gpus.resourceName`. Default: 0."""
 
 

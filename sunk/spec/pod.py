@@ -43,6 +43,7 @@ from sunk.spec.base import (
     DnsSubdomain,
     LabelKey,
     Labels,
+    LabelValue,
     Model,
     _label_key,
     _matcher,
@@ -100,12 +101,13 @@ class Toleration(Model):
     """Taint key. Default: none (with operator Exists: every taint)."""
     operator: Literal["Exists", "Equal"] = "Equal"
     """Default: Equal."""
-    value: str | None = None
-    """Taint value for operator Equal. Default: none."""
+    value: LabelValue | None = None
+    """Taint value for operator Equal (a label value). Default: none."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """Default: none (every effect)."""
-    toleration_seconds: Annotated[int, Field(ge=0)] | None = None
-    """How long a NoExecute taint is tolerated. Default: forever."""
+    toleration_seconds: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
+    """Seconds a NoExecute taint is tolerated (effect NoExecute only, as Kubernetes requires; at most
+    about 68 years). Default: forever."""
 
     @model_validator(mode="after")
     def _exists_has_no_value(self) -> Toleration:
@@ -114,6 +116,16 @@ class Toleration(Model):
         if self.key is None and self.operator != "Exists":
             raise Problems(
                 [Problem("operator", "a toleration without a key matches every taint only with operator Exists")]
+            )
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise Problems(
+                [
+                    Problem(
+                        "tolerationSeconds",
+                        "Kubernetes accepts it only with effect NoExecute (the time before eviction); "
+                        "set effect: NoExecute or drop tolerationSeconds",
+                    )
+                ]
             )
         return self
 

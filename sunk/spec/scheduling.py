@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from sunk.spec.base import (
     AbsPath,
-    ConfLine,
+    AccountingName,
     DnsLabel,
     DnsSubdomain,
     FileName,
@@ -24,8 +24,18 @@ from sunk.spec.base import (
     slurm_seconds,
 )
 from sunk.spec.identity import GroupName
-from sunk.spec.nodeset import NodeSetSpec
+from sunk.spec.nodeset import MAX_MEMORY_MIB, NodeSetSpec
 from sunk.spec.problem import Problem, Problems
+from sunk.spec.slurmtext import (
+    MAX_U16,
+    MAX_U32,
+    CgroupConfLine,
+    GresConfLine,
+    SacctmgrName,
+    SlurmText,
+    TopologyConfLine,
+    secret_keys,
+)
 
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
 MAX_BLOCK_RATIO = 1 << 15
@@ -61,7 +71,7 @@ class PartitionSpec(Model):
     """MaxTime. Default: UNLIMITED."""
     default_time: SlurmTime | None = None
     """DefaultTime. Default: MaxTime."""
-    def_mem_per_cpu: Annotated[int, Field(ge=1)] | None = None
+    def_mem_per_cpu: Annotated[int, Field(ge=1, le=MAX_MEMORY_MIB)] | None = None
     """DefMemPerCPU: MiB a job gets per allocated CPU when it asks for no memory (no --mem,
     --mem-per-cpu or --mem-per-gpu). Default: the smallest `memoryMib // cpus` among the
     partition's nodesets, so a whole-node job without --mem fits every node. (With no default,
@@ -81,7 +91,9 @@ class PartitionSpec(Model):
     its sssd with auth.ldap) may run here; others' jobs are held. Default: all.
     https://slurm.schedmd.com/slurm.conf.html#OPT_AllowGroups"""
     extra: list[
-        Annotated[str, _matcher(r"[A-Za-z]+=[^\s]+", "one `Key=Value` word without spaces, such as OverSubscribe=NO")]
+        Annotated[
+            SlurmText, _matcher(r"[A-Za-z]+=[^\s]+", "one `Key=Value` word without spaces, such as OverSubscribe=NO")
+        ]
     ] = []
     """Extra `Key=Value` words on the PartitionName line. Default: none."""
 
@@ -128,11 +140,11 @@ class PartitionSpec(Model):
 class QosSpec(Model):
     """A QOS, created with sacctmgr (https://slurm.schedmd.com/qos.html)."""
 
-    name: SlurmName
+    name: AccountingName
     """Required."""
     priority: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
     """Default: 0."""
-    preempt: list[SlurmName] = []
+    preempt: list[AccountingName] = []
     """QOS this one may preempt (PreemptType=preempt/qos). Default: none."""
     preempt_mode: PreemptMode | None = None
     """How jobs of this QOS are preempted. Default: the cluster's."""
@@ -152,6 +164,7 @@ UnixUser = Annotated[
         "a user name: lowercase letter or '_' first, then lowercase letters, digits, '_', '.', '-'",
         32,
     ),
+    SacctmgrName,
 ]
 """A login name as Slurm's associations name it (the user's name on login and compute)."""
 
@@ -160,15 +173,15 @@ class AccountSpec(Model):
     """A Slurm account and the users who may charge it (https://slurm.schedmd.com/accounting.html).
     With AccountingStorageEnforce (on by default) only users with an association may run jobs."""
 
-    name: SlurmName
+    name: AccountingName
     """Required; not `root` (Slurm's own top account)."""
-    parent: SlurmName = "root"
+    parent: AccountingName = "root"
     """Parent account: `root` or another account of the spec. Default: root."""
     fairshare: Annotated[int, Field(ge=1, le=2_147_483_647)] = 1
     """Fairshare (shares of the parent's). Default: 1."""
-    qos: list[SlurmName] = []
+    qos: list[AccountingName] = []
     """QOS the account's users may use; each a QOS of the spec or `normal`. Default: the parent's."""
-    default_qos: SlurmName | None = None
+    default_qos: AccountingName | None = None
     """QOS of jobs that name none; must be among `qos` (or the spec's QOS when `qos` is empty).
     Default: the parent's (normal)."""
     users: list[UnixUser] = []
@@ -280,7 +293,7 @@ class SchedulingSpec(Model):
     take it; NO queues it. Default: ALL (a user learns at once, as with QOS denyOnLimit).
     https://slurm.schedmd.com/slurm.conf.html#OPT_EnforcePartLimits"""
     scheduler_parameters: list[
-        Annotated[str, _matcher(r"[a-z_]+(=[^\s,]+)?", "one `name` or `name=value` without spaces or commas")]
+        Annotated[SlurmText, _matcher(r"[a-z_]+(=[^\s,]+)?", "one `name` or `name=value` without spaces or commas")]
     ] = ["batch_sched_delay=0"]
     """SchedulerParameters. Default: batch_sched_delay=0 (placeholder jobs start without a 3 s wait)."""
 
@@ -309,7 +322,7 @@ class TopologySpec(Model):
         ]
     ] = []
     """Node label keys from the top of the fabric down (tree), or the one block key (block). Default: none."""
-    block_sizes: list[Annotated[int, Field(ge=1)]] = []
+    block_sizes: list[Annotated[int, Field(ge=1, le=MAX_U32)]] = []
     """BlockSizes for topology/block: the base block size (nodes per block, e.g. 18 trays of a
     GB200 NVL72 rack) first, then larger sizes, each the base times a power of two (slurmctld 24.11
     exits on any other value, measured). A block with fewer nodes than the base is left out of
@@ -335,6 +348,11 @@ class TopologySpec(Model):
             raise Problems([Problem("blockSizes", "only used with plugin block")])
         if len(set(self.label_keys)) != len(self.label_keys):
             raise Problems([Problem("labelKeys", "keys repeat")])
+        if self.block_sizes and self.block_sizes[0] > MAX_U16:
+            # slurmctld keeps the base block's node count in 16 bits (bblock_node_cnt).
+            raise Problems(
+                [Problem("blockSizes[0]", f"{self.block_sizes[0]} nodes per base block; Slurm holds at most {MAX_U16}")]
+            )
         if any(a >= b for a, b in itertools.pairwise(self.block_sizes)):
             raise Problems(
                 [Problem("blockSizes", f"{self.block_sizes} must increase, smallest (the base block) first")]
@@ -461,7 +479,7 @@ class PyxisSpec(Model):
     images.login, a NodeSet's `image`) is used as given and must carry spank_pyxis.so in that
     folder. Default: false."""
     args: list[
-        Annotated[str, _matcher(r"[a-z_]+=[^\s]+", "one `name=value` argument such as runtime_path=/run/pyxis")]
+        Annotated[SlurmText, _matcher(r"[a-z_]+=[^\s]+", "one `name=value` argument such as runtime_path=/run/pyxis")]
     ] = ["runtime_path=/run/pyxis"]
     """Plugin arguments in plugstack.conf. Default: runtime_path=/run/pyxis."""
 
@@ -589,17 +607,17 @@ class SharedVolumeSpec(Model):
 class ExtraConfig(Model):
     """Escape hatch: lines appended verbatim to files that have no section of their own."""
 
-    cgroup_conf: list[ConfLine] = []
+    cgroup_conf: list[CgroupConfLine] = []
     """Lines appended to cgroup.conf. Default: none."""
-    gres_conf: list[ConfLine] = []
+    gres_conf: list[GresConfLine] = []
     """Lines appended to every gres.conf. Default: none."""
-    topology_conf: list[ConfLine] = []
+    topology_conf: list[TopologyConfLine] = []
     """Lines appended to topology.conf. Default: none."""
     plugstack_conf: list[
         Annotated[
             str,
             _matcher(
-                r"#[^\n]*|(required|optional|include) [^\n]+",
+                r"#[^\x00-\x1f\x7f-\x9f\u2028\u2029]*|(required|optional|include) [^#\x00-\x1f\x7f-\x9f\u2028\u2029]*[^\\\s#\x00-\x1f\x7f-\x9f\u2028\u2029]",
                 "`required|optional <plugin.so> [args]`, `include <glob>` or a `#` comment, one line",
             ),
         ]
@@ -637,16 +655,26 @@ class ExtraConfig(Model):
                 )
             if (bad := _CONTROL.search(body)) is not None:
                 errors.append(Problem(f"files.{name}", f"control character {bad.group()!r}; Slurm files are text"))
-            for n, line in enumerate(body.splitlines(), 1):
-                if _PASSWORD_KEY.match(line):
-                    errors.append(
-                        Problem(
-                            f"files.{name}",
-                            f"line {n} sets {line.split('=')[0].strip()}, a password, which would "
-                            "sit in plain text in a ConfigMap; leave it out (keep it in a Secret-backed file of "
-                            "your own image or sidecar)",
-                        )
+            if (bad := _SEPARATOR.search(body)) is not None:
+                errors.append(
+                    Problem(
+                        f"files.{name}", f"line separator U+{ord(bad.group()):04X}: one line to Slurm, two to other readers"
                     )
+                )
+            found = secret_keys(body) + [
+                (n, line.split("=")[0].strip())
+                for n, line in enumerate(body.split("\n"), 1)
+                if _PASSWORD_KEY.match(line)
+            ]
+            for n, key in sorted(set(found))[:1]:
+                errors.append(
+                    Problem(
+                        f"files.{name}",
+                        f"line {n} sets {key}, a password (as Slurm reads the line, after continuations and "
+                        "escapes), which would sit in plain text in a ConfigMap; leave it out (keep it in a "
+                        "Secret-backed file of your own image or sidecar)",
+                    )
+                )
         if errors:
             raise Problems(errors)
         return self
@@ -672,7 +700,8 @@ SUNK_SLURM_FILES = {
     "job_submit.lua": "scripts.jobSubmitLua",
 }
 """Files sunk renders itself -> the settings that shape them."""
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SEPARATOR = re.compile("[\u2028\u2029]")
 _PASSWORD_KEY = re.compile(r"\s*[A-Za-z]*(?:Pass|Password|Passwd)\s*=", re.IGNORECASE)
 
 

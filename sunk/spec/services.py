@@ -18,7 +18,6 @@ from sunk.images import (
     tag_for,
 )
 from sunk.spec.base import (
-    ConfLine,
     DnsLabel,
     DnsSubdomain,
     Image,
@@ -35,6 +34,7 @@ from sunk.spec.base import (
 from sunk.spec.identity import AuthSpec, KeySource, LdapSpec, LoginSpec
 from sunk.spec.pod import ExtraArgs, HeadlessServiceSettings, PodRole, PodSettings, ServiceSettings
 from sunk.spec.problem import Problem, Problems
+from sunk.spec.slurmtext import SlurmConfLine, SlurmdbdConfLine
 
 RoleField = Literal["controller", "accounting", "restapi", "login", "slurmd", "mariadb", "runtime"]
 """A field of Images: one per role."""
@@ -126,8 +126,11 @@ class ControllerSpec(PodSettings):
     """Default: requests 500m/1Gi, limit 4Gi memory."""
     state_storage: StateStorage = StateStorage()
     """Default: 10Gi on the default StorageClass."""
-    extra_slurm_conf: list[ConfLine] = []
-    """Lines appended verbatim to slurm.conf, after everything sunk renders. Default: none."""
+    extra_slurm_conf: list[SlurmConfLine] = []
+    """Lines appended verbatim to slurm.conf, after everything sunk renders: `Key=Value` words or
+    `#` comments, printable, none ending in a backslash; no password key, and no key sunk renders
+    (Slurm keeps the last of a repeated key) but the tuning defaults InactiveLimit, KillWait,
+    MinJobAge, SlurmdTimeout, Waittime, ReturnToService, MpiDefault and TreeWidth. Default: none."""
     extra_args: ExtraArgs = []
     """Arguments appended to `slurmctld -D`, e.g. `[-v]`. Default: none."""
     service: HeadlessServiceSettings = HeadlessServiceSettings()
@@ -200,16 +203,6 @@ class ExternalDbSpec(Model):
     """Secret holding the password; read by slurmdbd at start, never rendered. Required."""
 
 
-_SLURMDBD_RENDERED = frozenset(
-    k.lower()
-    for k in (
-        "AuthType", "AuthAltTypes", "AuthAltParameters", "AuthInfo", "DbdHost", "DbdPort", "SlurmUser",
-        "PidFile", "StorageType", "StorageHost", "StoragePort", "StorageUser", "StorageLoc",
-    )
-)  # fmt: skip
-"""slurmdbd.conf keys sunk writes (from the spec, the Services and the Secrets)."""
-
-
 class AccountingSpec(PodSettings):
     """slurmdbd and its database (https://slurm.schedmd.com/accounting.html). The pod settings
     (sunk.spec.pod.PodSettings) are slurmdbd's; its scheduling, pull and pod metadata settings also
@@ -227,7 +220,7 @@ class AccountingSpec(PodSettings):
     """slurmdbd container. Default: requests 100m/256Mi, limit 1Gi memory."""
     extra_args: ExtraArgs = []
     """Arguments appended to `slurmdbd -D`, e.g. `[-v]`. Default: none."""
-    extra_slurmdbd_conf: list[ConfLine] = []
+    extra_slurmdbd_conf: list[SlurmdbdConfLine] = []
     """Lines appended verbatim to slurmdbd.conf. Default: none."""
     enforce: list[Literal["associations", "limits", "qos", "safe", "wckeys"]] = [
         "associations",
@@ -252,19 +245,11 @@ class AccountingSpec(PodSettings):
             if line.startswith("#"):
                 continue
             words = line.split()
-            key = line.partition("=")[0]
             if len(words) != 1:
                 # slurmdbd.conf has no records: a second word would be a second setting on one line.
                 errors.append(
                     Problem(
                         f"extraSlurmdbdConf[{i}]", f"one `Key=Value` per line, without spaces; got {len(words)} words"
-                    )
-                )
-            elif key.lower() in _SLURMDBD_RENDERED:  # (StoragePass never gets here: ConfLine refuses it)
-                errors.append(
-                    Problem(
-                        f"extraSlurmdbdConf[{i}]",
-                        f"{key} is rendered by sunk (from the spec and the deployment); it may not be set again",
                     )
                 )
         if errors:

@@ -103,12 +103,12 @@ def test_gres_conf_per_nodeset_files(make_spec: MakeSpec) -> None:
             {"name": "gpu", "cpus": 4, "memoryMib": 4096, "gpus": {"type": "a100", "count": 2}},
         ],
         partitions=[{"name": "all", "nodesets": ["cpu", "gpu"]}],
-        extraConfig={"gresConf": ["AutoDetect=off"]},
+        extraConfig={"gresConf": ["Name=mps Count=100"]},
     )
     files = render_slurm_files(spec)
-    assert body(files["gres.conf"]) == ["AutoDetect=off"]
-    assert body(files["gres-cpu.conf"]) == ["AutoDetect=off"]
-    assert body(files["gres-gpu.conf"]) == ["Name=gpu Type=a100 File=/dev/nvidia[0-1]", "AutoDetect=off"]
+    assert body(files["gres.conf"]) == ["Name=mps Count=100"]
+    assert body(files["gres-cpu.conf"]) == ["Name=mps Count=100"]
+    assert body(files["gres-gpu.conf"]) == ["Name=gpu Type=a100 File=/dev/nvidia[0-1]", "Name=mps Count=100"]
 
 
 # ----- plugstack.conf

@@ -181,7 +181,7 @@ CASES = [
     Bad("arch-selector-contradicts-architecture", {"nodesets[0].nodeSelector": {"kubernetes.io/arch": "arm64"}}, "nodesets[0].nodeSelector", "set architecture: arm64 (it adds the selector)"),
     Bad("toleration-exists-with-value", {"nodesets[0].tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}, "nodesets[0].tolerations[0].value", "must be empty when operator is Exists"),
     Bad("toleration-operator", {"nodesets[0].tolerations": [{"key": "k", "operator": "In"}]}, "nodesets[0].tolerations[0].operator", "'Exists' or 'Equal'"),
-    Bad("max-unavailable-zero", {"nodesets[0].updateStrategy": {"maxUnavailable": 0}}, "nodesets[0].updateStrategy.maxUnavailable", "a count of at least 1 or a percentage from 1% to 100%"),
+    Bad("max-unavailable-zero", {"nodesets[0].updateStrategy": {"maxUnavailable": 0}}, "nodesets[0].updateStrategy.maxUnavailable", "a count from 1 to 100000 or a percentage from 1% to 100%"),
     Bad("max-unavailable-over-100", {"nodesets[0].updateStrategy": {"maxUnavailable": "150%"}}, "nodesets[0].updateStrategy.maxUnavailable", "a percentage from 1% to 100%"),
     Bad("image-with-tag-in-repository", {"nodesets[0].image": {"repository": "ghcr.io/x/slurmd:1", "tag": "1"}}, "nodesets[0].image.repository", "an image repository such as ghcr.io/org/slurmctld (no tag)"),
     # ----- partitions and QOS
@@ -235,9 +235,9 @@ CASES = [
     Bad("prolog-name-with-slash", {"scripts.prolog": {"../x.sh": "#!/bin/sh\n"}}, "scripts.prolog.../x.sh", "a file name without '/'"),
     Bad("job-submit-without-modify", {"scripts.jobSubmitLua": LUA}, "scripts.jobSubmitLua", "must define function slurm_job_modify"),
     Bad("pyxis-bad-arg", {"pyxis": {"enabled": True, "args": ["--runtime /x"]}}, "pyxis.args[0]", "one `name=value` argument"),
-    Bad("slurm-conf-line-with-newline", {"controller.extraSlurmConf": ["A=1\nB=2"]}, "controller.extraSlurmConf[0]", "one configuration line `Key=Value ...` (or a `#` comment), printable characters only, no newline"),
+    Bad("slurm-conf-line-with-newline", {"controller.extraSlurmConf": ["A=1\nB=2"]}, "controller.extraSlurmConf[0]", "control character U+000A: Slurm reads a line up to its newline"),
     # ----- issue 12, "lines smuggled into generated files": values checked as a whole, not at their start
-    Bad("slurm-conf-line-with-carriage-return", {"controller.extraSlurmConf": ["A=1\rB=2"]}, "controller.extraSlurmConf[0]", "printable characters only"),
+    Bad("slurm-conf-line-with-carriage-return", {"controller.extraSlurmConf": ["A=1\rB=2"]}, "controller.extraSlurmConf[0]", "use printable characters only"),
     Bad("slurm-conf-password-word", {"controller.extraSlurmConf": ["DebugFlags=Backfill AccountingStoragePass=hunter2"]}, "controller.extraSlurmConf[0]", "passwords come from a Secret"),
     Bad("slurmdbd-password-second-word", {"accounting.extraSlurmdbdConf": ["DebugLevel=info StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "passwords come from a Secret"),
     Bad("slurmdbd-two-settings-on-a-line", {"accounting.extraSlurmdbdConf": ["DebugLevel=info CommitDelay=1"]}, "accounting.extraSlurmdbdConf[0]", "one `Key=Value` per line, without spaces; got 2 words"),
