@@ -53,16 +53,20 @@ def render_sacctmgr(spec: ClusterSpec) -> list[list[str]]:
 
 def parents_first(accounts: list[AccountSpec]) -> list[AccountSpec]:
     """Accounts ordered so each comes after its parent (the spec refuses cycles)."""
-    by_name = {a.name: a for a in accounts}
-
-    def depth(account: AccountSpec) -> int:
-        d = 0
-        while account.parent in by_name:
-            account = by_name[account.parent]
+    parent = {a.name: a.parent for a in accounts}
+    depth: dict[str, int] = {}
+    for account in accounts:  # each depth computed once: a chain of n accounts is n steps
+        walk, seen, at = [], set(), account.name
+        while at in parent and at not in depth and at not in seen:  # (the spec refuses cycles)
+            walk.append(at)
+            seen.add(at)
+            at = parent[at]
+        d = depth.get(at, -1)
+        for name in reversed(walk):
             d += 1
-        return d
-
-    return sorted(accounts, key=lambda a: (depth(a), accounts.index(a)))
+            depth[name] = d
+    order = {id(a): i for i, a in enumerate(accounts)}
+    return sorted(accounts, key=lambda a: (depth[a.name], order[id(a)]))
 
 
 def associations(spec: ClusterSpec) -> list[tuple[str, str]]:

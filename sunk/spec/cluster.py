@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Annotated, ClassVar
 
@@ -151,21 +152,64 @@ def contradiction_problems(spec: ClusterSpec) -> list[Problem]:
                         f"{getattr(lead_power, attr)}; Slurm 24.11 has one {field[0].upper() + field[1:]} for the cluster",
                     )
                 )
-    matching = [(i, ns) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
-    for a, (i, first) in enumerate(matching):
-        for j, second in matching[a + 1 :]:
-            x, y = first.pod_node_selector, second.pod_node_selector
-            if not any(k in y and y[k] != v for k, v in x.items()):
-                # In all-matching-nodes mode the Slurm node is named after the Kubernetes Node.
-                problems.append(
-                    Problem(
-                        f"nodesets[{j}].nodeSelector",
-                        f"like nodesets[{i}] ({first.name}), it matches every Node of "
-                        "all-matching-nodes mode that the other may match; one Node would run two slurmd with one "
-                        "Slurm node name (the Node's). Give them a nodeSelector key with different values",
-                    )
-                )
+    matching = [(i, ns.pod_node_selector) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
+    for j, i in sorted(overlapping_selectors(matching)):
+        # In all-matching-nodes mode the Slurm node is named after the Kubernetes Node.
+        problems.append(
+            Problem(
+                f"nodesets[{j}].nodeSelector",
+                f"like nodesets[{i}] ({spec.nodesets[i].name}), it matches every Node of "
+                "all-matching-nodes mode that the other may match; one Node would run two slurmd with one "
+                "Slurm node name (the Node's). Give them a nodeSelector key with different values",
+            )
+        )
     return problems
+
+
+Selector = dict[str, str]
+
+
+def _disjoint(x: Selector, y: Selector) -> bool:
+    """No Node matches both: some key both select on has different values."""
+    return any(k in y and y[k] != v for k, v in x.items())
+
+
+def overlapping_selectors(items: list[tuple[int, Selector]]) -> list[tuple[int, int]]:
+    """(j, i) for each selector j that a Node may match together with an earlier one, i the first
+    such. Linear in the selectors' size in practice: a key every selector of a group has splits the
+    group by its value (selectors with different values never overlap; the arch label is the
+    first such key), and only what no shared key tells apart is compared pair by pair."""
+    found: list[tuple[int, int]] = []
+    groups: list[tuple[list[tuple[int, Selector]], frozenset[str]]] = [(items, frozenset())]
+    while groups:
+        group, used = groups.pop()
+        if len(group) < 2:
+            continue
+        shared = set(group[0][1]) - used
+        for _, selector in group[1:]:
+            shared &= selector.keys()
+            if not shared:
+                break
+        split = next((k for k in sorted(shared) if len({sel[k] for _, sel in group}) > 1), None)
+        if split is None:
+            found += _pairwise(group)
+            continue
+        by_value: dict[str, list[tuple[int, Selector]]] = {}
+        for item in group:
+            by_value.setdefault(item[1][split], []).append(item)
+        groups += [(members, used | {split}) for members in by_value.values()]
+    return found
+
+
+def _pairwise(group: list[tuple[int, Selector]]) -> list[tuple[int, int]]:
+    """What no shared key separates: each selector against the earlier ones until one overlaps
+    (selectors with no key in common overlap at the first comparison)."""
+    found = []
+    for b, (j, y) in enumerate(group):
+        hit = next((i for i, x in group[:b] if not _disjoint(x, y)), None)
+        if hit is not None:
+            found.append((j, hit))
+    return found
 
 
 class ClusterSpec(Model):
@@ -233,7 +277,11 @@ class ClusterSpec(Model):
         return self.namespace or f"{self.tenant}-{self.name}"
 
     def nodeset(self, name: str) -> NodeSetSpec:
-        return next(n for n in self.nodesets if n.name == name)
+        return self._nodesets_by_name[name]
+
+    @functools.cached_property
+    def _nodesets_by_name(self) -> dict[str, NodeSetSpec]:
+        return {n.name: n for n in self.nodesets}
 
     def def_mem_per_cpu(self, partition: PartitionSpec) -> int:
         """The partition's DefMemPerCPU: its own, else the smallest MiB per CPU of its nodesets."""

@@ -228,16 +228,20 @@ SACCTMGR_KEYWORDS = frozenset(
     )
 )  # fmt: skip
 """Words sacctmgr reads as part of its command (`where`, `set`, the `with...` options) rather than as
-a name; it matches an option by a prefix of 1 to 5 letters, so a name that begins one (3 letters or
-more) is refused too (measured failure: a QOS named `where` makes `sacctmgr add qos where` fail)."""
+a name (a QOS named `where` makes `sacctmgr add qos where` fail). Refused as names, in any case."""
+_PREFIX_KEYWORDS = ("where", "withassoc", "withcoordinators", "withdeleted", "withsubaccounts", "withrawqoslevel",
+                    "wolimits", "woplimits", "wopinfo")  # fmt: skip
+"""The options sacctmgr matches by a prefix (of 3 to 5 letters) where it expects a bare name: a name
+that begins one is refused too (`withd` is withdeleted)."""
+
+
+_KEYWORD_PREFIXES = {k[:n]: k for k in sorted(_PREFIX_KEYWORDS, reverse=True) for n in range(3, len(k) + 1)}
+_KEYWORD_PREFIXES |= {k: k for k in SACCTMGR_KEYWORDS}
 
 
 def keyword_problem(name: str) -> str | None:
     """Why `name` can't be a QOS, account, user or cluster name that sacctmgr reads, or None."""
-    lowered = name.lower()
-    hit = next(
-        (k for k in sorted(SACCTMGR_KEYWORDS) if lowered == k or (len(lowered) >= 3 and k.startswith(lowered))), None
-    )
+    hit = _KEYWORD_PREFIXES.get(name.lower())
     if hit is not None:
         return f"{name!r} is read by sacctmgr as its keyword {hit!r}, not as a name; choose another name"
     return None
