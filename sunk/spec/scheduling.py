@@ -9,12 +9,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from sunk.spec import lua
 from sunk.spec.base import (
     AbsPath,
     AccountingName,
     DnsLabel,
     DnsSubdomain,
     FileName,
+    LabelKey,
     Model,
     PositiveQuantity,
     SlurmName,
@@ -327,14 +329,7 @@ class TopologySpec(Model):
 
     plugin: Literal["none", "tree", "block"] = "none"
     """topology/tree (switch hierarchy) or topology/block (NVLink-style blocks). Default: none."""
-    label_keys: list[
-        Annotated[
-            str,
-            _matcher(
-                r"([a-z0-9.-]+/)?[A-Za-z0-9][A-Za-z0-9_.-]*", "a Node label key such as topology.example.com/leaf"
-            ),
-        ]
-    ] = []
+    label_keys: list[LabelKey] = []
     """Node label keys from the top of the fabric down (tree), or the one block key (block). Default: none."""
     block_sizes: list[Annotated[int, Field(ge=1, le=MAX_U32)]] = []
     """BlockSizes for topology/block: the base block size (nodes per block, e.g. 18 trays of a
@@ -472,9 +467,12 @@ class ScriptsSpec(Model):
         ]
         if self.job_submit_lua is not None:
             errors += [
-                Problem("jobSubmitLua", f"must define function {fn}(...)")
+                Problem(
+                    "jobSubmitLua",
+                    f"must define function {fn}(...) (in code, not a comment or string; global, not local)",
+                )
                 for fn in ("slurm_job_submit", "slurm_job_modify")
-                if f"function {fn}" not in self.job_submit_lua
+                if not lua.defines_global_function(self.job_submit_lua, fn)
             ]
         if errors:
             raise Problems(errors)

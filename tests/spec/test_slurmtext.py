@@ -228,3 +228,36 @@ def test_the_longest_times_slurm_holds_still_validate() -> None:
         }
     )
     assert spec.partitions[0].max_time == "24855-03:14:07"
+
+
+LUA_OK = "function slurm_job_submit(j, p, u)\n  return slurm.SUCCESS\nend\nslurm_job_modify = function(j, d, p, u) return 0 end\n"
+
+
+@pytest.mark.parametrize(
+    ("lua", "missing"),
+    [
+        ("-- function slurm_job_submit(j)\n-- function slurm_job_modify(j)\nreturn 0\n", "slurm_job_submit"),
+        ("--[[\nfunction slurm_job_submit(j) end\n]]\nfunction slurm_job_modify(j) end\n", "slurm_job_submit"),
+        ("--[==[ ]] function slurm_job_submit(j) end ]==]\nfunction slurm_job_modify(j) end\n", "slurm_job_submit"),
+        ('x = "function slurm_job_submit(j)"\nfunction slurm_job_modify(j) end\n', "slurm_job_submit"),
+        ("x = [[\nfunction slurm_job_submit(j)]]\nfunction slurm_job_modify(j) end\n", "slurm_job_submit"),
+        ("local function slurm_job_submit(j) end\nfunction slurm_job_modify(j) end\n", "slurm_job_submit"),
+        ("function slurm_job_submit(j) end\nfunction my.slurm_job_modify(j) end\n", "slurm_job_modify"),
+    ],
+)
+def test_job_submit_lua_must_define_its_functions_in_code(lua: str, missing: str) -> None:
+    problems = _problems(scripts={"jobSubmitLua": lua})
+    assert [p for p in problems if missing in p] == [
+        f"scripts.jobSubmitLua: must define function {missing}(...) (in code, not a comment or string; "
+        "global, not local)"
+    ], problems
+
+
+def test_job_submit_lua_defined_as_statement_or_assignment_is_accepted() -> None:
+    assert load_spec({**BASE, "scripts": {"jobSubmitLua": LUA_OK}}).scripts.job_submit_lua == LUA_OK
+
+
+@pytest.mark.parametrize("key", ["-bad.example/leaf", "a..b/leaf", "Upper.example/leaf", "a_b.example/leaf"])
+def test_topology_label_key_prefix_must_be_a_dns_subdomain(key: str) -> None:
+    problems = _problems(topology={"plugin": "tree", "labelKeys": [key]})
+    assert any(p.startswith("topology.labelKeys[0]") and "prefix a DNS subdomain" in p for p in problems), problems
