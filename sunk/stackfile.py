@@ -183,6 +183,14 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     except SpecError as err:
         problems += err.items
         notes = err.notes
+    if operator is not None and spec is not None and operator.namespace == spec.ns:
+        problems.append(
+            Problem(
+                f"{OPERATOR_KEY}.namespace",
+                f"{operator.namespace!r} is also the cluster's namespace; the operator serves every tenant from "
+                "a namespace of its own (default sunk-system)",
+            )
+        )
     if problems or spec is None:
         raise SpecError(problems, source, notes=notes)
     if operator is not None and "image" not in operator.model_fields_set:

@@ -115,16 +115,19 @@ def _authentication(spec: ClusterSpec) -> list[str]:
 
 
 def _resources(spec: ClusterSpec) -> list[str]:
+    cgroup = spec.cgroup.plugin != "disabled"
+    # With cgroup.conf's CgroupPlugin=disabled a cgroup plugin here makes slurmd exit at start:
+    # processes are then tracked through /proc (linuxproc) and bound by affinity only.
     lines = [
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        "ProctrackType=proctrack/cgroup",
-        "TaskPlugin=task/cgroup,task/affinity",
+        f"ProctrackType=proctrack/{'cgroup' if cgroup else 'linuxproc'}",
+        f"TaskPlugin={'task/cgroup,task/affinity' if cgroup else 'task/affinity'}",
     ]
     if spec.accounting.enabled:
         # Without storage slurmctld logs "Job accounting information gathered, but not stored"
         # (24.11, measured); the default (none) gathers nothing.
-        lines.append("JobAcctGatherType=jobacct_gather/cgroup")
+        lines.append(f"JobAcctGatherType=jobacct_gather/{'cgroup' if cgroup else 'linux'}")
     lines += [
         "MpiDefault=none",
         "ReturnToService=2",

@@ -485,7 +485,7 @@ class ClusterSpec(Model):
 
     def _role_problems(self) -> list[Problem]:
         """Shared volumes only on roles that exist, and not where a role's own volume mounts; the
-        exporter only with the REST API it reads."""
+        REST API the runtime reads."""
         errors: list[Problem] = []
         if self.login.enabled is False and any("login" in v.mount_on for v in self.shared_volumes):
             idx = next(i for i, v in enumerate(self.shared_volumes) if "login" in v.mount_on)
@@ -501,12 +501,12 @@ class ClusterSpec(Model):
                 for j, vol in enumerate(section.volumes)
                 if vol.mount_path in on_role
             ]
-        if self.monitoring.enabled and self.monitoring.exporter.enabled and not self.restapi.enabled:
+        if not self.restapi.enabled:
             errors.append(
                 Problem(
-                    "monitoring.exporter.enabled",
-                    "the exporter reads Slurm through slurmrestd, and restapi.enabled "
-                    "is false; enable restapi or set monitoring.exporter.enabled: false",
+                    "restapi.enabled",
+                    "the syncer and the scheduler, which every cluster runs, and the operator read and change "
+                    "Slurm through slurmrestd; keep restapi enabled (limit who reaches it with restapi.sourceRanges)",
                 )
             )
         return errors

@@ -239,6 +239,14 @@ class AccountingSpec(PodSettings):
         errors: list[Problem] = []
         if not self.enabled and self.external is not None:
             errors.append(Problem("external", "only used when accounting is enabled; drop it or set enabled: true"))
+        if not self.enabled and "enforce" in self.model_fields_set and self.enforce:
+            errors.append(
+                Problem(
+                    "enforce",
+                    "AccountingStorageEnforce needs accounting, and accounting.enabled is false, so nothing "
+                    "would be enforced; drop enforce or set enabled: true",
+                )
+            )
         if len(set(self.enforce)) != len(self.enforce):
             errors.append(Problem("enforce", "each value at most once"))
         for i, line in enumerate(self.extra_slurmdbd_conf):
@@ -264,7 +272,8 @@ class RestApiSpec(PodSettings):
     POD_ROLE: ClassVar[PodRole] = "restapi"
 
     enabled: bool = True
-    """Default: true. The syncer and scheduler need it."""
+    """Default: true, and it must stay true: the syncer, the scheduler and the operator read and
+    change Slurm through it."""
     replicas: Annotated[int, Field(ge=1, le=10)] = 1
     """Default: 1."""
     resources: Resources = resources("100m", "128Mi", "512Mi")

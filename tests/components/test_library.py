@@ -78,7 +78,7 @@ def _program(tmp_path: Path, *parts: str) -> Path:
 
 SPEC = """
 spec = ClusterSpec.model_validate({
-    "name": "hpc", "tenant": "t", "login": {"enabled": False}, "restapi": {"enabled": False},
+    "name": "hpc", "tenant": "t", "login": {"enabled": False},
     "accounting": {"enabled": False}, "scheduling": {"preemptType": "none"},
     "nodesets": [{"name": "cpu", "replicas": 1, "cpus": 2, "memoryMib": 4096}],
     "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
@@ -103,7 +103,7 @@ def test_transformations_and_disabled_parts_and_typed_children(tmp_path: Path) -
             return None
         cluster = SlurmCluster("hpc", spec, opts=pulumi.ResourceOptions(transformations=[mark]))
         assert cluster.login is None and cluster.login_endpoint is None
-        assert cluster.restapi is None and cluster.slurmrestd_url is None and cluster.accounting is None
+        assert cluster.restapi is not None and cluster.accounting is None
         assert isinstance(cluster.control_plane.statefulset, k8s.apps.v1.StatefulSet)
         assert isinstance(cluster.control_plane.state_claim, k8s.core.v1.PersistentVolumeClaim)
         assert isinstance(cluster.namespace_resource, k8s.core.v1.Namespace)

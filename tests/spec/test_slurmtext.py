@@ -261,3 +261,20 @@ def test_job_submit_lua_defined_as_statement_or_assignment_is_accepted() -> None
 def test_topology_label_key_prefix_must_be_a_dns_subdomain(key: str) -> None:
     problems = _problems(topology={"plugin": "tree", "labelKeys": [key]})
     assert any(p.startswith("topology.labelKeys[0]") and "prefix a DNS subdomain" in p for p in problems), problems
+
+
+def test_cgroup_disabled_renders_plugins_that_need_no_cgroup() -> None:
+    spec = load_spec({**BASE, "cgroup": {"plugin": "disabled"}})
+    conf = render_slurm_files(spec)["slurm.conf"]
+    assert "ProctrackType=proctrack/linuxproc\n" in conf and "TaskPlugin=task/affinity\n" in conf
+    assert "JobAcctGatherType=jobacct_gather/linux\n" in conf and "cgroup" not in conf.replace("cgroup.conf", "")
+
+
+def test_operator_in_the_tenants_namespace_is_refused() -> None:
+    from sunk.stackfile import parse_config
+
+    with pytest.raises(SpecError) as info:
+        parse_config({"sunk:cluster": BASE, "sunk:operator": {"namespace": "acme-research"}}, "stack")
+    assert any(
+        p.startswith("sunk:operator.namespace: 'acme-research' is also the cluster's") for p in info.value.problems
+    )
