@@ -12,12 +12,15 @@ package; this file is about 60 KB.
 The checker understands the keywords those definitions use: `$ref`, `type` (one or a list),
 `properties`, `required`, `additionalProperties` (false or a schema), `items`, `enum` and
 `oneOf` (Kubernetes uses it for Quantity and IntOrString only). Like kubernetes-validate it checks
-shape, not the API server's semantic rules (a `medium: Disk` passes); sunk adds those it needs
-(quantities, names) in the models that use these types."""
+shape; on top of it `_RULES` holds the API server's value rules that a stack has reached (a
+quantity's syntax, one source per env var, file modes, maxSkew, tolerationSeconds only with
+NoExecute, resource names, 32- and 64-bit integers), so that what passes here the API server
+accepts too."""
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -36,6 +39,7 @@ ROOTS = {
     "EnvVarSource": "io.k8s.api.core.v1.EnvVarSource",
     "SecurityContext": "io.k8s.api.core.v1.SecurityContext",
     "Toleration": "io.k8s.api.core.v1.Toleration",
+    "PodSpec": "io.k8s.api.core.v1.PodSpec",
 }
 """The types a stack may write, by the short name errors use."""
 
@@ -79,10 +83,116 @@ def _join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
+_QUANTITY = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+_STANDARD_RESOURCES = re.compile(r"cpu|memory|ephemeral-storage|storage|hugepages-[0-9A-Za-z]+")
+_FILE_MODES = ("defaultMode", "mode")
+_INT_BOUNDS = {"int32": 2**31, "int64": 2**63}
+
+
+def _quantity(value: Any, path: str) -> list[Problem]:
+    if isinstance(value, str) and (len(value) > 40 or not _QUANTITY.fullmatch(value)):
+        return [Problem(path, f"{_short(value)} is not a Kubernetes quantity such as 500m, 2, 512Mi or 10Gi")]
+    if isinstance(value, (int, float)) and not 0 <= value < 2**63:
+        return [Problem(path, f"{value!r} is not a quantity Kubernetes holds")]
+    return []
+
+
+def _env_source(value: dict[str, Any], path: str) -> list[Problem]:
+    given = sorted(k for k, v in value.items() if v is not None)
+    if len(given) != 1:
+        return [
+            Problem(
+                path, f"exactly one of configMapKeyRef, fieldRef, resourceFieldRef, secretKeyRef; got {given or 'none'}"
+            )
+        ]
+    return []
+
+
+def _spread(value: dict[str, Any], path: str) -> list[Problem]:
+    skew = value.get("maxSkew")
+    return [Problem(_join(path, "maxSkew"), f"{skew} must be at least 1")] if isinstance(skew, int) and skew < 1 else []
+
+
+def _node_selector(value: dict[str, Any], path: str) -> list[Problem]:
+    if not value.get("nodeSelectorTerms"):
+        return [
+            Problem(_join(path, "nodeSelectorTerms"), "at least one term is required (an empty list matches no Node)")
+        ]
+    return []
+
+
+def _toleration(value: dict[str, Any], path: str) -> list[Problem]:
+    out = []
+    if value.get("tolerationSeconds") is not None and value.get("effect") != "NoExecute":
+        out.append(Problem(_join(path, "tolerationSeconds"), "only with effect NoExecute"))
+    if value.get("operator") == "Exists" and value.get("value"):
+        out.append(Problem(_join(path, "value"), "must be empty when operator is Exists"))
+    return out
+
+
+def _resources(value: dict[str, Any], path: str) -> list[Problem]:
+    out = []
+    for part in ("requests", "limits"):
+        for name in value.get(part) or {}:
+            prefix, _, short = str(name).rpartition("/")
+            extended = bool(prefix) and not prefix.endswith("kubernetes.io") and not name.startswith("requests.")
+            if not (
+                _STANDARD_RESOURCES.fullmatch(name)
+                or (extended and re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", short))
+            ):
+                out.append(
+                    Problem(
+                        _join(_join(path, part), name),
+                        "not a resource name: cpu, memory, ephemeral-storage, hugepages-<size>, or an extended "
+                        "resource `<domain>/<name>` outside kubernetes.io",
+                    )
+                )
+    return out
+
+
+def _file_modes(value: dict[str, Any], path: str) -> list[Problem]:
+    return [
+        Problem(_join(path, key), f"{value[key]} is not a file mode (0 to 0o777, 511 in decimal)")
+        for key in _FILE_MODES
+        if isinstance(value.get(key), int) and not 0 <= value[key] <= 0o777
+    ]
+
+
+_RULES: dict[str, Any] = {
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": _quantity,
+    "io.k8s.api.core.v1.EnvVarSource": _env_source,
+    "io.k8s.api.core.v1.TopologySpreadConstraint": _spread,
+    "io.k8s.api.core.v1.NodeSelector": _node_selector,
+    "io.k8s.api.core.v1.Toleration": _toleration,
+    "io.k8s.api.core.v1.ResourceRequirements": _resources,
+    "io.k8s.api.core.v1.VolumeResourceRequirements": _resources,
+    **dict.fromkeys(
+        (
+            "io.k8s.api.core.v1.SecretVolumeSource", "io.k8s.api.core.v1.ConfigMapVolumeSource",
+            "io.k8s.api.core.v1.DownwardAPIVolumeSource", "io.k8s.api.core.v1.ProjectedVolumeSource",
+            "io.k8s.api.core.v1.KeyToPath", "io.k8s.api.core.v1.DownwardAPIVolumeFile",
+        ),
+        _file_modes,
+    ),
+}  # fmt: skip
+"""Value rules of the API server beyond the schema's shape, by definition."""
+
+
 def _check(value: Any, node: Schema, path: str, out: list[Problem]) -> None:
     ref = node.get("$ref")
     if ref is not None:
-        node = definitions()[ref.rsplit("/", 1)[-1]]
+        name = ref.rsplit("/", 1)[-1]
+        node = definitions()[name]
+        rule = _RULES.get(name)
+        if rule is not None and (isinstance(value, dict) or name.endswith("Quantity")):
+            found = rule(value, path)
+            if found:
+                out += found
+                return
+    bound = _INT_BOUNDS.get(node.get("format", ""))
+    if bound is not None and isinstance(value, int) and not isinstance(value, bool) and not -bound <= value < bound:
+        out.append(Problem(path, f"{value} does not fit a {node['format']}"))
+        return
     branches = node.get("oneOf")
     if branches is not None:
         if not any(_types_match(value, b.get("type", [])) for b in branches):

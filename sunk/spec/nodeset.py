@@ -46,6 +46,24 @@ MAX_MEMORY_MIB = 2**40
 """1 EiB: Kubernetes quantities stop at 2**63 bytes, far above any node."""
 
 
+def _extended_resource(name: str) -> str:
+    prefix, _, short = name.rpartition("/")
+    ok = (
+        bool(prefix)
+        and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", prefix) is not None
+        and len(prefix) <= 253
+        and not (prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"))
+        and re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", short) is not None
+        and len(short) <= 63
+    )
+    if not ok:
+        raise ValueError(
+            f"{name!r} is not an extended resource name: <domain>/<name> such as nvidia.com/gpu, the domain a "
+            "DNS subdomain outside kubernetes.io"
+        )
+    return name
+
+
 class GpuSpec(Model):
     """GPUs per node, exposed to Slurm as GRES `gpu:<type>:<count>` (https://slurm.schedmd.com/gres.html)."""
 
@@ -53,9 +71,7 @@ class GpuSpec(Model):
     """GRES type, e.g. h100. Required."""
     count: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)]
     """GPUs per node (1-16). Required."""
-    resource_name: Annotated[
-        str, _matcher(r"[a-z0-9.-]+/[a-z0-9.-]+", "an extended resource name such as nvidia.com/gpu")
-    ] = "nvidia.com/gpu"
+    resource_name: Annotated[str, AfterValidator(_extended_resource)] = "nvidia.com/gpu"
     """Kubernetes extended resource requested by each slurmd pod. Default: nvidia.com/gpu."""
     device_pattern: Annotated[str, _matcher(r"/dev/[A-Za-z0-9_-]+", "a device prefix such as /dev/nvidia")] = (
         "/dev/nvidia"
