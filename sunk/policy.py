@@ -72,7 +72,8 @@ def namespace_problem(policy: TenantPolicy, namespace: str, labels: Mapping[str,
 
 
 def pod_problems(policy: TenantPolicy, pod: Mapping[str, Any]) -> list[str]:
-    """What in this slurmd pod the policy does not allow, each naming the container or volume."""
+    """What in this slurmd pod the policy does not allow, each naming the container or volume: every
+    image (containers, init containers, image volumes) and every hostPath."""
     spec = pod.get("spec") or {}
     problems = []
     for kind in ("initContainers", "containers"):
@@ -84,6 +85,12 @@ def pod_problems(policy: TenantPolicy, pod: Mapping[str, Any]) -> list[str]:
                     f"allowed prefixes: {', '.join(policy.image_prefixes) or 'none'}"
                 )
     for volume in spec.get("volumes") or []:
+        reference = (volume.get("image") or {}).get("reference")
+        if reference is not None and not any(str(reference).startswith(p) for p in policy.image_prefixes):
+            problems.append(
+                f"volume {volume.get('name')}: image {reference} is not allowed; "
+                f"allowed prefixes: {', '.join(policy.image_prefixes) or 'none'}"
+            )
         host = volume.get("hostPath")
         if host is None:
             continue

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from sunk import stacklines, strictyaml
 from sunk.manifests.operator import OperatorSpec
+from sunk.podgate import gate_problems
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, format_errors, load_spec
 from sunk.spec.problem import Problem
@@ -193,6 +194,10 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
         )
     if problems or spec is None:
         raise SpecError(problems, source, notes=notes)
+    # Everything the spec puts into pods, as rendered, before any resource exists.
+    gate = gate_problems(spec, operator)
+    if gate:
+        raise SpecError([Problem("pods", p) for p in gate], source)
     if operator is not None and "image" not in operator.model_fields_set:
         operator = operator.model_copy(update={"image": spec.images.runtime})  # the stack's runtime image
     return spec, operator

@@ -9,10 +9,10 @@ from typing import Annotated, ClassVar
 from pydantic import Field, model_validator
 
 from sunk.images import PYXIS_VARIANT, SLURM_VERSION
-from sunk.spec.base import DnsLabel, Image, Labels, Model, dns_label
+from sunk.spec.base import DnsLabel, Image, Model, SecretRef, dns_label
 from sunk.spec.health import HealthCheckSpec
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
-from sunk.spec.pod import PodSettings, secret_references
+from sunk.spec.pod import UserLabels, secret_references
 from sunk.spec.problem import Problem, Problems
 from sunk.spec.scheduling import (
     AccountSpec,
@@ -262,8 +262,8 @@ class ClusterSpec(Model):
     """Volumes mounted on several roles (home, datasets). Default: none."""
     extra_config: ExtraConfig = ExtraConfig()
     """Lines appended to cgroup.conf, gres.conf, topology.conf, plugstack.conf. Default: none."""
-    labels: Labels = {}
-    """Extra labels on every object. Default: none."""
+    labels: UserLabels = {}
+    """Extra labels on every object (not sunk's keys: they select pods). Default: none."""
     monitoring: MonitoringSpec = MonitoringSpec()
     """ServiceMonitor and Grafana dashboard. Default: disabled."""
     runtime: RuntimeSpec = RuntimeSpec()
@@ -464,23 +464,60 @@ class ClusterSpec(Model):
         }
         if self.accounting.external is not None:
             out.setdefault(self.accounting.external.password_secret.name, "the accounting database password")
+        ldap = self.auth.ldap
+        if ldap is not None:
+            out.setdefault(f"{self.name}-sssd", "SSSD's configuration with the LDAP bind password")
+            if ldap.bind_password_secret is not None:
+                out.setdefault(ldap.bind_password_secret.name, "the LDAP bind password")
+            if ldap.client_cert_secret is not None:
+                out.setdefault(ldap.client_cert_secret.name, "the LDAP client certificate's private key")
         return out
+
+    def _shared_key_problems(self) -> list[Problem]:
+        """Two secrets of different purposes in one Secret key would be the same bytes: the munge
+        key as the JWT signing key lets whoever holds one forge the other."""
+        refs: list[tuple[str, SecretRef | None]] = [
+            ("auth.key.existingSecret", self.auth.key.existing_secret),
+            ("auth.jwt.existingSecret", self.auth.jwt.existing_secret),
+            (
+                "accounting.external.passwordSecret",
+                self.accounting.external.password_secret if self.accounting.external else None,
+            ),
+            ("auth.ldap.bindPasswordSecret", self.auth.ldap.bind_password_secret if self.auth.ldap else None),
+        ]
+        seen: dict[tuple[str, str], str] = {}
+        problems = []
+        for path, ref in refs:
+            if ref is None:
+                continue
+            first = seen.setdefault((ref.name, ref.key), path)
+            if first != path:
+                problems.append(
+                    Problem(
+                        path,
+                        f"Secret {ref.name} key {ref.key} is also {first}; two secrets of different purposes "
+                        "must be different bytes (give each its own key)",
+                    )
+                )
+        return problems
 
     def _user_facing_secret_problems(self) -> list[Problem]:
         """Login pods run users' shells and slurmd pods users' jobs: a Secret holding a cluster key
         mounted or exposed there would let any user forge Slurm credentials or tokens."""
         secrets = self._key_secrets
-        sections: list[tuple[str, PodSettings]] = [("login", self.login)]
-        sections += [(f"nodesets[{i}]", ns) for i, ns in enumerate(self.nodesets)]
+        on_slurmd = {**secrets, f"{self.name}-login-host-keys": "login's SSH host private keys"}
+        refs = [("login", path, name) for path, name in secret_references(self.login)]
+        for i, ns in enumerate(self.nodesets):
+            refs += [(f"nodesets[{i}]", path, name) for path, name in secret_references(ns)]
         return [
             Problem(
                 f"{where}.{path}",
-                f"{name} holds {secrets[name]}; in {'login' if where == 'login' else 'slurmd'} pods "
-                "users could read it and forge Slurm credentials or tokens (sunk gives the daemons their keys itself)",
+                f"{name} holds {held[name]}; in {'login' if where == 'login' else 'slurmd'} pods users could read "
+                "it (forge Slurm credentials or tokens, bind to the directory, impersonate login); sunk gives the "
+                "daemons their keys itself",
             )
-            for where, section in sections
-            for path, name in secret_references(section)
-            if name in secrets
+            for where, path, name in refs
+            if name in (held := secrets if where == "login" else on_slurmd)
         ]
 
     def _role_problems(self) -> list[Problem]:
@@ -525,4 +562,5 @@ ClusterSpec.RULES = (
     ClusterSpec._role_problems,
     ClusterSpec._health_problems,
     ClusterSpec._user_facing_secret_problems,
+    ClusterSpec._shared_key_problems,
 )

@@ -61,7 +61,7 @@ rest is sunk's (hashes, s6 scripts on slurmd pods)."""
 
 def _user_label_keys(values: dict[str, str]) -> dict[str, str]:
     for key in values:
-        if key.startswith(keys.PREFIX) or key in SELECTOR_LABELS:
+        if key.startswith(keys.PREFIX) or key in SELECTOR_LABELS or key in keys.LEGACY.values():
             raise ValueError(
                 f"{key}: sunk sets this label itself (slurm.sunk.dev/* and app.kubernetes.io/name, instance, "
                 "component, part-of, managed-by: selectors and ownership use them); choose a key of your own, "

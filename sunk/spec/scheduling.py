@@ -670,7 +670,8 @@ class ExtraConfig(Model):
             if (bad := _SEPARATOR.search(body)) is not None:
                 errors.append(
                     Problem(
-                        f"files.{name}", f"line separator U+{ord(bad.group()):04X}: one line to Slurm, two to other readers"
+                        f"files.{name}",
+                        f"line separator U+{ord(bad.group()):04X}: one line to Slurm, two to other readers",
                     )
                 )
             found = secret_keys(body) + [
