@@ -86,6 +86,8 @@ config:
 """
 
 OPERATOR = """  # Installs the cluster-wide NodeSet operator and CRD; keep it in one stack per Kubernetes cluster.
+  # Its policy admits slurmd pods with sunk's images only: with images from your own registry, say so:
+  # sunk:operator: {policy: {imagePrefixes: [registry.example.com/hpc/]}}
   sunk:operator: true
 """
 OPERATOR_ELSEWHERE = """  # The NodeSet operator and CRD come from stack {stack} (one per Kubernetes cluster); a stack

@@ -432,10 +432,14 @@ def test_security_context_merges_over_sunks() -> None:
 def test_the_scaffolds_commented_examples_validate(tmp_path: Path) -> None:
     """`sunk init` shows pod settings as comments; uncommented, they are a valid stack."""
     text = STACK.format(tenant="demo", operator=OPERATOR)
-    examples = re.findall(r"^( *)# ((?:images|service|tolerations|volumes):.*)$", text, flags=re.M)
-    assert len(examples) == 4
+    examples = re.findall(r"^( *)# ((?:sunk:operator|images|service|tolerations|volumes):.*)$", text, flags=re.M)
+    assert len(examples) == 5
     uncommented = text.replace("      service: {type: ClusterIP}\n", "")  # the example takes its place
-    uncommented = re.sub(r"^( *)# ((?:images|service|tolerations|volumes):.*)$", r"\1\2", uncommented, flags=re.M)
+    # The operator's policy must admit the example's registry, or validate refuses its NodeSet pods.
+    uncommented = uncommented.replace("  sunk:operator: true\n", "")
+    uncommented = re.sub(
+        r"^( *)# ((?:sunk:operator|images|service|tolerations|volumes):.*)$", r"\1\2", uncommented, flags=re.M
+    )
     path = tmp_path / "Pulumi.demo-dev.yaml"
     path.write_text(uncommented)
     spec = load_stack(str(path)).spec
