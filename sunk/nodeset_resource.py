@@ -15,7 +15,7 @@ from sunk.spec.base import DnsLabel, DnsSubdomain, Model, SecretRef
 from sunk.spec.identity import ClientCertRef, ConfigMapRef
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import SharedVolumeSpec, TopologySpec
-from sunk.spec.slurmtext import GresConfLine, TopologyConfLine
+from sunk.spec.slurmtext import GresConfLines, TopologyConfLines
 
 GROUP = "slurm.sunk.dev"
 VERSION = "v1alpha1"
@@ -83,10 +83,10 @@ class NodeSetResourceSpec(NodeSetSpec):
     topology: TopologySpec = TopologySpec()
     """The cluster's topology (the same on every NodeSet of a cluster). The operator renders
     topology.conf from it and the labels of the Nodes its pods run on. Default: none."""
-    gres_extra: list[GresConfLine] = []
+    gres_extra: GresConfLines = []
     """gpus.fromNodeLabels: the cluster's extraConfig.gresConf lines, appended to each pod's own
     gres.conf. Default: none."""
-    topology_extra: list[TopologyConfLine] = []
+    topology_extra: TopologyConfLines = []
     """The cluster's extraConfig.topologyConf lines, appended to that topology.conf. Default: none."""
     sssd: SssdRefs | None = None
     """Directory users (the cluster's auth.ldap): an sssd sidecar resolves them for slurmd, so jobs

@@ -31,11 +31,11 @@ from sunk.spec.problem import Problem, Problems
 from sunk.spec.slurmtext import (
     MAX_U16,
     MAX_U32,
-    CgroupConfLine,
-    GresConfLine,
+    CgroupConfLines,
+    GresConfLines,
     SacctmgrName,
     SlurmText,
-    TopologyConfLine,
+    TopologyConfLines,
     secret_keys,
 )
 
@@ -619,11 +619,11 @@ class SharedVolumeSpec(Model):
 class ExtraConfig(Model):
     """Escape hatch: lines appended verbatim to files that have no section of their own."""
 
-    cgroup_conf: list[CgroupConfLine] = []
+    cgroup_conf: CgroupConfLines = []
     """Lines appended to cgroup.conf. Default: none."""
-    gres_conf: list[GresConfLine] = []
+    gres_conf: GresConfLines = []
     """Lines appended to every gres.conf. Default: none."""
-    topology_conf: list[TopologyConfLine] = []
+    topology_conf: TopologyConfLines = []
     """Lines appended to topology.conf. Default: none."""
     plugstack_conf: list[
         Annotated[

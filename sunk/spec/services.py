@@ -34,7 +34,7 @@ from sunk.spec.base import (
 from sunk.spec.identity import AuthSpec, KeySource, LdapSpec, LoginSpec
 from sunk.spec.pod import ExtraArgs, HeadlessServiceSettings, PodRole, PodSettings, ServiceSettings
 from sunk.spec.problem import Problem, Problems
-from sunk.spec.slurmtext import SlurmConfLine, SlurmdbdConfLine
+from sunk.spec.slurmtext import SlurmConfLines, SlurmdbdConfLines
 
 RoleField = Literal["controller", "accounting", "restapi", "login", "slurmd", "mariadb", "runtime"]
 """A field of Images: one per role."""
@@ -126,7 +126,7 @@ class ControllerSpec(PodSettings):
     """Default: requests 500m/1Gi, limit 4Gi memory."""
     state_storage: StateStorage = StateStorage()
     """Default: 10Gi on the default StorageClass."""
-    extra_slurm_conf: list[SlurmConfLine] = []
+    extra_slurm_conf: SlurmConfLines = []
     """Lines appended verbatim to slurm.conf, after everything sunk renders: `Key=Value` words or
     `#` comments, printable, none ending in a backslash; no password key, and no key sunk renders
     (Slurm keeps the last of a repeated key) but the tuning defaults InactiveLimit, KillWait,
@@ -220,7 +220,7 @@ class AccountingSpec(PodSettings):
     """slurmdbd container. Default: requests 100m/256Mi, limit 1Gi memory."""
     extra_args: ExtraArgs = []
     """Arguments appended to `slurmdbd -D`, e.g. `[-v]`. Default: none."""
-    extra_slurmdbd_conf: list[SlurmdbdConfLine] = []
+    extra_slurmdbd_conf: SlurmdbdConfLines = []
     """Lines appended verbatim to slurmdbd.conf. Default: none."""
     enforce: list[Literal["associations", "limits", "qos", "safe", "wckeys"]] = [
         "associations",

@@ -212,6 +212,9 @@ def conf_file(header: str, own: Iterable[str], user: Iterable[str] = (), *, file
         if not comment and (keys := read_keys(line)) and keys[0].lower() not in RECORDS:
             owned.add(keys[0].lower())
     lines = [header.rstrip("\n"), *own]
+    user = list(user)
+    if repeats := repeated_keys(user):
+        raise SlurmTextError(f"{file}: verbatim line {repeats[0]}")
     for line in user:
         if (problem := line_problem(line, file, owned)) is not None:
             raise SlurmTextError(f"{file}: verbatim line {line[:80]!r}: {problem}")
@@ -268,12 +271,34 @@ SacctmgrName = AfterValidator(_not_keyword)
 """The pydantic check of a name sacctmgr reads (`keyword_problem`)."""
 
 
-SlurmConfLine = Annotated[str, conf_line("slurm.conf")]
-"""One verbatim line of slurm.conf (controller.extraSlurmConf)."""
-SlurmdbdConfLine = Annotated[str, conf_line("slurmdbd.conf")]
-CgroupConfLine = Annotated[str, conf_line("cgroup.conf")]
-GresConfLine = Annotated[str, conf_line("gres.conf")]
-TopologyConfLine = Annotated[str, conf_line("topology.conf")]
+def repeated_keys(lines: Iterable[str]) -> list[str]:
+    """Keys that two verbatim lines of one file both set (records aside): Slurm keeps the last
+    silently, so the first line would mean nothing."""
+    seen: dict[str, int] = {}
+    problems = []
+    for i, line in enumerate(lines):
+        keys = read_keys(line) if not line.lstrip().startswith("#") else []
+        if not keys or keys[0].lower() in RECORDS:
+            continue
+        first = seen.setdefault(keys[0].lower(), i)
+        if first != i:
+            problems.append(f"[{i}]: {keys[0]} is set again (first at [{first}]); Slurm would keep only the last")
+    return problems
+
+
+def _once_each(lines: list[str]) -> list[str]:
+    if problems := repeated_keys(lines):
+        raise ValueError("\n".join(problems))
+    return lines
+
+
+_ONCE = AfterValidator(_once_each)
+SlurmConfLines = Annotated[list[Annotated[str, conf_line("slurm.conf")]], _ONCE]
+"""Verbatim lines of slurm.conf (controller.extraSlurmConf): each `line_problem`-free, each key once."""
+SlurmdbdConfLines = Annotated[list[Annotated[str, conf_line("slurmdbd.conf")]], _ONCE]
+CgroupConfLines = Annotated[list[Annotated[str, conf_line("cgroup.conf")]], _ONCE]
+GresConfLines = Annotated[list[Annotated[str, conf_line("gres.conf")]], _ONCE]
+TopologyConfLines = Annotated[list[Annotated[str, conf_line("topology.conf")]], _ONCE]
 
 
 def logical_lines(body: str) -> list[tuple[int, str]]:
