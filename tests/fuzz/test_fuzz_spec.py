@@ -1,0 +1,358 @@
+"""A generative fuzzer over the stack (hypothesis): hostile values in the fields that reach Slurm
+files, scripts and pods. It checks invariants, not examples: a stack is either refused, each
+problem naming a field, or every rendered Slurm file reads back (tests/fuzz/oracle.py) as sunk
+wrote it, no password key sits in a file, and no pod gets what its role's row lacks. Never a
+traceback.
+
+Bounded by example count, not time: SUNK_FUZZ_EXAMPLES (default 150 in CI; `SUNK_FUZZ_EXAMPLES=5000
+.venv/bin/python -m pytest tests/fuzz -q` is the longer mode). The example database is off: every
+failure the fuzzer has found is in FOUND below, as an explicit example, so a fresh clone runs it."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from sunk import keys, podgate, roles
+from sunk.manifests.auth import allowed_secret_names, secret_purposes
+from sunk.podgate import stack_objects
+from sunk.render import render_slurm_files
+from sunk.spec import SpecError, slurmtext
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.scheduling import EXTRA_SLURM_FILES
+from sunk.spec.slurmtext import OVERRIDABLE
+from sunk.stackfile import parse_config
+
+EXAMPLES = int(os.environ.get("SUNK_FUZZ_EXAMPLES", "150"))
+
+BASE: dict[str, Any] = {
+    "name": "research",
+    "tenant": "acme",
+    "nodesets": [
+        {"name": "cpu", "cpus": 4, "memoryMib": 8192},
+        {"name": "gpu", "cpus": 16, "memoryMib": 65536, "gpus": {"type": "h100", "count": 2}},
+    ],
+    "partitions": [{"name": "batch", "nodesets": ["cpu", "gpu"], "default": True}],
+    "qos": [{"name": "low"}],
+    "accounts": [{"name": "lab", "users": ["alice"]}],
+}
+LDAP = {
+    "uris": ["ldaps://ldap.acme.example:636"],
+    "baseDn": "dc=acme,dc=example",
+    "bindDn": "cn=sssd,dc=acme,dc=example",
+    "bindPasswordSecret": {"name": "ldap-bind", "key": "password"},
+}
+POLICY = {"policy": {"imagePrefixes": ["ghcr.io/sunk-dev/"], "hostPaths": ["/data"]}}
+
+# ----- the judges, written apart from the code they judge so they don't share its blind spots.
+# The fuzzer's judges, written apart from the code they judge so they don't share its blind spots.
+#
+# `slurm_read` reads a Slurm file the way src/common/parse_config.c does (a line up to '\\n'; an
+# unescaped '#' ends it; an odd run of trailing backslashes, blanks after them allowed, joins the
+# next line; a backslash escapes the next character; keys match in any case), written from the
+# parser's description rather than from sunk.spec.slurmtext. `violations` lists what a stack that
+# validate accepted must never produce.
+
+BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+"""Characters some reader (Python's splitlines, an editor, a YAML reader) breaks a line at."""
+REPEATABLE = {"nodename", "nodeset", "partitionname", "prologslurmctld", "epilogslurmctld", "name", "switchname"}
+REPEATABLE |= {"blockname", "required", "optional", "include"}
+
+
+def slurm_read(body: str) -> list[tuple[int, int, str]]:
+    """(first physical line, physical lines joined, text as Slurm reads it) per logical line."""
+    out: list[tuple[int, int, str]] = []
+    physical = body.split("\n")
+    n = 0
+    while n < len(physical):
+        start, text = n, ""
+        while True:
+            line = physical[n]
+            cut = _cut(line)
+            trimmed = cut.rstrip(" \t\r\n\x0b\x0c")
+            run = len(trimmed) - len(trimmed.rstrip("\\"))
+            n += 1
+            if run % 2 == 1 and n < len(physical):
+                text += trimmed[:-1]
+                continue
+            text += cut
+            break
+        out.append((start + 1, n - start, _unescape(text)))
+    return out
+
+
+def _cut(line: str) -> str:
+    escaped = False
+    for i, ch in enumerate(line):
+        if ch == "#" and not escaped:
+            return line[:i]
+        escaped = ch == "\\" and not escaped
+    return line
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def slurm_keys(text: str) -> list[str]:
+    return [k.lower() for k in re.findall(r"([A-Za-z0-9_.]+)\s*[-*+/]?=", text)]
+
+
+def conf_violations(name: str, body: str) -> list[str]:
+    """What Slurm would read otherwise than sunk wrote in one of sunk's files (or, for a file the
+    stack brings whole, a password key)."""
+    own = name not in EXTRA_SLURM_FILES
+    found = []
+    for n, line in enumerate(body.split("\n"), 1):
+        if any(ch in line for ch in BREAKS) or any(ord(ch) < 32 and ch != "\t" for ch in line):
+            found.append(f"{name}:{n}: a character some reader breaks a line at, or a control character")
+    counts: dict[str, int] = {}
+    for first, joined, text in slurm_read(body):
+        if joined > 1:
+            found.append(f"{name}:{first}: Slurm joins {joined} lines into one")
+        words = slurm_keys(text)
+        if any("pass" in k for k in words):
+            found.append(f"{name}:{first}: a password key {words}")
+        if words:
+            counts[words[0]] = counts.get(words[0], 0) + 1
+    tunable = OVERRIDABLE.get(name, frozenset())
+    if own:
+        found += [
+            f"{name}: {key} set {c} times" for key, c in counts.items() if c > 1 and key not in REPEATABLE | tunable
+        ]
+    else:
+        found = [f for f in found if "password" in f]
+    return found
+
+
+def _pods(objs: Iterable[dict[str, Any]]) -> Iterable[tuple[str, dict[str, Any], dict[str, Any]]]:
+    for m in objs:
+        if m["kind"] == "Pod":
+            yield m["metadata"]["name"], m["metadata"], m["spec"]
+        elif m["kind"] in ("Deployment", "StatefulSet", "Job", "DaemonSet"):
+            yield m["metadata"]["name"], m["spec"]["template"]["metadata"], m["spec"]["template"]["spec"]
+
+
+def pod_violations(spec: ClusterSpec) -> list[str]:
+    """No pod gets a capability, privilege, hostPath or one of the cluster's Secrets that its
+    role's row (sunk.roles) lacks, whatever the gate said."""
+    objs, _ = stack_objects(spec)
+    ours = secret_purposes(spec)
+    found = []
+    for name, meta, pod in _pods(objs):
+        row = roles.ROLES[(meta.get("labels") or {})[keys.APP_COMPONENT]]
+        allowed = allowed_secret_names(spec, row.name)
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            ctx = c.get("securityContext") or {}
+            added = set((ctx.get("capabilities") or {}).get("add") or ())
+            if not added <= row.containers.get(c["name"], frozenset()):
+                found.append(f"{name}/{c['name']}: adds {sorted(added)}")
+            if ctx.get("privileged") and c["name"] not in row.privileged:
+                found.append(f"{name}/{c['name']}: privileged")
+            for env in c.get("env", []):
+                ref = ((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                if ref in ours and ref not in allowed:
+                    found.append(f"{name}/{c['name']}: env from Secret {ref}")
+        for v in pod.get("volumes", []):
+            ref = (v.get("secret") or {}).get("secretName")
+            if ref in ours and ref not in allowed:
+                found.append(f"{name}: volume of Secret {ref}")
+            if "hostPath" in v and row.host_paths != roles.POLICY:
+                found.append(f"{name}: hostPath")
+    return found
+
+
+def violations(spec: ClusterSpec) -> list[str]:
+    """Everything a validated stack must never produce (no traceback is the caller's to catch)."""
+    files = render_slurm_files(spec)
+    found = []
+    for name, body in files.items():
+        if name.endswith(".conf"):
+            found += conf_violations(name, body)
+    return found + pod_violations(spec)
+
+
+# ----- hostile alphabets
+HOSTILE_CHARS = ["\\", "#", "=", " ", "\t", "\r", "\n", "\x00", "\x1b", "\x85", "\u2028", "\u2029", "\ufeff", '"', "'"]
+WORD_CHARS = [*"abcXYZ019_.-/:,", *HOSTILE_CHARS]
+text = st.text(alphabet=st.sampled_from(WORD_CHARS), max_size=12)
+SLURM_KEYS = [
+    "ConstrainDevices", "AccountingStorageEnforce", "EnforcePartLimits", "ProctrackType", "InactiveLimit",
+    "StoragePass", "AccountingStoragePass", "JobCompPass", "Include", "PartitionName", "NodeName", "AuthType",
+    "MessageTimeout", "DebugFlags", "MaxRAMPercent", "Name", "SwitchName", "AutoDetect", "StorageHost",
+    "MessageTimeout", "DebugFlags", "CommitDelay", "PMIxDebug", "StoragePass", "JobCompPass",
+]  # fmt: skip
+"""Keys sunk renders, keys holding passwords, and keys a verbatim line may set (listed twice, to
+be drawn as often as the others)."""
+
+
+@st.composite
+def conf_keys(draw: st.DrawFn) -> str:
+    """A key as written, maybe split by an escape the way Slurm's parser removes it."""
+    key: str = draw(st.sampled_from(SLURM_KEYS))
+    if draw(st.booleans()):
+        at = draw(st.integers(1, len(key) - 1))
+        key = key[:at] + "\\" + key[at:]
+    return key.lower() if draw(st.booleans()) else key
+
+
+VALUES = st.one_of(st.sampled_from(["1", "yes", "30", "none", "a,b"]), text)
+"""Mostly values a line could hold, sometimes the hostile alphabet: a line must get past every
+other check before the one under test can be missed."""
+
+
+@st.composite
+def conf_lines(draw: st.DrawFn) -> str:
+    count = draw(st.integers(1, 2))
+    words = [f"{draw(conf_keys())}{draw(st.sampled_from(['=', ' = ', '+=']))}{draw(VALUES)}" for _ in range(count)]
+    line = " ".join(words)
+    tail = draw(st.sampled_from(["", "\\", "\\  ", " # note", "\\\\", "\\\t"]))
+    return draw(st.sampled_from([line, line + tail, line + tail, "# " + draw(text)]))
+
+
+NAMES = st.sampled_from(["where", "set", "withd", "all", "root", "normal", "lab", "a-b", "x", "Default", "wopi"])
+TIMES = st.sampled_from(["9" * 20, "99999999", "24855-03:14:07", "24856-00:00:00", "1-00:00:00", "UNLIMITED", "0"])
+NUMBERS = st.sampled_from([0, -1, 1, 2**31, 2**32, 2**63 - 1, 2**63, 10**30])
+SECRETS = st.sampled_from(["research-auth", "research-jwt", "research-mariadb", "research-sssd", "ldap-bind",
+                           "research-login-host-keys", "s3"])  # fmt: skip
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> None:
+    node: Any = doc
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+    if last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+INJECTIONS: list[tuple[str, st.SearchStrategy[Any]]] = [
+    ("controller.extraSlurmConf", st.lists(conf_lines(), min_size=1, max_size=3)),
+    ("accounting.extraSlurmdbdConf", st.lists(conf_lines(), min_size=1, max_size=2)),
+    ("extraConfig.cgroupConf", st.lists(conf_lines(), min_size=1, max_size=2)),
+    ("extraConfig.gresConf", st.lists(conf_lines(), min_size=1, max_size=2)),
+    ("extraConfig.topologyConf", st.lists(conf_lines(), min_size=1, max_size=2)),
+    ("extraConfig.plugstackConf", st.lists(st.builds(lambda t: "optional x.so " + t, text), min_size=1, max_size=2)),
+    ("extraConfig.files", st.dictionaries(st.sampled_from(["mpi.conf", "acct_gather.conf"]),
+                                          st.lists(conf_lines(), max_size=3).map("\n".join), max_size=1)),
+    ("partitions.0.extra", st.lists(st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["OverSubscribe", "Hidden"]), text), max_size=2)),
+    ("scheduling.schedulerParameters", st.lists(st.builds(lambda v: f"bf_interval={v}", text), max_size=2)),
+    ("pyxis", st.builds(lambda a: {"enabled": True, "args": [f"runtime_path={a}"]}, text)),
+    ("partitions.0.maxTime", TIMES),
+    ("scheduling.preemptExemptTime", TIMES),
+    ("qos.0", st.builds(lambda n, t: {"name": n, "maxWall": t}, NAMES, TIMES)),
+    ("accounts.0", st.builds(lambda n, u: {"name": n, "users": [u]}, NAMES, NAMES)),
+    ("nodesets.0.cpus", NUMBERS),
+    ("nodesets.1.gpus.resourceName", st.sampled_from(["kubernetes.io/gpu", "nvidia.com/gpu", "a..b/c"])),
+    ("login.securityContext", st.builds(lambda c: {"capabilities": {"add": c}},
+                                        st.lists(st.sampled_from(["ALL", "SYS_ADMIN", "CHOWN", "NET_ADMIN"]), max_size=2))),
+    ("login.volumes", st.builds(lambda s: [{"name": "v", "mountPath": "/v", "secret": {"secretName": s}}], SECRETS)),
+    ("nodesets.0.volumes", st.builds(lambda s: [{"name": "v", "mountPath": "/v", "secret": {"secretName": s}}], SECRETS)),
+    ("nodesets.0.env", st.builds(lambda s: [{"name": "X", "valueFrom": {"secretKeyRef": {"name": s, "key": "k"}}}], SECRETS)),
+    ("nodesets.0.volumes", st.builds(lambda p: [{"name": "h", "mountPath": "/h", "hostPath": {"path": p}}],
+                                     st.sampled_from(["/etc", "/data/x", "/"]))),
+    ("labels", st.dictionaries(st.sampled_from(["slurm.sunk.dev/nodeset", "sunk.dev/nodeset", "team",
+                                                "app.kubernetes.io/component"]), st.sampled_from(["cpu", "x"]), max_size=1)),
+    ("login.tolerations", st.builds(lambda e, s: [{"key": "k", "operator": "Exists", "effect": e, "tolerationSeconds": s}],
+                                    st.sampled_from(["NoSchedule", "NoExecute"]), NUMBERS)),
+    ("topology", st.builds(lambda k: {"plugin": "tree", "labelKeys": [k]}, text)),
+    ("auth.ldap", st.just(LDAP)),
+    ("cgroup.plugin", st.sampled_from(["disabled", "cgroup/v1"])),
+]  # fmt: skip
+FILE_INJECTIONS = 7
+PATH = re.compile(r"^[A-Za-z(][\w.:\[\]()/-]*(\.|\[|:| )")
+
+
+@st.composite
+def stacks(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
+    doc = copy.deepcopy(BASE)
+    # The verbatim-line injections (the first FILE_INJECTIONS) are drawn as often as all the others.
+    index_of = st.one_of(st.integers(0, FILE_INJECTIONS - 1), st.integers(0, len(INJECTIONS) - 1))
+    for index in draw(st.lists(index_of, min_size=1, max_size=3, unique=True)):
+        path, strategy = INJECTIONS[index]
+        _set(doc, path, draw(strategy))
+    operator = draw(st.sampled_from([False, POLICY]))
+    return doc, operator
+
+
+def judge(doc: dict[str, Any], operator: Any) -> list[str]:
+    """[] when the invariants hold for this stack; else what broke. A traceback propagates."""
+    try:
+        spec, _ = parse_config({"sunk:cluster": doc, "sunk:operator": operator}, "fuzz")
+    except SpecError as err:
+        unnamed = [p for p in err.problems if not PATH.match(p)]
+        return [f"refused without a field: {p!r}" for p in unnamed] + ([] if err.problems else ["refused, no problem"])
+    return violations(spec)
+
+
+def _run(max_examples: int, phases: tuple[Phase, ...] = tuple(Phase)) -> None:
+    @settings(
+        max_examples=max_examples,
+        database=None,
+        derandomize=True,
+        deadline=None,
+        phases=phases,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(stacks())
+    def run(stack: tuple[dict[str, Any], Any]) -> None:
+        assert judge(*stack) == []
+
+    run()
+
+
+def test_fuzz_every_accepted_stack_keeps_the_invariants() -> None:
+    _run(EXAMPLES)
+
+
+FOUND: dict[str, tuple[dict[str, Any], Any]] = {
+    # 2000-example run: a key set twice by verbatim lines (Slurm keeps the last, silently).
+    "a verbatim key set twice": (
+        {**BASE, "controller": {"extraSlurmConf": ["ConstrainDevices=1", "ConstrainDevices=1"]}},
+        False,
+    ),
+    # The corpus classes the fuzzer was built from, kept as examples too.
+    "continuation into EnforcePartLimits": ({**BASE, "controller": {"extraSlurmConf": ["MessageTimeout=30\\"]}}, False),
+    "escaped password key": ({**BASE, "controller": {"extraSlurmConf": ["Storage\\Pass=x"]}}, False),
+    "NEL in a line": ({**BASE, "controller": {"extraSlurmConf": ["A=1\x85PreemptType=preempt/none"]}}, False),
+    "ALL on sshd": ({**BASE, "login": {"securityContext": {"capabilities": {"add": ["ALL"]}}}}, False),
+}
+"""Stacks the fuzzer once found breaking an invariant (kept, since its database does not survive a
+fresh clone); filled by hand from a failing run's falsifying example."""
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_found_examples_keep_the_invariants(name: str) -> None:
+    assert judge(*FOUND[name]) == []
+
+
+def _without_continuation_check(text: str, *, comment: bool = False) -> str | None:
+    return _ORIGINAL_TEXT_PROBLEM(text.rstrip().rstrip("\\") or "x", comment=comment)
+
+
+_ORIGINAL_TEXT_PROBLEM = slurmtext.text_problem
+
+GUARDS = {
+    # Each guard alone, switched off: the fuzzer must find a stack that gets past it within the
+    # CI budget, or it would not find a hole where that guard is missing.
+    "continuation check": (slurmtext, "text_problem", _without_continuation_check),
+    "secret-key check": (slurmtext, "is_secret_key", lambda key: False),
+    "pod gate: container grants": (podgate, "_container_problems", lambda row, c: []),
+}
+
+
+@pytest.mark.parametrize("guard", sorted(GUARDS))
+def test_the_fuzzer_finds_each_guard_missing(guard: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, name, stand_in = GUARDS[guard]
+    monkeypatch.setattr(module, name, stand_in)
+    with pytest.raises(AssertionError):
+        _run(EXAMPLES, phases=(Phase.explicit, Phase.generate))
