@@ -4,7 +4,7 @@ problem naming a field, or every rendered Slurm file reads back (tests/fuzz/orac
 wrote it, no password key sits in a file, and no pod gets what its role's row lacks. Never a
 traceback.
 
-Bounded by example count, not time: SUNK_FUZZ_EXAMPLES (default 150 in CI; `SUNK_FUZZ_EXAMPLES=5000
+Bounded by example count, not time: SUNK_FUZZ_EXAMPLES (default 200 in CI; `SUNK_FUZZ_EXAMPLES=5000
 .venv/bin/python -m pytest tests/fuzz -q` is the longer mode). The example database is off: every
 failure the fuzzer has found is in FOUND below, as an explicit example, so a fresh clone runs it."""
 
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from sunk.runtime.testing.slurmread import slurm_keys, slurm_read
 
 from sunk import keys, podgate, roles
 from sunk.manifests.auth import allowed_secret_names, secret_purposes
@@ -30,7 +31,7 @@ from sunk.spec.scheduling import EXTRA_SLURM_FILES
 from sunk.spec.slurmtext import OVERRIDABLE
 from sunk.stackfile import parse_config
 
-EXAMPLES = int(os.environ.get("SUNK_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("SUNK_FUZZ_EXAMPLES", "200"))
 
 BASE: dict[str, Any] = {
     "name": "research",
@@ -51,58 +52,13 @@ LDAP = {
 }
 POLICY = {"policy": {"imagePrefixes": ["ghcr.io/sunk-dev/"], "hostPaths": ["/data"]}}
 
-# ----- the judges, written apart from the code they judge so they don't share its blind spots.
-# The fuzzer's judges, written apart from the code they judge so they don't share its blind spots.
-#
-# `slurm_read` reads a Slurm file the way src/common/parse_config.c does (a line up to '\\n'; an
-# unescaped '#' ends it; an odd run of trailing backslashes, blanks after them allowed, joins the
-# next line; a backslash escapes the next character; keys match in any case), written from the
-# parser's description rather than from sunk.spec.slurmtext. `violations` lists what a stack that
-# validate accepted must never produce.
-
+# ----- the judges, written apart from the code they judge so they don't share its blind spots
+# (sunk.runtime.testing.slurmread reads a file as Slurm's parser does). `violations` lists what a
+# stack that validate accepted must never produce.
 BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 """Characters some reader (Python's splitlines, an editor, a YAML reader) breaks a line at."""
 REPEATABLE = {"nodename", "nodeset", "partitionname", "prologslurmctld", "epilogslurmctld", "name", "switchname"}
 REPEATABLE |= {"blockname", "required", "optional", "include"}
-
-
-def slurm_read(body: str) -> list[tuple[int, int, str]]:
-    """(first physical line, physical lines joined, text as Slurm reads it) per logical line."""
-    out: list[tuple[int, int, str]] = []
-    physical = body.split("\n")
-    n = 0
-    while n < len(physical):
-        start, text = n, ""
-        while True:
-            line = physical[n]
-            cut = _cut(line)
-            trimmed = cut.rstrip(" \t\r\n\x0b\x0c")
-            run = len(trimmed) - len(trimmed.rstrip("\\"))
-            n += 1
-            if run % 2 == 1 and n < len(physical):
-                text += trimmed[:-1]
-                continue
-            text += cut
-            break
-        out.append((start + 1, n - start, _unescape(text)))
-    return out
-
-
-def _cut(line: str) -> str:
-    escaped = False
-    for i, ch in enumerate(line):
-        if ch == "#" and not escaped:
-            return line[:i]
-        escaped = ch == "\\" and not escaped
-    return line
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
-
-
-def slurm_keys(text: str) -> list[str]:
-    return [k.lower() for k in re.findall(r"([A-Za-z0-9_.]+)\s*[-*+/]?=", text)]
 
 
 def conf_violations(name: str, body: str) -> list[str]:
@@ -203,18 +159,36 @@ def conf_keys(draw: st.DrawFn) -> str:
     return key.lower() if draw(st.booleans()) else key
 
 
-VALUES = st.one_of(st.sampled_from(["1", "yes", "30", "none", "a,b"]), text)
+CLEAN = st.sampled_from(["1", "yes", "30", "none", "a,b"])
+VALUES = st.one_of(CLEAN, CLEAN, text)
 """Mostly values a line could hold, sometimes the hostile alphabet: a line must get past every
 other check before the one under test can be missed."""
 
 
 @st.composite
-def conf_lines(draw: st.DrawFn) -> str:
+def hostile_lines(draw: st.DrawFn) -> str:
     count = draw(st.integers(1, 2))
     words = [f"{draw(conf_keys())}{draw(st.sampled_from(['=', ' = ', '+=']))}{draw(VALUES)}" for _ in range(count)]
     line = " ".join(words)
     tail = draw(st.sampled_from(["", "\\", "\\  ", " # note", "\\\\", "\\\t"]))
     return draw(st.sampled_from([line, line + tail, line + tail, "# " + draw(text)]))
+
+
+PLAUSIBLE_KEYS = ["MessageTimeout", "DebugFlags", "CommitDelay", "PMIxDebug", "Name", "StoragePass", "JobCompPass",
+                  "Storage\\Pass", "accountingstoragepass"]  # fmt: skip
+"""Keys a verbatim line may set in some file, and password keys however spelled: lines that get
+past every check but the one a guard makes."""
+
+
+@st.composite
+def plausible_lines(draw: st.DrawFn) -> str:
+    line = f"{draw(st.sampled_from(PLAUSIBLE_KEYS))}={draw(CLEAN)}"
+    return line + draw(st.sampled_from(["", "", "\\", "\\ "]))
+
+
+def conf_lines() -> st.SearchStrategy[str]:
+    """Half lines that could pass, half from the hostile alphabet."""
+    return st.one_of(plausible_lines(), hostile_lines())
 
 
 NAMES = st.sampled_from(["where", "set", "withd", "all", "root", "normal", "lab", "a-b", "x", "Default", "wopi"])
@@ -236,7 +210,7 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> None:
 
 
 INJECTIONS: list[tuple[str, st.SearchStrategy[Any]]] = [
-    ("controller.extraSlurmConf", st.lists(conf_lines(), min_size=1, max_size=3)),
+    ("controller.extraSlurmConf", st.lists(conf_lines(), min_size=1, max_size=2)),
     ("accounting.extraSlurmdbdConf", st.lists(conf_lines(), min_size=1, max_size=2)),
     ("extraConfig.cgroupConf", st.lists(conf_lines(), min_size=1, max_size=2)),
     ("extraConfig.gresConf", st.lists(conf_lines(), min_size=1, max_size=2)),
@@ -268,16 +242,21 @@ INJECTIONS: list[tuple[str, st.SearchStrategy[Any]]] = [
     ("auth.ldap", st.just(LDAP)),
     ("cgroup.plugin", st.sampled_from(["disabled", "cgroup/v1"])),
 ]  # fmt: skip
-FILE_INJECTIONS = 7
+POD_PATHS = ("login.", "nodesets.0.volumes", "nodesets.0.env", "labels", "auth.ldap")
+GROUPS = (
+    list(range(7)),
+    [i for i, (path, _) in enumerate(INJECTIONS) if path.startswith(POD_PATHS)],
+    [i for i, (path, _) in enumerate(INJECTIONS) if i >= 7 and not path.startswith(POD_PATHS)],
+)
 PATH = re.compile(r"^[A-Za-z(][\w.:\[\]()/-]*(\.|\[|:| )")
 
 
 @st.composite
 def stacks(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
     doc = copy.deepcopy(BASE)
-    # The verbatim-line injections (the first FILE_INJECTIONS) are drawn as often as all the others.
-    index_of = st.one_of(st.integers(0, FILE_INJECTIONS - 1), st.integers(0, len(INJECTIONS) - 1))
-    for index in draw(st.lists(index_of, min_size=1, max_size=3, unique=True)):
+    # Each group (verbatim lines, what reaches pods, the rest) is drawn as often as the others.
+    index_of = st.sampled_from(GROUPS).flatmap(lambda group: st.sampled_from(group))
+    for index in draw(st.lists(index_of, min_size=1, max_size=2, unique=True)):
         path, strategy = INJECTIONS[index]
         _set(doc, path, draw(strategy))
     operator = draw(st.sampled_from([False, POLICY]))
