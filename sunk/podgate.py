@@ -118,7 +118,7 @@ def _pod_problems(spec: ClusterSpec, operator: OperatorSpec | None, meta: Manife
     row = roles.ROLES.get(component)
     if row is None:
         return [f"pod of role {component!r}, which the role table does not know"]
-    problems = list(kubeschema.problems("PodSpec", pod))
+    problems = [str(p) for p in kubeschema.problems("PodSpec", pod)]
     for what, names in (
         ("container", [c["name"] for c in _containers(pod)]),
         ("volume", [v["name"] for v in pod.get("volumes", [])]),

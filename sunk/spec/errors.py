@@ -120,6 +120,9 @@ def _kind(given: Any) -> str:
 
 
 def _shown(given: Any) -> str:
+    if isinstance(given, int) and not isinstance(given, bool) and given.bit_length() > 128:
+        # repr() of an int past Python's int-string limit (4300 digits) raises ValueError.
+        return f"a {given.bit_length()}-bit number"
     text = repr(given)
     return text if len(text) <= 40 else text[:37] + "..."
 

@@ -101,7 +101,7 @@ CASES = [
     Bad("partition-prio-needs-tiers", {"scheduling.preemptType": "partition_prio"}, "scheduling.preemptType", "needs partitions with different priorityTier values"),
     Bad("exporter-without-restapi", {"monitoring.enabled": True, "restapi.enabled": False}, "restapi.enabled", "keep restapi enabled"),
     Bad("runtime-without-restapi", {"restapi.enabled": False}, "restapi.enabled", "the syncer and the scheduler, which every cluster runs"),
-    Bad("enforce-without-accounting", {"accounting": {"enabled": False, "enforce": ["qos"]}}, "accounting.enforce", "nothing would be enforced"),
+    Bad("enforce-without-accounting", {"accounting": {"enabled": False, "enforce": ["qos"]}, "scheduling.preemptType": "none"}, "accounting.enforce", "nothing would be enforced"),
     Bad("exporter-interval-too-short", {"monitoring.exporter.interval": "2s"}, "monitoring.exporter.interval", "shorter than 5s"),
     Bad("exporter-interval-no-unit", {"monitoring.exporter.interval": "30"}, "monitoring.exporter.interval", "whole seconds or minutes, e.g. 30s or 1m"),
     Bad("exporter-per-user-not-bool", {"monitoring.exporter.perUserMetrics": "yes"}, "monitoring.exporter.perUserMetrics", "true or false is required"),
