@@ -28,6 +28,7 @@ from typing import Any
 
 from . import net
 from .cluster import State
+from .offcluster import override_render
 
 STOP_TIMEOUT = 120.0
 """Seconds `down` gives the cluster's process to stop every pod (their grace periods) before SIGKILL."""
@@ -173,6 +174,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     rendered = folder / "render"
     shutil.rmtree(rendered, ignore_errors=True)
     render(args.stack, rendered)
+    for name in override_render(rendered):
+        print(f"off-cluster override (runtime/local/offcluster.py): {name}")
     state = _start(folder, project)
     print(f"local cluster up: https://127.0.0.1:{state.port} (pods on {state.subnet}, bridge {state.bridge})")
     print(apply(state, rendered).rstrip())

@@ -104,7 +104,12 @@ def _tolerates(pod: Obj, taint: Mapping[str, Any]) -> bool:
     return False
 
 
-def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str], name: str) -> bool:
+    for expr in term.get("matchFields") or []:  # metadata.name is the one field a node term may name
+        values = expr.get("values") or []
+        inside = expr.get("key") == "metadata.name" and name in values
+        if inside != (expr.get("operator") == "In"):
+            return False
     for expr in term.get("matchExpressions") or []:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
         present = key in labels
@@ -138,7 +143,7 @@ def unfit(pod: Obj, node: Obj, placed: list[Obj]) -> str | None:
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
     terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(_term_matches(t, labels) for t in terms):
+    if terms and not any(_term_matches(t, labels, name) for t in terms):
         return f"node {name} didn't match Pod's node affinity/selector"
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(pod, taint):

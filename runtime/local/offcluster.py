@@ -1,15 +1,26 @@
-"""Every way the local cluster differs from a real one in what a pod sees, with its reason.
+"""Every way the local cluster differs from a real one in what a pod sees, with its reason, and
+the two changes made to a render before it is applied (`override_render`).
 
-The rendered objects are applied as they are: no Slurm file, script or manifest is rewritten for
-the local cluster (runtime/harness/overrides.py, which the one-host harness needs, is not used
-here: each pod has its own hostname, address and filesystem, so the loopback hosts, per-instance
-ports and shared /etc/slurm it works around do not arise). What differs is the node under the
-pods, and only where this host can't do what a Kubernetes node does:
+The rendered manifests and scripts are applied as they are. The harness's other overrides
+(runtime/harness/overrides.py: loopback hosts, per-instance ports, a shared /etc/slurm) are not
+needed here: each pod has its own hostname, address and filesystem. What differs is the node under
+the pods, and only where this host can't do what a Kubernetes node does:
 """
 
 from __future__ import annotations
 
+import base64
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..harness.overrides import directive, set_directives
 
 
 @dataclass(frozen=True)
@@ -20,14 +31,14 @@ class Difference:
 
 DIFFERENCES: tuple[Difference, ...] = (
     Difference(
-        "No cgroup per container: resource limits are not enforced and /sys/fs/cgroup is the host's "
-        "read-only view. Slurm's cgroup/v2 plugin (cgroup.conf CgroupPlugin, proctrack/cgroup, "
-        "task/cgroup, jobacct_gather/cgroup) fails in slurmd pods.",
+        "No cgroup per container: resource limits are not enforced. In the rendered slurm.conf and "
+        "cgroup.conf, CgroupPlugin=disabled, ProctrackType=proctrack/linuxproc, "
+        "TaskPlugin=task/affinity and JobAcctGatherType=jobacct_gather/linux replace the cgroup "
+        "plugins (`cgroup_free`).",
         "This host mounts cgroups in hybrid mode: the v1 controllers are each mounted and the "
-        "unified (v2) tree has no controllers, so no cgroup v2 subtree can be delegated to a pod. "
-        "runtime/harness/overrides.py's local_cgroup_conf is the override the harness applies for "
-        "the same reason; the local cluster applies no override, so pods that need cgroup v2 fail "
-        "as they would on such a node.",
+        "unified (v2) tree has no controllers, so no cgroup v2 subtree can be delegated to a pod, "
+        "and slurmd refuses to start with cgroup/v2. The same override as the harness's "
+        "(runtime/harness/overrides.py); the pods' scripts are untouched.",
     ),
     Difference(
         "Service names resolve through each pod's /etc/hosts, to the first Ready pod behind the "
@@ -44,9 +55,11 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
     Difference(
         "Secrets hold the render's deterministic offline placeholders (`sunk render --show-secrets`), "
-        "not values generated at deploy time.",
-        "There is no Pulumi engine here to generate them; the placeholders are valid keys of the "
-        "right length for munge and JWT, but SSH host keys are not real keys.",
+        "not values generated at deploy time, except SSH keys: each placeholder OpenSSH key is "
+        "replaced by a new key of the type its name says (`real_ssh_keys`).",
+        "There is no Pulumi engine here to generate them; the placeholders are valid random bytes "
+        "of the right length for munge and JWT, but an OpenSSH placeholder is not a key and sshd "
+        "refuses to start without real host keys.",
     ),
     Difference(
         "No seccomp, AppArmor or SELinux confinement; capabilities, users, groups, no_new_privs and "
@@ -55,3 +68,76 @@ DIFFERENCES: tuple[Difference, ...] = (
     ),
 )
 """The list README's local cluster section repeats; a test keeps the two in step."""
+
+
+# -- the overrides: applied to the render's files before they are applied to the cluster ---------
+
+_PLACEHOLDER = re.compile(
+    r"-----BEGIN OPENSSH PRIVATE KEY-----\noffline placeholder for (\S+), not a key\n-----END OPENSSH PRIVATE KEY-----\n?"
+)
+Keygen = Callable[[str], str]
+"""Key type (ed25519, rsa, ecdsa) -> a new OpenSSH private key."""
+
+
+def ssh_keygen(kind: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "key"
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "sunk-local", "-f", str(path)],
+            check=True,
+            capture_output=True,
+        )
+        return path.read_text()
+
+
+def _key_type(name: str) -> str:
+    return next((kind for kind in ("ed25519", "ecdsa", "rsa") if kind in name), "ed25519")
+
+
+def real_ssh_keys(obj: dict[str, Any], keygen: Keygen) -> bool:
+    """Replace a Secret's offline placeholder OpenSSH keys with new keys of the type each names."""
+    if obj.get("kind") != "Secret":
+        return False
+    changed = False
+    for field in ("stringData", "data"):
+        for key, value in (obj.get(field) or {}).items():
+            text = base64.b64decode(value).decode(errors="replace") if field == "data" else str(value)
+            found = _PLACEHOLDER.search(text)
+            if found is None:
+                continue
+            new = keygen(_key_type(found.group(1)))
+            obj[field][key] = base64.b64encode(new.encode()).decode() if field == "data" else new
+            changed = True
+    return changed
+
+
+def cgroup_free(obj: dict[str, Any]) -> bool:
+    """slurm.conf and cgroup.conf of a ConfigMap without cgroups (the first difference above)."""
+    if obj.get("kind") != "ConfigMap":
+        return False
+    data = obj.get("data") or {}
+    changed = False
+    if "cgroup.conf" in data:
+        data["cgroup.conf"] = set_directives(data["cgroup.conf"], {"CgroupPlugin": "disabled"})
+        changed = True
+    if "slurm.conf" in data:
+        text = data["slurm.conf"]
+        values = {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/affinity"}
+        if directive(text, "JobAcctGatherType"):
+            values["JobAcctGatherType"] = "jobacct_gather/linux"
+        data["slurm.conf"] = set_directives(text, values)
+        changed = True
+    return changed
+
+
+def override_render(folder: Path, keygen: Keygen = ssh_keygen) -> list[str]:
+    """Apply the overrides to the YAML files of a render folder in place; the files changed."""
+    changed = []
+    for path in sorted(folder.glob("*.yaml")):
+        obj = yaml.safe_load(path.read_text())
+        if not isinstance(obj, dict):
+            continue
+        if cgroup_free(obj) | real_ssh_keys(obj, keygen):
+            path.write_text(yaml.safe_dump(obj, sort_keys=False))
+            changed.append(path.name)
+    return changed

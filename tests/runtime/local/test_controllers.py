@@ -40,6 +40,13 @@ def test_scheduling_refusals_name_the_reason() -> None:
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "role", "operator": "In", "values": ["b"]}]}]}}}  # fmt: skip
     assert unfit(_pod(affinity=affinity), n1, []) is not None
+    pinned = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}}  # fmt: skip
+    assert unfit(_pod(affinity=pinned), n1, []) is not None
+    pinned["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"][0][
+        "values"
+    ] = ["n1"]
+    assert unfit(_pod(affinity=pinned), n1, []) is None
 
 
 def test_statefulset_pods_start_in_order_with_claims_and_stable_names() -> None:
