@@ -245,6 +245,34 @@ class Agent:
         return out
 
 
+def in_root(root: Path, target: str, limit: int = 40) -> str:
+    """`target` inside a container's root with every symlink on the way resolved inside that root
+    (an absolute link starts again from the root, `..` stops at it), as a container runtime
+    resolves a mount point: Debian's /var/run is a link to /run, and the host's /run must never be
+    what a volume is mounted on."""
+    parts = [p for p in target.split("/") if p and p != "."]
+    done: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        candidate = root.joinpath(*done, part)
+        if candidate.is_symlink():
+            hops += 1
+            if hops > limit:
+                raise spec_of.ConfigError(f"mount point {target}: too many levels of symbolic links")
+            link = os.readlink(candidate)
+            if link.startswith("/"):
+                done = []
+            parts = [p for p in link.split("/") if p and p != "."] + parts
+            continue
+        done.append(part)
+    return "/" + "/".join(done)
+
+
 def _ready(pod: Obj) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -493,7 +521,7 @@ class PodRunner:
         (jail.root(name) / "dev" / "shm").mkdir()
         jail.mount_at(["-t", "tmpfs", "-o", "mode=1777,nosuid,nodev,size=64m", "tmpfs"], real / "dev" / "shm")
         for file in ("hosts", "hostname", "resolv.conf"):
-            jail.bind(name, etc / file, f"/etc/{file}")
+            jail.bind(name, etc / file, in_root(jail.root(name), f"/etc/{file}"))
         mounts = sorted(self.containers[name].spec.get("volumeMounts") or [], key=lambda m: m["mountPath"].count("/"))
         if self._automount():
             mounts.append({"name": "..serviceaccount", "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True})
@@ -506,7 +534,8 @@ class PodRunner:
                     source = source.resolve()
                 if not source.exists():
                     source.mkdir(parents=True)
-            jail.bind(name, source, mount["mountPath"], read_only=bool(mount.get("readOnly")))
+            target = in_root(jail.root(name), mount["mountPath"])
+            jail.bind(name, source, target, read_only=bool(mount.get("readOnly")))
 
     def _source(self, volume: Obj | None, name: str) -> Path:
         if name == "..serviceaccount":

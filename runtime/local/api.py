@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +29,7 @@ import aiohttp
 import aiohttp.web
 import yaml
 
-from ..common.timefmt import parse_rfc3339
+from ..common.timefmt import parse_rfc3339, rfc3339
 from .resources import Resource
 from .store import ApiError, Obj, Store
 
@@ -217,15 +218,13 @@ def _resource_list(group_version: str, resources: list[Resource]) -> Obj:
                 }
             )
         if r.kind == "Pod":
-            for sub, verbs in (
-                ("log", ["get"]),
-                ("exec", ["create", "get"]),
-                ("binding", ["create"]),
-                ("eviction", ["create"]),
-            ):
-                out.append(
-                    {"name": f"pods/{sub}", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": verbs}
-                )
+            out += [
+                {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
+                {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions", "verbs": ["create", "get"]},
+                {"name": "pods/binding", "singularName": "", "namespaced": True, "kind": "Binding", "verbs": ["create"]},
+                {"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy", "version": "v1",
+                 "kind": "Eviction", "verbs": ["create"]},
+            ]  # fmt: skip
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": out}
 
 
@@ -275,6 +274,9 @@ class ApiServer:
             return await handler(request)
         except ApiError as err:
             return _status(err)
+        except Exception as err:  # a bug here: the client gets a Status, the log the traceback
+            logging.getLogger("sunk.local.api").exception("%s %s", request.method, request.path_qs)
+            return _status(ApiError(500, "InternalError", f"the local API server failed: {err!r}"))
 
     async def _route(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
         path = request.path.rstrip("/")
@@ -354,6 +356,11 @@ class ApiServer:
                         self.store.delete(res, namespace, item["metadata"]["name"])
                 return aiohttp.web.json_response(listed)
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
+        if res.kind == "Pod" and sub in ("binding", "eviction") and method == "POST":
+            body = await self._body(request)
+            return (
+                self._bind(res, namespace, name, body) if sub == "binding" else self._evict(res, namespace, name, body)
+            )
         if res.kind == "Pod" and sub in ("log", "exec"):
             pod = self.store.get(res, namespace, name)
             return await (self._log(request, pod) if sub == "log" else self._exec(request, pod))
@@ -376,12 +383,56 @@ class ApiServer:
             return aiohttp.web.json_response(self.store.patch(res, namespace, name, kind, body, sub))
         if method == "DELETE":
             raw = await request.read()
-            options = json.loads(raw) if raw else {}
+            try:
+                options = json.loads(raw) if raw else {}
+            except ValueError:  # DeleteOptions in another encoding: the query's are enough
+                options = {}
             grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
             uid = ((options.get("preconditions") or {}).get("uid")) or None
             gone = self.store.delete(res, namespace, name, grace=None if grace is None else int(grace), uid=uid)
             return aiohttp.web.json_response(gone)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {res.plural}/{name}")
+
+    def _bind(self, res: Resource, namespace: str | None, name: str, body: Obj) -> aiohttp.web.Response:
+        node = (body.get("target") or {}).get("name")
+        if not node:
+            raise ApiError(400, "BadRequest", "binding has no target node")
+        pod = self.store.get(res, namespace, name)
+        if (pod.get("spec") or {}).get("nodeName"):
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node '
+                f'"{pod["spec"]["nodeName"]}"',
+            )
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid and uid != pod["metadata"]["uid"]:
+            raise ApiError(409, "Conflict", "Precondition failed: UID in precondition does not match")
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        self.store.patch(
+            res, namespace, name, "merge", {"spec": {"nodeName": node}, "metadata": {"annotations": annotations}}
+        )
+        conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(datetime.now(UTC))})
+        self.store.patch(res, namespace, name, "merge", {"status": {"conditions": conditions}}, "status")
+        return aiohttp.web.json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201
+        )
+
+    def _evict(self, res: Resource, namespace: str | None, name: str, body: Obj) -> aiohttp.web.Response:
+        pod = self.store.get(res, namespace, name)
+        options = body.get("deleteOptions") or {}
+        uid = (options.get("preconditions") or {}).get("uid")
+        refusal = eviction_refusal(pod, self.store.items(self.store.resource("policy/v1/poddisruptionbudgets"), namespace),
+                                   list(self.store.items(res, namespace)))  # fmt: skip
+        if refusal is not None:
+            raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                           {"causes": [{"reason": "DisruptionBudget", "message": refusal}]})  # fmt: skip
+        grace = options.get("gracePeriodSeconds")
+        self.store.delete(res, namespace, name, grace=None if grace is None else int(grace), uid=uid)
+        return aiohttp.web.json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201
+        )
 
     async def _body(self, request: aiohttp.web.Request) -> Obj:
         raw = await request.read()
@@ -584,3 +635,46 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(str(cert), str(key))
     return context
+
+
+def _ready_pod(pod: Obj) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def _budget(value: Any, expected: int) -> int:
+    text = str(value)
+    if text.endswith("%"):
+        return -(-int(text[:-1]) * expected // 100)  # rounded up, as the disruption controller does
+    return int(text)
+
+
+def eviction_refusal(pod: Obj, budgets: Iterable[Obj], pods: list[Obj]) -> str | None:
+    """Why evicting `pod` would break a PodDisruptionBudget of its namespace, or None when it may
+    go (pods/eviction's check): Pending and terminal pods always may; with
+    unhealthyPodEvictionPolicy AlwaysAllow, so may a pod that is not Ready."""
+    if (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed"):
+        return None
+    labels = pod["metadata"].get("labels") or {}
+    for pdb in budgets:
+        spec = pdb.get("spec") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        if not selector or any(labels.get(k) != v for k, v in selector.items()):
+            continue
+        if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow" and not _ready_pod(pod):
+            continue
+        matching = [
+            p for p in pods if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+        ]
+        healthy = sum(1 for p in matching if _ready_pod(p))
+        after = healthy - (1 if _ready_pod(pod) else 0)
+        name = pdb["metadata"]["name"]
+        if "minAvailable" in spec and after < _budget(spec["minAvailable"], len(matching)):
+            return f"The disruption budget {name} needs {_budget(spec['minAvailable'], len(matching))} healthy pods and has {healthy} currently"
+        if "maxUnavailable" in spec and len(matching) - after > _budget(spec["maxUnavailable"], len(matching)):
+            return (
+                f"The disruption budget {name} allows {_budget(spec['maxUnavailable'], len(matching))} unavailable pods"
+            )
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +123,22 @@ def test_volume_files_of_projected_configmaps_secrets_and_downward_api() -> None
     with pytest.raises(ConfigError, match="non-existent config key: nope"):
         volume_files(pod, missing, _find(encoded), _find(encoded))
     assert volume_files(pod, {"name": "e", "emptyDir": {}}, _find(encoded), _find(encoded)) is None
+
+
+def test_mount_points_resolve_inside_the_root(tmp_path: Path) -> None:
+    """/var/run -> /run in Debian images: a mount point under it must land in the root's /run."""
+    from sunk.runtime.local.agent import in_root
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "run").symlink_to("/run")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "up").symlink_to("../../../..")
+    assert (
+        in_root(tmp_path, "/var/run/secrets/kubernetes.io/serviceaccount")
+        == "/run/secrets/kubernetes.io/serviceaccount"
+    )
+    assert in_root(tmp_path, "/etc/up/x") == "/x"  # `..` stops at the root
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(ConfigError, match="symbolic links"):
+        in_root(tmp_path, "/loop/x")

@@ -157,3 +157,27 @@ def test_discovery_printing_scale_and_delete(server: Server, applied: Path) -> N
 def test_a_request_without_a_known_token_is_refused(server: Server) -> None:
     done = server.kubectl("--token", "not-a-token", "get", "pods", check=False)
     assert done.returncode != 0 and "Unauthorized" in done.stderr
+
+
+def test_cordon_and_drain_honour_the_disruption_budget(server: Server, applied: Path) -> None:
+    """kubectl cordon is a strategic merge patch of the Node; drain evicts through pods/eviction,
+    which refuses (429) while the controller's PodDisruptionBudget has no pod to spare."""
+    server.kubectl("cordon", "n1")
+    assert server.json("node", "n1")["spec"]["unschedulable"] is True
+    ready = '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}'
+    server.kubectl(
+        "patch",
+        "pod",
+        "-n",
+        "acme-research",
+        "research-controller-0",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        ready,
+    )
+    drain = server.kubectl("drain", "n1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=6s", check=False)
+    assert drain.returncode != 0 and "disruption budget" in drain.stderr
+    assert not server.json("pod", "-n", "acme-research", "research-controller-0")["metadata"].get("deletionTimestamp")
+    server.kubectl("uncordon", "n1")
+    assert not server.json("node", "n1")["spec"].get("unschedulable")
