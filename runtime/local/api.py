@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -254,10 +254,10 @@ Handler = Callable[[aiohttp.web.Request], Awaitable[aiohttp.web.StreamResponse]]
 
 
 class ApiServer:
-    def __init__(self, store: Store, tokens: Mapping[str, str], agent: Agent | None = None) -> None:
+    def __init__(self, store: Store, tokens: dict[str, str], agent: Agent | None = None) -> None:
         self.store = store
-        self.tokens = dict(tokens)
-        """bearer token -> user name."""
+        self.tokens = tokens
+        """bearer token -> user name; shared with the node agent, which adds ServiceAccount tokens."""
         self.agent = agent
         self.app = aiohttp.web.Application(middlewares=[self._auth], client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._route)

@@ -33,6 +33,7 @@ class Server:
         self.folder = folder
         self.store = Store()
         self.token = pki.token()
+        self.tokens = {self.token: "admin"}
         self.port = 0
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -50,7 +51,7 @@ class Server:
             self.store.create(self.store.resource("v1/namespaces"), None, {"metadata": {"name": name}})
         self.store.create(self.store.resource("v1/nodes"), None, node("n1", "64", "256Gi"))
         Controllers(self.store).start()
-        runner = aiohttp.web.AppRunner(ApiServer(self.store, {self.token: "admin"}).app, access_log=None)
+        runner = aiohttp.web.AppRunner(ApiServer(self.store, self.tokens).app, access_log=None)
         await runner.setup()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -157,6 +158,9 @@ def test_discovery_printing_scale_and_delete(server: Server, applied: Path) -> N
 def test_a_request_without_a_known_token_is_refused(server: Server) -> None:
     done = server.kubectl("--token", "not-a-token", "get", "pods", check=False)
     assert done.returncode != 0 and "Unauthorized" in done.stderr
+    # a token issued later (a pod's ServiceAccount token) is known from then on
+    server.tokens["issued-later"] = "system:serviceaccount:ns:sa"
+    assert server.kubectl("--token", "issued-later", "get", "pods").returncode == 0
 
 
 def test_cordon_and_drain_honour_the_disruption_budget(server: Server, applied: Path) -> None:
