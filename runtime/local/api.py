@@ -266,8 +266,10 @@ class ApiServer:
     async def _auth(self, request: aiohttp.web.Request, handler: Handler) -> aiohttp.web.StreamResponse:
         if request.path in ("/healthz", "/readyz", "/livez"):
             return aiohttp.web.Response(text="ok")
-        header = request.headers.get("Authorization", "")
-        token = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":  # the scheme is case-insensitive: the Python client sends "bearer"
+            token = ""
+        token = token.strip()
         if token not in self.tokens:
             return _status(ApiError(401, "Unauthorized", "Unauthorized"))
         try:

@@ -163,25 +163,18 @@ def test_a_request_without_a_known_token_is_refused(server: Server) -> None:
     assert server.kubectl("--token", "issued-later", "get", "pods").returncode == 0
 
 
-def test_cordon_and_drain_honour_the_disruption_budget(server: Server, applied: Path) -> None:
-    """kubectl cordon is a strategic merge patch of the Node; drain evicts through pods/eviction,
-    which refuses (429) while the controller's PodDisruptionBudget has no pod to spare."""
-    server.kubectl("cordon", "n1")
-    assert server.json("node", "n1")["spec"]["unschedulable"] is True
-    ready = '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}'
-    server.kubectl(
-        "patch",
-        "pod",
-        "-n",
-        "acme-research",
-        "research-controller-0",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        ready,
-    )
-    drain = server.kubectl("drain", "n1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=6s", check=False)
-    assert drain.returncode != 0 and "disruption budget" in drain.stderr
-    assert not server.json("pod", "-n", "acme-research", "research-controller-0")["metadata"].get("deletionTimestamp")
-    server.kubectl("uncordon", "n1")
-    assert not server.json("node", "n1")["spec"].get("unschedulable")
+def test_the_in_cluster_python_client_is_served(server: Server, tmp_path: Path) -> None:
+    """What the operator, syncer and scheduler do in their pods: load_incluster_config's token
+    file, CA and KUBERNETES_SERVICE_* (it sends the scheme as `bearer`, lower case)."""
+    from kubernetes import client
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    (tmp_path / "token").write_text(server.token)
+    (tmp_path / "ca.crt").write_bytes((server.folder / "pki" / "ca.crt").read_bytes())
+    environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(server.port)}
+    configuration = client.Configuration()
+    token, ca = str(tmp_path / "token"), str(tmp_path / "ca.crt")
+    loader = InClusterConfigLoader(token, ca, environ=environ)  # type: ignore[no-untyped-call]
+    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    api = client.CoreV1Api(client.ApiClient(configuration))
+    assert "default" in [n.metadata.name for n in api.list_namespace().items if n.metadata is not None]
