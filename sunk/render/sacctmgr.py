@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from sunk import naming
 from sunk.spec.cluster import ClusterSpec
-from sunk.spec.scheduling import AccountSpec
+from sunk.spec.scheduling import TRES_NAMES, AccountSpec
 from sunk.spec.slurmtext import shell_word
 
 MARK = "sunk-managed"
@@ -35,11 +35,15 @@ def render_sacctmgr(spec: ClusterSpec) -> list[list[str]]:
     (unset ones at Slurm's default, so a field cleared in the spec is cleared in slurmdbd), then
     the preemption lists (once every QOS exists), then the root account's QOS list."""
     cmds: list[list[str]] = []
+    tracked = [t for t in TRES_NAMES if t != "gres/gpu" or spec.has_gpus]
     for q in spec.qos:
         words = [f"Priority={q.priority}", f"PreemptMode={q.preempt_mode or 'cluster'}"]
         words.append(f"MaxWall={q.max_wall or -1}")
         words.append(f"UsageFactor={q.usage_factor if q.usage_factor is not None else 1:g}")
         words.append("Flags=DenyOnLimit" if q.deny_on_limit else "Flags=-1")
+        words += [f"{field}={_tres(limits, tracked)}" for field, limits in q.tres_limits.items()]
+        words.append(f"MaxJobsPerUser={_limit(q.max_jobs_per_user)}")
+        words.append(f"MaxSubmitJobsPerUser={_limit(q.max_submit_jobs_per_user)}")
         mark = [] if q.name == "normal" else [f"Description={MARK}"]
         cmds.append(["modify", "qos", "where", f"name={q.name}", "set", *mark, *words, "Preempt="])
     for q in spec.qos:
@@ -49,6 +53,16 @@ def render_sacctmgr(spec: ClusterSpec) -> list[list[str]]:
         all_qos = ",".join(["normal", *(q.name for q in spec.qos if q.name != "normal")])
         cmds.append(["modify", "account", "where", "name=root", "set", f"QOS+={all_qos}"])
     return cmds
+
+
+def _tres(limits: dict[str, int], tracked: list[str]) -> str:
+    """Every TRES sunk may limit, the spec's value or -1 (Slurm's "no limit"): a limit the spec
+    drops is cleared, since sacctmgr changes only the TRES a command names."""
+    return ",".join(f"{t}={limits.get(t, -1)}" for t in tracked)
+
+
+def _limit(value: int | None) -> int:
+    return -1 if value is None else value
 
 
 def parents_first(accounts: list[AccountSpec]) -> list[AccountSpec]:

@@ -213,6 +213,12 @@ def _partition(spec: ClusterSpec, p: PartitionSpec) -> str:
         words.append(f"DefaultTime={p.default_time}")
     # CR_Core_Memory without a default gives a job that asks for no memory the whole node.
     words.append(f"DefMemPerCPU={spec.def_mem_per_cpu(p)}")
+    if p.def_mem_per_gpu is not None:
+        # Beside DefMemPerCPU (measured on 24.11): a job with GPUs gets this per GPU instead.
+        words.append(f"DefMemPerGPU={p.def_mem_per_gpu}")
+    if p.def_cpu_per_gpu is not None:
+        words.append(f"DefCpuPerGPU={p.def_cpu_per_gpu}")
+
     words.append(f"PriorityTier={p.priority_tier}")
     if p.preempt_mode:
         words.append(f"PreemptMode={_mode(p.preempt_mode)}")

@@ -388,6 +388,11 @@ class ClusterSpec(Model):
                 for j, q in enumerate(p.allow_qos)
                 if q not in qos
             ]
+            for field, value in (("defCpuPerGpu", p.def_cpu_per_gpu), ("defMemPerGpu", p.def_mem_per_gpu)):
+                if value is not None and not any(self.nodeset(n).gpus for n in p.nodesets if n in nodesets):
+                    errors.append(
+                        Problem(f"partitions[{i}].{field}", "none of the partition's nodesets has GPUs; drop it")
+                    )
             if p.preempt_mode not in (None, "off") and self.scheduling.preempt_type != "partition_prio":
                 errors.append(Problem(f"partitions[{i}].preemptMode", "needs scheduling.preemptType partition_prio"))
         if self.scheduling.preempt_type == "partition_prio" and len({p.priority_tier for p in self.partitions}) < 2:
@@ -449,6 +454,16 @@ class ClusterSpec(Model):
                 )
         if not self.accounting.enabled and self.qos:
             errors.append(Problem("qos", "QOS live in accounting; set accounting.enabled true or drop qos"))
+        for i, entry in enumerate(self.qos):
+            for field, limits in entry.tres_limits.items():
+                if "gres/gpu" in limits and not self.has_gpus:
+                    name = field[0].lower() + field[1:].replace("TRES", "Tres")
+                    errors.append(
+                        Problem(
+                            f"qos[{i}].{name}.gres/gpu",
+                            "no NodeSet has GPUs, so Slurm tracks no gres/gpu; drop it or add a GPU NodeSet",
+                        )
+                    )
         if not self.accounting.enabled and self.scheduling.preempt_type == "qos":
             errors.append(Problem("scheduling.preemptType", "qos needs accounting.enabled true (QOS live in slurmdbd)"))
         return errors

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from sunk.spec import lua
 from sunk.spec.base import (
@@ -55,6 +56,7 @@ _PARTITION_RENDERED = {
     "allowaccounts": "allowAccounts",
     "allowqos": "allowQos",
     "allowgroups": "allowGroups",
+    "defcpupergpu": "defCpuPerGpu",
     "state": "the partition is UP while it is in the spec",
 }
 """PartitionName-line keys sunk writes itself (lower case) -> the spec field that sets each."""
@@ -80,6 +82,14 @@ class PartitionSpec(Model):
     SelectTypeParameters=CR_Core_Memory gives such a job all of a node's memory, so every node
     runs one job at a time: measured on Slurm 24.11.)
     https://slurm.schedmd.com/slurm.conf.html#OPT_DefMemPerCPU"""
+    def_cpu_per_gpu: Annotated[int, Field(ge=1)] | None = None
+    """DefCpuPerGPU: CPUs a job gets per allocated GPU when it asks for none (no -c or
+    --cpus-per-gpu). Needs a GPU NodeSet in the partition. Default: none.
+    https://slurm.schedmd.com/slurm.conf.html#OPT_DefCpuPerGPU"""
+    def_mem_per_gpu: Annotated[int, Field(ge=1)] | None = None
+    """DefMemPerGPU: MiB a job with GPUs gets per allocated GPU when it asks for no memory (jobs
+    without GPUs keep DefMemPerCPU). Needs a GPU NodeSet in the partition. Default: none.
+    https://slurm.schedmd.com/slurm.conf.html#OPT_DefMemPerGPU"""
     priority_tier: Annotated[int, Field(ge=0, le=65533)] = 1
     """PriorityTier: higher tiers preempt lower under preempt/partition_prio. Default: 1."""
     preempt_mode: PreemptMode | None = None
@@ -139,6 +149,24 @@ class PartitionSpec(Model):
         return self
 
 
+TRES_NAMES = ("cpu", "mem", "node", "billing", "gres/gpu")
+"""The trackable resources a QOS limit may name: Slurm's own (mem in MiB) and gres/gpu, which
+sunk's slurm.conf tracks (AccountingStorageTRES) when the cluster has GPUs."""
+
+
+def _tres_name(name: str) -> str:
+    if name not in TRES_NAMES:
+        # `gpu` means gres/gpu, not the `cpu` it is one letter from.
+        close = [t for t in TRES_NAMES if name in t] or difflib.get_close_matches(name, TRES_NAMES, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ValueError(f"{name!r} is not a TRES a QOS limits here; one of {', '.join(TRES_NAMES)}{hint}")
+    return name
+
+
+Tres = dict[Annotated[str, AfterValidator(_tres_name)], Annotated[int, Field(ge=0, le=2**52)]]
+"""TRES limits: resource -> count (mem in MiB)."""
+
+
 class QosSpec(Model):
     """A QOS, created with sacctmgr (https://slurm.schedmd.com/qos.html)."""
 
@@ -157,6 +185,30 @@ class QosSpec(Model):
     deny_on_limit: bool = True
     """Flags=DenyOnLimit: a job over one of the QOS's limits (such as maxWall) is refused at
     submission; false leaves it pending for ever with the limit as its reason. Default: true."""
+    max_tres_per_job: Tres = {}
+    """MaxTRESPerJob: what one job may use, e.g. `{cpu: 64, gres/gpu: 8}`. Default: no limit.
+    https://slurm.schedmd.com/sacctmgr.html#OPT_MaxTRESPerJob"""
+    max_tres_per_user: Tres = {}
+    """MaxTRESPerUser: what one user's running jobs may use together. Default: no limit."""
+    max_tres_per_account: Tres = {}
+    """MaxTRESPerAccount: what one account's running jobs may use together. Default: no limit."""
+    grp_tres: Tres = {}
+    """GrpTRES: what all running jobs of this QOS may use together. Default: no limit."""
+    max_jobs_per_user: Annotated[int, Field(ge=0, le=2_147_483_647)] | None = None
+    """MaxJobsPerUser: running jobs per user. Default: no limit."""
+    max_submit_jobs_per_user: Annotated[int, Field(ge=0, le=2_147_483_647)] | None = None
+    """MaxSubmitJobsPerUser: running and pending jobs per user; one more is refused at
+    submission. Default: no limit."""
+
+    @property
+    def tres_limits(self) -> dict[str, dict[str, int]]:
+        """sacctmgr field -> its TRES limits (the spec's field names, camelCase, by Slurm's)."""
+        return {
+            "MaxTRESPerJob": self.max_tres_per_job,
+            "MaxTRESPerUser": self.max_tres_per_user,
+            "MaxTRESPerAccount": self.max_tres_per_account,
+            "GrpTRES": self.grp_tres,
+        }
 
 
 UnixUser = Annotated[

@@ -245,6 +245,17 @@ def test_accounting_files(make_spec: MakeSpec, sections: dict[str, Any], present
 
 
 # ----- QOS in accounting
+NO_LIMITS = [
+    *(
+        f"{field}=cpu=-1,mem=-1,node=-1,billing=-1"
+        for field in ("MaxTRESPerJob", "MaxTRESPerUser", "MaxTRESPerAccount", "GrpTRES")
+    ),
+    "MaxJobsPerUser=-1",
+    "MaxSubmitJobsPerUser=-1",
+]
+"""A QOS without limits (no GPU NodeSet: gres/gpu untracked): each cleared."""
+
+
 def test_sacctmgr_commands(make_spec: MakeSpec) -> None:
     spec = make_spec(
         qos=[
@@ -255,9 +266,9 @@ def test_sacctmgr_commands(make_spec: MakeSpec) -> None:
     # Every managed field given, unset ones at Slurm's default (so clearing in the spec clears).
     assert render_sacctmgr(spec) == [
         ["modify", "qos", "where", "name=low", "set", "Description=sunk-managed", "Priority=10",
-         "PreemptMode=requeue", "MaxWall=-1", "UsageFactor=0.5", "Flags=DenyOnLimit", "Preempt="],
+         "PreemptMode=requeue", "MaxWall=-1", "UsageFactor=0.5", "Flags=DenyOnLimit", *NO_LIMITS, "Preempt="],
         ["modify", "qos", "where", "name=high", "set", "Description=sunk-managed", "Priority=1000",
-         "PreemptMode=cluster", "MaxWall=3-00:00:00", "UsageFactor=1", "Flags=DenyOnLimit", "Preempt="],
+         "PreemptMode=cluster", "MaxWall=3-00:00:00", "UsageFactor=1", "Flags=DenyOnLimit", *NO_LIMITS, "Preempt="],
         ["modify", "qos", "where", "name=high", "set", "Preempt=low"],
         ["modify", "account", "where", "name=root", "set", "QOS+=normal,low,high"],
     ]  # fmt: skip

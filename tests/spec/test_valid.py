@@ -115,8 +115,7 @@ def test_def_mem_per_cpu_defaults_to_the_smallest_share_of_the_partitions_nodese
     # Up to the roomiest nodeset's share is allowed: whole-node jobs without --mem fit there.
     given = spec(nodesets=nodesets, partitions=[{"name": "all", "nodesets": ["cpu", "big"], "defMemPerCpu": 8192}])
     assert given.def_mem_per_cpu(given.partitions[0]) == 8192
-    # DefMemPerGPU coexists with DefMemPerCPU (measured on 24.11), so extra may set it.
-    assert spec(partitions=[{**BASE["partitions"][0], "extra": ["DefMemPerGPU=4096"]}]).partitions[0].extra
+    # DefMemPerGPU coexists with DefMemPerCPU (measured on 24.11): defMemPerGpu renders it.
 
 
 BLOCK = {"plugin": "block", "labelKeys": ["nvidia.com/gpu.clique"], "blockSizes": [18, 36, 72, 144, 1152]}

@@ -17,8 +17,8 @@ parent_of() {
 # QOS
 qos_exists low || sacctmgr -i add qos low
 qos_exists high || sacctmgr -i add qos high
-sacctmgr -i modify qos where name=low set Description=sunk-managed Priority=10 PreemptMode=requeue MaxWall=-1 UsageFactor=1 Flags=DenyOnLimit Preempt=
-sacctmgr -i modify qos where name=high set Description=sunk-managed Priority=1000 PreemptMode=cluster MaxWall=-1 UsageFactor=1 Flags=DenyOnLimit Preempt=
+sacctmgr -i modify qos where name=low set Description=sunk-managed Priority=10 PreemptMode=requeue MaxWall=-1 UsageFactor=1 Flags=DenyOnLimit MaxTRESPerJob=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerUser=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerAccount=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 GrpTRES=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxJobsPerUser=-1 MaxSubmitJobsPerUser=-1 Preempt=
+sacctmgr -i modify qos where name=high set Description=sunk-managed Priority=1000 PreemptMode=cluster MaxWall=-1 UsageFactor=1 Flags=DenyOnLimit MaxTRESPerJob=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerUser=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerAccount=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 GrpTRES=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxJobsPerUser=-1 MaxSubmitJobsPerUser=-1 Preempt=
 sacctmgr -i modify qos where name=high set Preempt=low
 sacctmgr -i modify account where name=root set QOS+=normal,low,high
 
