@@ -127,6 +127,8 @@ def _operator(value: Any, source: str) -> OperatorSpec | None:
     """`sunk:operator`: a boolean (or the text Pulumi hands a program, "true"/"false"; nothing
     that only looks like one: `yes`, `[false]`, 1), or the operator's settings (its tenant policy
     among them), which install it too."""
+    if value is strictyaml.REFUSED:
+        return None  # the YAML reader named it, with its line
     if isinstance(value, str) and value.strip().startswith("{"):  # Pulumi passes objects as JSON text
         try:
             value = strictyaml.load(value)
@@ -171,7 +173,9 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
         raise SpecError(secure, source)
     problems: list[Problem | str] = []
     allow = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
-    if not (isinstance(allow, bool) or (isinstance(allow, str) and allow.strip() in ("true", "false"))):
+    if allow is not strictyaml.REFUSED and not (
+        isinstance(allow, bool) or (isinstance(allow, str) and allow.strip() in ("true", "false"))
+    ):
         problems.append(Problem(ALLOW_STATE_REPLACEMENT_KEY, f"{allow!r} is not a boolean (true, false)"))
     operator = spec = None
     try:
@@ -209,14 +213,18 @@ def read_stack_file(path: Path) -> Any:
     return _read(path)[0]
 
 
-def _read(path: Path) -> tuple[Any, str]:
-    """(document, text) of a stack file."""
+def _read(path: Path, *, partial: bool = False) -> tuple[Any, str, list[str]]:
+    """(document, text, refusals) of a stack file. With `partial`, a file whose only problems
+    are refused scalars comes back with those scalars as strictyaml.REFUSED and the refusals
+    listed, so the spec around them is checked in the same round; otherwise any refusal raises."""
     if path.stat().st_size > strictyaml.MAX_BYTES:
         raise SpecError([f"(file): over {strictyaml.MAX_BYTES} bytes; a stack file is configuration"], str(path))
     try:
         text = strictyaml.decode(path.read_bytes())
-        return strictyaml.load(text) or {}, text
+        return strictyaml.load(text) or {}, text, []
     except strictyaml.StrictYamlError as err:
+        if partial and err.document is not None:
+            return err.document, text, err.problems
         raise SpecError(err.problems, str(path)) from None
 
 
@@ -226,15 +234,18 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     if not path.is_file():
         known = ", ".join(list_stacks(path.parent)) or "none"
         raise SpecError([f"stack {stack!r}: no file {path}; stacks: {known}"], str(path))
-    doc, text = _read(path)
+    doc, text, refusals = _read(path, partial=True)
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
-        raise SpecError(["config: the stack file needs a `config:` mapping"], str(path))
+        raise SpecError([*refusals, "config: the stack file needs a `config:` mapping"], str(path))
     try:
         spec, operator = parse_config(config, str(path))
     except SpecError as err:
         node = stacklines.config_node(stacklines.compose(text))
-        raise SpecError(stacklines.with_lines(err.items, node, CLUSTER_KEY), err.source, notes=err.notes) from None
+        found = stacklines.with_lines(err.items, node, CLUSTER_KEY)
+        raise SpecError([*refusals, *found], err.source, notes=err.notes) from None
+    if refusals:
+        raise SpecError(refusals, str(path))
     return Stack(name=name, spec=spec, operator=operator, allow_state_replacement=allows_state_replacement(config))
 
 

@@ -45,9 +45,24 @@ the spec, whose fields refuse them where they matter."""
 
 
 class StrictYamlError(ValueError):
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], document: Any = None) -> None:
         self.problems = problems
+        self.document = document
+        """When every problem is a refused scalar: the document with each of them as REFUSED,
+        so the fields around them can still be checked in the same round. Else None."""
         super().__init__("\n".join(problems))
+
+
+class _Refused:
+    """Stands in a document for a scalar the loader refused (a YAML 1.1 boolean, a leading zero,
+    an integer beyond 64 bits): the refusal already names it, so no check reports it again."""
+
+    def __repr__(self) -> str:
+        return "<refused by the YAML reader>"
+
+
+REFUSED: Any = _Refused()
+_REFUSED_TAG = "tag:sunk.dev,2026:refused"
 
 
 class _Resolver(yaml.resolver.BaseResolver):
@@ -89,6 +104,7 @@ class _Constructor(yaml.constructor.SafeConstructor):
 # typeshed types add_constructor's callback against the base class only.
 _Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_yaml_int)  # type: ignore[type-var]
 _Constructor.add_constructor("tag:yaml.org,2002:bool", _Constructor.construct_yaml_bool)  # type: ignore[type-var]
+_Constructor.add_constructor(_REFUSED_TAG, lambda _loader, _node: REFUSED)
 
 
 class _Loader(
@@ -136,7 +152,7 @@ def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
-def _check(node: yaml.Node, path: str, problems: list[str]) -> None:
+def _check(node: yaml.Node, path: str, problems: list[str], refused: list[yaml.ScalarNode] | None = None) -> None:
     where = path or "(top)"
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
@@ -155,23 +171,31 @@ def _check(node: yaml.Node, path: str, problems: list[str]) -> None:
                 )
                 continue
             seen[key.value] = _line(key)
-            _check(value, f"{path}.{key.value}" if path else key.value, problems)
+            _check(value, f"{path}.{key.value}" if path else key.value, problems, refused)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _check(item, f"{path}[{i}]", problems)
+            _check(item, f"{path}[{i}]", problems, refused)
     elif isinstance(node, yaml.ScalarNode) and node.style is None:
-        if _YAML11_BOOLEANS.match(node.value):
-            problems.append(
-                f"line {_line(node)}, {where}: {node.value!r} is a boolean in YAML 1.1 but a string in YAML 1.2; "
-                "write true or false, or quote it for the text"
-            )
-        elif _LEADING_ZERO.match(node.value):
-            problems.append(
-                f"line {_line(node)}, {where}: {node.value!r} has a leading zero: octal to some readers, decimal "
-                f"to YAML 1.2; write 0o{node.value.lstrip('+-0') or '0'} for octal or the decimal number without the zero"
-            )
-        elif node.tag == "tag:yaml.org,2002:int" and not _fits_int64(node.value):
-            problems.append(f"line {_line(node)}, {where}: {node.value[:40]!r}... is beyond a 64-bit integer")
+        before = len(problems)
+        _check_scalar(node, where, problems)
+        if len(problems) > before and refused is not None:
+            refused.append(node)
+
+
+def _check_scalar(node: yaml.ScalarNode, where: str, problems: list[str]) -> None:
+    """A plain scalar the loader refuses: one problem, else none."""
+    if _YAML11_BOOLEANS.match(node.value):
+        problems.append(
+            f"line {_line(node)}, {where}: {node.value!r} is a boolean in YAML 1.1 but a string in YAML 1.2; "
+            "write true or false, or quote it for the text"
+        )
+    elif _LEADING_ZERO.match(node.value):
+        problems.append(
+            f"line {_line(node)}, {where}: {node.value!r} has a leading zero: octal to some readers, decimal "
+            f"to YAML 1.2; write 0o{node.value.lstrip('+-0') or '0'} for octal or the decimal number without the zero"
+        )
+    elif node.tag == "tag:yaml.org,2002:int" and not _fits_int64(node.value):
+        problems.append(f"line {_line(node)}, {where}: {node.value[:40]!r}... is beyond a 64-bit integer")
 
 
 def _fits_int64(text: str) -> bool:
@@ -220,7 +244,14 @@ def load(text: str) -> Any:
         if node is None:
             return None
         problems: list[str] = list(loader.tags)
-        _check(node, "", problems)
+        refused: list[yaml.ScalarNode] = []
+        _check(node, "", problems, refused)
+        if problems and len(problems) == len(refused):
+            # Only scalars were refused: the rest of the document is still read, so the checks
+            # of everything around them run in the same round.
+            for scalar in refused:
+                scalar.tag = _REFUSED_TAG
+            raise StrictYamlError(problems, loader.construct_document(node))
         if problems:
             raise StrictYamlError(problems)
         return loader.construct_document(node)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.partial import rules_despite
 from sunk.spec.problem import Problem, Problems
+from sunk.strictyaml import REFUSED
 
 
 class SpecError(ValueError):
@@ -201,6 +202,8 @@ def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> 
         if isinstance(raised, Problems):  # a model's rules: paths relative to the model
             problems += [p.under(base) for p in raised.problems]
             continue
+        if given is REFUSED:
+            continue  # the YAML reader named it, with its line
         if _is_output(given):
             problems.append(Problem(base, LATE_HINT))
             continue

@@ -152,3 +152,30 @@ def test_a_misspelt_config_key_gets_a_did_you_mean(tmp_path: Path) -> None:
         "line 2, sunk:clusters: unknown setting; did you mean sunk:cluster? known: sunk:cluster, sunk:operator, "
         "sunk:allowStateReplacement"
     ]
+
+
+def test_a_refused_yaml_scalar_does_not_hide_the_rest(tmp_path: Path) -> None:
+    """`default: yes` (a YAML 1.1 boolean, refused) is reported with the spec's own problems; the
+    rule that reads it waits and is counted, and nothing reports it a second time."""
+    body = STACK.replace("default: true", "default: yes")
+    with pytest.raises(SpecError) as info:
+        load_stack(_stack(tmp_path, body))
+    lines = info.value.lines
+    assert lines[0].startswith("line 16, config.sunk:cluster.partitions[0].default: 'yes' is a boolean in YAML 1.1")
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "line 7, extraConfig.files.oci.conf",
+        "line 12, nodesets[0].gpus",
+        "line 15, partitions[0].nodesets[1]",
+    ]
+    assert info.value.notes[0].endswith(
+        "until nodesets[0].gpus, partitions[0].default are fixed; validate again after fixing them"
+    )
+
+
+def test_a_refused_scalar_alone_is_still_an_error(tmp_path: Path) -> None:
+    good = (
+        STACK.replace("        gpus: 8\n", "").replace("[cpu, gpu]", "[cpu]").replace("containers: {enabled: true}", "")
+    )
+    with pytest.raises(SpecError) as info:
+        load_stack(_stack(tmp_path, good.replace("oci.conf", "mpi.conf").replace("default: true", "default: no")))
+    assert [line.split(",")[0] for line in info.value.lines] == ["line 15"]  # the one problem
