@@ -29,6 +29,7 @@ from sunk.spec.base import (
 from sunk.spec.capacity import INSTANCE_TYPES, Available, cpu_text
 from sunk.spec.pod import PodRole, PodSettings, Toleration, VolumeSpec
 from sunk.spec.problem import Problem, Problems
+from sunk.spec.slurmtext import MAX_U32
 
 MAX_GPUS_PER_NODE = 16
 ARCH_LABEL = "kubernetes.io/arch"
@@ -322,7 +323,7 @@ class NodeSetSpec(PodSettings):
     line. Default: none."""
     update_strategy: UpdateStrategy = UpdateStrategy()
     """Default: maxUnavailable 1, no force."""
-    tmp_disk_mib: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
+    tmp_disk_mib: Annotated[int, Field(ge=0, le=MAX_U32)] = 0
     """Slurm TmpDisk. Default: 0."""
 
     @model_validator(mode="after")

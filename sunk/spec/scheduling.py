@@ -172,7 +172,7 @@ class QosSpec(Model):
 
     name: AccountingName
     """Required."""
-    priority: Annotated[int, Field(ge=0, le=4_294_967_294)] = 0
+    priority: Annotated[int, Field(ge=0, le=MAX_U32)] = 0
     """Default: 0."""
     preempt: list[AccountingName] = []
     """QOS this one may preempt (PreemptType=preempt/qos). Default: none."""

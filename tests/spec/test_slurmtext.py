@@ -188,6 +188,16 @@ NUMBERS = {
     "400-digit quantity": ("controller", {"resources": {"limits": {"memory": "9" * 400}}}, "at most 64"),
     "quantity beyond 64 bits": ("controller", {"resources": {"limits": {"memory": "99999999999Ei"}}}, "64-bit"),
     "5000-digit integer": ("partitions", [{"name": "batch", "nodesets": ["gpu"], "defMemPerCpu": 10**5000}], "less"),
+    "QOS priority at NO_VAL": (
+        "qos",
+        [{"name": "high", "priority": 4_294_967_294}],
+        "less than or equal to 4294967293",
+    ),
+    "TmpDisk at NO_VAL": (
+        "nodesets",
+        [{"name": "gpu", "cpus": 8, "memoryMib": 8192, "tmpDiskMib": 4_294_967_294}],
+        "less than or equal to 4294967293",
+    ),
     "registry port": ("images", {"registry": "registry.example.com:99999999/hpc"}, "is not a port (1-65535)"),
     "QOS named where": ("qos", [{"name": "where"}], "sacctmgr as its keyword 'where'"),
     "account named set": ("accounts", [{"name": "set"}], "sacctmgr as its keyword 'set'"),
