@@ -51,6 +51,13 @@ def finalize_slurmdbd_conf(rendered: str, password: str) -> str:
     never stored in a ConfigMap or printed."""
     if "\n" in password:
         raise ValueError("database password must be one line")
+    if not password or any(ch in password for ch in '#\\" \t'):
+        # Slurm cuts a line at '#', joins at a trailing backslash, drops backslashes, ends a value
+        # at a blank: the password would reach MariaDB changed (slurmdbd-start.sh refuses the same).
+        raise ValueError(
+            "database password: empty, or holds '#', a backslash, a quote or a blank, which slurmdbd.conf "
+            "can't hold as written; use another"
+        )
     return rendered + f"StoragePass={password}\n"
 
 

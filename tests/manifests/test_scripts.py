@@ -14,7 +14,7 @@ import pytest
 from sunk.manifests import scripts
 from sunk.manifests.accounting import setup_job
 from sunk.manifests.auth import auth_refs
-from sunk.render import script
+from sunk.render import finalize_slurmdbd_conf, script
 from sunk.stackfile import load_stack
 
 FOLDER = Path(str(resources.files("sunk.manifests").joinpath("scripts")))
@@ -79,3 +79,19 @@ def test_the_accounting_setup_job_reads_its_cluster_from_the_environment() -> No
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env == {"SUNK_CLUSTER": spec.name, "SUNK_QOS_SCRIPT": "/etc/slurm/accounting-setup.sh"}
     assert container["command"] == ["/bin/sh", "-c", scripts.source("accounting-setup-job.sh")]
+
+
+@pytest.mark.parametrize("password", ["a#b", "ab\\", "a b", 'a"b', "a\tb", ""])
+def test_slurmdbd_start_refuses_a_password_slurm_would_read_otherwise(tmp_path: Path, password: str) -> None:
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    etc.mkdir()
+    run.mkdir()
+    (etc / "slurm.conf").write_text("ClusterName=c\n")
+    (etc / "slurmdbd.conf").write_text("DbdHost=x\n")
+    (tmp_path / "password").write_text(password + "\n")
+    script = scripts.slurmdbd_start(str(etc), str(tmp_path / "password"), str(run))
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1 and "slurmdbd.conf can't hold as written" in done.stderr
+    assert not (run / "slurmdbd.conf").exists()
+    with pytest.raises(ValueError, match="can't hold as written"):
+        finalize_slurmdbd_conf("x\n", password)

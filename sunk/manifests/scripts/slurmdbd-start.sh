@@ -11,6 +11,13 @@ umask 077
 password=$(cat "$password_file")
 case "$password" in *'
 '*) echo "database password must be one line" >&2; exit 1 ;; esac
+# Slurm cuts a line at '#', joins it to the next at a trailing backslash, drops backslashes and
+# ends a value at a blank: a password holding one of them would reach MariaDB changed.
+tab=$(printf '\t')
+case "$password" in *'#'* | *\\* | *' '* | *"$tab"* | *'"'* | '')
+  echo "database password: empty, or holds '#', a backslash, a quote or a blank, which slurmdbd.conf can't hold as written; use another" >&2
+  exit 1 ;;
+esac
 cp "$etc/slurm.conf" "$run/slurm.conf"
 # auth/slurm reads slurm.key beside $SLURM_CONF (measured: slurmdbd 24.11 dies without it there).
 if [ -e "$etc/slurm.key" ]; then ln -sf "$etc/slurm.key" "$run/slurm.key"; fi
