@@ -88,8 +88,8 @@ def start_slurmdbd(jail: Jail, port: int, password: str) -> None:
     )
 
 
-def start_slurmctld(jail: Jail, port: int) -> None:
-    proc = jail.spawn("slurmctld", ["slurmctld", "-D"], role="slurmctld")
+def start_slurmctld(jail: Jail, port: int, command: list[str] | None = None) -> None:
+    proc = jail.spawn("slurmctld", command or ["slurmctld", "-D"], role="slurmctld")
     wait_until(
         "slurmctld",
         lambda: listening(port),
@@ -112,6 +112,17 @@ def wait_ctld(jail: Jail) -> None:
         on_fail=lambda: _fail(jail, "slurmctld"),
         interval=0.2,
     )
+
+
+def create_qos(jail: Jail, names: list[str]) -> None:
+    """What the accounting-setup Job's script does first, before slurmctld (which waits for its
+    partitions' QOS) has registered: create the QOS; their settings follow in the full run."""
+    for name in names:
+        listed = jail.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name"], role="slurmdbd", timeout=60)
+        if name not in listed.stdout.split():
+            done = jail.run(["sacctmgr", "-i", "add", "qos", name], role="slurmdbd", timeout=60)
+            if done.returncode != 0:
+                raise RuntimeError(f"sacctmgr add qos {name} failed: {done.stdout}{done.stderr}")
 
 
 def setup_accounting(jail: Jail, cluster: str, script: str) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Self
 
 from sunk import naming
+from sunk.manifests.controller import slurmctld_command
 from sunk.render import (
     ACCOUNTING_SETUP,
     TopologyNode,
@@ -231,7 +232,11 @@ class LocalSlurm:
         self.timings["base"] = time.monotonic() - mark
         if spec.auth.type == "slurm":
             daemons.start_sackd(self.jail)  # a native sidecar: up before the login pod's clients
-        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
+        if self.accounting and spec.partition_qos:
+            # slurmctld waits for its partitions' QOS (slurmctld_command), which the setup creates
+            # before anything that needs slurmctld registered.
+            daemons.create_qos(self.jail, spec.partition_qos)
+        daemons.start_slurmctld(self.jail, self.ports.slurmctld, slurmctld_command(spec))
         if self.accounting and ACCOUNTING_SETUP in self.files:
             daemons.setup_accounting(self.jail, spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}")
         for node in self._wanted:
@@ -385,7 +390,7 @@ class LocalSlurm:
     def restart_slurmctld(self) -> None:
         """Stop slurmctld (it saves its state) and start it again from StateSaveLocation."""
         self.jail.stop("slurmctld", timeout=30)
-        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
+        daemons.start_slurmctld(self.jail, self.ports.slurmctld, slurmctld_command(self.spec))
 
     def reconfigure(self) -> None:
         self.run("scontrol", "reconfigure", check=True)

@@ -61,6 +61,24 @@ def _tres(limits: dict[str, int], tracked: list[str]) -> str:
     return ",".join(f"{t}={limits.get(t, -1)}" for t in tracked)
 
 
+def _wait_for_gpu_tres() -> list[str]:
+    """slurmdbd knows the gres/gpu TRES only once slurmctld has registered with
+    AccountingStorageTRES=gres/gpu (measured on 24.11: a QOS limit naming it fails before), and
+    the Job may run first: wait for it, at most 10 minutes. A slurmdbd that does not answer
+    still fails the script at once (`set -e`)."""
+    return [
+        "# QOS limits name gres/gpu, which exists once slurmctld has registered (it may still be",
+        "# waiting for the QOS created above: a partition's QOS).",
+        "tries=0",
+        "while :; do",
+        "  tres=$(sacctmgr -n -P show tres format=type,name)",
+        "  printf '%s\\n' \"$tres\" | grep -qx 'gres|gpu' && break",
+        '  tries=$((tries + 1)); [ "$tries" -le 120 ] || { echo "gres/gpu never appeared in slurmdbd" >&2; exit 1; }',
+        "  echo 'waiting for slurmctld to register gres/gpu'; sleep 5",
+        "done",
+    ]
+
+
 def _limit(value: int | None) -> int:
     return -1 if value is None else value
 
@@ -155,6 +173,7 @@ def render_sacctmgr_script(spec: ClusterSpec) -> str:
         "",
         "# QOS",
         *(f"qos_exists {q(n)} || sacctmgr -i add qos {q(n)}" for n in names if n != "normal"),
+        *(_wait_for_gpu_tres() if spec.has_gpus and spec.qos else []),
         *(" ".join(["sacctmgr", "-i", *c]) for c in render_sacctmgr(spec)),
         "",
         "# Accounts, parents first",

@@ -219,6 +219,8 @@ def _partition(spec: ClusterSpec, p: PartitionSpec) -> str:
     if p.def_cpu_per_gpu is not None:
         words.append(f"DefCpuPerGPU={p.def_cpu_per_gpu}")
 
+    if p.qos is not None:
+        words.append(f"QOS={p.qos}")
     words.append(f"PriorityTier={p.priority_tier}")
     if p.preempt_mode:
         words.append(f"PreemptMode={_mode(p.preempt_mode)}")

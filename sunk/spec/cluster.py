@@ -309,6 +309,11 @@ class ClusterSpec(Model):
     def has_gpus(self) -> bool:
         return any(n.gpus for n in self.nodesets)
 
+    @property
+    def partition_qos(self) -> list[str]:
+        """The QOS partitions name (QOS=), each once: they must exist before slurmctld starts."""
+        return sorted({p.qos for p in self.partitions if p.qos is not None})
+
     RULES: ClassVar[tuple[Callable[[ClusterSpec], list[Problem]], ...]] = ()
     """The cross-field rules, each a step of its own (set below, once they are defined): with some
     fields invalid, sunk.spec.partial runs each step those fields don't feed."""
@@ -388,6 +393,12 @@ class ClusterSpec(Model):
                 for j, q in enumerate(p.allow_qos)
                 if q not in qos
             ]
+            if p.qos is not None and not self.accounting.enabled:
+                errors.append(Problem(f"partitions[{i}].qos", "QOS live in accounting; set accounting.enabled true"))
+            elif p.qos is not None and p.qos not in qos:
+                errors.append(
+                    Problem(f"partitions[{i}].qos", f"{p.qos!r} is not a QOS; known: {', '.join(sorted(qos))}")
+                )
             for field, value in (("defCpuPerGpu", p.def_cpu_per_gpu), ("defMemPerGpu", p.def_mem_per_gpu)):
                 if value is not None and not any(self.nodeset(n).gpus for n in p.nodesets if n in nodesets):
                     errors.append(

@@ -57,6 +57,7 @@ _PARTITION_RENDERED = {
     "allowqos": "allowQos",
     "allowgroups": "allowGroups",
     "defcpupergpu": "defCpuPerGpu",
+    "qos": "qos",
     "state": "the partition is UP while it is in the spec",
 }
 """PartitionName-line keys sunk writes itself (lower case) -> the spec field that sets each."""
@@ -90,6 +91,11 @@ class PartitionSpec(Model):
     """DefMemPerGPU: MiB a job with GPUs gets per allocated GPU when it asks for no memory (jobs
     without GPUs keep DefMemPerCPU). Needs a GPU NodeSet in the partition. Default: none.
     https://slurm.schedmd.com/slurm.conf.html#OPT_DefMemPerGPU"""
+    qos: SlurmName | None = None
+    """QOS: a QOS of the spec (or `normal`) whose limits every job in this partition also gets,
+    beside its own QOS's. slurmctld refuses to start while a partition's QOS does not exist, so
+    it waits for the accounting setup to create it. Default: none.
+    https://slurm.schedmd.com/slurm.conf.html#OPT_QOS"""
     priority_tier: Annotated[int, Field(ge=0, le=65533)] = 1
     """PriorityTier: higher tiers preempt lower under preempt/partition_prio. Default: 1."""
     preempt_mode: PreemptMode | None = None

@@ -1,4 +1,4 @@
-"""QOS limits and per-GPU defaults on real slurmdbd and slurmctld: each limit
+"""QOS limits, a partition's QOS and per-GPU defaults on real slurmdbd and slurmctld: each limit
 the spec sets refuses a job at submission (DenyOnLimit) or holds it pending, with Slurm's own
 reason; a limit the spec drops is cleared in slurmdbd."""
 
@@ -13,7 +13,7 @@ from sunk.runtime.harness import LocalSlurm
 
 from sunk.render.sacctmgr import render_sacctmgr_script
 from sunk.spec.cluster import ClusterSpec
-from sunk.spec.scheduling import AccountSpec, QosSpec
+from sunk.spec.scheduling import AccountSpec, PartitionSpec, QosSpec
 from sunk.stackfile import load_stack
 
 pytestmark = pytest.mark.slurm
@@ -22,13 +22,16 @@ ACME = load_stack("acme-dev").spec
 
 
 def _spec(**limited: Any) -> ClusterSpec:
-    """acme-dev with QOS `limited` (the test's limits, held pending unless denyOnLimit), per-GPU
-    defaults on partition gpu, and account lab (user nobody) that may use `limited`."""
+    """acme-dev with QOS `limited` (the test's limits, held pending unless denyOnLimit), QOS
+    `capped` (one CPU per job) as partition `capped`'s QOS, per-GPU defaults on partition gpu,
+    and account lab (user nobody) that may use `limited`."""
     qos = [*ACME.qos, QosSpec(**{"name": "limited", "deny_on_limit": False, **limited})]
+    qos.append(QosSpec(name="capped", max_tres_per_job={"cpu": 1}))
     partitions = [
         p.model_copy(update={"def_cpu_per_gpu": 2, "def_mem_per_gpu": 1024}) if p.name == "gpu" else p
         for p in ACME.partitions
     ]
+    partitions.append(PartitionSpec(name="capped", nodesets=["cpu"], qos="capped"))
     lab = AccountSpec(name="lab", users=["nobody"], qos=["normal", "limited"])
     return ACME.model_copy(update={"qos": qos, "partitions": partitions, "accounts": [lab]})
 
@@ -118,6 +121,19 @@ def test_max_submit_jobs_per_user_refuses_the_next_submission(slurm: LocalSlurm)
     finally:
         slurm.cancel_all()
         _apply(slurm, _spec())
+
+
+def test_a_partitions_qos_limits_every_job_there(slurm: LocalSlurm) -> None:
+    """slurmctld started (it waited for QOS capped, which the setup made first), and the
+    partition's QOS holds beside the job's own: two CPUs are refused in capped, not in batch."""
+    assert "QOS=capped" in (slurm.root / "etc/slurm/slurm.conf").read_text()
+    code, out = _submit(slurm, "-p capped -n 2 --wrap true")
+    assert code != 0 and "QOSMaxCpuPerJobLimit" in out, out
+    code, out = _submit(slurm, "-p capped -n 1 --wrap true")
+    assert code == 0, out
+    code, out = _submit(slurm, "-p batch -n 2 --wrap true")
+    assert code == 0, out
+    slurm.cancel_all()
 
 
 def _alloc(slurm: LocalSlurm, *args: str) -> dict[str, str]:

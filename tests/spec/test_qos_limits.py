@@ -80,3 +80,28 @@ def test_per_gpu_defaults_render_on_the_partition() -> None:
     spec = load_spec(_cluster(partition={"defCpuPerGpu": 2, "defMemPerGpu": 1024}))
     (line,) = [ln for ln in render_slurm_files(spec)["slurm.conf"].splitlines() if ln.startswith("PartitionName=")]
     assert "DefMemPerCPU=2048 DefMemPerGPU=1024 DefCpuPerGPU=2" in line
+
+
+def test_a_partitions_qos_is_known_and_slurmctld_waits_for_it() -> None:
+    """QOS= on the partition line; slurmctld exits at start on an unknown partition QOS, so its
+    container first waits for each in slurmdbd (the accounting setup creates them)."""
+    from sunk.manifests.controller import slurmctld_command
+
+    problems = _problems(_cluster(partition={"qos": "gold"}))
+    assert "partitions[0].qos: 'gold' is not a QOS; known: limited, normal" in problems
+    spec = load_spec(_cluster(partition={"qos": "limited"}))
+    (line,) = [ln for ln in render_slurm_files(spec)["slurm.conf"].splitlines() if ln.startswith("PartitionName=")]
+    assert " QOS=limited " in line
+    shell, flag, script = slurmctld_command(spec)
+    assert (shell, flag) == ("sh", "-c") and script.startswith("for q in limited; do until sacctmgr")
+    assert script.endswith("exec slurmctld -D")
+    assert slurmctld_command(load_spec(_cluster())) == ["slurmctld", "-D"]
+    no_accounting = {**_cluster(partition={"qos": "normal"}), "qos": [], "accounting": {"enabled": False}}
+    assert "partitions[0].qos: QOS live in accounting; set accounting.enabled true" in _problems(no_accounting)
+
+
+def test_the_setup_waits_for_gpu_tres_only_where_limits_may_name_it() -> None:
+    from sunk.render.sacctmgr import render_sacctmgr_script
+
+    assert "grep -qx 'gres|gpu'" in render_sacctmgr_script(load_spec(_cluster()))
+    assert "gres|gpu" not in render_sacctmgr_script(load_spec(_cluster(gpus=False)))

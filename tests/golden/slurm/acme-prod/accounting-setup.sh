@@ -17,6 +17,15 @@ parent_of() {
 # QOS
 qos_exists low || sacctmgr -i add qos low
 qos_exists high || sacctmgr -i add qos high
+# QOS limits name gres/gpu, which exists once slurmctld has registered (it may still be
+# waiting for the QOS created above: a partition's QOS).
+tries=0
+while :; do
+  tres=$(sacctmgr -n -P show tres format=type,name)
+  printf '%s\n' "$tres" | grep -qx 'gres|gpu' && break
+  tries=$((tries + 1)); [ "$tries" -le 120 ] || { echo "gres/gpu never appeared in slurmdbd" >&2; exit 1; }
+  echo 'waiting for slurmctld to register gres/gpu'; sleep 5
+done
 sacctmgr -i modify qos where name=low set Description=sunk-managed Priority=10 PreemptMode=requeue MaxWall=-1 UsageFactor=0.5 Flags=DenyOnLimit MaxTRESPerJob=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerUser=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerAccount=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 GrpTRES=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxJobsPerUser=-1 MaxSubmitJobsPerUser=-1 Preempt=
 sacctmgr -i modify qos where name=high set Description=sunk-managed Priority=10000 PreemptMode=cluster MaxWall=3-00:00:00 UsageFactor=1 Flags=DenyOnLimit MaxTRESPerJob=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerUser=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerAccount=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 GrpTRES=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxJobsPerUser=-1 MaxSubmitJobsPerUser=-1 Preempt=
 sacctmgr -i modify qos where name=high set Preempt=low
