@@ -263,17 +263,23 @@ def _register_harness(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from sunk.images import ROLES
+    from sunk.images import DEFAULT_SLURM, ROLES, SUPPORTED_SLURM
 
     images = sub.add_parser("images", help="build and push the images the manifests name (buildah, no daemon)")
     verbs = images.add_subparsers(dest="verb", required=True)
     for verb, helptext in (
-        ("build", "build role images from Debian trixie packages (cached by input hash)"),
+        ("build", "build role images from Debian packages of one Slurm release (cached by input hash)"),
         ("push", "build if needed, then copy role images to a registry with skopeo"),
     ):
         p = verbs.add_parser(verb, help=helptext)
         p.add_argument("roles", nargs="*", metavar="ROLE", help=f"default: all ({', '.join(ROLES)})")
         p.add_argument("--arch", default="amd64", help="amd64 (default) or arm64 (needs a qemu-user binfmt handler)")
+        p.add_argument(
+            "--slurm",
+            choices=SUPPORTED_SLURM,
+            default=DEFAULT_SLURM,
+            help=f"the Slurm release's image family (default: {DEFAULT_SLURM})",
+        )
         p.add_argument(
             "--with",
             dest="variant",
@@ -291,6 +297,7 @@ def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_push"))
     p = verbs.add_parser("list", help="every role's image and the reference the manifests use by default")
     p.add_argument("--arch", default="amd64")
+    p.add_argument("--slurm", choices=SUPPORTED_SLURM, default=DEFAULT_SLURM)
     p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_list"))
 
 

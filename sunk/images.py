@@ -1,4 +1,4 @@
-"""The images sunk builds: one per role, layered on shared Debian trixie bases.
+"""The images sunk builds: one per role and supported Slurm release, layered on shared Debian bases.
 
 Pure data, shared by the spec (default image references), the manifests (the users and commands
 the images are made for) and the builder (runtime/images/build.py, which turns each role into an
@@ -7,7 +7,7 @@ layer: runtime/images/<layer>/packages.txt.
 
 Layers, each a buildah commit on its parent, so registries and nodes store the shared ones once:
 
-    base     Debian trixie (apt variant)
+    base     Debian (apt variant): the suite of the image family's Slurm release (RELEASES)
     slurm    base + Slurm clients, plugins and munge (every Slurm role)
     python   base + Debian's python3 and the runtime's pinned dependencies (no pulumi)
     <role>   one of those + the role's own packages and files
@@ -18,17 +18,49 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SLURM_VERSION = "24.11"
-"""The Slurm release the images ship and the renderers target."""
-SLURM_PACKAGE_VERSION = "24.11.5"
-"""Debian trixie's slurm-wlm version: the tag of every Slurm role image."""
+
+@dataclass(frozen=True)
+class Release:
+    """One supported Slurm release: the Debian suite its image family is built from, whole."""
+
+    version: str
+    """Slurm's major release, as `slurm.version` in a stack names it: "26.05"."""
+    slurm: str
+    """The upstream Slurm version its images ship (the tag of every Slurm role image): "26.05.5"."""
+    suite: str
+    """Debian suite of the whole family (base, Slurm, Python): never mixed within a release, so
+    slurmd, its plugins and the libraries they were built against come from one archive."""
+    python: str
+    """The suite's python3 (the runtime image's wheels are chosen for it)."""
+
+
+RELEASES: dict[str, Release] = {
+    r.version: r
+    for r in (
+        # sid (unstable), not forky (testing): forky lacks slurm-wlm-nvml-plugin 26.05 (measured
+        # 2026-11-26: only sid contrib has it), and a plugin from one suite beside the slurmd of
+        # another risks version skew. Exact package versions are pinned in runtime/images/pins/.
+        Release("26.05", "26.05.5", "sid", "3.14"),
+        Release("24.11", "24.11.5", "trixie", "3.13"),
+    )
+}
+"""Every Slurm release sunk supports, newest first; exact Debian package versions per release
+live beside the builder (runtime/images/pins/<version>.txt)."""
+DEFAULT_SLURM = "26.05"
+"""The release a stack gets without `slurm.version`."""
+SUPPORTED_SLURM: tuple[str, ...] = tuple(RELEASES)
+SLURM_VERSION = DEFAULT_SLURM
+"""The default release (renderers take the cluster's own, ClusterSpec.slurm.version)."""
 MARIADB_VERSION = "11.8"
-"""Debian trixie's mariadb-server version: the tag of the mariadb image."""
+"""Debian trixie's mariadb-server version: the tag of the mariadb image (one image, whatever the
+Slurm release: it is built from Debian stable, STABLE_RELEASE's suite)."""
+STABLE_RELEASE = "24.11"
+"""The release whose suite (Debian stable) builds the images that do not depend on Slurm (mariadb)."""
 RUNTIME_VERSION = "0.1.0"
-"""The sunk package version: the tag of the runtime image (operator, syncer, scheduler)."""
+"""The sunk package version: the tag of the runtime image (operator, syncer, scheduler), followed
+by the Slurm release of the clients it ships (`0.1.0-slurm26.05`)."""
 DEFAULT_REGISTRY = "ghcr.io/sunk-dev"
 """Where released images live; `images.registry` in a stack points elsewhere (`sunk images push`)."""
-SUITE = "trixie"
 
 Arch = Literal["amd64", "arm64"]
 ARCHES: tuple[Arch, ...] = ("amd64", "arm64")
@@ -67,6 +99,7 @@ class Role:
     """Repository name under the registry."""
     parent: Literal["base", "slurm", "python"]
     tag: str
+    """The tag, with `{slurm}` (the release's upstream version) and `{release}` filled per release."""
     cmd: tuple[str, ...]
     """What the image runs by default: the manifests' command for this role."""
     user: str
@@ -80,26 +113,24 @@ class Role:
 ROLES: dict[str, Role] = {
     r.name: r
     for r in (
-        Role(
-            "slurmctld", "slurmctld", "slurm", SLURM_PACKAGE_VERSION, ("slurmctld", "-D"), "slurm", "Slurm controller"
-        ),
-        Role("slurmdbd", "slurmdbd", "slurm", SLURM_PACKAGE_VERSION, ("slurmdbd", "-D"), "slurm", "Slurm accounting"),
+        Role("slurmctld", "slurmctld", "slurm", "{slurm}", ("slurmctld", "-D"), "slurm", "Slurm controller"),
+        Role("slurmdbd", "slurmdbd", "slurm", "{slurm}", ("slurmdbd", "-D"), "slurm", "Slurm accounting"),
         Role(
             "slurmrestd",
             "slurmrestd",
             "slurm",
-            SLURM_PACKAGE_VERSION,
+            "{slurm}",
             ("slurmrestd", "-a", "rest_auth/jwt", "0.0.0.0:6820"),
             "nobody",
             "Slurm REST API",
             env=("SLURM_JWT=daemon",),
         ),
-        Role("slurmd", "slurmd", "slurm", SLURM_PACKAGE_VERSION, ("slurmd", "-D"), "root", "Slurm compute node"),
+        Role("slurmd", "slurmd", "slurm", "{slurm}", ("slurmd", "-D"), "root", "Slurm compute node"),
         Role(
             "login",
             "login",
             "slurm",
-            SLURM_PACKAGE_VERSION,
+            "{slurm}",
             ("/usr/sbin/sshd", "-D", "-e"),
             "root",
             "Slurm login node: sshd, SSSD, sackd and the Slurm clients",
@@ -118,7 +149,7 @@ ROLES: dict[str, Role] = {
             "runtime",
             "sunk-runtime",
             "python",
-            RUNTIME_VERSION,
+            RUNTIME_VERSION + "-slurm{release}",
             ("python", "-m", "sunk.runtime.operator"),
             str(RUNTIME_UID),
             "sunk operator, syncer and scheduler",
@@ -132,9 +163,21 @@ LAYERS = ("base", "slurm", "python")
 """Shared parent layers, in build order."""
 
 
-def tag_for(role: Role, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> str:
-    """`24.11.5` for amd64, `24.11.5-arm64` for arm64; a variant adds `-pyxis`."""
-    tag = role.tag
+def supported_release(value: str) -> str:
+    """`value` if it names a supported release (a field validator: the error lists them)."""
+    if value not in SUPPORTED_SLURM:
+        raise ValueError(f"{value!r} is not a Slurm release sunk supports; supported: {', '.join(SUPPORTED_SLURM)}")
+    return value
+
+
+def release_of(version: str = DEFAULT_SLURM) -> Release:
+    """The supported release `version` names (KeyError for any other: the spec refuses those)."""
+    return RELEASES[version]
+
+
+def tag_for(role: Role, arch: Arch = DEFAULT_ARCH, variant: str | None = None, release: str = DEFAULT_SLURM) -> str:
+    """`26.05.5` for amd64, `26.05.5-arm64` for arm64; a variant adds `-pyxis`."""
+    tag = role.tag.format(slurm=release_of(release).slurm, release=release)
     if variant:
         tag = f"{tag}-{variant}"
     return tag if arch == DEFAULT_ARCH else f"{tag}-{arch}"
@@ -145,9 +188,13 @@ def repository(role: str, registry: str = DEFAULT_REGISTRY) -> str:
 
 
 def reference(
-    role: str, registry: str = DEFAULT_REGISTRY, arch: Arch = DEFAULT_ARCH, variant: str | None = None
+    role: str,
+    registry: str = DEFAULT_REGISTRY,
+    arch: Arch = DEFAULT_ARCH,
+    variant: str | None = None,
+    release: str = DEFAULT_SLURM,
 ) -> str:
-    return f"{repository(role, registry)}:{tag_for(ROLES[role], arch, variant)}"
+    return f"{repository(role, registry)}:{tag_for(ROLES[role], arch, variant, release)}"
 
 
 def plugin_dir(arch: Arch) -> str:

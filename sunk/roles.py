@@ -160,10 +160,17 @@ ROLES: Mapping[str, Role] = MappingProxyType(
             _role(
                 Role(
                     "controller",
-                    containers={"slurmctld": _NO_CAPS, "reconfigure": _NO_CAPS, **_MUNGE, **_SSSD},
+                    # wait-qos: an init container, sacctmgr until the partitions' QOS exist.
+                    containers={
+                        "slurmctld": _NO_CAPS,
+                        "reconfigure": _NO_CAPS,
+                        "wait-qos": _NO_CAPS,
+                        **_MUNGE,
+                        **_SSSD,
+                    },
                     secrets=frozenset({"auth", "jwt", "sssd-config", *_LDAP}),
                     root=_SIDECAR_ROOT,
-                    writable_root=frozenset({"slurmctld", "reconfigure", "munge", "sssd"}),
+                    writable_root=frozenset({"slurmctld", "reconfigure", "wait-qos", "munge", "sssd"}),
                     listens=(
                         Link(
                             SLURMCTLD_PORT,

@@ -63,7 +63,7 @@ def test_validate_prints_every_error_and_fails(tmp_path: Path, capsys: pytest.Ca
     ]
     assert "    line 21, topology.plugin: 'mesh' is not valid; give 'none', 'tree' or 'block'" in lines
     # The cross-field rules that read an invalid field could not run: said, and counted.
-    assert lines[-1].startswith("    (3 more checks could not run until login.sourceRanges, topology.plugin are fixed")
+    assert lines[-1].startswith("    (4 more checks could not run until login.sourceRanges, topology.plugin are fixed")
 
 
 def test_validate_reports_good_and_bad_stacks_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 
 from sunk import naming
-from sunk.images import MARIADB_ENTRYPOINT, S6_INIT, SLURM_UID
+from sunk.images import MARIADB_ENTRYPOINT, NOBODY_UID, S6_INIT, SLURM_UID
 from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.manifests.meta import Manifest
@@ -251,7 +251,10 @@ def start_slurmrestd(jail: Jail, port: int, *, accounting: bool) -> None:
     Without slurmdbd the default plugin set fails ("Failure loading plugin path bindings"), so
     the OpenAPI plugins are named: openapi/slurmdbd only with accounting."""
     plugins = "openapi/slurmctld,openapi/slurmdbd" if accounting else "openapi/slurmctld"
-    argv = ["slurmrestd", "-u", "nobody", "-g", "nogroup", "-a", "rest_auth/jwt", "-s", plugins, f"{LOOPBACK}:{port}"]
+    # By number: slurmrestd 26.05 exits on `-u nobody` ("Unable to resolve user: nobody", measured
+    # with the user in /etc/passwd); pods start it as that user already (runAsUser), with no -u.
+    ids = ["-u", str(NOBODY_UID), "-g", str(NOBODY_UID)]
+    argv = ["slurmrestd", *ids, "-a", "rest_auth/jwt", "-s", plugins, f"{LOOPBACK}:{port}"]
     proc = jail.spawn("slurmrestd", argv, role="slurmrestd", env={"SLURM_JWT": "daemon"})
     wait_until(
         "slurmrestd",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -20,8 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Self
 
+from sunk.images import DEFAULT_SLURM
+
 from ..images.build import Builder
 from .jail import Jail
+from .local import RELEASE_ENV
 
 PASSED = ("SUNK_", "KUBECONFIG")
 """Environment variables a test may hand to the process; the host's others stay out."""
@@ -30,8 +34,11 @@ PASSED = ("SUNK_", "KUBECONFIG")
 class RuntimeImage:
     """`with RuntimeImage() as image: proc = image.popen("sunk.runtime.syncer", env)`."""
 
-    def __init__(self, parent: Path | None = None) -> None:
-        rootfs = Builder().rootfs("runtime")
+    def __init__(self, parent: Path | None = None, release: str | None = None) -> None:
+        """`release`: the Slurm release whose runtime image (and Slurm clients) to run; default
+        the one SUNK_HARNESS_SLURM_VERSION names, else the default release."""
+        release = release or os.environ.get(RELEASE_ENV) or DEFAULT_SLURM
+        rootfs = Builder(release=release).rootfs("runtime")
         config = json.loads((rootfs.parent / "config.json").read_text())
         process = config["process"]
         self.argv: list[str] = list(process["args"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import secrets
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Self
 
 from sunk import naming
+from sunk.images import SUPPORTED_SLURM
+from sunk.manifests import scripts
 from sunk.manifests.controller import slurmctld_command
 from sunk.render import (
     ACCOUNTING_SETUP,
@@ -55,6 +58,22 @@ from .overrides import LocalPorts, directive, gres_device_files, local_files
 from .ports import free_ports, wait_until
 
 log = logging.getLogger(__name__)
+
+RELEASE_ENV = "SUNK_HARNESS_SLURM_VERSION"
+"""A Slurm release (sunk.images.SUPPORTED_SLURM) every cluster the harness starts runs, unless its
+spec names one: how the real-Slurm tests run on a release other than the default."""
+
+
+def with_release(spec: ClusterSpec) -> ClusterSpec:
+    """`spec` on the release RELEASE_ENV names, where it names one and the spec sets none."""
+    release = os.environ.get(RELEASE_ENV, "")
+    if not release or "slurm" in spec.model_fields_set or release == spec.slurm.version:
+        return spec
+    if release not in SUPPORTED_SLURM:
+        raise ValueError(f"{RELEASE_ENV}={release!r}: not a Slurm release sunk supports ({', '.join(SUPPORTED_SLURM)})")
+    data = spec.model_dump(by_alias=True, exclude_unset=True)  # python mode: SecretStr stays secret
+    return ClusterSpec.model_validate({**data, "slurm": {"version": release}})
+
 
 TERMINAL = {
     "BOOT_FAIL",
@@ -126,9 +145,10 @@ class LocalSlurm:
         Slurm root (as the sidecar in every Slurm pod), started before the daemons."""
         if directory is not None and spec.auth.ldap is None:
             raise ValueError("directory secrets given, but the spec has no auth.ldap")
+        spec = with_release(spec)
         started = time.monotonic()
         wanted_roles = roles_for(spec, accounting=accounting, restapi=restapi)
-        builder = Builder()
+        builder = Builder(release=spec.slurm.version)
         lowers = {role: builder.rootfs(role) for role in wanted_roles}
         built = time.monotonic()
         workdir = Path(tempfile.mkdtemp(prefix="sunk-slurm-", dir=workdir))
@@ -232,10 +252,12 @@ class LocalSlurm:
         self.timings["base"] = time.monotonic() - mark
         if spec.auth.type == "slurm":
             daemons.start_sackd(self.jail)  # a native sidecar: up before the login pod's clients
-        if self.accounting and spec.partition_qos:
-            # slurmctld waits for its partitions' QOS (slurmctld_command), which the setup creates
-            # before anything that needs slurmctld registered.
-            daemons.create_qos(self.jail, spec.partition_qos)
+        qos = scripts.partition_qos(spec)
+        if self.accounting and qos:
+            # slurmctld waits for the QOS its partitions name (the controller's wait-qos init
+            # container and its command), which the setup creates before anything that needs
+            # slurmctld registered.
+            daemons.create_qos(self.jail, qos)
         daemons.start_slurmctld(self.jail, self.ports.slurmctld, slurmctld_command(spec))
         if self.accounting and ACCOUNTING_SETUP in self.files:
             daemons.setup_accounting(self.jail, spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}")

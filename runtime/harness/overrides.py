@@ -111,6 +111,14 @@ def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: boo
         values["AccountingStorageTRES"] = ""
         values["AccountingStorageEnforce"] = ""
         values["JobAcctGatherType"] = ""  # as the renderer does without accounting
+        # No accounting, no QOS: slurmctld 26.05 exits on an AllowQos naming one it lacks
+        # (24.11 ignored it), so the partitions lose their QOS lists here.
+        text = "".join(
+            " ".join(w for w in line.split(" ") if not w.startswith("AllowQos=")) + "\n"
+            if line.startswith("PartitionName=")
+            else line + "\n"
+            for line in text.splitlines()
+        )
     return set_directives(text, values)
 
 

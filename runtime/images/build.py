@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sunk
-from sunk.images import DEFAULT_ARCH, ROLES, SUITE, Arch, reference
+from sunk.images import DEFAULT_ARCH, DEFAULT_SLURM, RELEASES, ROLES, Arch, reference, tag_for
 
 from . import recipe
 from .recipe import EXCLUDED, Layer
@@ -55,9 +55,11 @@ def reclaimable(candidates: Iterator[Path] | Sequence[Path], keep: Path, stamp: 
     return sorted(c for c in candidates if c != keep and _unused(stamp(c)))
 
 
-PYTHON_VERSION = "3.13"
-"""Debian trixie's python3: the runtime's wheels are chosen for it."""
-SITE_PACKAGES = f"/usr/local/lib/python{PYTHON_VERSION}/dist-packages"
+def site_packages(python: str) -> str:
+    """Where the runtime's wheels go in an image whose python3 is `python` (Debian's layout)."""
+    return f"/usr/local/lib/python{python}/dist-packages"
+
+
 SOURCE_URL = "https://github.com/sunk-dev/sunk"
 QEMU = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
@@ -198,8 +200,16 @@ class Builder:
     """Builds layers and roles for one architecture, in one buildah storage under the cache."""
 
     def __init__(
-        self, arch: str = DEFAULT_ARCH, *, cache: Path | None = None, log: Callable[[str], None] | None = None
+        self,
+        arch: str = DEFAULT_ARCH,
+        *,
+        release: str = DEFAULT_SLURM,
+        cache: Path | None = None,
+        log: Callable[[str], None] | None = None,
     ):
+        if release not in RELEASES:
+            raise BuildError(f"unknown Slurm release {release!r}: one of {', '.join(RELEASES)}")
+        self.release = RELEASES[release]
         self.arch = check_arch(arch)
         self.cache = cache or cache_dir()
         self.root = self.cache / "buildah"
@@ -207,6 +217,14 @@ class Builder:
         self.log = log or (lambda text: print(f"sunk images: {text}", file=sys.stderr))
         self._hashes: dict[str, str] = {}
         self.mirror = recipe.mirror()
+        self.site_packages = site_packages(self.release.python)
+
+    def _family(self, name: str) -> Builder:
+        """The builder of the release whose suite builds `name` (mariadb: Debian stable's)."""
+        family = recipe.family(name, self.release.version)
+        if family == self.release.version:
+            return self
+        return Builder(self.arch, release=family, cache=self.cache, log=self.log)
 
     # -- buildah ----------------------------------------------------------------------------
     def _argv(self, *args: str) -> list[str]:
@@ -227,20 +245,28 @@ class Builder:
     def _extra(self, layer: Layer) -> str:
         if layer.name == "python":
             lock = _lock_file()
-            return PYTHON_VERSION + (lock.read_text() if lock is not None else "")
+            return self.release.python + (lock.read_text() if lock is not None else "")
         if layer.name == "runtime":
             return _hash_files(_source_files())
         return ""
 
     def digest(self, name: str) -> str:
         if name not in self._hashes:
-            layer = recipe.load(name)
+            layer = recipe.load(name, release=self.release.version)
             parent = self.digest(layer.parent) if layer.parent else ""
-            self._hashes[name] = recipe.layer_hash(layer, parent, self.arch, self._extra(layer), self.mirror)
+            self._hashes[name] = recipe.layer_hash(
+                layer, parent, self.arch, self._extra(layer), self.mirror, self.release
+            )
         return self._hashes[name]
 
     def tag(self, name: str) -> str:
-        return f"localhost/sunk-layer/{name}:{self.arch}-{self.digest(name)}"
+        return f"localhost/sunk-layer/{name}:{self._prefix}-{self.digest(name)}"
+
+    @property
+    def _prefix(self) -> str:
+        """What every cached build of this builder's family and architecture starts with: a
+        release's builds are never reclaimed by another's (its mirror may be gone)."""
+        return f"{self.arch}-{self.release.version}"
 
     # -- layers -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -259,11 +285,14 @@ class Builder:
         _used(self._stamp(tag))
         if self._has_image(tag):
             return tag
-        layer = recipe.load(name)
+        layer = recipe.load(name, release=self.release.version)
         if layer.parent is not None:
             self.ensure_layer(layer.parent)
         started = time.monotonic()
-        self.log(f"building layer {name} ({self.arch}, {len(layer.packages)} package(s))")
+        self.log(
+            f"building layer {name} (Slurm {self.release.version}, Debian {self.release.suite}, {self.arch}, "
+            f"{len(layer.packages)} package(s))"
+        )
         container = f"sunk-build-{name}-{self.digest(name)}-{os.getpid()}"
         if layer.parent is None:
             self.buildah("from", "--name", container, "--arch", self.arch, "scratch")
@@ -291,17 +320,23 @@ class Builder:
             "--mode=root",
             f"--architectures={self.arch}",
             "--aptopt=APT::Install-Recommends false",
+            # testing and unstable Release files expire within a week (Valid-Until); a mirror that
+            # serves an older one (a frozen copy, as ours was measured: sid's expired 20 days
+            # before) would stop every build. Signatures are still checked, and the Slurm packages
+            # are pinned to exact versions (pins/), so an old index cannot swap them.
+            '--aptopt=Acquire::Check-Valid-Until "false"',
             *(f"--dpkgopt=path-exclude={p}" for p in EXCLUDED),
             "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/* $1/var/log/apt/* $1/var/log/dpkg.log",
         ]
         if layer.packages:
             cmd.append(f"--include={','.join(layer.packages)}")
-        done = subprocess.run([*cmd, SUITE, str(mount), self.mirror], capture_output=True, text=True, check=False)
+        suite = self.release.suite
+        done = subprocess.run([*cmd, suite, str(mount), self.mirror], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = [line for line in done.stderr.splitlines() if line.startswith("E:")][
                 -3:
             ] or done.stderr.splitlines()[-3:]
-            raise BuildError(f"mmdebstrap {SUITE} from {self.mirror} failed: " + " | ".join(tail))
+            raise BuildError(f"mmdebstrap {suite} from {self.mirror} failed: " + " | ".join(tail))
 
     def _run(self, container: str, script: str, what: str) -> None:
         # -e: the first failing command stops the step (and so the build).
@@ -315,13 +350,15 @@ class Builder:
         if layer.pre_install:
             self._run(container, layer.pre_install, f"{layer.name}/pre-install.sh")
         if layer.packages:
+            if layer.pins:
+                self._check_pins(layer, container)
             self._run(
                 container,
                 "export DEBIAN_FRONTEND=noninteractive\n"
                 "apt-get -q update >/dev/null\n"
-                f"apt-get install -y -q --no-install-recommends {' '.join(layer.packages)} >/dev/null\n"
+                f"apt-get install -y -q --no-install-recommends {' '.join(layer.install)} >/dev/null\n"
                 "rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* /var/log/dpkg.log\n",
-                f"apt-get install {' '.join(layer.packages)} ({SUITE}, {self.mirror})",
+                f"apt-get install {' '.join(layer.install)} ({self.release.suite}, {self.mirror})",
             )
         for path, mode, content in layer.files:
             target = mount / path.lstrip("/")
@@ -334,17 +371,31 @@ class Builder:
             self._install_sunk(mount)
         if layer.name in ("python", "runtime"):
             # Bytecode at build time: the processes start faster and never write into the image.
-            self._run(container, f"python3 -m compileall -q {SITE_PACKAGES} >/dev/null", "compileall")
+            self._run(container, f"python3 -m compileall -q {self.site_packages} >/dev/null", "compileall")
         if layer.post_install:
             self._run(container, layer.post_install, f"{layer.name}/post-install.sh")
 
+    def _check_pins(self, layer: Layer, container: str) -> None:
+        """Stop, naming every pinned package and version the mirror no longer has, before apt
+        would install anything (apt-get names only the first, and not what is there instead)."""
+        script = "apt-get -q update >/dev/null\n" + recipe.pin_check_script(layer.pins)
+        argv = self._argv("run", "--isolation", "chroot", container, "--", "/bin/sh", "-euc", script)
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()][-4:]
+            raise BuildError(f"apt-get update ({self.release.suite}, {self.mirror}) failed: " + " | ".join(tail))
+        missing = recipe.missing_pins(done.stdout)
+        if missing:
+            raise BuildError(recipe.missing_pins_message(missing, self.release, self.mirror))
+
     def _pip(self, mount: Path, args: list[str], *, constraints: Path | None = None, binary: bool = True) -> None:
         machine = "aarch64" if self.arch == "arm64" else "x86_64"
+        python = self.release.python
         cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
-        cmd += ["--target", str(mount / SITE_PACKAGES.lstrip("/"))]
+        cmd += ["--target", str(mount / self.site_packages.lstrip("/"))]
         if binary:
-            cmd += ["--only-binary=:all:", "--python-version", PYTHON_VERSION, "--implementation", "cp"]
-            cmd += ["--abi", f"cp{PYTHON_VERSION.replace('.', '')}", "--abi", "abi3", "--abi", "none"]
+            cmd += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
+            cmd += ["--abi", f"cp{python.replace('.', '')}", "--abi", "abi3", "--abi", "none"]
             for tag in ("manylinux2014", "manylinux_2_17", "manylinux_2_28", "manylinux_2_34", "manylinux_2_39"):
                 cmd += ["--platform", f"{tag}_{machine}"]
         if constraints is not None:
@@ -358,7 +409,7 @@ class Builder:
     def _install_sunk(self, mount: Path) -> None:
         """The sunk package alone (its dependencies are the python layer's)."""
         top = _source_root()
-        target = mount / SITE_PACKAGES.lstrip("/")
+        target = mount / self.site_packages.lstrip("/")
         if top is None:
             shutil.copytree(
                 Path(sunk.__file__).resolve().parent, target / "sunk", ignore=shutil.ignore_patterns("__pycache__")
@@ -387,7 +438,7 @@ class Builder:
         }
         args = ["config", "--arch", self.arch, "--os", "linux"]
         if role is not None:
-            labels["org.opencontainers.image.version"] = role.tag
+            labels["org.opencontainers.image.version"] = tag_for(role, self.arch, release=self.release.version)
             labels["org.opencontainers.image.description"] = role.description
             args += ["--user", role.user, "--workingdir", role.workdir]
             args += ["--cmd", json.dumps(list(role.cmd))]
@@ -409,18 +460,20 @@ class Builder:
         repo = keep.rsplit(":", 1)[0]
         listing = self.buildah("images", "--format", "{{.Name}}:{{.Tag}}", check=False)
         for line in listing.splitlines():
-            if line.startswith(f"{repo}:{self.arch}-") and line != keep and _unused(self._stamp(line)):
+            if line.startswith(f"{repo}:{self._prefix}-") and line != keep and _unused(self._stamp(line)):
                 self.buildah("rmi", line, check=False)
                 self._stamp(line).unlink(missing_ok=True)
 
     # -- roles ------------------------------------------------------------------------------
     def archive_path(self, layer: str) -> Path:
-        return self.images / f"{layer.replace('+', '-')}-{self.arch}-{self.digest(layer)}.oci.tar"
+        return self.images / f"{layer.replace('+', '-')}-{self._prefix}-{self.digest(layer)}.oci.tar"
 
     def build(self, role: str, variant: str | None = None) -> Built:
         """The role's image as an oci-archive (built, or from the cache)."""
         if role not in ROLES:
             raise BuildError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+        if self._family(role) is not self:
+            return self._family(role).build(role, variant)
         layer = role
         if variant is not None:
             if role not in recipe.VARIANTS.get(variant, ()):
@@ -430,7 +483,7 @@ class Builder:
             probe_sources(variant)
             layer = f"{role}+{variant}"
         started = time.monotonic()
-        ref = reference(role, arch=self.arch, variant=variant)
+        ref = reference(role, arch=self.arch, variant=variant, release=self.release.version)
         with self._locked():
             archive = self.archive_path(layer)
             fresh = not archive.is_file()
@@ -442,7 +495,7 @@ class Builder:
                     partial.rename(archive)
                 finally:
                     partial.unlink(missing_ok=True)
-                pattern = f"{layer.replace('+', '-')}-{self.arch}-*.oci.tar"
+                pattern = f"{layer.replace('+', '-')}-{self._prefix}-*.oci.tar"
                 for old in reclaimable(self.images.glob(pattern), archive, lambda path: path):
                     old.unlink(missing_ok=True)
             os.utime(archive)  # used now: kept while any checkout uses it
@@ -459,7 +512,7 @@ class Builder:
         )
 
     def _size(self, layer: str, tag: str) -> int:
-        note = self.images / f"{layer.replace('+', '-')}-{self.arch}-{self.digest(layer)}.size"
+        note = self.images / f"{layer.replace('+', '-')}-{self._prefix}-{self.digest(layer)}.size"
         if note.is_file():
             return int(note.read_text())
         container = f"sunk-size-{layer.replace('+', '-')}-{os.getpid()}"
@@ -474,8 +527,10 @@ class Builder:
     def rootfs(self, role: str) -> Path:
         """The role's image unpacked (from its oci-archive, with umoci): a read-only root
         filesystem that harness instances mount under a private overlay."""
+        if self._family(role) is not self:
+            return self._family(role).rootfs(role)
         built = self.build(role)
-        target = self.cache / "rootfs" / f"{role}-{self.arch}-{built.digest}"
+        target = self.cache / "rootfs" / f"{role}-{self._prefix}-{built.digest}"
         if (target / "rootfs").is_dir():
             _used(target / "used")
             return target / "rootfs"
@@ -493,7 +548,7 @@ class Builder:
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             _used(target / "used")
-            for old in reclaimable(target.parent.glob(f"{role}-{self.arch}-*"), target, lambda path: path / "used"):
+            for old in reclaimable(target.parent.glob(f"{role}-{self._prefix}-*"), target, lambda path: path / "used"):
                 shutil.rmtree(old, ignore_errors=True)
         return target / "rootfs"
 

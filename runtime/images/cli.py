@@ -28,7 +28,7 @@ def _roles(names: list[str]) -> list[str]:
 def _build(args: argparse.Namespace) -> list[Built]:
     require_tools("buildah", "mmdebstrap")
     roles = _roles(args.roles)
-    builder = Builder(args.arch)
+    builder = Builder(args.arch, release=args.slurm)
     return [builder.build(role, variant=args.variant) for role in roles]
 
 
@@ -57,7 +57,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         require_tools("skopeo")
         built = _build(args)
         for b in built:
-            tag = args.tag or tag_for(ROLES[b.role], b.arch, args.variant)
+            tag = args.tag or tag_for(ROLES[b.role], b.arch, args.variant, args.slurm)
             dest = f"{repository(b.role, args.registry)}:{tag}"
             cmd = ["skopeo", "copy", "-q", f"oci-archive:{b.archive}", f"docker://{dest}"]
             if args.insecure:
@@ -76,5 +76,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     for role in ROLES.values():
-        print(f"{role.name:<11} {repository(role.name)}:{tag_for(role, args.arch)}  ({role.description})")
+        print(
+            f"{role.name:<11} {repository(role.name)}:{tag_for(role, args.arch, release=args.slurm)}  ({role.description})"
+        )
     return 0

@@ -320,6 +320,7 @@ class Reconciler:
             namespace=namespace,
             cluster=cluster,
             spec=first.topology,
+            release=first.slurm_version,
             extra=tuple(first.topology_extra),
             nodes=nodes,
             config_map=self._topology_config_map(namespace, naming.topology_config_map(cluster), now),

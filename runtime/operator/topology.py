@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sunk import keys, naming
+from sunk.images import DEFAULT_SLURM
 from sunk.render import TopologyNode, render_topology_conf
 from sunk.spec.scheduling import TopologySpec
 
@@ -44,6 +45,8 @@ class TopologyObserved:
     config_map: Mapping[str, Any] | None
     registered: frozenset[str] | None
     """Slurm nodes slurmctld knows; None when Slurm could not be read."""
+    release: str = DEFAULT_SLURM
+    """The cluster's Slurm release (what a node-less tree looks like differs)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -
         # fewer registered nodes than the base block size (24.11, measured). Fail closed.
         return []
     nodes = sorted(observed.nodes, key=lambda n: n.name)
-    text = render_topology_conf(observed.spec, nodes, observed.extra, observed.registered)
+    text = render_topology_conf(observed.spec, nodes, observed.extra, observed.registered, observed.release)
     name = naming.topology_config_map(observed.cluster)
     cm = observed.config_map
     if cm is None or (cm.get("data") or {}).get(TOPOLOGY_KEY) != text:

@@ -129,6 +129,23 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "volumeMounts": [config_mount, {"name": "tmp", "mountPath": "/tmp"}, *auth_mounts(spec)],
     }
     sidecars = auth_sidecars(spec, image)
+    qos = scripts.partition_qos(spec)
+    if spec.accounting.enabled and qos:
+        # After the auth sidecars (munge answers sacctmgr), before slurmctld: see wait-qos.sh.
+        sidecars.append(
+            {
+                "name": "wait-qos",
+                "image": image,
+                "command": scripts.sh(scripts.wait_qos(qos)),
+                "securityContext": restricted(SLURM_UID),
+                "resources": fixed_resources("10m", "16Mi", "64Mi"),
+                "volumeMounts": [
+                    config_mount,
+                    {"name": "state", "mountPath": naming.STATE_SAVE, "readOnly": True},
+                    *auth_mounts(spec),
+                ],
+            }
+        )
     volumes = [
         slurm_projection(spec, "controller", auth_key=refs.auth, jwt_key=refs.jwt),
         {"name": "state", "persistentVolumeClaim": {"claimName": state_claim_name(spec)}},

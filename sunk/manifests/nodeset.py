@@ -42,6 +42,7 @@ def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSet
         "jwt_secret": refs.jwt.secret,
         "config_hash": nodeset_hash(spec, ns),
         "shared_volumes": _compute_volumes(spec),
+        "slurm_version": spec.slurm.version,
         "topology": spec.topology,
         "topology_extra": list(spec.extra_config.topology_conf),
     }

@@ -22,6 +22,7 @@ from sunk import naming
 from sunk.manifests.config import RESTART_KEYS
 from sunk.manifests.meta import Manifest
 from sunk.render.script import render, source
+from sunk.spec.cluster import ClusterSpec
 
 __all__ = ["render", "source"]  # re-exported: the scripts are read and filled here too
 
@@ -82,6 +83,21 @@ def accounting_setup_env(cluster: str, qos_script: str | None) -> list[Manifest]
     """The accounting-setup Job's environment: the cluster to register in slurmdbd, and the
     rendered QOS script to run after (empty: none)."""
     return [{"name": "SUNK_CLUSTER", "value": cluster}, {"name": "SUNK_QOS_SCRIPT", "value": qos_script or ""}]
+
+
+WAIT_QOS_PERIOD = 5
+"""Seconds between sacctmgr asks while slurmctld waits for the spec's QOS."""
+
+
+def partition_qos(spec: ClusterSpec) -> list[str]:
+    """The QOS partitions name (AllowQos, and QOS=), sorted: slurmctld needs them in accounting
+    (26.05 exits on an unknown AllowQos, 24.11 and 26.05 on an unknown QOS=)."""
+    return sorted({q for p in spec.partitions for q in p.allow_qos} | set(spec.partition_qos))
+
+
+def wait_qos(qos: Sequence[str], state: str = naming.STATE_SAVE, period: float = WAIT_QOS_PERIOD) -> str:
+    """The controller's wait-qos init container (wait-qos.sh): until every QOS in `qos` exists."""
+    return render("wait-qos.sh", QOS=" ".join(qos), STATE=state, PERIOD=f"{period:g}")
 
 
 SSHD_IDENTITY_CONF = "/etc/ssh/sshd_config.d/50-sunk-identity.conf"

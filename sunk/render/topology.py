@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sunk.hostlist import compress
+from sunk.images import DEFAULT_SLURM
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import TopologySpec
@@ -78,14 +79,18 @@ def render_topology_conf(
     nodes: Iterable[TopologyNode],
     extra: Sequence[str] = (),
     registered: Collection[str] | None = None,
+    release: str | None = None,
 ) -> str:
     """topology.conf for tree or block from Node labels. A node lacking a label (or with an empty
     value) hangs off the `unlabeled` switch (tree), or stays outside every block (block).
 
     `registered`: the Slurm nodes slurmctld knows. slurmctld counts only those in a block (a name
     it does not know is skipped), so when given, a block is judged by them; when None, every node
-    listed counts (right when all of them have registered, as at deploy time with none)."""
+    listed counts (right when all of them have registered, as at deploy time with none).
+    `release`: the Slurm release that reads it (default: a ClusterSpec's own, else the default)."""
     topo = spec.topology if isinstance(spec, ClusterSpec) else spec
+    if release is None:
+        release = spec.slurm.version if isinstance(spec, ClusterSpec) else DEFAULT_SLURM
     if isinstance(spec, ClusterSpec):
         extra = [*extra, *spec.extra_config.topology_conf]
     if topo.plugin == "none":
@@ -102,7 +107,7 @@ def render_topology_conf(
     if topo.plugin == "block":
         known = None if registered is None else set(registered)
         return _file(_blocks(topo, by_path, unlabeled, reserved, known), extra)
-    return _file(_tree(by_path, unlabeled, reserved), extra)
+    return _file(_tree(by_path, unlabeled, reserved, release), extra)
 
 
 def _blocks(
@@ -142,7 +147,7 @@ def _blocks(
     return lines
 
 
-def _tree(by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[str]) -> list[str]:
+def _tree(by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[str], release: str) -> list[str]:
     # Leaves hold nodes; each level above lists its child switches.
     children: dict[Path, set[Path]] = {}
     for path in by_path:
@@ -160,4 +165,9 @@ def _tree(by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[st
     tops = sorted({names[path[:1]] for path in by_path} | ({UNLABELED} if unlabeled else set()))
     if len(tops) > 1:
         lines.append(f"SwitchName={ROOT_SWITCH} Switches={','.join(tops)}")
+    if not lines and release != "24.11":
+        # No node yet (deploy time): slurmctld 26.05 exits on a tree without a switch ("No
+        # switches configured"), 24.11 on a switch without nodes or switches ("neither child
+        # switches nor nodes"), both measured; so from 26.05 on the file has the root switch alone.
+        lines.append(f"SwitchName={ROOT_SWITCH}")
     return lines

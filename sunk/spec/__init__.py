@@ -1,6 +1,6 @@
 """The typed model of a SUNK cluster. Import from here."""
 
-from sunk.images import SLURM_PACKAGE_VERSION, SLURM_VERSION
+from sunk.images import SLURM_VERSION
 from sunk.spec.base import Image, Model, Resources, SecretRef
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, load_spec
@@ -9,7 +9,6 @@ from sunk.spec.scheduling import PartitionSpec, QosSpec, TopologySpec
 
 __all__ = [
     "INSTANCE_TYPES",
-    "SLURM_PACKAGE_VERSION",
     "SLURM_VERSION",
     "ClusterSpec",
     "GpuSpec",

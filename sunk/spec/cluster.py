@@ -6,9 +6,9 @@ import functools
 from collections.abc import Callable
 from typing import Annotated, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from sunk.images import PYXIS_VARIANT, SLURM_VERSION
+from sunk.images import DEFAULT_SLURM, PYXIS_VARIANT, supported_release
 from sunk.spec.base import DnsLabel, Image, Model, SecretRef, dns_label
 from sunk.spec.health import HealthCheckSpec
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
@@ -41,7 +41,6 @@ from sunk.spec.services import (
     RuntimeSpec,
 )
 
-SUPPORTED_SLURM = (SLURM_VERSION,)
 BUILTIN_QOS = "normal"
 
 
@@ -212,6 +211,15 @@ def _pairwise(group: list[tuple[int, Selector]]) -> list[tuple[int, int]]:
     return found
 
 
+class SlurmSpec(Model):
+    """Which Slurm the cluster runs (https://slurm.schedmd.com/upgrades.html)."""
+
+    version: Annotated[str, AfterValidator(supported_release)] = DEFAULT_SLURM
+    """The Slurm release: its images (one family per release, tagged with its version) and the
+    files written for it (docs/slurm-releases.md). Default: "26.05"; also "24.11". Quote it in
+    YAML (26.05 unquoted is a number)."""
+
+
 class ClusterSpec(Model):
     """A whole Slurm cluster in one Kubernetes namespace."""
 
@@ -223,8 +231,8 @@ class ClusterSpec(Model):
     """Kubernetes namespace. Default: `<tenant>-<name>`."""
     create_namespace: bool = True
     """Create the namespace. Default: true."""
-    slurm_version: str = SLURM_VERSION
-    """The Slurm release the images ship. Default and only supported value: 24.11."""
+    slurm: SlurmSpec = SlurmSpec()
+    """Which Slurm release the cluster runs. Default: 26.05."""
     images: Images = Images()
     """Container image per role. Default: the images sunk builds, ghcr.io/sunk-dev/<role>:<tag>."""
     controller: ControllerSpec = ControllerSpec()
@@ -298,12 +306,12 @@ class ClusterSpec(Model):
     def slurmd_image(self, ns: NodeSetSpec) -> Image:
         """The NodeSet's own image, else images.slurmd as set, else ours for its architecture
         (the pyxis variant with pyxis enabled)."""
-        return ns.image or self.images.resolve("slurmd", ns.architecture, self.image_variant)
+        return ns.image or self.images.resolve("slurmd", ns.architecture, self.image_variant, self.slurm.version)
 
     @property
     def login_image(self) -> Image:
         """images.login as set, else ours (the pyxis variant with pyxis enabled)."""
-        return self.images.resolve("login", variant=self.image_variant)
+        return self.images.resolve("login", variant=self.image_variant, release=self.slurm.version)
 
     @property
     def has_gpus(self) -> bool:
@@ -319,12 +327,35 @@ class ClusterSpec(Model):
     fields invalid, sunk.spec.partial runs each step those fields don't feed."""
 
     @model_validator(mode="after")
+    def _release_images(self) -> ClusterSpec:
+        """Unset images default to the cluster's Slurm release's family (frozen model: its own
+        validation filling a default, as Images does for a registry)."""
+        if self.slurm.version != DEFAULT_SLURM:
+            object.__setattr__(self, "images", self.images.for_release(self.slurm.version))
+        return self
+
+    @model_validator(mode="after")
     def _rules(self) -> ClusterSpec:
         """Every cross-field rule (RULES); all problems are reported at once."""
         errors = [problem for rule in self.RULES for problem in rule(self)]
         if errors:
             raise Problems(errors)
         return self
+
+    def _release_problems(self) -> list[Problem]:
+        """What the chosen Slurm release can't run."""
+        if self.topology.plugin == "block" and self.slurm.version != "24.11":
+            # Measured on 26.05.5: "fatal: No blocks configured" unless a block holds a node that
+            # exists when slurmctld starts, and a NodeSet's nodes are dynamic, registering after.
+            return [
+                Problem(
+                    "topology.plugin",
+                    f"block is not supported with slurm.version {self.slurm.version!r}: slurmctld 26.05 exits "
+                    "at start unless a block holds a registered node, and NodeSet nodes register after it "
+                    'starts; use plugin tree, or slurm.version "24.11"',
+                )
+            ]
+        return []
 
     def _health_problems(self) -> list[Problem]:
         """A check scoped to NodeSets names existing ones."""
@@ -346,14 +377,8 @@ class ClusterSpec(Model):
         return {q.name for q in self.qos} | {BUILTIN_QOS}
 
     def _identity_problems(self) -> list[Problem]:
-        """Versions, lengths and names that must be unique."""
+        """Lengths and names that must be unique."""
         errors: list[Problem] = []
-        if self.slurm_version not in SUPPORTED_SLURM:
-            errors.append(
-                Problem(
-                    "slurmVersion", f"{self.slurm_version!r} is not supported; supported: {', '.join(SUPPORTED_SLURM)}"
-                )
-            )
         if len(self.ns) > 63:
             errors.append(Problem("namespace", f"{self.ns!r} is longer than 63 characters; set namespace"))
         errors += _unique("nodesets", [n.name for n in self.nodesets], "name")
@@ -589,4 +614,5 @@ ClusterSpec.RULES = (
     ClusterSpec._health_problems,
     ClusterSpec._user_facing_secret_problems,
     ClusterSpec._shared_key_problems,
+    ClusterSpec._release_problems,
 )

@@ -10,8 +10,8 @@ from pydantic import AfterValidator, Field, model_validator
 from sunk.images import (
     DEFAULT_ARCH,
     DEFAULT_REGISTRY,
+    DEFAULT_SLURM,
     ROLES,
-    SLURM_PACKAGE_VERSION,
     SLURM_VERSION,
     Arch,
     repository,
@@ -51,14 +51,21 @@ ROLE_OF: dict[RoleField, str] = {
 """The sunk.images role behind each field of Images."""
 
 
-def ours(role: str, registry: str = DEFAULT_REGISTRY, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> Image:
-    """The image sunk builds for `role` (sunk.images.ROLES), as an Image."""
-    return Image(repository=repository(role, registry), tag=tag_for(ROLES[role], arch, variant))
+def ours(
+    role: str,
+    registry: str = DEFAULT_REGISTRY,
+    arch: Arch = DEFAULT_ARCH,
+    variant: str | None = None,
+    release: str = DEFAULT_SLURM,
+) -> Image:
+    """The image sunk builds for `role` (sunk.images.ROLES) of a Slurm release, as an Image."""
+    return Image(repository=repository(role, registry), tag=tag_for(ROLES[role], arch, variant, release))
 
 
 class Images(Model):
     """One image per role, each built by `sunk images build` from runtime/images (sunk.images.ROLES).
-    A role left unset is ours: `<registry>/<image>:<tag>`, for the architecture of the NodeSet
+    A role left unset is ours: `<registry>/<image>:<tag>`, of the cluster's Slurm release
+    (`slurm.version`: slurmctld:26.05.5, sunk-runtime:0.1.0-slurm26.05), for the architecture of the NodeSet
     that runs it and, with pyxis enabled, the pyxis variant of slurmd and login. A role set here is
     used as given, everywhere (https://kubernetes.io/docs/concepts/containers/images/)."""
 
@@ -66,24 +73,25 @@ class Images(Model):
     """Registry (and path) every unset role's image comes from, e.g. registry.example.com:5000/hpc
     for a mirror filled by `sunk images push`. Default: none (ghcr.io/sunk-dev)."""
     controller: Image = ours("slurmctld")
-    """slurmctld. Default: ghcr.io/sunk-dev/slurmctld:24.11.5."""
+    """slurmctld. Default: ghcr.io/sunk-dev/slurmctld:26.05.5 (24.11.5 with Slurm 24.11)."""
     accounting: Image = ours("slurmdbd")
-    """slurmdbd. Default: ghcr.io/sunk-dev/slurmdbd:24.11.5."""
+    """slurmdbd. Default: ghcr.io/sunk-dev/slurmdbd:26.05.5 (24.11.5 with Slurm 24.11)."""
     restapi: Image = ours("slurmrestd")
-    """slurmrestd. Default: ghcr.io/sunk-dev/slurmrestd:24.11.5."""
+    """slurmrestd. Default: ghcr.io/sunk-dev/slurmrestd:26.05.5 (24.11.5 with Slurm 24.11)."""
     login: Image = ours("login")
-    """Login (sshd, sssd, Slurm clients). Default: ghcr.io/sunk-dev/login:24.11.5, with pyxis
-    enabled login:24.11.5-pyxis."""
+    """Login (sshd, sssd, Slurm clients). Default: ghcr.io/sunk-dev/login:26.05.5, with pyxis
+    enabled login:26.05.5-pyxis."""
     slurmd: Image = ours("slurmd")
     """slurmd for every NodeSet without its own `image`, whatever its architecture (so set a
-    multi-arch image here). Default: ghcr.io/sunk-dev/slurmd:24.11.5 for amd64 NodeSets,
-    slurmd:24.11.5-arm64 for arm64 ones; with pyxis enabled slurmd:24.11.5-pyxis and
-    slurmd:24.11.5-pyxis-arm64."""
+    multi-arch image here). Default: ghcr.io/sunk-dev/slurmd:26.05.5 for amd64 NodeSets,
+    slurmd:26.05.5-arm64 for arm64 ones; with pyxis enabled slurmd:26.05.5-pyxis and
+    slurmd:26.05.5-pyxis-arm64 (24.11.5 in each with Slurm 24.11)."""
     mariadb: Image = ours("mariadb")
     """In-cluster accounting database (Debian's mariadb-server with sunk's entrypoint).
     Default: ghcr.io/sunk-dev/mariadb:11.8."""
     runtime: Image = ours("runtime")
-    """Operator, syncer and scheduler (one Python image). Default: ghcr.io/sunk-dev/sunk-runtime:0.1.0."""
+    """Operator, syncer and scheduler (one Python image). Default: ghcr.io/sunk-dev/sunk-runtime:0.1.0-slurm26.05
+    (its Slurm clients are the cluster's release: 0.1.0-slurm24.11 with Slurm 24.11)."""
     pull_secrets: list[DnsSubdomain] = []
     """imagePullSecrets of every pod of the cluster (slurmd pods included), before each role's own
     `imagePullSecrets`: Secrets of type kubernetes.io/dockerconfigjson in the cluster's namespace,
@@ -100,12 +108,24 @@ class Images(Model):
                     object.__setattr__(self, field, ours(role, self.registry))
         return self
 
-    def resolve(self, field: RoleField, arch: Arch = DEFAULT_ARCH, variant: str | None = None) -> Image:
-        """The image of role `field` for `arch` and `variant` (such as pyxis): as set, else ours."""
+    def resolve(
+        self, field: RoleField, arch: Arch = DEFAULT_ARCH, variant: str | None = None, release: str = DEFAULT_SLURM
+    ) -> Image:
+        """The image of role `field` for `arch`, `variant` (such as pyxis) and Slurm `release`:
+        as set, else ours."""
         if field in self.model_fields_set:
             image: Image = getattr(self, field)
             return image
-        return ours(ROLE_OF[field], self.registry or DEFAULT_REGISTRY, arch, variant)
+        return ours(ROLE_OF[field], self.registry or DEFAULT_REGISTRY, arch, variant, release)
+
+    def for_release(self, release: str) -> Images:
+        """These images with every unset role's default taken from Slurm `release`'s family."""
+        copy = self.model_copy()
+        for field, role in ROLE_OF.items():
+            if field not in self.model_fields_set:
+                # As in _from_registry: a default filled, still unset in model_fields_set.
+                object.__setattr__(copy, field, ours(role, self.registry or DEFAULT_REGISTRY, release=release))
+        return copy
 
 
 class StateStorage(Model):
@@ -375,7 +395,6 @@ class MonitoringSpec(Model):
 
 __all__ = [
     "DEFAULT_REGISTRY",
-    "SLURM_PACKAGE_VERSION",
     "SLURM_VERSION",
     "AccountingSpec",
     "AuthSpec",

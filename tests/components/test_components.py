@@ -169,13 +169,14 @@ def test_probes_and_resources_on_every_container(evaluations: dict[str, Evaluati
     templates = _pod_templates(evaluations[name])
     assert templates
     for workload, template in templates:
+        one_shot = [c["name"] for c in template["spec"].get("initContainers", []) if c.get("restartPolicy") != "Always"]
         for c in _containers(template):
             where = f"{workload['kind']} {workload['metadata']['name']} / {c['name']}"
             res = c.get("resources", {})
             assert {"cpu", "memory"} <= set(res.get("requests", {})), f"{where}: requests"
             assert "memory" in res.get("limits", {}), f"{where}: memory limit"
-            if workload["kind"] == "Job" and c.get("restartPolicy") != "Always":
-                continue  # a one-shot step: it exits, nothing to probe
+            if (workload["kind"] == "Job" and c.get("restartPolicy") != "Always") or c["name"] in one_shot:
+                continue  # a one-shot step or init container: it exits, nothing to probe (none allowed)
             assert "livenessProbe" in c, f"{where}: liveness probe"
             if "restartPolicy" not in c:  # main containers gate readiness; sidecars gate startup
                 assert "readinessProbe" in c, f"{where}: readiness probe"

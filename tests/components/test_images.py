@@ -10,7 +10,7 @@ import pytest
 import yaml
 from sunk.components.render import Rendered
 
-from sunk.images import ARCHES, DEFAULT_REGISTRY, PYXIS_VARIANT, ROLES, reference
+from sunk.images import ARCHES, DEFAULT_REGISTRY, DEFAULT_SLURM, PYXIS_VARIANT, ROLES, SUPPORTED_SLURM, reference
 from sunk.nodeset_resource import API_VERSION as NODESET_API
 from sunk.spec.cluster import ClusterSpec
 
@@ -21,14 +21,15 @@ VARIANT_ROLES = ("slurmd", "login")
 
 
 def ours(registries: set[str]) -> set[str]:
-    """Every reference of our images under `registries`: each architecture, and the pyxis variant
-    of the roles that have one."""
+    """Every reference of our images under `registries`: each Slurm release, each architecture,
+    and the pyxis variant of the roles that have one."""
     return {
-        reference(role, registry, arch, variant)
+        reference(role, registry, arch, variant, release)
         for role in ROLES
         for registry in registries
         for arch in ARCHES
         for variant in (None, PYXIS_VARIANT)
+        for release in SUPPORTED_SLURM
         if variant is None or role in VARIANT_ROLES
     }
 
@@ -68,7 +69,8 @@ def test_every_image_a_manifest_names_is_one_we_build(
     spec = specs.get(name)  # the library program builds its spec in code, on a registry it computes
     registry = (spec.images.registry if spec else LIBRARY_REGISTRY) or DEFAULT_REGISTRY
     found = images_of(rendered[name])
-    assert reference("slurmctld", registry) in found  # the walk reaches the containers
+    release = spec.slurm.version if spec else DEFAULT_SLURM
+    assert reference("slurmctld", registry, release=release) in found  # the walk reaches the containers
     # The operator (OperatorSpec's own image) stays on the default registry.
     foreign = {image: file for image, file in found.items() if image not in ours({registry, DEFAULT_REGISTRY})}
     assert not foreign, f"{name}: images sunk does not build: {foreign}"
@@ -77,8 +79,9 @@ def test_every_image_a_manifest_names_is_one_we_build(
 def test_the_stacks_name_the_images_of_every_role_architecture_and_variant(rendered: dict[str, Rendered]) -> None:
     found = set().union(*(images_of(rendered[s]) for s in STACKS))
     assert reference("mariadb") in found  # ours, not docker.io/library/mariadb
-    assert reference("slurmd", arch="arm64", variant=PYXIS_VARIANT) in found  # globex-prod's GB200
-    assert reference("login", variant=PYXIS_VARIANT) in found
+    # globex-prod's GB200, on 24.11 (block topology)
+    assert reference("slurmd", arch="arm64", variant=PYXIS_VARIANT, release="24.11") in found
+    assert reference("login", variant=PYXIS_VARIANT, release="24.11") in found
     assert reference("slurmctld") in found and reference("runtime") in found
 
 

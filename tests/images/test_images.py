@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports, listening, wait_until
-from sunk.runtime.images import build
+from sunk.runtime.images import build, recipe
 from sunk.runtime.images.build import Builder, BuildError, Built
 
 from sunk.images import MUNGE_UID, ROLES, SLURM_UID, tag_for
@@ -53,7 +53,7 @@ def test_each_image_is_configured_for_what_its_manifests_run(images: dict[str, B
     assert (inner.get("Cmd") or []) == list(image.cmd)
     assert (inner.get("Entrypoint") or []) == list(image.entrypoint)
     labels = inner["Labels"]
-    assert labels["org.opencontainers.image.version"] == image.tag
+    assert labels["org.opencontainers.image.version"] == tag_for(image)
     assert labels["org.opencontainers.image.source"].startswith("https://")
     assert labels["org.opencontainers.image.revision"]
     assert labels["dev.sunk.inputs"] == built.digest
@@ -106,7 +106,7 @@ def test_runtime_image_runs_the_controllers_without_pulumi(runtime_image: Runtim
         ["python", "-c", code], role="runtime", user=runtime_image.user, env=runtime_image.env
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "(3, 13) None None [1]"
+    assert done.stdout.strip() == "(3, 14) None None [1]"  # Debian sid's python3, the 26.05 family's
 
 
 def test_bad_input_gets_one_line_naming_the_cause(tmp_path: Path) -> None:
@@ -133,11 +133,31 @@ def test_an_unreachable_mirror_fails_in_one_line_and_leaves_nothing(tmp_path: Pa
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("sunk images: building layer base"), lines
-    assert lines[1].startswith(f"sunk images build: mmdebstrap trixie from http://127.0.0.1:{closed}/debian failed")
+    assert lines[1].startswith(f"sunk images build: mmdebstrap sid from http://127.0.0.1:{closed}/debian failed")
     builder = Builder(cache=cache)
     assert builder.buildah("containers", "--quiet") == ""
     assert builder.buildah("images", "--quiet") == ""
     assert [p.name for p in (cache / "images").iterdir()] == [".lock"]
+
+
+def test_a_pinned_version_the_mirror_lost_stops_the_build_naming_it_and_keeps_the_cache(
+    images: dict[str, Built], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The day Debian replaces 26.05.5 with 26.11: the build stops before apt installs anything,
+    naming each missing version and what the mirror has, and every image built before is kept."""
+    pins = recipe.read_pins("26.05")
+    lost = {**pins, "slurmctld": "26.05.99-1"}
+    monkeypatch.setattr(recipe, "read_pins", lambda release, root=recipe.HERE: lost if release == "26.05" else pins)
+    builder = Builder(release="26.05")
+    with pytest.raises(BuildError) as caught:
+        builder.build("slurmctld")
+    assert str(caught.value).startswith(
+        "Slurm 26.05 images: Debian sid at http://deb.debian.org/debian no longer has slurmctld 26.05.99-1 (it has 26.05.5-1)"
+    ), caught.value
+    assert builder.buildah("containers", "--quiet") == ""
+    assert images["slurmctld"].archive.is_file()  # the image built from the real pins stays
+    monkeypatch.undo()
+    assert Builder(release="26.05").build("slurmctld").archive == images["slurmctld"].archive
 
 
 def test_a_variant_whose_sources_are_unreachable_is_refused_before_building(
@@ -189,11 +209,11 @@ def test_push_copies_images_to_a_registry(images: dict[str, Built], registry: st
     started = time.monotonic()
     done = _sunk("images", "push", "slurmctld", "runtime", "--registry", f"{registry}/hpc", "--insecure")
     assert done.returncode == 0, done.stderr
-    assert f"pushed {registry}/hpc/slurmctld:24.11.5" in done.stdout
-    assert f"pushed {registry}/hpc/sunk-runtime:0.1.0" in done.stdout
+    assert f"pushed {registry}/hpc/slurmctld:26.05.5" in done.stdout
+    assert f"pushed {registry}/hpc/sunk-runtime:0.1.0-slurm26.05" in done.stdout
     assert f"images: {{registry: {registry}/hpc}}" in done.stdout
     inspect = subprocess.run(
-        ["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/hpc/slurmctld:24.11.5"],
+        ["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/hpc/slurmctld:26.05.5"],
         capture_output=True,
         text=True,
         check=True,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sunk.runtime.images import recipe
 
-from sunk.images import DEFAULT_REGISTRY, ROLES, SLURM_UID, reference, repository, tag_for
+from sunk.images import DEFAULT_REGISTRY, RELEASES, ROLES, SLURM_UID, reference, repository, tag_for
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.operator import OperatorSpec, operator_manifests
 from sunk.stackfile import list_stacks, load_stack
@@ -60,16 +60,61 @@ def test_the_hash_keys_content_not_order() -> None:
         recipe.layer_hash(layer, "parent", "amd64", source="http://mirror.example/debian"),
         recipe.layer_hash(replace(layer, post_install=layer.post_install + "true\n"), "parent", "amd64"),
         recipe.layer_hash(replace(layer, files=((*layer.files, ("/x", 0o644, b"x")))), "parent", "amd64"),
+        recipe.layer_hash(layer, "parent", "amd64", release=RELEASES["24.11"]),
+        recipe.layer_hash(replace(layer, pins=(("slurmd", "26.05.5-2"),)), "parent", "amd64"),
     ]
     assert len({base, *changed}) == len(changed) + 1
 
 
-def test_architecture_and_variant_tags() -> None:
+def test_architecture_variant_and_release_tags() -> None:
     slurmd = ROLES["slurmd"]
-    assert tag_for(slurmd) == "24.11.5"
-    assert tag_for(slurmd, "arm64") == "24.11.5-arm64"
-    assert tag_for(slurmd, "arm64", "pyxis") == "24.11.5-pyxis-arm64"
-    assert reference("runtime", "registry.example:5000/hpc") == "registry.example:5000/hpc/sunk-runtime:0.1.0"
+    assert tag_for(slurmd) == "26.05.5"
+    assert tag_for(slurmd, "arm64") == "26.05.5-arm64"
+    assert tag_for(slurmd, "arm64", "pyxis") == "26.05.5-pyxis-arm64"
+    assert tag_for(slurmd, release="24.11") == "24.11.5"
+    assert tag_for(ROLES["mariadb"], release="24.11") == tag_for(ROLES["mariadb"]) == "11.8"
+    assert (
+        reference("runtime", "registry.example:5000/hpc") == "registry.example:5000/hpc/sunk-runtime:0.1.0-slurm26.05"
+    )
+    assert reference("runtime", release="24.11") == "ghcr.io/sunk-dev/sunk-runtime:0.1.0-slurm24.11"
+
+
+def test_every_slurm_package_of_every_release_is_pinned_to_its_release() -> None:
+    slurm_packages = {
+        p
+        for name in (*recipe.all_layers(), "pyxis")
+        for p in recipe.read_packages(recipe.HERE / name.split("+")[-1] / "packages.txt")
+        if p.startswith(("slurm", "libslurm", "sackd"))
+    }
+    for version, release in RELEASES.items():
+        pins = recipe.read_pins(version)
+        assert set(pins) == slurm_packages, version
+        # Each pin is a Debian version of the release's own upstream version: no skew inside a family.
+        assert all(v.startswith(release.slurm + "-") for v in pins.values()), (version, pins)
+        slurmd = recipe.load("slurmd", release=version)
+        assert f"slurmd={pins['slurmd']}" in slurmd.install
+        assert "s6" in slurmd.install  # not a Slurm package: the suite's own version
+
+
+def test_the_mariadb_image_is_one_for_every_release_and_slurm_images_are_per_release() -> None:
+    assert {recipe.family("mariadb", v) for v in RELEASES} == {"24.11"}
+    assert [recipe.family("slurmd+pyxis", v) for v in RELEASES] == list(RELEASES)
+
+
+def test_a_pin_the_mirror_lost_is_named_with_what_it_has_instead() -> None:
+    script = recipe.pin_check_script((("slurmd", "26.05.5-1"), ("slurm-wlm-nvml-plugin", "26.05.5-1")))
+    assert "apt-cache madison slurmd" in script and "apt-cache madison slurm-wlm-nvml-plugin" in script
+    output = f"noise\n{recipe.MISSING} slurmd 26.05.5-1 26.11.1-1 \n{recipe.MISSING} slurm-wlm-nvml-plugin 26.05.5-1 \n"
+    missing = recipe.missing_pins(output)
+    assert missing == [
+        recipe.MissingPin("slurmd", "26.05.5-1", ("26.11.1-1",)),
+        recipe.MissingPin("slurm-wlm-nvml-plugin", "26.05.5-1", ()),
+    ]
+    message = recipe.missing_pins_message(missing, RELEASES["26.05"], "http://deb.debian.org/debian")
+    assert message.startswith("Slurm 26.05 images: Debian sid at http://deb.debian.org/debian no longer has ")
+    assert "slurmd 26.05.5-1 (it has 26.11.1-1); slurm-wlm-nvml-plugin 26.05.5-1 (it has none)" in message
+    assert "already built stay in the image cache" in message
+    assert recipe.missing_pins("all there\n") == []
 
 
 def _containers(manifests: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -95,10 +140,13 @@ def test_manifests_run_what_the_images_are_made_for(stack: str) -> None:
     spec = load_stack(stack).spec
     registry = getattr(spec.images, "registry", None) or DEFAULT_REGISTRY
     # The operator from the same registry (a stack with a private mirror runs it from there too).
-    operator = OperatorSpec(image=spec.images.resolve("runtime"))
+    release = spec.slurm.version
+    operator = OperatorSpec(image=spec.images.resolve("runtime", release=release))
     manifests = [*cluster_manifests(spec), *operator_manifests(operator)]
-    tags = {
-        role: {tag_for(ROLES[role], arch, variant) for arch in ("amd64", "arm64") for variant in (None, "pyxis")}
+    tags = {  # the stack's own release: no image of another one
+        role: {
+            tag_for(ROLES[role], arch, variant, release) for arch in ("amd64", "arm64") for variant in (None, "pyxis")
+        }
         for role in ROLES
     }
     seen = set()

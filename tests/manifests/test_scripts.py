@@ -14,6 +14,7 @@ import pytest
 from sunk.manifests import scripts
 from sunk.manifests.accounting import setup_job
 from sunk.manifests.auth import auth_refs
+from sunk.manifests.controller import statefulset
 from sunk.render import finalize_slurmdbd_conf, script
 from sunk.stackfile import load_stack
 
@@ -43,6 +44,7 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
         "reconfigure-watcher.sh",
         "slurmdbd-start.sh",
         "sssd-start.sh",
+        "wait-qos.sh",
     ]
     for name in names:
         text = scripts.source(name)
@@ -95,3 +97,64 @@ def test_slurmdbd_start_refuses_a_password_slurm_would_read_otherwise(tmp_path: 
     assert not (run / "slurmdbd.conf").exists()
     with pytest.raises(ValueError, match="can't hold as written"):
         finalize_slurmdbd_conf("x\n", password)
+
+
+def _wait_qos(tmp_path: Path, sacctmgr: str, *, state: bool = False, timeout: float = 5) -> tuple[int | None, str]:
+    """wait-qos.sh for QOS `high low` with `sacctmgr` as the fake's body; (exit code or None if
+    still waiting at `timeout`, output)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "sacctmgr"
+    fake.write_text(f"#!/bin/sh\n{sacctmgr}\n")
+    fake.chmod(0o755)
+    (tmp_path / "state").mkdir(exist_ok=True)
+    if state:
+        (tmp_path / "state" / "assoc_mgr_state").write_text("")
+    script = scripts.wait_qos(["high", "low"], state=str(tmp_path / "state"), period=0.1)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    try:
+        done = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as waiting:
+        out = waiting.stdout or b""
+        return None, out.decode() if isinstance(out, bytes) else out
+    return done.returncode, done.stdout
+
+
+def test_slurmctld_waits_for_every_qos_its_partitions_name(tmp_path: Path) -> None:
+    assert _wait_qos(tmp_path, "printf 'normal\\nhigh\\nlow\\n'") == (0, "every QOS the partitions name exists\n")
+    code, out = _wait_qos(tmp_path, "printf 'normal\\nhigh\\n'", timeout=1)
+    assert code is None and "waiting for QOS low (the accounting-setup Job creates them)" in out
+    # A QOS whose name only contains a wanted one does not count.
+    code, out = _wait_qos(tmp_path, "printf 'highest\\nlow\\n'", timeout=1)
+    assert code is None and "waiting for QOS high (" in out
+
+
+def test_a_restart_with_saved_state_does_not_wait_for_an_unreachable_slurmdbd(tmp_path: Path) -> None:
+    code, out = _wait_qos(tmp_path, "exit 1", timeout=1)
+    assert code is None and "waiting for slurmdbd" in out  # first start: nothing saved yet
+    assert _wait_qos(tmp_path, "exit 1", state=True) == (
+        0,
+        "slurmdbd unreachable: slurmctld starts from the QOS it saved\n",
+    )
+
+
+def test_the_controller_waits_for_qos_only_where_partitions_name_some() -> None:
+    spec = load_stack("acme-dev").spec
+    assert scripts.partition_qos(spec) == ["high", "low", "normal"]
+    init = {c["name"]: c for c in statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]["initContainers"]}
+    assert list(init) == ["munge", "wait-qos"]
+    wait = init["wait-qos"]
+    assert "qos='high low normal'" in wait["command"][-1]
+    assert {m["mountPath"]: m.get("readOnly", False) for m in wait["volumeMounts"]}["/var/spool/slurmctld"] is True
+    open_spec = spec.model_validate(
+        {
+            **spec.model_dump(by_alias=True, exclude_unset=True),
+            "partitions": [
+                {**p.model_dump(by_alias=True, exclude_unset=True), "allowQos": []} for p in spec.partitions
+            ],
+        }
+    )
+    names = [
+        c["name"] for c in statefulset(open_spec, auth_refs(open_spec))["spec"]["template"]["spec"]["initContainers"]
+    ]
+    assert "wait-qos" not in names

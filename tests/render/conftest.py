@@ -25,6 +25,8 @@ def make_spec() -> MakeSpec:
     """`make_spec(scheduling={...}, nodesets=[...])`: BASE with top-level sections replaced."""
 
     def make(**sections: Any) -> ClusterSpec:
+        if (sections.get("topology") or {}).get("plugin") == "block":
+            sections.setdefault("slurm", {"version": "24.11"})  # the release block topology runs on
         return load_spec({**copy.deepcopy(BASE), **sections})
 
     return make

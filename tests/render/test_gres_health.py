@@ -182,3 +182,22 @@ def test_a_check_command_cannot_inject_into_any_script(tmp_path: Any) -> None:
 def test_health_check_errors_name_the_field(make_spec: MakeSpec, health: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         make_spec(healthCheck=health)
+
+
+@pytest.mark.parametrize(("release", "cpu_lines"), [("26.05", ["AutoDetect=off"]), ("24.11", [])])
+def test_a_node_without_gpus_beside_gpu_nodes_is_not_probed_for_gpus_from_26_05(
+    make_spec: MakeSpec, release: str, cpu_lines: list[str]
+) -> None:
+    """slurmd 26.05 probes every GPU library on a node without GRES lines when GresTypes has gpu
+    (two "System GPU detection failed" errors per start, measured); 24.11 does not."""
+    cpu = {"name": "cpu", "cpus": 4, "memoryMib": 4096}
+    spec = make_spec(
+        nodesets=[cpu, gpu_nodeset()],
+        partitions=[{"name": "batch", "nodesets": ["cpu", "gpu"], "default": True}],
+        slurm={"version": release},
+    )
+    files = render_slurm_files(spec, [])
+    assert files["gres-cpu.conf"].removeprefix(HEADER).splitlines() == cpu_lines
+    assert "AutoDetect=off" not in files["gres-gpu.conf"]
+    alone = make_spec(slurm={"version": release})  # no GPUs anywhere: GresTypes is unset
+    assert render_slurm_files(alone, [])["gres-cpu.conf"] == HEADER

@@ -108,7 +108,7 @@ TOPOLOGY_CASES = [
             "SwitchName=root Switches=a,a-b-ff096ad9,root-e1eeb775,unlabeled",
         ],
     ),
-    ("tree-no-nodes-yet", {"plugin": "tree", "labelKeys": ["leaf"]}, [], []),
+    ("tree-no-nodes-yet", {"plugin": "tree", "labelKeys": ["leaf"]}, [], ["SwitchName=root"]),  # 26.05: see below
     (
         "block-with-sizes",
         {"plugin": "block", "labelKeys": [CLIQUE], "blockSizes": [2, 4]},
@@ -284,3 +284,21 @@ def test_a_tree_lists_unregistered_nodes(make_spec: MakeSpec) -> None:
     spec = make_spec(topology={"plugin": "tree", "labelKeys": ["leaf"]})
     listed = nodes(("n1", {"leaf": "l1"}), ("n2", {"leaf": "l1"}))
     assert render_topology_conf(spec, listed, registered=set()) == render_topology_conf(spec, listed)
+
+
+@pytest.mark.parametrize(
+    ("release", "lines"),
+    [
+        # 26.05 exits on a tree without a switch, 24.11 on a switch with neither nodes nor
+        # switches (both measured, and booted by tests/slurm on each release).
+        ("26.05", ["SwitchName=root"]),
+        ("24.11", []),
+    ],
+)
+def test_a_tree_without_nodes_is_what_each_release_starts_with(
+    make_spec: MakeSpec, release: str, lines: list[str]
+) -> None:
+    spec = make_spec(topology={"plugin": "tree", "labelKeys": ["leaf"]}, slurm={"version": release})
+    assert body(render_topology_conf(spec, [])) == lines
+    assert body(render_topology_conf(spec.topology, [], release=release)) == lines
+    assert body(render_topology_conf(spec, nodes(("n-0", {"leaf": "a"})))) == ["SwitchName=a Nodes=n-0"]

@@ -94,8 +94,13 @@ def test_the_script_fails_loudly_when_slurmdbd_is_gone(slurm: LocalSlurm) -> Non
         daemons.start_slurmdbd(slurm.jail, slurm.ports.slurmdbd, password)
 
 
-def _as_nobody(slurm: LocalSlurm, *sbatch: str) -> tuple[int, str]:
-    done = slurm.run("su", "-s", "/bin/sh", "nobody", "-c", "cd /tmp && sbatch " + " ".join(sbatch))
+USER = "games"
+"""An unprivileged user every image has. Not `nobody`: Slurm 26.05 resolves no user of that name
+("User 65534 not found" at submit, measured), where 24.11 did."""
+
+
+def _as_user(slurm: LocalSlurm, *sbatch: str) -> tuple[int, str]:
+    done = slurm.run("su", "-s", "/bin/sh", USER, "-c", "cd /tmp && sbatch " + " ".join(sbatch))
     return done.returncode, done.stdout + done.stderr
 
 
@@ -116,7 +121,7 @@ def _default_account(slurm: LocalSlurm, user: str) -> str:
 
 def test_enforcement_refuses_users_without_an_association(slurm: LocalSlurm) -> None:
     assert "AccountingStorageEnforce=associations,limits,qos,safe" in (slurm.root / "etc/slurm/slurm.conf").read_text()
-    code, out = _as_nobody(slurm, "--wrap true")
+    code, out = _as_user(slurm, "--wrap true")
     assert code != 0 and "Invalid account" in out
     # The runtime's Slurm user (placeholder jobs) always has one, on root.
     assert ("root", "slurm") in _assocs(slurm)
@@ -141,26 +146,26 @@ def test_a_job_over_the_qos_maxwall_is_refused_and_one_within_runs(slurm: LocalS
 
 
 def test_accounts_and_users_follow_the_spec(slurm: LocalSlurm) -> None:
-    research = AccountSpec(name="research", users=["nobody"], qos=["low", "normal"], default_qos="low", fairshare=5)
-    kid = AccountSpec(name="kid", parent="research", users=["nobody"])
+    research = AccountSpec(name="research", users=[USER], qos=["low", "normal"], default_qos="low", fairshare=5)
+    kid = AccountSpec(name="kid", parent="research", users=[USER])
     _apply(slurm, _with_qos(accounts=[research, kid]))
     assoc = _assocs(slurm)
     assert assoc[("research", "")] == {"parent": "root", "fairshare": "5", "qos": "low,normal", "defaultqos": "low"}
     assert assoc[("kid", "")]["parent"] == "research" and ("kid", "slurm") in assoc
-    assert _default_account(slurm, "nobody") == "research"
-    code, out = _as_nobody(slurm, "--parsable --wrap true")
+    assert _default_account(slurm, USER) == "research"
+    code, out = _as_user(slurm, "--parsable --wrap true")
     assert code == 0, out
     job = int(out.strip().split(";")[0])
     assert slurm.wait_job(job) == "COMPLETED"
-    code, out = _as_nobody(slurm, "-q high --wrap true")  # high is not among research's QOS
+    code, out = _as_user(slurm, "-q high --wrap true")  # high is not among research's QOS
     assert code != 0 and "Invalid qos" in out
 
-    # Edits: QOS cleared (inherit root's again), default QOS cleared, nobody only in kid now.
+    # Edits: QOS cleared (inherit root's again), default QOS cleared, the user only in kid now.
     _apply(slurm, _with_qos(accounts=[AccountSpec(name="research"), kid]))
     assoc = _assocs(slurm)
     assert assoc[("research", "")]["qos"] == "high,low,normal" and assoc[("research", "")]["defaultqos"] == ""
-    assert ("research", "nobody") not in assoc and ("kid", "nobody") in assoc
-    assert _default_account(slurm, "nobody") == "kid"
+    assert ("research", USER) not in assoc and ("kid", USER) in assoc
+    assert _default_account(slurm, USER) == "kid"
 
     # Everything dropped: associations and accounts gone, an admin's own account untouched.
     slurm.run("sacctmgr", "-i", "add", "account", "admins-own", f"cluster={ACME.name}", check=True)
@@ -168,13 +173,13 @@ def test_accounts_and_users_follow_the_spec(slurm: LocalSlurm) -> None:
     assoc = _assocs(slurm)
     assert not {a for a, _ in assoc} & {"research", "kid"}
     assert ("admins-own", "") in assoc
-    code, out = _as_nobody(slurm, "--wrap true")
+    code, out = _as_user(slurm, "--wrap true")
     assert code != 0 and "Invalid account" in out
 
 
 def test_an_account_with_running_jobs_is_not_dropped_silently(slurm: LocalSlurm) -> None:
-    _apply(slurm, _with_qos(accounts=[AccountSpec(name="busy", users=["nobody"])]))
-    code, out = _as_nobody(slurm, "--parsable --wrap 'sleep 300'")
+    _apply(slurm, _with_qos(accounts=[AccountSpec(name="busy", users=[USER])]))
+    code, out = _as_user(slurm, "--parsable --wrap 'sleep 300'")
     assert code == 0, out
     job = int(out.strip().split(";")[0])
     slurm.wait_job(job, ("RUNNING",))
@@ -192,11 +197,11 @@ def test_users_dropped_from_an_administrators_account_the_spec_lists_lose_their_
     """An account an administrator made is managed (never deleted) when the spec names it: a
     user the spec takes out of it loses the association, or they could still submit jobs."""
     slurm.run("sacctmgr", "-i", "add", "account", "lab", f"cluster={ACME.name}", check=True)
-    _apply(slurm, _with_qos(accounts=[AccountSpec(name="lab", users=["nobody"])]))
-    assert ("lab", "nobody") in _assocs(slurm)
+    _apply(slurm, _with_qos(accounts=[AccountSpec(name="lab", users=[USER])]))
+    assert ("lab", USER) in _assocs(slurm)
     _apply(slurm, _with_qos(accounts=[AccountSpec(name="lab")]))
     assoc = _assocs(slurm)
-    assert ("lab", "nobody") not in assoc and ("lab", "") in assoc  # the account itself stays
+    assert ("lab", USER) not in assoc and ("lab", "") in assoc  # the account itself stays
     _apply(slurm, ACME)
     assert ("lab", "") in _assocs(slurm)  # not sunk's: never removed
 

@@ -59,7 +59,8 @@ def test_slurmrestd_pings_with_our_api_version(acme: LocalSlurm) -> None:
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert [p["pinged"] for p in body["pings"]] == ["UP"]
-    assert body["meta"]["slurm"]["version"]["major"] == "24"
+    version = body["meta"]["slurm"]["version"]
+    assert f"{version['major']}.{version['minor']:0>2}" == acme.spec.slurm.version
 
 
 def test_openapi_document_serves_our_api_version(acme: LocalSlurm) -> None:

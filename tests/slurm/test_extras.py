@@ -73,10 +73,17 @@ def test_extra_files_sit_beside_slurm_conf_and_slurm_reads_them(extras: LocalSlu
     assert (extras.etc / "mpi.conf").read_text() == MPI_CONF
     assert (extras.etc / "acct_gather.conf").read_text() == ACCT_GATHER_CONF
     config = _config(extras)
-    # slurmctld parsed mpi.conf (its PMIx section) and acct_gather.conf (the AcctGather section).
+    # slurmctld parsed acct_gather.conf (the AcctGather section) and mpi.conf (its PMIx section).
+    assert re.search(r"SysfsInterfaces\s*=\s*lo", config), config
+    pmix = list((extras.jail.root("slurmctld") / "usr/lib").glob("*/slurm-wlm/mpi_pmix.so"))
+    if extras.spec.slurm.version == "26.05":
+        # Debian's 26.05.5-1 (sid) ships no mpi/pmix plugin (measured: mpi_pmi2 and mpi_cray_shasta
+        # only), so nothing reads the PMIx section; this fails once Debian ships it again.
+        assert pmix == [] and "PMIxDebug" not in config
+        return
+    assert pmix
     assert re.search(r"PMIxDebug\s*=\s*1", config), config
     assert re.search(r"PMIxTimeout\s*=\s*123", config), config
-    assert re.search(r"SysfsInterfaces\s*=\s*lo", config), config
 
 
 def test_controller_and_node_hooks_run_around_a_job(extras: LocalSlurm) -> None:

@@ -82,7 +82,8 @@ CASES = [
     Bad("tenant-not-dns", {"tenant": "ACME"}, "tenant", "DNS-1123 label"),
     Bad("namespace-not-dns", {"namespace": "acme.research"}, "namespace", "DNS-1123 label"),
     Bad("derived-namespace-too-long", {"tenant": "t" * 40, "name": "n" * 30}, "namespace", "longer than 63 characters; set namespace"),
-    Bad("unsupported-slurm-version", {"slurmVersion": "23.02"}, "slurmVersion", "supported: 24.11"),
+    Bad("unsupported-slurm-version", {"slurm": {"version": "23.02"}}, "slurm.version", "not a Slurm release sunk supports; supported: 26.05, 24.11"),
+    Bad("slurm-version-unquoted", {"slurm": {"version": 26.05}}, "slurm.version", "text is required"),
     Bad("no-nodesets", {"nodesets": []}, "nodesets", "at least 1 item"),
     Bad("partitions-missing", {"partitions": DELETE}, "partitions", "required field is missing (Slurm partitions"),
     Bad("labels-not-strings", {"labels": {"team": ["a"]}}, "labels.team", "text is required, not a list (['a'])"),
@@ -214,6 +215,7 @@ CASES = [
     # ----- topology (TopologySpec rules)
     Bad("tree-without-label-keys", {"topology.plugin": "tree"}, "topology.labelKeys", "plugin tree needs Node label keys (one or more keys, top level first)"),
     Bad("block-without-label-keys", {"topology.plugin": "block"}, "topology.labelKeys", "plugin block needs Node label keys (exactly one key)"),
+    Bad("block-on-26.05", {"topology": {"plugin": "block", "labelKeys": ["c"]}}, "topology.plugin", 'block is not supported with slurm.version \'26.05\': slurmctld 26.05 exits at start unless a block holds a registered node'),
     Bad("block-with-two-keys", {"topology": {"plugin": "block", "labelKeys": ["a", "b"]}}, "topology.labelKeys", "plugin block takes exactly one key, got 2"),
     Bad("label-keys-without-plugin", {"topology.labelKeys": ["a"]}, "topology.labelKeys", "set plugin to tree or block, or drop labelKeys"),
     Bad("block-sizes-without-plugin", {"topology.blockSizes": [4]}, "topology.blockSizes", "only used with plugin block"),
@@ -331,7 +333,10 @@ def test_cases_are_distinct_and_many() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_invalid_spec_names_path_and_remedy(case: Bad) -> None:
-    problems = _problems(patched(case.changes))
+    changes = case.changes
+    if "block" in repr(changes) and "slurm" not in changes and case.path != "topology.plugin":
+        changes = {"slurm": {"version": "24.11"}, **changes}  # the release block topology runs on
+    problems = _problems(patched(changes))
     assert len(problems) == 1, problems
     path, _, message = problems[0].partition(": ")
     assert path == case.path, problems[0]

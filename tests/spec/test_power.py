@@ -111,6 +111,7 @@ def test_power_nodesets_share_one_suspend_time() -> None:
 def test_block_topology_counts_a_power_nodeset_at_max_nodes() -> None:
     data = copy.deepcopy(BASE)
     data["topology"] = {"plugin": "block", "blockSizes": [4], "labelKeys": ["example.com/block"]}
+    data["slurm"] = {"version": "24.11"}  # the release block topology runs on
     data["nodesets"][0]["power"] = {"minNodes": 0}  # 0 running now, up to 16: it can fill blocks
     data["nodesets"][1]["replicas"] = 4
     load_spec(data)

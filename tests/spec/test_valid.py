@@ -23,6 +23,8 @@ BASE: dict[str, Any] = {
 def spec(**changes: Any) -> ClusterSpec:
     data = copy.deepcopy(BASE)
     data.update(changes)
+    if (changes.get("topology") or {}).get("plugin") == "block":
+        data.setdefault("slurm", {"version": "24.11"})  # the release block topology runs on
     return load_spec(data)
 
 

@@ -188,9 +188,10 @@ StartScheduler = Callable[[], SchedulerProcess]
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
     # Accounting enforces associations: placeholder jobs run as the runtime's user (its association
-    # comes with every cluster); `nobody` gets one to submit jobs of its own.
+    # comes with every cluster); `games` gets one to submit jobs of its own (not `nobody`: Slurm
+    # 26.05 resolves no user of that name).
     spec = load_stack("acme-dev").spec
-    spec = spec.model_copy(update={"accounts": [AccountSpec(name="users", users=["nobody"])]})
+    spec = spec.model_copy(update={"accounts": [AccountSpec(name="users", users=["games"])]})
     with LocalSlurm.start(spec) as cluster:
         yield cluster
 

@@ -269,7 +269,7 @@ def test_a_spoofed_marker_on_another_users_job_is_neither_adopted_nor_cancelled(
 ) -> None:
     """Issue 12, runtime trust: a user names a job like a placeholder of a pod that does not exist.
     The scheduler cancels marked jobs whose pod is gone, but only its own Slurm user's: this one
-    (submitted as nobody) keeps running."""
+    (submitted as games) keeps running."""
     done = slurm.jail.run(
         [
             "sbatch",
@@ -282,7 +282,7 @@ def test_a_spoofed_marker_on_another_users_job_is_neither_adopted_nor_cancelled(
             "/dev/null",
         ],
         input="#!/bin/sh\nsleep 300\n",
-        user="nobody:nogroup",
+        user="games:games",
     )
     assert done.returncode == 0, done.stderr
     spoofed = int(done.stdout.strip().split(";")[0])

@@ -94,9 +94,9 @@ def slurm(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
         # read again as JSON.
         cluster.run("scontrol", "update", "NodeName=cpu-1", "State=DRAIN", "Reason=test", check=True)
         described = cluster.sbatch(SLEEP, "-w", "cpu-1", "-n", "2", "-A", "physics")
-        # Another user's job (the images resolve nobody's uid, as slurmrestd's does).
-        nobody = cluster.jail.run(["sbatch", "--parsable", "-p", "debug", "-w", "cpu-0"], input=SLEEP, user="nobody")
-        assert nobody.returncode == 0, nobody.stderr
+        # Another user's job (games: every image has it; Slurm 26.05 resolves no user named nobody).
+        other = cluster.jail.run(["sbatch", "--parsable", "-p", "debug", "-w", "cpu-0"], input=SLEEP, user="games")
+        assert other.returncode == 0, other.stderr
         assert cluster.wait_job(done) == "COMPLETED" and cluster.wait_job(failed, ("FAILED",)) == "FAILED"
         _wait(cluster, described, "PENDING", "ReqNodeNotAvail")
         yield cluster
@@ -134,7 +134,7 @@ def test_every_job_reads_as_slurmrestd_reports_it(slurm: LocalSlurm, rest: Slurm
     assert {r.partition for r in rows.values()} == {"batch", "debug", "batch,debug", "secret"}
     assert {r.account for r in rows.values()} >= {"physics", "bio", "ops"} and {r.user_name for r in rows.values()} == {
         "root",
-        "nobody",
+        "games",
     }
     pending = {r.state_reason for r in rows.values() if r.state == "PENDING"}
     assert {"Resources", "Dependency", "JobHeldUser", "JobHeldAdmin", "BeginTime", "ReqNodeNotAvail"} <= pending
