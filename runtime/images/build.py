@@ -524,13 +524,23 @@ class Builder:
         note.write_text(str(size))
         return size
 
+    def unpacked(self, role: str) -> Path:
+        """Where rootfs() keeps the role's unpacked root filesystem (it may not exist yet)."""
+        if self._family(role) is not self:
+            return self._family(role).unpacked(role)
+        return self.cache / "rootfs" / f"{role}-{self._prefix}-{self.digest(role)}" / "rootfs"
+
+    def has_archive(self, role: str) -> bool:
+        """Whether the role's image was built (its oci-archive is in the cache)."""
+        return self._family(role).archive_path(role).is_file()
+
     def rootfs(self, role: str) -> Path:
         """The role's image unpacked (from its oci-archive, with umoci): a read-only root
         filesystem that harness instances mount under a private overlay."""
         if self._family(role) is not self:
             return self._family(role).rootfs(role)
         built = self.build(role)
-        target = self.cache / "rootfs" / f"{role}-{self._prefix}-{built.digest}"
+        target = self.unpacked(role).parent
         if (target / "rootfs").is_dir():
             _used(target / "used")
             return target / "rootfs"

@@ -1,7 +1,8 @@
 """Images for the local cluster's pods: the ones `sunk images build` made, found by reference.
 
 A pod's image reference names a sunk role by its repository's last part and tag
-(`<any registry>/slurmctld:<its tag>`), so a stack's `images.registry` changes nothing here. An
+(`<any registry>/slurmctld:<its tag>`, the tag naming the Slurm release: `26.05.5`, `24.11.5`), so
+a stack's `images.registry` changes nothing here. An
 image that was never built is not built on the fly: the pod waits with ErrImagePull naming it and
 the command that builds it, as a node waits for a registry. A reference to anything else (a user's
 own sidecar image) gets the same status: nothing is pulled from a registry.
@@ -13,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.images import PYXIS_VARIANT, ROLES, tag_for
+from sunk.images import PYXIS_VARIANT, ROLES, SUPPORTED_SLURM, tag_for
 
 from ..images.build import Builder
 from .container import Image
@@ -29,13 +30,22 @@ class Unpacked:
     image: Image
 
 
+def image_of(reference: str) -> tuple[str, str] | None:
+    """The sunk role and Slurm release a reference names, whatever the registry; None for any
+    other image (the mariadb image is one for every release: the first is given)."""
+    name, _, tag = reference.rpartition("/")[2].partition(":")
+    for release in SUPPORTED_SLURM:
+        for role in ROLES.values():
+            tags = (tag_for(role, release=release), tag_for(role, variant=PYXIS_VARIANT, release=release))
+            if role.image == name and tag in tags:
+                return role.name, release
+    return None
+
+
 def role_of(reference: str) -> str | None:
     """The sunk role a reference names, whatever the registry; None for any other image."""
-    name, _, tag = reference.rpartition("/")[2].partition(":")
-    for role in ROLES.values():
-        if role.image == name and tag in (tag_for(role), tag_for(role, variant=PYXIS_VARIANT)):
-            return role.name
-    return None
+    found = image_of(reference)
+    return found[0] if found else None
 
 
 def _ids(rootfs: Path) -> tuple[dict[int, int], dict[int, tuple[int, ...]]]:
@@ -61,34 +71,35 @@ class Images:
     """Resolves references to unpacked root filesystems (cached per role for the cluster's life)."""
 
     def __init__(self, builder: Builder | None = None) -> None:
-        self._builder = builder
-        self._found: dict[str, Unpacked] = {}
+        self._builders = {builder.release.version: builder} if builder is not None else {}
+        self._found: dict[tuple[str, str], Unpacked] = {}
 
-    @property
-    def builder(self) -> Builder:
-        if self._builder is None:
-            self._builder = Builder()
-        return self._builder
+    def builder(self, release: str) -> Builder:
+        if release not in self._builders:
+            self._builders[release] = Builder(release=release)
+        return self._builders[release]
 
     def resolve(self, reference: str) -> Unpacked:
         """Blocking (an unpack takes seconds): call from a worker thread."""
-        role = role_of(reference)
-        if role is None:
+        found = image_of(reference)
+        if found is None:
             raise ImageMissing(
                 f'Failed to pull image "{reference}": the local cluster runs only images that '
                 f"`sunk images build` makes ({', '.join(ROLES)})"
             )
-        if role in self._found:
-            return self._found[role]
-        builder = self.builder
-        unpacked = builder.cache / "rootfs" / f"{role}-{builder.arch}-{builder.digest(role)}" / "rootfs"
+        if found in self._found:
+            return self._found[found]
+        role, release = found
+        builder = self.builder(release)
+        unpacked = builder.unpacked(role)
         if unpacked.is_dir():  # without the builder's lock, which a build elsewhere may hold for minutes
             rootfs = unpacked
-        elif builder.archive_path(role).is_file():
+        elif builder.has_archive(role):
             rootfs = builder.rootfs(role)
         else:
             raise ImageMissing(
-                f'Failed to pull image "{reference}": not built on this machine; run `sunk images build {role}`'
+                f'Failed to pull image "{reference}": not built on this machine; '
+                f"run `sunk images build {role} --slurm {release}`"
             )
         config = json.loads((rootfs.parent / "config.json").read_text())
         process = config.get("process") or {}
@@ -105,5 +116,5 @@ class Images:
             groups=groups,
             primary=primary,
         )
-        self._found[role] = Unpacked(rootfs, image)
-        return self._found[role]
+        self._found[found] = Unpacked(rootfs, image)
+        return self._found[found]
