@@ -88,12 +88,11 @@ def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None, gres: Gres | Non
     Node's labels; else the spec's)."""
     if gres is None and ns is not None and ns.gpus is not None:
         gres = spec_gres(ns.gpus)
-    own = any(line.strip().lower().startswith("autodetect=") for line in spec.extra_config.gres_conf)
-    if gres is None and ns is not None and spec.slurm.version != "24.11" and spec.has_gpus and not own:
+    if gres is None and ns is not None and spec.slurm.version != "24.11" and spec.has_gpus:
         # A node without GPUs in a cluster with GresTypes=gpu: slurmd 26.05 probes every GPU
         # library for it and logs "error: System GPU detection failed" twice per start (measured;
-        # 24.11 probes only with AutoDetect set). An AutoDetect line of the stack's own decides.
-        return gres_file(None, ["AutoDetect=off", *spec.extra_config.gres_conf])
+        # 24.11 probes only with AutoDetect set).
+        return _file("gres.conf", ["AutoDetect=off"], spec.extra_config.gres_conf)
     return gres_file(gres, spec.extra_config.gres_conf)
 
 

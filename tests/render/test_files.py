@@ -107,7 +107,7 @@ def test_gres_conf_per_nodeset_files(make_spec: MakeSpec) -> None:
     )
     files = render_slurm_files(spec)
     assert body(files["gres.conf"]) == ["Name=mps Count=100"]
-    assert body(files["gres-cpu.conf"]) == ["Name=mps Count=100"]
+    assert body(files["gres-cpu.conf"]) == ["AutoDetect=off", "Name=mps Count=100"]  # 26.05: no GPU probe
     assert body(files["gres-gpu.conf"]) == ["Name=gpu Type=a100 File=/dev/nvidia[0-1]", "Name=mps Count=100"]
 
 

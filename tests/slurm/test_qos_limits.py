@@ -24,7 +24,7 @@ ACME = load_stack("acme-dev").spec
 def _spec(**limited: Any) -> ClusterSpec:
     """acme-dev with QOS `limited` (the test's limits, held pending unless denyOnLimit), QOS
     `capped` (one CPU per job) as partition `capped`'s QOS, per-GPU defaults on partition gpu,
-    and account lab (user nobody) that may use `limited`."""
+    and account lab (user games) that may use `limited`."""
     qos = [*ACME.qos, QosSpec(**{"name": "limited", "deny_on_limit": False, **limited})]
     qos.append(QosSpec(name="capped", max_tres_per_job={"cpu": 1}))
     partitions = [
@@ -32,7 +32,8 @@ def _spec(**limited: Any) -> ClusterSpec:
         for p in ACME.partitions
     ]
     partitions.append(PartitionSpec(name="capped", nodesets=["cpu"], qos="capped"))
-    lab = AccountSpec(name="lab", users=["nobody"], qos=["normal", "limited"])
+    # games, not nobody: Slurm 26.05 resolves no user of that name.
+    lab = AccountSpec(name="lab", users=["games"], qos=["normal", "limited"])
     return ACME.model_copy(update={"qos": qos, "partitions": partitions, "accounts": [lab]})
 
 
@@ -49,9 +50,9 @@ def _apply(slurm: LocalSlurm, spec: ClusterSpec) -> None:
 
 
 def _submit(slurm: LocalSlurm, *args: str) -> tuple[int, str]:
-    """sbatch as nobody (account lab): (exit code, output)."""
+    """sbatch as games (account lab): (exit code, output)."""
     words = " ".join(args)
-    done = slurm.run("su", "-s", "/bin/sh", "nobody", "-c", f"cd /tmp && sbatch --parsable -A lab {words}")
+    done = slurm.run("su", "-s", "/bin/sh", "games", "-c", f"cd /tmp && sbatch --parsable -A lab {words}")
     return done.returncode, (done.stdout + done.stderr).strip()
 
 
