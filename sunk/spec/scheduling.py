@@ -83,11 +83,11 @@ class PartitionSpec(Model):
     SelectTypeParameters=CR_Core_Memory gives such a job all of a node's memory, so every node
     runs one job at a time: measured on Slurm 24.11.)
     https://slurm.schedmd.com/slurm.conf.html#OPT_DefMemPerCPU"""
-    def_cpu_per_gpu: Annotated[int, Field(ge=1)] | None = None
+    def_cpu_per_gpu: Annotated[int, Field(ge=1, le=MAX_U16)] | None = None
     """DefCpuPerGPU: CPUs a job gets per allocated GPU when it asks for none (no -c or
     --cpus-per-gpu). Needs a GPU NodeSet in the partition. Default: none.
     https://slurm.schedmd.com/slurm.conf.html#OPT_DefCpuPerGPU"""
-    def_mem_per_gpu: Annotated[int, Field(ge=1)] | None = None
+    def_mem_per_gpu: Annotated[int, Field(ge=1, le=MAX_MEMORY_MIB)] | None = None
     """DefMemPerGPU: MiB a job with GPUs gets per allocated GPU when it asks for no memory (jobs
     without GPUs keep DefMemPerCPU). Needs a GPU NodeSet in the partition. Default: none.
     https://slurm.schedmd.com/slurm.conf.html#OPT_DefMemPerGPU"""

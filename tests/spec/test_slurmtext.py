@@ -193,6 +193,11 @@ NUMBERS = {
         [{"name": "high", "priority": 4_294_967_294}],
         "less than or equal to 4294967293",
     ),
+    "DefCpuPerGPU beyond 16 bits": (
+        "partitions",
+        [{"name": "batch", "nodesets": ["gpu"], "defCpuPerGpu": 70000}],
+        "less than or equal to 65533",
+    ),
     "TmpDisk at NO_VAL": (
         "nodesets",
         [{"name": "gpu", "cpus": 8, "memoryMib": 8192, "tmpDiskMib": 4_294_967_294}],
