@@ -7,7 +7,10 @@ import pulumi_kubernetes as k8s
 
 from sunk.manifests.cluster import namespace as namespace_manifest
 from sunk.manifests.pods import shared_claim_manifest
+from sunk.podgate import gate_problems
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.errors import SpecError
+from sunk.spec.problem import Problem
 
 from ._k8s import Component, child, create, state_options, text, typed
 from .accounting import Accounting
@@ -65,7 +68,12 @@ class SlurmCluster(Component):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`allow_state_replacement`: lift the protection of slurmctld's state and the accounting
-        database's PVCs, for the one `up` that must replace them (a storage class change)."""
+        database's PVCs, for the one `up` that must replace them (a storage class change).
+        Raises SpecError, before any resource exists, for what the pod gate (sunk.podgate) refuses
+        in the pods this spec makes; a stack file's program got the same refusals from validate."""
+        gate = gate_problems(spec)
+        if gate:
+            raise SpecError([Problem("pods", p) for p in gate], f"SlurmCluster {name}")
         super().__init__("sunk:index:SlurmCluster", name, opts)
         ns: pulumi.Input[str] = spec.ns
         self.namespace_resource = None

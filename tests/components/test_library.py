@@ -204,3 +204,22 @@ def test_external_scaling_leaves_replicas_to_the_scale_subresource() -> None:
     nodesets = {r.inputs["spec"]["name"]: r for r in ev.kubernetes() if r.inputs.get("kind") == "NodeSet"}
     assert nodesets[raw["nodesets"][0]["name"]].ignore_changes == ("spec.replicas",)
     assert all(r.ignore_changes == () for name, r in nodesets.items() if name != raw["nodesets"][0]["name"])
+
+
+def test_a_library_program_meets_the_pod_gate_before_any_resource(tmp_path: Path) -> None:
+    program = _program(
+        tmp_path,
+        """
+        from sunk.components import SlurmCluster
+        from sunk.spec import ClusterSpec
+        spec = ClusterSpec.model_validate({
+            "name": "hpc", "tenant": "t", "login": {"securityContext": {"capabilities": {"add": ["ALL"]}}},
+            "nodesets": [{"name": "cpu", "replicas": 1, "cpus": 2, "memoryMib": 4096}],
+            "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+        })
+        SlurmCluster("hpc", spec)
+        """,
+    )
+    with pytest.raises(Exception, match=r"container sshd adds capabilities \['ALL'\]") as info:
+        evaluate(program, stack="dev", config={})
+    assert "Traceback" not in str(info.value)
