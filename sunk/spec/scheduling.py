@@ -34,6 +34,7 @@ from sunk.spec.slurmtext import (
     MAX_U32,
     CgroupConfLines,
     GresConfLines,
+    PlugstackLine,
     SacctmgrName,
     SlurmText,
     TopologyConfLines,
@@ -687,9 +688,10 @@ class ExtraConfig(Model):
         Annotated[
             str,
             _matcher(
-                r"#[^\x00-\x1f\x7f-\x9f\u2028\u2029]*|(required|optional|include) [^#\x00-\x1f\x7f-\x9f\u2028\u2029]*[^\\\s#\x00-\x1f\x7f-\x9f\u2028\u2029]",
+                r"#.*|(required|optional|include) .*\S",
                 "`required|optional <plugin.so> [args]`, `include <glob>` or a `#` comment, one line",
             ),
+            PlugstackLine,
         ]
     ] = []
     """Lines appended to plugstack.conf. Default: none."""

@@ -268,6 +268,17 @@ def _not_keyword(name: str) -> str:
 
 
 SacctmgrName = AfterValidator(_not_keyword)
+
+
+def _plugstack_line(line: str) -> str:
+    # SPANK's format, not `Key=Value`: the writer checks it as one of sunk's own lines.
+    if (problem := text_problem(line, comment=line.startswith("#"))) is not None:
+        raise ValueError(f"{line[:80]!r}: {problem}")
+    return line
+
+
+PlugstackLine = AfterValidator(_plugstack_line)
+"""The check of a verbatim plugstack.conf line: the writer's `text_problem`, nothing else."""
 """The pydantic check of a name sacctmgr reads (`keyword_problem`)."""
 
 

@@ -299,6 +299,9 @@ FOUND: dict[str, tuple[dict[str, Any], Any]] = {
         {**BASE, "controller": {"extraSlurmConf": ["ConstrainDevices=1", "ConstrainDevices=1"]}},
         False,
     ),
+    # 3000-example run: a byte-order mark passed plugstackConf's pattern and the writer refused it
+    # at render (a traceback).
+    "BOM in a plugstack line": ({**BASE, "extraConfig": {"plugstackConf": ["optional x.so \ufeff"]}}, False),
     # The corpus classes the fuzzer was built from, kept as examples too.
     "continuation into EnforcePartLimits": ({**BASE, "controller": {"extraSlurmConf": ["MessageTimeout=30\\"]}}, False),
     "escaped password key": ({**BASE, "controller": {"extraSlurmConf": ["Storage\\Pass=x"]}}, False),
