@@ -162,7 +162,16 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     if unknown:
         raise SpecError([Problem(k, _unknown_key(k)) for k in unknown], source)
     if raw is None:
-        raise SpecError([Problem(CLUSTER_KEY, "missing; the stack must define the cluster")], source)
+        raise SpecError(
+            [
+                Problem(
+                    CLUSTER_KEY,
+                    "missing; the stack must define the cluster (a program that builds its spec in code instead "
+                    "is checked by `sunk render STACK --out DIR`, which runs it)",
+                )
+            ],
+            source,
+        )
     if isinstance(raw, str):  # Pulumi passes structured config as JSON text
         try:
             raw = strictyaml.load(raw)

@@ -71,3 +71,16 @@ def test_render_renders_a_program_that_builds_its_spec_in_code(
     assert main(["render", "--out", "out"]) == 0, capsys.readouterr().err
     assert "Previewing platform/prod offline" in capsys.readouterr().out
     assert (tmp_path / "out" / "00-namespace-_cluster-initech-batch.yaml").is_file()
+
+
+def test_validate_points_a_code_built_stack_at_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """validate checks stack config only: a stack without sunk:cluster fails there (no silent
+    success), and says which command checks a program that builds its spec in code."""
+    (tmp_path / "Pulumi.yaml").write_text("name: platform\nruntime: python\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text("config: {}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate"]) == 1
+    assert "is checked by `sunk render STACK --out DIR`, which runs it" in capsys.readouterr().err
