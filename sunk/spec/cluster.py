@@ -313,8 +313,9 @@ class ClusterSpec(Model):
         """images.login as set, else ours (the pyxis variant with pyxis enabled)."""
         return self.images.resolve("login", variant=self.image_variant, release=self.slurm.version)
 
-    @property
+    @functools.cached_property
     def has_gpus(self) -> bool:
+        # Cached: every NodeSet's gres.conf asks, so a plain property made rendering quadratic.
         return any(n.gpus for n in self.nodesets)
 
     @property
