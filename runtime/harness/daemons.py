@@ -88,8 +88,8 @@ def start_slurmdbd(jail: Jail, port: int, password: str) -> None:
     )
 
 
-def start_slurmctld(jail: Jail, port: int, command: list[str] | None = None) -> None:
-    proc = jail.spawn("slurmctld", command or ["slurmctld", "-D"], role="slurmctld")
+def start_slurmctld(jail: Jail, port: int) -> None:
+    proc = jail.spawn("slurmctld", ["slurmctld", "-D"], role="slurmctld")
     wait_until(
         "slurmctld",
         lambda: listening(port),

@@ -27,7 +27,6 @@ from typing import Self
 from sunk import naming
 from sunk.images import SUPPORTED_SLURM
 from sunk.manifests import scripts
-from sunk.manifests.controller import slurmctld_command
 from sunk.render import (
     ACCOUNTING_SETUP,
     TopologyNode,
@@ -258,7 +257,7 @@ class LocalSlurm:
             # container and its command), which the setup creates before anything that needs
             # slurmctld registered.
             daemons.create_qos(self.jail, qos)
-        daemons.start_slurmctld(self.jail, self.ports.slurmctld, slurmctld_command(spec))
+        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
         if self.accounting and ACCOUNTING_SETUP in self.files:
             daemons.setup_accounting(self.jail, spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}")
         for node in self._wanted:
@@ -412,7 +411,7 @@ class LocalSlurm:
     def restart_slurmctld(self) -> None:
         """Stop slurmctld (it saves its state) and start it again from StateSaveLocation."""
         self.jail.stop("slurmctld", timeout=30)
-        daemons.start_slurmctld(self.jail, self.ports.slurmctld, slurmctld_command(self.spec))
+        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
 
     def reconfigure(self) -> None:
         self.run("scontrol", "reconfigure", check=True)

@@ -81,20 +81,6 @@ def disruption_budget(spec: ClusterSpec) -> Manifest:
     )
 
 
-def slurmctld_command(spec: ClusterSpec) -> list[str]:
-    """slurmctld in the foreground. With partition QOS it first waits until each exists in
-    slurmdbd: slurmctld exits at start on a partition whose QOS is unknown (measured on 24.11:
-    "Partition ... has an invalid qos"), and the accounting-setup Job creates them meanwhile."""
-    if not spec.partition_qos:
-        return ["slurmctld", "-D"]
-    wait = (
-        f"for q in {' '.join(spec.partition_qos)}; do "
-        'until sacctmgr -n -P show qos format=name 2>/dev/null | grep -qx "$q"; do '
-        'echo "waiting for QOS $q (the accounting setup creates it)"; sleep 5; done; done; exec slurmctld -D'
-    )
-    return ["sh", "-c", wait]
-
-
 def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     image = spec.images.controller.ref
     shared_vols, shared_mounts = shared_volumes(spec, "controller")
@@ -102,7 +88,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     slurmctld: Manifest = {
         "name": "slurmctld",
         "image": image,
-        "command": slurmctld_command(spec),
+        "command": ["slurmctld", "-D"],
         "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
         "securityContext": restricted(SLURM_UID),
         "resources": resources(spec.controller.resources),

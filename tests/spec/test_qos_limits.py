@@ -83,19 +83,16 @@ def test_per_gpu_defaults_render_on_the_partition() -> None:
 
 
 def test_a_partitions_qos_is_known_and_slurmctld_waits_for_it() -> None:
-    """QOS= on the partition line; slurmctld exits at start on an unknown partition QOS, so its
-    container first waits for each in slurmdbd (the accounting setup creates them)."""
-    from sunk.manifests.controller import slurmctld_command
+    """QOS= on the partition line; slurmctld exits at start on an unknown partition QOS, so the
+    controller's wait-qos init container waits for it too (the accounting setup creates it)."""
+    from sunk.manifests.scripts import partition_qos
 
     problems = _problems(_cluster(partition={"qos": "gold"}))
     assert "partitions[0].qos: 'gold' is not a QOS; known: limited, normal" in problems
     spec = load_spec(_cluster(partition={"qos": "limited"}))
     (line,) = [ln for ln in render_slurm_files(spec)["slurm.conf"].splitlines() if ln.startswith("PartitionName=")]
     assert " QOS=limited " in line
-    shell, flag, script = slurmctld_command(spec)
-    assert (shell, flag) == ("sh", "-c") and script.startswith("for q in limited; do until sacctmgr")
-    assert script.endswith("exec slurmctld -D")
-    assert slurmctld_command(load_spec(_cluster())) == ["slurmctld", "-D"]
+    assert partition_qos(spec) == ["limited"]  # what the wait-qos init container waits for
     no_accounting = {**_cluster(partition={"qos": "normal"}), "qos": [], "accounting": {"enabled": False}}
     assert "partitions[0].qos: QOS live in accounting; set accounting.enabled true" in _problems(no_accounting)
 
