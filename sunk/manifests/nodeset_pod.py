@@ -8,8 +8,9 @@ slurm.conf nor restarts slurmctld. The pod's hostname is the Slurm node name.
 Files in the pod:
 - /etc/slurm: one projected volume with a configMap source per entry of the NodeSet's
   configFiles (path -> ConfigMap holding that one file as its only key; the components list the
-  node-side files, with this NodeSet's `gres-<nodeset>.conf` as `gres.conf`) plus, for
-  auth/slurm, `slurm.key` from the auth Secret. The JWT key never reaches a compute pod.
+  node-side files, with this NodeSet's `gres-<nodeset>.conf` as `gres.conf`), topology.conf from
+  the operator's ConfigMap when the cluster has a topology (slurmd will not start without it),
+  plus, for auth/slurm, `slurm.key` from the auth Secret. The JWT key never reaches a compute pod.
 - /etc/munge: the munge key, copied by the munge sidecar (munged insists on owning its key).
 - /var/lib/sss/pipes and /var/lib/sss/mc: with the cluster's auth.ldap (spec.sssd), the sockets and
   memory cache of an sssd native sidecar (sunk.manifests.sssd), so job steps run as directory
@@ -31,6 +32,7 @@ from typing import Any
 
 from sunk import keys, naming
 from sunk.images import S6_INIT
+from sunk.manifests.config import TOPOLOGY_FILE
 from sunk.manifests.podsettings import apply_pod, object_meta
 from sunk.manifests.scripts import munge_start, sh
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
@@ -200,6 +202,11 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys, own_gres: bool 
         for path, name, key in config_items(spec, config_keys)
         if not (own_gres and path == GRES_FILE)
     ]
+    if spec.topology.plugin != "none":
+        # slurmd loads the topology plugin too and will not start without topology.conf (it
+        # retries for a minute, then exits): the operator's ConfigMap, as slurmctld mounts it.
+        topology = {"key": TOPOLOGY_FILE, "path": TOPOLOGY_FILE}
+        sources.append({"configMap": {"name": naming.topology_config_map(spec.cluster_name), "items": [topology]}})
     if own_gres:
         field = {"fieldPath": f"metadata.annotations['{keys.GRES_CONF}']"}
         sources.append({"downwardAPI": {"items": [{"path": GRES_FILE, "fieldRef": field}]}})

@@ -96,15 +96,20 @@ def test_each_config_file_is_one_source_of_its_own_config_map() -> None:
         "oci.conf": ("research-oci-conf", "oci.conf", None),
         "prolog.d/00-mark.sh": ("research-prolog-00-mark-sh", "00-mark.sh", 0o755),
         "slurm.conf": ("research-slurm-conf", "slurm.conf", None),
+        # slurmd reads topology.conf too (the operator's ConfigMap, as slurmctld's)
+        "topology.conf": ("research-topology", "topology.conf", None),
     }
+    no_topology = {s["items"][0]["path"] for s in _config_sources(build(gpu(topology={"plugin": "none"})))}
+    assert "topology.conf" not in no_topology
     mounts = {m["mountPath"]: m for m in container(pod, "slurmd")["volumeMounts"]}
     assert mounts["/etc/slurm"]["readOnly"] is True
 
 
 def test_the_pod_mounts_exactly_the_config_files_of_the_resource() -> None:
     """The builder trusts configFiles (the components chose the node-side files) and takes each
-    ConfigMap's one key as the operator read it."""
-    spec = gpu(configFiles={"slurm.conf": "x-slurm", "epilog.d/99-clean.sh": "x-clean"})
+    ConfigMap's one key as the operator read it (and topology.conf when the cluster has a topology:
+    here it has none)."""
+    spec = gpu(configFiles={"slurm.conf": "x-slurm", "epilog.d/99-clean.sh": "x-clean"}, topology={"plugin": "none"})
     pod = build(spec, config_keys={"x-slurm": ["slurm.conf"], "x-clean": ["clean"], "unrelated": ["a", "b"]})
     assert [(s["name"], s["items"]) for s in _config_sources(pod)] == [
         ("x-clean", [{"key": "clean", "path": "epilog.d/99-clean.sh", "mode": 0o755}]),
