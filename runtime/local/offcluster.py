@@ -1,5 +1,5 @@
 """Every way the local cluster differs from a real one in what a pod sees, with its reason, and
-the two changes made to a render before it is applied (`override_render`).
+the changes made to a render before it is applied (`override_render`).
 
 The rendered manifests and scripts are applied as they are. The harness's other overrides
 (runtime/harness/overrides.py: loopback hosts, per-instance ports, a shared /etc/slurm) are not
@@ -39,6 +39,13 @@ DIFFERENCES: tuple[Difference, ...] = (
         "unified (v2) tree has no controllers, so no cgroup v2 subtree can be delegated to a pod, "
         "and slurmd refuses to start with cgroup/v2. The same override as the harness's "
         "(runtime/harness/overrides.py); the pods' scripts are untouched.",
+    ),
+    Difference(
+        "Slurm nodes report the CPUs and memory their NodeSet gives them, not this machine's: "
+        "SlurmdParameters in the rendered slurm.conf gains config_overrides (`simulated_sizes`).",
+        "A NodeSet asks for more CPUs and memory than this machine has (acme-dev's cpu nodes have 4 "
+        "CPUs; CI machines have 2), and slurmd then registers a node that slurmctld drains as "
+        "smaller than configured. The harness does the same for the same reason.",
     ),
     Difference(
         "Service names resolve through each pod's /etc/hosts, to the first Ready pod behind the "
@@ -130,6 +137,19 @@ def cgroup_free(obj: dict[str, Any]) -> bool:
     return changed
 
 
+def simulated_sizes(obj: dict[str, Any]) -> bool:
+    """slurm.conf's SlurmdParameters with config_overrides (the second difference above)."""
+    data = obj.get("data") or {}
+    if obj.get("kind") != "ConfigMap" or "slurm.conf" not in data:
+        return False
+    text = data["slurm.conf"]
+    parameters = [p for p in (directive(text, "SlurmdParameters") or "").split(",") if p]
+    if "config_overrides" in parameters:
+        return False
+    data["slurm.conf"] = set_directives(text, {"SlurmdParameters": ",".join([*parameters, "config_overrides"])})
+    return True
+
+
 def override_render(folder: Path, keygen: Keygen = ssh_keygen) -> list[str]:
     """Apply the overrides to the YAML files of a render folder in place; the files changed."""
     changed = []
@@ -137,7 +157,7 @@ def override_render(folder: Path, keygen: Keygen = ssh_keygen) -> list[str]:
         obj = yaml.safe_load(path.read_text())
         if not isinstance(obj, dict):
             continue
-        if cgroup_free(obj) | real_ssh_keys(obj, keygen):
+        if cgroup_free(obj) | simulated_sizes(obj) | real_ssh_keys(obj, keygen):
             path.write_text(yaml.safe_dump(obj, sort_keys=False))
             changed.append(path.name)
     return changed

@@ -40,5 +40,6 @@ def test_the_render_overrides_are_the_listed_ones(tmp_path: Path) -> None:
     assert "ProctrackType=proctrack/linuxproc" in data["slurm.conf"] and "ClusterName=x" in data["slurm.conf"]
     assert "TaskPlugin=task/affinity\n" in data["slurm.conf"] and "jobacct_gather/linux" in data["slurm.conf"]
     assert "CgroupPlugin=disabled" in data["cgroup.conf"]
+    assert "SlurmdParameters=config_overrides" in data["slurm.conf"]
     keys = yaml.safe_load((tmp_path / "04-secret-s.yaml").read_text())["stringData"]
     assert keys == {"ssh_host_rsa_key": "new rsa key\n", "other": "kept"}
