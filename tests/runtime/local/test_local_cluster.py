@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,29 @@ def test_no_packet_leaves_the_clusters_namespaces(cluster: Cluster) -> None:
             assert done.returncode != 0, f"a pod reached {host}:{target_port}"
     finally:
         server.close()
+
+
+def test_the_operator_creates_slurmd_pods_that_join_slurm(cluster: Cluster) -> None:
+    """The runtime image's operator (in its own pod, with its ServiceAccount token) creates the cpu
+    NodeSet's slurmd pods; they register, the NodeSet's status counts them idle (read from Slurm)
+    and sinfo on the login pod shows them."""
+    deadline = time.monotonic() + 480
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        nodeset = cluster.kubectl("get", "nodeset", "-n", NS, "research-cpu", "-o", "json", check=False)
+        status = json.loads(nodeset.stdout).get("status") or {} if nodeset.returncode == 0 else {}
+        if status.get("idle") == 2:
+            break
+        time.sleep(5)
+    else:
+        pods = cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        operator = cluster.kubectl("logs", "-n", "sunk-system", "deploy/sunk-operator", "--tail=20", check=False).stdout
+        pytest.fail(f"the cpu NodeSet's nodes are not idle in Slurm: {status}\n{pods}\n{operator}")
+    for name in ("research-cpu-0", "research-cpu-1"):
+        pod = json.loads(cluster.kubectl("get", "pod", "-n", NS, name, "-o", "json").stdout)
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "NodeSet"
+    login = ("exec", "-n", NS, "deploy/research-login", "-c", "sshd", "--")
+    assert cluster.kubectl(*login, "sinfo", "-h", "-p", "batch", "-o", "%T %N").stdout.split() == ["idle", "cpu-[0-1]"]
 
 
 def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
