@@ -34,25 +34,41 @@ def _sunk(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.C
 
 
 def footprint(marker: str) -> dict[str, int]:
-    """What a local cluster leaves on the host: processes and mounts naming its folder, network
-    namespaces, bridges, veths and firewall rules of the local cluster."""
-
-    def count(*command: str, needle: str = "") -> int:
-        out = subprocess.run(list(command), capture_output=True, text=True, check=True).stdout
-        return sum(1 for line in out.splitlines() if needle in line)
-
+    """What this test's local clusters leave on the host: processes and mounts naming their folder,
+    their pods' namespace holders and network namespaces, their bridges, veths and firewall rules.
+    Only theirs: other local clusters (another checkout's tests) may come and go meanwhile."""
+    states = [json.loads(p.read_text()) for p in Path(marker).glob("*/state.json")]
+    bridges = {state["bridge"] for state in states} | set(_seen_bridges)
+    holders = set(_seen_holders)
+    for note in Path(marker).glob("*/pods/*/holder.pid"):
+        holders.add(int(note.read_text()))
+    _seen_bridges.update(bridges)
+    _seen_holders.update(holders)
     procs = 0
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         with contextlib.suppress(OSError):
-            procs += marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            procs += marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() or int(pid) in holders
+    for holder in holders:
+        with contextlib.suppress(OSError):
+            _seen_netns.add(os.readlink(f"/proc/{holder}/ns/net"))
+    namespaces = subprocess.run(["lsns", "-t", "net", "-n", "-o", "NS"], capture_output=True, text=True, check=True)
+    alive = {f"net:[{ns.strip()}]" for ns in namespaces.stdout.split()}
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines() if ":" in line]
+    rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=True).stdout
     return {
         "processes": procs,
         "mounts": Path("/proc/self/mountinfo").read_text().count(marker),
-        "netns": count("lsns", "-t", "net", "-n", "-o", "NS"),
-        "bridges": count("ip", "-o", "link", "show", "type", "bridge"),
-        "veths": count("ip", "-o", "link", "show", "type", "veth"),
-        "rules": count("iptables", "-S", needle="sunk-local"),
+        "netns": len(alive & _seen_netns),
+        "bridges": sum(1 for n in names if n in bridges),
+        "veths": sum(1 for n in names if any(n.startswith(b[:9] + "p") for b in bridges)),
+        "rules": sum(1 for line in rules.splitlines() if any(f"sunk-local {b}" in line for b in bridges)),
     }
+
+
+_seen_bridges: set[str] = set()
+_seen_holders: set[int] = set()
+_seen_netns: set[str] = set()
 
 
 class Cluster:
@@ -88,6 +104,10 @@ def before(marker: str) -> dict[str, int]:
 def cluster(marker: str, before: dict[str, int]) -> Iterator[Cluster]:
     env = {**os.environ, "SUNK_LOCAL_DIR": marker}
     running = Cluster(env)
+    # The images this checkout's manifests name (cached by input hash: quick when built; the
+    # runtime image's hash covers the sources, so a changed checkout rebuilds that one).
+    built = _sunk("images", "build", env=env, timeout=1800)
+    assert built.returncode == 0, built.stderr
     up = _sunk("local", "up", "acme-dev", "--no-wait", env=env)
     try:
         assert up.returncode == 0, up.stderr + up.stdout
@@ -205,7 +225,8 @@ def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
 
 
 def test_down_leaves_nothing_behind(cluster: Cluster, marker: str, before: dict[str, int]) -> None:
-    assert footprint(marker)["processes"] > 0  # the cluster is up: the count can see it
+    up = footprint(marker)  # the cluster is up: the counts see it
+    assert up["processes"] > 0 and up["netns"] > 0 and up["bridges"] == 1 and up["veths"] > 0 and up["rules"] == 5
     down = _sunk("local", "down", env=cluster.env)
     assert down.returncode == 0, down.stderr
     assert footprint(marker) == before
