@@ -213,6 +213,19 @@ class Agent:
             task.cancel()
 
     # -- names ------------------------------------------------------------------------------
+    def dns_table(self) -> dict[str, list[str]]:
+        """Every cluster.local name the cluster's DNS server answers (dns.py), from `hosts`."""
+        table: dict[str, list[str]] = {}
+        namespaces = {p["metadata"]["namespace"] for p in self.store.items(self._pods)}
+        for namespace in namespaces:
+            for address, names in self.hosts(namespace):
+                for name in names:
+                    if name.endswith(".svc.cluster.local"):
+                        found = table.setdefault(name.lower(), [])
+                        if address not in found:
+                            found.append(address)
+        return table
+
     def hosts(self, namespace: str) -> list[tuple[str, list[str]]]:
         """(address, names) lines every pod of `namespace` gets besides its own."""
         pods = [p for p in self.store.items(self._pods) if (p.get("status") or {}).get("podIP")]
@@ -494,10 +507,8 @@ class PodRunner:
         etc = self.folder / "etc"
         etc.mkdir(exist_ok=True)
         (etc / "hostname").write_text(hostname + "\n")
-        (etc / "resolv.conf").write_text(
-            "# the local cluster resolves names through /etc/hosts; no DNS server answers here\n"
-            "nameserver 127.0.0.1\noptions ndots:1 timeout:1 attempts:1\n"
-        )
+        search = f"{self.namespace}.svc.cluster.local svc.cluster.local cluster.local"
+        (etc / "resolv.conf").write_text(f"search {search}\nnameserver {self.agent.network.gateway}\noptions ndots:5\n")
         self.write_hosts()
         for name in self.containers:
             self._mount_container(name, etc)

@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp.web
 
-from . import net, pki
+from . import dns, net, pki
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
@@ -146,6 +146,7 @@ async def serve(workdir: Path, project: str) -> None:
         for host in ("127.0.0.1", network.gateway):
             await aiohttp.web.TCPSite(runner, host, port, ssl_context=context).start()
         agent.start()
+        dns_transport = await dns.serve(network.gateway, agent.dns_table)
         Controllers(store).start()
         kubeconfig = workdir / "kubeconfig"
         fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -160,6 +161,7 @@ async def serve(workdir: Path, project: str) -> None:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("stopping")
+        dns_transport.close()
     finally:
         store.close_watches()
         if agent is not None:

@@ -67,14 +67,16 @@ def firewall_rules(net: Network, api_port: int) -> list[tuple[str, list[str]]]:
     listed is checked first:
     - FORWARD: anything forwarded between the bridge and any other interface is dropped, both ways
       (nothing leaves the cluster's namespaces, routed or not);
-    - INPUT: from the bridge, the host takes only the API server's port on the bridge address and
-      replies to what it opened itself (probes); any other host address or service is dropped."""
+    - INPUT: from the bridge, the host takes only the API server's port and the cluster's DNS
+      server (UDP 53) on the bridge address, and replies to what it opened itself (probes); any
+      other host address or service is dropped."""
     tag = ["-m", "comment", "--comment", net.comment()]
     return [
         ("FORWARD", ["-i", net.bridge, "!", "-o", net.bridge, *tag, "-j", "DROP"]),
         ("FORWARD", ["!", "-i", net.bridge, "-o", net.bridge, *tag, "-j", "DROP"]),
         ("INPUT", ["-i", net.bridge, *tag, "-j", "DROP"]),
         ("INPUT", ["-i", net.bridge, "-d", net.gateway, "-p", "tcp", "--dport", str(api_port), *tag, "-j", "ACCEPT"]),
+        ("INPUT", ["-i", net.bridge, "-d", net.gateway, "-p", "udp", "--dport", "53", *tag, "-j", "ACCEPT"]),
         ("INPUT", ["-i", net.bridge, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", *tag, "-j", "ACCEPT"]),
     ]
 

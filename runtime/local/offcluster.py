@@ -48,10 +48,11 @@ DIFFERENCES: tuple[Difference, ...] = (
         "smaller than configured. The harness does the same for the same reason.",
     ),
     Difference(
-        "Service names resolve through each pod's /etc/hosts, to the first Ready pod behind the "
-        "Service (headless Services' pod names to each pod), not through a DNS server to a ClusterIP.",
-        "No kube-proxy or cluster DNS server runs here; a name bound to a pod address behaves like a "
-        "ClusterIP with one backend for the TCP clients sunk's pods are (no load balancing across "
+        "A Service's name resolves to the first Ready pod behind it (headless Services' pod names to "
+        "each pod), in each pod's /etc/hosts and from the cluster's DNS server (dns.py), not to a "
+        "ClusterIP.",
+        "No kube-proxy runs here to translate ClusterIPs; a name bound to a pod address behaves like "
+        "a ClusterIP with one backend for the TCP clients sunk's pods are (no load balancing across "
         "replicas).",
     ),
     Difference(

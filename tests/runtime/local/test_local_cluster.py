@@ -226,7 +226,7 @@ def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
 
 def test_down_leaves_nothing_behind(cluster: Cluster, marker: str, before: dict[str, int]) -> None:
     up = footprint(marker)  # the cluster is up: the counts see it
-    assert up["processes"] > 0 and up["netns"] > 0 and up["bridges"] == 1 and up["veths"] > 0 and up["rules"] == 5
+    assert up["processes"] > 0 and up["netns"] > 0 and up["bridges"] == 1 and up["veths"] > 0 and up["rules"] == 6
     down = _sunk("local", "down", env=cluster.env)
     assert down.returncode == 0, down.stderr
     assert footprint(marker) == before

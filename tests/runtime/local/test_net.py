@@ -32,7 +32,8 @@ def test_the_firewall_drops_forwarding_off_the_bridge_and_host_services_but_the_
     assert forward[1][:5] == ["!", "-i", "sk12345678", "-o", "sk12345678"] and forward[1][-1] == "DROP"
     inputs = [r for chain, r in rules if chain == "INPUT"]
     # inserted at the top in order: the last is checked first, the catch-all drop last of all
-    assert inputs[0][-1] == "DROP" and "6443" in inputs[1] and "ESTABLISHED,RELATED" in inputs[2]
+    assert inputs[0][-1] == "DROP" and "6443" in inputs[1] and inputs[2][5:8] == ["udp", "--dport", "53"]
+    assert "ESTABLISHED,RELATED" in inputs[3]
     listing = "\n".join(
         f'-A {chain} {" ".join(r[:-6])} -m comment --comment "{network.comment()}" -j {r[-1]}' for chain, r in rules
     )
