@@ -7,7 +7,7 @@ import pulumi
 from sunk.components import SlurmCluster, SunkOperator
 
 from sunk.spec.errors import SpecError
-from sunk.stackfile import KEYS, allows_state_replacement, parse_config
+from sunk.stackfile import KEYS, allows_state_replacement, keys_from, parse_config
 
 config = pulumi.Config()
 settings = {key: config.get(key.split(":", 1)[1]) for key in KEYS}
@@ -22,7 +22,13 @@ if operator_spec is not None:
     operator = SunkOperator("sunk-operator", operator_spec)
     crd = operator.crd
 
-cluster = SlurmCluster(spec.name, spec, nodeset_crd=crd, allow_state_replacement=allows_state_replacement(settings))
+cluster = SlurmCluster(
+    spec.name,
+    spec,
+    nodeset_crd=crd,
+    allow_state_replacement=allows_state_replacement(settings),
+    keys_in_cluster=keys_from(settings) == "cluster",
+)
 
 pulumi.export("namespace", cluster.namespace)
 if cluster.login_endpoint is not None:

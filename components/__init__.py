@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .cluster import SlurmCluster
     from .config import SlurmConfig
     from .controlplane import ControlPlane
+    from .keygen import KeyGenerator
     from .login import Login
     from .monitoring import Monitoring
     from .network import NetworkPolicies
@@ -36,6 +37,7 @@ _WHERE = {
     "SlurmCluster": "cluster",
     "SlurmConfig": "config",
     "ControlPlane": "controlplane",
+    "KeyGenerator": "keygen",
     "Login": "login",
     "Monitoring": "monitoring",
     "NetworkPolicies": "network",
@@ -49,6 +51,7 @@ __all__ = [
     "Accounting",
     "Auth",
     "ControlPlane",
+    "KeyGenerator",
     "Login",
     "Monitoring",
     "NetworkPolicies",

@@ -34,7 +34,7 @@ class Accounting(Component):
     database_claim: k8s.core.v1.PersistentVolumeClaim | None
     """MariaDB's data: retained on destroy; protected unless `allow_state_replacement`."""
     database_secret: k8s.core.v1.Secret | None
-    """The generated database passwords; None with an external database."""
+    """The generated database passwords; None with an external database or when the cluster makes them."""
 
     def __init__(
         self,
@@ -44,35 +44,38 @@ class Accounting(Component):
         namespace: pulumi.Input[str],
         refs: AuthRefs,
         allow_state_replacement: bool = False,
+        keys_in_cluster: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`keys_in_cluster`: the database passwords are the in-cluster generator's (KeyGenerator)."""
         super().__init__("sunk:index:Accounting", name, opts)
         self.database = self.database_claim = self.database_secret = None
         db: list[pulumi.Resource] = []
         if refs.generate_db:
             # Alphanumeric: the password ends up in a `Key=Value` line of slurmdbd.conf.
-            user = random.RandomPassword(f"{name}-db-password", length=32, special=False, opts=child(self))
-            root = random.RandomPassword(f"{name}-db-root-password", length=32, special=False, opts=child(self))
-            secret = typed(
-                k8s.core.v1.Secret,
-                create(
-                    f"{name}-db-secret",
-                    empty_secret(spec, db_secret_name(spec), "mariadb"),
-                    child(self),
-                    namespace=namespace,
-                    string_data={
-                        DB_PASSWORD_KEY: pulumi.Output.secret(user.result),
-                        DB_ROOT_PASSWORD_KEY: pulumi.Output.secret(root.result),
-                    },
-                ),
-            )
-            self.database_secret = secret
+            if not keys_in_cluster:
+                user = random.RandomPassword(f"{name}-db-password", length=32, special=False, opts=child(self))
+                root = random.RandomPassword(f"{name}-db-root-password", length=32, special=False, opts=child(self))
+                self.database_secret = typed(
+                    k8s.core.v1.Secret,
+                    create(
+                        f"{name}-db-secret",
+                        empty_secret(spec, db_secret_name(spec), "mariadb"),
+                        child(self),
+                        namespace=namespace,
+                        string_data={
+                            DB_PASSWORD_KEY: pulumi.Output.secret(user.result),
+                            DB_ROOT_PASSWORD_KEY: pulumi.Output.secret(root.result),
+                        },
+                    ),
+                )
+                db.append(self.database_secret)
             claim, service, sts = mariadb_manifests(spec)
             data = create(
                 f"{name}-db-data", claim, child(self, **state_options(allow_state_replacement)), namespace=namespace
             )
             self.database_claim = typed(k8s.core.v1.PersistentVolumeClaim, data)
-            db += [secret, data, create(f"{name}-db-service", service, child(self), namespace=namespace)]
+            db += [data, create(f"{name}-db-service", service, child(self), namespace=namespace)]
             self.database = typed(
                 k8s.apps.v1.StatefulSet,
                 create(f"{name}-mariadb", sts, child(self, depends_on=list(db)), namespace=namespace),

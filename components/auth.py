@@ -28,7 +28,8 @@ JWT_KEY_BYTES = 32
 
 class Auth(Component):
     """Secrets `<cluster>-auth` and `<cluster>-jwt` from pulumi-random bytes (kept encrypted in
-    the Pulumi state), unless the spec points at existing Secrets; `<cluster>-sssd` with
+    the Pulumi state), unless the spec points at existing Secrets or the keys are made in the
+    cluster (`keys_in_cluster`: the KeyGenerator's Job creates them); `<cluster>-sssd` with
     sssd.conf when the cluster uses LDAP. The LDAP bind password is only ever referenced."""
 
     refs: AuthRefs
@@ -38,9 +39,9 @@ class Auth(Component):
     jwt_secret: pulumi.Output[str]
     """Name of the Secret holding the JWT key (generated or existing)."""
     auth_key: k8s.core.v1.Secret | None
-    """The generated auth-key Secret; None when the spec names an existing one."""
+    """The generated auth-key Secret; None when the spec names an existing one or the cluster makes it."""
     jwt_key: k8s.core.v1.Secret | None
-    """The generated JWT-key Secret; None when the spec names an existing one."""
+    """The generated JWT-key Secret; None when the spec names an existing one or the cluster makes it."""
     sssd: k8s.core.v1.Secret | None
     """sssd.conf for LDAP users; None without LDAP."""
 
@@ -50,12 +51,14 @@ class Auth(Component):
         spec: ClusterSpec,
         *,
         namespace: pulumi.Input[str],
+        keys_in_cluster: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`keys_in_cluster`: the keys are the in-cluster generator's (KeyGenerator), not made here."""
         super().__init__("sunk:index:Auth", name, opts)
         self.refs = auth_refs(spec)
         self.auth_key = self.jwt_key = self.sssd = None
-        if self.refs.generate_auth:
+        if self.refs.generate_auth and not keys_in_cluster:
             key = random.RandomBytes(f"{name}-auth-key", length=AUTH_KEY_BYTES, opts=child(self))
             self.auth_key = typed(
                 k8s.core.v1.Secret,
@@ -67,7 +70,7 @@ class Auth(Component):
                     data={self.refs.auth.key: pulumi.Output.secret(key.base64)},
                 ),
             )
-        if self.refs.generate_jwt:
+        if self.refs.generate_jwt and not keys_in_cluster:
             jwt = random.RandomBytes(f"{name}-jwt-key", length=JWT_KEY_BYTES, opts=child(self))
             self.jwt_key = typed(
                 k8s.core.v1.Secret,

@@ -17,6 +17,7 @@ from .accounting import Accounting
 from .auth import Auth
 from .config import SlurmConfig
 from .controlplane import ControlPlane
+from .keygen import KeyGenerator
 from .login import Login
 from .monitoring import Monitoring
 from .network import NetworkPolicies
@@ -48,6 +49,8 @@ class SlurmCluster(Component):
     """The Namespace this component created; None with `createNamespace: false`."""
     config: SlurmConfig
     auth: Auth
+    keygen: KeyGenerator | None
+    """The in-cluster key generator; None when the keys are Pulumi's (`keys_in_cluster` off)."""
     control_plane: ControlPlane
     accounting: Accounting | None
     restapi: RestApi | None
@@ -65,10 +68,14 @@ class SlurmCluster(Component):
         operator_namespace: str | None = "sunk-system",
         nodeset_crd: pulumi.Resource | None = None,
         allow_state_replacement: bool = False,
+        keys_in_cluster: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`allow_state_replacement`: lift the protection of slurmctld's state and the accounting
         database's PVCs, for the one `up` that must replace them (a storage class change).
+        `keys_in_cluster`: the keys and passwords are made in the cluster by a one-shot Job
+        (KeyGenerator), never in the Pulumi state; otherwise pulumi-random and pulumi-tls make
+        them and the state keeps them encrypted (stack setting `sunk:keys`).
         Raises SpecError, before any resource exists, for what the pod gate (sunk.podgate) refuses
         in the pods this spec makes; a stack file's program got the same refusals from validate."""
         gate = gate_problems(spec)
@@ -89,7 +96,10 @@ class SlurmCluster(Component):
             )
             ns = self.namespace_resource.metadata.name
         self.config = SlurmConfig(f"{name}-config", spec, namespace=ns, opts=child(self))
-        self.auth = auth = Auth(f"{name}-auth", spec, namespace=ns, opts=child(self))
+        self.auth = auth = Auth(f"{name}-auth", spec, namespace=ns, keys_in_cluster=keys_in_cluster, opts=child(self))
+        self.keygen = None
+        if keys_in_cluster:
+            self.keygen = KeyGenerator(f"{name}-keygen", spec, namespace=ns, refs=auth.refs, opts=child(self))
         # Shared volumes sunk creates hold users' data (home, scratch): state, like slurmctld's.
         keep = state_options(allow_state_replacement)
         claims = [
@@ -98,7 +108,8 @@ class SlurmCluster(Component):
             if v.create is not None
         ]
         # Workloads wait for their files, keys and volumes so first pods start complete.
-        ready = [self.config, auth, *claims]
+        keyed: list[pulumi.Resource] = [auth, *([self.keygen] if self.keygen is not None else [])]
+        ready = [self.config, *keyed, *claims]
         refs = auth.refs
         self.control_plane = ControlPlane(
             f"{name}-controlplane",
@@ -116,6 +127,7 @@ class SlurmCluster(Component):
                 namespace=ns,
                 refs=refs,
                 allow_state_replacement=allow_state_replacement,
+                keys_in_cluster=keys_in_cluster,
                 opts=child(self, depends_on=ready),
             )
         self.restapi = self.slurmrestd_url = None
@@ -124,7 +136,14 @@ class SlurmCluster(Component):
             self.slurmrestd_url = self.restapi.url
         self.login = self.login_endpoint = None
         if spec.login.enabled:
-            self.login = Login(f"{name}-login", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready))
+            self.login = Login(
+                f"{name}-login",
+                spec,
+                namespace=ns,
+                refs=refs,
+                keys_in_cluster=keys_in_cluster,
+                opts=child(self, depends_on=ready),
+            )
             self.login_endpoint = self.login.endpoint
         self.nodesets = NodeSets(
             f"{name}-nodesets",
@@ -139,7 +158,7 @@ class SlurmCluster(Component):
             namespace=ns,
             refs=refs,
             operator_namespace=operator_namespace,
-            opts=child(self, depends_on=[auth]),
+            opts=child(self, depends_on=keyed),
         )
         self.network = NetworkPolicies(
             f"{name}-network", spec, namespace=ns, operator_namespace=operator_namespace, opts=child(self)
@@ -147,7 +166,7 @@ class SlurmCluster(Component):
         self.monitoring = None
         if spec.monitoring.enabled:
             self.monitoring = Monitoring(
-                f"{name}-monitoring", spec, namespace=ns, refs=refs, opts=child(self, depends_on=[auth])
+                f"{name}-monitoring", spec, namespace=ns, refs=refs, opts=child(self, depends_on=keyed)
             )
         self.namespace = text(ns) if isinstance(ns, str) else pulumi.Output.from_input(ns)
         self.controller_host = self.control_plane.host

@@ -30,7 +30,7 @@ class Login(Component):
     """sshd."""
     service: k8s.core.v1.Service
     host_keys: k8s.core.v1.Secret | None
-    """The persisted sshd host keys; None when `persistHostKeys` is off."""
+    """The persisted sshd host keys; None when `persistHostKeys` is off or the cluster makes them."""
 
     def __init__(
         self,
@@ -39,12 +39,14 @@ class Login(Component):
         *,
         namespace: pulumi.Input[str],
         refs: AuthRefs,
+        keys_in_cluster: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`keys_in_cluster`: the host keys are the in-cluster generator's (KeyGenerator)."""
         super().__init__("sunk:index:Login", name, opts)
         deps: list[pulumi.Resource] = []
         self.host_keys = None
-        if spec.login.persist_host_keys:
+        if spec.login.persist_host_keys and not keys_in_cluster:
             ed25519 = tls.PrivateKey(f"{name}-host-key-ed25519", algorithm="ED25519", opts=child(self))
             rsa = tls.PrivateKey(f"{name}-host-key-rsa", algorithm="RSA", rsa_bits=3072, opts=child(self))
             self.host_keys = typed(

@@ -4,19 +4,19 @@ The program runs exactly as `pulumi up` runs it (the same __main__.py, the same 
 same components); the mock engine stands in for the engine and the providers. A recording
 monitor keeps every registration as the engine would receive it: inputs (secrets still wrapped,
 so they can be redacted), parent, dependencies and options such as ignoreChanges. Generated
-values (random bytes, passwords, TLS keys) are deterministic placeholders derived from the stack
-and resource name: offline output never contains a real key."""
+values (random bytes, passwords, TLS keys) are one marker, MADE_AT_DEPLOY, and a Secret key whose
+value holds it is left out of the manifest (its name listed in the `slurm.sunk.dev/made-at-deploy`
+annotation): offline output holds no key and no placeholder a daemon would take, with or without
+--show-secrets, and a pod that mounts such a key from an applied render fails to start instead of
+running with a known key."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import contextvars
-import hashlib
 import json
 import os
 import runpy
-import string
 import sys
 import traceback
 from collections import Counter
@@ -31,6 +31,7 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
+from sunk import keys
 from sunk.manifests.meta import Manifest
 from sunk.stackfile import PROJECT, read_stack_file
 
@@ -39,7 +40,10 @@ from ._k8s import reset_late
 SECRET_KEY = rpc._special_sig_key
 SECRET_SIG = rpc._special_secret_sig
 UNKNOWN = rpc.UNKNOWN
-REDACTED = "<redacted: generated or referenced at deploy time; sunk render --show-secrets shows offline placeholders>"
+REDACTED = "<redacted: sunk render --show-secrets shows the value>"
+"""A value the program wrapped as secret and did not generate (sssd.conf, a user's own Secret)."""
+MADE_AT_DEPLOY = "<generated at deploy time>"
+"""What every generated value is offline (random bytes, passwords, TLS keys)."""
 STACK_TYPE = "pulumi:pulumi:Stack"
 
 
@@ -125,18 +129,26 @@ def plain(value: Any, *, show_secrets: bool) -> Any:
 
 def to_manifest(inputs: Mapping[str, Any], *, show_secrets: bool) -> Manifest:
     obj: Manifest = plain(dict(inputs), show_secrets=show_secrets)
-    if obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1" and not show_secrets:
-        # Every key stays visible, no value does (generated or not). The whole map is often one
-        # secret value, so the keys come from the unwrapped inputs.
-        shown = plain(dict(inputs), show_secrets=True)
-        keys = sorted({*shown.get("data", {}), *shown.get("stringData", {})})
+    if obj.get("kind") != "Secret" or obj.get("apiVersion") != "v1":
+        return obj
+    # The whole map is often one secret value, so the keys come from the unwrapped inputs.
+    shown = plain(dict(inputs), show_secrets=True)
+    values = {**shown.get("data", {}), **shown.get("stringData", {})}
+    generated = sorted(k for k, v in values.items() if MADE_AT_DEPLOY in str(v))
+    if generated:
+        meta = obj["metadata"] = dict(obj["metadata"])
+        meta["annotations"] = {**meta.get("annotations", {}), keys.MADE_AT_DEPLOY: ",".join(generated)}
+    for part in ("data", "stringData"):
+        if isinstance(obj.get(part), dict):
+            obj[part] = {k: v for k, v in obj[part].items() if k not in generated}
+    if not show_secrets:
+        # Every other key stays visible, no value does.
         obj.pop("data", None)
-        obj["stringData"] = dict.fromkeys(keys, REDACTED)
+        obj["stringData"] = dict.fromkeys(sorted(set(values) - set(generated)), REDACTED)
+    for part in ("data", "stringData"):
+        if obj.get(part) == {}:
+            del obj[part]
     return obj
-
-
-def _placeholder_bytes(stack: str, name: str, n: int) -> bytes:
-    return hashlib.shake_256(f"sunk-offline-placeholder/{stack}/{name}".encode()).digest(n)
 
 
 class ProgramFailed(Exception):
@@ -149,8 +161,8 @@ class ProgramFailed(Exception):
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    """Providers stand-in: Kubernetes objects echo their inputs; generated values are
-    deterministic placeholders, clearly not real keys."""
+    """Providers stand-in: Kubernetes objects echo their inputs; every generated value is the
+    MADE_AT_DEPLOY marker, which no manifest keeps."""
 
     def __init__(self, stack: str) -> None:
         self.stack = stack
@@ -158,19 +170,12 @@ class _Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         outputs = dict(args.inputs)
         if args.typ == "random:index/randomBytes:RandomBytes":
-            data = _placeholder_bytes(self.stack, args.name, int(args.inputs.get("length", 32)))
-            outputs.update(base64=base64.b64encode(data).decode(), hex=data.hex())
+            outputs.update(base64=MADE_AT_DEPLOY, hex=MADE_AT_DEPLOY)
         elif args.typ == "random:index/randomPassword:RandomPassword":
-            alphabet = string.ascii_letters + string.digits
-            raw = _placeholder_bytes(self.stack, args.name, int(args.inputs.get("length", 32)))
-            # Marked, so a rendered --show-secrets file applied by mistake is easy to spot.
-            outputs["result"] = ("OFFLINE" + "".join(alphabet[b % len(alphabet)] for b in raw))[: len(raw)]
+            outputs["result"] = MADE_AT_DEPLOY
         elif args.typ == "tls:index/privateKey:PrivateKey":
-            note = f"offline placeholder for {args.name}, not a key"
             outputs.update(
-                private_key_openssh=f"-----BEGIN OPENSSH PRIVATE KEY-----\n{note}\n-----END OPENSSH PRIVATE KEY-----\n",
-                private_key_pem=f"-----BEGIN PRIVATE KEY-----\n{note}\n-----END PRIVATE KEY-----\n",
-                public_key_openssh=f"ssh-placeholder {note}\n",
+                private_key_openssh=MADE_AT_DEPLOY, private_key_pem=MADE_AT_DEPLOY, public_key_openssh=MADE_AT_DEPLOY
             )
         return f"{args.name}-id", outputs
 

@@ -3,8 +3,10 @@ YAML, one file per object, deterministic (same stack, same bytes, in any process
 
 Files are named `<rank>-<kind>-<namespace>-<name>.yaml` (`_cluster` for cluster-scoped objects).
 The two-digit rank orders them for `kubectl apply -f DIR`: namespaces, the CRD, RBAC, config
-and storage, Services, workloads, then custom resources. Secret values are redacted (every key
-kept) unless --show-secrets, which shows the offline placeholders, never real keys."""
+and storage, Services, workloads, then custom resources. A stack's keys are made in the cluster
+(render_config), so no file holds one; a program that has Pulumi generate keys gets its Secrets
+without those keys (sunk.components.offline). Other Secret values are redacted (every key kept)
+unless --show-secrets."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from sunk import strictyaml
 from sunk.manifests.meta import Manifest
 from sunk.spec.errors import SpecError
 from sunk.stackfile import (
+    KEYS_FROM_KEY,
     PROJECT,
     NoDefaultStack,
     default_stack,
@@ -139,6 +142,15 @@ def default_program() -> Path:
     return (project or Path.cwd()) / "__main__.py"
 
 
+def render_config(path: Path, project: str = PROJECT) -> tuple[dict[str, str], list[str]]:
+    """The stack's config as `sunk render` runs the program with it: keys made in the cluster
+    (`sunk:keys: cluster`, sunk.manifests.keygen) whatever the stack says, so a render never holds
+    a key, with or without --show-secrets."""
+    config, secret_keys = stack_config(path, project)
+    config[f"{project}:{KEYS_FROM_KEY.split(':', 1)[1]}"] = "cluster"
+    return config, secret_keys
+
+
 def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None = None) -> Rendered:
     """Validate the stack, then run the real program for it through the mock engine. A stack
     without `sunk:cluster` belongs to a program that builds its spec in code: it is rendered as
@@ -146,7 +158,7 @@ def render_stack(stack: str, *, show_secrets: bool = False, program: Path | None
     path = stack_path(stack, stacks_dir())
     name = load_stack(str(path)).name if _configures_cluster(path) else stack_name(path)
     project = project_name()
-    config, secret_keys = stack_config(path, project)
+    config, secret_keys = render_config(path, project)
     evaluation = evaluate(
         (program or default_program()).resolve(),
         stack=name,
@@ -211,7 +223,11 @@ def summary(rendered: Rendered, out: Path | None, show_secrets: bool) -> str:
     if secrets:
         lines.append(
             f"  secrets: {secrets} Secret(s), values "
-            + ("shown as offline placeholders" if show_secrets else "redacted (--show-secrets shows placeholders)")
+            + (
+                "shown; generated keys are made at deploy time"
+                if show_secrets
+                else "redacted (--show-secrets shows them)"
+            )
         )
     outputs = ev.plain_outputs(show_secrets=show_secrets)
     if outputs:

@@ -66,6 +66,11 @@ LEGACY_NODE_DRAIN = PREFIX + "slurm-drain"
 """The Node annotation every tenant's syncer wrote before keys were per tenant; the syncer removes it."""
 LEGACY_NODE_CONDITION = "SlurmDrain"
 """The Node condition every tenant's syncer wrote before keys were per tenant; the syncer removes it."""
+GENERATED_BY = PREFIX + "generated-by"
+"""Secrets the in-cluster key generator made (sunk.manifests.keygen): `keygen`."""
+MADE_AT_DEPLOY = PREFIX + "made-at-deploy"
+"""A rendered Secret's keys whose values Pulumi generates at deploy time (comma-separated): the
+render leaves them out, so applying it never installs a placeholder a daemon would take."""
 TOPOLOGY_WRITTEN = PREFIX + "topology-written"
 TOPOLOGY_RECONFIGURED = PREFIX + "reconfigured"
 

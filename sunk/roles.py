@@ -339,6 +339,15 @@ ROLES: Mapping[str, Role] = MappingProxyType(
             ),
             _role(
                 Role(
+                    "keygen",
+                    containers={"keygen": _NO_CAPS},
+                    token=True,
+                    talks_to=(Link(None, (KUBE_API,)),),
+                    reasons={"token": "creates the cluster's key and password Secrets (create only, never reads)"},
+                )
+            ),
+            _role(
+                Role(
                     "operator",
                     containers={"operator": _NO_CAPS},
                     token=True,

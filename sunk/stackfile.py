@@ -26,7 +26,13 @@ OPERATOR_KEY = f"{PROJECT}:operator"
 ALLOW_STATE_REPLACEMENT_KEY = f"{PROJECT}:allowStateReplacement"
 """`true` lifts the protection of the state PVCs (slurmctld state, MariaDB data) for an `up`
 that must replace them; absent or `false`, the engine refuses such a plan."""
-KEYS = (CLUSTER_KEY, OPERATOR_KEY, ALLOW_STATE_REPLACEMENT_KEY)
+KEYS_FROM_KEY = f"{PROJECT}:keys"
+"""Where the cluster's keys and passwords are made: `pulumi` (the default: pulumi-random and
+pulumi-tls, kept encrypted in the stack's state, as clusters deployed before had them) or `cluster`
+(the in-cluster generator Job, sunk.manifests.keygen: no key ever enters the state). `sunk render`
+always renders `cluster`: a rendered file never holds a key."""
+KEY_SOURCES = ("pulumi", "cluster")
+KEYS = (CLUSTER_KEY, OPERATOR_KEY, ALLOW_STATE_REPLACEMENT_KEY, KEYS_FROM_KEY)
 STACK_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(dev|staging|prod|[a-z0-9]+)$")
 
 
@@ -186,6 +192,9 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
         isinstance(allow, bool) or (isinstance(allow, str) and allow.strip() in ("true", "false"))
     ):
         problems.append(Problem(ALLOW_STATE_REPLACEMENT_KEY, f"{allow!r} is not a boolean (true, false)"))
+    source_of_keys = config.get(KEYS_FROM_KEY, "pulumi")
+    if source_of_keys not in KEY_SOURCES:
+        problems.append(Problem(KEYS_FROM_KEY, f"{source_of_keys!r} is not one of {', '.join(KEY_SOURCES)}"))
     operator = spec = None
     try:
         operator = _operator(config.get(OPERATOR_KEY, False), source)
@@ -262,3 +271,9 @@ def allows_state_replacement(config: dict[str, Any]) -> bool:
     """`sunk:allowStateReplacement` is exactly true (YAML or the text Pulumi hands a program)."""
     value = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
     return value is True or (isinstance(value, str) and value.strip() == "true")
+
+
+def keys_from(config: dict[str, Any]) -> str:
+    """`sunk:keys`: `pulumi` (default) or `cluster` (parse_config refused anything else)."""
+    value = config.get(KEYS_FROM_KEY, "pulumi")
+    return "cluster" if value == "cluster" else "pulumi"

@@ -3,7 +3,18 @@ minus the generated secret values)."""
 
 from __future__ import annotations
 
-from sunk.manifests import accounting, controller, exporter, login, monitoring, network, nodeset, restapi, runtime
+from sunk.manifests import (
+    accounting,
+    controller,
+    exporter,
+    keygen,
+    login,
+    monitoring,
+    network,
+    nodeset,
+    restapi,
+    runtime,
+)
 from sunk.manifests.auth import AuthRefs, auth_refs
 from sunk.manifests.config import config_maps
 from sunk.manifests.meta import Manifest, labels, obj
@@ -28,11 +39,12 @@ def namespace(spec: ClusterSpec) -> Manifest:
 
 
 def cluster_manifests(spec: ClusterSpec, operator_namespace: str | None = "sunk-system") -> list[Manifest]:
-    """Every object of one tenant's cluster except the generated Secrets (their values come
-    from pulumi-random at deploy time) and the login host keys."""
+    """Every object of one tenant's cluster as `sunk render` writes it: the keys and passwords are
+    made in the cluster by the key generator's Job (no Secret here holds one)."""
     refs: AuthRefs = auth_refs(spec)
     out = [namespace(spec)] if spec.create_namespace else []
     out += config_maps(spec)
+    out += keygen.keygen_manifests(spec, refs)
     out += shared_claims(spec)
     out += controller.controller_manifests(spec, refs)
     out += accounting.accounting_manifests(spec, refs)

@@ -1,5 +1,6 @@
-"""Each stack's program is evaluated once per session (through the same mock engine as
-`sunk render`) and shared by every test here."""
+"""Each stack's program is evaluated once per session (through the same mock engine and with the
+same config as `sunk render`: keys made in the cluster) and shared by every test here;
+`pulumi_keys` evaluates them as a plain `pulumi up` does (keys in the Pulumi state)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from sunk.components.offline import Evaluation, evaluate, stack_config
-from sunk.components.render import Rendered, render_evaluation
+from sunk.components.render import Rendered, render_config, render_evaluation
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import list_stacks, load_stack, stack_path
@@ -21,7 +22,7 @@ LIBRARY = "library"
 
 def _evaluate_stack(stack: str) -> Evaluation:
     path = stack_path(stack, ROOT / "stacks")
-    config, secret = stack_config(path)
+    config, secret = render_config(path)
     return evaluate(ROOT / "__main__.py", stack=stack, config=config, secret_keys=secret)
 
 
@@ -40,3 +41,14 @@ def rendered(evaluations: dict[str, Evaluation]) -> dict[str, Rendered]:
 @pytest.fixture(scope="session")
 def specs() -> dict[str, ClusterSpec]:
     return {stack: load_stack(stack, ROOT / "stacks").spec for stack in STACKS}
+
+
+@pytest.fixture(scope="session")
+def pulumi_keys(evaluations: dict[str, Evaluation]) -> dict[str, Evaluation]:
+    """Each stack as `pulumi up` runs it without `sunk:keys`: keys from pulumi-random and
+    pulumi-tls (the library program never asks for keys in the cluster)."""
+    out = {LIBRARY: evaluations[LIBRARY]}
+    for stack in STACKS:
+        config, secret = stack_config(stack_path(stack, ROOT / "stacks"))
+        out[stack] = evaluate(ROOT / "__main__.py", stack=stack, config=config, secret_keys=secret)
+    return out

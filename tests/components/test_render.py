@@ -14,9 +14,10 @@ import pytest
 import yaml
 from openapi_schema_validator import OAS30Validator
 from sunk.components import render as render_module
-from sunk.components.offline import REDACTED, Evaluation
+from sunk.components.offline import MADE_AT_DEPLOY, REDACTED, Evaluation
 from sunk.components.render import CLUSTER_SCOPE, Rendered, file_name, render_evaluation, write
 
+from sunk import keys
 from sunk.cli import main
 from sunk.manifests.nodeset_crd import closed, open_api_schema
 from sunk.nodeset_resource import API_VERSION as NODESET_API
@@ -100,34 +101,40 @@ def test_file_names_order_objects_for_kubectl_apply(rendered: dict[str, Rendered
 
 
 @pytest.mark.parametrize("name", [*STACKS, LIBRARY])
-def test_secrets_are_redacted_unless_asked(
-    rendered: dict[str, Rendered], evaluations: dict[str, Evaluation], name: str
-) -> None:
-    shown = render_evaluation(evaluations[name], show_secrets=True)
-    placeholders = {
-        v
-        for n, t in shown.files.items()
-        if "-secret-" in n
-        for part in ("data", "stringData")
-        for v in (yaml.safe_load(t).get(part) or {}).values()
-    }
-    redacted = "".join(rendered[name].files.values())
-    assert placeholders and not [p for p in placeholders if p in redacted]
-    for n, t in rendered[name].files.items():
-        if "-secret-" in n:
-            obj = yaml.safe_load(t)
-            assert "data" not in obj and set(obj["stringData"].values()) == {REDACTED}
-            assert set(obj["stringData"]) == set(yaml.safe_load(shown.files[n]).get("data") or {}) | set(
-                yaml.safe_load(shown.files[n]).get("stringData") or {}
-            )
+def test_secrets_are_redacted_unless_asked(pulumi_keys: dict[str, Evaluation], name: str) -> None:
+    """With keys from Pulumi (`pulumi up`, previewed offline): a generated key is in no file,
+    with or without --show-secrets, only named in the made-at-deploy annotation; every other
+    Secret value is redacted unless asked."""
+    shown = render_evaluation(pulumi_keys[name], show_secrets=True)
+    redacted = render_evaluation(pulumi_keys[name])
+    assert shown.files.keys() == redacted.files.keys()
+    made = 0
+    for n, t in redacted.files.items():
+        if "-secret-" not in n:
+            continue
+        obj, full = yaml.safe_load(t), yaml.safe_load(shown.files[n])
+        generated = set(filter(None, obj["metadata"].get("annotations", {}).get(keys.MADE_AT_DEPLOY, "").split(",")))
+        made += len(generated)
+        kept = set(full.get("data") or {}) | set(full.get("stringData") or {})
+        assert not generated & kept, n
+        assert "data" not in obj and set((obj.get("stringData") or {}).values()) <= {REDACTED}
+        assert set(obj.get("stringData") or {}) == kept, n
+        assert REDACTED not in shown.files[n] and MADE_AT_DEPLOY not in shown.files[n]
+    assert made, "expected generated keys in a program that has Pulumi make them"
 
 
-def test_show_secrets_writes_placeholders_not_keys(evaluations: dict[str, Evaluation]) -> None:
-    shown = render_evaluation(evaluations["acme-dev"], show_secrets=True)
-    keys = yaml.safe_load(shown.files["04-secret-acme-research-research-login-host-keys.yaml"])
-    assert "offline placeholder" in keys["stringData"]["ssh_host_ed25519_key"]
-    db = yaml.safe_load(shown.files["04-secret-acme-research-research-mariadb.yaml"])
-    assert db["stringData"]["password"].startswith("OFFLINE")
+def test_a_pulumi_made_key_is_left_out_so_pods_fail_closed(pulumi_keys: dict[str, Evaluation]) -> None:
+    """Before: a redacted munge.key was ~106 bytes of text munged takes as a key, and
+    --show-secrets wrote the same bytes in every render. Now the key is absent: a pod mounting it
+    from an applied render does not start (the kubelet finds no such key)."""
+    for show in (False, True):
+        files = render_evaluation(pulumi_keys["acme-dev"], show_secrets=show).files
+        auth = yaml.safe_load(files["04-secret-acme-research-research-auth.yaml"])
+        assert "data" not in auth and "stringData" not in auth
+        assert auth["metadata"]["annotations"] == {keys.MADE_AT_DEPLOY: "munge.key"}
+        db = yaml.safe_load(files["04-secret-acme-research-research-mariadb.yaml"])
+        assert db["metadata"]["annotations"][keys.MADE_AT_DEPLOY] == "password,root-password"
+        assert "OFFLINE" not in "".join(files.values()) and "PRIVATE KEY" not in "".join(files.values())
 
 
 def test_same_stack_same_bytes_across_processes(rendered: dict[str, Rendered], tmp_path: Path) -> None:
@@ -228,3 +235,44 @@ def test_a_matrix_refuses_the_same_stack_twice_and_bad_job_counts(
     assert exit_.value.code == 2
     assert "0 is less than 1; give 1 or more" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", STACKS)
+@pytest.mark.parametrize("show_secrets", [False, True])
+def test_no_render_holds_key_material(evaluations: dict[str, Evaluation], name: str, show_secrets: bool) -> None:
+    """`sunk render` makes no key, password or host key, placeholder or real, with or without
+    --show-secrets: no generated value is registered, and the only Secrets written hold no key
+    (sssd.conf, which names no password). The key generator's Job makes them in the cluster."""
+    ev = evaluations[name]
+    assert ev.generated() == []
+    files = render_evaluation(ev, show_secrets=show_secrets).files
+    secrets = {n: yaml.safe_load(t) for n, t in files.items() if "-secret-" in n}
+    for n, obj in secrets.items():
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == "login" and n.endswith("-sssd.yaml"), n
+    text = "".join(files.values())
+    for marker in ("PRIVATE KEY", "OFFLINE", "offline placeholder", "munge.key:", "jwt_hs256.key:"):
+        assert marker not in text, marker
+    jobs = [yaml.safe_load(t) for n, t in files.items() if n.startswith("08-job-") and "-keygen-" in n]
+    assert len(jobs) == 1
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_pulumi_up_and_the_render_differ_only_in_who_makes_the_keys(
+    evaluations: dict[str, Evaluation], pulumi_keys: dict[str, Evaluation], name: str
+) -> None:
+    """The same program either way: with `sunk:keys: cluster` (the render) the key generator's
+    ServiceAccount, Role, RoleBinding and Job; with keys from Pulumi the Secrets holding them.
+    Every other object is byte for byte the same."""
+    cluster = render_evaluation(evaluations[name]).files
+    state = render_evaluation(pulumi_keys[name]).files
+    only_cluster = {n for n in cluster.keys() - state.keys()}
+    only_state = {n for n in state.keys() - cluster.keys()}
+    assert only_cluster and all("-keygen" in n for n in only_cluster), only_cluster
+    assert {yaml.safe_load(cluster[n])["kind"] for n in only_cluster} == {
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Job",
+    }
+    assert only_state and all(n.startswith("04-secret-") for n in only_state), only_state
+    assert [n for n in cluster.keys() & state.keys() if cluster[n] != state[n]] == []

@@ -150,7 +150,7 @@ def test_a_misspelt_config_key_gets_a_did_you_mean(tmp_path: Path) -> None:
         load_stack(_stack(tmp_path, body))
     assert info.value.lines == [
         "line 2, sunk:clusters: unknown setting; did you mean sunk:cluster? known: sunk:cluster, sunk:operator, "
-        "sunk:allowStateReplacement"
+        "sunk:allowStateReplacement, sunk:keys"
     ]
 
 
@@ -179,3 +179,12 @@ def test_a_refused_scalar_alone_is_still_an_error(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_stack(_stack(tmp_path, good.replace("oci.conf", "mpi.conf").replace("default: true", "default: no")))
     assert [line.split(",")[0] for line in info.value.lines] == ["line 15"]  # the one problem
+
+
+def test_where_keys_are_made_is_pulumi_or_cluster(tmp_path: Path) -> None:
+    body = STACK.replace("sunk:cluster:", "sunk:keys: vault\n  sunk:cluster:", 1)
+    with pytest.raises(SpecError) as info:
+        load_stack(_stack(tmp_path, body))
+    assert any("sunk:keys: 'vault' is not one of pulumi, cluster" in line for line in info.value.lines), (
+        info.value.lines
+    )

@@ -1,0 +1,72 @@
+"""What the generator creates: the wanted Secrets (from the Job's environment) and each Secret's
+body from generated values. Pure: no I/O, no randomness."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sunk.manifests.keygen import KINDS, Kind
+
+
+class PlanError(ValueError):
+    """The wanted list can't be used; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class Wanted:
+    name: str
+    items: tuple[tuple[str, Kind], ...]
+    labels: Mapping[str, str]
+
+
+def _kind(value: object, where: str) -> Kind:
+    for kind in KINDS:
+        if value == kind:
+            return kind
+    raise PlanError(f"{where}.kind: {value!r} is not one of {', '.join(KINDS)}")
+
+
+def parse(text: str) -> list[Wanted]:
+    """SUNK_KEYGEN_SECRETS (sunk.manifests.keygen.secrets_json) -> the Secrets to make."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PlanError(f"not JSON: {err}") from None
+    if not isinstance(raw, list):
+        raise PlanError("expected a list of Secrets")
+    out = []
+    for i, entry in enumerate(raw):
+        where = f"[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+            raise PlanError(f"{where}.name: missing")
+        items = entry.get("items")
+        if not isinstance(items, list) or not items:
+            raise PlanError(f"{where}.items: expected a non-empty list")
+        pairs = []
+        for j, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("key"), str) or not item["key"]:
+                raise PlanError(f"{where}.items[{j}].key: missing")
+            pairs.append((item["key"], _kind(item.get("kind"), f"{where}.items[{j}]")))
+        labels = entry.get("labels") or {}
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            raise PlanError(f"{where}.labels: expected a map of strings")
+        out.append(Wanted(entry["name"], tuple(pairs), dict(labels)))
+    names = [w.name for w in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise PlanError(f"Secrets named twice: {', '.join(dup)}")
+    return out
+
+
+def secret_body(wanted: Wanted, namespace: str, values: Mapping[str, bytes]) -> dict[str, object]:
+    """The Secret to create: every key of `wanted` from `values` (KeyError: one is missing)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": wanted.name, "namespace": namespace, "labels": dict(wanted.labels)},
+        "data": {key: base64.b64encode(values[key]).decode() for key, _ in wanted.items},
+    }

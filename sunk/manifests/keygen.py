@@ -1,0 +1,171 @@
+"""The key generator: a one-shot Job in the tenant namespace that creates every key and password
+the cluster needs in the cluster itself, so no key passes through a render, a Pulumi state or a
+Git repository (sunk.runtime.keygen runs it).
+
+It creates each Secret of `wanted_secrets(spec)` that does not exist yet: the Slurm auth key
+(munge.key or slurm.key, 1024 random bytes), the JWT key (32 bytes), the in-cluster MariaDB's two
+passwords and the login host keys (ed25519 and RSA). A Secret that exists is never read or
+changed, whoever made it (an earlier run, ExternalSecrets, SealedSecrets, an administrator), and
+no value is ever logged. Secrets the spec names instead (`existingSecret`, an external database's
+`passwordSecret`) are not the generator's.
+
+Its ServiceAccount may only `create` Secrets in the namespace: it never reads one, so it learns
+nothing of a Secret that exists (its create answers 409 AlreadyExists and it moves on). The Job's name carries a hash of what it makes,
+so a changed list runs a new Job (Jobs are immutable) and an unchanged one is left alone."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from sunk import keys, roles
+from sunk.manifests.auth import AuthRefs, auth_refs, db_secret_name, host_keys_secret_name
+from sunk.manifests.config import DB_PASSWORD_KEY, DB_ROOT_PASSWORD_KEY, JWT_KEY
+from sunk.manifests.meta import (
+    RUNTIME_UID,
+    Manifest,
+    content_hash,
+    fixed_resources,
+    labels,
+    metadata,
+    obj,
+    restricted,
+)
+from sunk.manifests.podsettings import apply_pod
+from sunk.spec.cluster import ClusterSpec
+
+COMPONENT = "keygen"
+MODULE = "sunk.runtime.keygen"
+RBAC = "rbac.authorization.k8s.io"
+SECRETS_ENV = "SUNK_KEYGEN_SECRETS"
+"""The JSON list of Secrets to make (names, keys, kinds and labels; never a value)."""
+WORK_DIR = "/run/keygen"
+"""A memory-backed folder: ssh-keygen writes each host key there before it is read and removed."""
+
+Kind = Literal["random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072"]
+KINDS: tuple[Kind, ...] = ("random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072")
+"""random-N: N bytes from the kernel's CSPRNG (munge's `mungekey` default and Slurm's slurm.key
+size are 1024; Slurm's JWT guide asks 32 for HS256); password-32: 32 letters and digits (the
+password ends up in a `Key=Value` line of slurmdbd.conf); ssh-*: an OpenSSH private key from
+ssh-keygen."""
+
+
+@dataclass(frozen=True)
+class WantedSecret:
+    """One Secret the generator makes: its name, purpose (sunk.roles), keys and their kinds."""
+
+    name: str
+    purpose: roles.SecretPurpose
+    items: tuple[tuple[str, Kind], ...]
+    labels: tuple[tuple[str, str], ...]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "purpose": self.purpose,
+            "items": [{"key": k, "kind": kind} for k, kind in self.items],
+            "labels": dict(self.labels),
+        }
+
+
+def _labels(spec: ClusterSpec, component: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted({**labels(spec, component), keys.GENERATED_BY: COMPONENT}.items()))
+
+
+def wanted_secrets(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[WantedSecret]:
+    """The Secrets this cluster's generator makes (none the spec names instead)."""
+    refs = refs if refs is not None else auth_refs(spec)
+    out: list[WantedSecret] = []
+    if refs.generate_auth:
+        out.append(WantedSecret(refs.auth.secret, "auth", ((refs.auth.key, "random-1024"),), _labels(spec, "auth")))
+    if refs.generate_jwt:
+        out.append(WantedSecret(refs.jwt.secret, "jwt", ((JWT_KEY, "random-32"),), _labels(spec, "auth")))
+    if refs.generate_db:
+        out.append(
+            WantedSecret(
+                db_secret_name(spec),
+                "database",
+                ((DB_PASSWORD_KEY, "password-32"), (DB_ROOT_PASSWORD_KEY, "password-32")),
+                _labels(spec, "mariadb"),
+            )
+        )
+    if spec.login.enabled and spec.login.persist_host_keys:
+        out.append(
+            WantedSecret(
+                host_keys_secret_name(spec),
+                "ssh-host-keys",
+                (("ssh_host_ed25519_key", "ssh-ed25519"), ("ssh_host_rsa_key", "ssh-rsa-3072")),
+                _labels(spec, "login"),
+            )
+        )
+    return out
+
+
+def secrets_json(wanted: list[WantedSecret]) -> str:
+    return json.dumps([w.as_json() for w in wanted], sort_keys=True, separators=(",", ":"))
+
+
+def keygen_name(spec: ClusterSpec) -> str:
+    return f"{spec.name}-keygen"
+
+
+def job_name(spec: ClusterSpec, wanted: list[WantedSecret]) -> str:
+    return f"{keygen_name(spec)}-{content_hash(secrets_json(wanted), spec.images.runtime.ref)[:8]}"
+
+
+def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Manifest]:
+    """ServiceAccount, Role, RoleBinding and Job; nothing when every Secret is the user's."""
+    wanted = wanted_secrets(spec, refs)
+    if not wanted:
+        return []
+    name = keygen_name(spec)
+    meta = metadata(spec, name, COMPONENT)
+    container = {
+        "name": COMPONENT,
+        "image": spec.images.runtime.ref,
+        "command": ["python", "-m", MODULE],
+        "env": [
+            {"name": "SUNK_NAMESPACE", "value": spec.ns},
+            {"name": SECRETS_ENV, "value": secrets_json(wanted)},
+            {"name": "SUNK_WORK_DIR", "value": WORK_DIR},
+        ],
+        "securityContext": {**restricted(RUNTIME_UID), "readOnlyRootFilesystem": True},
+        "resources": fixed_resources("10m", "32Mi", "128Mi"),
+        "volumeMounts": [{"name": "work", "mountPath": WORK_DIR}],
+    }
+    pod: Manifest = {
+        "metadata": {"labels": labels(spec, COMPONENT)},
+        "spec": {
+            "serviceAccountName": name,
+            "restartPolicy": "OnFailure",
+            "enableServiceLinks": False,
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": [{"name": "work", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+        },
+    }
+    # Placed and pulled like the runtime, whose image it runs.
+    pod = apply_pod(pod, spec.runtime, main=None, pull_secrets=spec.images.pull_secrets)
+    return [
+        obj("v1", "ServiceAccount", meta, automountServiceAccountToken=True),
+        obj(
+            f"{RBAC}/v1",
+            "Role",
+            metadata(spec, name, COMPONENT),
+            rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}],
+        ),
+        obj(
+            f"{RBAC}/v1",
+            "RoleBinding",
+            metadata(spec, name, COMPONENT),
+            roleRef={"apiGroup": RBAC, "kind": "Role", "name": name},
+            subjects=[{"kind": "ServiceAccount", "name": name, "namespace": spec.ns}],
+        ),
+        obj(
+            "batch/v1",
+            "Job",
+            metadata(spec, job_name(spec, wanted), COMPONENT),
+            spec={"backoffLimit": 10, "activeDeadlineSeconds": 1800, "template": pod},
+        ),
+    ]

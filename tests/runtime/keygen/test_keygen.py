@@ -1,0 +1,244 @@
+"""The key generator: its plan, its values, and the rendered Job's own command and settings run
+against a Kubernetes API (kubesim) that holds the rest of the render, twice, on two clusters, and
+once more on a cluster where some Secrets already exist; then from the runtime image itself."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from sunk.runtime.harness.image_process import RuntimeImage
+from sunk.runtime.keygen.__main__ import Settings
+from sunk.runtime.keygen.plan import PlanError, Wanted, parse, secret_body
+from sunk.runtime.keygen.values import PASSWORD_ALPHABET, make
+from sunk.runtime.testing.kubesim import KubeSim
+
+from sunk.manifests.cluster import cluster_manifests
+from sunk.manifests.keygen import secrets_json, wanted_secrets
+from sunk.spec.cluster import ClusterSpec
+from sunk.stackfile import load_stack
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _spec(stack: str = "acme-dev") -> ClusterSpec:
+    return load_stack(stack, ROOT / "stacks").spec
+
+
+def _job(spec: ClusterSpec) -> dict[str, Any]:
+    (job,) = [
+        m
+        for m in cluster_manifests(spec)
+        if m["kind"] == "Job" and m["metadata"]["labels"]["app.kubernetes.io/component"] == "keygen"
+    ]
+    return job
+
+
+def _job_env(spec: ClusterSpec) -> dict[str, str]:
+    (container,) = _job(spec)["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "sunk.runtime.keygen"]
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def _kubeconfig(sim: KubeSim, path: Path) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "k", "cluster": {"server": sim.url}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return path
+
+
+def _apply_render(sim: KubeSim, spec: ClusterSpec) -> None:
+    """The render's objects this API serves (ConfigMaps, Secrets, Services), created as
+    `kubectl apply -f` would create them."""
+    core = client.CoreV1Api(sim.api_client())
+    sim.add_namespace(spec.ns)
+    for m in cluster_manifests(spec):
+        if m["kind"] == "ConfigMap":
+            core.create_namespaced_config_map(spec.ns, client.V1ConfigMap.model_validate(m))
+        elif m["kind"] == "Secret":
+            core.create_namespaced_secret(spec.ns, client.V1Secret.model_validate(m))
+        elif m["kind"] == "Service":
+            core.create_namespaced_service(spec.ns, client.V1Service.model_validate(m))
+
+
+def _secrets(sim: KubeSim, namespace: str) -> dict[str, dict[str, bytes]]:
+    core = client.CoreV1Api(sim.api_client())
+    out = {}
+    for s in core.list_namespaced_secret(namespace).items:
+        assert s.metadata is not None and s.metadata.name is not None
+        out[s.metadata.name] = {k: base64.b64decode(v) for k, v in (s.data or {}).items()}
+    return out
+
+
+def _run_job(env: dict[str, str], kubeconfig: Path, work: Path) -> subprocess.CompletedProcess[str]:
+    """The Job's container: its command with its environment (the work folder moved off /run)."""
+    run_env = {**os.environ, **env, "KUBECONFIG": str(kubeconfig), "SUNK_WORK_DIR": str(work)}
+    return subprocess.run(
+        [sys.executable, "-m", "sunk.runtime.keygen"], env=run_env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def sims() -> Iterator[tuple[KubeSim, KubeSim]]:
+    with KubeSim() as a, KubeSim() as b:
+        yield a, b
+
+
+def test_the_rendered_job_makes_fresh_keys_on_each_cluster_and_logs_no_value(
+    sims: tuple[KubeSim, KubeSim], tmp_path: Path
+) -> None:
+    spec = _spec()
+    env = _job_env(spec)
+    made = []
+    for i, sim in enumerate(sims):
+        _apply_render(sim, spec)
+        result = _run_job(env, _kubeconfig(sim, tmp_path / f"kubeconfig-{i}"), tmp_path)
+        assert result.returncode == 0, result.stderr
+        secrets = _secrets(sim, spec.ns)
+        for want in wanted_secrets(spec):
+            assert want.name in secrets, want.name
+            assert set(secrets[want.name]) == {k for k, _ in want.items}
+        for value in (v for s in wanted_secrets(spec) for v in secrets[s.name].values()):
+            shown = value.decode(errors="replace")
+            assert value not in (result.stdout + result.stderr).encode() and shown not in result.stderr
+        assert f"created Secret {spec.ns}/research-auth (munge.key)" in result.stderr
+        made.append(secrets)
+    first, second = made
+    auth = first["research-auth"]["munge.key"]
+    assert len(auth) == 1024 and len(first["research-jwt"]["jwt_hs256.key"]) == 32
+    password = first["research-mariadb"]["password"].decode()
+    assert len(password) == 32 and set(password) <= set(PASSWORD_ALPHABET)
+    assert first["research-login-host-keys"]["ssh_host_ed25519_key"].startswith(b"-----BEGIN OPENSSH PRIVATE KEY")
+    for want in wanted_secrets(spec):
+        for key, _ in want.items:
+            assert first[want.name][key] != second[want.name][key], f"{want.name}/{key} is the same on both clusters"
+
+
+def test_existing_secrets_are_left_alone_and_a_second_run_changes_nothing(
+    sims: tuple[KubeSim, KubeSim], tmp_path: Path
+) -> None:
+    spec = _spec()
+    sim = sims[0]
+    _apply_render(sim, spec)
+    core = client.CoreV1Api(sim.api_client())
+    mine = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "research-jwt"}, "data": {"x": "bXlvd24="}}
+    core.create_namespaced_secret(spec.ns, client.V1Secret.model_validate(mine))
+    kubeconfig = _kubeconfig(sim, tmp_path / "kubeconfig")
+    result = _run_job(_job_env(spec), kubeconfig, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"kept Secret {spec.ns}/research-jwt: it exists" in result.stderr
+    after_first = _secrets(sim, spec.ns)
+    assert after_first["research-jwt"] == {"x": b"myown"}
+    again = _run_job(_job_env(spec), kubeconfig, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "created" not in again.stderr
+    assert _secrets(sim, spec.ns) == after_first
+
+
+def test_secrets_the_spec_names_are_not_the_generators() -> None:
+    """globex-prod brings its own slurm.key and JWT Secrets: the generator makes only the rest."""
+    names = {w.name for w in wanted_secrets(_spec("globex-prod"))}
+    assert names == {"sim-mariadb", "sim-login-host-keys"}
+    assert "globex-slurm-key" not in names and "globex-jwt" not in names
+
+
+def test_the_generator_may_only_create_secrets() -> None:
+    spec = _spec()
+    (role,) = [
+        m
+        for m in cluster_manifests(spec)
+        if m["kind"] == "Role" and m["metadata"]["labels"]["app.kubernetes.io/component"] == "keygen"
+    ]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
+
+
+def test_bad_settings_name_the_variable_and_the_entry() -> None:
+    with pytest.raises(PlanError, match=r"\[0\]\.items\[0\]\.kind: 'random-7' is not one of"):
+        parse('[{"name": "a", "items": [{"key": "k", "kind": "random-7"}]}]')
+    with pytest.raises(PlanError, match="Secrets named twice: a"):
+        parse(
+            '[{"name": "a", "items": [{"key": "k", "kind": "random-32"}]}, {"name": "a", "items": [{"key": "j", "kind": "random-32"}]}]'
+        )
+    result = subprocess.run(
+        [sys.executable, "-m", "sunk.runtime.keygen"],
+        env={**os.environ, "SUNK_NAMESPACE": "n", "SUNK_KEYGEN_SECRETS": "{"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "SUNK_KEYGEN_SECRETS: not JSON" in result.stderr
+
+
+def test_the_wanted_list_round_trips_and_bodies_carry_every_key() -> None:
+    spec = _spec()
+    wanted = parse(secrets_json(wanted_secrets(spec)))
+    assert [w.name for w in wanted] == [w.name for w in wanted_secrets(spec)]
+    w = Wanted("s", (("a", "random-32"), ("b", "password-32")), {"l": "v"})
+    body = secret_body(w, "ns", {"a": b"\x00\x01", "b": b"pw"})
+    assert body["data"] == {"a": "AAE=", "b": "cHc="} and body["metadata"] == {
+        "name": "s",
+        "namespace": "ns",
+        "labels": {"l": "v"},
+    }
+    with pytest.raises(KeyError):
+        secret_body(w, "ns", {"a": b"x"})
+
+
+@pytest.mark.parametrize(("kind", "algorithm"), [("ssh-ed25519", "ssh-ed25519"), ("ssh-rsa-3072", "ssh-rsa")])
+def test_host_keys_are_keys_ssh_reads(kind: Any, algorithm: str, tmp_path: Path) -> None:
+    key = make(kind, tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+    path = tmp_path / "k"
+    path.write_bytes(key)
+    path.chmod(0o600)
+    public = subprocess.run(["ssh-keygen", "-y", "-f", str(path)], capture_output=True, text=True, check=True).stdout
+    assert public.startswith(algorithm + " ")
+    assert make(kind, tmp_path) != key
+
+
+def test_settings_read_the_jobs_environment() -> None:
+    env = _job_env(_spec())
+    s = Settings.from_env(env)
+    assert s.namespace == "acme-research" and str(s.work_dir) == "/run/keygen"
+
+
+def test_the_generator_runs_from_the_runtime_image(runtime_image: RuntimeImage, tmp_path: Path) -> None:
+    """The Job's command from the image the Job names: its python, its wheels, its ssh-keygen."""
+    spec = _spec()
+    with KubeSim() as sim:
+        _apply_render(sim, spec)
+        # Under the host's /tmp, which the image's user can reach (pytest's own folders are 0700).
+        work = Path(tempfile.mkdtemp(prefix="sunk-keygen-", dir="/tmp"))
+        os.chown(work, runtime_image.uid, runtime_image.gid)
+        env = {
+            **_job_env(spec),
+            "KUBECONFIG": str(_kubeconfig(sim, tmp_path / "kubeconfig")),
+            "SUNK_WORK_DIR": str(work),
+        }
+        proc = runtime_image.popen(
+            "sunk.runtime.keygen", env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        secrets = _secrets(sim, spec.ns)
+        assert {w.name for w in wanted_secrets(spec)} <= set(secrets)
+        assert secrets["research-login-host-keys"]["ssh_host_rsa_key"].startswith(b"-----BEGIN OPENSSH PRIVATE KEY")
+        assert list(work.iterdir()) == []
+        work.rmdir()
