@@ -161,7 +161,12 @@ class SlurmCluster(Component):
             opts=child(self, depends_on=keyed),
         )
         self.network = NetworkPolicies(
-            f"{name}-network", spec, namespace=ns, operator_namespace=operator_namespace, opts=child(self)
+            f"{name}-network",
+            spec,
+            namespace=ns,
+            operator_namespace=operator_namespace,
+            keys_in_cluster=keys_in_cluster,
+            opts=child(self),
         )
         self.monitoring = None
         if spec.monitoring.enabled:

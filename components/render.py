@@ -2,8 +2,9 @@
 YAML, one file per object, deterministic (same stack, same bytes, in any process).
 
 Files are named `<rank>-<kind>-<namespace>-<name>.yaml` (`_cluster` for cluster-scoped objects).
-The two-digit rank orders them for `kubectl apply -f DIR`: namespaces, the CRD, RBAC, config
-and storage, Services, workloads, then custom resources. A stack's keys are made in the cluster
+The two-digit rank orders them for `kubectl apply -f DIR`: namespaces, RBAC, config and storage,
+Services, workloads, Jobs, then custom resources; CustomResourceDefinitions go to DIR/crds, applied
+first (apply_command). A stack's keys are made in the cluster
 (render_config), so no file holds one; a program that has Pulumi generate keys gets its Secrets
 without those keys (sunk.components.offline). Other Secret values are redacted (every key kept)
 unless --show-secrets."""
@@ -63,6 +64,9 @@ _RANKS = {
     "Job": 8,
 }
 CUSTOM_RANK = 9
+CRD_DIR = "crds"
+"""CustomResourceDefinitions go to this folder of a render, applied first: a NodeSet in the same
+`kubectl apply` as its CRD fails (kubectl maps every kind before it applies anything)."""
 OWN_FILE = re.compile(r"^\d\d-[a-z0-9]+-[a-z0-9_.-]+\.yaml$")
 
 
@@ -93,12 +97,25 @@ def rank(obj: Manifest) -> int:
 
 
 def file_name(obj: Manifest) -> str:
+    """`<rank>-<kind>-<namespace>-<name>.yaml`, under CRD_DIR for a CustomResourceDefinition."""
     meta = obj["metadata"]
-    return f"{rank(obj):02d}-{obj['kind'].lower()}-{meta.get('namespace', CLUSTER_SCOPE)}-{meta['name']}.yaml"
+    name = f"{rank(obj):02d}-{obj['kind'].lower()}-{meta.get('namespace', CLUSTER_SCOPE)}-{meta['name']}.yaml"
+    return f"{CRD_DIR}/{name}" if obj["kind"] == "CustomResourceDefinition" else name
+
+
+def apply_command(files: dict[str, str] | list[str], out: Path | str) -> str:
+    """The exact commands that apply a render in `out`: its CRDs first, until the API serves them,
+    then the rest (`kubectl apply -f DIR` reads DIR's own files, not CRD_DIR)."""
+    rest = f"kubectl apply -f {out}"
+    if not any(n.startswith(f"{CRD_DIR}/") for n in files):
+        return rest
+    crds = f"{out}/{CRD_DIR}"
+    return f"kubectl apply -f {crds} && kubectl wait --for=condition=Established --timeout=60s -f {crds} && {rest}"
 
 
 def ordered(objs: list[Manifest]) -> list[Manifest]:
-    return sorted(objs, key=file_name)
+    """Apply order: the CRD folder first, then the files by name."""
+    return sorted(objs, key=lambda o: (not file_name(o).startswith(f"{CRD_DIR}/"), file_name(o)))
 
 
 @dataclass(frozen=True)
@@ -192,12 +209,17 @@ def write(rendered: Rendered, out: Path) -> list[Path]:
 
 def write_files(files: dict[str, str], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.iterdir():
-        if old.is_file() and OWN_FILE.match(old.name) and old.name not in files:
-            old.unlink()
+    for folder in (out, out / CRD_DIR):
+        for old in folder.iterdir() if folder.is_dir() else []:
+            rel = old.relative_to(out).as_posix()
+            if old.is_file() and OWN_FILE.match(old.name) and rel not in files:
+                old.unlink()
+    if (out / CRD_DIR).is_dir() and not any((out / CRD_DIR).iterdir()):
+        (out / CRD_DIR).rmdir()
     paths = []
     for name, text in files.items():
         path = out / name
+        path.parent.mkdir(exist_ok=True)
         path.write_bytes(text.encode())
         paths.append(path)
     return paths
@@ -233,7 +255,11 @@ def summary(rendered: Rendered, out: Path | None, show_secrets: bool) -> str:
     if outputs:
         lines += ["", "Outputs:", *(f"    {k}: {_scalar(v)}" for k, v in outputs.items())]
     if out is not None:
-        lines += ["", f"Wrote {len(rendered.files)} files to {out} (apply in order: kubectl apply -f {out})"]
+        lines += [
+            "",
+            f"Wrote {len(rendered.files)} files to {out}; apply them with:",
+            f"  {apply_command(rendered.files, out)}",
+        ]
     return "\n".join(lines)
 
 

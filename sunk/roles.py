@@ -9,6 +9,8 @@ Every pod sunk renders or the operator creates plays one role, named by its
 - `root`: the containers that run as UID 0;
 - `writable_root`: the containers whose root filesystem stays writable (every other container
   mounts it read-only);
+- `escalation`: the containers that may gain privileges (setuid binaries): allowPrivilegeEscalation
+  is false for every other one;
 - `token`: whether the ServiceAccount token is mounted (only where a process calls the
   Kubernetes API);
 - `secrets`: the purposes (`SecretPurpose`) of the Secrets its pods may mount, as volumes or
@@ -17,7 +19,8 @@ Every pod sunk renders or the operator creates plays one role, named by its
 - `host_paths`: `NONE` or `POLICY` (only the paths the operator's tenant policy allows);
 - `host_network`: whether the pod shares the Node's network (no role does);
 - `listens`: `Link`s it accepts: a port (None: any port) and the peers allowed to connect;
-- `talks_to`: `Link`s it opens: a port and the peers it connects to.
+- `talks_to`: `Link`s it opens: a port and the peers it connects to (for the LDAP servers and an
+  external database, None: the ports the spec names).
 
 A peer is another role's name or one of the outside parties `OUTSIDE` lists (the Kubernetes API,
 DNS, a Service's source ranges, metrics scrapers, the LDAP servers, an external database,
@@ -104,6 +107,7 @@ class Role:
     privileged: frozenset[str] = frozenset()
     root: frozenset[str] = frozenset()
     writable_root: frozenset[str] = frozenset()
+    escalation: frozenset[str] = frozenset()
     host_paths: HostPaths = NONE
     host_network: bool = False
     listens: tuple[Link, ...] = ()
@@ -182,8 +186,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         Link(SLURMDBD_PORT, ("accounting",)),
                         # srun and salloc on login listen on ephemeral ports slurmctld calls back.
                         Link(None, ("login",)),
-                        Link(636, (LDAP,)),
-                        Link(389, (LDAP,)),
+                        Link(None, (LDAP,)),
                         *_DNS_OUT,
                     ),
                     reasons=_SIDECAR_REASONS,
@@ -198,10 +201,10 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     writable_root=frozenset({"slurmdbd", "munge", "sssd"}),
                     listens=(Link(SLURMDBD_PORT, ("controller", "login", "restapi", "accounting-setup")),),
                     talks_to=(
-                        Link(MARIADB_PORT, ("mariadb", DATABASE)),
+                        Link(MARIADB_PORT, ("mariadb",)),
+                        Link(None, (DATABASE,)),
                         Link(SLURMCTLD_PORT, ("controller",)),
-                        Link(636, (LDAP,)),
-                        Link(389, (LDAP,)),
+                        Link(None, (LDAP,)),
                         *_DNS_OUT,
                     ),
                     reasons=_SIDECAR_REASONS,
@@ -257,6 +260,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     secrets=frozenset({"auth", "ssh-host-keys", "sssd-config", *_LDAP}),
                     root=frozenset({"sshd", "sackd", *_SIDECAR_ROOT}),
                     writable_root=frozenset({"sshd", "sackd", "munge", "sssd"}),
+                    escalation=frozenset({"sshd"}),
                     listens=(
                         Link(SSH_PORT, (SOURCE_RANGES,)),
                         # srun, salloc and sattach: slurmctld and slurmstepd call back on ephemeral ports.
@@ -270,6 +274,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         "sshd.capabilities": "sshd's minimum: bind 22, chroot its privilege-separated child, "
                         "become the user, write the audit record, own the host keys it installs",
                         "sackd.root": "sackd reads the root-owned slurm.key and serves credentials to users",
+                        "sshd.escalation": "users' sessions run setuid programs (su, sudo, passwd, newgrp)",
                     },
                 )
             ),
@@ -279,6 +284,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     containers={"slurmd": _NO_CAPS, **_MUNGE, **_SSSD},
                     secrets=frozenset({"auth", "sssd-config", *_LDAP}),
                     privileged=frozenset({"slurmd"}),
+                    escalation=frozenset({"slurmd"}),
                     root=frozenset({"slurmd", *_SIDECAR_ROOT}),
                     writable_root=frozenset({"slurmd", "munge", "sssd"}),
                     host_paths=POLICY,

@@ -216,6 +216,11 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
         )
     if problems or spec is None:
         raise SpecError(problems, source, notes=notes)
+    if operator is not None:
+        operator = _policy_follows_registry(spec, operator)
+        refused = _refused_images(spec, operator)
+        if refused:
+            raise SpecError(refused, source)
     # Everything the spec puts into pods, as rendered, before any resource exists.
     gate = gate_problems(spec, operator)
     if gate:
@@ -223,6 +228,37 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     if operator is not None and "image" not in operator.model_fields_set:
         operator = operator.model_copy(update={"image": spec.images.runtime})  # the stack's runtime image
     return spec, operator
+
+
+def _policy_follows_registry(spec: ClusterSpec, operator: OperatorSpec) -> OperatorSpec:
+    """Without its own imagePrefixes, the operator admits the images of the stack's registry
+    (`images.registry`), not only sunk's default one, which would refuse every slurmd pod."""
+    if "image_prefixes" in operator.policy.model_fields_set or spec.images.registry is None:
+        return operator
+    policy = operator.policy.model_copy(update={"image_prefixes": [f"{spec.images.registry}/"]})
+    return operator.model_copy(update={"policy": policy})
+
+
+def _refused_images(spec: ClusterSpec, operator: OperatorSpec) -> list[Problem | str]:
+    """The stack's slurmd images (its registry's, or a NodeSet's own) that its own operator's policy
+    would refuse, each naming both fields; the pod gate (sunk.podgate) covers the sidecars."""
+    prefixes = operator.policy.image_prefixes
+    where: dict[str, str] = {}
+    for i, ns in enumerate(spec.nodesets):
+        own = "image" in ns.model_fields_set
+        where.setdefault(
+            spec.slurmd_image(ns).ref,
+            f"{CLUSTER_KEY}.nodesets[{i}].image" if own else f"{CLUSTER_KEY}.images (registry or slurmd)",
+        )
+    return [
+        Problem(
+            f"{OPERATOR_KEY}.policy.imagePrefixes",
+            f"{', '.join(prefixes) or 'none'} refuse {image}, which {field} gives slurmd pods: the operator "
+            f"would create none of them; add its registry to imagePrefixes or change {field}",
+        )
+        for image, field in sorted(where.items())
+        if not any(image.startswith(p) for p in prefixes)
+    ]
 
 
 def read_stack_file(path: Path) -> Any:

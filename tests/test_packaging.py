@@ -273,7 +273,9 @@ def test_a_platform_program_from_the_wheel(venv: Path, tmp_path: Path) -> None:
     assert validate.returncode == 0 and validate.stdout.startswith("✓ demo-dev: cluster slurm"), validate.stderr
     render = _run(venv, "sunk", "render", "demo-dev", "--out", "rendered", cwd=project)
     assert render.returncode == 0, render.stderr
-    assert (project / "rendered" / "01-customresourcedefinition-_cluster-nodesets.slurm.sunk.dev.yaml").is_file()
+    assert (
+        project / "rendered" / "crds" / "01-customresourcedefinition-_cluster-nodesets.slurm.sunk.dev.yaml"
+    ).is_file()
     listing = _run(venv, "sunk", "stacks", "list", "--json", cwd=project)
     assert [s["stack"] for s in json.loads(listing.stdout)] == ["demo-dev"], listing.stderr
 

@@ -132,6 +132,8 @@ def test_every_pod_gets_exactly_what_its_row_grants(
         uid = _user(c, pod)
         assert (uid == 0) <= (cname in row.root), f"{name}/{cname}: runs as root, not in the row"
         assert (cname in row.root) <= (uid in (0, None)), f"{name}/{cname}: runs as {uid}, the row says root"
+        escalates = ctx.get("allowPrivilegeEscalation") is not False  # Kubernetes' default is true
+        assert escalates == (cname in row.escalation), f"{name}/{cname}: allowPrivilegeEscalation"
         writable = not ctx.get("readOnlyRootFilesystem", False)
         assert writable == (cname in row.writable_root), f"{name}/{cname}: writable root {writable}"
         ports = {p["containerPort"] for p in c.get("ports", [])}
@@ -201,3 +203,22 @@ def test_a_secret_serving_two_purposes_is_allowed_where_either_is() -> None:
     assert "research-ldap" in allowed_secret_names(spec, "login")
     assert "research-ldap" not in allowed_secret_names(spec, "restapi")
     assert allowed_secret_names(spec, "operator") == frozenset()
+
+
+def test_pod_security_admission_is_privileged_only_where_slurmd_runs() -> None:
+    """slurmd must be privileged, so its tenant namespace enforces `privileged` (warning on
+    baseline, auditing restricted); the operator's namespace, where no row is privileged,
+    enforces `restricted`."""
+    from sunk.manifests.cluster import namespace as tenant_namespace
+    from sunk.manifests.operator import namespace as operator_namespace
+
+    assert any(r.privileged for r in roles.ROLES.values() if r.name == "slurmd")
+    assert not roles.ROLES["operator"].privileged and not roles.ROLES["operator"].root
+    tenant = tenant_namespace(SPECS["acme-dev"])["metadata"]["labels"]
+    assert tenant["pod-security.kubernetes.io/enforce"] == "privileged"
+    system = operator_namespace(OPERATOR)["metadata"]["labels"]
+    assert {k: v for k, v in system.items() if k.startswith("pod-security")} == {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }

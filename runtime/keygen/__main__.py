@@ -21,7 +21,7 @@ log = logging.getLogger("sunk.keygen")
 class Settings(EnvSettings):
     namespace: str
     keygen_secrets: str
-    work_dir: Path = Path("/run/keygen")
+    work_dir: Path = Path("/tmp")
 
     @field_validator("keygen_secrets")
     @classmethod

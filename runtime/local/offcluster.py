@@ -62,12 +62,12 @@ DIFFERENCES: tuple[Difference, ...] = (
         "in-cluster clients read exactly these variables and the mounted CA and token.",
     ),
     Difference(
-        "Secrets hold the render's deterministic offline placeholders (`sunk render --show-secrets`), "
-        "not values generated at deploy time, except SSH keys: each placeholder OpenSSH key is "
-        "replaced by a new key of the type its name says (`real_ssh_keys`).",
-        "There is no Pulumi engine here to generate them; the placeholders are valid random bytes "
-        "of the right length for munge and JWT, but an OpenSSH placeholder is not a key and sshd "
-        "refuses to start without real host keys.",
+        "The keys and passwords, which a render never holds, are made right after the apply by the "
+        "render's own key generator run from the host with the cluster's kubeconfig (`make_keys` in "
+        "runtime/local/cli.py); its in-cluster Job then finds each Secret and keeps it. A placeholder "
+        "OpenSSH key in a program's own Secret is still replaced by a new key (`real_ssh_keys`).",
+        "Pods that mount a key start as soon as its Secret exists, without waiting for the Job's pod; "
+        "the generator is the same code, creating only what is missing.",
     ),
     Difference(
         "No seccomp, AppArmor or SELinux confinement; capabilities, users, groups, no_new_privs and "

@@ -10,8 +10,9 @@ no value is ever logged. Secrets the spec names instead (`existingSecret`, an ex
 `passwordSecret`) are not the generator's.
 
 Its ServiceAccount may only `create` Secrets in the namespace: it never reads one, so it learns
-nothing of a Secret that exists (its create answers 409 AlreadyExists and it moves on). The Job's name carries a hash of what it makes,
-so a changed list runs a new Job (Jobs are immutable) and an unchanged one is left alone."""
+nothing of a Secret that exists (its create answers 409 AlreadyExists and it moves on). The Job's
+name carries a hash of its pod, what it makes included, so a change runs a new Job (Jobs are
+immutable) and an unchanged one is left alone."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ MODULE = "sunk.runtime.keygen"
 RBAC = "rbac.authorization.k8s.io"
 SECRETS_ENV = "SUNK_KEYGEN_SECRETS"
 """The JSON list of Secrets to make (names, keys, kinds and labels; never a value)."""
-WORK_DIR = "/run/keygen"
-"""A memory-backed folder: ssh-keygen writes each host key there before it is read and removed."""
+WORK_DIR = "/tmp"
+"""A memory-backed folder (the root filesystem is read-only): ssh-keygen writes each host key there
+before it is read and removed."""
 
 Kind = Literal["random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072"]
 KINDS: tuple[Kind, ...] = ("random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072")
@@ -110,8 +112,10 @@ def keygen_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-keygen"
 
 
-def job_name(spec: ClusterSpec, wanted: list[WantedSecret]) -> str:
-    return f"{keygen_name(spec)}-{content_hash(secrets_json(wanted), spec.images.runtime.ref)[:8]}"
+def job_name(spec: ClusterSpec, pod: Manifest) -> str:
+    """Named by a hash of its pod (what it makes included): a Job's template is immutable, so a
+    change is a new Job, and an unchanged one is left alone."""
+    return f"{keygen_name(spec)}-{content_hash(pod)[:8]}"
 
 
 def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Manifest]:
@@ -140,7 +144,12 @@ def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Ma
             "serviceAccountName": name,
             "restartPolicy": "OnFailure",
             "enableServiceLinks": False,
-            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            # fsGroup: the work folder is the image user's to write ssh-keygen's files into.
+            "securityContext": {
+                "runAsNonRoot": True,
+                "fsGroup": RUNTIME_UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "containers": [container],
             "volumes": [{"name": "work", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
         },
@@ -165,7 +174,7 @@ def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Ma
         obj(
             "batch/v1",
             "Job",
-            metadata(spec, job_name(spec, wanted), COMPONENT),
+            metadata(spec, job_name(spec, pod), COMPONENT),
             spec={"backoffLimit": 10, "activeDeadlineSeconds": 1800, "template": pod},
         ),
     ]

@@ -1,63 +1,175 @@
-"""NetworkPolicies: the accounting database answers only slurmdbd; slurmrestd answers only the
-tenant's runtime, its login pods, its Slurm metrics exporter, the cluster-wide operator and, when its
-Service is exposed (restapi.service), the source ranges it is exposed to.
+"""NetworkPolicies from the role table (sunk.roles): a default deny over this cluster's own pods
+(selected by their cluster label, so a tenant's other workloads in the namespace are untouched),
+and per role one policy admitting exactly the traffic its row lists, both ways.
 
-Only these two are fenced: slurmctld, slurmd and slurmdbd must accept Slurm RPCs from every
-Slurm pod (and slurmd from slurmctld), and they authenticate every RPC with munge or slurm.key."""
+How the table's peers become policy peers:
+- a role of this cluster: its pods (the cluster and component labels; slurmd pods carry both);
+- the operator: its pods in the operator's namespace;
+- `source-ranges`: the role's Service `sourceRanges`; for login, anywhere when it names none (its
+  Service is then open to anywhere), for slurmrestd only the ranges it is exposed to;
+- `metrics-scrapers`: any pod of any namespace, on the metrics port only;
+- `kube-api`: `network.apiServerCidrs` on `network.apiServerPorts` (the API server's addresses
+  differ per cluster);
+- `dns`: any address on port 53, UDP and TCP (node-local DNS caches listen outside the cluster's
+  pod network);
+- `ldap`, `external-database`: any address on the ports of auth.ldap.uris and accounting.external;
+- `anywhere`: no restriction (users' sessions on login, jobs on slurmd).
+
+The kubelet's probes come from the Node itself, which the common policy engines (Calico, Cilium)
+admit to the Node's own pods whatever the policies say."""
 
 from __future__ import annotations
 
-from sunk import naming
-from sunk.manifests.accounting import COMPONENT as ACCOUNTING
-from sunk.manifests.accounting import DB_COMPONENT, MARIADB_PORT
-from sunk.manifests.meta import Manifest, metadata, obj, selector
-from sunk.manifests.restapi import COMPONENT as RESTAPI
-from sunk.spec.cluster import ClusterSpec
+from collections.abc import Callable
+from urllib.parse import urlsplit
 
+from sunk import keys, roles
+from sunk.manifests.keygen import wanted_secrets
+from sunk.manifests.meta import Manifest, metadata, obj
+from sunk.spec.cluster import ClusterSpec
+from sunk.spec.services import NetworkSpec
+
+API = "networking.k8s.io/v1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace (Kubernetes >= 1.22)."""
 OPERATOR_LABELS = {"app.kubernetes.io/name": "sunk-operator"}
+OPEN = None
+"""A peer resolver's answer for `anywhere` (the rule names no peer)."""
+Peers = Callable[[str], list[Manifest] | None]
+"""A table peer -> the policy peers it stands for ([]: none here; OPEN: anywhere)."""
 
 
-def _policy(spec: ClusterSpec, name: str, target: str, sources: list[Manifest], port: int) -> Manifest:
-    return obj(
-        "networking.k8s.io/v1",
-        "NetworkPolicy",
-        metadata(spec, name, target),
-        spec={
-            "podSelector": {"matchLabels": selector(spec, target)},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": sources, "ports": [{"protocol": "TCP", "port": port}]}],
-        },
-    )
+def pods_of(cluster: str, role: str) -> Manifest:
+    """The pod selector of a role's pods in one cluster."""
+    return {"matchLabels": {keys.CLUSTER: cluster, keys.APP_COMPONENT: role}}
 
 
-def network_policies(spec: ClusterSpec, operator_namespace: str | None) -> list[Manifest]:
-    out: list[Manifest] = []
-    if spec.accounting.enabled and spec.accounting.external is None:
-        out.append(
-            _policy(
-                spec,
-                f"{naming.mariadb(spec)}-ingress",
-                DB_COMPONENT,
-                [{"podSelector": {"matchLabels": selector(spec, ACCOUNTING)}}],
-                MARIADB_PORT,
-            )
-        )
+def present_roles(spec: ClusterSpec, keygen: bool = True) -> list[str]:
+    """The table's roles this cluster runs pods of in its namespace (`keygen`: the key generator
+    runs, that is the keys are made in the cluster)."""
+    out = ["controller", "slurmd", "syncer", "scheduler"]
+    if spec.accounting.enabled:
+        out += ["accounting", "accounting-setup"]
+        if spec.accounting.external is None:
+            out.append("mariadb")
     if spec.restapi.enabled:
-        clients = ["syncer", "scheduler"] + (["login"] if spec.login.enabled else [])
-        if spec.monitoring.enabled and spec.monitoring.exporter.enabled:
-            clients.append("exporter")  # sunk/manifests/exporter.py (not imported: it imports the runtime's)
-        sources: list[Manifest] = [{"podSelector": {"matchLabels": selector(spec, c)}} for c in clients]
-        if operator_namespace is not None:
-            sources.append(
+        out.append("restapi")
+    if spec.login.enabled:
+        out.append("login")
+    if spec.monitoring.enabled and spec.monitoring.exporter.enabled:
+        out.append("exporter")
+    if keygen and wanted_secrets(spec):
+        out.append("keygen")
+    return sorted(out)
+
+
+def _ldap_ports(spec: ClusterSpec) -> list[int]:
+    ldap = spec.auth.ldap
+    if ldap is None:
+        return []
+    return sorted({urlsplit(u).port or (636 if u.startswith("ldaps:") else 389) for u in ldap.uris})
+
+
+def _ports(numbers: list[int], protocol: str = "TCP") -> list[Manifest]:
+    return [{"protocol": protocol, "port": n} for n in numbers]
+
+
+def rules(links: tuple[roles.Link, ...], side: str, peers: Peers, network: NetworkSpec) -> list[Manifest]:
+    """Policy rules (`side`: from or to) for the table's links."""
+    out: list[Manifest] = []
+    for link in links:
+        ports = [] if link.port is None else _ports([link.port], link.protocol)
+        selected: list[Manifest] = []
+        anywhere = False
+        for peer in link.peers:
+            if peer == roles.KUBE_API:
+                out += [
+                    {side: [{"ipBlock": {"cidr": cidr}}], "ports": _ports(network.api_server_ports)}
+                    for cidr in network.api_server_cidrs
+                ]
+                continue
+            found = peers(peer)
+            if found is OPEN:
+                anywhere = True
+            else:
+                selected += found
+        if anywhere:
+            out.append({"ports": ports} if ports else {})
+        elif selected:
+            out.append({side: selected, **({"ports": ports} if ports else {})})
+    return out
+
+
+def _tenant_peers(spec: ClusterSpec, role: str, operator_namespace: str | None) -> Peers:
+    present = set(present_roles(spec))
+
+    def peers(peer: str) -> list[Manifest] | None:
+        if peer in present:
+            return [{"podSelector": pods_of(spec.name, peer)}]
+        if peer == "operator":
+            if operator_namespace is None:
+                return []
+            return [
                 {
                     "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: operator_namespace}},
                     "podSelector": {"matchLabels": OPERATOR_LABELS},
                 }
-            )
-        # Exposed beyond the cluster (restapi.service): the ranges it is exposed to, with the client's
-        # address kept (externalTrafficPolicy Local), so the policy sees who connects.
-        sources += [{"ipBlock": {"cidr": cidr}} for cidr in spec.restapi.service.source_ranges]
-        out.append(_policy(spec, f"{naming.restapi(spec)}-ingress", RESTAPI, sources, naming.SLURMRESTD_PORT))
+            ]
+        if peer == roles.SOURCE_RANGES:
+            settings = spec.login.service if role == "login" else spec.restapi.service
+            ranges = [{"ipBlock": {"cidr": c}} for c in settings.source_ranges]
+            return OPEN if role == "login" and not ranges else ranges
+        if peer == roles.SCRAPERS:
+            return [{"namespaceSelector": {}}]
+        if peer in (roles.DNS, roles.ANYWHERE):
+            return OPEN
+        return []  # LDAP and an external database: their own port rules (below); absent roles: none
+
+    return peers
+
+
+def _outside_ports(spec: ClusterSpec, row: roles.Role) -> list[Manifest]:
+    """Egress to the LDAP servers and an external database, on the spec's ports, any address."""
+    out = []
+    peers = row.peers_out()
+    if roles.LDAP in peers and _ldap_ports(spec):
+        out.append({"ports": _ports(_ldap_ports(spec))})
+    ext = spec.accounting.external
+    if roles.DATABASE in peers and spec.accounting.enabled and ext is not None:
+        out.append({"ports": _ports([ext.port])})
     return out
+
+
+def default_deny(spec: ClusterSpec) -> Manifest:
+    """Every pod of this cluster: nothing in, nothing out, unless its role's policy says so."""
+    return obj(
+        API,
+        "NetworkPolicy",
+        metadata(spec, f"{spec.name}-default-deny", "network"),
+        spec={"podSelector": {"matchLabels": {keys.CLUSTER: spec.name}}, "policyTypes": ["Ingress", "Egress"]},
+    )
+
+
+def role_policy(spec: ClusterSpec, role: str, operator_namespace: str | None) -> Manifest:
+    row = roles.ROLES[role]
+    peers = _tenant_peers(spec, role, operator_namespace)
+    return obj(
+        API,
+        "NetworkPolicy",
+        metadata(spec, f"{spec.name}-{role}", role),
+        spec={
+            "podSelector": pods_of(spec.name, role),
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": rules(row.listens, "from", peers, spec.network),
+            "egress": [*rules(row.talks_to, "to", peers, spec.network), *_outside_ports(spec, row)],
+        },
+    )
+
+
+def network_policies(spec: ClusterSpec, operator_namespace: str | None, *, keygen: bool = True) -> list[Manifest]:
+    """The default deny over this cluster's pods, then one policy per role it runs (`keygen`: the
+    key generator's too); none when `network.policies` is off."""
+    if not spec.network.policies:
+        return []
+    present = present_roles(spec, keygen)
+    return [default_deny(spec), *(role_policy(spec, r, operator_namespace) for r in present)]

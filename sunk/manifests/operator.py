@@ -12,10 +12,10 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from sunk import naming
+from sunk import keys, naming, roles
 from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
 from sunk.manifests.meta import resources as container_resources
-from sunk.manifests.network import OPERATOR_LABELS
+from sunk.manifests.network import OPEN, OPERATOR_LABELS, rules
 from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.manifests.podsettings import apply_pod
 from sunk.manifests.runtime import METRICS_LABEL, METRICS_PORT, RBAC
@@ -23,7 +23,7 @@ from sunk.nodeset_resource import GROUP, PLURAL
 from sunk.policy import TenantPolicy
 from sunk.spec.base import DnsLabel, Image, Resources, resources
 from sunk.spec.pod import PodRole, PodSettings
-from sunk.spec.services import Images
+from sunk.spec.services import Images, NetworkSpec
 
 OPERATOR_NAME = "sunk-operator"
 CLUSTER_ROLE = "sunk-operator"
@@ -49,6 +49,9 @@ class OperatorSpec(PodSettings):
     a tenant's Slurm unreadable, failing actions); needs the Prometheus Operator CRDs. Default: false."""
     monitoring_labels: dict[str, str] = {}
     """Extra labels on them, e.g. the `release` your Prometheus selects. Default: none."""
+    network: NetworkSpec = NetworkSpec()
+    """The operator's NetworkPolicy (from the role table) and where the Kubernetes API is.
+    Default: rendered, the API anywhere on 443 and 6443."""
     policy: TenantPolicy = TenantPolicy()
     """What a tenant's NodeSet may ask of the Nodes (slurmd pods are privileged): tenant namespaces
     only, images from allowed prefixes, hostPath volumes under allowed paths; the operator refuses
@@ -109,7 +112,40 @@ LEASE_RULES: list[Manifest] = [
 
 
 def namespace(op: OperatorSpec) -> Manifest:
-    return obj("v1", "Namespace", _meta(op, op.namespace, namespaced=False))
+    """Pod Security admission `restricted`, enforced: the operator is the only pod sunk puts here,
+    and it runs as a non-root user with no capability (slurmd pods, which must be privileged,
+    live in the tenant namespaces)."""
+    meta = _meta(op, op.namespace, namespaced=False)
+    meta["labels"] = {**meta["labels"], **{f"pod-security.kubernetes.io/{m}": "restricted" for m in PSA_MODES}}
+    return obj("v1", "Namespace", meta)
+
+
+PSA_MODES = ("enforce", "warn", "audit")
+
+
+def operator_network_policy(op: OperatorSpec) -> Manifest:
+    """The operator's row of the role table: metrics scraped from any namespace; out to the
+    Kubernetes API, every tenant's slurmrestd and DNS."""
+
+    def peers(peer: str) -> list[Manifest] | None:
+        if peer == "restapi":  # every tenant's, in its own namespace
+            return [{"namespaceSelector": {}, "podSelector": {"matchLabels": {keys.APP_COMPONENT: "restapi"}}}]
+        if peer == roles.SCRAPERS:
+            return [{"namespaceSelector": {}}]
+        return OPEN if peer in (roles.DNS, roles.ANYWHERE) else []
+
+    row = roles.ROLES["operator"]
+    return obj(
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        _meta(op, OPERATOR_NAME),
+        spec={
+            "podSelector": {"matchLabels": dict(OPERATOR_LABELS)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": rules(row.listens, "from", peers, op.network),
+            "egress": rules(row.talks_to, "to", peers, op.network),
+        },
+    )
 
 
 def operator_alert_rules() -> list[dict[str, object]]:
@@ -245,4 +281,5 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
             },
         ),
         *operator_monitoring(op),
+        *([operator_network_policy(op)] if op.network.policies else []),
     ]

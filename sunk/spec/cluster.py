@@ -37,6 +37,7 @@ from sunk.spec.services import (
     Images,
     LoginSpec,
     MonitoringSpec,
+    NetworkSpec,
     RestApiSpec,
     RuntimeSpec,
 )
@@ -276,6 +277,9 @@ class ClusterSpec(Model):
     """ServiceMonitor and Grafana dashboard. Default: disabled."""
     runtime: RuntimeSpec = RuntimeSpec()
     """Pod settings and resources of the syncer and scheduler. Default: none added."""
+    network: NetworkSpec = NetworkSpec()
+    """NetworkPolicies from the role table, and where the Kubernetes API is. Default: rendered,
+    the API anywhere on 443 and 6443."""
     health_check: HealthCheckSpec | None = None
     """Node health: sunk's HealthCheckProgram with built-in and the stack's own checks
     and Node conditions that drain through the syncer (sunk.spec.health). Default: none."""

@@ -18,6 +18,7 @@ from sunk.images import (
     tag_for,
 )
 from sunk.spec.base import (
+    Cidr,
     DnsLabel,
     DnsSubdomain,
     Image,
@@ -412,3 +413,22 @@ __all__ = [
     "RuntimeSpec",
     "StateStorage",
 ]
+
+
+class NetworkSpec(Model):
+    """The NetworkPolicies sunk renders from its role table (sunk.roles, sunk.manifests.network):
+    a default deny over sunk's own pods, and per role exactly the traffic the table lists.
+    https://kubernetes.io/docs/concepts/services-networking/network-policies/"""
+
+    policies: bool = True
+    """Render them. Off only where the platform fences the namespace its own way. Default: true."""
+    api_server_cidrs: Annotated[list[Cidr], Field(min_length=1, max_length=16)] = ["0.0.0.0/0", "::/0"]
+    """Where the pods that call the Kubernetes API (syncer, scheduler, key generator, operator)
+    may reach it: the API server's addresses differ per cluster (the `kubernetes` Service's
+    endpoints, `kubectl get endpointslices -n default`), so narrow this to them. Default: anywhere,
+    on api_server_ports only."""
+    api_server_ports: Annotated[list[Annotated[int, Field(ge=1, le=65535)]], Field(min_length=1, max_length=4)] = [
+        443,
+        6443,
+    ]
+    """The API server's ports as pods reach it (after the Service's translation). Default: 443, 6443."""

@@ -259,24 +259,54 @@ def test_sssd_conf_never_holds_the_bind_password(specs: dict[str, ClusterSpec]) 
 
 
 def test_network_fences(specs: dict[str, ClusterSpec]) -> None:
-    dev = {p["metadata"]["name"]: p for p in network_policies(specs["acme-dev"], "sunk-system")}
-    db = dev["research-mariadb-ingress"]["spec"]
-    assert db["ingress"] == [
-        {
-            "from": [{"podSelector": {"matchLabels": {**_sel("research", "accounting")}}}],
-            "ports": [{"protocol": "TCP", "port": 3306}],
+    """Before: slurmctld admitted any pod of the cluster on 6817, and only MariaDB and slurmrestd
+    were fenced. Now a default deny covers every pod of the cluster and each role admits what its
+    row of the table lists."""
+    dev = {p["metadata"]["name"]: p["spec"] for p in network_policies(specs["acme-dev"], "sunk-system")}
+    assert dev["research-default-deny"] == {
+        "podSelector": {"matchLabels": {"slurm.sunk.dev/cluster": "research"}},
+        "policyTypes": ["Ingress", "Egress"],
+    }
+
+    def of(role: str) -> dict[str, Any]:
+        return {
+            "podSelector": {"matchLabels": {"slurm.sunk.dev/cluster": "research", "app.kubernetes.io/component": role}}
         }
+
+    (ctld_in,) = dev["research-controller"]["ingress"]
+    assert ctld_in["ports"] == [{"protocol": "TCP", "port": 6817}]
+    assert of("slurmd") in ctld_in["from"] and of("login") in ctld_in["from"]
+    assert {"namespaceSelector": {}} not in ctld_in["from"] and of("scheduler") not in ctld_in["from"]
+    assert dev["research-mariadb"]["ingress"] == [
+        {"from": [of("accounting")], "ports": [{"protocol": "TCP", "port": 3306}]}
     ]
-    rest = dev["research-restapi-ingress"]["spec"]["ingress"][0]["from"]
-    assert [p.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") for p in rest] == [
-        "syncer",
-        "scheduler",
-        "login",
-        None,
-    ]
+    rest = dev["research-restapi"]["ingress"][0]["from"]
     assert rest[-1]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "sunk-system"}}
-    external = {p["metadata"]["name"] for p in network_policies(specs["acme-prod"], None)}
-    assert external == {"research-restapi-ingress"}  # external DB: nothing of ours to fence
+    # Only the API callers may reach the Kubernetes API.
+    api = [
+        name
+        for name, p in dev.items()
+        if any(
+            r.get("ports") == [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]
+            for r in p.get("egress", [])
+        )
+    ]
+    assert sorted(api) == ["research-keygen", "research-scheduler", "research-syncer"]
+    # login: 22 from the Service's source ranges (acme-prod's office range) or, with none, anywhere.
+    prod = {p["metadata"]["name"]: p["spec"] for p in network_policies(specs["acme-prod"], None)}
+    assert prod["research-login"]["ingress"][0] == {
+        "from": [{"ipBlock": {"cidr": "203.0.113.0/24"}}],
+        "ports": [{"protocol": "TCP", "port": 22}],
+    }
+    assert dev["research-login"]["ingress"][0] == {"ports": [{"protocol": "TCP", "port": 22}]}
+    # external DB and LDAP over TLS: their own ports, from slurmdbd only.
+    assert {"ports": [{"protocol": "TCP", "port": 3306}]} in prod["research-accounting"]["egress"]
+    assert {"ports": [{"protocol": "TCP", "port": 636}]} in prod["research-controller"]["egress"]
+    assert "research-mariadb" not in prod  # external DB: nothing of ours to fence
+    off = specs["acme-dev"].model_copy(
+        update={"network": specs["acme-dev"].network.model_copy(update={"policies": False})}
+    )
+    assert network_policies(off, None) == []
 
 
 def _sel(cluster: str, component: str) -> dict[str, str]:

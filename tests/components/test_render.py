@@ -83,16 +83,16 @@ def test_the_validation_above_can_fail(rendered: dict[str, Rendered]) -> None:
 
 def test_rendered_crd_is_the_generated_one(rendered: dict[str, Rendered]) -> None:
     crd = yaml.safe_load(
-        rendered["acme-dev"].files[f"01-customresourcedefinition-{CLUSTER_SCOPE}-nodesets.slurm.sunk.dev.yaml"]
+        rendered["acme-dev"].files[f"crds/01-customresourcedefinition-{CLUSTER_SCOPE}-nodesets.slurm.sunk.dev.yaml"]
     )
     assert crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] == open_api_schema()
 
 
 def test_file_names_order_objects_for_kubectl_apply(rendered: dict[str, Rendered]) -> None:
     names = list(rendered["acme-dev"].files)
-    assert names == sorted(names)
+    assert names == sorted(names, key=lambda n: (not n.startswith("crds/"), n))
     kinds = [yaml.safe_load(rendered["acme-dev"].files[n])["kind"] for n in names]
-    assert kinds[0] == "Namespace"
+    assert kinds[0] == "CustomResourceDefinition" and kinds[1] == "Namespace"  # crds/ first, then by rank
     assert kinds.index("CustomResourceDefinition") < kinds.index("NodeSet")
     assert max(i for i, k in enumerate(kinds) if k in {"ConfigMap", "Secret"}) < kinds.index("StatefulSet")
     for n in names:
@@ -148,7 +148,7 @@ def test_same_stack_same_bytes_across_processes(rendered: dict[str, Rendered], t
             env=env,
             capture_output=True,
         )
-        on_disk = {p.name: p.read_bytes() for p in out.iterdir()}
+        on_disk = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
         assert on_disk == {n: t.encode() for n, t in rendered["acme-dev"].files.items()}
 
 
@@ -179,9 +179,9 @@ def test_render_command_rejects_a_bad_stack(tmp_path: Path, capsys: pytest.Captu
 
 def test_write_is_idempotent(rendered: dict[str, Rendered], tmp_path: Path) -> None:
     write(rendered["globex-prod"], tmp_path)
-    first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    first = {p.relative_to(tmp_path).as_posix(): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     write(rendered["globex-prod"], tmp_path)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
+    assert {p.relative_to(tmp_path).as_posix(): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == first
 
 
 def test_the_fast_yaml_emitter_writes_the_same_bytes_as_pythons(rendered: dict[str, Rendered]) -> None:
@@ -204,7 +204,8 @@ def test_render_all_writes_each_stack_into_its_folder_with_the_single_stack_byte
     assert main(["render", "--all", "--jobs", "2", "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(STACKS)
     for stack in STACKS:
-        on_disk = {p.name: p.read_text() for p in (tmp_path / stack).iterdir()}
+        folder = tmp_path / stack
+        on_disk = {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()}
         assert on_disk == rendered[stack].files
     out = capsys.readouterr().out
     assert f"Rendered {len(STACKS)} stacks into {tmp_path} (2 at a time)" in out
@@ -273,6 +274,30 @@ def test_pulumi_up_and_the_render_differ_only_in_who_makes_the_keys(
         "Role",
         "RoleBinding",
         "Job",
+        "NetworkPolicy",
     }
     assert only_state and all(n.startswith("04-secret-") for n in only_state), only_state
     assert [n for n in cluster.keys() & state.keys() if cluster[n] != state[n]] == []
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_crds_have_their_own_folder_applied_first(rendered: dict[str, Rendered], name: str, tmp_path: Path) -> None:
+    """kubectl maps every kind of an apply before it creates anything, so a NodeSet beside its
+    CRD fails the first apply: the CRDs go to crds/, and the summary gives the commands in order."""
+    files = rendered[name].files
+    for n, text in files.items():
+        assert (yaml.safe_load(text)["kind"] == "CustomResourceDefinition") == n.startswith("crds/"), n
+    write(rendered[name], tmp_path)
+    has_crds = any(n.startswith("crds/") for n in files)
+    assert (tmp_path / "crds").is_dir() == has_crds
+    command = render_module.apply_command(files, tmp_path)
+    if has_crds:
+        assert command == (
+            f"kubectl apply -f {tmp_path}/crds && kubectl wait --for=condition=Established --timeout=60s "
+            f"-f {tmp_path}/crds && kubectl apply -f {tmp_path}"
+        )
+    else:
+        assert command == f"kubectl apply -f {tmp_path}"
+    # a later render without CRDs removes the folder it no longer has
+    render_module.write_files({n: t for n, t in files.items() if not n.startswith("crds/")}, tmp_path)
+    assert not (tmp_path / "crds").exists()

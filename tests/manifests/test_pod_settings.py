@@ -247,7 +247,7 @@ def test_services_take_their_settings() -> None:
     assert rest["externalTrafficPolicy"] == "Local"  # the NetworkPolicy sees the client's address
     ctld = services["research-controller"]
     assert ctld["spec"]["clusterIP"] == "None" and ctld["metadata"]["annotations"]
-    policy = next(p for p in network_policies(spec, "sunk-system") if p["metadata"]["name"].endswith("restapi-ingress"))
+    policy = next(p for p in network_policies(spec, "sunk-system") if p["metadata"]["name"] == "research-restapi")
     assert {"ipBlock": {"cidr": "10.20.0.0/16"}} in policy["spec"]["ingress"][0]["from"]
 
 

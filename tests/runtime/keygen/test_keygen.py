@@ -216,7 +216,7 @@ def test_host_keys_are_keys_ssh_reads(kind: Any, algorithm: str, tmp_path: Path)
 def test_settings_read_the_jobs_environment() -> None:
     env = _job_env(_spec())
     s = Settings.from_env(env)
-    assert s.namespace == "acme-research" and str(s.work_dir) == "/run/keygen"
+    assert s.namespace == "acme-research" and str(s.work_dir) == "/tmp"
 
 
 def test_the_generator_runs_from_the_runtime_image(runtime_image: RuntimeImage, tmp_path: Path) -> None:

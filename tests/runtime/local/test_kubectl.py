@@ -97,8 +97,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def applied(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     render = tmp_path_factory.mktemp("render")
-    for path in GOLDEN.glob("*.yaml"):
-        shutil.copy(path, render / path.name)
+    for path in GOLDEN.rglob("*.yaml"):  # crds/ included
+        (render / path.relative_to(GOLDEN)).parent.mkdir(exist_ok=True)
+        shutil.copy(path, render / path.relative_to(GOLDEN))
     out = apply(server.state, render)
     assert "statefulset.apps/research-controller created" in out
     assert "nodeset.slurm.sunk.dev/research-cpu created" in out
