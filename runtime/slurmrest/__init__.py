@@ -1,5 +1,5 @@
-"""Typed client of slurmrestd (API v0.0.42, Slurm 24.11), shared by the syncer, the operator
-and the scheduler.
+"""Typed client of slurmrestd (data_parser v0.0.45 on Slurm 26.05, v0.0.42 on 24.11, found from
+the server: versions.py), shared by the syncer, the operator and the scheduler.
 
     from sunk.runtime.slurmrest import SlurmRestClient, JwtMinter
     client = SlurmRestClient(url, user="slurm", token=JwtMinter.from_file(key_path, "slurm"))
@@ -25,6 +25,7 @@ from .errors import (
 )
 from .models import BASE_STATES, DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, Reservation, no_val
 from .podref import PodRef, read_pod_ref, write_pod_ref
+from .versions import NoCommonVersion
 
 if TYPE_CHECKING:
     from .client import SlurmRestClient
@@ -48,6 +49,7 @@ __all__ = [
     "Job",
     "JobSubmit",
     "JwtMinter",
+    "NoCommonVersion",
     "Node",
     "NodeCache",
     "NodeDiff",

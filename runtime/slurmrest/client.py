@@ -1,4 +1,6 @@
-"""SlurmRestClient: a small synchronous client of slurmrestd's v0.0.42 API.
+"""SlurmRestClient: a small synchronous client of slurmrestd's API, in the newest data_parser
+version both it and the server speak (runtime/slurmrest/versions.py: v0.0.45 on Slurm 26.05,
+v0.0.42 on 24.11), found from the server's GET /openapi/v3 on first use.
 
 Every reply goes through `_check`: Slurm errors become SlurmApiError (never retried, the same
 request would fail the same way), transport failures, 502-504 and "slurmctld unreachable" are
@@ -15,18 +17,18 @@ import httpx
 import msgspec
 from pydantic import BaseModel, TypeAdapter
 
-from sunk.naming import SLURMRESTD_API
-
 from .auth import TokenProvider
 from .errors import CONTROLLER_UNREACHABLE, INVALID_NODE_NAME, SlurmApiError, SlurmError, SlurmUnavailable
 from .models import DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, Reservation
 from .nodestate import NodeState, NodeStates, decode_node_states
+from .versions import FALLBACK, choose, served_versions
 
 T = TypeVar("T", bound=BaseModel)
 
 _RETRY_STATUS = frozenset({502, 503, 504})
-_SLURM = f"/slurm/{SLURMRESTD_API}"
-_SLURMDB = f"/slurmdb/{SLURMRESTD_API}"
+REDISCOVER = 30.0
+"""Seconds a client that could not read the server's OpenAPI document keeps FALLBACK before asking
+again (slurmrestd restarting, say): not once per request."""
 
 
 def _errors(payload: Any) -> list[SlurmError]:
@@ -73,7 +75,9 @@ class SlurmRestClient:
         max_backoff: float = 2.0,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        api: str | None = None,
     ) -> None:
+        """`api`: the data_parser version to use (`v0.0.42`); default: found from the server."""
         # Bounded on purpose: a controller's cycle must end; the next cycle is the real retry.
         self.retries = retries
         self.backoff = backoff
@@ -82,6 +86,8 @@ class SlurmRestClient:
         self._token = token
         self._sleep = sleep
         self.requests = 0
+        self._api = api
+        self._fallback_until = 0.0
         self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport)
 
     def close(self) -> None:
@@ -94,6 +100,36 @@ class SlurmRestClient:
         self.close()
 
     # --- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def api(self) -> str:
+        """The data_parser version in use, read from GET /openapi/v3 the first time it is needed.
+        A server that serves no version this client speaks is an error naming both (NoCommonVersion);
+        one whose document can't be read gets FALLBACK, the version both supported releases serve,
+        and the document is asked for again after REDISCOVER seconds."""
+        if self._api is None:
+            if time.monotonic() < self._fallback_until:
+                return FALLBACK
+            try:
+                reply = self._http.get(
+                    "/openapi/v3", headers={"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self._token.token()}
+                )
+                document = reply.json() if reply.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                document = None
+            if not isinstance(document, dict):
+                self._fallback_until = time.monotonic() + REDISCOVER
+                return FALLBACK
+            self._api = choose(served_versions(document))
+        return self._api
+
+    @property
+    def _slurm(self) -> str:
+        return f"/slurm/{self.api}"
+
+    @property
+    def _slurmdb(self) -> str:
+        return f"/slurmdb/{self.api}"
 
     def _once(
         self,
@@ -190,26 +226,28 @@ class SlurmRestClient:
 
     def ping(self) -> list[Ping]:
         """slurmctld's answer to GET /ping; raises SlurmUnavailable when no controller responds."""
-        pings = self._items(self.call("GET", f"{_SLURM}/ping/"), "pings", Ping, f"{_SLURM}/ping/")
+        pings = self._items(self.call("GET", f"{self._slurm}/ping/"), "pings", Ping, f"{self._slurm}/ping/")
         if not any(p.responding for p in pings):
-            raise SlurmUnavailable("GET", f"{_SLURM}/ping/", "no slurmctld responding")
+            raise SlurmUnavailable("GET", f"{self._slurm}/ping/", "no slurmctld responding")
         return pings
 
     def list_nodes(self, *, future: bool = False) -> list[Node]:
         """All nodes in one call. FUTURE nodes are only listed when asked (`?flags=FUTURE`)."""
         params = {"flags": "FUTURE"} if future else None
-        return self._items(self.call("GET", f"{_SLURM}/nodes/", params=params), "nodes", Node, f"{_SLURM}/nodes/")
+        return self._items(
+            self.call("GET", f"{self._slurm}/nodes/", params=params), "nodes", Node, f"{self._slurm}/nodes/"
+        )
 
     def list_reservations(self) -> list[Reservation]:
         """Every reservation slurmctld holds, in one call."""
-        path = f"{_SLURM}/reservations/"
+        path = f"{self._slurm}/reservations/"
         return self._items(self.call("GET", path), "reservations", Reservation, path)
 
     def node_states(self, *, future: bool = False) -> list[NodeState]:
         """All nodes, only the fields the syncer reads, decoded by msgspec from the reply's bytes
         (runtime/slurmrest/nodestate.py says why). Errors and replies without a `nodes` list are
         handled as in `list_nodes`: raised, never read as "no nodes"."""
-        path = f"{_SLURM}/nodes/"
+        path = f"{self._slurm}/nodes/"
         reply = self._call("GET", path, params={"flags": "FUTURE"} if future else None, fast=decode_node_states)
         if isinstance(reply, NodeStates):
             if reply.nodes is None:
@@ -222,7 +260,7 @@ class SlurmRestClient:
         """One node (FUTURE ones included). slurmrestd 24.11 reports an unknown name as HTTP 200
         with an error numbered 0 ("Failure to query node"); that is raised as 2018 here. Any other
         error numbered 0 (a 401 from a proxy, an HTML page) stays an error, never "not found"."""
-        path = f"{_SLURM}/node/{name}"
+        path = f"{self._slurm}/node/{name}"
         try:
             nodes = self._items(self.call("GET", path, params={"flags": "FUTURE"}), "nodes", Node, path)
         except SlurmApiError as exc:
@@ -268,7 +306,7 @@ class SlurmRestClient:
     ) -> None:
         """POST /node/{name}. Drain: state="DRAIN" with a reason; resume: state="RESUME"."""
         body = self._node_body(state, reason, comment, extra, features)
-        self.call("POST", f"{_SLURM}/node/{name}", body=body)
+        self.call("POST", f"{self._slurm}/node/{name}", body=body)
 
     def update_nodes(
         self,
@@ -285,14 +323,14 @@ class SlurmRestClient:
         body["name"] = sorted(set(names))
         if not body["name"]:
             return
-        self.call("POST", f"{_SLURM}/nodes/", body=body)
+        self.call("POST", f"{self._slurm}/nodes/", body=body)
 
     def delete_node(self, name: str) -> None:
         """DELETE /node/{name}; Slurm answers "busy" (2016) until the node is DOWN."""
-        self.call("DELETE", f"{_SLURM}/node/{name}")
+        self.call("DELETE", f"{self._slurm}/node/{name}")
 
     def submit_job(self, job: JobSubmit) -> int:
-        payload = self.call("POST", f"{_SLURM}/job/submit", body=job.body(), idempotent=False)
+        payload = self.call("POST", f"{self._slurm}/job/submit", body=job.body(), idempotent=False)
         return int(payload["job_id"])
 
     def allocate_job(self, job: JobSubmit) -> int:
@@ -304,22 +342,22 @@ class SlurmRestClient:
         body = job.body()
         body["job"].pop("script", None)
         body["job"]["immediate"] = True
-        payload = self.call("POST", f"{_SLURM}/job/allocate", body=body, idempotent=False)
+        payload = self.call("POST", f"{self._slurm}/job/allocate", body=body, idempotent=False)
         return int(payload["job_id"])
 
     def get_job(self, job_id: int) -> Job:
-        jobs = self._items(self.call("GET", f"{_SLURM}/job/{job_id}"), "jobs", Job, f"{_SLURM}/job/{job_id}")
+        jobs = self._items(self.call("GET", f"{self._slurm}/job/{job_id}"), "jobs", Job, f"{self._slurm}/job/{job_id}")
         if not jobs:
-            raise SlurmApiError("GET", f"{_SLURM}/job/{job_id}", 200, [SlurmError(2017, "no such job")])
+            raise SlurmApiError("GET", f"{self._slurm}/job/{job_id}", 200, [SlurmError(2017, "no such job")])
         return jobs[0]
 
     def list_jobs(self) -> list[Job]:
-        return self._items(self.call("GET", f"{_SLURM}/jobs/"), "jobs", Job, f"{_SLURM}/jobs/")
+        return self._items(self.call("GET", f"{self._slurm}/jobs/"), "jobs", Job, f"{self._slurm}/jobs/")
 
     def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
         """DELETE /job/{id}. slurmrestd answers 200 even for an unknown job and reports the
         failure per job under `status[]`, so that list is checked too."""
-        path = f"{_SLURM}/job/{job_id}"
+        path = f"{self._slurm}/job/{job_id}"
         payload = self.call("DELETE", path, params={"signal": signal} if signal else None)
         for item in payload.get("status") or []:
             error = item.get("error") if isinstance(item, dict) else None
@@ -334,20 +372,20 @@ class SlurmRestClient:
     def list_job_states(self) -> list[dict[str, Any]]:
         """GET /jobs/state/: every job's id and state only (cheap; raw dicts, as the scheduler
         reads them at every cycle)."""
-        return list(self.call("GET", f"{_SLURM}/jobs/state/").get("jobs") or [])
+        return list(self.call("GET", f"{self._slurm}/jobs/state/").get("jobs") or [])
 
     def list_jobs_raw(self) -> list[dict[str, Any]]:
         """GET /jobs/ as raw dicts (no model validation: the scheduler reads a few fields of many)."""
-        return list(self.call("GET", f"{_SLURM}/jobs/").get("jobs") or [])
+        return list(self.call("GET", f"{self._slurm}/jobs/").get("jobs") or [])
 
     def get_job_raw(self, job_id: int) -> list[dict[str, Any]]:
         """GET /job/{id} as raw dicts; raises SlurmApiError (not_found) for an unknown job."""
-        return list(self.call("GET", f"{_SLURM}/job/{job_id}").get("jobs") or [])
+        return list(self.call("GET", f"{self._slurm}/job/{job_id}").get("jobs") or [])
 
     def cancel_jobs(self, job_ids: Iterable[int], *, ignore: Iterable[int] = ()) -> None:
         """DELETE /jobs/ for several jobs in one request. slurmrestd answers 200 and reports each
         job's failure under `status[]`: any code but those in `ignore` raises SlurmApiError."""
-        path = f"{_SLURM}/jobs/"
+        path = f"{self._slurm}/jobs/"
         reply = self.call("DELETE", path, body={"jobs": [str(i) for i in job_ids]})
         skip = set(ignore)
         for item in reply.get("status") or []:
@@ -359,13 +397,13 @@ class SlurmRestClient:
 
     def list_partitions(self) -> list[Partition]:
         """GET /partitions/: every partition, with its state and configured nodes."""
-        path = f"{_SLURM}/partitions/"
+        path = f"{self._slurm}/partitions/"
         return self._items(self.call("GET", path), "partitions", Partition, path)
 
     def diag(self) -> Diag:
         """GET /diag/: slurmctld's scheduler statistics (what `sdiag` prints). A reply without
         `statistics` raises SlurmUnavailable, as a missing list does."""
-        path = f"{_SLURM}/diag/"
+        path = f"{self._slurm}/diag/"
         stats = self.call("GET", path).get("statistics")
         if not isinstance(stats, dict):
             raise SlurmUnavailable("GET", path, f"the reply has no 'statistics' object ({type(stats).__name__})")
@@ -373,10 +411,12 @@ class SlurmRestClient:
 
     def reconfigure(self) -> None:
         """GET /reconfigure/: slurmctld and every slurmd re-read their configuration."""
-        self.call("GET", f"{_SLURM}/reconfigure/")
+        self.call("GET", f"{self._slurm}/reconfigure/")
 
     def db_jobs(self, **filters: str | int) -> list[DbJob]:
         """GET /slurmdb/jobs with sacct-style filters, e.g. `job_name="x", start_time="now-1hour"`.
         A `state` filter needs a time window (start_time/end_time), as with sacct."""
         params = {key: str(value) for key, value in filters.items()}
-        return self._items(self.call("GET", f"{_SLURMDB}/jobs/", params=params), "jobs", DbJob, f"{_SLURMDB}/jobs/")
+        return self._items(
+            self.call("GET", f"{self._slurmdb}/jobs/", params=params), "jobs", DbJob, f"{self._slurmdb}/jobs/"
+        )

@@ -92,7 +92,11 @@ def server() -> Slurmrestd:
 
 def client(server: Slurmrestd, clock: list[float]) -> RestSlurm:
     rest = SlurmRestClient(
-        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+        "http://slurmrestd",
+        user="slurm",
+        token=StaticToken("t"),
+        transport=httpx.MockTransport(server),
+        api="v0.0.42",  # the fake's replies are v0.0.42's
     )
     return RestSlurm(rest, bulk_over=2, clock=lambda: clock[0])
 
@@ -195,13 +199,21 @@ def test_each_submitting_thread_has_its_own_client_and_close_ends_them(server: S
     def connect() -> SlurmRestClient:
         made.append(
             SlurmRestClient(
-                "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+                "http://slurmrestd",
+                user="slurm",
+                token=StaticToken("t"),
+                transport=httpx.MockTransport(server),
+                api="v0.0.42",  # the fake's replies are v0.0.42's
             )
         )
         return made[-1]
 
     rest = SlurmRestClient(
-        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+        "http://slurmrestd",
+        user="slurm",
+        token=StaticToken("t"),
+        transport=httpx.MockTransport(server),
+        api="v0.0.42",  # the fake's replies are v0.0.42's
     )
     slurm = RestSlurm(rest, connect=connect)
     request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1)
@@ -244,7 +256,11 @@ def test_an_immediate_allocation_first_and_a_queued_batch_job_when_refused(serve
     clock = [0.0]
     placed: list[str] = []
     rest = SlurmRestClient(
-        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server)
+        "http://slurmrestd",
+        user="slurm",
+        token=StaticToken("t"),
+        transport=httpx.MockTransport(server),
+        api="v0.0.42",  # the fake's replies are v0.0.42's
     )
     slurm = RestSlurm(rest, clock=lambda: clock[0], immediate=True, on_placed=placed.append)
     request, marker = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1")

@@ -19,6 +19,7 @@ from sunk.runtime.slurmrest import (
     SlurmUnavailable,
     StaticToken,
     mint_hs256,
+    versions,
 )
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -36,7 +37,7 @@ def make(handler: Handler, **kw: Any) -> tuple[SlurmRestClient, list[float]]:
         token=StaticToken("tok"),
         transport=httpx.MockTransport(handler),
         sleep=sleeps.append,
-        **kw,
+        **{"api": "v0.0.42", **kw},  # the replies below are v0.0.42's; discovery has its own tests
     )
     return client, sleeps
 
@@ -333,3 +334,71 @@ def test_node_states_read_only_the_syncers_fields_and_fail_the_same_way() -> Non
     with pytest.raises(SlurmUnavailable):
         down.node_states()
     assert len(calls) == 3 and len(sleeps) == 2  # retried like any read
+
+
+def _openapi(*versions: str) -> dict[str, Any]:
+    paths: dict[str, Any] = {f"/slurm/{v}/nodes/": {} for v in versions}
+    paths |= {f"/slurmdb/{v}/jobs/": {} for v in versions}
+    return {"openapi": "3.0.2", "paths": {**paths, "/openapi/v3": {}}}
+
+
+@pytest.mark.parametrize(
+    ("served", "used"),
+    [
+        (("v0.0.40", "v0.0.41", "v0.0.42"), "v0.0.42"),  # Slurm 24.11
+        (("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"), "v0.0.45"),  # Slurm 26.05
+    ],
+)
+def test_the_data_parser_version_is_the_newest_both_speak_read_from_the_servers_document(
+    served: tuple[str, ...], used: str
+) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/openapi/v3":
+            assert request.headers["X-SLURM-USER-TOKEN"] == "tok"
+            return httpx.Response(200, json=_openapi(*served))
+        return httpx.Response(200, json={"nodes": [NODE], "errors": [], "warnings": []})
+
+    client, _ = make(handler, api=None)
+    client.list_nodes()
+    client.list_nodes()
+    assert seen == ["/openapi/v3", f"/slurm/{used}/nodes/", f"/slurm/{used}/nodes/"]  # asked once
+    assert client.api == used and client.requests == 2
+
+
+def test_a_server_without_a_version_in_common_is_named_and_an_unreadable_document_falls_back() -> None:
+    def newer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=_openapi("v0.0.46", "v0.0.47"))
+
+    client, _ = make(newer, api=None)
+    with pytest.raises(versions.NoCommonVersion) as err:
+        client.list_nodes()
+    assert str(err.value) == (
+        "slurmrestd serves data_parser v0.0.47, v0.0.46; this sunk speaks v0.0.45, v0.0.42: "
+        "run a Slurm release sunk supports"
+    )
+    asked: list[str] = []
+
+    def missing(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(404, text="not here")
+        return httpx.Response(200, json={"nodes": [NODE], "errors": [], "warnings": []})
+
+    client, _ = make(missing, api=None)
+    client.list_nodes()
+    client.list_nodes()
+    # The version both supported releases serve; the document is asked for again later, not per call.
+    assert asked == ["/openapi/v3", "/slurm/v0.0.42/nodes/", "/slurm/v0.0.42/nodes/"]
+    client._fallback_until = 0.0  # REDISCOVER seconds later
+    client.list_nodes()
+    assert asked[3:] == ["/openapi/v3", "/slurm/v0.0.42/nodes/"]
+
+
+def test_served_versions_sort_by_number_not_text() -> None:
+    doc = _openapi("v0.0.9", "v0.0.10", "v0.0.42")
+    assert versions.served_versions(doc) == ["v0.0.42", "v0.0.10", "v0.0.9"]
+    assert versions.served_versions({"paths": None}) == []
+    assert versions.choose(["v0.0.42", "v0.0.45"], ["v0.0.42"]) == "v0.0.42"

@@ -1,4 +1,5 @@
-"""SlurmRestClient against REAL slurmrestd 24.11 from the harness, with tokens it mints itself."""
+"""SlurmRestClient against REAL slurmrestd (26.05, and 24.11 in `make test-compat`) from the harness,
+with tokens it mints itself, in the data_parser version it finds the server serves."""
 
 from __future__ import annotations
 
@@ -144,3 +145,13 @@ def test_slurmrestd_down_is_unavailable_then_recovers(slurm: LocalSlurm) -> None
     finally:
         slurm.start_slurmrestd()
     assert {n.name for n in client.list_nodes()} == {"cpu-0", "cpu-1"}
+
+
+def test_the_client_speaks_the_newest_version_the_servers_document_lists(
+    slurm: LocalSlurm, rest: SlurmRestClient
+) -> None:
+    """26.05 serves v0.0.42-v0.0.45, 24.11 v0.0.40-v0.0.42: the client takes the newest it speaks,
+    and every other test here runs in it (nodes, jobs, accounting, errors)."""
+    assert rest.api == {"26.05": "v0.0.45", "24.11": "v0.0.42"}[slurm.spec.slurm.version]
+    assert {n.name for n in rest.list_nodes()} >= {"cpu-0", "cpu-1"}
+    assert any(p.responding for p in rest.ping())
