@@ -191,7 +191,7 @@ def slurm() -> Iterator[LocalSlurm]:
     # comes with every cluster); `games` gets one to submit jobs of its own (not `nobody`: Slurm
     # 26.05 resolves no user of that name).
     spec = load_stack("acme-dev").spec
-    spec = spec.model_copy(update={"accounts": [AccountSpec(name="users", users=["games"])]})
+    spec = spec.model_copy(update={"accounts": [AccountSpec(name="people", users=["games"])]})
     with LocalSlurm.start(spec) as cluster:
         yield cluster
 
