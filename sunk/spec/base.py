@@ -6,9 +6,11 @@ Python attributes snake_case. Error messages name what would be valid.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -28,6 +30,25 @@ class Model(BaseModel):
         # (issue 12: loose types). Stack files are read with YAML 1.2 types, so each value
         # arrives as what it is.
         strict=True,
+    )
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy. pydantic copies the instance's __dict__, and with it every functools.cached_property
+        value computed from the old fields: a copy with `update` would answer from the fields it
+        replaced (a NodeSet looked up by name, has_gpus). Those values are dropped from the copy."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in _cached_properties(type(self)):
+            copy.__dict__.pop(name, None)
+        return copy
+
+
+@functools.cache
+def _cached_properties(cls: type) -> tuple[str, ...]:
+    return tuple(
+        name
+        for klass in cls.__mro__
+        for name, value in vars(klass).items()
+        if isinstance(value, functools.cached_property)
     )
 
 
