@@ -20,7 +20,7 @@ from sunk.manifests.scripts import render, sh
 from sunk.nodeset_resource import SssdRefs
 from sunk.roles import SSSD_CAPABILITIES
 from sunk.spec.cluster import ClusterSpec
-from sunk.spec.identity import LdapSpec
+from sunk.spec.identity import LdapSpec, sssd_text_problem
 from sunk.spec.nodeset import SSSD_RESOURCES
 
 SSSD_CONF_KEY = "sssd.conf"
@@ -95,7 +95,15 @@ def render_sssd_conf(ldap: LdapSpec) -> str:
     ]
     if ldap.bind_dn:
         lines += [f"ldap_default_bind_dn = {ldap.bind_dn}", "ldap_default_authtok_type = password"]
+    for line in lines:
+        if (problem := sssd_text_problem(line)) is not None:
+            raise SssdTextError(f"sssd.conf: {problem}")
     return "\n".join(lines) + "\n"
+
+
+class SssdTextError(ValueError):
+    """A line of sssd.conf would read otherwise than sunk meant (a value the spec should have
+    refused at load reached the renderer)."""
 
 
 def sssd_secret_name(cluster: str) -> str:

@@ -21,16 +21,46 @@ from sunk.spec.base import Cidr, DnsSubdomain, Model, Resources, SecretRef, _mat
 from sunk.spec.pod import ExtraArgs, PodRole, PodSettings, ServiceSettings
 from sunk.spec.problem import Problem, Problems
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+"""What may end or hide a line of sssd.conf for some reader: every C0 control (newline, CR, NUL,
+tab), DEL, every C1 control (U+0085 NEL among them), the Unicode line and paragraph separators and
+the byte-order mark. sssd's INI parser (ding-libs) splits at newlines and reads a line that starts
+with blanks as the continuation of the one above; other tools that read or patch the file split
+elsewhere. Without them no value can begin a line, so none can add a key or a `[section]`."""
+
+
+def sssd_text_problem(value: str) -> str | None:
+    """Why `value` can't stand in a line of sssd.conf, or None: the one check every spec value that
+    reaches sssd.conf passes at load, and every line the renderer writes passes again."""
+    if (hit := _CONTROL.search(value)) is not None:
+        return (
+            f"{value[:60]!r} holds the control character U+{ord(hit.group()):04X}, which ends or hides a "
+            "line of sssd.conf; one line of printable text only"
+        )
+    return None
 
 
 def _one_line(value: str, example: str) -> None:
     """No character that ends or hides a line of a generated file."""
-    if (hit := _CONTROL.search(value)) is not None:
-        raise ValueError(
-            f"{value[:60]!r} holds the control character {hit.group()!r}; one line of printable text "
-            f"only, such as {example}"
-        )
+    if (problem := sssd_text_problem(value)) is not None:
+        raise ValueError(f"{problem}, such as {example}")
+
+
+def _strings(value: Any, path: str) -> list[tuple[str, str]]:
+    """Every string inside a model's fields, each with its field path (by the names the stack uses)."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, Model):
+        return [
+            found
+            for name, info in type(value).model_fields.items()
+            for found in _strings(
+                getattr(value, name, None), f"{path}.{info.alias or name}" if path else info.alias or name
+            )
+        ]
+    if isinstance(value, list | tuple):
+        return [found for i, item in enumerate(value) for found in _strings(item, f"{path}[{i}]")]
+    return []
 
 
 _SSH_KEY = re.compile(
@@ -478,7 +508,14 @@ def _ldap_tls(ldap: LdapSpec) -> list[Problem]:
     return found
 
 
-LdapSpec.RULES = (_ldap_schemes, _ldap_bind, _ldap_provider, _ldap_tls)
+def _ldap_text(ldap: LdapSpec) -> list[Problem]:
+    """Every string field, those added later included, passes the sssd.conf check: the fields
+    with their own validator already did, this catches any that has none."""
+    values = _strings(ldap, "")
+    return [Problem(path, problem) for path, value in values if (problem := sssd_text_problem(value)) is not None]
+
+
+LdapSpec.RULES = (_ldap_text, _ldap_schemes, _ldap_bind, _ldap_provider, _ldap_tls)
 
 
 class AuthSpec(Model):

@@ -23,9 +23,10 @@ from sunk.runtime.testing.slurmread import slurm_keys, slurm_read
 
 from sunk import keys, podgate, roles
 from sunk.manifests.auth import allowed_secret_names, secret_purposes
+from sunk.manifests.sssd import SssdTextError, render_sssd_conf
 from sunk.podgate import stack_objects
 from sunk.render import render_slurm_files
-from sunk.spec import SpecError, slurmtext
+from sunk.spec import SpecError, identity, slurmtext
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import EXTRA_SLURM_FILES
 from sunk.spec.slurmtext import OVERRIDABLE
@@ -125,11 +126,37 @@ def pod_violations(spec: ClusterSpec) -> list[str]:
     return found
 
 
+SSSD_SECTIONS = ["[sssd]", "[nss]", "[pam]", "[ssh]", "[domain/ldap]"]
+INI_LINE = re.compile(r"(#.*|\[[^\]]+\]|[a-z_]+ = \S.*|)")
+
+
+def sssd_violations(body: str) -> list[str]:
+    """sssd.conf read the way an INI reader does: only sunk's five sections, in order, each line a
+    comment, a section or `key = value`, no key twice in a section, nothing any reader breaks at."""
+    found: list[str] = []
+    sections: list[str] = []
+    keys_seen: set[str] = set()
+    for n, line in enumerate(body.split("\n"), 1):
+        if any(ch in line for ch in BREAKS) or any(ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F for ch in line):
+            found.append(f"sssd.conf:{n}: a character some reader breaks a line at, or a control character")
+        if not INI_LINE.fullmatch(line) or line[:1].isspace():
+            found.append(f"sssd.conf:{n}: not a comment, a section or `key = value`: {line[:40]!r}")
+        if line.startswith("["):
+            sections.append(line)
+            keys_seen = set()
+        elif " = " in line and not line.startswith("#"):
+            key = line.split(" = ")[0]
+            found += [f"sssd.conf:{n}: {key} twice in {sections[-1:]}"] if key in keys_seen else []
+            keys_seen.add(key)
+    return found + ([] if sections == SSSD_SECTIONS else [f"sssd.conf: sections {sections}"])
+
+
 def violations(spec: ClusterSpec) -> list[str]:
     """Everything a validated stack must never produce (no traceback is the caller's to catch)."""
-    files = render_slurm_files(spec)
     found = []
-    for name, body in files.items():
+    if spec.auth.ldap is not None:
+        found += sssd_violations(render_sssd_conf(spec.auth.ldap))
+    for name, body in render_slurm_files(spec).items():
         if name.endswith(".conf"):
             found += conf_violations(name, body)
     return found + pod_violations(spec)
@@ -198,6 +225,27 @@ SECRETS = st.sampled_from(["research-auth", "research-jwt", "research-mariadb", 
                            "research-login-host-keys", "s3"])  # fmt: skip
 
 
+LDAP_PUTS = [
+    lambda t: {"baseDn": f"dc=acme{t},dc=example"},
+    lambda t: {"groupSearchBase": f"ou=g{t},dc=acme"},
+    lambda t: {"userFilter": f"(uid={t})"},
+    lambda t: {"groupFilter": f"(&(objectClass=posixGroup)(cn={t}))"},
+    lambda t: {"overrideHomedir": f"/home/%u{t}"},
+    lambda t: {"uris": [f"ldaps://ldap{t}.example"]},
+]
+"""Where hostile text reaches sssd.conf: DNs, search filters, the home template, a URI."""
+LDAP_TEXT = st.one_of(
+    text,
+    st.builds(
+        lambda a, c, b: a + c + b,
+        st.sampled_from(["", "x", "a=b"]),
+        st.sampled_from([*HOSTILE_CHARS, "\x9b", "\x0b"]),
+        st.sampled_from(["", "y", "[s]"]),
+    ),
+)
+"""The hostile alphabet, or one hostile character inside text the field's own pattern takes."""
+
+
 def _set(doc: dict[str, Any], path: str, value: Any) -> None:
     node: Any = doc
     *parents, last = path.split(".")
@@ -240,12 +288,15 @@ INJECTIONS: list[tuple[str, st.SearchStrategy[Any]]] = [
                                     st.sampled_from(["NoSchedule", "NoExecute"]), NUMBERS)),
     ("topology", st.builds(lambda k: {"plugin": "tree", "labelKeys": [k]}, text)),
     ("auth.ldap", st.just(LDAP)),
+    ("auth.ldap", st.builds(lambda put, t: {**LDAP, **put(t)}, st.sampled_from(LDAP_PUTS), LDAP_TEXT)),
     ("cgroup.plugin", st.sampled_from(["disabled", "cgroup/v1"])),
 ]  # fmt: skip
 POD_PATHS = ("login.", "nodesets.0.volumes", "nodesets.0.env", "labels", "auth.ldap")
+SSSD_TEXT = len(INJECTIONS) - 2  # hostile text in the LDAP fields: a group of its own
 GROUPS = (
     list(range(7)),
-    [i for i, (path, _) in enumerate(INJECTIONS) if path.startswith(POD_PATHS)],
+    [i for i, (path, _) in enumerate(INJECTIONS) if path.startswith(POD_PATHS) and i != SSSD_TEXT],
+    [SSSD_TEXT],
     [i for i, (path, _) in enumerate(INJECTIONS) if i >= 7 and not path.startswith(POD_PATHS)],
 )
 PATH = re.compile(r"^[A-Za-z(][\w.:\[\]()/-]*(\.|\[|:| )")
@@ -254,7 +305,8 @@ PATH = re.compile(r"^[A-Za-z(][\w.:\[\]()/-]*(\.|\[|:| )")
 @st.composite
 def stacks(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
     doc = copy.deepcopy(BASE)
-    # Each group (verbatim lines, what reaches pods, the rest) is drawn as often as the others.
+    # Each group (verbatim lines, what reaches pods, what reaches sssd.conf, the rest) is drawn as
+    # often as the others.
     index_of = st.sampled_from(GROUPS).flatmap(lambda group: st.sampled_from(group))
     for index in draw(st.lists(index_of, min_size=1, max_size=2, unique=True)):
         path, strategy = INJECTIONS[index]
@@ -270,6 +322,8 @@ def judge(doc: dict[str, Any], operator: Any) -> list[str]:
     except SpecError as err:
         unnamed = [p for p in err.problems if not PATH.match(p)]
         return [f"refused without a field: {p!r}" for p in unnamed] + ([] if err.problems else ["refused, no problem"])
+    except SssdTextError as err:  # the load-time check missed what the writer then refused
+        return [f"a traceback from the sssd.conf writer: {err}"]
     return violations(spec)
 
 
@@ -329,6 +383,7 @@ GUARDS = {
     "continuation check": (slurmtext, "text_problem", _without_continuation_check),
     "secret-key check": (slurmtext, "is_secret_key", lambda key: False),
     "pod gate: container grants": (podgate, "_container_problems", lambda row, c: []),
+    "sssd.conf check": (identity, "sssd_text_problem", lambda value: None),
 }
 
 

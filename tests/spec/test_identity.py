@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sunk.manifests.scripts import sshd_identity_conf
-from sunk.manifests.sssd import render_sssd_conf
+from sunk.manifests.sssd import SssdTextError, render_sssd_conf
 from sunk.render.slurm_conf import render_slurm_conf
 from sunk.spec import SpecError, load_spec
 from sunk.spec.identity import LdapSpec
@@ -35,7 +35,15 @@ INJECTIONS = (
     "\rldap_tls_reqcert = never",
     "\x00",
     "\x0bx",
+    "\x85ldap_tls_reqcert = never",
+    "\u2028ldap_tls_reqcert = never",
+    "\u2029[domain/evil]",
+    "\tx",
+    "\x9bx",
+    "\ufeffx",
 )
+INJECTION_IDS = ["section", "second-uri", "carriage-return", "nul", "vtab", "nel", "line-sep", "para-sep", "tab", "c1"]
+INJECTION_IDS += ["bom"]
 
 
 def problems(ldap: dict[str, Any] | None = None, login: dict[str, Any] | None = None) -> list[str]:
@@ -73,7 +81,7 @@ LDAP_FIELDS: list[tuple[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("payload", INJECTIONS, ids=["section", "second-uri", "carriage-return", "nul", "vtab"])
+@pytest.mark.parametrize("payload", INJECTIONS, ids=INJECTION_IDS)
 @pytest.mark.parametrize(("field", "put"), LDAP_FIELDS, ids=[f for f, _ in LDAP_FIELDS])
 def test_no_ldap_value_can_add_a_line(field: str, put: Any, payload: str) -> None:
     assert put("") and ldap_spec(**put(""))  # the value without the payload is valid
@@ -82,6 +90,19 @@ def test_no_ldap_value_can_add_a_line(field: str, put: Any, payload: str) -> Non
     path, _, message = found[0].partition(": ")
     assert path == f"auth.ldap.{field}", found[0]
     assert "such as" in message or "letters" in message or "not valid" in message, message
+
+
+@pytest.mark.parametrize("payload", INJECTIONS, ids=INJECTION_IDS)
+def test_every_ldap_string_passes_the_sssd_check_even_without_its_own_validator(payload: str) -> None:
+    """A field with no validator of its own (one added later) still meets the one check, by its
+    path; and a value that reached the renderer anyway is refused there, not written."""
+    ldap = ldap_spec()
+    sneaked = ldap.model_copy(update={"ca_secret": ldap.ca_secret.model_copy(update={"key": f"ca{payload}"})})  # type: ignore[union-attr]
+    found = [str(p) for rule in LdapSpec.RULES for p in rule(sneaked)]
+    assert [p.partition(": ")[0] for p in found] == ["caSecret.key"], found
+    assert "control character U+" in found[0]
+    with pytest.raises(SssdTextError, match=r"sssd\.conf: .*control character"):
+        render_sssd_conf(ldap.model_copy(update={"base_dn": f"dc=acme{payload}"}))
 
 
 @pytest.mark.parametrize("payload", INJECTIONS[:3])
