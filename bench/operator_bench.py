@@ -49,9 +49,8 @@ from sunk.runtime.slurmrest import Node as SlurmNode
 from sunk.runtime.testing.goals import goal
 from sunk.runtime.testing.kubesim import KubeSim
 
-from sunk.manifests.nodeset_pod import LABEL_NODE
+from sunk import keys
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
-from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import ARCH_LABEL
 
@@ -137,7 +136,7 @@ def converge(kube: FakeKube, slurm: FakeSlurm, reconciler: Reconciler, now: list
             if not pod["spec"].get("nodeName"):
                 pod["spec"]["nodeName"] = ann.get("slurm.sunk.dev/kube-node") or free.pop()
                 pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-            node = pod["metadata"]["labels"][LABEL_NODE]
+            node = pod["metadata"]["labels"][keys.NODE]
             if node not in slurm.nodes:
                 slurm.register(node, [pod["metadata"]["labels"]["slurm.sunk.dev/nodeset"]])
         now[0] += timedelta(seconds=120)
@@ -263,7 +262,7 @@ class Kubelet(threading.Thread):
             )
             patched.read()
             labels = meta["labels"]
-            self.slurm.register(labels[LABEL_NODE], [labels["slurm.sunk.dev/nodeset"]])
+            self.slurm.register(labels[keys.NODE], [labels["slurm.sunk.dev/nodeset"]])
 
 
 def watched_scenario(pods: int, steady: float, changes: int) -> Watched:
@@ -271,7 +270,7 @@ def watched_scenario(pods: int, steady: float, changes: int) -> Watched:
     started = time.monotonic()
     with KubeSim() as sim:
         sim.admission = False  # no kubelet admission here: the Nodes are as large as the pods want
-        sim.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: spec.tenant})
+        sim.add_namespace(NS, labels={keys.TENANT: spec.tenant})
         labels = {"pool": "cpu", ARCH_LABEL: "amd64"}
         ready = {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "66", "memory": "300Gi"}}
         sim.seed(

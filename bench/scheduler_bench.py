@@ -50,11 +50,11 @@ from typing import Any
 from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.ports import free_ports
-from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.testing.goals import goal
 from sunk.runtime.testing.kubesim import KubeSim
 
+from sunk import keys
 from sunk.manifests.runtime import immediate_allocation
 from sunk.spec.errors import load_spec
 
@@ -297,7 +297,7 @@ def main() -> int:
             kube_node: Any = {"metadata": {"name": f"k8s-{node.name}"}, "status": {"allocatable": allocatable}}
             api.create_node(kube_node, _preload_content=False)
             slurmd: Any = {
-                "metadata": {"name": f"slurmd-{node.name}", "labels": {keys.NODESET_LABEL: "cpu"}},
+                "metadata": {"name": f"slurmd-{node.name}", "labels": {keys.NODESET: "cpu"}},
                 "spec": {
                     "hostname": node.name,
                     "nodeName": f"k8s-{node.name}",

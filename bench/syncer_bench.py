@@ -54,10 +54,10 @@ from sunk.runtime.slurmrest.nodetext import ScontrolNodes
 from sunk.runtime.syncer.cache import InformerCache
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import CycleReport, Syncer
-from sunk.runtime.syncer.model import POD_STATE_ANNOTATION
 from sunk.runtime.syncer.slurm import SlurmApi, TextNodeReads
 from sunk.runtime.testing.goals import goal
 
+from sunk import keys
 from sunk.hostlist import compress
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import load_spec
@@ -250,7 +250,7 @@ class Bench:
         lock = threading.Lock()
 
         def watch_pod(obj: dict[str, Any]) -> str | None:
-            state = (obj["metadata"].get("annotations") or {}).get(POD_STATE_ANNOTATION)
+            state = (obj["metadata"].get("annotations") or {}).get(keys.SLURM_STATE)
             if state == "drain":
                 with lock:
                     seen.setdefault(obj["spec"]["hostname"], time.monotonic())

@@ -6,10 +6,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.manifests.accounting import mariadb_manifests, setup_job, slurmdbd_manifests
 from sunk.manifests.auth import AuthRefs, db_secret_name, empty_secret
-from sunk.manifests.config import DB_PASSWORD_KEY, DB_ROOT_PASSWORD_KEY
 from sunk.spec.cluster import ClusterSpec
 
 from ._k8s import Component, child, create, state_options, text, typed
@@ -64,8 +63,8 @@ class Accounting(Component):
                         child(self),
                         namespace=namespace,
                         string_data={
-                            DB_PASSWORD_KEY: pulumi.Output.secret(user.result),
-                            DB_ROOT_PASSWORD_KEY: pulumi.Output.secret(root.result),
+                            keys.DB_PASSWORD: pulumi.Output.secret(user.result),
+                            keys.DB_ROOT_PASSWORD: pulumi.Output.secret(root.result),
                         },
                     ),
                 )

@@ -7,6 +7,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from sunk import keys
 from sunk.manifests.auth import (
     AuthRefs,
     auth_refs,
@@ -15,7 +16,6 @@ from sunk.manifests.auth import (
     jwt_secret_name,
     sssd_secret,
 )
-from sunk.manifests.config import JWT_KEY
 from sunk.spec.cluster import ClusterSpec
 
 from ._k8s import Component, child, create, text, typed
@@ -79,7 +79,7 @@ class Auth(Component):
                     empty_secret(spec, jwt_secret_name(spec), "auth"),
                     child(self),
                     namespace=namespace,
-                    data={JWT_KEY: pulumi.Output.secret(jwt.base64)},
+                    data={keys.JWT_KEY: pulumi.Output.secret(jwt.base64)},
                 ),
             )
         sssd = sssd_secret(spec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from sunk import naming
+from sunk import keys
 from sunk.manifests.config import TOPOLOGY_FILE, config_maps, topology_config_name
 from sunk.spec.cluster import ClusterSpec
 
@@ -41,7 +41,7 @@ class SlurmConfig(Component):
         names: dict[str, str] = {}
         self.resources = {}
         for cm in config_maps(spec):
-            path = cm["metadata"]["annotations"][naming.CONFIG_FILE_ANNOTATION]
+            path = cm["metadata"]["annotations"][keys.SLURM_FILE]
             names[path] = cm["metadata"]["name"]
             if path == TOPOLOGY_FILE:
                 # Rendered with no nodes; the operator rewrites it from the Node labels. Pulumi

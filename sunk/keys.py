@@ -28,9 +28,11 @@ CLUSTER = PREFIX + "cluster"
 NODESET = PREFIX + "nodeset"
 """NodeSet objects, their slurmd pods, Services and PodDisruptionBudgets."""
 NODE = PREFIX + "node"
-"""A slurmd pod's Slurm node name (its PodDisruptionBudget selects it)."""
+"""A slurmd pod's Slurm node name, also its hostname (its PodDisruptionBudget selects it)."""
 RESOURCE_MODE = PREFIX + "resource-mode"
-"""Node label: exclusive or shared (sunk.spec.nodeset)."""
+"""On every slurmd pod: its NodeSet's resourceMode, exclusive or shared (sunk.spec.nodeset). The sunk
+scheduler reads it from the slurmd pod of a Slurm node and never binds a pod to the Node of an
+`exclusive` one."""
 METRICS = PREFIX + "metrics"
 """Services the ServiceMonitor scrapes."""
 MAINTAINED_BY = PREFIX + "maintained-by"
@@ -38,7 +40,8 @@ MAINTAINED_BY = PREFIX + "maintained-by"
 
 # --- annotations ----------------------------------------------------------------------------
 SSSD_HASH = PREFIX + "sssd-hash"
-"""Pod templates with the sssd sidecar: sssd.conf's hash; a change rolls the pods."""
+"""Pod templates with the sssd sidecar: sssd.conf's hash; a change rolls the pods (sssd reads its
+file once)."""
 CONFIG_HASH = PREFIX + "config-hash"
 """Pod templates and slurmd pods: what a reconfigure cannot apply; a change replaces the pods."""
 TEMPLATE_HASH = PREFIX + "template-hash"
@@ -50,10 +53,11 @@ GRES_CONF = PREFIX + "gres-conf"
 """all-matching-nodes slurmd pods with gpus.fromNodeLabels: the node's own gres.conf, from its
 Node's GPU feature discovery labels, projected to /etc/slurm/gres.conf."""
 SLURM_FILE = PREFIX + "slurm-file"
-"""Per-file ConfigMaps: the file's path under /etc/slurm."""
+"""Per-file ConfigMaps: the file's path under /etc/slurm (the ConfigMap's key is only its name)."""
 S6_SERVICE_PREFIX = f"s6.{DOMAIN}/"
 """slurmd pods: one annotation per s6 service script (`s6.slurm.sunk.dev/<name>`)."""
 S6_ONESHOT_PREFIX = f"s6-oneshot.{DOMAIN}/"
+"""slurmd pods: one annotation per s6 one-shot script (`s6-oneshot.slurm.sunk.dev/<name>`)."""
 CORDON_REASON = PREFIX + "cordon-reason"
 """On a Node an admin cordons: text that becomes part of the Slurm drain reason."""
 SLURM_STATE = PREFIX + "slurm-state"
@@ -72,23 +76,40 @@ MADE_AT_DEPLOY = PREFIX + "made-at-deploy"
 """A rendered Secret's keys whose values Pulumi generates at deploy time (comma-separated): the
 render leaves them out, so applying it never installs a placeholder a daemon would take."""
 TOPOLOGY_WRITTEN = PREFIX + "topology-written"
+"""The topology ConfigMap: when the operator last changed its text (UTC, ISO 8601)."""
 TOPOLOGY_RECONFIGURED = PREFIX + "reconfigured"
+"""The topology ConfigMap: hash of the text and registered nodes the last reconfigure covered."""
 
 # Scheduler: requests a pod (or its Namespace) makes, and what the scheduler writes on binding.
 PARTITION = PREFIX + "partition"
 QOS = PREFIX + "qos"
 ACCOUNT = PREFIX + "account"
 TIME_LIMIT = PREFIX + "time-limit"
+"""A Slurm time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED."""
 NICE = PREFIX + "nice"
+"""Slurm nice (-2147483645..2147483645); lower runs first."""
 PRIORITY = PREFIX + "priority"
+"""Admin priority: a fixed job priority (the scheduler's Slurm user must be an operator)."""
 GPU_TYPE = PREFIX + "gpu-type"
+"""GRES type, e.g. h100: `--gres=gpu:h100:N` instead of `--gres=gpu:N`."""
 GPUS = PREFIX + "gpus"
+"""GPUs per pod counted by Slurm alone (1..64), instead of an `nvidia.com/gpu` request: the device
+plugin then never picks devices for the pod, and the container gets exactly Slurm's GPUs through
+NVIDIA_VISIBLE_DEVICES from `gpu-indices` (the NVIDIA container runtime's environment-variable
+device selection). Setting both is refused."""
+# All-or-nothing groups (pod annotations only).
 GROUP = PREFIX + "group"
+"""Pods of one namespace sharing this value are placed together by one Slurm job, or not at all."""
 GROUP_SIZE = PREFIX + "group-size"
+"""How many pods the group has; the job is submitted once that many are pending."""
+# Written by the scheduler at binding time.
 JOB_ID = PREFIX + "job-id"
 SLURM_NODE = PREFIX + "slurm-node"
 JOB_START = PREFIX + "job-start"
+"""The job's start time (epoch seconds) when the pod was bound: a requeued job restarts later."""
 GPU_INDICES = PREFIX + "gpu-indices"
+"""The GPU indices Slurm allocated to the job on this pod's node, e.g. "0,1" (GRES IDX, the
+order of gres.conf's File= devices: /dev/nvidia0, /dev/nvidia1). Absent when the job has no GPUs."""
 
 # Slurm node `extra` (JSON): which pod runs the node's slurmd.
 POD_REF = PREFIX + "pod"
@@ -104,7 +125,7 @@ TEMPLATE_VALID = "TemplateValid"
 SLURM_REACHABLE = "SlurmReachable"
 CONFIG_FOUND = "ConfigFound"
 POLICY_ALLOWED = "PolicyAllowed"
-"""NodeSets: False while the operator's tenant policy refuses the NodeSet."""
+"""NodeSets: False while the operator's tenant policy refuses the NodeSet (reason PolicyViolation)."""
 TENANT_PREFIX = f"tenants.{DOMAIN}"
 """Keys on shared Nodes are per tenant: `<namespace>.tenants.slurm.sunk.dev/<name>`."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from sunk import keys, roles
+from sunk import roles
 from sunk.spec.cluster import ClusterSpec
 
 SLURM_ETC = "/etc/slurm"
@@ -91,9 +91,6 @@ def topology_config_map(cluster_name: str) -> str:
     subPath mounts never see updates)."""
     return f"{cluster_name}-topology"
 
-
-CONFIG_FILE_ANNOTATION = keys.SLURM_FILE
-"""On each per-file ConfigMap: the file's path relative to /etc/slurm (its key is only the name)."""
 
 _SLUG_JUNK = re.compile(r"[^a-z0-9]+")
 _SCRIPT_DIRS = {

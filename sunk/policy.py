@@ -19,14 +19,11 @@ from sunk import keys
 from sunk.images import DEFAULT_REGISTRY
 from sunk.spec.base import AbsPath, LabelKey, Model, _matcher
 
-TENANT_NAMESPACE_LABEL = keys.TENANT
-"""The label every tenant stack puts on the namespace it creates (sunk.manifests.meta.TENANT_LABEL)."""
-
 
 class TenantPolicy(Model):
     """The operator's tenant policy (`sunk:operator: {policy: ...}` in the stack that installs it)."""
 
-    namespace_label: LabelKey | None = TENANT_NAMESPACE_LABEL
+    namespace_label: LabelKey | None = keys.TENANT
     """NodeSets are served only in namespaces carrying this label; tenant stacks put it on the
     namespaces they create (label a namespace you bring yourself). null: any namespace.
     Default: slurm.sunk.dev/tenant."""

@@ -3,6 +3,7 @@ under one prefix; readers still accept what older releases wrote."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,74 @@ def test_no_key_is_spelled_outside_the_vocabulary() -> None:
                 if KEY_LITERAL.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def key_aliases(source: str) -> list[str]:
+    """Module-level names that rename a sunk.keys constant: `X = keys.Y`, `X = Y` after
+    `from sunk.keys import Y`, and `from sunk.keys import Y as X`. Each key has one name, used as
+    `keys.Y` everywhere, so a reader never has to learn that LABEL_CLUSTER and CLUSTER_LABEL are
+    the same key."""
+    tree = ast.parse(source)
+    modules: set[str] = set()  # names bound to the sunk.keys module
+    names: set[str] = set()  # names imported from it
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                if node.module == "sunk" and alias.name == "keys":
+                    modules.add(alias.asname or alias.name)
+                elif node.module == "sunk.keys":
+                    names.add(alias.asname or alias.name)
+                    if alias.asname and alias.asname != alias.name:
+                        found.append(f"{node.lineno}: from sunk.keys import {alias.name} as {alias.asname}")
+        elif isinstance(node, ast.Import):
+            modules |= {alias.asname for alias in node.names if alias.name == "sunk.keys" and alias.asname}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        value = node.value
+        is_key = (
+            isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id in modules
+        ) or (isinstance(value, ast.Name) and value.id in names)
+        if is_key:
+            found.append(f"{node.lineno}: {ast.unparse(node).splitlines()[0]}")
+    return found
+
+
+def _sources() -> list[Path]:
+    core = [p for p in (ROOT / "sunk").rglob("*.py") if p.relative_to(ROOT / "sunk").parts[0] not in LINKS]
+    return sorted([*core, *(ROOT / "components").rglob("*.py"), *(ROOT / "runtime").rglob("*.py")])
+
+
+LINKS = ("components", "runtime")
+"""sunk/components and sunk/runtime are links to the top-level folders, scanned once as those."""
+
+
+def test_no_module_renames_a_key() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{hit}"
+        for path in _sources()
+        if path.name != "keys.py" or path.parent != ROOT / "sunk"
+        for hit in key_aliases(path.read_text())
+    ]
+    assert not found, "use keys.<NAME> where the key is used instead of a second name:\n" + "\n".join(found)
+
+
+def test_the_alias_scan_sees_every_way_to_rename_a_key() -> None:
+    source = (
+        "from sunk import keys, naming\n"
+        "from sunk.keys import CLUSTER, NODE as NODE_LABEL, TENANT\n"
+        "import sunk.keys as k\n"
+        "LABEL_CLUSTER = keys.CLUSTER\n"
+        "CLUSTER_LABEL: str = CLUSTER\n"
+        "OTHER = k.NODESET\n"
+        "DERIVED = keys.PREFIX + 'x'\n"  # a new key built from the prefix is not a second name
+        "NAME = naming.nodeset\n"
+        "def f():\n"
+        "    local = keys.TENANT\n"  # function-local names are not module API
+        "    return local\n"
+    )
+    assert [hit.partition(":")[0] for hit in key_aliases(source)] == ["2", "4", "5", "6"]
 
 
 def _keys_of(obj: Any) -> set[str]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_NODESET
+from sunk import keys
 
 from ..common.informer import View
 from .admission import add_usage, node_usage, pod_requests, terminated
@@ -61,11 +61,11 @@ class KubeState:
 def set_key(obj: Mapping[str, Any]) -> SetKey:
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
-    return meta.get("namespace", ""), labels.get(LABEL_CLUSTER, ""), labels.get(LABEL_NODESET, "")
+    return meta.get("namespace", ""), labels.get(keys.CLUSTER, ""), labels.get(keys.NODESET, "")
 
 
 def _pinned(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, int]] | None:
-    node = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_KUBE_NODE)
+    node = ((obj.get("metadata") or {}).get("annotations") or {}).get(keys.KUBE_NODE)
     if not node or (obj.get("spec") or {}).get("nodeName") or terminated(obj):
         return None
     return node, pod_requests(obj)
@@ -168,7 +168,7 @@ def node_entry(obj: dict[str, Any]) -> KubeNode | None:
 
 
 def service_entry(obj: dict[str, Any]) -> bool | None:
-    return True if LABEL_NODESET in ((obj.get("metadata") or {}).get("labels") or {}) else None
+    return True if keys.NODESET in ((obj.get("metadata") or {}).get("labels") or {}) else None
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,7 @@ def watch(api_client: Any) -> WatchedKube:
     from kubernetes import client
 
     from sunk.manifests.nodeset_pdb import PROTECTION
-    from sunk.manifests.nodeset_pod import LABEL_COMPONENT, SLURMD
+    from sunk.manifests.nodeset_pod import SLURMD
     from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 
     from ..common.informer import Informer
@@ -319,18 +319,18 @@ def watch(api_client: Any) -> WatchedKube:
                 core.list_pod_for_all_namespaces,
                 slurmd_entry,
                 "slurmd-pods",
-                label_selector=f"{LABEL_COMPONENT}={SLURMD},{LABEL_NODESET}",
+                label_selector=f"{keys.APP_COMPONENT}={SLURMD},{keys.NODESET}",
             ),
             bound=informer(core.list_pod_for_all_namespaces, bound_entry, "bound-pods", field_selector=BOUND_SELECTOR),
             nodes=informer(core.list_node, node_entry, "nodes"),
             services=informer(
-                core.list_service_for_all_namespaces, service_entry, "services", label_selector=LABEL_NODESET
+                core.list_service_for_all_namespaces, service_entry, "services", label_selector=keys.NODESET
             ),
             budgets=informer(
                 policy.list_pod_disruption_budget_for_all_namespaces,
                 budget_entry,
                 "budgets",
-                label_selector=f"{LABEL_COMPONENT}={PROTECTION},{LABEL_NODESET}",
+                label_selector=f"{keys.APP_COMPONENT}={PROTECTION},{keys.NODESET}",
             ),
             namespaces=informer(core.list_namespace, namespace_entry, "namespaces"),
         ),

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sunk import keys
-from sunk.manifests.nodeset_pod import LABEL_NODESET
 
 from ..slurmrest import Node as SlurmNode
 from ..slurmrest import Reservation, SlurmUnavailable
@@ -84,7 +83,7 @@ class FakeKube:
 
     def list_services(self) -> set[tuple[str, str]]:
         self.reads += 1
-        return {k for k, s in self.services.items() if LABEL_NODESET in (s["metadata"].get("labels") or {})}
+        return {k for k, s in self.services.items() if keys.NODESET in (s["metadata"].get("labels") or {})}
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads += 1

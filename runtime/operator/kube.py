@@ -11,8 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from sunk import keys
 from sunk.manifests.nodeset_pdb import PROTECTION
-from sunk.manifests.nodeset_pod import LABEL_COMPONENT, LABEL_NODESET, SLURMD
+from sunk.manifests.nodeset_pod import SLURMD
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 
 
@@ -51,12 +52,12 @@ class KubeApi(Protocol):
 
 def is_slurmd_pod(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(LABEL_COMPONENT) == SLURMD and LABEL_NODESET in labels
+    return labels.get(keys.APP_COMPONENT) == SLURMD and keys.NODESET in labels
 
 
 def is_protection_budget(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(LABEL_COMPONENT) == PROTECTION and LABEL_NODESET in labels
+    return labels.get(keys.APP_COMPONENT) == PROTECTION and keys.NODESET in labels
 
 
 def bound_and_running(obj: Mapping[str, Any]) -> bool:
@@ -100,7 +101,7 @@ class OfficialKube:
 
     def list_pods(self) -> list[dict[str, Any]]:
         self.reads += 1
-        selector = f"{LABEL_COMPONENT}={SLURMD},{LABEL_NODESET}"
+        selector = f"{keys.APP_COMPONENT}={SLURMD},{keys.NODESET}"
         raw = self._core.list_pod_for_all_namespaces(label_selector=selector, _preload_content=False)
         return [p for p in self._raw(raw).get("items") or [] if is_slurmd_pod(p)]
 
@@ -124,11 +125,11 @@ class OfficialKube:
 
     def list_services(self) -> set[tuple[str, str]]:
         self.reads += 1
-        raw = self._core.list_service_for_all_namespaces(label_selector=LABEL_NODESET, _preload_content=False)
+        raw = self._core.list_service_for_all_namespaces(label_selector=keys.NODESET, _preload_content=False)
         out = set()
         for s in self._raw(raw).get("items") or []:
             meta = s.get("metadata") or {}
-            if LABEL_NODESET in (meta.get("labels") or {}):
+            if keys.NODESET in (meta.get("labels") or {}):
                 out.add((meta.get("namespace", ""), meta.get("name", "")))
         return out
 
@@ -164,7 +165,7 @@ class OfficialKube:
 
     def list_budgets(self) -> list[dict[str, Any]]:
         self.reads += 1
-        selector = f"{LABEL_COMPONENT}={PROTECTION},{LABEL_NODESET}"
+        selector = f"{keys.APP_COMPONENT}={PROTECTION},{keys.NODESET}"
         raw = self._policy.list_pod_disruption_budget_for_all_namespaces(
             label_selector=selector, _preload_content=False
         )

@@ -9,12 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sunk.manifests.nodeset_pod import (
-    ANNOTATION_KUBE_NODE,
-    ANNOTATION_ORDINAL,
-    ANNOTATION_TEMPLATE_HASH,
-    LABEL_NODE,
-)
+from sunk import keys
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.nodeset_resource import NodeSetResourceSpec
 
@@ -99,17 +94,17 @@ class Pod:
     def from_object(cls, obj: Mapping[str, Any]) -> Pod:
         meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
         labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
-        ordinal = ann.get(ANNOTATION_ORDINAL)
+        ordinal = ann.get(keys.ORDINAL)
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         return cls(
             name=meta["name"],
-            slurm_node=labels.get(LABEL_NODE) or spec.get("hostname") or meta["name"],
+            slurm_node=labels.get(keys.NODE) or spec.get("hostname") or meta["name"],
             ordinal=int(ordinal) if ordinal is not None and str(ordinal).isdigit() else None,
-            kube_node=ann.get(ANNOTATION_KUBE_NODE),
+            kube_node=ann.get(keys.KUBE_NODE),
             node_name=spec.get("nodeName") or None,
             ready=ready and status.get("phase") == "Running",
             deleting=bool(meta.get("deletionTimestamp")),
-            template_hash=ann.get(ANNOTATION_TEMPLATE_HASH, ""),
+            template_hash=ann.get(keys.TEMPLATE_HASH, ""),
             uid=meta.get("uid", ""),
             terminal=status.get("phase") in ("Failed", "Succeeded"),
         )
@@ -125,7 +120,7 @@ class Budget:
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Budget:
         meta = obj.get("metadata") or {}
-        return cls(meta["name"], (meta.get("labels") or {}).get(LABEL_NODE, ""))
+        return cls(meta["name"], (meta.get("labels") or {}).get(keys.NODE, ""))
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.manifests.nodeset_pdb import protection_budget, protection_name
 from sunk.manifests.nodeset_pod import (
     headless_service,
@@ -86,7 +86,7 @@ from .model import (
     drained_by_us,
     dynamic,
 )
-from .status import PODS_FIT, compute_status, unfit_message
+from .status import compute_status, unfit_message
 
 SCALE_IN = f"{naming.OPERATOR_REASON_PREFIX} scale-in"
 UPDATE = f"{naming.OPERATOR_REASON_PREFIX} rolling update"
@@ -316,7 +316,7 @@ def _unfit_events(observed: Observed, unfit: Mapping[str, tuple[str, str]]) -> l
     """A Warning per Node a pod does not fit, once per change of the PodsFit condition (no
     Event per resync), for the Nodes it did not name yet."""
     conditions = observed.nodeset.status.get("conditions") or []
-    previous: Mapping[str, Any] = next((c for c in conditions if c.get("type") == PODS_FIT), {})
+    previous: Mapping[str, Any] = next((c for c in conditions if c.get("type") == keys.PODS_FIT), {})
     if not unfit or previous.get("message") == unfit_message(unfit):
         return []
     said = str(previous.get("message") or "")

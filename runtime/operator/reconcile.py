@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sunk import keys, naming
-from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, nodeset_pod, service_name
+from sunk.manifests.nodeset_pod import nodeset_pod, service_name
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.render import TopologyNode
@@ -57,8 +57,6 @@ from .model import (
 from .plan import plan
 from .slurm import ClusterRef, SlurmApi, SlurmFactory
 from .topology import (
-    ANNOTATION_RECONFIGURED,
-    ANNOTATION_WRITTEN,
     TOPOLOGY_KEY,
     Reconfigure,
     TopologyAction,
@@ -70,8 +68,6 @@ from .topology import (
 
 log = logging.getLogger("sunk.operator")
 COMPONENT = "sunk-operator"
-POLICY_CONDITION = keys.POLICY_ALLOWED
-"""NodeSet condition, False while the tenant policy refuses the NodeSet (reason PolicyViolation)."""
 
 
 @dataclass
@@ -199,16 +195,18 @@ class Reconciler:
             problems += [problem] if problem else []
         # The pod it would create (ConfigMap contents don't matter to the policy: one key each).
         where: dict[str, Any] = {"ordinal": 0} if s.spec.mode == "replicas" else {"kube_node": "policy-check"}
-        keys = {name: frozenset({path.rsplit("/", 1)[-1]}) for path, name in s.spec.config_files.items()}
-        problems += pod_problems(self.policy, nodeset_pod(s.spec, namespace=s.namespace, config_keys=keys, **where))
+        config_keys = {name: frozenset({path.rsplit("/", 1)[-1]}) for path, name in s.spec.config_files.items()}
+        problems += pod_problems(
+            self.policy, nodeset_pod(s.spec, namespace=s.namespace, config_keys=config_keys, **where)
+        )
         if not problems:
             return True
         message = "; ".join(problems)[:1000]
         old: dict[str, Any] = next(
-            (c for c in s.status.get("conditions") or [] if c.get("type") == POLICY_CONDITION), {}
+            (c for c in s.status.get("conditions") or [] if c.get("type") == keys.POLICY_ALLOWED), {}
         )
         if old.get("message") != message or old.get("status") != "False":
-            status = _refusal(POLICY_CONDITION, "PolicyViolation", message, s.generation, now)
+            status = _refusal(keys.POLICY_ALLOWED, "PolicyViolation", message, s.generation, now)
             if self.may_act():
                 self._guarded(
                     lambda: self.kube.patch_nodeset_status(s.namespace, s.name, status), f"status of {s.name}"
@@ -248,16 +246,16 @@ class Reconciler:
             except Exception as err:
                 log.warning("cluster %s/%s: reservations unreadable, held updates wait: %s", namespace, cluster, err)
         # One read per ConfigMap a NodeSet of the cluster mounts (NodeSets share most of them).
-        keys: dict[str, frozenset[str] | None] = {}
+        map_keys: dict[str, frozenset[str] | None] = {}
         for s in sets:
-            for name in sorted(set(s.spec.config_files.values()) - set(keys)):
-                keys[name] = self._config_map_keys(namespace, name, now)
+            for name in sorted(set(s.spec.config_files.values()) - set(map_keys)):
+                map_keys[name] = self._config_map_keys(namespace, name, now)
             observed = Observed(
                 nodeset=s,
                 pods=pods_by.get((namespace, cluster, s.spec.name), []),
                 kube_nodes=kube_nodes,
                 slurm=slurm,
-                config_keys={n: k for n in s.spec.config_files.values() if (k := keys[n]) is not None},
+                config_keys={n: k for n in s.spec.config_files.values() if (k := map_keys[n]) is not None},
                 service_exists=(namespace, service_name(s.spec)) in services,
                 node_usage=usage,
                 budgets=None if budgets_by is None else budgets_by.get((namespace, cluster, s.spec.name), []),
@@ -266,7 +264,7 @@ class Reconciler:
             for action in plan(observed, now):
                 applied = self._apply(s, action, api, now, report)
                 if applied and isinstance(action, CreatePod):  # later NodeSets of this resync see it
-                    kube_node = (action.pod["metadata"].get("annotations") or {}).get(ANNOTATION_KUBE_NODE)
+                    kube_node = (action.pod["metadata"].get("annotations") or {}).get(keys.KUBE_NODE)
                     if kube_node:
                         add_usage(usage, kube_node, pod_requests(action.pod))
         self._topology(namespace, cluster, first, sets, pods_by, kube_nodes, slurm, api, now, report)
@@ -396,7 +394,7 @@ class Reconciler:
                 body = config_map(ns, action.cluster, text, written)
                 fn = lambda: self.kube.create_config_map(body)  # noqa: E731
             else:
-                patch = {"metadata": {"annotations": {ANNOTATION_WRITTEN: written}}, "data": {TOPOLOGY_KEY: text}}
+                patch = {"metadata": {"annotations": {keys.TOPOLOGY_WRITTEN: written}}, "data": {TOPOLOGY_KEY: text}}
                 fn = lambda: self.kube.patch_config_map(ns, name, patch)  # noqa: E731
         else:
             if api is None:
@@ -406,7 +404,7 @@ class Reconciler:
 
             def fn() -> None:
                 reconfigure()
-                self.kube.patch_config_map(ns, name, {"metadata": {"annotations": {ANNOTATION_RECONFIGURED: key}}})
+                self.kube.patch_config_map(ns, name, {"metadata": {"annotations": {keys.TOPOLOGY_RECONFIGURED: key}}})
 
         if not self._guarded(fn, f"{ns}/{name}: {type(action).__name__}"):
             report.errors.append(f"{ns}/{name}: {type(action).__name__}")

@@ -66,7 +66,6 @@ def _condition(
     return transition(Condition(ctype, "True" if ok else "False", reason, message), old, now).to_dict()
 
 
-PODS_FIT = keys.PODS_FIT
 _LISTED = 10
 """Nodes named in the PodsFit message; more are counted (a status must stay small)."""
 
@@ -142,7 +141,7 @@ def compute_status(
         ),
         _condition(
             previous,
-            PODS_FIT,
+            keys.PODS_FIT,
             not unfit,
             "Fit" if not unfit else "InsufficientResources",
             "" if not unfit else unfit_message(unfit),

@@ -27,11 +27,6 @@ from sunk.spec.scheduling import TopologySpec
 from ..common.timefmt import parse_rfc3339, rfc3339
 
 TOPOLOGY_KEY = "topology.conf"
-ANNOTATION_WRITTEN = keys.TOPOLOGY_WRITTEN
-"""When the operator last changed the text (UTC, ISO 8601)."""
-ANNOTATION_RECONFIGURED = keys.TOPOLOGY_RECONFIGURED
-"""Hash of the text and registered nodes the last reconfigure covered."""
-LABEL_CLUSTER = keys.CLUSTER
 
 
 @dataclass(frozen=True)
@@ -97,8 +92,8 @@ def config_map(namespace: str, cluster: str, text: str, written: str) -> dict[st
         "metadata": {
             "name": naming.topology_config_map(cluster),
             "namespace": namespace,
-            "labels": {LABEL_CLUSTER: cluster},
-            "annotations": {ANNOTATION_WRITTEN: written},
+            "labels": {keys.CLUSTER: cluster},
+            "annotations": {keys.TOPOLOGY_WRITTEN: written},
         },
         "data": {TOPOLOGY_KEY: text},
     }
@@ -121,9 +116,9 @@ def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -
         return []
     annotations = (cm.get("metadata") or {}).get("annotations") or {}
     key = reconfigure_key(text, observed.registered, nodes)
-    if annotations.get(ANNOTATION_RECONFIGURED) == key:
+    if annotations.get(keys.TOPOLOGY_RECONFIGURED) == key:
         return []
-    written = _parse(annotations.get(ANNOTATION_WRITTEN))
+    written = _parse(annotations.get(keys.TOPOLOGY_WRITTEN))
     if written is not None and now - written < delay:
         return []  # the kubelet may not have refreshed slurmctld's copy yet
     return [Reconfigure(observed.namespace, observed.cluster, name, key)]

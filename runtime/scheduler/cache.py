@@ -29,12 +29,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
+from sunk import keys
 from sunk.kubefit import amount
-from sunk.spec.nodeset import RESOURCE_MODE_LABEL
 
 from ..common.informer import View
 from ..slurmrest.podref import PodRef
-from . import keys
 from .fit import NodeView, pod_requests
 from .model import TERMINAL_PHASES, PodView, pod_view
 
@@ -88,9 +87,9 @@ def slurmd_pod(namespace: str) -> Callable[[dict[str, Any]], dict[str, Any] | No
     def transform(obj: dict[str, Any]) -> dict[str, Any] | None:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         labels = meta.get("labels") or {}
-        if keys.NODESET_LABEL not in labels or meta.get("namespace", namespace) != namespace:
+        if keys.NODESET not in labels or meta.get("namespace", namespace) != namespace:
             return None
-        kept = {k: labels[k] for k in (keys.NODESET_LABEL, RESOURCE_MODE_LABEL) if k in labels}
+        kept = {k: labels[k] for k in (keys.NODESET, keys.RESOURCE_MODE) if k in labels}
         return {
             "metadata": {"labels": kept, "deletionTimestamp": meta.get("deletionTimestamp")},
             "spec": {"hostname": spec.get("hostname"), "nodeName": spec.get("nodeName")},

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..slurmrest.podref import PodRef
-from . import keys
 from .kube import Conflict, EvictionBlocked, KubeApi
+from .marker import Marker
 from .model import JobView
 from .request import JobRequest
 from .slurm import Rejected, SlurmApi
@@ -104,7 +104,7 @@ class FakeSlurm:
     """Jobs stay PENDING until a test `start`s them; `reject` makes every submit fail."""
 
     job_list: list[JobView] = field(default_factory=list)
-    submitted: list[tuple[int, JobRequest, keys.Marker]] = field(default_factory=list)
+    submitted: list[tuple[int, JobRequest, Marker]] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
     reject: str = ""
     next_id: int = 100
@@ -114,7 +114,7 @@ class FakeSlurm:
     def jobs(self) -> list[JobView]:
         return list(self.job_list)
 
-    def submit(self, request: JobRequest, marker: keys.Marker) -> int:
+    def submit(self, request: JobRequest, marker: Marker) -> int:
         if self.reject:
             raise Rejected(self.reject)
         with self.lock:

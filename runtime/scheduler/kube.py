@@ -16,10 +16,11 @@ from typing import Any, Protocol
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from sunk import keys
+
 from ..common.events import event
 from ..common.timefmt import rfc3339
 from ..slurmrest.podref import PodRef
-from . import keys
 
 log = logging.getLogger("sunk.scheduler")
 
@@ -122,11 +123,11 @@ class OfficialKube:
         ]
 
     def list_slurmd_pods(self, namespace: str) -> list[dict[str, Any]]:
-        reply = self._api.list_namespaced_pod(namespace, label_selector=keys.NODESET_LABEL, _preload_content=False)
+        reply = self._api.list_namespaced_pod(namespace, label_selector=keys.NODESET, _preload_content=False)
         return [
             p
             for p in _json(reply)["items"]
-            if keys.NODESET_LABEL in ((p.get("metadata") or {}).get("labels") or {})
+            if keys.NODESET in ((p.get("metadata") or {}).get("labels") or {})
             and (p.get("metadata") or {}).get("namespace", namespace) == namespace
         ]
 

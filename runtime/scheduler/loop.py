@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from sunk import keys
+
 from ..slurmrest import SlurmRestError
-from . import keys
 from .cache import NotSynced, WatchedCluster
 from .fit import NodeView, node_view
 from .kube import ALL_NAMESPACES, Conflict, EvictionBlocked, KubeApi

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sunk import keys
 from sunk.hostlist import expand
-from sunk.spec.nodeset import RESOURCE_MODE_LABEL
 
 from ..slurmrest.podref import PodRef
-from . import keys
 from .fit import NodeView, pinned_containers, pod_requests
+from .marker import Marker
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 ACTIVE_JOB_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "REQUEUED", "RESIZING"})
@@ -75,10 +75,10 @@ class PodView:
         return self.annotations.get(keys.JOB_START, "")
 
     @property
-    def marker(self) -> keys.Marker:
+    def marker(self) -> Marker:
         if self.group is not None:
-            return keys.Marker("group", self.namespace, self.group)
-        return keys.Marker("pod", self.namespace, self.name, self.uid)
+            return Marker("group", self.namespace, self.group)
+        return Marker("pod", self.namespace, self.name, self.uid)
 
     @property
     def ref(self) -> PodRef:
@@ -88,7 +88,7 @@ class PodView:
 @dataclass(frozen=True)
 class JobView:
     job_id: int
-    marker: keys.Marker
+    marker: Marker
     state: str
     """Base state: PENDING, RUNNING, COMPLETED, CANCELLED, PREEMPTED, FAILED, TIMEOUT, ..."""
     flags: frozenset[str] = frozenset()
@@ -188,7 +188,7 @@ def node_map(slurmd_pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for pod in slurmd_pods:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        if keys.NODESET_LABEL not in (meta.get("labels") or {}) or meta.get("deletionTimestamp"):
+        if keys.NODESET not in (meta.get("labels") or {}) or meta.get("deletionTimestamp"):
             continue
         if spec.get("hostname") and spec.get("nodeName"):
             out[spec["hostname"]] = spec["nodeName"]
@@ -200,7 +200,7 @@ def exclusive_nodes(slurmd_pods: Sequence[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(
         (pod.get("spec") or {}).get("hostname", "")
         for pod in slurmd_pods
-        if ((pod.get("metadata") or {}).get("labels") or {}).get(RESOURCE_MODE_LABEL) == "exclusive"
+        if ((pod.get("metadata") or {}).get("labels") or {}).get(keys.RESOURCE_MODE) == "exclusive"
     ) - {""}
 
 
@@ -213,7 +213,7 @@ def _number(value: Any) -> float:
 
 def job_view(job: Mapping[str, Any]) -> JobView | None:
     """A v0.0.42 job (GET /slurm/v0.0.42/jobs) if it carries our marker, else None."""
-    marker = keys.Marker.parse(job.get("comment") or "") or keys.Marker.parse(job.get("name") or "")
+    marker = Marker.parse(job.get("comment") or "") or Marker.parse(job.get("name") or "")
     if marker is None:
         return None
     states = job.get("job_state") or []

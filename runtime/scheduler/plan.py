@@ -24,9 +24,11 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from sunk import keys
+
 from ..slurmrest.podref import PodRef
-from . import keys
 from .fit import NodeView, Shortfall, shortfalls
+from .marker import Marker, valid_group_name
 from .model import JobView, PodView, Snapshot
 from .request import Invalid, JobRequest, build_request, spec_hash
 
@@ -66,7 +68,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class Submit:
-    marker: keys.Marker
+    marker: Marker
     request: JobRequest
     spec_hash: str
     pods: tuple[PodRef, ...]
@@ -76,7 +78,7 @@ class Submit:
 class Reject:
     """An invalid request: Event + PodScheduled=False on each pod, remembered until the pods change."""
 
-    marker: keys.Marker
+    marker: Marker
     spec_hash: str
     pods: tuple[PodRef, ...]
     reason: str
@@ -110,7 +112,7 @@ class Reroute:
     submitted before the old one is cancelled, so the workload never lacks an active job (a crash
     in between leaves two; the duplicate rule keeps the older, and the reroute happens again)."""
 
-    marker: keys.Marker
+    marker: Marker
     old_job_id: int
     request: JobRequest
     spec_hash: str
@@ -127,7 +129,7 @@ class Evict:
 @dataclass(frozen=True)
 class Cancel:
     job_id: int
-    marker: keys.Marker
+    marker: Marker
     reason: str
 
 
@@ -162,7 +164,7 @@ def _condition(pod: PodView, reason: str, message: str) -> list[Action]:
 def _group_size(members: Sequence[PodView]) -> int | Invalid:
     values = {p.annotations.get(keys.GROUP_SIZE, "").strip() for p in members}
     group = members[0].group or ""
-    if not keys.valid_group_name(group):
+    if not valid_group_name(group):
         return Invalid("InvalidAnnotation", f"{keys.GROUP}: {group!r} is not a DNS label")
     if len(values) != 1:
         return Invalid("GroupMismatch", f"members of group {group} disagree on {keys.GROUP_SIZE}: {sorted(values)}")
@@ -173,7 +175,7 @@ def _group_size(members: Sequence[PodView]) -> int | Invalid:
 
 
 def _submit_or_reject(
-    marker: keys.Marker,
+    marker: Marker,
     members: Sequence[PodView],
     defaults: Mapping[str, str],
     failures: Mapping[str, Failure],
@@ -204,7 +206,7 @@ def _submit_or_reject(
 
 
 def _workload(
-    marker: keys.Marker,
+    marker: Marker,
     pods: Sequence[PodView],
     jobs: Sequence[JobView],
     snap: Snapshot,
@@ -336,7 +338,7 @@ def _pinning(pod: PodView, slurm_node: str) -> str:
 
 
 def _reroute(
-    marker: keys.Marker,
+    marker: Marker,
     job: JobView,
     unbound: Sequence[PodView],
     misfits: set[str],

@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sunk import keys
 from sunk.spec.nodeset import SHARED_FEATURE
 
 from ..slurmrest.models import JobSubmit
-from . import keys
+from .marker import REQUEST_KEYS, Marker
 from .model import PodView
 
 MIB = 2**20
@@ -96,7 +97,7 @@ def _int(text: str, key: str, lo: int, hi: int) -> int:
 
 def _settings(pod: PodView, defaults: Mapping[str, str]) -> dict[str, str]:
     """slurm.sunk.dev/* request annotations: the pod's, else its Namespace's."""
-    return {k: (pod.annotations.get(k) or defaults.get(k, "")).strip() for k in keys.REQUEST_KEYS}
+    return {k: (pod.annotations.get(k) or defaults.get(k, "")).strip() for k in REQUEST_KEYS}
 
 
 def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRequest | Invalid:
@@ -154,7 +155,7 @@ def spec_hash(outcome: JobRequest | Invalid, pods: Sequence[PodView]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def placeholder_job(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") -> JobSubmit:
+def placeholder_job(request: JobRequest, marker: Marker, *, cwd: str = "/tmp") -> JobSubmit:
     """The placeholder job for a request, as the shared client submits it (plain numbers; the
     client wraps them for the wire)."""
     job: dict[str, Any] = {
@@ -188,6 +189,6 @@ def placeholder_job(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tm
     return JobSubmit(**job)
 
 
-def submit_body(request: JobRequest, marker: keys.Marker, *, cwd: str = "/tmp") -> dict[str, Any]:
+def submit_body(request: JobRequest, marker: Marker, *, cwd: str = "/tmp") -> dict[str, Any]:
     """POST /slurm/v0.0.42/job/submit body for the placeholder job (what the client sends)."""
     return placeholder_job(request, marker, cwd=cwd).body()

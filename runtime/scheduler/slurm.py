@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ..slurmrest import SlurmApiError, SlurmRestClient
 from ..slurmrest.errors import INVALID_JOB_ID
-from . import keys
+from .marker import Marker
 from .model import ACTIVE_JOB_STATES, JobView, job_view
 from .request import JobRequest, placeholder_job
 
@@ -36,7 +36,7 @@ class SlurmApi(Protocol):
         """Every job with a marker that slurmctld knows (pending, running, recently ended)."""
         ...
 
-    def submit(self, request: JobRequest, marker: keys.Marker) -> int:
+    def submit(self, request: JobRequest, marker: Marker) -> int:
         """Submit a placeholder job; raises Rejected when Slurm says no."""
         ...
 
@@ -149,7 +149,7 @@ class RestSlurm:
                 self._clients.append(client)
         return client
 
-    def submit(self, request: JobRequest, marker: keys.Marker) -> int:
+    def submit(self, request: JobRequest, marker: Marker) -> int:
         """With `immediate`: first as an allocation slurmctld grants in the request (no batch step,
         so no slurmstepd; started now rather than at slurmctld's next once-a-second pass), and when
         it can't start now (busy nodes, a job of higher priority waiting, any refusal) as the batch

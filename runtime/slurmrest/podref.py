@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from sunk import keys
 
-POD_KEY = keys.POD_REF
-UID_KEY = keys.POD_REF_UID
 _TEXT_KEY = "text"  # where a non-JSON `extra` someone else wrote is kept
 
 
@@ -40,8 +38,8 @@ def _decode(extra: str) -> dict[str, object]:
 def read_pod_ref(extra: str) -> PodRef | None:
     data = _decode(extra)
     # Nodes written before the single key prefix carry the legacy keys until the syncer rewrites them.
-    pod = data.get(POD_KEY, data.get(keys.LEGACY[POD_KEY]))
-    uid = data.get(UID_KEY, data.get(keys.LEGACY[UID_KEY]))
+    pod = data.get(keys.POD_REF, data.get(keys.LEGACY[keys.POD_REF]))
+    uid = data.get(keys.POD_REF_UID, data.get(keys.LEGACY[keys.POD_REF_UID]))
     if not isinstance(pod, str) or "/" not in pod:
         return None
     namespace, _, name = pod.partition("/")
@@ -51,10 +49,10 @@ def read_pod_ref(extra: str) -> PodRef | None:
 def write_pod_ref(extra: str, ref: PodRef | None) -> str:
     """`extra` with our keys set to `ref` (removed for None), other keys untouched."""
     data = _decode(extra)
-    for key in (POD_KEY, UID_KEY):
+    for key in (keys.POD_REF, keys.POD_REF_UID):
         data.pop(key, None)
         data.pop(keys.LEGACY[key], None)
     if ref is not None:
-        data[POD_KEY] = str(ref)
-        data[UID_KEY] = ref.uid
+        data[keys.POD_REF] = str(ref)
+        data[keys.POD_REF_UID] = ref.uid
     return json.dumps(data, sort_keys=True, separators=(",", ":")) if data else ""

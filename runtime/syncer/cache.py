@@ -17,10 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sunk import keys
+
 from ..common.informer import Informer, Store
 from ..common.kubewatch import KubeListWatch
 from .kube import KubeApi, KubeApiError, parse_node, parse_pod
-from .model import NODESET_LABEL, KubeNode, SlurmdPod
+from .model import KubeNode, SlurmdPod
 
 Cursor = tuple[int, int]
 
@@ -77,7 +79,7 @@ class InformerCache:
             KubeListWatch(functools.partial(core.list_namespaced_pod, namespace)),
             functools.partial(parse_pod, namespace=namespace),
             name=f"pods/{namespace}",
-            label_selector=NODESET_LABEL,
+            label_selector=keys.NODESET,
         )
 
     def start(self) -> InformerCache:
@@ -122,7 +124,7 @@ class PollingCache:
         self.reads += 2
         nodes = {n.name: n for n in (parse_node(o, self.namespace) for o in self.kube.list_nodes())}
         pods: dict[str, SlurmdPod] = {}
-        for obj in self.kube.list_pods(self.namespace, NODESET_LABEL):
+        for obj in self.kube.list_pods(self.namespace, keys.NODESET):
             pod = parse_pod(obj, self.namespace)
             if pod is not None:
                 pods[f"{pod.namespace}/{pod.name}"] = pod

@@ -11,10 +11,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from sunk import keys
+
 from ..slurmrest import Node, SlurmApiError, SlurmError, SlurmUnavailable
 from ..slurmrest.nodestate import NodeState
 from .kube import KubeApi, KubeApiError, Patch
-from .model import NODESET_LABEL
 from .slurm import SlurmApi
 
 
@@ -264,7 +265,7 @@ def pod_object(
             "namespace": namespace,
             "uid": uid or f"uid-{namespace}-{name}",
             "creationTimestamp": created,
-            "labels": {NODESET_LABEL: nodeset},
+            "labels": {keys.NODESET: nodeset},
         },
         "spec": spec,
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},

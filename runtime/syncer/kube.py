@@ -12,7 +12,7 @@ from sunk import keys
 
 from ..common.conditions import Condition, Patch, condition_patch
 from ..common.events import event
-from .model import NODESET_LABEL, TENANT_PREFIX, KubeNode, SlurmdPod
+from .model import KubeNode, SlurmdPod
 
 __all__ = ["Patch", "condition_patch"]
 
@@ -52,12 +52,12 @@ def _ours(annotations: dict[str, str] | None, namespace: str | None = None) -> d
     tenant's only), so the views stay small at 10k objects and other tenants' writes to a shared
     Node do not read as a change here."""
     if namespace is not None:
-        own = f"{namespace}.{TENANT_PREFIX}/"
+        own = f"{namespace}.{keys.TENANT_PREFIX}/"
         return {k: v for k, v in (annotations or {}).items() if k.startswith(keys.PREFIX) or k.startswith(own)}
     return {
         k: v
         for k, v in (annotations or {}).items()
-        if k.startswith(keys.PREFIX) or k.partition("/")[0].endswith(f".{TENANT_PREFIX}")
+        if k.startswith(keys.PREFIX) or k.partition("/")[0].endswith(f".{keys.TENANT_PREFIX}")
     }
 
 
@@ -83,7 +83,7 @@ def parse_pod(obj: dict[str, Any], namespace: str) -> SlurmdPod | None:
     """A slurmd pod of a NodeSet in `namespace`, or None for any other pod. Checked here even
     though the list call selects by label: the selector is the server's job, this is ours."""
     meta = obj.get("metadata") or {}
-    if NODESET_LABEL not in (meta.get("labels") or {}) or meta.get("namespace") != namespace:
+    if keys.NODESET not in (meta.get("labels") or {}) or meta.get("namespace") != namespace:
         return None
     spec = obj.get("spec") or {}
     return SlurmdPod(

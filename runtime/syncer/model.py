@@ -13,27 +13,9 @@ from ..common.timefmt import rfc3339
 
 __all__ = ["Condition", "condition_index", "rfc3339"]  # re-exported: the syncer's vocabulary
 
-NODESET_LABEL = keys.NODESET
-"""Label on every slurmd pod: the NodeSet it belongs to. Selects the pods the syncer manages."""
-CORDON_REASON_ANNOTATION = keys.CORDON_REASON
-"""Optional text an admin puts on a cordoned Node; becomes part of the Slurm drain reason."""
-
-# Written on slurmd pods: the Slurm view of the pod's node.
-POD_STATE_ANNOTATION = keys.SLURM_STATE
-"""idle, allocated, mixed, drain, down, future, unknown, error, or `missing` (not in Slurm)."""
-POD_STATE_DETAIL_ANNOTATION = keys.SLURM_STATE_DETAIL
-"""Slurm's full state, flags included, joined as sinfo does: IDLE+DRAIN."""
-POD_REASON_ANNOTATION = keys.SLURM_REASON
-"""The Slurm reason (drain or down), absent when there is none."""
-POD_CONDITION = keys.SLURM_NODE_READY
-"""Pod condition: True when Slurm may start jobs on the node; reason is the state (Idle, Drain...)."""
-
 # Written on Kubernetes Nodes when a drain began in Slurm (an admin's or Slurm's own). Nodes are
 # shared by tenants (each with its own Slurm cluster and syncer), so every tenant writes keys of
-# its own, prefixed with its namespace: two syncers never overwrite each other.
-TENANT_PREFIX = keys.TENANT_PREFIX
-"""Tenant-scoped keys are `<namespace>.tenants.slurm.sunk.dev/<name>` (a namespace is a DNS label,
-so the prefix is a valid DNS subdomain)."""
+# its own, prefixed with its namespace (keys.tenant_key): two syncers never overwrite each other.
 
 
 def node_drain_annotation(namespace: str) -> str:
@@ -48,7 +30,8 @@ def node_condition(namespace: str) -> str:
     return keys.tenant_key(namespace, "SlurmDrain")
 
 
-POD_ANNOTATIONS = (POD_STATE_ANNOTATION, POD_STATE_DETAIL_ANNOTATION, POD_REASON_ANNOTATION)
+# Written on slurmd pods: the Slurm view of the pod's node.
+POD_ANNOTATIONS = (keys.SLURM_STATE, keys.SLURM_STATE_DETAIL, keys.SLURM_REASON)
 
 
 class SlurmNode(Protocol):

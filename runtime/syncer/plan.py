@@ -21,11 +21,6 @@ from sunk.naming import OPERATOR_REASON_PREFIX, OWNED_REASON_PREFIX
 
 from ..slurmrest.podref import PodRef, read_pod_ref, write_pod_ref
 from .model import (
-    CORDON_REASON_ANNOTATION,
-    POD_CONDITION,
-    POD_REASON_ANNOTATION,
-    POD_STATE_ANNOTATION,
-    POD_STATE_DETAIL_ANNOTATION,
     Condition,
     KubeNode,
     Observed,
@@ -38,7 +33,6 @@ from .model import (
     rfc3339,
 )
 
-LEGACY_NODE_DRAIN_ANNOTATION = keys.LEGACY_NODE_DRAIN
 _MESSAGE_LIMIT = 200  # Slurm reasons show up in sinfo columns; keep Kubernetes messages short there
 
 
@@ -168,7 +162,7 @@ def drain_cause(
         detail = ": ".join(part for part in (kn.ready_reason, kn.ready_message) if part)
         return _short(f"Node {kn.name} NotReady" + (f" ({detail})" if detail else ""))
     if kn.unschedulable:
-        why = kn.annotations.get(CORDON_REASON_ANNOTATION, "").strip()
+        why = kn.annotations.get(keys.CORDON_REASON, "").strip()
         return _short(f"Node {kn.name} cordoned" + (f": {why}" if why else ""))
     bad = sorted((c for c in kn.conditions if c.type in drain_conditions and c.status == "True"), key=lambda c: c.type)
     if bad:
@@ -221,9 +215,9 @@ def _pod_actions(pod: SlurmdPod, node: SlurmNode | None, now: datetime) -> list[
     summary = state_summary(node)
     reason = shown_reason(node)
     want: dict[str, str | None] = {
-        POD_STATE_ANNOTATION: summary,
-        POD_STATE_DETAIL_ANNOTATION: "+".join(node.state) if node is not None else None,
-        POD_REASON_ANNOTATION: reason or None,
+        keys.SLURM_STATE: summary,
+        keys.SLURM_STATE_DETAIL: "+".join(node.state) if node is not None else None,
+        keys.SLURM_REASON: reason or None,
     }
     changes = {k: v for k, v in want.items() if pod.annotations.get(k) != v}
     out: list[KubeAction] = []
@@ -232,7 +226,9 @@ def _pod_actions(pod: SlurmdPod, node: SlurmNode | None, now: datetime) -> list[
     usable = node is not None and summary in ("idle", "allocated", "mixed") and "NOT_RESPONDING" not in node.flags
     message = _short(reason)
     found = _condition(
-        Condition(POD_CONDITION, "True" if usable else "False", summary.capitalize(), message), pod.conditions, now
+        Condition(keys.SLURM_NODE_READY, "True" if usable else "False", summary.capitalize(), message),
+        pod.conditions,
+        now,
     )
     if found is not None:
         out.append(SetPodCondition(pod.namespace, pod.name, found[0], found[1], len(pod.conditions)))
@@ -247,8 +243,8 @@ def _node_actions(kn: KubeNode, drains: list[str], namespace: str, now: datetime
     changes: dict[str, str | None] = {}
     if kn.annotations.get(annotation) != text:
         changes[annotation] = text
-    if LEGACY_NODE_DRAIN_ANNOTATION in kn.annotations:
-        changes[LEGACY_NODE_DRAIN_ANNOTATION] = None  # one key all tenants shared, before per-tenant keys
+    if keys.LEGACY_NODE_DRAIN in kn.annotations:
+        changes[keys.LEGACY_NODE_DRAIN] = None  # one key all tenants shared, before per-tenant keys
     if changes:
         out.append(AnnotateNode(kn.name, changes))
     legacy = condition_index(kn.conditions, keys.LEGACY_NODE_CONDITION)

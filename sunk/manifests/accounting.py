@@ -3,19 +3,16 @@ Service, and the Job that registers the cluster and creates the spec's QOS."""
 
 from __future__ import annotations
 
-from sunk import naming, roles
+from sunk import keys, naming, roles
 from sunk.manifests import scripts
 from sunk.manifests.auth import AuthRefs, db_secret_name
 from sunk.manifests.config import (
-    DB_PASSWORD_KEY,
-    DB_ROOT_PASSWORD_KEY,
     accounting_hash,
     role_files,
     slurm_files,
     slurm_projection,
 )
 from sunk.manifests.meta import (
-    CONFIG_HASH,
     MARIADB_UID,
     SLURM_UID,
     Manifest,
@@ -31,7 +28,7 @@ from sunk.manifests.meta import (
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, slurm_pod_security
 from sunk.manifests.podsettings import apply_pod, object_meta
-from sunk.manifests.sssd import SSSD_HASH, with_sssd
+from sunk.manifests.sssd import with_sssd
 from sunk.render import ACCOUNTING_SETUP
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.services import MARIADB_BUFFER_POOL_MIB
@@ -78,8 +75,8 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
         "env": [
             {"name": "MARIADB_DATABASE", "value": DATABASE},
             {"name": "MARIADB_USER", "value": DB_USER},
-            {"name": "MARIADB_PASSWORD_FILE", "value": f"{secret_dir}/{DB_PASSWORD_KEY}"},
-            {"name": "MARIADB_ROOT_PASSWORD_FILE", "value": f"{secret_dir}/{DB_ROOT_PASSWORD_KEY}"},
+            {"name": "MARIADB_PASSWORD_FILE", "value": f"{secret_dir}/{keys.DB_PASSWORD}"},
+            {"name": "MARIADB_ROOT_PASSWORD_FILE", "value": f"{secret_dir}/{keys.DB_ROOT_PASSWORD}"},
         ],
         "ports": [{"name": "mysql", "containerPort": MARIADB_PORT, "protocol": "TCP"}],
         "securityContext": restricted(MARIADB_UID),
@@ -180,7 +177,7 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     ]
     # slurmdbd resolves the uids of the users it records (accounts, associations).
     sssd_hash = with_sssd(spec, image, sidecars, volumes, container["volumeMounts"])
-    annotations = {CONFIG_HASH: accounting_hash(spec), **({SSSD_HASH: sssd_hash} if sssd_hash else {})}
+    annotations = {keys.CONFIG_HASH: accounting_hash(spec), **({keys.SSSD_HASH: sssd_hash} if sssd_hash else {})}
     pod = {
         "metadata": {"labels": labels(spec, COMPONENT), "annotations": annotations},
         "spec": {

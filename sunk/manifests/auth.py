@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sunk.manifests.config import DB_PASSWORD_KEY, JWT_KEY, MUNGE_KEY, SLURM_KEY, SecretKey
+from sunk import keys
+from sunk.manifests.config import SecretKey
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.sssd import SSSD_CONF_KEY, render_sssd_conf, sssd_secret_name
 from sunk.roles import ROLES, SecretPurpose
@@ -44,7 +45,7 @@ def host_keys_secret_name(spec: ClusterSpec) -> str:
 
 
 def auth_key_name(spec: ClusterSpec) -> str:
-    return MUNGE_KEY if spec.auth.type == "munge" else SLURM_KEY
+    return keys.MUNGE_KEY if spec.auth.type == "munge" else keys.SLURM_KEY
 
 
 def auth_refs(spec: ClusterSpec) -> AuthRefs:
@@ -57,7 +58,7 @@ def auth_refs(spec: ClusterSpec) -> AuthRefs:
     jwt_ref = (
         SecretKey(jwt.existing_secret.name, jwt.existing_secret.key)
         if jwt.existing_secret is not None
-        else SecretKey(jwt_secret_name(spec), JWT_KEY)
+        else SecretKey(jwt_secret_name(spec), keys.JWT_KEY)
     )
     db: SecretKey | None = None
     acct = spec.accounting
@@ -66,7 +67,7 @@ def auth_refs(spec: ClusterSpec) -> AuthRefs:
         db = (
             SecretKey(ext.password_secret.name, ext.password_secret.key)
             if ext is not None
-            else SecretKey(db_secret_name(spec), DB_PASSWORD_KEY)
+            else SecretKey(db_secret_name(spec), keys.DB_PASSWORD)
         )
     return AuthRefs(
         auth=auth,

@@ -27,11 +27,6 @@ from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 
 TOPOLOGY_FILE = "topology.conf"
-MUNGE_KEY = keys.MUNGE_KEY
-SLURM_KEY = keys.SLURM_KEY
-JWT_KEY = keys.JWT_KEY
-DB_PASSWORD_KEY = keys.DB_PASSWORD
-DB_ROOT_PASSWORD_KEY = keys.DB_ROOT_PASSWORD
 
 Role = Literal["controller", "accounting", "accounting-setup", "restapi", "login"]
 
@@ -101,7 +96,7 @@ def config_maps(spec: ClusterSpec) -> list[Manifest]:
         obj(
             "v1",
             "ConfigMap",
-            metadata(spec, config_map_name(spec, path), "config", annotations={naming.CONFIG_FILE_ANNOTATION: path}),
+            metadata(spec, config_map_name(spec, path), "config", annotations={keys.SLURM_FILE: path}),
             data={naming.config_file_key(path): text},
         )
         for path, text in files.items()
@@ -190,9 +185,9 @@ def slurm_projection(
         )
     # 0440: read by the slurm group (the pod's fsGroup); Slurm daemons run as slurm, not root.
     if auth_key is not None and spec.auth.type == "slurm":
-        sources.append(_secret_item(auth_key, SLURM_KEY))
+        sources.append(_secret_item(auth_key, keys.SLURM_KEY))
     if jwt_key is not None:
-        sources.append(_secret_item(jwt_key, f"jwt/{JWT_KEY}"))
+        sources.append(_secret_item(jwt_key, f"jwt/{keys.JWT_KEY}"))
     return {"name": "slurm-config", "projected": {"defaultMode": 0o444, "sources": sources}}
 
 

@@ -3,12 +3,11 @@ headless Service that gives it a DNS name, and a PodDisruptionBudget."""
 
 from __future__ import annotations
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.manifests import scripts
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import controller_hash, slurm_projection
 from sunk.manifests.meta import (
-    CONFIG_HASH,
     SLURM_UID,
     Manifest,
     exec_probe,
@@ -23,7 +22,7 @@ from sunk.manifests.meta import (
 )
 from sunk.manifests.pods import auth_mounts, auth_sidecars, auth_volumes, shared_volumes, slurm_pod_security
 from sunk.manifests.podsettings import apply_pod, apply_service, object_meta
-from sunk.manifests.sssd import SSSD_HASH, with_sssd
+from sunk.manifests.sssd import with_sssd
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "controller"
@@ -142,7 +141,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     ]
     # slurmctld resolves users and groups: AllowGroups, and the uids of accounting associations.
     sssd_hash = with_sssd(spec, image, sidecars, volumes, slurmctld["volumeMounts"])
-    annotations = {CONFIG_HASH: controller_hash(spec), **({SSSD_HASH: sssd_hash} if sssd_hash else {})}
+    annotations = {keys.CONFIG_HASH: controller_hash(spec), **({keys.SSSD_HASH: sssd_hash} if sssd_hash else {})}
     pod = {
         "metadata": {"labels": labels(spec, COMPONENT), "annotations": annotations},
         "spec": {

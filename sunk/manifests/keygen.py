@@ -22,7 +22,6 @@ from typing import Literal
 
 from sunk import keys, roles
 from sunk.manifests.auth import AuthRefs, auth_refs, db_secret_name, host_keys_secret_name
-from sunk.manifests.config import DB_PASSWORD_KEY, DB_ROOT_PASSWORD_KEY, JWT_KEY
 from sunk.manifests.meta import (
     RUNTIME_UID,
     Manifest,
@@ -82,13 +81,13 @@ def wanted_secrets(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Want
     if refs.generate_auth:
         out.append(WantedSecret(refs.auth.secret, "auth", ((refs.auth.key, "random-1024"),), _labels(spec, "auth")))
     if refs.generate_jwt:
-        out.append(WantedSecret(refs.jwt.secret, "jwt", ((JWT_KEY, "random-32"),), _labels(spec, "auth")))
+        out.append(WantedSecret(refs.jwt.secret, "jwt", ((keys.JWT_KEY, "random-32"),), _labels(spec, "auth")))
     if refs.generate_db:
         out.append(
             WantedSecret(
                 db_secret_name(spec),
                 "database",
-                ((DB_PASSWORD_KEY, "password-32"), (DB_ROOT_PASSWORD_KEY, "password-32")),
+                ((keys.DB_PASSWORD, "password-32"), (keys.DB_ROOT_PASSWORD, "password-32")),
                 _labels(spec, "mariadb"),
             )
         )

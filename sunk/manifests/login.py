@@ -3,12 +3,11 @@ clients (authenticated through a munged or sackd sidecar), shared volumes, and a
 
 from __future__ import annotations
 
-from sunk import naming, roles
+from sunk import keys, naming, roles
 from sunk.manifests import scripts
 from sunk.manifests.auth import AuthRefs, host_keys_secret_name
 from sunk.manifests.config import client_hash, slurm_projection
 from sunk.manifests.meta import (
-    CONFIG_HASH,
     Manifest,
     content_hash,
     labels,
@@ -115,7 +114,7 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "volumeMounts": mounts,
     }
     pod = {
-        "metadata": {"labels": labels(spec, COMPONENT), "annotations": {CONFIG_HASH: login_hash(spec)}},
+        "metadata": {"labels": labels(spec, COMPONENT), "annotations": {keys.CONFIG_HASH: login_hash(spec)}},
         "spec": {
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
@@ -152,5 +151,5 @@ def service(spec: ClusterSpec) -> Manifest:
 def login_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     if not spec.login.enabled:
         return []
-    keys = authorized_keys_config(spec)
-    return [*([keys] if keys else []), deployment(spec, refs), service(spec)]
+    authorized = authorized_keys_config(spec)
+    return [*([authorized] if authorized else []), deployment(spec, refs), service(spec)]

@@ -23,10 +23,6 @@ Manifest = dict[str, Any]
 
 PART_OF = "sunk"
 MANAGED_BY = "sunk"
-TENANT_LABEL = keys.TENANT
-CLUSTER_LABEL = keys.CLUSTER
-CONFIG_HASH = keys.CONFIG_HASH
-"""Pod-template annotation: a change replaces the pods (the reconfigure path covers the rest)."""
 
 
 def labels(spec: ClusterSpec, component: str) -> dict[str, str]:
@@ -37,8 +33,8 @@ def labels(spec: ClusterSpec, component: str) -> dict[str, str]:
         "app.kubernetes.io/component": component,
         "app.kubernetes.io/part-of": PART_OF,
         "app.kubernetes.io/managed-by": MANAGED_BY,
-        TENANT_LABEL: spec.tenant,
-        CLUSTER_LABEL: spec.name,
+        keys.TENANT: spec.tenant,
+        keys.CLUSTER: spec.name,
     }
     return {**spec.labels, **base}
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sunk import keys
 from sunk.manifests.dashboards import boards, dashboard_json
 from sunk.manifests.meta import Manifest, metadata, obj
-from sunk.manifests.runtime import METRICS_LABEL
 from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "monitoring"
@@ -31,7 +31,7 @@ def service_monitor(spec: ClusterSpec) -> Manifest:
             "selector": {
                 "matchLabels": {
                     "app.kubernetes.io/instance": spec.name,
-                    METRICS_LABEL: "true",
+                    keys.METRICS: "true",
                 }
             },
             "namespaceSelector": {"matchNames": [spec.ns]},

@@ -16,7 +16,6 @@ from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import SharedVolumeSpec
 
 COMPONENT = "compute"
-NODESET_LABEL = keys.NODESET
 
 
 def _compute_volumes(spec: ClusterSpec) -> list[SharedVolumeSpec]:
@@ -67,7 +66,7 @@ def nodeset_resource(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> Mani
     # (an operator parsing the object sees the spec as written).
     body = resource_spec(spec, ns, refs).model_dump(mode="json", by_alias=True, exclude_unset=True)
     meta = object_meta(
-        metadata(spec, naming.nodeset(spec, ns.name), COMPONENT, extra_labels={NODESET_LABEL: ns.name}), ns
+        metadata(spec, naming.nodeset(spec, ns.name), COMPONENT, extra_labels={keys.NODESET: ns.name}), ns
     )
     return obj(API_VERSION, KIND, meta, spec=body)
 

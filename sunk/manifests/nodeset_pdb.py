@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.manifests.nodeset_pod import LABEL_COMPONENT, LABEL_NODE, selector_labels
+from sunk import keys
+from sunk.manifests.nodeset_pod import selector_labels
 from sunk.nodeset_resource import NodeSetResourceSpec
 
 PROTECTION = "slurmd-protection"
@@ -30,14 +31,14 @@ def protection_budget(
 ) -> dict[str, Any]:
     """A PDB selecting exactly the slurmd pod of `slurm_node` with no disruption allowed, owned by
     that pod so the garbage collector removes it with the pod."""
-    labels = {**selector_labels(spec), LABEL_NODE: slurm_node}
+    labels = {**selector_labels(spec), keys.NODE: slurm_node}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {
             "name": protection_name(pod_name),
             "namespace": namespace,
-            "labels": {**labels, LABEL_COMPONENT: PROTECTION},
+            "labels": {**labels, keys.APP_COMPONENT: PROTECTION},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid}],
         },
         "spec": {

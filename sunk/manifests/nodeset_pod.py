@@ -42,23 +42,7 @@ from sunk.render.files import gres_file
 from sunk.render.gres import Gres, node_gres
 from sunk.roles import MUNGE_CAPABILITIES
 from sunk.spec.base import ResourceList, Resources
-from sunk.spec.nodeset import MUNGE_RESOURCES, RESOURCE_MODE_LABEL
-
-LABEL_CLUSTER = keys.CLUSTER
-LABEL_NODESET = keys.NODESET
-LABEL_NODE = keys.NODE
-"""The Slurm node name (also the pod's hostname)."""
-LABEL_COMPONENT = keys.APP_COMPONENT
-ANNOTATION_CONFIG_HASH = keys.CONFIG_HASH
-ANNOTATION_TEMPLATE_HASH = keys.TEMPLATE_HASH
-"""What the operator compares to roll pods: a hash of every input of the pod template."""
-ANNOTATION_ORDINAL = keys.ORDINAL
-ANNOTATION_KUBE_NODE = keys.KUBE_NODE
-"""all-matching-nodes: the Kubernetes Node the pod is pinned to."""
-S6_ANNOTATION_PREFIX = keys.S6_SERVICE_PREFIX
-"""An s6 service's run script, by service name."""
-S6_ONESHOT_ANNOTATION_PREFIX = keys.S6_ONESHOT_PREFIX
-"""An s6 one-shot script, by name."""
+from sunk.spec.nodeset import MUNGE_RESOURCES
 
 SLURMD = "slurmd"
 MUNGE = "munge"
@@ -108,7 +92,7 @@ def shared_claim_name(cluster_name: str, volume: str) -> str:
 
 
 def selector_labels(spec: NodeSetResourceSpec) -> dict[str, str]:
-    return {LABEL_CLUSTER: spec.cluster_name, LABEL_NODESET: spec.name}
+    return {keys.CLUSTER: spec.cluster_name, keys.NODESET: spec.name}
 
 
 _HASH_EXCLUDED = {"replicas", "max_nodes", "update_strategy", "topology", "topology_extra"}
@@ -237,8 +221,8 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys, own_gres: bool 
         mounts.append({"name": "sunk-munge-run", "mountPath": MUNGE_RUN})
     # One-shots are files in their folder; a service is a folder with its `run` script.
     for volume, folder, prefix, scripts, suffix in (
-        ("sunk-s6-oneshots", S6_ONESHOTS, S6_ONESHOT_ANNOTATION_PREFIX, spec.s6_oneshots, ""),
-        ("sunk-s6", S6_SERVICES, S6_ANNOTATION_PREFIX, spec.s6_scripts, "/run"),
+        ("sunk-s6-oneshots", S6_ONESHOTS, keys.S6_ONESHOT_PREFIX, spec.s6_oneshots, ""),
+        ("sunk-s6", S6_SERVICES, keys.S6_SERVICE_PREFIX, spec.s6_scripts, "/run"),
     ):
         if not scripts:
             continue
@@ -368,16 +352,16 @@ def nodeset_pod(
         gres = node_gres(spec.gpus, node_labels or {})
     labels = {
         **selector_labels(spec),
-        LABEL_NODE: node,
-        LABEL_COMPONENT: SLURMD,
-        RESOURCE_MODE_LABEL: spec.resource_mode,
+        keys.NODE: node,
+        keys.APP_COMPONENT: SLURMD,
+        keys.RESOURCE_MODE: spec.resource_mode,
     }
     annotations = {
-        ANNOTATION_CONFIG_HASH: spec.config_hash,
-        ANNOTATION_TEMPLATE_HASH: template_hash(spec, config_keys),
-        **({ANNOTATION_ORDINAL: str(ordinal)} if ordinal is not None else {ANNOTATION_KUBE_NODE: kube_node or ""}),
-        **{f"{S6_ONESHOT_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_oneshots.items())},
-        **{f"{S6_ANNOTATION_PREFIX}{name}": body for name, body in sorted(spec.s6_scripts.items())},
+        keys.CONFIG_HASH: spec.config_hash,
+        keys.TEMPLATE_HASH: template_hash(spec, config_keys),
+        **({keys.ORDINAL: str(ordinal)} if ordinal is not None else {keys.KUBE_NODE: kube_node or ""}),
+        **{f"{keys.S6_ONESHOT_PREFIX}{name}": body for name, body in sorted(spec.s6_oneshots.items())},
+        **{f"{keys.S6_SERVICE_PREFIX}{name}": body for name, body in sorted(spec.s6_scripts.items())},
         **({keys.GRES_CONF: gres_file(gres, spec.gres_extra)} if gres is not None else {}),
     }
     metadata: dict[str, Any] = {

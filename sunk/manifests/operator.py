@@ -18,7 +18,7 @@ from sunk.manifests.meta import resources as container_resources
 from sunk.manifests.network import OPEN, OPERATOR_LABELS, rules
 from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.manifests.podsettings import apply_pod
-from sunk.manifests.runtime import METRICS_LABEL, METRICS_PORT, RBAC
+from sunk.manifests.runtime import METRICS_PORT, RBAC
 from sunk.nodeset_resource import GROUP, PLURAL
 from sunk.policy import TenantPolicy
 from sunk.spec.base import DnsLabel, Image, Resources, resources
@@ -194,7 +194,7 @@ def operator_monitoring(op: OperatorSpec) -> list[Manifest]:
         "ServiceMonitor",
         meta,
         spec={
-            "selector": {"matchLabels": {**OPERATOR_LABELS, METRICS_LABEL: "true"}},
+            "selector": {"matchLabels": {**OPERATOR_LABELS, keys.METRICS: "true"}},
             "namespaceSelector": {"matchNames": [op.namespace]},
             "endpoints": [{"port": "metrics", "path": "/metrics"}],
         },
@@ -274,7 +274,7 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
         obj(
             "v1",
             "Service",
-            _annotated(op, {**_meta(op, OPERATOR_NAME), "labels": {**_labels(op), METRICS_LABEL: "true"}}),
+            _annotated(op, {**_meta(op, OPERATOR_NAME), "labels": {**_labels(op), keys.METRICS: "true"}}),
             spec={
                 "selector": selector,
                 "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sunk import naming
-from sunk.manifests.config import MUNGE_KEY, SecretKey
+from sunk import keys, naming
+from sunk.manifests.config import SecretKey
 from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj
 from sunk.manifests.scripts import munge_start, sh
 from sunk.roles import MUNGE_CAPABILITIES
@@ -28,7 +28,7 @@ def munge_sidecar(image: str) -> Manifest:
         "name": "munge",
         "image": image,
         "restartPolicy": "Always",
-        "command": sh(munge_start(MUNGE_DIR, MUNGE_KEY_SECRET, MUNGE_KEY)),
+        "command": sh(munge_start(MUNGE_DIR, MUNGE_KEY_SECRET, keys.MUNGE_KEY)),
         # Starts as root only to chown the key and socket directory, then runs munged as `munge`.
         "securityContext": {
             "runAsUser": 0,
@@ -84,7 +84,7 @@ def auth_volumes(spec: ClusterSpec, auth: SecretKey, *, sackd: bool = False) -> 
                 "secret": {
                     "secretName": auth.secret,
                     "defaultMode": 0o400,
-                    "items": [{"key": auth.key, "path": MUNGE_KEY}],
+                    "items": [{"key": auth.key, "path": keys.MUNGE_KEY}],
                 },
             },
         ]

@@ -3,11 +3,10 @@ cluster's JWT key (slurmctld and slurmdbd verify them); slurmrestd itself holds 
 
 from __future__ import annotations
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import client_hash, slurm_projection
 from sunk.manifests.meta import (
-    CONFIG_HASH,
     NOBODY_UID,
     Manifest,
     labels,
@@ -53,7 +52,7 @@ def restapi_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     # auth/slurm: slurmrestd signs its own RPC headers with slurm.key (read via the pod's group).
     auth_key = refs.auth if spec.auth.type == "slurm" else None
     pod = {
-        "metadata": {"labels": labels(spec, COMPONENT), "annotations": {CONFIG_HASH: client_hash(spec)}},
+        "metadata": {"labels": labels(spec, COMPONENT), "annotations": {keys.CONFIG_HASH: client_hash(spec)}},
         "spec": {
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,

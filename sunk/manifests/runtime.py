@@ -12,7 +12,7 @@ from typing import Literal
 
 from sunk import keys, naming, roles
 from sunk.manifests.auth import AuthRefs
-from sunk.manifests.config import JWT_KEY, file_source, nodeset_config_maps
+from sunk.manifests.config import file_source, nodeset_config_maps
 from sunk.manifests.meta import (
     RUNTIME_UID,
     Manifest,
@@ -33,7 +33,6 @@ CONTROLLERS: tuple[Controller, ...] = ("syncer", "scheduler")
 METRICS_PORT = roles.METRICS_PORT
 SCHEDULER_NAME = "sunk-scheduler"
 """schedulerName of pods that Slurm places."""
-METRICS_LABEL = keys.METRICS
 JWT_DIR = f"{naming.SLURM_ETC}/jwt"
 SLURM_CONF_DIR = f"{naming.SLURM_ETC}/conf"
 """slurm.conf of the syncer (for `scontrol show nodes`, runtime/slurmrest/nodetext.py) and the
@@ -118,7 +117,7 @@ def runtime_env(spec: ClusterSpec) -> list[Manifest]:
         {"name": "SUNK_CLUSTER", "value": spec.name},
         {"name": "SUNK_NAMESPACE", "value": spec.ns},
         {"name": "SUNK_SLURMRESTD_URL", "value": url(spec)},
-        {"name": "SUNK_JWT_KEY_FILE", "value": f"{JWT_DIR}/{JWT_KEY}"},
+        {"name": "SUNK_JWT_KEY_FILE", "value": f"{JWT_DIR}/{keys.JWT_KEY}"},
         {"name": "SUNK_SLURM_USER", "value": naming.RUNTIME_SLURM_USER},
         {"name": "SUNK_METRICS_PORT", "value": str(METRICS_PORT)},
     ]
@@ -181,7 +180,7 @@ def runtime_pod(
                 "secret": {
                     "secretName": refs.jwt.secret,
                     "defaultMode": 0o440,
-                    "items": [{"key": refs.jwt.key, "path": JWT_KEY}],
+                    "items": [{"key": refs.jwt.key, "path": keys.JWT_KEY}],
                 },
             }
         ],
@@ -244,7 +243,7 @@ def metrics_service(spec: ClusterSpec, controller: Controller) -> Manifest:
         "v1",
         "Service",
         object_meta(
-            metadata(spec, name(spec, controller), controller, extra_labels={METRICS_LABEL: "true"}), spec.runtime
+            metadata(spec, name(spec, controller), controller, extra_labels={keys.METRICS: "true"}), spec.runtime
         ),
         spec={
             "selector": selector(spec, controller),

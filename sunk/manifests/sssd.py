@@ -14,7 +14,6 @@ their Secret or ConfigMap where sssd.conf names them.
 
 from __future__ import annotations
 
-from sunk import keys
 from sunk.manifests.meta import Manifest, content_hash, exec_probe, resources
 from sunk.manifests.scripts import render, sh
 from sunk.nodeset_resource import SssdRefs
@@ -37,8 +36,6 @@ PIPES = "/var/lib/sss/pipes"
 MEMCACHE = "/var/lib/sss/mc"
 NSS_SOCKET = f"{PIPES}/nss"
 DOMAIN = "ldap"
-SSSD_HASH = keys.SSSD_HASH
-"""Pod annotation: the hash of sssd.conf, so a change restarts the pods' sssd (it reads its file once)."""
 FILTERED = "root,slurm,munge"
 """Names never looked up in the directory: the images' own accounts always come from files."""
 

@@ -8,7 +8,6 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from sunk import keys
 from sunk.images import DEFAULT_ARCH, Arch
 from sunk.kubefit import parse_quantity
 from sunk.spec.base import (
@@ -185,9 +184,6 @@ class PowerSpec(Model):
 RESERVED_CONTAINERS = frozenset({"slurmd", "munge", "init"})
 
 ResourceMode = Literal["exclusive", "shared"]
-RESOURCE_MODE_LABEL = keys.RESOURCE_MODE
-"""On every slurmd pod: its NodeSet's resourceMode. The sunk scheduler reads it from the slurmd pod
-of a Slurm node and never binds a pod to the Node of an `exclusive` one."""
 SHARED_FEATURE = "sunk_shared"
 """Slurm feature of every node of a `shared` NodeSet: the sunk scheduler can submit its placeholder
 jobs with `--constraint=sunk_shared`, so Slurm never gives it a node of an exclusive NodeSet in a
@@ -783,7 +779,6 @@ def _unique(field: str, values: list[str], attr: str) -> list[Problem]:
 __all__ = [
     "ARCH_LABEL",
     "INSTANCE_TYPES",
-    "RESOURCE_MODE_LABEL",
     "SHARED_FEATURE",
     "GpuSpec",
     "NodeAllocatable",

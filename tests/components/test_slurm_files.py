@@ -10,7 +10,7 @@ import pytest
 import yaml
 from sunk.components.render import Rendered
 
-from sunk import naming
+from sunk import keys, naming
 from sunk.render import gres_conf_key, render_slurm_files
 from sunk.spec.cluster import ClusterSpec
 
@@ -25,7 +25,7 @@ def _file_config_maps(rendered: Rendered) -> dict[str, dict[str, Any]]:
     """The ConfigMaps holding a Slurm file, by the file's path under /etc/slurm."""
     out: dict[str, dict[str, Any]] = {}
     for obj in _objects(rendered):
-        path = (obj["metadata"].get("annotations") or {}).get(naming.CONFIG_FILE_ANNOTATION)
+        path = (obj["metadata"].get("annotations") or {}).get(keys.SLURM_FILE)
         if obj["kind"] == "ConfigMap" and path is not None:
             assert path not in out, f"two ConfigMaps hold {path}"
             out[path] = obj

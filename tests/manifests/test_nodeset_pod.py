@@ -9,21 +9,17 @@ import pytest
 from sunk.runtime.operator.admission import pod_requests, shortfalls
 from sunk.runtime.operator.specs import resource_spec
 
+from sunk import keys
 from sunk.images import S6_INIT
 from sunk.manifests.config import config_maps, nodeset_hash
 from sunk.manifests.nodeset_pod import (
-    ANNOTATION_CONFIG_HASH,
-    ANNOTATION_TEMPLATE_HASH,
-    LABEL_CLUSTER,
-    LABEL_NODE,
-    LABEL_NODESET,
     headless_service,
     nodeset_pod,
     slurm_node_for_kube_node,
     template_hash,
 )
 from sunk.render import node_conf
-from sunk.spec.nodeset import INSTANCE_TYPES, RESOURCE_MODE_LABEL
+from sunk.spec.nodeset import INSTANCE_TYPES
 from sunk.stackfile import list_stacks, load_stack
 
 K8S = "1.30"
@@ -63,11 +59,11 @@ def test_identity_hostname_labels_and_hashes() -> None:
     assert meta["name"] == "research-gpu-1"
     assert spec["hostname"] == "gpu-1"
     assert spec["subdomain"] == "research-gpu"
-    assert meta["labels"][LABEL_NODESET] == "gpu"
-    assert meta["labels"][LABEL_CLUSTER] == "research"
-    assert meta["labels"][LABEL_NODE] == "gpu-1"
-    assert meta["annotations"][ANNOTATION_CONFIG_HASH] == nodeset_hash(CLUSTER, CLUSTER.nodeset("gpu"))
-    assert meta["annotations"][ANNOTATION_TEMPLATE_HASH] == template_hash(gpu(), KEYS)
+    assert meta["labels"][keys.NODESET] == "gpu"
+    assert meta["labels"][keys.CLUSTER] == "research"
+    assert meta["labels"][keys.NODE] == "gpu-1"
+    assert meta["annotations"][keys.CONFIG_HASH] == nodeset_hash(CLUSTER, CLUSTER.nodeset("gpu"))
+    assert meta["annotations"][keys.TEMPLATE_HASH] == template_hash(gpu(), KEYS)
     assert meta["ownerReferences"][0]["uid"] == "u-1"
     assert meta["ownerReferences"][0]["controller"] is True
 
@@ -160,7 +156,7 @@ def test_exclusive_requests_the_slurm_node_and_its_gpus() -> None:
     res = container(pod, "slurmd")["resources"]
     assert res["requests"] == {"cpu": "16", "memory": "65536Mi", "nvidia.com/gpu": "2"}
     assert res["limits"] == {"memory": "66560Mi", "nvidia.com/gpu": "2"}
-    assert pod["metadata"]["labels"][RESOURCE_MODE_LABEL] == "exclusive"
+    assert pod["metadata"]["labels"][keys.RESOURCE_MODE] == "exclusive"
     own = gpu(resources={"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"memory": "65Gi"}})
     assert container(build(own), "slurmd")["resources"]["requests"]["cpu"] == "2"
 
@@ -172,7 +168,7 @@ def test_shared_requests_only_slurmd_overhead_and_no_gpus() -> None:
     # No GPU request: the device plugin keeps all of them for pods. No CPU limit; the memory
     # limit is RealMemory plus headroom, since Slurm jobs run in this pod's cgroup.
     assert res == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "66560Mi"}}
-    assert pod["metadata"]["labels"][RESOURCE_MODE_LABEL] == "shared"
+    assert pod["metadata"]["labels"][keys.RESOURCE_MODE] == "shared"
     # Slurm knows too: placeholder jobs can ask for --constraint=sunk_shared.
     assert "Feature=gpu,sunk_shared" in container(pod, "slurmd")["command"][-1]
     assert "Feature=gpu " in container(build(gpu(resourceMode="exclusive")), "slurmd")["command"][-1] + " "

@@ -8,12 +8,13 @@ from typing import Any
 
 import kubernetes_validate
 
+from sunk import keys
 from sunk.manifests.auth import auth_refs
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset import resource_spec
 from sunk.manifests.nodeset_pod import nodeset_pod
-from sunk.manifests.sssd import MEMCACHE, PIPES, SSSD_HASH
+from sunk.manifests.sssd import MEMCACHE, PIPES
 from sunk.stackfile import load_stack
 
 PROD = load_stack("acme-prod").spec
@@ -77,8 +78,8 @@ def test_a_changed_sssd_conf_rolls_the_pods() -> None:
     before, after = pods(PROD), pods(changed)
     for component in ("controller", "accounting"):
         assert (
-            before[component]["metadata"]["annotations"][SSSD_HASH]
-            != after[component]["metadata"]["annotations"][SSSD_HASH]
+            before[component]["metadata"]["annotations"][keys.SSSD_HASH]
+            != after[component]["metadata"]["annotations"][keys.SSSD_HASH]
         )
     assert before["login"]["metadata"]["annotations"] != after["login"]["metadata"]["annotations"]
     tpl = "slurm.sunk.dev/template-hash"
@@ -89,4 +90,4 @@ def test_without_ldap_no_pod_runs_sssd() -> None:
     for component, pod in pods(DEV).items():
         assert "sssd" not in containers(pod), component
         assert PIPES not in mounts(containers(pod)[MAIN[component]]), component
-        assert SSSD_HASH not in pod["metadata"].get("annotations", {}), component
+        assert keys.SSSD_HASH not in pod["metadata"].get("annotations", {}), component

@@ -24,14 +24,15 @@ from sunk.runtime.operator.cache import (
 from sunk.runtime.operator.fakes import FakeKube
 from sunk.runtime.testing.listwatch import FakeListWatch
 
-from sunk.manifests.nodeset_pod import ANNOTATION_KUBE_NODE, LABEL_CLUSTER, LABEL_COMPONENT, LABEL_NODESET, SLURMD
+from sunk import keys
+from sunk.manifests.nodeset_pod import SLURMD
 
 NS = "acme"
 
 
 def slurmd(name: str, *, node: str = "", pinned: str = "", phase: str = "Pending") -> dict[str, Any]:
-    labels = {LABEL_COMPONENT: SLURMD, LABEL_NODESET: "cpu", LABEL_CLUSTER: "research"}
-    annotations = {ANNOTATION_KUBE_NODE: pinned} if pinned else {}
+    labels = {keys.APP_COMPONENT: SLURMD, keys.NODESET: "cpu", keys.CLUSTER: "research"}
+    annotations = {keys.KUBE_NODE: pinned} if pinned else {}
     spec: dict[str, Any] = {
         "hostname": name,
         "containers": [{"name": "slurmd", "resources": {"requests": {"cpu": "2"}}}],

@@ -27,9 +27,8 @@ from sunk.runtime.operator.slurm import ClusterRef, RestSlurm, SlurmClients
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.testing.kubesim import KubeSim
 
-from sunk.manifests.nodeset_pod import LABEL_NODE
+from sunk import keys
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
-from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.stackfile import load_stack
 
 from ..rawclient import as_body, raw
@@ -42,7 +41,7 @@ def seed(server: KubeSim, replicas: int = 2, **changes: Any) -> Any:
     api = server.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     spec = resource_spec(CLUSTER, "cpu", replicas=replicas, **changes)
-    server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: CLUSTER.tenant})  # as the tenant stack labels it
+    server.add_namespace(NS, labels={keys.TENANT: CLUSTER.tenant})  # as the tenant stack labels it
     for cm in config_map_objects(CLUSTER, namespace=NS):
         core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
     key = base64.b64encode(b"k" * 32).decode()
@@ -140,7 +139,7 @@ def test_only_the_leader_acts_and_a_follower_takes_over(kube_server: KubeSim) ->
     assert a.step() is True
     assert b.step() is False
     pods = kube_a.list_pods()
-    assert sorted(p["metadata"]["labels"][LABEL_NODE] for p in pods) == ["cpu-0", "cpu-1"]
+    assert sorted(p["metadata"]["labels"][keys.NODE] for p in pods) == ["cpu-0", "cpu-1"]
     events = raw(client.CoreV1Api(kube_server.api_client()).list_event_for_all_namespaces(_preload_content=False))
     assert {e["reason"] for e in events["items"]} >= {"CreatePod", "CreateService"}
     assert kube_b.writes == 0

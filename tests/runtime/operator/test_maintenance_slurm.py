@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sunk.manifests.nodeset_pod import ANNOTATION_CONFIG_HASH
+from sunk import keys
 
 from .test_real_slurm import World, slurm, wait_for, world  # noqa: F401  (fixtures)
 
@@ -18,7 +18,7 @@ HELD = {"replicas": 3, "updateStrategy": {"maintenanceReservation": "maint-cpu",
 
 
 def _hashes(w: World) -> dict[str, str]:
-    return {h: p["metadata"]["annotations"][ANNOTATION_CONFIG_HASH] for h, p in w.pods().items()}
+    return {h: p["metadata"]["annotations"][keys.CONFIG_HASH] for h, p in w.pods().items()}
 
 
 @pytest.mark.parametrize("world", [HELD], indirect=True)

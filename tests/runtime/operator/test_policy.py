@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
-from sunk.runtime.operator.reconcile import POLICY_CONDITION, Reconciler
+from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
 from sunk import keys
-from sunk.policy import TENANT_NAMESPACE_LABEL, TenantPolicy, namespace_problem, pod_problems
+from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.stackfile import load_stack
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -24,7 +24,7 @@ NS = CLUSTER.ns
 
 def world(tenant_label: bool = True, **spec: Any) -> tuple[FakeKube, Reconciler, TenantPolicy]:
     kube, slurm = FakeKube(), FakeSlurm()
-    kube.namespaces[NS] = {TENANT_NAMESPACE_LABEL: "acme"} if tenant_label else {"team": "acme"}
+    kube.namespaces[NS] = {keys.TENANT: "acme"} if tenant_label else {"team": "acme"}
     kube.add(nodeset_object(resource_spec(CLUSTER, "cpu", replicas=2, **spec), namespace=NS))
     for cm in config_map_objects(CLUSTER, namespace=NS):
         kube.add(cm)
@@ -34,7 +34,7 @@ def world(tenant_label: bool = True, **spec: Any) -> tuple[FakeKube, Reconciler,
 
 def condition(kube: FakeKube) -> dict[str, Any]:
     status = kube.nodesets[(NS, "research-cpu")].get("status") or {}
-    return next((c for c in status.get("conditions") or [] if c["type"] == POLICY_CONDITION), {})
+    return next((c for c in status.get("conditions") or [] if c["type"] == keys.POLICY_ALLOWED), {})
 
 
 def test_a_nodeset_in_a_tenant_namespace_with_allowed_images_and_paths_gets_its_pods() -> None:
@@ -47,7 +47,7 @@ def test_a_nodeset_in_a_tenant_namespace_with_allowed_images_and_paths_gets_its_
 @pytest.mark.parametrize(
     ("changes", "tenant_label", "why"),
     [
-        ({}, False, f"namespace acme-research has no label {TENANT_NAMESPACE_LABEL}"),
+        ({}, False, f"namespace acme-research has no label {keys.TENANT}"),
         ({"slurmdImage": "evil.example.com/rootkit:1"}, True, "containers slurmd: image evil.example.com/rootkit:1 is not allowed"),
         (
             {"volumes": [{"name": "etc", "mountPath": "/host-etc", "hostPath": "/etc"}]},
@@ -93,7 +93,7 @@ def test_a_refused_nodeset_keeps_the_pods_it_has_and_is_served_once_allowed() ->
     kube.namespaces[NS] = {}  # the administrator takes the tenant label away
     reconciler.resync()
     assert len(kube.pods) == 2 and condition(kube)["status"] == "False"  # nothing deleted without a drain
-    kube.namespaces[NS] = {TENANT_NAMESPACE_LABEL: "acme"}
+    kube.namespaces[NS] = {keys.TENANT: "acme"}
     reconciler.resync()
     assert condition(kube) == {} and len(kube.pods) == 2
 
@@ -125,7 +125,7 @@ def test_policy_checks_are_pure_and_name_what_is_allowed() -> None:
         "volume b: hostPath /data/../etc is not allowed; allowed: /data",
     ]
     assert namespace_problem(TenantPolicy(namespace_label=None), "any", None) is None
-    assert namespace_problem(policy, "t", {TENANT_NAMESPACE_LABEL: ""}) is None
+    assert namespace_problem(policy, "t", {keys.TENANT: ""}) is None
 
 
 def test_an_image_prefix_is_a_path_so_a_sibling_registry_is_not_admitted() -> None:

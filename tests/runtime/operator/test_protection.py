@@ -14,8 +14,9 @@ from sunk.runtime.operator.plan import plan
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
+from sunk import keys
 from sunk.manifests.config import config_maps
-from sunk.manifests.nodeset_pod import LABEL_NODE, template_hash
+from sunk.manifests.nodeset_pod import template_hash
 from sunk.stackfile import load_stack
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -49,7 +50,7 @@ def test_a_registered_pod_gets_a_budget_that_selects_it_alone() -> None:
     assert budget["spec"]["selector"]["matchLabels"] == {
         "slurm.sunk.dev/cluster": "research",
         "slurm.sunk.dev/nodeset": "cpu",
-        LABEL_NODE: "cpu-0",
+        keys.NODE: "cpu-0",
     }
     assert budget["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "research-cpu-0", "uid": "uid-0"}

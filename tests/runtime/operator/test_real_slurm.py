@@ -26,11 +26,10 @@ from sunk.runtime.operator.specs import config_map_objects, nodeset_object, reso
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.testing.kubesim import KubeSim
 
+from sunk import keys
 from sunk.hostlist import expand
-from sunk.manifests.nodeset_pod import ANNOTATION_CONFIG_HASH, LABEL_NODESET
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
-from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.spec.cluster import ClusterSpec
 
 from ..rawclient import as_body, raw
@@ -110,7 +109,7 @@ class Kubelet(threading.Thread):
             elif not pod["spec"].get("nodeName"):
                 patch = {"metadata": {"finalizers": [FINALIZER]}, "spec": {"nodeName": "node-0"}}
                 self.core.patch_namespaced_pod(name, NS, patch, _preload_content=False)
-                self.slurm.start_slurmd(SimNode(host, meta["labels"][LABEL_NODESET], LABELS))
+                self.slurm.start_slurmd(SimNode(host, meta["labels"][keys.NODESET], LABELS))
                 self.running[name] = host
                 status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
                 self.core.patch_namespaced_pod_status(name, NS, {"status": status}, _preload_content=False)
@@ -133,7 +132,7 @@ class World:
             slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm")
         )
         ns_spec = resource_spec(SPEC, "cpu", replicas=replicas, **spec)
-        server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: SPEC.tenant})  # as the tenant stack labels it
+        server.add_namespace(NS, labels={keys.TENANT: SPEC.tenant})  # as the tenant stack labels it
         for cm in config_map_objects(SPEC, namespace=NS):
             self.core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
         jwt = base64.b64encode(slurm.jwt_key_path.read_bytes()).decode()
@@ -259,9 +258,7 @@ def test_rolling_update_stays_within_max_unavailable(world: World) -> None:
 
     def done() -> bool:
         pods = world.pods()
-        return len(pods) == 3 and all(
-            p["metadata"]["annotations"][ANNOTATION_CONFIG_HASH] == "v2" for p in pods.values()
-        )
+        return len(pods) == 3 and all(p["metadata"]["annotations"][keys.CONFIG_HASH] == "v2" for p in pods.values())
 
     while True:
         # Slurm first, then pods: a drain seen in Slurm was decided on pod states older than

@@ -11,10 +11,9 @@ from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.slurm import ClusterRef
 from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
-from sunk.runtime.operator.topology import ANNOTATION_RECONFIGURED
 
+from sunk import keys
 from sunk.manifests.auth import auth_refs
-from sunk.manifests.nodeset_pod import LABEL_NODE
 from sunk.manifests.runtime import operator_access
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.stackfile import load_stack
@@ -57,7 +56,7 @@ class World:
         """Pods start, and their slurmd register (what the real-Slurm test does for real)."""
         self.kube.run_pods()
         for pod in self.kube.pods.values():
-            name = pod["metadata"]["labels"][LABEL_NODE]
+            name = pod["metadata"]["labels"][keys.NODE]
             if name not in self.slurm.nodes:
                 self.slurm.register(name, ["cpu", "x86"])
 
@@ -69,7 +68,7 @@ class World:
             self.now += timedelta(seconds=100)
 
     def pod_nodes(self) -> list[str]:
-        return sorted(p["metadata"]["labels"][LABEL_NODE] for p in self.kube.pods.values())
+        return sorted(p["metadata"]["labels"][keys.NODE] for p in self.kube.pods.values())
 
     def status(self) -> dict[str, Any]:
         return dict(self.kube.nodesets[(NS, "research-cpu")]["status"])
@@ -145,7 +144,7 @@ def test_rolling_update_replaces_every_pod_within_max_unavailable(max_unavailabl
     for _ in range(30):
         w.reconciler.resync()
         available = {
-            p["metadata"]["labels"][LABEL_NODE]
+            p["metadata"]["labels"][keys.NODE]
             for p in w.kube.pods.values()
             if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("phase") == "Running"
         }
@@ -186,7 +185,7 @@ def test_topology_configmap_and_reconfigure_after_the_kubelet_delay() -> None:
     w.settle(rounds=3)
     cm = w.kube.config_maps[(NS, "research-topology")]
     assert "Nodes=cpu-[0-2]" in cm["data"]["topology.conf"]
-    assert ANNOTATION_RECONFIGURED in cm["metadata"]["annotations"]
+    assert keys.TOPOLOGY_RECONFIGURED in cm["metadata"]["annotations"]
     assert "Reconfigure" in w.kube.event_reasons()
 
 

@@ -28,8 +28,8 @@ from sunk.runtime.operator.specs import config_map_objects, nodeset_object, reso
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.testing.kubesim import KubeSim
 
+from sunk import keys
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
-from sunk.policy import TENANT_NAMESPACE_LABEL
 from sunk.spec.cluster import ClusterSpec
 
 from ..rawclient import as_body
@@ -71,7 +71,7 @@ def world(slurm: LocalSlurm, kube_server: KubeSim) -> Iterator[tuple[LocalSlurm,
     api = kube_server.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     ns_spec = resource_spec(SPEC, "cpu")
-    kube_server.add_namespace(NS, labels={TENANT_NAMESPACE_LABEL: SPEC.tenant})
+    kube_server.add_namespace(NS, labels={keys.TENANT: SPEC.tenant})
     for cm in config_map_objects(SPEC, namespace=NS):
         core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
     jwt = base64.b64encode(slurm.jwt_key_path.read_bytes()).decode()

@@ -7,8 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sunk.runtime.operator.topology import (
-    ANNOTATION_RECONFIGURED,
-    ANNOTATION_WRITTEN,
     Reconfigure,
     TopologyObserved,
     WriteTopology,
@@ -17,6 +15,7 @@ from sunk.runtime.operator.topology import (
     reconfigure_key,
 )
 
+from sunk import keys
 from sunk.render import TopologyNode
 from sunk.spec.scheduling import TopologySpec
 
@@ -68,7 +67,7 @@ def test_reconfigure_waits_for_the_kubelet_then_runs_once() -> None:
     cm = config_map("ns", "research", text, written(100))
     (action,) = plan_topology(observe(cm, registered), NOW, DELAY)
     assert isinstance(action, Reconfigure) and action.key == reconfigure_key(text, registered, NODES)
-    cm["metadata"]["annotations"][ANNOTATION_RECONFIGURED] = action.key
+    cm["metadata"]["annotations"][keys.TOPOLOGY_RECONFIGURED] = action.key
     assert plan_topology(observe(cm, registered), NOW, DELAY) == []
     # A node named in topology.conf registered since: it joins its switch only on reconfigure.
     (again,) = plan_topology(observe(cm, frozenset({"cpu-0", "cpu-1", "other"})), NOW, DELAY)
@@ -83,7 +82,7 @@ def test_no_reconfigure_without_slurm() -> None:
 def test_missing_or_bad_stamp_counts_as_old() -> None:
     cm = config_map("ns", "research", current_text(), "yesterday-ish")
     assert isinstance(plan_topology(observe(cm), NOW, DELAY)[0], Reconfigure)
-    del cm["metadata"]["annotations"][ANNOTATION_WRITTEN]
+    del cm["metadata"]["annotations"][keys.TOPOLOGY_WRITTEN]
     assert isinstance(plan_topology(observe(cm), NOW, DELAY)[0], Reconfigure)
 
 

@@ -25,9 +25,9 @@ from sunk.runtime.harness import LocalSlurm
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.operator.specs import resource_spec
-from sunk.runtime.scheduler import keys
 from sunk.runtime.testing.kubesim import KubeSim
 
+from sunk import keys
 from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import AccountSpec
@@ -65,7 +65,7 @@ def slurmd_pod(spec: ClusterSpec, nodeset: str, slurm_node: str) -> tuple[dict[s
         kind: [{k: c[k] for k in strip if k in c} for c in pod["spec"].get(kind) or []]
         for kind in ("containers", "initContainers")
     }
-    return {**pod["metadata"]["labels"], keys.NODESET_LABEL: nodeset}, containers
+    return {**pod["metadata"]["labels"], keys.NODESET: nodeset}, containers
 
 
 class Cluster:

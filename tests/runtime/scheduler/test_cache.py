@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from sunk.runtime.common.informer import Informer
-from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.cache import (
     NotSynced,
     PodEntry,
@@ -25,7 +24,7 @@ from sunk.runtime.scheduler.plan import Bind, Unfit
 from sunk.runtime.slurmrest.podref import PodRef
 from sunk.runtime.testing.listwatch import FakeListWatch
 
-from sunk.spec.nodeset import RESOURCE_MODE_LABEL
+from sunk import keys
 
 
 def pod(
@@ -83,7 +82,7 @@ class World:
 
 
 def slurmd(slurm_node: str, node: str, mode: str = "shared") -> dict[str, Any]:
-    labels = {keys.NODESET_LABEL: "cpu", RESOURCE_MODE_LABEL: mode}
+    labels = {keys.NODESET: "cpu", keys.RESOURCE_MODE: mode}
     return pod(f"slurmd-{slurm_node}", "slurm", cpu="500m", node=node, scheduler="", labels=labels, hostname=slurm_node)
 
 
@@ -97,7 +96,7 @@ def test_projections_keep_only_what_the_scheduler_reads() -> None:
 
     kept = slurmd_pod("slurm")(slurmd("cpu-0", "k8s-a"))
     assert kept == {
-        "metadata": {"labels": {keys.NODESET_LABEL: "cpu", RESOURCE_MODE_LABEL: "shared"}, "deletionTimestamp": None},
+        "metadata": {"labels": {keys.NODESET: "cpu", keys.RESOURCE_MODE: "shared"}, "deletionTimestamp": None},
         "spec": {"hostname": "cpu-0", "nodeName": "k8s-a"},
     }
     assert slurmd_pod("slurm")(pod("web", "slurm")) is None  # no NodeSet label

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 from sunk.runtime.harness import LocalSlurm, SimNode
-from sunk.runtime.scheduler import keys
 
+from sunk import keys
 from sunk.stackfile import load_stack
 
 from .conftest import Cluster, StartScheduler

@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.fakes import FakeKube, FakeSlurm
 from sunk.runtime.scheduler.loop import Scheduler, backoff
+from sunk.runtime.scheduler.marker import Marker
 from sunk.runtime.scheduler.metrics import Health
 from sunk.runtime.scheduler.model import JobView
 from sunk.runtime.scheduler.plan import PENDING_QUIET, Bind
 from sunk.runtime.scheduler.request import JobRequest
 from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.slurmrest import PodRef
+
+from sunk import keys
 
 
 class Clock:
@@ -39,7 +41,7 @@ def raw_pod(name: str, uid: str = "", **annotations: str) -> dict[str, Any]:
 
 
 def slurmd(host: str, node: str) -> dict[str, Any]:
-    meta = {"namespace": "slurm", "name": host, "labels": {keys.NODESET_LABEL: "cpu"}}
+    meta = {"namespace": "slurm", "name": host, "labels": {keys.NODESET: "cpu"}}
     # A shared-mode slurmd: only its own overhead is requested.
     resources = {"requests": {"cpu": "500m", "memory": "1Gi"}}
     return {"metadata": meta, "spec": {"hostname": host, "nodeName": node, "containers": [{"resources": resources}]}}
@@ -136,7 +138,7 @@ def test_a_refused_submit_is_reported_once_and_retried_with_backoff_not_every_cy
     slurm.reject = "Invalid partition name specified"
     attempts = 0
 
-    def submit(request: JobRequest, marker: keys.Marker) -> int:
+    def submit(request: JobRequest, marker: Marker) -> int:
         nonlocal attempts
         attempts += 1
         return FakeSlurm.submit(slurm, request, marker)
@@ -225,7 +227,7 @@ def test_pods_and_jobs_outside_the_scheduler_namespaces_are_not_touched() -> Non
     foreign = raw_pod("elsewhere")
     foreign["metadata"]["namespace"] = "other-tenant"
     kube, slurm, sched, _ = setup(foreign)
-    other = keys.Marker("pod", "other-tenant", "web", "uid-x")
+    other = Marker("pod", "other-tenant", "web", "uid-x")
     slurm.job_list.append(JobView(55, other, "RUNNING", nodes=("cpu-0",)))
     sched.cycle()
     assert slurm.submitted == [] and slurm.cancelled == [] and kube.events == []

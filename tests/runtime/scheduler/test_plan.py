@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.fit import NodeView
+from sunk.runtime.scheduler.marker import Marker
 from sunk.runtime.scheduler.model import JobView, PodResources, PodView, Snapshot
 from sunk.runtime.scheduler.plan import (
     DOES_NOT_FIT,
@@ -26,6 +26,8 @@ from sunk.runtime.scheduler.plan import (
     plan,
 )
 from sunk.runtime.scheduler.request import JobRequest
+
+from sunk import keys
 
 NODES = {"cpu-0": "k8s-a", "cpu-1": "k8s-b", "cpu-2": "k8s-c"}
 
@@ -51,7 +53,7 @@ def bound(name: str, job_id: int, slurm_node: str, *, start: str = "2000", **kw:
     return pod(name, node=NODES[slurm_node], annotations=annotations, **kw)
 
 
-def job(job_id: int, marker: keys.Marker, state: str = "PENDING", nodes: tuple[str, ...] = (), **kw: Any) -> JobView:
+def job(job_id: int, marker: Marker, state: str = "PENDING", nodes: tuple[str, ...] = (), **kw: Any) -> JobView:
     kw.setdefault("submit_time", 150.0)
     kw.setdefault("start_time", 2000.0 if state == "RUNNING" else 0.0)
     return JobView(job_id, marker, state, nodes=nodes, **kw)
@@ -79,7 +81,7 @@ def test_a_pending_pod_gets_one_placeholder_job_shaped_like_its_requests() -> No
     p = pod("web", resources=PodResources(cpu_millis=1500, memory_bytes=3 * 2**30 + 1, gpus=2))
     [action] = run([p])
     assert isinstance(action, Submit)
-    assert action.marker == keys.Marker("pod", "ml", "web", "uid-web")
+    assert action.marker == Marker("pod", "ml", "web", "uid-web")
     assert action.request == JobRequest(nodes=1, cpus_per_task=2, memory_mib=3073, gpus=2)
     assert action.pods == (p.ref,)
 
@@ -158,7 +160,7 @@ def test_no_binding_while_no_slurmd_pod_maps_the_slurm_node() -> None:
 
 def test_a_bound_pod_holding_its_running_job_needs_nothing() -> None:
     p = bound("web", 7, "cpu-1")
-    j = job(7, keys.Marker("pod", "ml", "web", "uid-web"), "RUNNING", ("cpu-1",))
+    j = job(7, Marker("pod", "ml", "web", "uid-web"), "RUNNING", ("cpu-1",))
     assert run([p], [j]) == []
 
 
@@ -171,7 +173,7 @@ def test_a_pod_bound_by_hand_is_left_alone() -> None:
 
 
 def test_preempted_cancelled_failed_or_vanished_jobs_evict_their_bound_pod() -> None:
-    m = keys.Marker("pod", "ml", "web", "uid-web")
+    m = Marker("pod", "ml", "web", "uid-web")
     for state, reason in [
         ("PREEMPTED", "Preempted"),
         ("CANCELLED", "SlurmJobCancelled"),
@@ -186,7 +188,7 @@ def test_preempted_cancelled_failed_or_vanished_jobs_evict_their_bound_pod() -> 
 
 
 def test_a_requeued_job_no_longer_holds_the_pod() -> None:
-    m = keys.Marker("pod", "ml", "web", "uid-web")
+    m = Marker("pod", "ml", "web", "uid-web")
     [pending] = run([bound("web", 7, "cpu-1")], [job(7, m, "PENDING")])
     assert isinstance(pending, Evict) and pending.reason == "SlurmJobRequeued"
     # Requeued and already running again (elsewhere, later): the start time tells.
@@ -201,7 +203,7 @@ def test_a_job_cancelled_before_it_started_evicts_its_waiting_pod() -> None:
 
 
 def test_jobs_of_ended_deleted_or_unknown_pods_are_cancelled() -> None:
-    m = keys.Marker("pod", "ml", "web", "uid-web")
+    m = Marker("pod", "ml", "web", "uid-web")
     running = job(7, m, "RUNNING", ("cpu-1",))
     assert run([], [running]) == [Cancel(7, m, "pod gone")]
     assert run([bound("web", 7, "cpu-1", phase="Succeeded")], [running]) == [Cancel(7, m, "pod web Succeeded")]
@@ -211,7 +213,7 @@ def test_jobs_of_ended_deleted_or_unknown_pods_are_cancelled() -> None:
 
 
 def test_a_pod_recreated_under_the_same_name_gets_a_new_job_and_the_old_one_ends() -> None:
-    old = keys.Marker("pod", "ml", "web", "uid-old")
+    old = Marker("pod", "ml", "web", "uid-old")
     new = pod("web", uid="uid-new")
     actions = run([new], [job(7, old, "RUNNING", ("cpu-1",))])
     assert [type(a) for a in actions] == [Submit, Cancel]
@@ -246,7 +248,7 @@ def test_a_complete_group_is_one_job_with_one_node_per_pod_and_the_largest_shape
     pods = [member("w-0"), member("w-1", resources=big), member("w-2")]
     [action] = run(pods)
     assert isinstance(action, Submit)
-    assert action.marker == keys.Marker("group", "ml", "train")
+    assert action.marker == Marker("group", "ml", "train")
     assert action.request == JobRequest(nodes=3, cpus_per_task=3, memory_mib=1024, gpus=1)
     assert len(action.pods) == 3
 
@@ -273,7 +275,7 @@ def test_after_a_crash_only_the_unbound_members_are_bound_to_the_free_nodes() ->
 
 def test_a_preempted_group_evicts_its_members_but_not_later_replacements() -> None:
     g = {keys.GROUP: "train", keys.GROUP_SIZE: "2"}
-    m = keys.Marker("group", "ml", "train")
+    m = Marker("group", "ml", "train")
     pods = [bound("w-0", 7, "cpu-0", annotations=g), member("w-1", size=2, created=900.0)]
     actions = run(pods, [job(7, m, "PREEMPTED", ("cpu-0", "cpu-1"))])
     assert [type(a) for a in actions] == [Evict, Condition]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from sunk.runtime.harness import LocalSlurm
-from sunk.runtime.scheduler import keys
 
+from sunk import keys
 from sunk.hostlist import expand
 
 from ..rawclient import as_body

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from sunk.runtime.scheduler import keys
 from sunk.runtime.scheduler.fit import parse_quantity
+from sunk.runtime.scheduler.marker import Marker
 from sunk.runtime.scheduler.model import (
     PodResources,
     PodView,
@@ -18,7 +18,7 @@ from sunk.runtime.scheduler.model import (
 )
 from sunk.runtime.scheduler.request import Invalid, JobRequest, build_request, parse_slurm_time, submit_body
 
-from sunk.spec.nodeset import RESOURCE_MODE_LABEL
+from sunk import keys
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_the_submit_body_carries_marker_shape_and_settings() -> None:
         nodes=2, cpus_per_task=3, memory_mib=2048, gpus=1, gpu_type="h100", partition="gpu", qos="high",
         account="research", time_limit=90, nice=10, priority=5000,
     )  # fmt: skip
-    job = submit_body(request, keys.Marker("group", "ml", "train"))["job"]
+    job = submit_body(request, Marker("group", "ml", "train"))["job"]
     assert job["name"] == job["comment"] == "sunk-group:ml/train"
     assert job["script"].startswith("#!/bin/bash\n") and "sleep infinity" in job["script"]
     assert job["environment"] == ["PATH=/usr/bin:/bin"]
@@ -121,27 +121,27 @@ def test_the_submit_body_carries_marker_shape_and_settings() -> None:
     assert job["time_limit"] == {"set": True, "infinite": False, "number": 90}
     assert job["priority"] == {"set": True, "infinite": False, "number": 5000}
     assert job["requeue"] is False
-    plain = submit_body(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "p", "u-1"))["job"]
+    plain = submit_body(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), Marker("pod", "ml", "p", "u-1"))["job"]
     assert not {"tres_per_node", "partition", "qos", "account", "time_limit", "nice", "priority"} & plain.keys()
     assert "excluded_nodes" not in plain
     assert job["constraints"] == plain["constraints"] == "sunk_shared"  # never an exclusive NodeSet's node
     rerouted = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, exclude=("cpu-0", "cpu-1"))
-    assert submit_body(rerouted, keys.Marker("pod", "ml", "p", "u-1"))["job"]["excluded_nodes"] == ["cpu-0", "cpu-1"]
+    assert submit_body(rerouted, Marker("pod", "ml", "p", "u-1"))["job"]["excluded_nodes"] == ["cpu-0", "cpu-1"]
 
 
 @pytest.mark.parametrize(
     ("text", "marker"),
     [
-        ("sunk-pod:ml/web-0/0f3c-9a", keys.Marker("pod", "ml", "web-0", "0f3c-9a")),
-        ("sunk-group:ml/train", keys.Marker("group", "ml", "train")),
+        ("sunk-pod:ml/web-0/0f3c-9a", Marker("pod", "ml", "web-0", "0f3c-9a")),
+        ("sunk-group:ml/train", Marker("group", "ml", "train")),
         ("sunk-pod:ml/web", None),
         ("sunk-group:ml/train/abc", None),
         ("submitted-via-sunk", None),
         ("", None),
     ],
 )
-def test_markers_round_trip_and_foreign_comments_are_ignored(text: str, marker: keys.Marker | None) -> None:
-    assert keys.Marker.parse(text) == marker
+def test_markers_round_trip_and_foreign_comments_are_ignored(text: str, marker: Marker | None) -> None:
+    assert Marker.parse(text) == marker
     if marker is not None:
         assert marker.text == text
 
@@ -169,7 +169,7 @@ def test_job_view_reads_v0042_jobs_and_skips_foreign_ones() -> None:
 
 def test_node_map_comes_from_live_slurmd_pods() -> None:
     def slurmd(host: str, node: str, **meta: object) -> dict[str, object]:
-        labels = {keys.NODESET_LABEL: "cpu"}
+        labels = {keys.NODESET: "cpu"}
         return {"metadata": {"name": host, "labels": labels, **meta}, "spec": {"hostname": host, "nodeName": node}}
 
     pods = [slurmd("cpu-0", "k8s-a"), slurmd("cpu-1", "k8s-b", deletionTimestamp="2026-01-01T00:00:00Z")]
@@ -196,7 +196,7 @@ def test_gpu_indices_come_from_gres_detail(nodes: str, detail: list[str], want: 
 
 def test_exclusive_nodes_come_from_the_slurmd_pods_resource_mode_label() -> None:
     def slurmd(host: str, mode: str | None) -> dict[str, object]:
-        labels = {keys.NODESET_LABEL: "x", **({RESOURCE_MODE_LABEL: mode} if mode else {})}
+        labels = {keys.NODESET: "x", **({keys.RESOURCE_MODE: mode} if mode else {})}
         return {"metadata": {"name": host, "labels": labels}, "spec": {"hostname": host, "nodeName": f"k8s-{host}"}}
 
     pods = [slurmd("cpu-0", "exclusive"), slurmd("gpu-0", "shared"), slurmd("old-0", None)]
@@ -206,7 +206,7 @@ def test_exclusive_nodes_come_from_the_slurmd_pods_resource_mode_label() -> None
 def test_gpus_counted_by_slurm_alone_through_the_annotation() -> None:
     outcome = build_request([_pod(**{keys.GPUS: "2", keys.GPU_TYPE: "h100"})], {})
     assert isinstance(outcome, JobRequest) and (outcome.gpus, outcome.gpu_type) == (2, "h100")
-    assert submit_body(outcome, keys.Marker("pod", "ml", "web", "u1"))["job"]["tres_per_node"] == "gres/gpu:h100:2"
+    assert submit_body(outcome, Marker("pod", "ml", "web", "u1"))["job"]["tres_per_node"] == "gres/gpu:h100:2"
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sunk.runtime.scheduler import keys
+from sunk.runtime.scheduler.marker import Marker
 from sunk.runtime.scheduler.request import JobRequest
 from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.scheduler.slurm import Rejected, RestSlurm
@@ -181,7 +181,7 @@ def test_a_job_we_cancelled_is_not_read_again_once_it_ended(server: Slurmrestd) 
 def test_a_refused_submit_says_why(server: Slurmrestd) -> None:
     slurm = client(server, [0.0])
     request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, partition="nope")
-    assert slurm.submit(request, keys.Marker("pod", "ml", "a", "u1")) == 77
+    assert slurm.submit(request, Marker("pod", "ml", "a", "u1")) == 77
     sent = server.bodies[-1]["job"]
     assert sent["memory_per_node"] == {"set": True, "infinite": False, "number": 1} and sent["partition"] == "nope"
     server.submit_error = {
@@ -190,7 +190,7 @@ def test_a_refused_submit_says_why(server: Slurmrestd) -> None:
         "error": "Invalid partition name specified",
     }
     with pytest.raises(Rejected, match="Invalid partition name specified"):
-        slurm.submit(request, keys.Marker("pod", "ml", "a", "u1"))
+        slurm.submit(request, Marker("pod", "ml", "a", "u1"))
 
 
 def test_each_submitting_thread_has_its_own_client_and_close_ends_them(server: Slurmrestd) -> None:
@@ -220,7 +220,7 @@ def test_each_submitting_thread_has_its_own_client_and_close_ends_them(server: S
 
     def submit_twice(name: str) -> None:
         for i in range(2):
-            slurm.submit(request, keys.Marker("pod", "ml", name, f"u{i}"))
+            slurm.submit(request, Marker("pod", "ml", name, f"u{i}"))
 
     threads = [threading.Thread(target=submit_twice, args=(n,)) for n in ("a", "b")]
     for t in threads:
@@ -238,7 +238,7 @@ def test_an_unreachable_controller_is_not_a_rejection(server: Slurmrestd) -> Non
     server.submit_error = {"error_number": 1800, "error": "Unable to contact slurm controller"}
     slurm._rest._sleep = lambda _: None
     with pytest.raises(Exception) as caught:
-        slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1"))
+        slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), Marker("pod", "ml", "a", "u1"))
     assert not isinstance(caught.value, Rejected | SlurmApiError)
 
 
@@ -263,7 +263,7 @@ def test_an_immediate_allocation_first_and_a_queued_batch_job_when_refused(serve
         api="v0.0.42",  # the fake's replies are v0.0.42's
     )
     slurm = RestSlurm(rest, clock=lambda: clock[0], immediate=True, on_placed=placed.append)
-    request, marker = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1")
+    request, marker = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), Marker("pod", "ml", "a", "u1")
 
     assert slurm.submit(request, marker) == 78  # started in the request
     assert server.paths == [f"POST {API}/job/allocate"]
@@ -292,7 +292,7 @@ def test_an_immediate_allocation_first_and_a_queued_batch_job_when_refused(serve
 
 def test_without_immediate_every_placeholder_is_a_batch_job(server: Slurmrestd) -> None:
     slurm = client(server, [0.0])
-    slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), keys.Marker("pod", "ml", "a", "u1"))
+    slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), Marker("pod", "ml", "a", "u1"))
     assert server.paths == [f"POST {API}/job/submit"]
 
 

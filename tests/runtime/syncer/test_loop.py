@@ -13,13 +13,12 @@ from sunk.runtime.slurmrest import Node, read_pod_ref
 from sunk.runtime.syncer.fakes import FakeKube, FakeSlurm, node_object, pod_object
 from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import (
-    POD_CONDITION,
-    POD_REASON_ANNOTATION,
-    POD_STATE_ANNOTATION,
     node_condition,
     node_drain_annotation,
 )
 from sunk.runtime.syncer.plan import Drain, Resume
+
+from sunk import keys
 
 NS = "tenant"
 
@@ -43,8 +42,8 @@ def test_converges_then_writes_nothing() -> None:
     assert first.kube_writes == 8  # annotations + condition per pod
     assert all(read_pod_ref(n.extra) is not None for n in slurm.nodes.values())
     pod = kube.pods[(NS, "cpu-1")]
-    assert pod["metadata"]["annotations"][POD_STATE_ANNOTATION] == "idle"
-    assert [c["type"] for c in pod["status"]["conditions"]] == ["Ready", POD_CONDITION]
+    assert pod["metadata"]["annotations"][keys.SLURM_STATE] == "idle"
+    assert [c["type"] for c in pod["status"]["conditions"]] == ["Ready", keys.SLURM_NODE_READY]
     assert "annotations" not in kube.pods[("other", "cpu-0")]["metadata"]
     for _ in range(3):
         steady = syncer.cycle()
@@ -60,7 +59,7 @@ def test_cordon_drain_uncordon_resume_round_trip() -> None:
     assert report.slurm_writes == 2  # one drain per reason (each Node name differs)
     assert slurm.nodes["cpu-1"].drain and slurm.nodes["cpu-1"].reason == "sunk: Node k1 cordoned"
     syncer.cycle()  # the pods now show the drain
-    assert kube.pods[(NS, "cpu-1")]["metadata"]["annotations"][POD_STATE_ANNOTATION] == "drain"
+    assert kube.pods[(NS, "cpu-1")]["metadata"]["annotations"][keys.SLURM_STATE] == "drain"
     assert node_drain_annotation(NS) not in kube.nodes["k1"]["metadata"]["annotations"]  # our own drain
     assert syncer.cycle().kube_writes == 0
     del kube.nodes["k1"]["spec"]["unschedulable"]
@@ -234,14 +233,14 @@ def test_runtime_trust_a_pod_shows_the_drain_reason_only_while_drained() -> None
     slurm.admin("cpu-2", state="DRAIN", reason="bad DIMM")
     syncer.cycle()
     pod = kube.pods[(NS, "cpu-2")]
-    assert pod["metadata"]["annotations"][POD_REASON_ANNOTATION] == "bad DIMM"
+    assert pod["metadata"]["annotations"][keys.SLURM_REASON] == "bad DIMM"
     slurm.admin("cpu-2", state="RESUME")
     assert slurm.nodes["cpu-2"].reason == "bad DIMM" and not slurm.nodes["cpu-2"].drain
     syncer.cycle()
     pod = kube.pods[(NS, "cpu-2")]
-    assert POD_REASON_ANNOTATION not in pod["metadata"]["annotations"]
-    assert pod["metadata"]["annotations"][POD_STATE_ANNOTATION] == "idle"
-    condition = next(c for c in pod["status"]["conditions"] if c["type"] == POD_CONDITION)
+    assert keys.SLURM_REASON not in pod["metadata"]["annotations"]
+    assert pod["metadata"]["annotations"][keys.SLURM_STATE] == "idle"
+    condition = next(c for c in pod["status"]["conditions"] if c["type"] == keys.SLURM_NODE_READY)
     assert (condition["status"], condition["message"]) == ("True", "")
     assert syncer.cycle().kube_writes == 0
 
@@ -297,7 +296,7 @@ def test_planning_only_what_changed_misses_nothing_a_full_plan_would_do() -> Non
         elif pick == 7 and node in kube.nodes:
             kube.nodes[node]["metadata"]["annotations"][keys.LEGACY_NODE_DRAIN] = "cpu-0: old"
         elif pick == 8 and pod_key in kube.pods:
-            kube.pods[pod_key]["metadata"].setdefault("annotations", {})[POD_STATE_ANNOTATION] = "edited"
+            kube.pods[pod_key]["metadata"].setdefault("annotations", {})[keys.SLURM_STATE] = "edited"
 
     for _ in range(150):
         change()

@@ -10,11 +10,6 @@ from sunk.runtime.slurmrest import Node, PodRef, read_pod_ref, write_pod_ref
 from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import parse_node, parse_pod
 from sunk.runtime.syncer.model import (
-    CORDON_REASON_ANNOTATION,
-    POD_CONDITION,
-    POD_REASON_ANNOTATION,
-    POD_STATE_ANNOTATION,
-    POD_STATE_DETAIL_ANNOTATION,
     Observed,
     node_condition,
     node_drain_annotation,
@@ -29,6 +24,8 @@ from sunk.runtime.syncer.plan import (
     SetPodRef,
     plan,
 )
+
+from sunk import keys
 
 NS = "tenant"
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -73,7 +70,7 @@ def test_cordoned_node_drains_with_our_prefix() -> None:
 
 
 def test_cordon_reason_annotation_is_carried() -> None:
-    kube = [node_object("k1", unschedulable=True, annotations={CORDON_REASON_ANNOTATION: "  swap DIMM\n 3 "})]
+    kube = [node_object("k1", unschedulable=True, annotations={keys.CORDON_REASON: "  swap DIMM\n 3 "})]
     obs = observe([slurm("cpu-0", pod="cpu-0")], kube, [pod("cpu-0")])
     assert slurm_actions(obs) == [Drain("cpu-0", "sunk: Node k1 cordoned: swap DIMM 3")]
 
@@ -232,10 +229,10 @@ def test_pod_gets_state_annotations_and_condition() -> None:
     obs = observe([slurm("cpu-0", "MIXED", pod="cpu-0")], pods=[pod("cpu-0")])
     annotate, condition = kube_actions(obs)
     # Only what differs is written: the absent reason annotation needs no removal.
-    assert annotate == AnnotatePod(NS, "cpu-0", {POD_STATE_ANNOTATION: "mixed", POD_STATE_DETAIL_ANNOTATION: "MIXED"})
+    assert annotate == AnnotatePod(NS, "cpu-0", {keys.SLURM_STATE: "mixed", keys.SLURM_STATE_DETAIL: "MIXED"})
     assert isinstance(condition, SetPodCondition)
     assert (condition.condition.type, condition.condition.status, condition.condition.reason) == (
-        POD_CONDITION,
+        keys.SLURM_NODE_READY,
         "True",
         "Mixed",
     )
@@ -253,11 +250,11 @@ def test_drained_and_down_pods_show_reason_and_false_condition() -> None:
     )
     by_pod = {(type(a).__name__, a.name): a for a in kube_actions(obs)}
     assert by_pod["AnnotatePod", "cpu-0"].annotations == {
-        POD_STATE_ANNOTATION: "drain",
-        POD_STATE_DETAIL_ANNOTATION: "IDLE+DRAIN",
-        POD_REASON_ANNOTATION: "bad DIMM",
+        keys.SLURM_STATE: "drain",
+        keys.SLURM_STATE_DETAIL: "IDLE+DRAIN",
+        keys.SLURM_REASON: "bad DIMM",
     }
-    assert by_pod["AnnotatePod", "cpu-1"].annotations[POD_STATE_ANNOTATION] == "down"
+    assert by_pod["AnnotatePod", "cpu-1"].annotations[keys.SLURM_STATE] == "down"
     for name, reason in (("cpu-0", "Drain"), ("cpu-1", "Down")):
         cond = by_pod["SetPodCondition", name].condition
         assert (cond.status, cond.reason) == ("False", reason)
@@ -265,7 +262,7 @@ def test_drained_and_down_pods_show_reason_and_false_condition() -> None:
 
 def test_pod_without_a_slurm_node_is_missing() -> None:
     (annotate, _) = kube_actions(observe([], pods=[pod("cpu-0")]))
-    assert annotate.annotations[POD_STATE_ANNOTATION] == "missing"
+    assert annotate.annotations[keys.SLURM_STATE] == "missing"
 
 
 def test_terminating_pods_are_not_annotated() -> None:
@@ -275,12 +272,18 @@ def test_terminating_pods_are_not_annotated() -> None:
 def test_condition_keeps_transition_time_when_only_the_message_changes() -> None:
     p = pod("cpu-0")
     p["metadata"]["annotations"] = {
-        POD_STATE_ANNOTATION: "drain",
-        POD_STATE_DETAIL_ANNOTATION: "IDLE+DRAIN",
-        POD_REASON_ANNOTATION: "new",
+        keys.SLURM_STATE: "drain",
+        keys.SLURM_STATE_DETAIL: "IDLE+DRAIN",
+        keys.SLURM_REASON: "new",
     }
     p["status"]["conditions"].append(
-        {"type": POD_CONDITION, "status": "False", "reason": "Drain", "message": "old", "lastTransitionTime": "T0"}
+        {
+            "type": keys.SLURM_NODE_READY,
+            "status": "False",
+            "reason": "Drain",
+            "message": "old",
+            "lastTransitionTime": "T0",
+        }
     )
     obs = observe([slurm("cpu-0", "IDLE", "DRAIN", reason="new", pod="cpu-0")], pods=[p])
     (cond,) = [a for a in kube_actions(obs) if isinstance(a, AnnotatePod | SetPodCondition)]

@@ -28,15 +28,12 @@ from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import (
-    CORDON_REASON_ANNOTATION,
-    POD_CONDITION,
-    POD_REASON_ANNOTATION,
-    POD_STATE_ANNOTATION,
     node_condition,
     node_drain_annotation,
 )
 from sunk.runtime.syncer.plan import Drain, Resume, SetPodRef
 
+from sunk import keys
 from sunk.stackfile import load_stack
 
 from ..rawclient import as_body, raw
@@ -195,8 +192,8 @@ def test_first_cycles_map_pods_and_annotate_then_write_nothing(world: World) -> 
         ref = read_pod_ref(world.node(sim.name).extra)
         pod = world.pod(sim.name)
         assert ref == PodRef(world.ns, pod["metadata"]["name"], pod["metadata"]["uid"])
-        assert annotations_of(pod)[POD_STATE_ANNOTATION] == "idle"
-        assert (condition(pod, POD_CONDITION) or {}).get("status") == "True"
+        assert annotations_of(pod)[keys.SLURM_STATE] == "idle"
+        assert (condition(pod, keys.SLURM_NODE_READY) or {}).get("status") == "True"
     assert not annotations_of(world.pod("cpu-0", ns="other-tenant"))
     # The mapping is Slurm state: scontrol (not only REST) shows it.
     assert "slurm.sunk.dev/pod" in world.slurm.run("scontrol", "show", "node", "cpu-0", check=True).stdout
@@ -224,7 +221,7 @@ def test_cordon_drains_with_our_reason_and_uncordon_resumes(world: World) -> Non
     syncer = world.syncer()
     settle(syncer)
     world.patch_kube_node(
-        "cpu-0", {"spec": {"unschedulable": True}, "metadata": {"annotations": {CORDON_REASON_ANNOTATION: "swap PSU"}}}
+        "cpu-0", {"spec": {"unschedulable": True}, "metadata": {"annotations": {keys.CORDON_REASON: "swap PSU"}}}
     )
     syncer.cycle()
     node = world.node("cpu-0")
@@ -235,16 +232,16 @@ def test_cordon_drains_with_our_reason_and_uncordon_resumes(world: World) -> Non
     )
     syncer.cycle()
     pod = world.pod("cpu-0")
-    assert annotations_of(pod)[POD_STATE_ANNOTATION] == "drain"
-    assert annotations_of(pod)[POD_REASON_ANNOTATION] == "sunk: Node k8s-cpu-0 cordoned: swap PSU"
+    assert annotations_of(pod)[keys.SLURM_STATE] == "drain"
+    assert annotations_of(pod)[keys.SLURM_REASON] == "sunk: Node k8s-cpu-0 cordoned: swap PSU"
     assert node_drain_annotation(world.ns) not in annotations_of(world.kube_node("cpu-0"))  # our drain, not Slurm's
     settle(syncer)
     world.patch_kube_node("cpu-0", {"spec": {"unschedulable": None}})
     syncer.cycle()
     assert not world.node("cpu-0").drain
     settle(syncer)
-    assert annotations_of(world.pod("cpu-0"))[POD_STATE_ANNOTATION] == "idle"
-    assert POD_REASON_ANNOTATION not in annotations_of(world.pod("cpu-0"))  # shown only while drained
+    assert annotations_of(world.pod("cpu-0"))[keys.SLURM_STATE] == "idle"
+    assert keys.SLURM_REASON not in annotations_of(world.pod("cpu-0"))  # shown only while drained
     events = raw(world.api.list_namespaced_event(world.ns, _preload_content=False))["items"]
     reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == f"{world.slurm.spec.name}-cpu-0"]
     assert reasons == ["SlurmNodeDrained", "SlurmNodeResumed"]
@@ -256,9 +253,9 @@ def test_admin_drain_is_shown_in_kubernetes_and_never_resumed(world: World) -> N
     world.scontrol("update", "NodeName=cpu-1", "State=DRAIN", "Reason=bad DIMM")
     syncer.cycle()
     pod = world.pod("cpu-1")
-    assert annotations_of(pod)[POD_STATE_ANNOTATION] == "drain"
-    assert annotations_of(pod)[POD_REASON_ANNOTATION] == "bad DIMM"
-    assert (condition(pod, POD_CONDITION) or {}).get("status") == "False"
+    assert annotations_of(pod)[keys.SLURM_STATE] == "drain"
+    assert annotations_of(pod)[keys.SLURM_REASON] == "bad DIMM"
+    assert (condition(pod, keys.SLURM_NODE_READY) or {}).get("status") == "False"
     kn = world.kube_node("cpu-1")
     assert annotations_of(kn)[node_drain_annotation(world.ns)] == "cpu-1: bad DIMM"
     assert (condition(kn, node_condition(world.ns)) or {}).get("status") == "True"

@@ -17,9 +17,11 @@ from sunk.runtime.syncer.cache import InformerCache
 from sunk.runtime.syncer.fakes import FakeSlurm, node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import Syncer
-from sunk.runtime.syncer.model import POD_STATE_ANNOTATION, node_drain_annotation
+from sunk.runtime.syncer.model import node_drain_annotation
 from sunk.runtime.syncer.plan import Drain
 from sunk.runtime.testing.kubesim import KubeSim
+
+from sunk import keys
 
 from ..rawclient import raw
 
@@ -124,7 +126,7 @@ def test_a_cordon_arrives_by_the_watch_and_only_that_node_is_planned(world: Worl
     assert [a for a in report.actions if isinstance(a, Drain)] == [Drain("cpu-2", "sunk: Node k2 cordoned")]
     assert world.slurm.nodes["cpu-2"].drain
     world.settle()  # the pod shows the drain: one pod patched, nothing else
-    assert world.pod("cpu-2")["metadata"]["annotations"][POD_STATE_ANNOTATION] == "drain"
+    assert world.pod("cpu-2")["metadata"]["annotations"][keys.SLURM_STATE] == "drain"
     patched = world.sim.requests - writes
     assert patched[("update", "pods")] == 2  # annotations + condition of cpu-2's pod
     assert patched[("update", "nodes")] == 1  # the cordon itself
@@ -143,7 +145,7 @@ def test_a_write_is_not_repeated_while_its_watch_event_is_still_on_the_way(world
     for _ in range(4):
         report = world.syncer.cycle()
         assert report.ok, report.errors
-    assert world.pod("cpu-3")["metadata"]["annotations"][POD_STATE_ANNOTATION] == "drain"
+    assert world.pod("cpu-3")["metadata"]["annotations"][keys.SLURM_STATE] == "drain"
     patched = world.sim.requests - writes
     assert patched[("update", "pods")] == 2  # annotations + condition of cpu-3's pod, once each
     assert world.syncer.cycle().kube_writes == 0
