@@ -1,5 +1,7 @@
-"""`sunk` command line. A composition root like __main__.py: subcommands that need Pulumi or
-the runtime import them lazily, so `sunk validate` stays pure and fast."""
+"""`sunk` command line: the composition root of the tools (render, stacks, images, harness, local
+cluster), above components/ and runtime/, which sit above the pure core (.importlinter). Each
+subcommand that needs Pulumi or the runtime imports its module inside its handler, an ordinary
+import the layer contracts see, so `sunk --help` and `sunk validate` load neither."""
 
 from __future__ import annotations
 
@@ -113,13 +115,13 @@ def missing_extra(err: ModuleNotFoundError) -> str | None:
     return EXTRAS.get((err.name or "").partition(".")[0])
 
 
-def _lazy(module: str, func: str) -> Command:
-    def run(args: argparse.Namespace) -> int:
-        import importlib
+def needs_extra(command: Command) -> Command:
+    """`command`, where a missing package of one of pyproject's extras becomes a one-line hint to
+    install that extra (exit 2) instead of a traceback."""
 
+    def run(args: argparse.Namespace) -> int:
         try:
-            handler: Command = getattr(importlib.import_module(module), func)
-            return handler(args)
+            return command(args)
         except ModuleNotFoundError as err:
             extra = missing_extra(err)
             if extra is None:
@@ -134,6 +136,93 @@ def _lazy(module: str, func: str) -> Command:
             return 2
 
     return run
+
+
+# The tools' handlers, each importing its module when its subcommand runs.
+
+
+@needs_extra
+def _render(args: argparse.Namespace) -> int:
+    from sunk.components.render import cmd_render
+
+    return cmd_render(args)
+
+
+@needs_extra
+def _stacks(args: argparse.Namespace) -> int:
+    from sunk.components.stacks import cmd_stacks
+
+    return cmd_stacks(args)
+
+
+@needs_extra
+def _init(args: argparse.Namespace) -> int:
+    from sunk.scaffold import cmd_init
+
+    return cmd_init(args)
+
+
+@needs_extra
+def _demo(args: argparse.Namespace) -> int:
+    from sunk.runtime.harness.cli import cmd_demo
+
+    return cmd_demo(args)
+
+
+@needs_extra
+def _slurm_up(args: argparse.Namespace) -> int:
+    from sunk.runtime.harness.cli import cmd_slurm_up
+
+    return cmd_slurm_up(args)
+
+
+@needs_extra
+def _images_build(args: argparse.Namespace) -> int:
+    from sunk.runtime.images.cli import cmd_build
+
+    return cmd_build(args)
+
+
+@needs_extra
+def _images_push(args: argparse.Namespace) -> int:
+    from sunk.runtime.images.cli import cmd_push
+
+    return cmd_push(args)
+
+
+@needs_extra
+def _images_list(args: argparse.Namespace) -> int:
+    from sunk.runtime.images.cli import cmd_list
+
+    return cmd_list(args)
+
+
+@needs_extra
+def _local_up(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.cli import cmd_up
+
+    return cmd_up(args)
+
+
+@needs_extra
+def _local_status(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.cli import cmd_status
+
+    return cmd_status(args)
+
+
+@needs_extra
+def _local_kubeconfig(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.cli import cmd_kubeconfig
+
+    return cmd_kubeconfig(args)
+
+
+@needs_extra
+def _local_down(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.cli import cmd_down
+
+    return cmd_down(args)
 
 
 def with_default_stack(command: Command) -> Command:
@@ -215,7 +304,7 @@ def _register_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--out", required=True, help="folder for the YAML files (earlier renders there are replaced)")
     p.add_argument("--show-secrets", action="store_true", help="write Secret values (offline placeholders)")
     p.add_argument("--program", type=Path, default=None, help="Pulumi program (default: the project's __main__.py)")
-    p.set_defaults(func=_lazy("sunk.components.render", "cmd_render"))
+    p.set_defaults(func=_render)
 
 
 def _register_stacks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -234,7 +323,7 @@ def _register_stacks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--fail-fast", action="store_true", help="start no further stack after a failure")
     p.add_argument("--parallel", type=_positive_int, default=1, metavar="N", help="run up to N tenant stacks at once")
     p.add_argument("--json", action="store_true", help="print one JSON document with every stack's result")
-    p.set_defaults(func=_lazy("sunk.components.stacks", "cmd_stacks"))
+    p.set_defaults(func=_stacks)
 
 
 def _register_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -242,7 +331,7 @@ def _register_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("directory", nargs="?", default=".", help="project folder (default: the current one)")
     p.add_argument("--name", default=None, help="project name (default: the folder's name)")
     p.add_argument("--stack", default="demo-dev", help="the first stack, <tenant>-<env> (default: demo-dev)")
-    p.set_defaults(func=_lazy("sunk.scaffold", "cmd_init"))
+    p.set_defaults(func=_init)
 
 
 def _register_harness(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -252,14 +341,14 @@ def _register_harness(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.add_argument("--debug", action="store_true", help="log the harness's steps and timings")
-    p.set_defaults(func=with_default_stack(_lazy("sunk.runtime.harness.cli", "cmd_demo")))
+    p.set_defaults(func=with_default_stack(_demo))
 
     p = sub.add_parser("slurm-up", help="boot a stack's Slurm files on real local daemons until Ctrl-C")
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.add_argument("--no-accounting", action="store_true", help="skip MariaDB and slurmdbd")
     p.add_argument("--seconds", type=float, default=0, help="tear down after this long (default: wait for Ctrl-C)")
     p.add_argument("--debug", action="store_true", help="log the harness's steps and timings")
-    p.set_defaults(func=with_default_stack(_lazy("sunk.runtime.harness.cli", "cmd_slurm_up")))
+    p.set_defaults(func=with_default_stack(_slurm_up))
 
 
 def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -289,16 +378,16 @@ def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         )
         if verb == "build":
             p.add_argument("--out", help="also copy each image's oci-archive into this folder")
-            p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_build"))
+            p.set_defaults(func=_images_build)
         else:
             p.add_argument("--registry", required=True, help="e.g. registry.example.com/hpc")
             p.add_argument("--tag", help="push under this tag instead of each role's own")
             p.add_argument("--insecure", action="store_true", help="plain-HTTP or self-signed registry")
-            p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_push"))
+            p.set_defaults(func=_images_push)
     p = verbs.add_parser("list", help="every role's image and the reference the manifests use by default")
     p.add_argument("--arch", default="amd64")
     p.add_argument("--slurm", choices=SUPPORTED_SLURM, default=DEFAULT_SLURM)
-    p.set_defaults(func=_lazy("sunk.runtime.images.cli", "cmd_list"))
+    p.set_defaults(func=_images_list)
 
 
 def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -311,14 +400,14 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for every pod Ready (default 600)")
     p.add_argument("--no-wait", action="store_true", help="return once the render is applied")
-    p.set_defaults(func=with_default_stack(_lazy("sunk.runtime.local.cli", "cmd_up")))
-    for verb, helptext in (
-        ("status", "is this project's local cluster running; its pods"),
-        ("kubeconfig", "print the path of the local cluster's kubeconfig"),
-        ("down", "stop the local cluster: no process, mount, bridge or veth of it is left"),
+    p.set_defaults(func=with_default_stack(_local_up))
+    for verb, helptext, handler in (
+        ("status", "is this project's local cluster running; its pods", _local_status),
+        ("kubeconfig", "print the path of the local cluster's kubeconfig", _local_kubeconfig),
+        ("down", "stop the local cluster: no process, mount, bridge or veth of it is left", _local_down),
     ):
         p = verbs.add_parser(verb, help=helptext)
-        p.set_defaults(func=_lazy("sunk.runtime.local.cli", f"cmd_{verb}"))
+        p.set_defaults(func=handler)
 
 
 _EXTENSIONS += [

@@ -1,10 +1,14 @@
-"""The layers hold: sunk/ is pure, runtime/ never touches Pulumi, nothing imports the source
-folders as generic top-level packages. import-linter checks module-level imports; the AST scan
-below also sees imports inside functions and importlib.import_module("...") calls."""
+"""The layers hold: the composition root (python -m sunk, the CLI) above components/ and
+runtime/, above the pure core; runtime/ never touches Pulumi; nothing imports the source folders
+as generic top-level packages. import-linter sees every import statement (inside functions too);
+the AST scans below also see importlib.import_module("...") calls, and the core may not import by
+string at all, since no contract could see what such an import reaches."""
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +20,24 @@ PULUMI = {"pulumi", "pulumi_kubernetes", "pulumi_random", "pulumi_tls"}
 OUTER = {"components", "runtime", "sunk.components", "sunk.runtime"}
 
 
-def test_import_linter_contracts_pass() -> None:
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
-        cwd=ROOT,
+def lint_imports(root: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
+    """import-linter on the checkout at `root` (its .importlinter), only `contracts` if given."""
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "lint-imports"),
+            "--no-cache",
+            *(arg for contract in contracts for arg in ("--contract", contract)),
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_import_linter_contracts_pass() -> None:
+    run = lint_imports(ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 broken" in run.stdout
 
@@ -61,7 +75,124 @@ def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-CORE = [p for p in files("sunk") if _rel(p) != "sunk/cli.py"]
+ROOT_MODULES = {"sunk/cli.py", "sunk/__main__.py"}
+"""The composition root inside sunk/ (sunk/components and sunk/runtime are links, not scanned)."""
+CORE = [p for p in files("sunk") if _rel(p) not in ROOT_MODULES]
+
+STRING_IMPORTS = {
+    "import_module",
+    "__import__",
+    "spec_from_file_location",
+    "spec_from_loader",
+    "module_from_spec",
+    "exec_module",
+    "load_module",
+    "SourceFileLoader",
+    "SourcelessFileLoader",
+    "ExtensionFileLoader",
+    "run_module",
+    "run_path",
+}
+"""Calls that import a module named by a string or a path (importlib, importlib.util, runpy)."""
+IMPORTLIB_ALLOWED = {"importlib.resources", "importlib.metadata"}
+"""What the core may take from importlib: package data and installed versions, no importing."""
+
+
+def string_imports(source: str) -> list[str]:
+    """Every place a file imports by string: a call of one of STRING_IMPORTS (however it is
+    reached) and any import of importlib or runpy beyond IMPORTLIB_ALLOWED."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            if name in STRING_IMPORTS:
+                found.append(f"{node.lineno}: {ast.unparse(node.func)}(...)")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.partition(".")[0] in {"importlib", "runpy"} and alias.name not in IMPORTLIB_ALLOWED:
+                    found.append(f"{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in {"importlib", "runpy"}:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" not in IMPORTLIB_ALLOWED:
+                    found.append(f"{node.lineno}: from {node.module} import {alias.name}")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").startswith("importlib.")
+            and node.module not in IMPORTLIB_ALLOWED
+        ):
+            found.append(f"{node.lineno}: from {node.module} import ...")
+    return found
+
+
+@pytest.mark.parametrize("path", [*CORE, *(ROOT / p for p in sorted(ROOT_MODULES))], ids=_rel)
+def test_sunk_imports_nothing_by_string(path: Path) -> None:
+    """import-linter reads import statements only: a module imported by string is a dependency no
+    contract sees (the composition root imports its tools with ordinary imports too)."""
+    assert not string_imports(path.read_text())
+
+
+def test_the_string_import_scan_sees_every_way() -> None:
+    source = (
+        "import importlib\n"
+        "import importlib.util as u\n"
+        "from importlib import import_module, resources\n"
+        "from importlib.machinery import SourceFileLoader\n"
+        "from importlib.metadata import version\n"
+        "def later(name):\n"
+        "    importlib.import_module(name)\n"
+        "    __import__('types')\n"
+        "    u.module_from_spec(u.spec_from_file_location('x', '/x.py'))\n"
+        "    return resources.files('sunk')\n"
+    )
+    assert [hit.partition(":")[0] for hit in string_imports(source)] == ["1", "2", "3", "4", "7", "8", "9", "9"]
+
+
+def _checkout_copy(dest: Path) -> Path:
+    """The Python sources of sunk, components and runtime (with the links) and .importlinter."""
+    for folder in ("sunk", "components", "runtime"):
+        shutil.copytree(
+            ROOT / folder,
+            dest / folder,
+            symlinks=True,
+            ignore=lambda _, names: [n for n in names if n == "__pycache__" or (n.endswith((".txt", ".sh")))],
+        )
+    shutil.copy(ROOT / ".importlinter", dest / ".importlinter")
+    return dest
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "contract", "chain"),
+    [
+        ("sunk/planted.py", "import sunk.components.render\n", "core-is-pure", "sunk.planted -> sunk.components"),
+        ("sunk/spec/planted.py", "def later():\n    import pulumi\n", "core-is-pure", "sunk.spec.planted -> pulumi"),
+        ("sunk/planted.py", "from sunk import cli\n", "core-is-pure", "sunk.planted -> sunk.cli"),
+        ("runtime/planted.py", "from sunk.components import cluster\n", "layers", "sunk.runtime.planted ->"),
+        ("components/planted.py", "def later():\n    from sunk import cli\n", "layers", "sunk.components.planted ->"),
+    ],
+)
+def test_the_contracts_catch_a_planted_import(
+    tmp_path: Path, where: str, source: str, contract: str, chain: str
+) -> None:
+    """A new module, listed nowhere, that reaches an outer layer breaks a contract that names
+    only the layers."""
+    root = _checkout_copy(tmp_path)
+    assert lint_imports(root, contract).returncode == 0
+    (root / where).write_text(source)
+    run = lint_imports(root, contract)
+    assert run.returncode != 0 and chain in run.stdout, run.stdout + run.stderr
+
+
+def test_a_planted_string_import_is_seen_by_the_scan_and_not_by_the_contracts(tmp_path: Path) -> None:
+    """Why the scan exists: import-linter keeps its contracts while the core reaches components/
+    by string."""
+    root = _checkout_copy(tmp_path)
+    planted = root / "sunk" / "planted.py"
+    planted.write_text(
+        "import importlib\n\ndef later():\n    return importlib.import_module('sunk.components.render')\n"
+    )
+    assert lint_imports(root, "core-is-pure", "layers").returncode == 0
+    assert string_imports(planted.read_text()) == ["1: import importlib", "4: importlib.import_module(...)"]
 
 
 @pytest.mark.parametrize("path", CORE, ids=_rel)

@@ -1,6 +1,6 @@
 """The layout type checkers and IDEs resolve: sunk/components and sunk/runtime are links to the
-top-level folders (no import hook), and the import-linter contract for the pure core names every
-other child of sunk."""
+top-level folders (no import hook), and the import-linter contracts name the layers above the pure
+core (every other child of sunk), never a core module."""
 
 from __future__ import annotations
 
@@ -19,13 +19,23 @@ def test_components_and_runtime_are_links_into_sunk() -> None:
         assert spec is not None and spec.origin == str(link / "__init__.py")
 
 
-def test_the_core_contract_covers_every_core_module() -> None:
+OUTER = {"sunk.__main__", "sunk.cli", "sunk.components", "sunk.runtime"}
+"""The children of sunk above the pure core: the composition root and the two links."""
+
+
+def test_the_layer_contracts_name_the_outer_layers_and_no_core_module() -> None:
     config = configparser.ConfigParser()
     config.read(ROOT / ".importlinter")
-    listed = set(config["importlinter:contract:core-is-pure"]["source_modules"].split())
+    layers = config["importlinter:contract:layers"]
+    assert layers["containers"].split() == ["sunk"]
+    named = {f"sunk.{m.strip()}" for line in layers["layers"].split("\n") for m in line.split("|") if m.strip()}
+    assert named == OUTER
+    core = config["importlinter:contract:core-is-pure"]
+    assert {m for m in core["protected_modules"].split() if m.startswith("sunk")} == OUTER
+    assert set(core["allowed_importers"].split()) == OUTER
     children = {
         f"sunk.{p.stem if p.suffix == '.py' else p.name}"
         for p in (ROOT / "sunk").iterdir()
-        if (p.suffix == ".py" or (p / "__init__.py").is_file()) and not p.name.startswith("__")
+        if (p.suffix == ".py" or (p / "__init__.py").is_file()) and p.name != "__init__.py"
     }
-    assert listed == children - {"sunk.components", "sunk.runtime"}
+    assert children >= OUTER

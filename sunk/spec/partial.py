@@ -11,6 +11,7 @@ as it would on the whole spec, so what it finds is a real problem, not a guess f
 from __future__ import annotations
 
 import functools
+import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -81,7 +82,7 @@ def _container(tp: Any) -> tuple[str, Any] | None:
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
         return _container(typing.get_args(tp)[0])
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(tp):
             if arg is not type(None):
                 found = _container(arg)
