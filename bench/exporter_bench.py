@@ -1,6 +1,6 @@
 """The Slurm metrics exporter at scale: what one read costs and how many series it makes.
 
-Run: .venv/bin/python bench/exporter_bench.py [--jobs 100000] [--nodes 10000] [--real-jobs 1000]
+Run: .venv/bin/python -m bench.exporter_bench [--jobs 100000] [--nodes 10000] [--real-jobs 1000]
      [--read squeue|slurmrestd]
 
 1. Synthetic replies (the fakes, shaped as slurmrestd 24.11's): `--jobs` jobs over 4 partitions,
@@ -29,16 +29,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from sunk.runtime.exporter.collect import families
-from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.model import JobView, Snapshot
 from sunk.runtime.exporter.slurm import SlurmApi, TextJobReads
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.slurmrest import JobSubmit, JwtMinter, SlurmRestClient
 from sunk.runtime.slurmrest.jobtext import SqueueJobs, job_row, parse_squeue, parse_squeue_json
-from sunk.runtime.testing.goals import goal
 
 from sunk.stackfile import load_stack
+from tests.support.fakes.exporter import FakeSlurm, job, node, partition
+from tests.support.goals import goal
 
 NOW = 2_000_000_000
 PARTITIONS = ("batch", "gpu", "debug", "long")

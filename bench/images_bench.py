@@ -1,7 +1,7 @@
 """Image builds: cold and cached time per layer and role, every image's size, and how fast the
 harness boots Slurm from the images.
 
-Run: .venv/bin/python bench/images_bench.py [--keep-cache]
+Run: .venv/bin/python -m bench.images_bench [--keep-cache]
 
 Cold: a new, empty cache (SUNK_CACHE_DIR in a temporary folder): the Debian base from the mirror
 with mmdebstrap, each layer with buildah, each role's oci-archive, each role unpacked with umoci.

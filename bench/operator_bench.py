@@ -1,7 +1,7 @@
 """The NodeSet operator at 1,000 pods: its resync on in-memory fakes, then the operator as its
 process runs it, on watches, against a Kubernetes API over HTTP.
 
-Run: .venv/bin/python bench/operator_bench.py [--pods 1000] [--resyncs 20] [--wire] [--steady 60] [--changes 10]
+Run: .venv/bin/python -m bench.operator_bench [--pods 1000] [--resyncs 20] [--wire] [--steady 60] [--changes 10]
 
 1. Resync on fakes (both modes, `replicas` and `all-matching-nodes`): one NodeSet of `--pods`
    pods on `--pods` Kubernetes Nodes (with topology labels) and `--pods` registered idle Slurm
@@ -39,20 +39,20 @@ from pydantic import TypeAdapter
 from sunk.runtime.common.informer import Informer
 from sunk.runtime.common.kubewatch import KubeListWatch
 from sunk.runtime.operator.cache import watch
-from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.loop import Operator
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.settings import Settings
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import Node as SlurmNode
-from sunk.runtime.testing.goals import goal
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk import keys
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import ARCH_LABEL
+from tests.support.fakes.operator import FakeKube, FakeSlurm
+from tests.support.goals import goal
+from tests.support.kubesim import KubeSim
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 
 NS = "bench"
 SPINE, LEAF = "example.com/spine", "example.com/leaf"

@@ -1,8 +1,8 @@
 """`sunk render` wall time: one stack from a cold process, and a matrix of stacks (one per tenant
 and environment, as CI renders them), through the real Pulumi program under the mock engine.
 
-    .venv/bin/python bench/render_bench.py                 # one stack x3, then a 100-stack matrix
-    .venv/bin/python bench/render_bench.py --matrix 20     # quicker
+    .venv/bin/python -m bench.render_bench                 # one stack x3, then a 100-stack matrix
+    .venv/bin/python -m bench.render_bench --matrix 20     # quicker
 
 Prints the figures and one GOAL line per goal (issue 17: one stack <= 2 s, 100 stacks <= 60 s).
 Nothing is asserted about time."""
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sunk.runtime.testing.goals import goal
+from tests.support.goals import goal
 
 ROOT = Path(__file__).resolve().parents[1]
 SUNK = str(Path(sys.executable).with_name("sunk"))

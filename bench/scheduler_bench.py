@@ -1,10 +1,10 @@
 """The Slurm-backed scheduler binding a burst of pods through real slurmctld + slurmrestd.
 
-Run: .venv/bin/python bench/scheduler_bench.py [--pods 200] [--nodes 25] [--cpus 8] [--hold 0.5] [--shares 2]
+Run: .venv/bin/python -m bench.scheduler_bench [--pods 200] [--nodes 25] [--cpus 8] [--hold 0.5] [--shares 2]
 
 The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each
 (real slurmctld, slurmdbd, slurmrestd and one slurmd per node, all on this machine); kmock
-(sunk.runtime.testing.kubesim) is the Kubernetes API with one Node and one slurmd pod per Slurm
+(tests.support.kubesim) is the Kubernetes API with one Node and one slurmd pod per Slurm
 node, admitting pods as a kubelet would: each Node's allocatable is its Slurm node's CPUs plus one
 and its memory plus 2 GiB, and each slurmd pod requests what a shared-mode slurmd does (500m,
 1 GiB), so every binding is checked against the Node and any the kubelet would reject shows up as
@@ -51,12 +51,12 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.scheduler.settings import Settings
-from sunk.runtime.testing.goals import goal
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk import keys
 from sunk.manifests.runtime import immediate_allocation
 from sunk.spec.errors import load_spec
+from tests.support.goals import goal
+from tests.support.kubesim import KubeSim
 
 NS = "bench"
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -1,11 +1,11 @@
 """The syncer at 1,000 and 10,000 Slurm nodes: real slurmctld + slurmrestd, Kubernetes over HTTP.
 
-Run: .venv/bin/python bench/syncer_bench.py [--sizes 1000,10000] [--samples 40]
+Run: .venv/bin/python -m bench.syncer_bench [--sizes 1000,10000] [--samples 40]
 
 Slurm: one slurmd registers for real (cpu-0); the other nodes are declared with
 `scontrol create NodeName=cpu-[1-N] State=FUTURE` (instant, and slurmrestd lists them with
 ?flags=FUTURE, as the syncer asks). Kubernetes: kubesim (kmock's emulator with watches, resource
-versions and selectors; sunk.runtime.testing.kubesim) in its own process, so the syncer's CPU is
+versions and selectors; tests.support.kubesim) in its own process, so the syncer's CPU is
 measured alone, seeded with one Node and one slurmd pod (hostname = Slurm node name) per Slurm
 node. The syncer is built as its process builds it: Nodes and pods from informers (one list
 each, then watches); every node read with `scontrol show nodes` and a JWT (ScontrolNodes: scontrol
@@ -55,12 +55,12 @@ from sunk.runtime.syncer.cache import InformerCache
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.slurm import SlurmApi, TextNodeReads
-from sunk.runtime.testing.goals import goal
 
 from sunk import keys
 from sunk.hostlist import compress
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import load_spec
+from tests.support.goals import goal
 
 NS = "bench-research"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -68,8 +68,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 # kubesim in a process of its own: seeded in place (no request per object), URL on stdout.
 SERVER = """
 import sys
-from sunk.runtime.testing.kubesim import KubeSim
-from sunk.runtime.syncer.fakes import node_object, pod_object
+from tests.support.kubesim import KubeSim
+from tests.support.fakes.syncer import node_object, pod_object
 ns, size = sys.argv[1], int(sys.argv[2])
 sim = KubeSim().start()
 sim.admission = False  # no pod is bound here; the kubelet model would only scan 20,000 objects per write

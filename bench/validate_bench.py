@@ -1,7 +1,7 @@
 """Spec validation at hostile sizes: every check is linear (or n log n) in what the stack lists.
 
-    .venv/bin/python bench/validate_bench.py                  # 10,000 NodeSets, 30,000 accounts
-    .venv/bin/python bench/validate_bench.py --nodesets 2000 --accounts 5000   # quicker
+    .venv/bin/python -m bench.validate_bench                  # 10,000 NodeSets, 30,000 accounts
+    .venv/bin/python -m bench.validate_bench --nodesets 2000 --accounts 5000   # quicker
 
 Two stacks, each validated as `sunk validate` does (load_spec) and rendered to Slurm files:
 - `--nodesets` all-matching NodeSets in one partition (every one in every per-NodeSet check);
@@ -15,10 +15,9 @@ import argparse
 import time
 from typing import Any
 
-from sunk.runtime.testing.goals import goal
-
 from sunk.render import render_slurm_files
 from sunk.spec import load_spec
+from tests.support.goals import goal
 
 GOAL_SECONDS = 10.0
 

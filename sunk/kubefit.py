@@ -1,6 +1,6 @@
 """Kubernetes resource quantities and a pod's effective requests, as kube-scheduler and the kubelet
 compute them. Pure; shared by the operator (will a slurmd pod fit its Node?) and the scheduler
-(will the kubelet admit a pod Slurm placed?). runtime/testing/kubelet.py, the test API's kubelet,
+(will the kubelet admit a pod Slurm placed?). tests/support/kubelet.py, the test API's kubelet,
 deliberately keeps its own copy, so tests where both agree show something.
 
 Units: cpu in millicores, every other resource as an integer of its base unit (bytes, devices),

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sunk.runtime.operator.specs import resource_spec
 
 from sunk import roles
 from sunk.manifests.auth import allowed_secret_names, secret_purposes
@@ -19,6 +18,7 @@ from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.manifests.operator import OperatorSpec, operator_manifests
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.nodeset_objects import resource_spec
 
 COMPONENT = "app.kubernetes.io/component"
 WORKLOADS = ("Deployment", "StatefulSet", "Job", "DaemonSet")

@@ -2,6 +2,7 @@
 
 The shape every controller shares: settings.py (environment), model.py (what is observed, pure),
 plan.py (decisions, pure), kube.py and slurm.py (the servers), loop.py (observe, plan, apply),
-metrics.py, fakes.py (in-memory servers for tests and benchmarks), __main__.py (the process).
+metrics.py, __main__.py (the process); in-memory servers for tests and benchmarks are
+tests/support/fakes/syncer.py.
 Run: `python -m sunk.runtime.syncer`. Nothing is imported here, so importing the pure modules
 pulls in no client library."""

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from sunk.runtime.testing.slurmread import slurm_keys, slurm_read
 
 from sunk import keys, podgate, roles
 from sunk.manifests.auth import allowed_secret_names, secret_purposes
@@ -31,6 +30,7 @@ from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import EXTRA_SLURM_FILES
 from sunk.spec.slurmtext import OVERRIDABLE
 from sunk.stackfile import parse_config
+from tests.support.slurmread import slurm_keys, slurm_read
 
 EXAMPLES = int(os.environ.get("SUNK_FUZZ_EXAMPLES", "200"))
 
@@ -54,7 +54,7 @@ LDAP = {
 POLICY = {"policy": {"imagePrefixes": ["ghcr.io/sunk-dev/"], "hostPaths": ["/data"]}}
 
 # ----- the judges, written apart from the code they judge so they don't share its blind spots
-# (sunk.runtime.testing.slurmread reads a file as Slurm's parser does). `violations` lists what a
+# (tests.support.slurmread reads a file as Slurm's parser does). `violations` lists what a
 # stack that validate accepted must never produce.
 BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 """Characters some reader (Python's splitlines, an editor, a YAML reader) breaks a line at."""

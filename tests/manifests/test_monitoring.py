@@ -17,7 +17,6 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 from sunk.runtime.exporter.collect import families, metric_names
-from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.model import Snapshot
 from sunk.runtime.exporter.slurm import TextJobReads
@@ -25,13 +24,14 @@ from sunk.runtime.scheduler.metrics import Metrics as SchedulerMetrics
 from sunk.runtime.slurmrest import StaticToken
 from sunk.runtime.slurmrest.jobtext import SqueueJobs
 from sunk.runtime.slurmrest.nodetext import ScontrolNodes
-from sunk.runtime.syncer.fakes import FakeSlurm as FakeSyncerSlurm
 from sunk.runtime.syncer.metrics import SyncerMetrics
 from sunk.runtime.syncer.slurm import TextNodeReads
 
 from sunk.manifests.dashboards import BOARDS, EXPORTER_BOARDS, boards, dashboard_json, expressions
 from sunk.manifests.monitoring import alert_rules, monitoring_manifests, prometheus_rule
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.fakes.exporter import FakeSlurm, job, node, partition
+from tests.support.fakes.syncer import FakeSlurm as FakeSyncerSlurm
 
 SPEC = load_stack("acme-prod").spec  # monitoring enabled there
 NS = SPEC.ns

@@ -7,7 +7,6 @@ from typing import Any
 import kubernetes_validate
 import pytest
 from sunk.runtime.operator.admission import pod_requests, shortfalls
-from sunk.runtime.operator.specs import resource_spec
 
 from sunk import keys
 from sunk.images import S6_INIT
@@ -21,6 +20,7 @@ from sunk.manifests.nodeset_pod import (
 from sunk.render import node_conf
 from sunk.spec.nodeset import INSTANCE_TYPES
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.nodeset_objects import resource_spec
 
 K8S = "1.30"
 CLUSTER = load_stack("acme-dev").spec

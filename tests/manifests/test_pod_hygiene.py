@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sunk.runtime.operator.specs import resource_spec
 
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset_pod import headless_service, nodeset_pod
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.nodeset_objects import resource_spec
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sunk.runtime.operator.specs import resource_spec
 
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.nodeset_objects import resource_spec
 
 
 def _sh_c(node: Any) -> Iterator[str]:

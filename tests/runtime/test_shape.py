@@ -13,13 +13,21 @@ from sunk.runtime.scheduler.settings import Settings as SchedulerSettings
 from sunk.runtime.syncer.settings import Settings as SyncerSettings
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
-SHAPE = {"__init__", "__main__", "settings", "model", "plan", "kube", "slurm", "loop", "metrics", "fakes"}
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+SHAPE = {"__init__", "__main__", "settings", "model", "plan", "kube", "slurm", "loop", "metrics"}
 
 
 @pytest.mark.parametrize("controller", ["operator", "syncer", "scheduler"])
 def test_each_controller_has_the_shared_files(controller: str) -> None:
     files = {p.stem for p in (RUNTIME / controller).glob("*.py")}
     assert files >= SHAPE, sorted(SHAPE - files)
+
+
+@pytest.mark.parametrize("controller", ["operator", "syncer", "scheduler", "exporter"])
+def test_each_controller_has_its_fakes_in_the_test_support(controller: str) -> None:
+    """In-memory SlurmApi/KubeApi for the glue tests live beside the tests, not in the package."""
+    assert (SUPPORT / "fakes" / f"{controller}.py").is_file()
+    assert not (RUNTIME / controller / "fakes.py").exists()
 
 
 def test_the_exporter_has_the_same_shape_less_kubernetes() -> None:

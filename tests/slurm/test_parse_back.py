@@ -1,7 +1,7 @@
 """Real slurmctld is the oracle for the one Slurm-file writer: stacks with verbatim lines (spaces
 around '=', tuning defaults replaced, keys of their own, comments) and a sample the fuzzer's
 strategy draws are booted, and `scontrol show config` must report, for every setting of the
-rendered slurm.conf it prints, the value sunk meant (read by sunk.runtime.testing.slurmread, not
+rendered slurm.conf it prints, the value sunk meant (read by tests.support.slurmread, not
 by the writer's own functions). What the harness itself overrides to run on one host is left out.
 
 What this can't model: slurmdbd.conf's own keys (the harness boots without accounting here; its
@@ -17,12 +17,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sunk.runtime.harness import LocalSlurm
-from sunk.runtime.testing.slurmread import settings as slurm_settings
 
 from sunk.render import render_slurm_conf
 from sunk.spec import SpecError
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import parse_config
+from tests.support.slurmread import settings as slurm_settings
 
 pytestmark = pytest.mark.slurm
 

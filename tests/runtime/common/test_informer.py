@@ -1,7 +1,7 @@
 """The informer (runtime/common/informer.py): list + watch with resourceVersion, 410 relists,
 reconnects with backoff, selectors, a bounded store and "changed since". Rounds are driven
 synchronously with `step()` against an in-memory server that keeps the API server's contract
-(runtime/testing/listwatch.py); the thread and the official-client source run against kubesim."""
+(tests/support/listwatch.py); the thread and the official-client source run against kubesim."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ from sunk.runtime.common.informer import (
     selector_matches,
 )
 from sunk.runtime.common.kubewatch import KubeListWatch
-from sunk.runtime.testing.kubesim import KubeSim
-from sunk.runtime.testing.listwatch import FakeListWatch
 
-from ..rawclient import as_body
+from tests.support.kubesim import KubeSim
+from tests.support.listwatch import FakeListWatch
+from tests.support.rawclient import as_body
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sunk.runtime.exporter.collect import WAIT_BUCKETS, AnyFamily, Family, HistogramFamily, families, metric_names
-from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.model import Snapshot, node_state
 from sunk.runtime.slurmrest.models import Diag
+
+from tests.support.fakes.exporter import FakeSlurm, job, node, partition
 
 NOW = 100_000
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 from sunk.runtime.exporter.collect import families
-from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.model import Snapshot
 from sunk.runtime.exporter.slurm import TextJobReads
 from sunk.runtime.slurmrest import StaticToken
 from sunk.runtime.slurmrest.jobtext import SqueueJobs
+
+from tests.support.fakes.exporter import FakeSlurm, job, node, partition
 
 README = Path(__file__).resolve().parents[3] / "runtime" / "exporter" / "README.md"
 

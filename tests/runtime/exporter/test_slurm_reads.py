@@ -8,10 +8,11 @@ import logging
 import pytest
 from prometheus_client import CollectorRegistry
 from sunk.runtime.exporter.collect import job_families
-from sunk.runtime.exporter.fakes import FakeSlurm, job, node, partition
 from sunk.runtime.exporter.loop import Exporter
 from sunk.runtime.exporter.slurm import TextJobReads
 from sunk.runtime.slurmrest.jobtext import JobRow, JobTextError, SqueueError, job_row
+
+from tests.support.fakes.exporter import FakeSlurm, job, node, partition
 
 JOBS = [
     job(1, "RUNNING", cpus=4),

@@ -20,12 +20,12 @@ from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.keygen.__main__ import Settings
 from sunk.runtime.keygen.plan import PlanError, Wanted, parse, secret_body
 from sunk.runtime.keygen.values import PASSWORD_ALPHABET, make
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.keygen import secrets_json, wanted_secrets
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.kubesim import KubeSim
 
 ROOT = Path(__file__).resolve().parents[3]
 

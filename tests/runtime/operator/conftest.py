@@ -1,4 +1,4 @@
-"""kmock as the Kubernetes API for the operator's tests (sunk.runtime.testing.kubesim), served from
+"""kmock as the Kubernetes API for the operator's tests (tests.support.kubesim), served from
 a background thread so the operator's synchronous official client can talk to it.
 
 kmock ignores label selectors: the operator filters again itself, so nothing here depends on
@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sunk.runtime.testing.kubesim import KubeSim
+
+from tests.support.kubesim import KubeSim
 
 
 @pytest.fixture()

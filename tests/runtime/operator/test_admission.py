@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 from sunk.runtime.operator.admission import amount, node_usage, pod_requests, shortfalls
-from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.model import CreatePod, KubeNode, NodeSetObject, Observed, PodDoesNotFit, Taint, WriteStatus
 from sunk.runtime.operator.plan import plan
 from sunk.runtime.operator.reconcile import Reconciler
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
 from sunk.manifests.config import config_maps
 from sunk.stackfile import load_stack
+from tests.support.fakes.operator import FakeKube, FakeSlurm
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 CLUSTER = load_stack("acme-dev").spec

@@ -21,11 +21,11 @@ from sunk.runtime.operator.cache import (
     service_entry,
     slurmd_entry,
 )
-from sunk.runtime.operator.fakes import FakeKube
-from sunk.runtime.testing.listwatch import FakeListWatch
 
 from sunk import keys
 from sunk.manifests.nodeset_pod import SLURMD
+from tests.support.fakes.operator import FakeKube
+from tests.support.listwatch import FakeListWatch
 
 NS = "acme"
 

@@ -20,16 +20,15 @@ from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.model import Protect, Unprotect
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.slurm import RestSlurm
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import Syncer
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.spec.cluster import ClusterSpec
-
-from ..rawclient import as_body, raw
+from tests.support.kubesim import KubeSim
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.rawclient import as_body, raw
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 

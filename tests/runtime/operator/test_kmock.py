@@ -19,19 +19,18 @@ import pytest
 from kubernetes import client
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
-from sunk.runtime.operator.fakes import FakeSlurm
 from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.loop import Operator
 from sunk.runtime.operator.settings import Settings
 from sunk.runtime.operator.slurm import ClusterRef, RestSlurm, SlurmClients
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk import keys
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.stackfile import load_stack
-
-from ..rawclient import as_body, raw
+from tests.support.fakes.operator import FakeSlurm
+from tests.support.kubesim import KubeSim
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.rawclient import as_body, raw
 
 NS = "acme-research"
 CLUSTER = load_stack("acme-dev").spec

@@ -9,16 +9,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
-from sunk.runtime.operator.fakes import FakeSlurm
 from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.reconcile import Reconciler
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.stackfile import load_stack
-
-from ..rawclient import as_body, raw
+from tests.support.fakes.operator import FakeSlurm
+from tests.support.kubesim import KubeSim
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.rawclient import as_body, raw
 
 NS = "acme-research"
 CLUSTER = load_stack("acme-dev").spec

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sunk.runtime.operator.fakes import FakeLeases
 from sunk.runtime.operator.leader import LeaderElector, LeaseView, decide
+
+from tests.support.fakes.operator import FakeLeases
 
 
 class Clock:

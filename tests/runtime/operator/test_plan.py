@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sunk.runtime.operator.fakes import slurm_node
 from sunk.runtime.operator.model import (
     CreatePod,
     CreateService,
@@ -23,7 +22,6 @@ from sunk.runtime.operator.model import (
     WriteStatus,
 )
 from sunk.runtime.operator.plan import SCALE_IN, UPDATE, max_unavailable, members, plan
-from sunk.runtime.operator.specs import resource_spec
 from sunk.runtime.slurmrest import Node as SlurmNode
 
 from sunk.manifests.config import config_maps
@@ -31,6 +29,8 @@ from sunk.manifests.nodeset_pod import template_hash
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.spec.nodeset import UpdateStrategy
 from sunk.stackfile import load_stack
+from tests.support.fakes.operator import slurm_node
+from tests.support.nodeset_objects import resource_spec
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 CLUSTER = load_stack("acme-dev").spec

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.reconcile import Reconciler
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
 from sunk import keys
 from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.stackfile import load_stack
+from tests.support.fakes.operator import FakeKube, FakeSlurm
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 CLUSTER = load_stack("acme-dev").spec

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.runtime.operator.fakes import slurm_node
 from sunk.runtime.operator.model import Pod, WriteStatus
 from sunk.runtime.operator.plan import members, plan
 from sunk.runtime.slurmrest import Node as SlurmNode
 
 from sunk.manifests.nodeset_pod import slurmd_command, template_hash
+from tests.support.fakes.operator import slurm_node
 
 from .test_plan import KEYS, NOW, acts, cpu, observe, summary
 from .test_plan import pod as plain_pod

@@ -8,16 +8,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes_validate
-from sunk.runtime.operator.fakes import FakeKube, FakeSlurm, slurm_node
 from sunk.runtime.operator.model import Budget, NodeSetObject, Observed, Pod, Protect, Unprotect
 from sunk.runtime.operator.plan import plan
 from sunk.runtime.operator.reconcile import Reconciler
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
 from sunk import keys
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset_pod import template_hash
 from sunk.stackfile import load_stack
+from tests.support.fakes.operator import FakeKube, FakeSlurm, slurm_node
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 CLUSTER = load_stack("acme-dev").spec

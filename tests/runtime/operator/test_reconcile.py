@@ -7,16 +7,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sunk.runtime.operator.fakes import FakeKube, FakeSlurm
 from sunk.runtime.operator.reconcile import Reconciler
 from sunk.runtime.operator.slurm import ClusterRef
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 
 from sunk import keys
 from sunk.manifests.auth import auth_refs
 from sunk.manifests.runtime import operator_access
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.stackfile import load_stack
+from tests.support.fakes.operator import FakeKube, FakeSlurm
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 
 CLUSTER = load_stack("acme-dev").spec
 NS = "acme-research"

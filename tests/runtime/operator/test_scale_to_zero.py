@@ -24,15 +24,15 @@ from sunk.runtime.operator.cache import watch
 from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.loop import Operator
 from sunk.runtime.operator.settings import Settings
-from sunk.runtime.operator.specs import config_map_objects, nodeset_object, resource_spec
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk import keys
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from sunk.spec.cluster import ClusterSpec
+from tests.support.kubesim import KubeSim
+from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.rawclient import as_body
 
-from ..rawclient import as_body
 from .test_real_slurm import LABELS, Kubelet, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]

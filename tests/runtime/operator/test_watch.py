@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 from sunk.runtime.operator.cache import watch
-from sunk.runtime.operator.fakes import FakeSlurm
 from sunk.runtime.operator.kube import OfficialKube
 from sunk.runtime.operator.loop import Operator
 from sunk.runtime.operator.settings import Settings
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk.nodeset_resource import GROUP, PLURAL, VERSION
+from tests.support.fakes.operator import FakeSlurm
+from tests.support.kubesim import KubeSim
+from tests.support.rawclient import raw
 
-from ..rawclient import raw
 from ..scheduler.conftest import wait_for
 from .test_kmock import NS, seed
 

@@ -24,16 +24,15 @@ from kubernetes import client
 from sunk.runtime.harness import LocalSlurm
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
-from sunk.runtime.operator.specs import resource_spec
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk import keys
 from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import AccountSpec
 from sunk.stackfile import load_stack
-
-from ..rawclient import as_body, raw
+from tests.support.kubesim import KubeSim
+from tests.support.nodeset_objects import resource_spec
+from tests.support.rawclient import as_body, raw
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:

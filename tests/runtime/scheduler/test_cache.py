@@ -1,5 +1,5 @@
 """The scheduler's watch-fed view (runtime/scheduler/cache.py), on informers driven step by step
-against an in-memory list/watch server (runtime/testing/listwatch.py), and a scheduler cycle on it
+against an in-memory list/watch server (tests/support/listwatch.py), and a scheduler cycle on it
 that neither lists nor reads a pod: issue 17's "no per-bind GET, no list per cycle"."""
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from sunk.runtime.scheduler.cache import (
     pod_entry,
     slurmd_pod,
 )
-from sunk.runtime.scheduler.fakes import FakeKube, FakeSlurm
 from sunk.runtime.scheduler.loop import Scheduler
 from sunk.runtime.scheduler.plan import Bind, Unfit
 from sunk.runtime.slurmrest.podref import PodRef
-from sunk.runtime.testing.listwatch import FakeListWatch
 
 from sunk import keys
+from tests.support.fakes.scheduler import FakeKube, FakeSlurm
+from tests.support.listwatch import FakeListWatch
 
 
 def pod(

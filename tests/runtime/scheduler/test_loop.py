@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sunk.runtime.scheduler.fakes import FakeKube, FakeSlurm
 from sunk.runtime.scheduler.loop import Scheduler, backoff
 from sunk.runtime.scheduler.marker import Marker
 from sunk.runtime.scheduler.metrics import Health
@@ -16,6 +15,7 @@ from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.slurmrest import PodRef
 
 from sunk import keys
+from tests.support.fakes.scheduler import FakeKube, FakeSlurm
 
 
 class Clock:

@@ -11,8 +11,8 @@ from sunk.runtime.harness import LocalSlurm
 
 from sunk import keys
 from sunk.hostlist import expand
+from tests.support.rawclient import as_body
 
-from ..rawclient import as_body
 from .conftest import Cluster, StartScheduler
 
 pytestmark = pytest.mark.slurm

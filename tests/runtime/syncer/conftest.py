@@ -1,4 +1,4 @@
-"""kmock as the Kubernetes API for the syncer's real-Slurm tests (sunk.runtime.testing.kubesim).
+"""kmock as the Kubernetes API for the syncer's real-Slurm tests (tests.support.kubesim).
 
 kubesim fills kmock's gaps the syncer's watches need (resourceVersions, watches resuming from
 one, 410, label selectors); it is still lax elsewhere (no status/spec split, no preconditions on
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sunk.runtime.testing.kubesim import KubeSim
+
+from tests.support.kubesim import KubeSim
 
 
 @pytest.fixture(scope="module")

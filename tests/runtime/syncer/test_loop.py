@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry
 from sunk.runtime.common.health import HealthServer
 from sunk.runtime.slurmrest import Node, read_pod_ref
-from sunk.runtime.syncer.fakes import FakeKube, FakeSlurm, node_object, pod_object
 from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import (
     node_condition,
@@ -19,6 +18,7 @@ from sunk.runtime.syncer.model import (
 from sunk.runtime.syncer.plan import Drain, Resume
 
 from sunk import keys
+from tests.support.fakes.syncer import FakeKube, FakeSlurm, node_object, pod_object
 
 NS = "tenant"
 

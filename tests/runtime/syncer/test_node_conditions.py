@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from sunk.runtime.common.settings import SettingsError
 from sunk.runtime.slurmrest import Node, PodRef, write_pod_ref
-from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import parse_node, parse_pod
 from sunk.runtime.syncer.model import Observed
 from sunk.runtime.syncer.plan import Drain, Resume, SetPodRef, plan
@@ -21,6 +20,7 @@ from sunk.manifests.auth import auth_refs
 from sunk.manifests.runtime import deployment
 from sunk.spec import load_spec
 from sunk.stackfile import load_stack
+from tests.support.fakes.syncer import node_object, pod_object
 
 NS = "tenant"
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

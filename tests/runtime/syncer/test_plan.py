@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sunk.runtime.slurmrest import Node, PodRef, read_pod_ref, write_pod_ref
-from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import parse_node, parse_pod
 from sunk.runtime.syncer.model import (
     Observed,
@@ -26,6 +25,7 @@ from sunk.runtime.syncer.plan import (
 )
 
 from sunk import keys
+from tests.support.fakes.syncer import node_object, pod_object
 
 NS = "tenant"
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

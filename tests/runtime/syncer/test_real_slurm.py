@@ -24,7 +24,6 @@ from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.slurmrest import JwtMinter, Node, PodRef, SlurmRestClient, read_pod_ref
 from sunk.runtime.syncer.cache import InformerCache
-from sunk.runtime.syncer.fakes import node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import CycleReport, Syncer
 from sunk.runtime.syncer.model import (
@@ -35,8 +34,8 @@ from sunk.runtime.syncer.plan import Drain, Resume, SetPodRef
 
 from sunk import keys
 from sunk.stackfile import load_stack
-
-from ..rawclient import as_body, raw
+from tests.support.fakes.syncer import node_object, pod_object
+from tests.support.rawclient import as_body, raw
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 

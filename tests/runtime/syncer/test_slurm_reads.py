@@ -10,8 +10,9 @@ from prometheus_client import CollectorRegistry
 from sunk.runtime.slurmrest import Node
 from sunk.runtime.slurmrest.nodestate import NodeState
 from sunk.runtime.slurmrest.nodetext import NodeTextError, ScontrolError
-from sunk.runtime.syncer.fakes import FakeSlurm
 from sunk.runtime.syncer.slurm import TextNodeReads
+
+from tests.support.fakes.syncer import FakeSlurm
 
 
 class Reader:

@@ -14,16 +14,15 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 from sunk.runtime.slurmrest import Node
 from sunk.runtime.syncer.cache import InformerCache
-from sunk.runtime.syncer.fakes import FakeSlurm, node_object, pod_object
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import Syncer
 from sunk.runtime.syncer.model import node_drain_annotation
 from sunk.runtime.syncer.plan import Drain
-from sunk.runtime.testing.kubesim import KubeSim
 
 from sunk import keys
-
-from ..rawclient import raw
+from tests.support.fakes.syncer import FakeSlurm, node_object, pod_object
+from tests.support.kubesim import KubeSim
+from tests.support.rawclient import raw
 
 NS = "acme"
 N = 6

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..slurmrest import SlurmUnavailable
-from ..slurmrest.models import Diag, Job, Node, Partition
+from sunk.runtime.slurmrest import SlurmUnavailable
+from sunk.runtime.slurmrest.models import Diag, Job, Node, Partition
 
 
 def node(

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from sunk.runtime.testing.kubesim import KubeSim
 
-from ..rawclient import as_body, http, raw
+from tests.support.kubesim import KubeSim
+from tests.support.rawclient import as_body, http, raw
 
 NS = "ml"
 

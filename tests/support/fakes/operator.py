@@ -8,13 +8,13 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sunk import keys
+from sunk.runtime.operator.kube import KubeApi, bound_and_running, is_protection_budget, is_slurmd_pod
+from sunk.runtime.operator.leader import LeaseApi
+from sunk.runtime.operator.slurm import SlurmApi
+from sunk.runtime.slurmrest import Node as SlurmNode
+from sunk.runtime.slurmrest import Reservation, SlurmUnavailable
 
-from ..slurmrest import Node as SlurmNode
-from ..slurmrest import Reservation, SlurmUnavailable
-from .kube import KubeApi, bound_and_running, is_protection_budget, is_slurmd_pod
-from .leader import LeaseApi
-from .slurm import SlurmApi
+from sunk import keys
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:

@@ -23,7 +23,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from ..common.informer import Gone, WatchError, parse_selector, selector_matches
+from sunk.runtime.common.informer import Gone, WatchError, parse_selector, selector_matches
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:

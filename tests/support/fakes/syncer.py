@@ -11,12 +11,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from sunk import keys
+from sunk.runtime.slurmrest import Node, SlurmApiError, SlurmError, SlurmUnavailable
+from sunk.runtime.slurmrest.nodestate import NodeState
+from sunk.runtime.syncer.kube import KubeApi, KubeApiError, Patch
+from sunk.runtime.syncer.slurm import SlurmApi
 
-from ..slurmrest import Node, SlurmApiError, SlurmError, SlurmUnavailable
-from ..slurmrest.nodestate import NodeState
-from .kube import KubeApi, KubeApiError, Patch
-from .slurm import SlurmApi
+from sunk import keys
 
 
 class FakeSlurm:

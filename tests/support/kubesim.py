@@ -8,7 +8,7 @@ Not used in production (kmock is a dev dependency). Added on top of kmock's Kube
   a Node without them is refused with 422 rather than silently admitting everything); allocatable
   is filled from capacity when only capacity is given (a kubelet with nothing reserved), and
   allocatable "pods" defaults to 110 (the kubelet's --max-pods).
-- Kubelet admission (`sunk.runtime.testing.kubelet.admit`, on by default, `admission=False` to
+- Kubelet admission (`tests.support.kubelet.admit`, on by default, `admission=False` to
   switch off): when a pod gets a Node (Binding, or created/patched with spec.nodeName), its
   effective requests plus those of the pods the "kubelet" admitted there before and that are not
   Succeeded/Failed must fit the Node's allocatable for every resource the pod requests, and one
@@ -81,10 +81,10 @@ import aiohttp.web
 import kmock
 from kmock._internal import aiobus, rendering  # Request and Bus are not re-exported under a public path
 from kubernetes import client
+from sunk.runtime.common.informer import Requirement, parse_selector, selector_matches
+from sunk.runtime.common.timefmt import rfc3339
 
-from ..common.informer import Requirement, parse_selector, selector_matches
-from ..common.timefmt import rfc3339
-from . import kubelet
+from tests.support import kubelet
 
 # "group/version/plural" -> (kind, namespaced): every kind the runtime lists or watches.
 RESOURCES: dict[str, tuple[str, bool]] = {

@@ -1,6 +1,6 @@
 """The kubelet and eviction rules kubesim applies, table-driven on literal objects.
 
-What the model leaves out is listed in sunk.runtime.testing.kubesim's docstring (no CPU manager,
+What the model leaves out is listed in tests.support.kubesim's docstring (no CPU manager,
 no device IDs, no pressure eviction, no PDB status); these tests pin what it does model."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from sunk.runtime.testing import kubelet
+
+from tests.support import kubelet
 
 
 @pytest.mark.parametrize(

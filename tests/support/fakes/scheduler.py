@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..slurmrest.podref import PodRef
-from .kube import Conflict, EvictionBlocked, KubeApi
-from .marker import Marker
-from .model import JobView
-from .request import JobRequest
-from .slurm import Rejected, SlurmApi
+from sunk.runtime.scheduler.kube import Conflict, EvictionBlocked, KubeApi
+from sunk.runtime.scheduler.marker import Marker
+from sunk.runtime.scheduler.model import JobView
+from sunk.runtime.scheduler.request import JobRequest
+from sunk.runtime.scheduler.slurm import Rejected, SlurmApi
+from sunk.runtime.slurmrest.podref import PodRef
 
 
 @dataclass
