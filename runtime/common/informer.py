@@ -17,8 +17,9 @@ read page by page. The change log is bounded too: a reader too far behind is tol
 "Changed since": every change to the store bumps `seq`; `view(since)` returns a snapshot and the
 keys added, modified or deleted after `since`, so a controller can act only on those.
 
-Pure parts (no I/O, no clock, no thread): `Store`, `parse_selector`/`selector_matches`,
-`backoff`, `handle_event`. `Informer` is the thread around them; `step()` is one list-and-watch
+Pure parts (no I/O, no clock, no thread) live beside it: the store and how a watch event is
+applied to it (runtime/common/store.py: `Store`, `handle_event`, `Gone`, `WatchError`), label
+selectors (runtime/common/selectors.py), and `backoff` here. `Informer` is the thread around them; `step()` is one list-and-watch
 round, so tests drive it synchronously with a scripted source. The source on the official
 client is runtime/common/kubewatch.py."""
 
@@ -26,24 +27,16 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
+
+from .selectors import parse_selector, selector_matches
+from .store import Gone, Store, View, WatchError, handle_event, object_key, older_than_written, version_number
 
 log = logging.getLogger("sunk.informer")
 
 T = TypeVar("T")
-
-
-class Gone(Exception):
-    """HTTP 410: the resourceVersion (or continue token) is older than the server keeps: relist."""
-
-
-class WatchError(Exception):
-    """A list or watch failed in a way worth retrying (transport, 5xx, an ERROR event, bad JSON)."""
 
 
 class WatchStream(Protocol):
@@ -67,224 +60,9 @@ class ListWatch(Protocol):
     ) -> WatchStream: ...
 
 
-# --- label selectors (pure) -----------------------------------------------------------------
-
-_SET_TERM = re.compile(r"^([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^()]*)\)$")
-_KEY = re.compile(r"^[A-Za-z0-9_./-]+$")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    key: str
-    op: str
-    """"=", "!=", "in", "notin", "exists" or "!exists"."""
-    values: frozenset[str] = frozenset()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        have = labels.get(self.key)
-        if self.op == "exists":
-            return have is not None
-        if self.op == "!exists":
-            return have is None
-        if self.op in ("=", "in"):
-            return have is not None and have in self.values
-        return have is None or have not in self.values  # != and notin match an absent key
-
-
-def _terms(text: str) -> Iterator[str]:
-    """Comma-separated terms; commas inside `in (a,b)` parentheses belong to the term."""
-    depth, start = 0, 0
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "," and depth == 0:
-            yield text[start:i].strip()
-            start = i + 1
-    yield text[start:].strip()
-
-
-def parse_selector(text: str) -> tuple[Requirement, ...]:
-    """A Kubernetes label selector (`a=b,c!=d,e,!f,g in (h,i),j notin (k)`). Raises ValueError
-    naming the term that is not one."""
-    out: list[Requirement] = []
-    for term in _terms(text):
-        if not term:
-            continue
-        found = _SET_TERM.match(term)
-        if found is not None:
-            values = frozenset(v.strip() for v in found.group(3).split(",") if v.strip())
-            out.append(Requirement(found.group(1), found.group(2), values))
-            continue
-        for op in ("!=", "==", "="):
-            key, sep, value = term.partition(op)
-            if sep:
-                if not _KEY.match(key.strip()) or "=" in value or "!" in value:
-                    raise ValueError(
-                        f"label selector term {term!r} is not key=value, key!=value, key, !key or key in (...)"
-                    )
-                out.append(Requirement(key.strip(), "!=" if op == "!=" else "=", frozenset({value.strip()})))
-                break
-        else:
-            negated = term.startswith("!")
-            key = term[1:].strip() if negated else term
-            if not _KEY.match(key):
-                raise ValueError(
-                    f"label selector term {term!r} is not key=value, key!=value, key, !key or key in (...)"
-                )
-            out.append(Requirement(key, "!exists" if negated else "exists"))
-    return tuple(out)
-
-
-def selector_matches(requirements: Iterable[Requirement], labels: Mapping[str, str]) -> bool:
-    return all(r.matches(labels) for r in requirements)
-
-
 def backoff(failures: int, base: float, cap: float) -> float:
     """Seconds to wait after `failures` consecutive failures (1, 2, ...): base, 2*base, ... cap."""
     return float(min(cap, base * 2 ** max(0, failures - 1)))
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    """`namespace/name`, or `name` for a cluster-scoped object (client-go's MetaNamespaceKey)."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace") or ""
-    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
-
-
-# --- the store (pure) -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class View(Generic[T]):
-    """A snapshot of a store and what changed in it since a cursor."""
-
-    items: Mapping[str, T]
-    seq: int
-    """The cursor to pass next time."""
-    changed: frozenset[str] | None
-    """Keys added, modified or deleted after the cursor given (a deleted key is absent from
-    `items`); None: anything may have changed (no cursor, or the change log no longer reaches
-    back that far): look at everything."""
-    synced: bool
-    """A first list has filled the store: an absent key means the object does not exist."""
-
-
-_ABSENT: Any = object()
-
-
-class Store(Generic[T]):
-    """Projections by key, a sequence number bumped by every real change, and a bounded log of
-    (seq, key). Values must compare by value (frozen dataclasses, tuples, msgspec Structs):
-    writing an equal value is not a change. Not thread-safe: the Informer holds a lock."""
-
-    def __init__(self, log_limit: int = 10_000) -> None:
-        self._items: dict[str, T] = {}
-        self._log: deque[tuple[int, str]] = deque(maxlen=max(1, log_limit))
-        self.seq = 0
-        self.synced = False
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: str) -> T | None:
-        return self._items.get(key)
-
-    def _changed(self, key: str) -> None:
-        self.seq += 1
-        self._log.append((self.seq, key))
-
-    def upsert(self, key: str, value: T) -> bool:
-        if self._items.get(key, _ABSENT) == value:
-            return False
-        self._items[key] = value
-        self._changed(key)
-        return True
-
-    def delete(self, key: str) -> bool:
-        if self._items.pop(key, _ABSENT) is _ABSENT:
-            return False
-        self._changed(key)
-        return True
-
-    def replace(self, items: Mapping[str, T]) -> int:
-        """The store becomes `items` (a relist); returns how many keys changed."""
-        count = sum(self.delete(key) for key in [k for k in self._items if k not in items])
-        count += sum(self.upsert(key, value) for key, value in items.items())
-        self.synced = True
-        return count
-
-    def changes(self, since: int | None) -> frozenset[str] | None:
-        if since is None:
-            return None
-        if since >= self.seq:
-            return frozenset()
-        if not self._log or self._log[0][0] > since + 1:
-            return None  # entries after `since` fell off the log
-        out: set[str] = set()
-        for seq, key in reversed(self._log):
-            if seq <= since:
-                break
-            out.add(key)
-        return frozenset(out)
-
-    def view(self, since: int | None = None) -> View[T]:
-        return View(dict(self._items), self.seq, self.changes(since), self.synced)
-
-
-def handle_event(
-    store: Store[T],
-    event: Mapping[str, Any],
-    transform: Callable[[dict[str, Any]], T | None],
-    *,
-    key: Callable[[Mapping[str, Any]], str] = object_key,
-    selector: tuple[Requirement, ...] = (),
-) -> str:
-    """Applies one watch event; returns the resourceVersion it carries ("" if none). An object
-    the selector or the transform refuses is removed (it may have just left the selection)."""
-    kind = event.get("type")
-    obj = event.get("object") or {}
-    if kind == "ERROR":
-        code = obj.get("code")
-        if code == 410:
-            raise Gone(str(obj.get("message") or "resource version too old"))
-        raise WatchError(f"watch ERROR event: {code} {obj.get('reason', '')} {obj.get('message', '')}".strip())
-    meta = obj.get("metadata") or {}
-    version = str(meta.get("resourceVersion") or "")
-    if kind == "BOOKMARK":
-        return version
-    name = key(obj)
-    if kind == "DELETED":
-        store.delete(name)
-    elif kind in ("ADDED", "MODIFIED"):
-        value = transform(obj) if selector_matches(selector, meta.get("labels") or {}) else None
-        if value is None:
-            store.delete(name)
-        else:
-            store.upsert(name, value)
-    else:
-        raise WatchError(f"unknown watch event type {kind!r}")
-    return version
-
-
-def version_number(version: str) -> int | None:
-    """A resourceVersion as a number, or None. The API contract calls versions opaque; etcd's (and
-    kmock's) are its revision, a number that only grows, which is all `Informer.observe` relies on,
-    and only when both sides are numbers."""
-    return int(version) if version.isdigit() else None
-
-
-def older_than_written(written: Mapping[str, int], key: str, version: str) -> bool:
-    """A watch event for `key` at `version` predates a write of ours already applied from its
-    reply (`Informer.observe`): applying it would put the store back before our write until the
-    write's own event arrives."""
-    mine = written.get(key)
-    number = version_number(version)
-    return mine is not None and number is not None and number < mine
-
-
-# --- the thread -----------------------------------------------------------------------------
 
 
 class Informer(Generic[T]):

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import urllib3
 
-from .informer import Gone, WatchError
+from .store import Gone, WatchError
 
 _decode = msgspec.json.Decoder().decode
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..common.informer import Requirement, parse_selector, selector_matches
+from ..common.selectors import Requirement, parse_selector, selector_matches
 from ..common.timefmt import rfc3339
 from . import patch as patching
 from .resources import Registry, Resource

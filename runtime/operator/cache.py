@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 from sunk import keys
 
-from ..common.informer import View
+from ..common.store import View
 from .admission import add_usage, node_usage, pod_requests, terminated
 from .kube import KubeApi, bound_and_running, is_protection_budget, is_slurmd_pod
 from .model import Budget, KubeNode, Pod

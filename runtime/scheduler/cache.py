@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 from sunk import keys
 from sunk.kubefit import amount
 
-from ..common.informer import View
+from ..common.store import View
 from ..slurmrest.podref import PodRef
 from .fit import NodeView, pod_requests
 from .model import TERMINAL_PHASES, PodView, pod_view

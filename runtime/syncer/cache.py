@@ -8,7 +8,7 @@ holding only sunk's and this tenant's keys; the pods listed and watched in the t
 with the NodeSet label selector. After the first list a quiet cycle makes no Kubernetes request.
 
 `PollingCache` reads the same view by listing both every time: what the in-memory fakes use,
-with the same change semantics (runtime/common/informer.Store)."""
+with the same change semantics (runtime/common/store.Store)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from typing import Any, Protocol
 
 from sunk import keys
 
-from ..common.informer import Informer, Store
+from ..common.informer import Informer
 from ..common.kubewatch import KubeListWatch
+from ..common.store import Store
 from .kube import KubeApi, KubeApiError, parse_node, parse_pod
 from .model import KubeNode, SlurmdPod
 

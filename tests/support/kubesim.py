@@ -81,7 +81,7 @@ import aiohttp.web
 import kmock
 from kmock._internal import aiobus, rendering  # Request and Bus are not re-exported under a public path
 from kubernetes import client
-from sunk.runtime.common.informer import Requirement, parse_selector, selector_matches
+from sunk.runtime.common.selectors import Requirement, parse_selector, selector_matches
 from sunk.runtime.common.timefmt import rfc3339
 
 from tests.support import kubelet

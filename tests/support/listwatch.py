@@ -23,7 +23,8 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from sunk.runtime.common.informer import Gone, WatchError, parse_selector, selector_matches
+from sunk.runtime.common.selectors import parse_selector, selector_matches
+from sunk.runtime.common.store import Gone, WatchError
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:

@@ -12,18 +12,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from sunk.runtime.common.informer import (
-    Gone,
-    Informer,
-    Store,
-    WatchError,
-    backoff,
-    handle_event,
-    object_key,
-    parse_selector,
-    selector_matches,
-)
+from sunk.runtime.common.informer import Informer, backoff
 from sunk.runtime.common.kubewatch import KubeListWatch
+from sunk.runtime.common.selectors import parse_selector, selector_matches
+from sunk.runtime.common.store import Gone, Store, WatchError, handle_event, object_key
 
 from tests.support.kubesim import KubeSim
 from tests.support.listwatch import FakeListWatch
