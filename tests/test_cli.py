@@ -11,6 +11,7 @@ import yaml
 from sunk.cli import SLURM_FILES_LIST, main
 from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.stacks import FIXTURE_PROJECT, FIXTURE_STACKS
 
 CLUSTER = {
     "name": "research",
@@ -18,6 +19,12 @@ CLUSTER = {
     "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
     "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
 }
+
+
+@pytest.fixture(autouse=True)
+def _in_the_fixture_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stacks named without a path are the fixture stacks (tests/fixtures/stacks), not the demo's."""
+    monkeypatch.chdir(FIXTURE_PROJECT)
 
 
 def stack_file(tmp_path: Path, cluster: object, name: str = "acme-test") -> str:
@@ -31,11 +38,11 @@ def test_validate_all_real_stacks(capsys: pytest.CaptureFixture[str]) -> None:
     out, err = capsys.readouterr()
     # The one warning: acme-prod's directory users have no association, so only root runs jobs there.
     assert [line.split(":")[0] for line in err.splitlines()] == ["    ! accounts"]
-    assert [line.split(":")[0] for line in out.splitlines()] == [f"✓ {s}" for s in list_stacks()]
+    assert [line.split(":")[0] for line in out.splitlines()] == [f"✓ {s}" for s in list_stacks(FIXTURE_STACKS)]
     assert "✓ acme-dev: cluster research (tenant acme, namespace acme-research), 2 nodeset(s), 2 partition(s)" in out
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_validate_each_real_stack(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", stack]) == 0
     assert capsys.readouterr().out.startswith(f"✓ {stack}: ")
@@ -82,7 +89,7 @@ def test_validate_unknown_stack(capsys: pytest.CaptureFixture[str]) -> None:
 def test_slurm_files_writes_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "etc"
     assert main(["slurm-files", "acme-dev", "--out", str(out)]) == 0
-    expected = render_slurm_files(load_stack("acme-dev").spec)
+    expected = render_slurm_files(load_stack("acme-dev", FIXTURE_STACKS).spec)
     written = {
         p.relative_to(out).as_posix(): p.read_text()
         for p in out.rglob("*")
@@ -117,7 +124,7 @@ def test_slurm_files_owns_its_folder_a_reused_one_keeps_no_stale_file(tmp_path: 
     assert (out / "gres-gb200.conf").exists()
     (out / "notes.txt").write_text("mine\n")
     assert main(["slurm-files", "acme-dev", "--out", str(out)]) == 0
-    expected = set(render_slurm_files(load_stack("acme-dev").spec))
+    expected = set(render_slurm_files(load_stack("acme-dev", FIXTURE_STACKS).spec))
     found = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     assert found == expected | {"notes.txt", ".sunk-slurm-files"}
 

@@ -16,6 +16,7 @@ from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.operator import OperatorSpec, operator_manifests
 from sunk.policy import TenantPolicy, namespace_problem
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY_LITERAL = re.compile(r"""["'](?:[a-z0-9-]+\.)*sunk\.dev/(?!v1alpha1)[a-z]""")
@@ -116,9 +117,9 @@ def _keys_of(obj: Any) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_every_key_sunk_writes_has_the_one_prefix(stack: str) -> None:
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     user_given = set(spec.labels) | set(spec.monitoring.labels) | set(spec.monitoring.dashboard_labels)
     for role in (spec.controller, spec.accounting, spec.accounting.mariadb, spec.restapi, spec.login, spec.runtime):
         user_given |= {*role.labels, *role.annotations, *role.pod_labels, *role.pod_annotations}

@@ -11,6 +11,7 @@ import pytest
 from sunk import naming
 from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -86,8 +87,8 @@ def test_long_paths_are_cut_to_253_and_stay_unique() -> None:
 
 
 def test_every_rendered_file_of_every_stack_has_a_plain_name() -> None:
-    for stack in list_stacks(ROOT / "stacks"):
-        spec = load_stack(stack, ROOT / "stacks").spec
+    for stack in list_stacks(FIXTURE_STACKS):
+        spec = load_stack(stack, FIXTURE_STACKS).spec
         files = render_slurm_files(spec)
         names = {naming.config_file_map(spec.name, p) for p in files}
         assert len(names) == len(files)

@@ -13,6 +13,7 @@ import pytest
 from sunk.podgate import gate_problems
 from sunk.spec import SpecError, load_spec
 from sunk.stackfile import list_stacks, load_stack, parse_config
+from tests.support.stacks import FIXTURE_STACKS
 
 BASE: dict[str, Any] = {
     "name": "research",
@@ -40,9 +41,9 @@ def _with(**sections: Any) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_the_shipped_stacks_pass_the_gate(stack: str) -> None:
-    loaded = load_stack(stack)
+    loaded = load_stack(stack, FIXTURE_STACKS)
     assert gate_problems(loaded.spec, loaded.operator) == []
 
 

@@ -19,6 +19,7 @@ from sunk.manifests.operator import OperatorSpec, operator_manifests
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.nodeset_objects import resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 COMPONENT = "app.kubernetes.io/component"
 WORKLOADS = ("Deployment", "StatefulSet", "Job", "DaemonSet")
@@ -35,7 +36,7 @@ def _slurmd_pods(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 
 def _variant(stack: str, **changes: Any) -> ClusterSpec:
-    doc = load_stack(stack).spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    doc = load_stack(stack, FIXTURE_STACKS).spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
     for path, value in changes.items():
         node = doc
         *parents, last = path.split("__")
@@ -46,7 +47,7 @@ def _variant(stack: str, **changes: Any) -> ClusterSpec:
 
 
 def _specs() -> dict[str, ClusterSpec]:
-    out = {s: load_stack(s).spec for s in list_stacks()}
+    out = {s: load_stack(s, FIXTURE_STACKS).spec for s in list_stacks(FIXTURE_STACKS)}
     out["acme-dev+slurm-auth"] = _variant("acme-dev", auth__type="slurm")
     out["acme-prod+ldap-client-cert"] = _variant(
         "acme-prod", auth__ldap__clientCertSecret={"name": "research-ldap-client"}

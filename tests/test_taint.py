@@ -19,6 +19,7 @@ from sunk.components.render import render_evaluation
 from sunk.podgate import stack_objects
 from sunk.spec import SpecError
 from sunk.stackfile import parse_config
+from tests.support.stacks import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = ("acme-prod", "globex-prod")
@@ -56,7 +57,7 @@ def tainted(stack: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The stack's config with a canary `zq<n>q` appended to every string field of the cluster
     that still validates with it (fields no canary fits keep their value: enums, times, label
     keys); the refused ones are put back round by round. Returns the config and canary -> field."""
-    config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    config = yaml.safe_load((FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text())["config"]
     cluster = config["sunk:cluster"]
     leaves = {_dotted(path): (path, value) for path, value in _leaves(cluster)}
     canaries = {f"zq{n}q": dotted for n, dotted in enumerate(leaves)}

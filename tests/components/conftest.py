@@ -12,16 +12,17 @@ from sunk.components.render import Rendered, render_config, render_evaluation
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import list_stacks, load_stack, stack_path
+from tests.support.stacks import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[2]
-STACKS = list_stacks(ROOT / "stacks")
+STACKS = list_stacks(FIXTURE_STACKS)
 LIBRARY_PROGRAM = Path(__file__).parent / "library_program" / "__main__.py"
 LIBRARY = "library"
 """Key of the library program's evaluation beside the stacks."""
 
 
 def _evaluate_stack(stack: str) -> Evaluation:
-    path = stack_path(stack, ROOT / "stacks")
+    path = stack_path(stack, FIXTURE_STACKS)
     config, secret = render_config(path)
     return evaluate(ROOT / "__main__.py", stack=stack, config=config, secret_keys=secret)
 
@@ -40,7 +41,7 @@ def rendered(evaluations: dict[str, Evaluation]) -> dict[str, Rendered]:
 
 @pytest.fixture(scope="session")
 def specs() -> dict[str, ClusterSpec]:
-    return {stack: load_stack(stack, ROOT / "stacks").spec for stack in STACKS}
+    return {stack: load_stack(stack, FIXTURE_STACKS).spec for stack in STACKS}
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +50,6 @@ def pulumi_keys(evaluations: dict[str, Evaluation]) -> dict[str, Evaluation]:
     pulumi-tls (the library program never asks for keys in the cluster)."""
     out = {LIBRARY: evaluations[LIBRARY]}
     for stack in STACKS:
-        config, secret = stack_config(stack_path(stack, ROOT / "stacks"))
+        config, secret = stack_config(stack_path(stack, FIXTURE_STACKS))
         out[stack] = evaluate(ROOT / "__main__.py", stack=stack, config=config, secret_keys=secret)
     return out

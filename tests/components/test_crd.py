@@ -21,6 +21,7 @@ from sunk.manifests.nodeset_crd import (
 from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.pod import VOLUME_SOURCES
+from tests.support.stacks import FIXTURE_STACKS
 
 from .conftest import STACKS
 
@@ -233,4 +234,4 @@ def test_schema_checks_kubernetes_types_as_the_api_server_would() -> None:
 def load_stack_spec() -> ClusterSpec:
     from sunk.stackfile import load_stack
 
-    return load_stack("acme-prod").spec
+    return load_stack("acme-prod", FIXTURE_STACKS).spec

@@ -16,6 +16,7 @@ from sunk.components.offline import Evaluation, Registration, evaluate, stack_co
 
 from sunk.spec.errors import SpecError
 from sunk.stackfile import load_stack, parse_config, stack_path
+from tests.support.stacks import FIXTURE_STACKS
 
 from .conftest import LIBRARY, ROOT, STACKS
 
@@ -121,7 +122,7 @@ def test_transformations_and_disabled_parts_and_typed_children(tmp_path: Path) -
 
 
 def _stack(stack: str, extra: dict[str, str] | None = None) -> Evaluation:
-    config, secret = stack_config(stack_path(stack, ROOT / "stacks"))
+    config, secret = stack_config(stack_path(stack, FIXTURE_STACKS))
     return evaluate(ROOT / "__main__.py", stack=stack, config={**config, **(extra or {})}, secret_keys=secret)
 
 
@@ -135,9 +136,13 @@ def test_a_destroy_deletes_no_crd_operator_or_state_volume(evaluations: dict[str
     ev = evaluations[stack]
     deleted = _deleted_by_destroy(ev)
     assert not [r.name for r in deleted if r.inputs["kind"] in ("CustomResourceDefinition", "PersistentVolumeClaim")]
-    operator_children = _descendants(ev, "sunk:index:SunkOperator") if load_stack(stack).deploy_operator else []
+    operator_children = (
+        _descendants(ev, "sunk:index:SunkOperator") if load_stack(stack, FIXTURE_STACKS).deploy_operator else []
+    )
     assert all(r.retain_on_delete for r in operator_children if r.custom)
-    assert {r.name for r in deleted} >= {f"{load_stack(stack).spec.name}-controlplane-slurmctld"}  # the rest goes
+    assert {r.name for r in deleted} >= {
+        f"{load_stack(stack, FIXTURE_STACKS).spec.name}-controlplane-slurmctld"
+    }  # the rest goes
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -146,7 +151,7 @@ def test_state_volumes_refuse_replacement_unless_the_stack_allows_it(
 ) -> None:
     claims = [r for r in evaluations[stack].kubernetes() if r.inputs["kind"] == "PersistentVolumeClaim"]
     names = {r.name.rsplit("-", 1)[-1] for r in claims}
-    accounting = load_stack(stack).spec.accounting
+    accounting = load_stack(stack, FIXTURE_STACKS).spec.accounting
     assert "state" in names and ("data" in names or not accounting.enabled or accounting.external is not None)
     assert all(r.protect and r.retain_on_delete for r in claims)
     assert not [r for r in evaluations[stack].kubernetes() if r.protect and r.inputs["kind"] != "PersistentVolumeClaim"]
@@ -195,7 +200,7 @@ def test_allow_state_replacement_takes_only_a_boolean(value: object) -> None:
 def test_external_scaling_leaves_replicas_to_the_scale_subresource() -> None:
     """issue 15 (scale subresource): with externalScaling a NodeSet's replicas are only the
     initial count; Pulumi ignores later changes (kubectl scale, HPA and KEDA own them)."""
-    config, secret = stack_config(stack_path("acme-dev", ROOT / "stacks"))
+    config, secret = stack_config(stack_path("acme-dev", FIXTURE_STACKS))
     raw = json.loads(config["sunk:cluster"])
     raw["nodesets"][0]["externalScaling"] = True
     ev = evaluate(

@@ -9,11 +9,11 @@ import pytest
 from sunk.components.offline import Evaluation, ProgramFailed, evaluate, stack_config
 from sunk.components.render import default_program
 
-from .conftest import ROOT
+from tests.support.stacks import FIXTURE_STACKS
 
 
 def _with(tmp_path: Path, stack: str, old: str, new: str) -> dict[str, str]:
-    text = (ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text()
+    text = (FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text()
     assert old in text
     path = tmp_path / f"Pulumi.{stack}.yaml"
     path.write_text(text.replace(old, new))

@@ -21,12 +21,19 @@ from sunk import keys
 from sunk.cli import main
 from sunk.manifests.nodeset_crd import closed, open_api_schema
 from sunk.nodeset_resource import API_VERSION as NODESET_API
+from tests.support.stacks import FIXTURE_PROJECT, FIXTURE_STACKS
 
-from .conftest import LIBRARY, ROOT, STACKS
+from .conftest import LIBRARY, STACKS
 
 KUBERNETES_VERSION = "1.33"
 """Pinned: native sidecars (restartPolicy on init containers) are GA, and it is what clusters run."""
 SCHEMAS = Path(__file__).parent / "schemas"
+
+
+@pytest.fixture(autouse=True)
+def _in_the_fixture_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stacks named without a path are the fixture stacks (tests/fixtures/stacks), not the demo's."""
+    monkeypatch.chdir(FIXTURE_PROJECT)
 
 
 def _resource_names(ev: Evaluation) -> str:
@@ -144,7 +151,7 @@ def test_same_stack_same_bytes_across_processes(rendered: dict[str, Rendered], t
         subprocess.run(
             [sys.executable, "-m", "sunk", "render", "acme-dev", "--out", str(out)],
             check=True,
-            cwd=ROOT,
+            cwd=FIXTURE_PROJECT,
             env=env,
             capture_output=True,
         )
@@ -170,7 +177,7 @@ def test_render_command_prints_a_preview_and_replaces_earlier_files(
 
 def test_render_command_rejects_a_bad_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "Pulumi.bad-dev.yaml"
-    text = (ROOT / "stacks" / "Pulumi.globex-dev.yaml").read_text().replace("cpus: 8", "cpus: 0")
+    text = (FIXTURE_STACKS / "Pulumi.globex-dev.yaml").read_text().replace("cpus: 8", "cpus: 0")
     bad.write_text(text)
     assert main(["render", str(bad), "--out", str(tmp_path / "out")]) == 1
     assert "nodesets[0].cpus" in capsys.readouterr().err
@@ -215,7 +222,7 @@ def test_a_matrix_with_one_bad_stack_writes_nothing_and_names_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "Pulumi.bad-dev.yaml"
-    bad.write_text((ROOT / "stacks" / "Pulumi.globex-dev.yaml").read_text().replace("cpus: 8", "cpus: 0"))
+    bad.write_text((FIXTURE_STACKS / "Pulumi.globex-dev.yaml").read_text().replace("cpus: 8", "cpus: 0"))
     out = tmp_path / "out"
     assert main(["render", "globex-dev", str(bad), "acme-dev", "--jobs", "2", "--out", str(out)]) == 1
     err = capsys.readouterr().err
@@ -228,7 +235,7 @@ def test_a_matrix_refuses_the_same_stack_twice_and_bad_job_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     same = tmp_path / "Pulumi.globex-dev.yaml"
-    same.write_text((ROOT / "stacks" / "Pulumi.globex-dev.yaml").read_text())
+    same.write_text((FIXTURE_STACKS / "Pulumi.globex-dev.yaml").read_text())
     assert main(["render", "globex-dev", str(same), "--out", str(tmp_path / "out")]) == 1
     assert "both stack 'globex-dev'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:

@@ -18,10 +18,11 @@ from sunk.components import stacks
 from sunk.components.stacks import EXIT_NO_CLI, MISSING_CLI, StackRun, cmd_stacks, discover, execute, plan
 
 from sunk.cli import build_parser, main
+from tests.support.stacks import FIXTURE_PROJECT, FIXTURE_STACKS
 
 from .conftest import ROOT
 
-STACKS_DIR = ROOT / "stacks"
+STACKS_DIR = FIXTURE_STACKS
 HAS_CLI = {"which": lambda _: "/usr/bin/pulumi"}
 
 
@@ -74,9 +75,26 @@ def test_commands_run_as_printed() -> None:
     """Every printed command is a shell line: a stack never created is created first, and the
     engine never waits for a prompt (`--yes` on everything that changes a stack)."""
     (preview,) = plan("preview", STACKS_DIR, tenants=["acme"], envs=["dev"])
-    assert preview.argv == ["pulumi", "preview", "--stack", "acme-dev", "--cwd", str(ROOT), "--non-interactive"]
+    assert preview.argv == [
+        "pulumi",
+        "preview",
+        "--stack",
+        "acme-dev",
+        "--cwd",
+        str(FIXTURE_PROJECT),
+        "--non-interactive",
+    ]
     select, run = preview.command.split(" && ")
-    assert shlex.split(select) == ["pulumi", "stack", "select", "--create", "--stack", "acme-dev", "--cwd", str(ROOT)]
+    assert shlex.split(select) == [
+        "pulumi",
+        "stack",
+        "select",
+        "--create",
+        "--stack",
+        "acme-dev",
+        "--cwd",
+        str(FIXTURE_PROJECT),
+    ]
     assert shlex.split(run) == preview.argv
     for action in ("up", "refresh", "destroy"):
         (r,) = plan(action, STACKS_DIR, tenants=["acme"], envs=["dev"])

@@ -14,6 +14,7 @@ from sunk.images import DEFAULT_REGISTRY, RELEASES, ROLES, SLURM_UID, reference,
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.operator import OperatorSpec, operator_manifests
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 
 def test_every_layer_has_one_package_list_without_duplicates() -> None:
@@ -135,9 +136,9 @@ MAIN = {"slurmctld": "slurmctld", "slurmrestd": "slurmrestd", "sshd": "login", "
 """Main containers whose command (or image entrypoint) the image's config must match."""
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_manifests_run_what_the_images_are_made_for(stack: str) -> None:
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     registry = getattr(spec.images, "registry", None) or DEFAULT_REGISTRY
     # The operator from the same registry (a stack with a private mirror runs it from there too).
     release = spec.slurm.version

@@ -32,8 +32,9 @@ from sunk.manifests.monitoring import alert_rules, monitoring_manifests, prometh
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.fakes.exporter import FakeSlurm, job, node, partition
 from tests.support.fakes.syncer import FakeSlurm as FakeSyncerSlurm
+from tests.support.stacks import FIXTURE_STACKS
 
-SPEC = load_stack("acme-prod").spec  # monitoring enabled there
+SPEC = load_stack("acme-prod", FIXTURE_STACKS).spec  # monitoring enabled there
 NS = SPEC.ns
 
 
@@ -124,9 +125,9 @@ def test_the_alerts_fire_on_synthetic_series_and_stay_quiet_otherwise(tmp_path: 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_the_dashboards_have_a_data_source_variable_and_labelled_series(stack: str) -> None:
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     shipped = boards(spec)
     assert shipped == (list(BOARDS) if spec.monitoring.exporter.enabled else ["runtime"])
     uids = set()

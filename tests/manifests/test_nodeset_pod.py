@@ -21,9 +21,10 @@ from sunk.render import node_conf
 from sunk.spec.nodeset import INSTANCE_TYPES
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.nodeset_objects import resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 K8S = "1.30"
-CLUSTER = load_stack("acme-dev").spec
+CLUSTER = load_stack("acme-dev", FIXTURE_STACKS).spec
 KEYS = {cm["metadata"]["name"]: list(cm["data"]) for cm in config_maps(CLUSTER)}
 """The keys of the cluster's per-file ConfigMaps, as the operator reads them."""
 OWNER = {"name": "research-gpu", "uid": "u-1"}
@@ -339,11 +340,11 @@ def test_template_hash_tracks_pod_inputs_only() -> None:
     assert template_hash(gpu(), {k: v for k, v in KEYS.items() if k != "research-slurmdbd-conf"}) == base
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_every_shipped_slurmd_pod_fits_its_instance_type(stack: str) -> None:
     """The built pods, summed as a kubelet sums them (runtime/operator/admission.py, not the spec's
     own arithmetic), fit what their instance type gives one pod, and so does the Slurm node."""
-    cluster = load_stack(stack).spec
+    cluster = load_stack(stack, FIXTURE_STACKS).spec
     keys = {cm["metadata"]["name"]: list(cm["data"]) for cm in config_maps(cluster)}
     checked = 0
     for ns in cluster.nodesets:

@@ -16,6 +16,7 @@ from sunk.manifests.nodeset_pod import headless_service, nodeset_pod
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.nodeset_objects import resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -39,10 +40,10 @@ def _pod_specs(spec: ClusterSpec) -> Iterator[tuple[str, dict[str, Any]]]:
             yield name, m["spec"]["template"]["spec"]
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_every_container_of_every_pod_has_a_seccomp_profile(stack: str) -> None:
     missing = []
-    for name, pod in _pod_specs(load_stack(stack).spec):
+    for name, pod in _pod_specs(load_stack(stack, FIXTURE_STACKS).spec):
         pod_level = (pod.get("securityContext") or {}).get("seccompProfile")
         for c in [*pod.get("initContainers", []), *pod["containers"]]:
             if not ((c.get("securityContext") or {}).get("seccompProfile") or pod_level):
@@ -51,7 +52,7 @@ def test_every_container_of_every_pod_has_a_seccomp_profile(stack: str) -> None:
 
 
 def test_volume_names_stay_valid_and_equal_across_roles_at_the_longest_allowed_name() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     longest = "v" + "x" * 62  # a sharedVolumes[].name may be a full 63-character DNS label
     volume = {
         "name": longest,
@@ -72,7 +73,7 @@ def test_volume_names_stay_valid_and_equal_across_roles_at_the_longest_allowed_n
 
 
 def test_everything_the_operator_creates_is_owned_the_same_way() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     rs = resource_spec(spec, "cpu")
     owner = {"name": "research-cpu", "uid": "u-1"}
     pod = _slurmd_pods(spec)[0]

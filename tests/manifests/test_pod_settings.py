@@ -31,9 +31,10 @@ from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, load_spec
 from sunk.spec.pod import ROLE_RULES, VOLUME_SOURCES, PodRole, reserved_mount
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 K8S = "1.33"
-BASE = load_stack("acme-dev").spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
+BASE = load_stack("acme-dev", FIXTURE_STACKS).spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 SETTINGS: dict[str, Any] = {
     "nodeSelector": {"pool": "system"},
@@ -352,10 +353,10 @@ def _pods(spec: ClusterSpec) -> list[tuple[PodRole, str, dict[str, Any], Any]]:
     return out
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_every_name_sunk_uses_is_reserved_for_its_role(stack: str) -> None:
     """What the builders give each pod is what the spec refuses to users, so the two cannot drift."""
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     shared = {v.mount_path for v in spec.shared_volumes}
     for role, main, pod, section in _pods(spec):
         rules = ROLE_RULES[role]
@@ -394,7 +395,7 @@ def test_every_kubernetes_volume_source_is_a_field() -> None:
 
 
 def test_tenant_policy_still_sees_every_host_path_and_image() -> None:
-    spec = load_stack("acme-prod").spec
+    spec = load_stack("acme-prod", FIXTURE_STACKS).spec
     h100 = spec.nodeset("h100")
     keys = {cm["metadata"]["name"]: list(cm["data"]) for cm in config_maps(spec)}
     policy = TenantPolicy(host_paths=["/mnt/local-nvme"], image_prefixes=["registry.acme.example/hpc/"])

@@ -17,6 +17,7 @@ from sunk.manifests.auth import auth_refs
 from sunk.manifests.controller import statefulset
 from sunk.render import finalize_slurmdbd_conf, script
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 FOLDER = Path(str(resources.files("sunk.manifests").joinpath("scripts")))
 
@@ -76,7 +77,7 @@ def test_values_stay_one_word_whatever_they_hold(tmp_path: Path) -> None:
 
 
 def test_the_accounting_setup_job_reads_its_cluster_from_the_environment() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     container = setup_job(spec, auth_refs(spec))["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env == {"SUNK_CLUSTER": spec.name, "SUNK_QOS_SCRIPT": "/etc/slurm/accounting-setup.sh"}
@@ -139,7 +140,7 @@ def test_a_restart_with_saved_state_does_not_wait_for_an_unreachable_slurmdbd(tm
 
 
 def test_the_controller_waits_for_qos_only_where_partitions_name_some() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     assert scripts.partition_qos(spec) == ["high", "low", "normal"]
     init = {c["name"]: c for c in statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]["initContainers"]}
     assert list(init) == ["munge", "wait-qos"]

@@ -17,6 +17,7 @@ from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.nodeset_objects import resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 
 def _sh_c(node: Any) -> Iterator[str]:
@@ -32,7 +33,7 @@ def _sh_c(node: Any) -> Iterator[str]:
 
 
 def _scripts(stack: str) -> dict[str, str]:
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     found: dict[str, str] = {}
     manifests = cluster_manifests(spec)
     keys = {cm["metadata"]["name"]: list(cm["data"]) for cm in config_maps(spec)}
@@ -50,12 +51,15 @@ def _scripts(stack: str) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_every_shipped_script_passes_shellcheck(stack: str) -> None:
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck is missing: `make bootstrap` installs it"
     scripts = _scripts(stack)
-    assert any("accounting-setup" in name for name in scripts) or not load_stack(stack).spec.accounting.enabled
+    assert (
+        any("accounting-setup" in name for name in scripts)
+        or not load_stack(stack, FIXTURE_STACKS).spec.accounting.enabled
+    )
     problems = []
     for name, script in sorted(scripts.items()):
         done = subprocess.run(

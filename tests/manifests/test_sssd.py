@@ -16,9 +16,10 @@ from sunk.manifests.nodeset import resource_spec
 from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.manifests.sssd import MEMCACHE, PIPES
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
-PROD = load_stack("acme-prod").spec
-DEV = load_stack("acme-dev").spec
+PROD = load_stack("acme-prod", FIXTURE_STACKS).spec
+DEV = load_stack("acme-dev", FIXTURE_STACKS).spec
 MAIN = {"login": "sshd", "controller": "slurmctld", "accounting": "slurmdbd", "compute": "slurmd"}
 
 

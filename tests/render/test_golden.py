@@ -16,8 +16,9 @@ import yaml
 from sunk.render import TopologyNode, render_slurm_files
 from sunk.spec import ClusterSpec, load_spec
 from sunk.stackfile import CLUSTER_KEY, list_stacks, load_stack, stack_path
+from tests.support.stacks import FIXTURE_STACKS
 
-STACKS = list_stacks()
+STACKS = list_stacks(FIXTURE_STACKS)
 GoldenCheck = Callable[[str, Mapping[str, str]], None]  # the golden fixture of tests/conftest.py
 
 
@@ -53,7 +54,7 @@ def golden_nodes(spec: ClusterSpec) -> list[TopologyNode]:
 
 
 def stack_files(stack: str) -> dict[str, str]:
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     return render_slurm_files(spec, golden_nodes(spec))
 
 
@@ -91,7 +92,7 @@ def _shuffled(value: Any, rng: random.Random) -> Any:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_rendering_is_deterministic(stack: str) -> None:
-    raw = yaml.safe_load(stack_path(stack).read_text())["config"][CLUSTER_KEY]
+    raw = yaml.safe_load(stack_path(stack, FIXTURE_STACKS).read_text())["config"][CLUSTER_KEY]
     first = stack_files(stack)
     assert stack_files(stack) == first
     reordered = 0
@@ -127,7 +128,7 @@ def test_secret_detector_catches_what_it_should() -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_rendered_file_holds_a_secret(stack: str) -> None:
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     refs = [
         ref.name
         for ref in (

@@ -12,11 +12,12 @@ from sunk.runtime.harness import LocalSlurm
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 
 @pytest.fixture(scope="session")
 def acme_spec() -> ClusterSpec:
-    return load_stack("acme-dev").spec
+    return load_stack("acme-dev", FIXTURE_STACKS).spec
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk import naming
 from sunk.render import TopologyNode, render_topology_conf
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
@@ -34,7 +35,7 @@ def _hosts(slurm: LocalSlurm, hostlist: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def globex_prod() -> Iterator[LocalSlurm]:
-    spec = load_stack("globex-prod").spec
+    spec = load_stack("globex-prod", FIXTURE_STACKS).spec
     assert spec.auth.type == "slurm" and spec.topology.plugin == "block"
     assert spec.topology.block_sizes == [RACK, 2 * RACK, 4 * RACK]
     cpu = spec.nodeset("cpu").desired_replicas

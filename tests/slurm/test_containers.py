@@ -17,6 +17,7 @@ import pytest
 from sunk.runtime.harness import LocalSlurm
 
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
@@ -51,7 +52,7 @@ def _bundle(folder: Path, hostname: str) -> None:
 
 @pytest.fixture(scope="module")
 def oci() -> Iterator[LocalSlurm]:
-    spec = load_stack("globex-dev").spec
+    spec = load_stack("globex-dev", FIXTURE_STACKS).spec
     spec = spec.model_copy(update={"containers": spec.containers.model_copy(update={"enabled": True})})
     with LocalSlurm.start(spec, accounting=False, restapi=False) as slurm:
         yield slurm

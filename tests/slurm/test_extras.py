@@ -21,6 +21,7 @@ from sunk.runtime.harness.ports import wait_until
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
@@ -34,7 +35,7 @@ def _marker(kind: str) -> str:
 
 
 def extras_spec() -> ClusterSpec:
-    base = load_stack("globex-dev").spec.model_dump(by_alias=True, exclude_unset=True)
+    base = load_stack("globex-dev", FIXTURE_STACKS).spec.model_dump(by_alias=True, exclude_unset=True)
     nodeset: dict[str, Any] = {
         **base["nodesets"][0],
         "replicas": 2,

@@ -22,6 +22,7 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.render.gres import node_gres
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
@@ -38,7 +39,7 @@ MIG_LABELS = {
 
 
 def _spec() -> ClusterSpec:
-    data = load_stack("acme-dev").spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data = load_stack("acme-dev", FIXTURE_STACKS).spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     for ns in data["nodesets"]:
         if ns["name"] == "gpu":
             ns["gpus"].update({"autodetect": "nvml", "shardsPerGpu": 4})

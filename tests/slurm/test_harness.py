@@ -14,12 +14,13 @@ from sunk.runtime.harness.jail import lookup_ids
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
 
 def _acme_with_spare_cpu_slot() -> ClusterSpec:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     cpu, *rest = spec.nodesets
     # Small bounds (MaxNodeCount=5) so the limit is reached after a few extra slurmd.
     cpu = cpu.model_copy(update={"replicas": 3, "max_nodes": 3})
@@ -106,7 +107,7 @@ def _in_namespace(ns: str) -> list[int]:
 
 
 def test_stop_kills_unmounts_and_deletes(tmp_path: Path) -> None:
-    spec = load_stack("globex-dev").spec
+    spec = load_stack("globex-dev", FIXTURE_STACKS).spec
     slurm = LocalSlurm.start(spec, [SimNode("cpu-0", "cpu")], restapi=False, workdir=tmp_path)
     ns = slurm.jail.namespace
     pids = [p.pid for p in slurm.jail.processes.values()]
@@ -122,7 +123,7 @@ def test_stop_kills_unmounts_and_deletes(tmp_path: Path) -> None:
 
 
 def test_failed_start_cleans_up_and_shows_the_log(tmp_path: Path) -> None:
-    spec = load_stack("globex-dev").spec
+    spec = load_stack("globex-dev", FIXTURE_STACKS).spec
     broken = spec.model_copy(
         update={"controller": spec.controller.model_copy(update={"extra_slurm_conf": ["NoSuchDirective=1"]})}
     )

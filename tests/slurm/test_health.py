@@ -15,6 +15,7 @@ from sunk.runtime.harness import LocalSlurm
 from sunk.render.health import render_health_files
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
@@ -23,7 +24,7 @@ INTERVAL = 10
 
 
 def _spec() -> ClusterSpec:
-    data = load_stack("acme-dev").spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data = load_stack("acme-dev", FIXTURE_STACKS).spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     data["healthCheck"] = {
         "interval": INTERVAL,
         "disk": [{"path": "/tmp", "minFreeMib": 1}],

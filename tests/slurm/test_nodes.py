@@ -7,10 +7,11 @@ from sunk.runtime.harness import LocalSlurm
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
-ACME = load_stack("acme-dev").spec
+ACME = load_stack("acme-dev", FIXTURE_STACKS).spec
 
 
 def _sinfo(slurm: LocalSlurm) -> list[list[str]]:

@@ -11,13 +11,14 @@ from sunk.runtime.harness import LocalSlurm
 
 from sunk import naming
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture(scope="module")
 def globex() -> Iterator[LocalSlurm]:
-    spec = load_stack("globex-dev").spec
+    spec = load_stack("globex-dev", FIXTURE_STACKS).spec
     assert not spec.accounting.enabled
     with LocalSlurm.start(spec) as slurm:
         yield slurm

@@ -15,10 +15,11 @@ from sunk.render.sacctmgr import render_sacctmgr_script
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import AccountSpec, PartitionSpec, QosSpec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
-ACME = load_stack("acme-dev").spec
+ACME = load_stack("acme-dev", FIXTURE_STACKS).spec
 
 
 def _spec(**limited: Any) -> ClusterSpec:

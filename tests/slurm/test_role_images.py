@@ -15,6 +15,7 @@ from sunk.runtime.harness.ports import free_ports, listening, wait_until
 from sunk.images import S6_INIT
 from sunk.manifests import scripts
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = pytest.mark.slurm
 
@@ -82,7 +83,7 @@ SERVICE = "#!/bin/sh\necho $$ >> /tmp/service-$SLURMD_NODENAME.pids\nexec sleep 
 
 @pytest.fixture(scope="module")
 def s6_cluster() -> Iterator[LocalSlurm]:
-    spec = load_stack("globex-dev").spec
+    spec = load_stack("globex-dev", FIXTURE_STACKS).spec
     cpu = spec.nodeset("cpu")
     extra = {"s6_scripts": {"heartbeat": SERVICE}, "s6_oneshots": {"prepare": ONESHOT}}
     spec = spec.model_copy(update={"nodesets": [cpu.model_copy(update=extra)]})

@@ -16,6 +16,7 @@ import yaml
 
 from sunk.spec import SpecError, load_spec
 from sunk.stackfile import CLUSTER_KEY, stack_path
+from tests.support.stacks import FIXTURE_STACKS
 
 BASE: dict[str, Any] = {
     "name": "research",
@@ -401,7 +402,7 @@ def test_patched_helper_appends_sets_and_deletes() -> None:
 
 
 def test_globex_prod_keeps_its_cpu_nodes_out_of_the_gpu_partition() -> None:
-    raw = yaml.safe_load(stack_path("globex-prod").read_text())["config"][CLUSTER_KEY]
+    raw = yaml.safe_load(stack_path("globex-prod", FIXTURE_STACKS).read_text())["config"][CLUSTER_KEY]
     assert load_spec(raw).topology.block_sizes == [18, 36, 72]
     raw["partitions"][0]["nodesets"].append("cpu")  # gpu partition: gb200 (all-matching-nodes) and cpu
     problems = _problems(raw)

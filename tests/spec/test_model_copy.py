@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 
 def test_a_copy_with_other_nodesets_forgets_the_cached_lookups() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     assert spec.has_gpus and spec.nodeset("gpu").gpus  # computed, so cached on `spec`
     cpu = spec.nodeset("cpu")
     changed = cpu.model_copy(update={"s6_scripts": {"heartbeat": "#!/bin/sh\nexec sleep 1000\n"}})

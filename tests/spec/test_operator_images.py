@@ -13,12 +13,13 @@ import pytest
 from sunk.policy import pod_problems
 from sunk.spec.errors import SpecError
 from sunk.stackfile import parse_config, read_stack_file
+from tests.support.stacks import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(**operator: Any) -> dict[str, Any]:
-    config = dict(read_stack_file(ROOT / "stacks" / "Pulumi.acme-prod.yaml")["config"])
+    config = dict(read_stack_file(FIXTURE_STACKS / "Pulumi.acme-prod.yaml")["config"])
     config["sunk:operator"] = {"policy": operator} if operator else True
     return config
 
@@ -40,6 +41,6 @@ def test_prefixes_that_refuse_the_stacks_images_name_both_fields() -> None:
 
 
 def test_the_default_registry_keeps_the_default_policy() -> None:
-    config = dict(read_stack_file(ROOT / "stacks" / "Pulumi.acme-dev.yaml")["config"])
+    config = dict(read_stack_file(FIXTURE_STACKS / "Pulumi.acme-dev.yaml")["config"])
     _, operator = parse_config(config, "test")
     assert operator is not None and operator.policy.image_prefixes == ["ghcr.io/sunk-dev/"]

@@ -10,6 +10,7 @@ import yaml
 
 from sunk.spec import SpecError
 from sunk.stackfile import load_stack, parse_config, stack_path
+from tests.support.stacks import FIXTURE_STACKS
 
 CLUSTER = {
     "name": "research",
@@ -106,4 +107,4 @@ def test_unknown_stack_lists_the_known_ones(tmp_path: Path) -> None:
 
 def test_stack_path_accepts_names_and_files(tmp_path: Path) -> None:
     assert stack_path("acme-dev", tmp_path) == tmp_path / "Pulumi.acme-dev.yaml"
-    assert stack_path("x/Pulumi.y.yaml") == Path("x/Pulumi.y.yaml")
+    assert stack_path("x/Pulumi.y.yaml", FIXTURE_STACKS) == Path("x/Pulumi.y.yaml")

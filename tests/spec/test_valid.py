@@ -11,6 +11,7 @@ from sunk.spec import INSTANCE_TYPES, ClusterSpec, SpecError, load_spec
 from sunk.spec.base import slurm_seconds
 from sunk.spec.capacity import kube_reserved_cpu_m, kube_reserved_memory_mib
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 BASE: dict[str, Any] = {
     "name": "research",
@@ -101,9 +102,9 @@ def test_slurm_seconds(value: str, seconds: float) -> None:
 
 
 def test_every_stack_loads() -> None:
-    stacks = list_stacks()
+    stacks = list_stacks(FIXTURE_STACKS)
     assert stacks == ["acme-dev", "acme-prod", "globex-dev", "globex-prod"]
-    loaded = {name: load_stack(name) for name in stacks}
+    loaded = {name: load_stack(name, FIXTURE_STACKS) for name in stacks}
     assert loaded["acme-dev"].deploy_operator and loaded["acme-prod"].deploy_operator
     assert not loaded["globex-dev"].deploy_operator and not loaded["globex-prod"].deploy_operator
     assert loaded["globex-prod"].spec.auth.key.generate is False

@@ -26,6 +26,7 @@ from sunk.runtime.harness.ports import free_ports
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -35,7 +36,7 @@ Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
-    with LocalSlurm.start(load_stack("acme-dev").spec, nodes=NODES) as cluster:
+    with LocalSlurm.start(load_stack("acme-dev", FIXTURE_STACKS).spec, nodes=NODES) as cluster:
         yield cluster
 
 

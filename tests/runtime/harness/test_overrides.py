@@ -22,6 +22,7 @@ from sunk.runtime.harness.overrides import (
 
 from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 PORTS = LocalPorts(slurmctld=21001, slurmd=21002, slurmdbd=21003, mariadb=21004, slurmrestd=21005)
 
@@ -79,9 +80,9 @@ def test_record_lines_are_never_taken_for_directives() -> None:
     assert directive(text, "NodeSet") is None
 
 
-@pytest.mark.parametrize("stack", list_stacks())
+@pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_only_allowed_directives_change(stack: str) -> None:
-    spec = load_stack(stack).spec
+    spec = load_stack(stack, FIXTURE_STACKS).spec
     rendered = render_slurm_files(spec, [])
     booted = local_files(rendered, host="vm", ports=PORTS, accounting=spec.accounting.enabled, exists=lambda _: True)
     assert set(booted) == set(rendered)
@@ -92,7 +93,7 @@ def test_only_allowed_directives_change(stack: str) -> None:
 
 
 def test_slurm_conf_points_at_this_host_and_free_ports() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     out = _directives(local_slurm_conf(render_slurm_files(spec)["slurm.conf"], host="vm", ports=PORTS, accounting=True))
     assert out["slurmctldhost"] == "vm(127.0.0.1)"
     assert (out["slurmctldport"], out["slurmdport"]) == ("21001", "21002")
@@ -111,7 +112,7 @@ def test_existing_slurmd_parameters_are_kept() -> None:
 
 
 def test_without_accounting_slurmdbd_is_not_contacted() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     rendered = render_slurm_files(spec)
     booted = local_files(rendered, host="vm", ports=PORTS, accounting=False, exists=lambda _: True)
     conf = _directives(booted["slurm.conf"])
@@ -121,7 +122,7 @@ def test_without_accounting_slurmdbd_is_not_contacted() -> None:
 
 
 def test_slurmdbd_conf_uses_the_local_mariadb_and_keeps_no_password() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     out = local_slurmdbd_conf(render_slurm_files(spec)["slurmdbd.conf"], ports=PORTS)
     d = _directives(out)
     assert (d["storagehost"], d["storageport"], d["dbdport"]) == ("127.0.0.1", "21004", "21003")
@@ -147,7 +148,7 @@ def test_gres_device_files_expand_ranges_and_skip_comments() -> None:
 
 
 def test_default_nodes_cap_replicas_and_carry_topology_labels() -> None:
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     nodes = default_nodes(spec)
     assert [(n.name, n.nodeset) for n in nodes] == [
         ("cpu-0", "cpu"),

@@ -26,12 +26,13 @@ from sunk.manifests.keygen import secrets_json, wanted_secrets
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
 from tests.support.kubesim import KubeSim
+from tests.support.stacks import FIXTURE_STACKS
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _spec(stack: str = "acme-dev") -> ClusterSpec:
-    return load_stack(stack, ROOT / "stacks").spec
+    return load_stack(stack, FIXTURE_STACKS).spec
 
 
 def _job(spec: ClusterSpec) -> dict[str, Any]:

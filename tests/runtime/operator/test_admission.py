@@ -17,9 +17,10 @@ from sunk.manifests.config import config_maps
 from sunk.stackfile import load_stack
 from tests.support.fakes.operator import FakeKube, FakeSlurm
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-CLUSTER = load_stack("acme-dev").spec
+CLUSTER = load_stack("acme-dev", FIXTURE_STACKS).spec
 KEYS = {cm["metadata"]["name"]: frozenset(cm["data"]) for cm in config_maps(CLUSTER)}
 NS = "acme-research"
 H100 = {"node.kubernetes.io/instance-type": "H100x8", "kubernetes.io/arch": "amd64"}

@@ -18,9 +18,10 @@ from tests.support.fakes.operator import FakeSlurm
 from tests.support.kubesim import KubeSim
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 from tests.support.rawclient import as_body, raw
+from tests.support.stacks import FIXTURE_STACKS
 
 NS = "acme-research"
-CLUSTER = load_stack("acme-dev").spec
+CLUSTER = load_stack("acme-dev", FIXTURE_STACKS).spec
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 H100 = {"node.kubernetes.io/instance-type": "H100x8", "kubernetes.io/arch": "amd64"}
 

@@ -31,9 +31,10 @@ from sunk.spec.nodeset import UpdateStrategy
 from sunk.stackfile import load_stack
 from tests.support.fakes.operator import slurm_node
 from tests.support.nodeset_objects import resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-CLUSTER = load_stack("acme-dev").spec
+CLUSTER = load_stack("acme-dev", FIXTURE_STACKS).spec
 KEYS = {cm["metadata"]["name"]: frozenset(cm["data"]) for cm in config_maps(CLUSTER)}
 """The keys of every per-file ConfigMap of the cluster, as the operator reads them."""
 NS = "acme-research"

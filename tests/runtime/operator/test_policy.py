@@ -16,9 +16,10 @@ from sunk.policy import TenantPolicy, namespace_problem, pod_problems
 from sunk.stackfile import load_stack
 from tests.support.fakes.operator import FakeKube, FakeSlurm
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-CLUSTER = load_stack("acme-dev").spec
+CLUSTER = load_stack("acme-dev", FIXTURE_STACKS).spec
 NS = CLUSTER.ns
 
 

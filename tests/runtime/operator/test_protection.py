@@ -18,9 +18,10 @@ from sunk.manifests.nodeset_pod import template_hash
 from sunk.stackfile import load_stack
 from tests.support.fakes.operator import FakeKube, FakeSlurm, slurm_node
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-CLUSTER = load_stack("acme-dev").spec
+CLUSTER = load_stack("acme-dev", FIXTURE_STACKS).spec
 KEYS = {cm["metadata"]["name"]: frozenset(cm["data"]) for cm in config_maps(CLUSTER)}
 NS = "acme-research"
 SPEC = resource_spec(CLUSTER, "cpu", replicas=2)

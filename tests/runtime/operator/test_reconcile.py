@@ -17,8 +17,9 @@ from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.stackfile import load_stack
 from tests.support.fakes.operator import FakeKube, FakeSlurm
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
+from tests.support.stacks import FIXTURE_STACKS
 
-CLUSTER = load_stack("acme-dev").spec
+CLUSTER = load_stack("acme-dev", FIXTURE_STACKS).spec
 NS = "acme-research"
 
 

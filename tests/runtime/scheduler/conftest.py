@@ -33,6 +33,7 @@ from sunk.stackfile import load_stack
 from tests.support.kubesim import KubeSim
 from tests.support.nodeset_objects import resource_spec
 from tests.support.rawclient import as_body, raw
+from tests.support.stacks import FIXTURE_STACKS
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
@@ -189,7 +190,7 @@ def slurm() -> Iterator[LocalSlurm]:
     # Accounting enforces associations: placeholder jobs run as the runtime's user (its association
     # comes with every cluster); `games` gets one to submit jobs of its own (not `nobody`: Slurm
     # 26.05 resolves no user of that name).
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     spec = spec.model_copy(update={"accounts": [AccountSpec(name="people", users=["games"])]})
     with LocalSlurm.start(spec) as cluster:
         yield cluster

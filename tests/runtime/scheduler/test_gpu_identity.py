@@ -11,6 +11,7 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 
 from sunk import keys
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 from .conftest import Cluster, StartScheduler
 from .test_real_slurm import FILL, job_detail
@@ -23,7 +24,7 @@ GPUS = 4
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
     """acme-dev with one shared gpu node of four GPUs (gres.conf File=/dev/nvidia[0-3])."""
-    spec = load_stack("acme-dev").spec
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     gpu = spec.nodeset("gpu")
     four = gpu.model_copy(update={"gpus": gpu.gpus.model_copy(update={"count": GPUS})})  # type: ignore[union-attr]
     spec = spec.model_copy(update={"nodesets": [four if n.name == "gpu" else n for n in spec.nodesets]})

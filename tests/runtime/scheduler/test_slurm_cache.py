@@ -18,6 +18,7 @@ from sunk.manifests.auth import auth_refs
 from sunk.manifests.runtime import deployment
 from sunk.spec import load_spec
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 API = "/slurm/v0.0.42"
 SETTINGS = {
@@ -304,7 +305,7 @@ def test_the_deployment_allows_immediate_allocations_unless_inactive_limit_is_se
     extra: list[str], immediate: bool
 ) -> None:
     """An allocation has no srun for slurmctld to ping: with an InactiveLimit it would be ended."""
-    data = load_stack("acme-dev").spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data = load_stack("acme-dev", FIXTURE_STACKS).spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     data.setdefault("controller", {})["extraSlurmConf"] = extra
     spec = load_spec(data)
     env = deployment(spec, auth_refs(spec), "scheduler")["spec"]["template"]["spec"]["containers"][0]["env"]

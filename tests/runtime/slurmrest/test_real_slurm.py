@@ -19,6 +19,7 @@ from sunk.runtime.slurmrest import (
 )
 
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
     nodes = [SimNode("cpu-0", "cpu"), SimNode("cpu-1", "cpu")]
-    with LocalSlurm.start(load_stack("acme-dev").spec, nodes=nodes) as cluster:
+    with LocalSlurm.start(load_stack("acme-dev", FIXTURE_STACKS).spec, nodes=nodes) as cluster:
         yield cluster
 
 

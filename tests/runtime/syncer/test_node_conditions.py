@@ -21,6 +21,7 @@ from sunk.manifests.runtime import deployment
 from sunk.spec import load_spec
 from sunk.stackfile import load_stack
 from tests.support.fakes.syncer import node_object, pod_object
+from tests.support.stacks import FIXTURE_STACKS
 
 NS = "tenant"
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -107,12 +108,12 @@ def test_settings_read_a_comma_list() -> None:
 
 
 def test_the_syncer_deployment_carries_the_stack_list() -> None:
-    data = load_stack("acme-dev").spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data = load_stack("acme-dev", FIXTURE_STACKS).spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     data["healthCheck"] = {"enabled": False, "nodeConditions": ["KernelDeadlock", "example.com/GPUXid"]}
     spec = load_spec(data)
     env = deployment(spec, auth_refs(spec), "syncer")["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "SUNK_DRAIN_CONDITIONS", "value": "KernelDeadlock,example.com/GPUXid"} in env
-    plain = load_stack("acme-dev").spec
+    plain = load_stack("acme-dev", FIXTURE_STACKS).spec
     env = deployment(plain, auth_refs(plain), "syncer")["spec"]["template"]["spec"]["containers"][0]["env"]
     assert "SUNK_DRAIN_CONDITIONS" not in {e["name"] for e in env}
 
@@ -126,7 +127,7 @@ def test_the_syncer_deployment_carries_the_stack_list() -> None:
     ],
 )
 def test_bad_condition_types_name_the_field(value: list[str], message: str) -> None:
-    data = load_stack("acme-dev").spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    data = load_stack("acme-dev", FIXTURE_STACKS).spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     data["healthCheck"] = {"nodeConditions": value}
     with pytest.raises(Exception, match=message):
         load_spec(data)

@@ -36,6 +36,7 @@ from sunk import keys
 from sunk.stackfile import load_stack
 from tests.support.fakes.syncer import node_object, pod_object
 from tests.support.rawclient import as_body, raw
+from tests.support.stacks import FIXTURE_STACKS
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -56,7 +57,7 @@ def kube_node(slurm_node: str) -> str:
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
-    with LocalSlurm.start(load_stack("acme-dev").spec, nodes=NODES) as cluster:
+    with LocalSlurm.start(load_stack("acme-dev", FIXTURE_STACKS).spec, nodes=NODES) as cluster:
         yield cluster
 
 
