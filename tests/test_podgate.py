@@ -5,7 +5,6 @@ and the Pulumi program do."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -13,14 +12,10 @@ import pytest
 from sunk.podgate import gate_problems
 from sunk.spec import SpecError, load_spec
 from sunk.stackfile import list_stacks, load_stack, parse_config
+from tests.support.specs import spec_document
 from tests.support.stacks import FIXTURE_STACKS
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 8192}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
+BASE = spec_document(**{"nodesets.cpu.memoryMib": 8192})
 LDAP = {
     "uris": ["ldaps://ldap.acme.example:636"],
     "baseDn": "dc=acme,dc=example",
@@ -36,9 +31,7 @@ def _problems(cluster: dict[str, Any], operator: Any = False) -> list[str]:
 
 
 def _with(**sections: Any) -> dict[str, Any]:
-    data = copy.deepcopy(BASE)
-    data.update(sections)
-    return data
+    return spec_document(BASE, **sections)
 
 
 @pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))

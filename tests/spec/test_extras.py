@@ -3,7 +3,6 @@ accepted, how it renders, and every refusal naming its field and what would be v
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -12,24 +11,18 @@ from sunk.manifests.config import config_maps, nodeset_files, nodeset_hash, role
 from sunk.manifests.nodeset_pod import slurmd_command
 from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.render import node_conf, render_slurm_files
-from sunk.spec import SpecError, load_spec
+from sunk.spec import SpecError
 from sunk.spec.cluster import ClusterSpec
+from tests.support.specs import build_spec, spec_document
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 8, "memoryMib": 16384}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
+BASE = spec_document(**{"nodesets.cpu.cpus": 8, "nodesets.cpu.memoryMib": 16384})
 SCRIPT = "#!/bin/sh\ntrue\n"
 
 
 def spec(**changes: Any) -> ClusterSpec:
-    data = copy.deepcopy(BASE)
+    """BASE with top-level sections replaced; `nodeset={...}` changes fields of NodeSet cpu."""
     nodeset = changes.pop("nodeset", {})
-    data["nodesets"][0].update(nodeset)
-    data.update(changes)
-    return load_spec(data)
+    return build_spec(BASE, {f"nodesets.cpu.{field}": value for field, value in nodeset.items()}, **changes)
 
 
 def problems(**changes: Any) -> list[str]:

@@ -5,7 +5,6 @@ the safe ones (TLS verified with demand, StartTLS for ldap://)."""
 from __future__ import annotations
 
 import configparser
-import copy
 from typing import Any
 
 import pytest
@@ -15,13 +14,8 @@ from sunk.manifests.sssd import SssdTextError, render_sssd_conf
 from sunk.render.slurm_conf import render_slurm_conf
 from sunk.spec import SpecError, load_spec
 from sunk.spec.identity import LdapSpec
+from tests.support.specs import MINIMAL, spec_document
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
 LDAP: dict[str, Any] = {
     "uris": ["ldaps://ldap.acme.example:636"],
     "baseDn": "dc=acme,dc=example",
@@ -47,9 +41,7 @@ INJECTION_IDS += ["bom"]
 
 
 def problems(ldap: dict[str, Any] | None = None, login: dict[str, Any] | None = None) -> list[str]:
-    data = copy.deepcopy(BASE)
-    if ldap is not None:
-        data["auth"] = {"ldap": ldap}
+    data = spec_document(**({"auth": {"ldap": ldap}} if ldap is not None else {}))
     if login is not None:
         data["login"] = login
     with pytest.raises(SpecError) as info:
@@ -58,7 +50,7 @@ def problems(ldap: dict[str, Any] | None = None, login: dict[str, Any] | None = 
 
 
 def ldap_spec(**changes: Any) -> LdapSpec:
-    spec = load_spec({**BASE, "auth": {"ldap": {**LDAP, **changes}}})
+    spec = load_spec({**MINIMAL, "auth": {"ldap": {**LDAP, **changes}}})
     assert spec.auth.ldap is not None
     return spec.auth.ldap
 
@@ -117,7 +109,7 @@ def test_no_login_value_can_add_a_line_to_sshd_config(payload: str) -> None:
 
 def test_partition_allow_groups() -> None:
     partition = {"name": "gpu", "nodesets": ["cpu"], "allowGroups": ["hpc", "gpu-users"]}
-    spec = load_spec({**BASE, "partitions": [*BASE["partitions"], partition]})
+    spec = load_spec({**MINIMAL, "partitions": [*MINIMAL["partitions"], partition]})
     line = next(x for x in render_slurm_conf(spec).splitlines() if x.startswith("PartitionName=gpu "))
     assert " AllowGroups=hpc,gpu-users " in f"{line} "
     for bad, path, valid in (
@@ -126,11 +118,11 @@ def test_partition_allow_groups() -> None:
         (["hpc", "hpc"], "partitions[1].allowGroups[1]", "listed twice"),
     ):
         with pytest.raises(SpecError) as info:
-            load_spec({**BASE, "partitions": [*BASE["partitions"], {**partition, "allowGroups": bad}]})
+            load_spec({**MINIMAL, "partitions": [*MINIMAL["partitions"], {**partition, "allowGroups": bad}]})
         assert [p.partition(": ")[0] for p in info.value.problems] == [path], info.value.problems
         assert valid in info.value.problems[0]
     with pytest.raises(SpecError) as info:
-        load_spec({**BASE, "partitions": [*BASE["partitions"], {**partition, "extra": ["AllowGroups=x"]}]})
+        load_spec({**MINIMAL, "partitions": [*MINIMAL["partitions"], {**partition, "extra": ["AllowGroups=x"]}]})
     assert "set it through its own field (allowGroups)" in info.value.problems[0]
 
 
@@ -261,7 +253,7 @@ def test_login_allow_groups() -> None:
 def test_nodesets_leave_room_for_the_sssd_sidecar() -> None:
     """A NodeSet sized to the last millicore its Nodes give fits without LDAP and not with it."""
     cpu = {"name": "cpu", "cpus": 4, "memoryMib": 4096, "nodeAllocatable": {"cpu": "4010m", "memory": "64Gi"}}
-    data = {**BASE, "nodesets": [cpu]}
+    data = {**MINIMAL, "nodesets": [cpu]}
     assert load_spec(data).nodesets[0].cpus == 4  # 4 CPUs and munge's 10m
     with pytest.raises(SpecError) as info:
         load_spec({**data, "auth": {"ldap": LDAP}})

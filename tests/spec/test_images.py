@@ -3,7 +3,6 @@ image the stack sets stays as given."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +11,13 @@ from sunk.render.files import PYXIS_SO
 from sunk.spec import ClusterSpec, load_spec
 from sunk.spec.scheduling import PyxisSpec
 from sunk.spec.services import ROLE_OF, Images
+from tests.support.specs import MINIMAL, build_spec
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
 MIRROR = "registry.example.com:5000/hpc"
 
 
 def spec(**changes: Any) -> ClusterSpec:
-    data = copy.deepcopy(BASE)
-    data.update(changes)
-    return load_spec(data)
+    return build_spec(**changes)
 
 
 def test_images_has_one_field_per_role_we_build() -> None:
@@ -73,13 +65,13 @@ def test_each_slurm_release_has_its_own_image_family_and_the_stacks_images_stay(
 
 def test_a_nodeset_image_wins_over_images_slurmd() -> None:
     own = {"repository": "ghcr.io/acme/slurmd", "tag": "cuda"}
-    s = spec(images={"registry": MIRROR}, nodesets=[{**BASE["nodesets"][0], "image": own}])
+    s = spec(images={"registry": MIRROR}, nodesets=[{**MINIMAL["nodesets"][0], "image": own}])
     assert s.slurmd_image(s.nodesets[0]).ref == "ghcr.io/acme/slurmd:cuda"
 
 
 def test_a_nodeset_gets_the_slurmd_image_of_its_architecture() -> None:
     arm = {"name": "gb200", "cpus": 144, "memoryMib": 880_000, "architecture": "arm64"}
-    nodesets = [BASE["nodesets"][0], arm]
+    nodesets = [MINIMAL["nodesets"][0], arm]
     partitions = [{"name": "batch", "nodesets": ["cpu", "gb200"]}]
     s = spec(nodesets=nodesets, partitions=partitions)
     assert s.slurmd_image(s.nodesets[0]).ref == "ghcr.io/sunk-dev/slurmd:26.05.5"
@@ -95,14 +87,14 @@ def test_a_nodeset_gets_the_slurmd_image_of_its_architecture() -> None:
 
 def test_the_architecture_selector_joins_the_stacks_own() -> None:
     selector = {"node.kubernetes.io/instance-type": "GB200x4", "kubernetes.io/arch": "arm64"}
-    ns = spec(nodesets=[{**BASE["nodesets"][0], "architecture": "arm64", "nodeSelector": selector}]).nodesets[0]
+    ns = spec(nodesets=[{**MINIMAL["nodesets"][0], "architecture": "arm64", "nodeSelector": selector}]).nodesets[0]
     assert ns.pod_node_selector == {"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "GB200x4"}
 
 
 def test_pyxis_picks_the_pyxis_variant_of_every_default_slurmd_and_login_image() -> None:
     arm = {"name": "gb200", "cpus": 144, "memoryMib": 880_000, "architecture": "arm64"}
     own = {"name": "own", "cpus": 4, "memoryMib": 4096, "image": {"repository": "ghcr.io/acme/slurmd", "tag": "p"}}
-    nodesets = [BASE["nodesets"][0], arm, own]
+    nodesets = [MINIMAL["nodesets"][0], arm, own]
     partitions = [{"name": "batch", "nodesets": ["cpu", "gb200", "own"]}]
     s = spec(nodesets=nodesets, partitions=partitions, pyxis={"enabled": True})
     assert [s.slurmd_image(n).ref for n in s.nodesets] == [

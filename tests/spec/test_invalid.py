@@ -5,9 +5,6 @@ path (exact) and a fragment of the message that tells the user what would be val
 
 from __future__ import annotations
 
-import copy
-import itertools
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,14 +13,9 @@ import yaml
 
 from sunk.spec import SpecError, load_spec
 from sunk.stackfile import CLUSTER_KEY, stack_path
+from tests.support.specs import DELETE, MINIMAL, spec_document
 from tests.support.stacks import FIXTURE_STACKS
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
 GB200 = {
     "name": "gb200",
     "instanceType": "GB200x4",
@@ -36,31 +28,12 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq5v9mZ2wG2i3d0cFh3pQkU4sXJm0vYQn8x1
 LDAP = {"uris": ["ldaps://ldap.acme.example:636"], "baseDn": "dc=acme,dc=example"}
 SECRET = {"name": "db", "key": "password"}
 LUA = "function slurm_job_submit(j, p, u)\n  return slurm.SUCCESS\nend\n"
-DELETE = object()
-_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 def patched(changes: dict[str, Any]) -> dict[str, Any]:
-    """BASE with `changes` applied: keys are paths like `nodesets[0].cpus`; an index one past the
-    end appends; DELETE removes the key."""
-    data = copy.deepcopy(BASE)
-    for path, value in changes.items():
-        steps: list[str | int] = [int(i) if i else k for k, i in _STEP.findall(path)]
-        node: Any = data
-        for step, nxt in itertools.pairwise(steps):
-            if isinstance(step, int) and step == len(node):
-                node.append({})
-            elif isinstance(step, str) and step not in node:
-                node[step] = [] if isinstance(nxt, int) else {}
-            node = node[step]
-        last = steps[-1]
-        if value is DELETE:
-            del node[last]
-        elif isinstance(last, int) and last == len(node):
-            node.append(copy.deepcopy(value))
-        else:
-            node[last] = copy.deepcopy(value)
-    return data
+    """MINIMAL with `changes` applied: keys are paths like `nodesets[0].cpus`; an index one past
+    the end appends; DELETE removes the key."""
+    return spec_document("minimal", changes)
 
 
 @dataclass(frozen=True)
@@ -322,7 +295,7 @@ def _problems(data: dict[str, Any]) -> list[str]:
 
 
 def test_base_is_valid() -> None:
-    assert load_spec(BASE).nodesets[0].name == "cpu"
+    assert load_spec(MINIMAL).nodesets[0].name == "cpu"
 
 
 def test_cases_are_distinct_and_many() -> None:
@@ -398,7 +371,7 @@ def test_patched_helper_appends_sets_and_deletes() -> None:
     assert [n["name"] for n in data["nodesets"]] == ["cpu", "b"]
     assert data["partitions"][0]["nodesets"] == ["cpu", "b"]
     assert "tenant" not in data and data["x"] == {"y": 1}
-    assert BASE["nodesets"] == [{"name": "cpu", "cpus": 4, "memoryMib": 4096}]
+    assert MINIMAL["nodesets"] == [{"name": "cpu", "cpus": 4, "memoryMib": 4096}]
 
 
 def test_globex_prod_keeps_its_cpu_nodes_out_of_the_gpu_partition() -> None:

@@ -9,13 +9,9 @@ from typing import Any
 import pytest
 
 from sunk.spec import SpecError, load_spec
+from tests.support.specs import spec_document
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 8192}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
+BASE = spec_document(**{"nodesets.cpu.memoryMib": 8192})
 VOL = {"name": "scratch", "mountPath": "/scratch"}
 
 CASES: dict[str, tuple[str, Any, str, str]] = {

@@ -11,22 +11,21 @@ import pytest
 from sunk.render import render_slurm_files
 from sunk.spec import SpecError, load_spec
 from sunk.spec.cluster import ClusterSpec
+from tests.support.specs import build_spec, spec_document
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [
+BASE = spec_document(
+    nodesets=[
         {"name": "cpu", "cpus": 8, "memoryMib": 16384, "maxNodes": 16, "power": {"minNodes": 2, "suspendTime": 300}},
         {"name": "fixed", "replicas": 2, "cpus": 4, "memoryMib": 8192},
     ],
-    "partitions": [{"name": "batch", "nodesets": ["cpu", "fixed"], "default": True}],
-}
+    **{"partitions.0.nodesets": ["cpu", "fixed"]},
+)
+"""MINIMAL with a power-saving NodeSet `cpu` and a fixed one, both in partition batch."""
 
 
 def spec(**nodeset: Any) -> ClusterSpec:
-    data = copy.deepcopy(BASE)
-    data["nodesets"][0].update(nodeset)
-    return load_spec(data)
+    """BASE with fields of NodeSet cpu changed."""
+    return build_spec(BASE, {f"nodesets.cpu.{field}": value for field, value in nodeset.items()})
 
 
 def problems(data: dict[str, Any]) -> list[str]:

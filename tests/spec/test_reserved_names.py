@@ -3,26 +3,17 @@ refused at load with the field and what is reserved, before any resource or file
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
 from sunk.spec import SpecError
 from sunk.spec.errors import load_spec
-
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
+from tests.support.specs import spec_document
 
 
 def _with(change: dict[str, Any]) -> dict[str, Any]:
-    spec = copy.deepcopy(BASE)
-    spec.update(change)
-    return spec
+    return spec_document("minimal", change)
 
 
 def _problems(spec: dict[str, Any]) -> list[str]:

@@ -4,7 +4,6 @@ verbatim lines are refused at load by the same functions."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -22,26 +21,20 @@ from sunk.spec.slurmtext import (
     read_keys,
     secret_keys,
 )
+from tests.support.specs import build_spec, spec_document
 
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "gpu", "cpus": 8, "memoryMib": 8192, "gpus": {"type": "h100", "count": 2}}],
-    "partitions": [{"name": "batch", "nodesets": ["gpu"], "default": True}],
-}
+BASE = spec_document(
+    nodesets=[{"name": "gpu", "cpus": 8, "memoryMib": 8192, "gpus": {"type": "h100", "count": 2}}],
+    **{"partitions.0.nodesets": ["gpu"]},
+)
+"""MINIMAL with one GPU NodeSet instead of the CPU one."""
 GOLDEN = Path(__file__).parents[1] / "golden" / "slurm"
 
 
 def _problems(**sections: Any) -> list[str]:
-    data = copy.deepcopy(BASE)
-    for dotted, value in sections.items():
-        *parents, last = dotted.split("__")
-        node = data
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+    """Problems of BASE with `sections` set; `a__b=v` sets b under a (a keyword can't hold a dot)."""
     with pytest.raises(SpecError) as info:
-        load_spec(data)
+        build_spec(BASE, {path.replace("__", "."): value for path, value in sections.items()})
     return info.value.problems
 
 

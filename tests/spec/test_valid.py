@@ -11,22 +11,15 @@ from sunk.spec import INSTANCE_TYPES, ClusterSpec, SpecError, load_spec
 from sunk.spec.base import slurm_seconds
 from sunk.spec.capacity import kube_reserved_cpu_m, kube_reserved_memory_mib
 from sunk.stackfile import list_stacks, load_stack
+from tests.support.specs import MINIMAL, build_spec
 from tests.support.stacks import FIXTURE_STACKS
-
-BASE: dict[str, Any] = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 4, "memoryMib": 4096}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
-}
 
 
 def spec(**changes: Any) -> ClusterSpec:
-    data = copy.deepcopy(BASE)
-    data.update(changes)
+    """MINIMAL with top-level sections replaced."""
     if (changes.get("topology") or {}).get("plugin") == "block":
-        data.setdefault("slurm", {"version": "24.11"})  # the release block topology runs on
-    return load_spec(data)
+        changes.setdefault("slurm", {"version": "24.11"})  # the release block topology runs on
+    return build_spec(**changes)
 
 
 def test_defaults() -> None:
@@ -46,40 +39,40 @@ def test_existing_secret_alone_means_no_generation() -> None:
 
 @pytest.mark.parametrize("value", [1, 12, "1%", "10%", "100%"])
 def test_max_unavailable_accepts_counts_and_percentages(value: int | str) -> None:
-    ns = {**BASE["nodesets"][0], "updateStrategy": {"maxUnavailable": value}}
+    ns = {**MINIMAL["nodesets"][0], "updateStrategy": {"maxUnavailable": value}}
     assert spec(nodesets=[ns]).nodesets[0].update_strategy.max_unavailable == value
 
 
 def test_all_matching_nodes_bounds_max_node_count() -> None:
-    ns = {**BASE["nodesets"][0], "mode": "all-matching-nodes", "maxNodes": 40}
+    ns = {**MINIMAL["nodesets"][0], "mode": "all-matching-nodes", "maxNodes": 40}
     s = spec(nodesets=[ns])
     assert s.nodesets[0].desired_replicas is None and s.nodesets[0].node_bound == 40
 
 
 def test_default_time_may_equal_max_time() -> None:
-    part = {**BASE["partitions"][0], "maxTime": "1-00:00:00", "defaultTime": "24:00:00"}
+    part = {**MINIMAL["partitions"][0], "maxTime": "1-00:00:00", "defaultTime": "24:00:00"}
     assert spec(partitions=[part]).partitions[0].default_time == "24:00:00"
 
 
 def test_normal_qos_always_exists() -> None:
-    part = {**BASE["partitions"][0], "allowQos": ["normal"]}
+    part = {**MINIMAL["partitions"][0], "allowQos": ["normal"]}
     assert spec(partitions=[part]).partitions[0].allow_qos == ["normal"]
 
 
 def test_zero_replicas_is_a_valid_scaled_down_nodeset() -> None:
-    ns = {**BASE["nodesets"][0], "replicas": 0}
+    ns = {**MINIMAL["nodesets"][0], "replicas": 0}
     assert spec(nodesets=[ns]).nodesets[0].desired_replicas == 0
 
 
 def test_replicas_mode_bound_is_max_nodes_so_scaling_keeps_slurm_conf() -> None:
-    two, five = ({**BASE["nodesets"][0], "replicas": n} for n in (2, 5))
+    two, five = ({**MINIMAL["nodesets"][0], "replicas": n} for n in (2, 5))
     assert spec(nodesets=[two]).nodesets[0].node_bound == spec(nodesets=[five]).nodesets[0].node_bound == 256
 
 
 def test_pod_name_limit_is_exact() -> None:
     # The last pod, <20 chars>-<40 chars>-9, is exactly 63 characters: allowed (64 is refused in test_invalid).
     name = "n" * 40
-    ns = {**BASE["nodesets"][0], "name": name, "replicas": 10, "maxNodes": 10}
+    ns = {**MINIMAL["nodesets"][0], "name": name, "replicas": 10, "maxNodes": 10}
     s = spec(name="c" * 20, nodesets=[ns], partitions=[{"name": "p", "nodesets": [name]}])
     assert len(f"{s.name}-{name}-9") == 63
 
@@ -112,7 +105,7 @@ def test_every_stack_loads() -> None:
 
 
 def test_def_mem_per_cpu_defaults_to_the_smallest_share_of_the_partitions_nodesets() -> None:
-    nodesets = [BASE["nodesets"][0], {"name": "big", "cpus": 8, "memoryMib": 65536}]
+    nodesets = [MINIMAL["nodesets"][0], {"name": "big", "cpus": 8, "memoryMib": 65536}]
     s = spec(nodesets=nodesets, partitions=[{"name": "all", "nodesets": ["cpu", "big"]}])
     assert s.partitions[0].def_mem_per_cpu is None and s.def_mem_per_cpu(s.partitions[0]) == 1024
     # Up to the roomiest nodeset's share is allowed: whole-node jobs without --mem fit there.
@@ -137,12 +130,12 @@ GB200 = {"name": "gb200", "mode": "all-matching-nodes", "cpus": 144, "memoryMib"
 )
 def test_block_topology_accepts_nodesets_that_can_run_jobs(partitions: list[dict[str, Any]]) -> None:
     replicas = 4 if len(partitions) == 2 else 18
-    s = spec(nodesets=[{**BASE["nodesets"][0], "replicas": replicas}, GB200], partitions=partitions, topology=BLOCK)
+    s = spec(nodesets=[{**MINIMAL["nodesets"][0], "replicas": replicas}, GB200], partitions=partitions, topology=BLOCK)
     assert s.topology.base_block_size == 18
 
 
 def test_block_topology_without_sizes_or_with_only_small_nodesets_has_no_nodeset_rule() -> None:
-    small = [{**BASE["nodesets"][0], "replicas": 2}, {"name": "cpu2", "cpus": 4, "memoryMib": 4096, "replicas": 3}]
+    small = [{**MINIMAL["nodesets"][0], "replicas": 2}, {"name": "cpu2", "cpus": 4, "memoryMib": 4096, "replicas": 3}]
     both = [{"name": "all", "nodesets": ["cpu", "cpu2"]}]
     assert spec(nodesets=small, partitions=both, topology={**BLOCK, "blockSizes": [18]}).topology.plugin == "block"
     mixed = [small[0], GB200]
@@ -204,6 +197,6 @@ def test_all_matching_nodesets_that_differ_on_a_selector_key_may_coexist() -> No
         {"name": "c", "mode": "all-matching-nodes", "cpus": 4, "memoryMib": 4096, "architecture": "arm64",
          "nodeSelector": {"pool": "x"}},
     ]  # fmt: skip
-    spec = copy.deepcopy(BASE)
+    spec = copy.deepcopy(MINIMAL)
     spec.update({"nodesets": nodesets, "partitions": [{"name": "p", "nodesets": ["a", "b", "c"], "default": True}]})
     assert [n.name for n in load_spec(spec, "test").nodesets] == ["a", "b", "c"]
