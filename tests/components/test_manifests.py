@@ -36,6 +36,7 @@ from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.render import finalize_slurmdbd_conf, render_slurm_files
 from sunk.spec.base import quantity_value
 from sunk.spec.cluster import ClusterSpec
+from tests.support.waiting import wait_for
 
 from .conftest import LIBRARY, ROOT, STACKS
 
@@ -181,15 +182,6 @@ def bin_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_reconfigure_watcher_reconfigures_only_what_it_may(tmp_path: Path, bin_dir: Path) -> None:
     etc = tmp_path / "etc"
     (etc / "jwt").mkdir(parents=True)
@@ -200,10 +192,10 @@ def test_reconfigure_watcher_reconfigures_only_what_it_may(tmp_path: Path, bin_d
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     proc = subprocess.Popen(["/bin/sh", "-c", script], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        assert _wait_for(lambda: (tmp_path / "alive").exists())
+        wait_for("the watcher's heartbeat", lambda: (tmp_path / "alive").exists(), timeout=10)
         (etc / "jwt" / "jwt_hs256.key").write_text("k2")  # keys are not configuration
         (etc / "slurm.conf").write_text("ClusterName=c\nMaxNodeCount=4\nPartitionName=p MaxTime=20\n")
-        assert _wait_for(lambda: log.exists() and log.read_text() == "scontrol reconfigure\n")
+        wait_for("one reconfigure", lambda: log.exists() and log.read_text() == "scontrol reconfigure\n", timeout=10)
         (etc / "slurm.conf").write_text("ClusterName=c\nMaxNodeCount=9\nPartitionName=p MaxTime=30\n")
         time.sleep(0.6)
         assert log.read_text() == "scontrol reconfigure\n", "a restart-class change must not reconfigure"

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from sunk import keys
+from tests.support.waiting import wait_for
 
-from .test_real_slurm import World, slurm, wait_for, world  # noqa: F401  (fixtures)
+from .test_real_slurm import World, slurm, world  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,6 +32,7 @@ from sunk.spec.cluster import ClusterSpec
 from tests.support.kubesim import KubeSim
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 from tests.support.rawclient import as_body, raw
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -53,14 +54,6 @@ NS = SPEC.ns
 NODESET = "ops-cpu"
 LABELS = {"example.com/spine": "s1"}
 FINALIZER = "test.sunk.dev/kubelet"
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 60, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="module")

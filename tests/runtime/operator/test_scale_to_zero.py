@@ -32,8 +32,9 @@ from sunk.spec.cluster import ClusterSpec
 from tests.support.kubesim import KubeSim
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
 from tests.support.rawclient import as_body
+from tests.support.waiting import wait_for
 
-from .test_real_slurm import LABELS, Kubelet, wait_for
+from .test_real_slurm import LABELS, Kubelet
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 

@@ -19,8 +19,8 @@ from sunk.nodeset_resource import GROUP, PLURAL, VERSION
 from tests.support.fakes.operator import FakeSlurm
 from tests.support.kubesim import KubeSim
 from tests.support.rawclient import raw
+from tests.support.waiting import wait_for
 
-from ..scheduler.conftest import wait_for
 from .test_kmock import NS, seed
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -34,17 +33,7 @@ from tests.support.kubesim import KubeSim
 from tests.support.nodeset_objects import resource_spec
 from tests.support.rawclient import as_body, raw
 from tests.support.stacks import FIXTURE_STACKS
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+from tests.support.waiting import wait_for
 
 
 def kube_node(spec: ClusterSpec, nodeset: str, name: str) -> dict[str, Any]:
@@ -126,7 +115,7 @@ class Cluster:
             pod = self.pod(name, ns)
             return pod if pod and pod["spec"].get("nodeName") else None
 
-        return wait_for(f"pod {ns}/{name} bound", bound, timeout)  # type: ignore[no-any-return]
+        return wait_for(f"pod {ns}/{name} bound", bound, timeout)
 
     @staticmethod
     def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
