@@ -19,6 +19,7 @@ import yaml
 from sunk.components.render import Rendered, write
 
 from sunk import roles
+from tests.support.tools import bootstrap_tool
 
 from .conftest import ROOT, STACKS
 
@@ -41,7 +42,7 @@ ROLE_GRANTS: dict[str, str] = {
 def _scan(rendered: dict[str, Rendered], out: Path) -> dict[str, Any]:
     for stack in STACKS:
         write(rendered[stack], out / stack)
-    assert CHECKOV.is_file(), f"{CHECKOV} is missing: run .ci/bootstrap (it installs checkov from .ci/checkov.lock)"
+    bootstrap_tool("checkov", at=CHECKOV, package=".ci/checkov.lock")
     done = subprocess.run(
         [str(CHECKOV), "-d", str(out), "--framework", "kubernetes", "-o", "json", "--compact"],
         capture_output=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from sunk.runtime.images import build, recipe
 from sunk.runtime.images.build import Builder, BuildError, Built
 
 from sunk.images import MUNGE_UID, ROLES, SLURM_UID, tag_for
+from tests.support.tools import bootstrap_tool
 
 SLURM_ROLES = ("slurmctld", "slurmdbd", "slurmrestd", "slurmd", "login")
 
@@ -190,8 +190,7 @@ def test_a_foreign_architecture_needs_a_qemu_binfmt_handler(monkeypatch: pytest.
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[str]:
     """A real OCI registry (Distribution, Debian's docker-registry) on a loopback port."""
-    binary = shutil.which("docker-registry")
-    assert binary, "docker-registry is installed by .ci/bootstrap"
+    binary = bootstrap_tool("docker-registry")
     (port,) = free_ports(1)
     config = tmp_path / "registry.yml"
     config.write_text(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +32,7 @@ from sunk.stackfile import list_stacks, load_stack
 from tests.support.fakes.exporter import FakeSlurm, job, node, partition
 from tests.support.fakes.syncer import FakeSlurm as FakeSyncerSlurm
 from tests.support.stacks import FIXTURE_STACKS
+from tests.support.tools import bootstrap_tool
 
 SPEC = load_stack("acme-prod", FIXTURE_STACKS).spec  # monitoring enabled there
 NS = SPEC.ns
@@ -40,9 +40,7 @@ NS = SPEC.ns
 
 def _promtool() -> str:
     beside = Path(sys.executable).with_name("promtool")  # where .ci/bootstrap puts it
-    found = str(beside) if beside.is_file() else shutil.which("promtool")
-    assert found, "promtool is missing: `make bootstrap` takes it from Debian's prometheus package"
-    return found
+    return bootstrap_tool("promtool", at=beside if beside.is_file() else None, package="Debian's prometheus")
 
 
 def _write_rules(tmp_path: Path) -> Path:

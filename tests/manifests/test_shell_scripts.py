@@ -4,7 +4,6 @@ slurmd pods included, and the rendered shell files (accounting-setup.sh, prolog/
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from sunk.render import render_slurm_files
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.nodeset_objects import resource_spec
 from tests.support.stacks import FIXTURE_STACKS
+from tests.support.tools import bootstrap_tool
 
 
 def _sh_c(node: Any) -> Iterator[str]:
@@ -53,8 +53,7 @@ def _scripts(stack: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("stack", list_stacks(FIXTURE_STACKS))
 def test_every_shipped_script_passes_shellcheck(stack: str) -> None:
-    shellcheck = shutil.which("shellcheck")
-    assert shellcheck, "shellcheck is missing: `make bootstrap` installs it"
+    shellcheck = bootstrap_tool("shellcheck")
     scripts = _scripts(stack)
     assert (
         any("accounting-setup" in name for name in scripts)

@@ -18,6 +18,7 @@ from sunk.runtime.harness import LocalSlurm
 
 from sunk.stackfile import load_stack
 from tests.support.stacks import FIXTURE_STACKS
+from tests.support.tools import bootstrap_tool
 
 pytestmark = pytest.mark.slurm
 
@@ -30,7 +31,7 @@ def _bundle(folder: Path, hostname: str) -> None:
     rootfs = folder / "rootfs"
     for sub in ("bin", "dev", "proc", "sys", "tmp", "etc"):
         (rootfs / sub).mkdir(parents=True)
-    shutil.copy(BUSYBOX, rootfs / "bin/busybox")
+    shutil.copy(bootstrap_tool("busybox", at=BUSYBOX, package="busybox-static"), rootfs / "bin/busybox")
     (rootfs / "bin/sh").symlink_to("busybox")
     (rootfs / "etc/os-release").write_text("NAME=sunk-test-bundle\n")
     config = {
