@@ -4,7 +4,7 @@ A composition root and nothing else: stack config -> validated spec -> component
 A bad spec stops here, before any resource is registered, with every problem and its field path."""
 
 import pulumi
-from sunk.components import SlurmCluster, SunkOperator
+from sunk.components import Operator, SlurmCluster
 
 from sunk.spec.errors import SpecError
 from sunk.stackfile import KEYS, allows_state_replacement, keys_from, parse_config
@@ -19,7 +19,7 @@ except SpecError as err:
 
 crd = None
 if operator_spec is not None:
-    operator = SunkOperator("sunk-operator", operator_spec)
+    operator = Operator("sunk-operator", operator_spec)
     crd = operator.crd
 
 cluster = SlurmCluster(

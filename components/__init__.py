@@ -2,7 +2,7 @@
 `pip install sunk[pulumi]`).
 
 Most programs need two names: `SlurmCluster` (one tenant's cluster, from a validated
-`sunk.spec.ClusterSpec`) and `SunkOperator` (once per Kubernetes cluster); `late` puts values the
+`sunk.spec.ClusterSpec`) and `Operator` (once per Kubernetes cluster); `late` puts values the
 program computes (Outputs) into a spec. The parts are exported for programs that compose their
 own cluster.
 
@@ -12,6 +12,7 @@ Pulumi's SDK up front; type checkers read the imports below."""
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,13 +21,15 @@ if TYPE_CHECKING:
     from .auth import Auth
     from .cluster import SlurmCluster
     from .config import SlurmConfig
-    from .controlplane import ControlPlane
+    from .controller import Controller
+    from .controller import Controller as ControlPlane  # noqa: F401  (deprecated name)
     from .keygen import KeyGenerator
     from .login import Login
     from .monitoring import Monitoring
     from .network import NetworkPolicies
     from .nodesets import NodeSets
-    from .operator import SunkOperator
+    from .operator import Operator
+    from .operator import Operator as SunkOperator  # noqa: F401  (deprecated name)
     from .restapi import RestApi
     from .runtime import Runtime
 
@@ -36,13 +39,13 @@ _WHERE = {
     "Auth": "auth",
     "SlurmCluster": "cluster",
     "SlurmConfig": "config",
-    "ControlPlane": "controlplane",
+    "Controller": "controller",
     "KeyGenerator": "keygen",
     "Login": "login",
     "Monitoring": "monitoring",
     "NetworkPolicies": "network",
     "NodeSets": "nodesets",
-    "SunkOperator": "operator",
+    "Operator": "operator",
     "RestApi": "restapi",
     "Runtime": "runtime",
 }
@@ -50,22 +53,35 @@ _WHERE = {
 __all__ = [
     "Accounting",
     "Auth",
-    "ControlPlane",
+    "Controller",
     "KeyGenerator",
     "Login",
     "Monitoring",
     "NetworkPolicies",
     "NodeSets",
+    "Operator",
     "RestApi",
     "Runtime",
     "SlurmCluster",
     "SlurmConfig",
-    "SunkOperator",
     "late",
 ]
 
 
+_RENAMED = {"ControlPlane": "Controller", "SunkOperator": "Operator"}
+"""Earlier names, kept for one release: each warns and gives the renamed class (which registers
+under its new type token, with an alias to the old one)."""
+
+
 def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(
+            f"sunk.components.{name} is deprecated: use {new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return __getattr__(new)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

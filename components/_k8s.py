@@ -113,7 +113,15 @@ class Component(pulumi.ComponentResource):
     """A sunk ComponentResource: the caller's depends_on reaches every child (Pulumi itself only
     applies it to the component); providers and transformations reach them through `parent`."""
 
-    def __init__(self, type_: str, name: str, opts: pulumi.ResourceOptions | None) -> None:
+    def __init__(
+        self, type_: str, name: str, opts: pulumi.ResourceOptions | None, *, formerly: Sequence[str] = ()
+    ) -> None:
+        """`formerly`: the type tokens this component was registered under in earlier releases.
+        Each becomes an alias, so a stack made then keeps the component and (through the aliases
+        children inherit) every resource under it instead of replacing them."""
+        if formerly:
+            renamed = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=old) for old in formerly])
+            opts = pulumi.ResourceOptions.merge(opts, renamed)
         super().__init__(type_, name, None, opts)
         self._caller_deps: list[pulumi.Resource] = _resources(opts.depends_on if opts is not None else None)
 

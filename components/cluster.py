@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -16,7 +18,7 @@ from ._k8s import Component, child, create, state_options, text, typed
 from .accounting import Accounting
 from .auth import Auth
 from .config import SlurmConfig
-from .controlplane import ControlPlane
+from .controller import Controller
 from .keygen import KeyGenerator
 from .login import Login
 from .monitoring import Monitoring
@@ -30,7 +32,7 @@ class SlurmCluster(Component):
     """Everything one tenant's Slurm cluster needs, from a validated ClusterSpec: namespace,
     config, auth, slurmctld, accounting, slurmrestd, login, NodeSets and the runtime.
 
-    The compute pods come from the cluster-wide operator (SunkOperator), installed once per
+    The compute pods come from the cluster-wide operator (Operator), installed once per
     Kubernetes cluster; pass its `crd` as `nodeset_crd` when both live in one program.
 
     Values the program computes go into the spec through `sunk.components.late` (a Namespace's
@@ -51,7 +53,8 @@ class SlurmCluster(Component):
     auth: Auth
     keygen: KeyGenerator | None
     """The in-cluster key generator; None when the keys are Pulumi's (`keys_in_cluster` off)."""
-    control_plane: ControlPlane
+    controller: Controller
+    """slurmctld."""
     accounting: Accounting | None
     restapi: RestApi | None
     login: Login | None
@@ -111,13 +114,19 @@ class SlurmCluster(Component):
         keyed: list[pulumi.Resource] = [auth, *([self.keygen] if self.keygen is not None else [])]
         ready = [self.config, *keyed, *claims]
         refs = auth.refs
-        self.control_plane = ControlPlane(
-            f"{name}-controlplane",
+        self.controller = Controller(
+            f"{name}-controller",
             spec,
             namespace=ns,
             refs=refs,
             allow_state_replacement=allow_state_replacement,
-            opts=child(self, depends_on=ready),
+            # Its name and type were `<name>-controlplane` and ControlPlane: one alias naming both
+            # keeps it, and through it every child (their names start with its name), in place.
+            opts=child(
+                self,
+                depends_on=ready,
+                aliases=[pulumi.Alias(name=f"{name}-controlplane", type_="sunk:index:ControlPlane")],
+            ),
         )
         self.accounting = None
         if spec.accounting.enabled:
@@ -174,7 +183,7 @@ class SlurmCluster(Component):
                 f"{name}-monitoring", spec, namespace=ns, refs=refs, opts=child(self, depends_on=keyed)
             )
         self.namespace = text(ns) if isinstance(ns, str) else pulumi.Output.from_input(ns)
-        self.controller_host = self.control_plane.host
+        self.controller_host = self.controller.host
         self.register_outputs(
             {
                 "namespace": self.namespace,
@@ -183,3 +192,11 @@ class SlurmCluster(Component):
                 "controller_host": self.controller_host,
             }
         )
+
+    @property
+    def control_plane(self) -> Controller:
+        """Deprecated: `controller` (slurmctld), the spec's name for it."""
+        warnings.warn(
+            "SlurmCluster.control_plane is deprecated: use SlurmCluster.controller", DeprecationWarning, stacklevel=2
+        )
+        return self.controller

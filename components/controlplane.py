@@ -1,58 +1,20 @@
-"""ControlPlane: slurmctld."""
+"""Deprecated module, kept for one release: slurmctld's component is `Controller`, in
+sunk.components.controller (import it from sunk.api)."""
 
 from __future__ import annotations
 
-import pulumi
-import pulumi_kubernetes as k8s
-
-from sunk import naming
-from sunk.manifests.auth import AuthRefs
-from sunk.manifests.controller import disruption_budget, headless_service, state_claim, statefulset
-from sunk.spec.cluster import ClusterSpec
-
-from ._k8s import Component, child, create, state_options, text, typed
+import warnings
+from typing import Any
 
 
-class ControlPlane(Component):
-    """slurmctld as a one-replica StatefulSet (its pod name `<cluster>-controller-0` is the
-    SlurmctldHost), the state PVC, the headless Service giving it DNS, and a PodDisruptionBudget.
-    A reconfigure watcher beside slurmctld applies ConfigMap changes with `scontrol reconfigure`."""
+def __getattr__(name: str) -> Any:
+    if name != "ControlPlane":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        "sunk.components.controlplane.ControlPlane is deprecated: use sunk.components.Controller",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from .controller import Controller
 
-    host: pulumi.Output[str]
-    """slurmctld's DNS name inside the Kubernetes cluster."""
-    statefulset: k8s.apps.v1.StatefulSet
-    service: k8s.core.v1.Service
-    """The headless Service giving slurmctld its DNS name."""
-    state_claim: k8s.core.v1.PersistentVolumeClaim
-    """StateSaveLocation: retained on destroy; protected unless `allow_state_replacement`."""
-
-    def __init__(
-        self,
-        name: str,
-        spec: ClusterSpec,
-        *,
-        namespace: pulumi.Input[str],
-        refs: AuthRefs,
-        allow_state_replacement: bool = False,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("sunk:index:ControlPlane", name, opts)
-        claim = create(
-            f"{name}-state",
-            state_claim(spec),
-            child(self, **state_options(allow_state_replacement)),
-            namespace=namespace,
-        )
-        self.state_claim = typed(k8s.core.v1.PersistentVolumeClaim, claim)
-        service = create(f"{name}-service", headless_service(spec), child(self), namespace=namespace)
-        self.service = typed(k8s.core.v1.Service, service)
-        create(f"{name}-pdb", disruption_budget(spec), child(self), namespace=namespace)
-        sts = create(
-            f"{name}-slurmctld",
-            statefulset(spec, refs),
-            child(self, depends_on=[claim, service]),
-            namespace=namespace,
-        )
-        self.statefulset = typed(k8s.apps.v1.StatefulSet, sts)
-        self.host = text(naming.controller_fqdn(spec))
-        self.register_outputs({"host": self.host})
+    return Controller

@@ -48,6 +48,25 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 
 
 @dataclass(frozen=True)
+class AliasSpec:
+    """One `pulumi.Alias` as the engine receives it: a full URN, or the parts that differ from the
+    resource's own (an empty part means the resource's own name, type or parent)."""
+
+    urn: str = ""
+    name: str = ""
+    type: str = ""
+    parent: str = ""
+    no_parent: bool = False
+
+
+def _alias(message: Any) -> AliasSpec:
+    if message.urn:
+        return AliasSpec(urn=message.urn)
+    spec = message.spec
+    return AliasSpec(name=spec.name, type=spec.type, parent=spec.parentUrn, no_parent=bool(spec.noParent))
+
+
+@dataclass(frozen=True)
 class Registration:
     """One RegisterResource call, as the engine would receive it."""
 
@@ -66,6 +85,8 @@ class Registration:
     """The engine refuses to delete or replace it."""
     retain_on_delete: bool = False
     """`pulumi destroy` forgets it and leaves it in the cluster."""
+    aliases: tuple[AliasSpec, ...] = ()
+    """The earlier identities it answers to (a renamed type or name), as the program gave them."""
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -209,6 +230,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 provider=request.provider,
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
+                aliases=tuple(_alias(a) for a in request.aliases),
             )
         )
         return response

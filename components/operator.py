@@ -1,4 +1,4 @@
-"""SunkOperator: the cluster-wide piece, installed once per Kubernetes cluster."""
+"""Operator: the cluster-wide piece, installed once per Kubernetes cluster."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sunk.manifests.operator import OperatorSpec, namespace, operator_manifests
 from ._k8s import Component, child, create, text, typed
 
 
-class SunkOperator(Component):
+class Operator(Component):
     """The NodeSet CRD (schema generated from the model the operator parses), the operator's
     namespace, ServiceAccount, ClusterRole (no cluster-admin), leader-election Role and
     Deployment. Tenants' SlurmCluster NodeSets wait for `crd` when both are in one program."""
@@ -28,7 +28,9 @@ class SunkOperator(Component):
         *,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("sunk:index:SunkOperator", name, opts)
+        # Named SunkOperator (a stutter under the `sunk` package) until renamed; the alias keeps the
+        # CRD and the operator of existing stacks in place.
+        super().__init__("sunk:index:Operator", name, opts, formerly=["sunk:index:SunkOperator"])
         op = spec or OperatorSpec()
         # Cluster-wide: every tenant's NodeSets (and so their slurmd pods) hang off the CRD. A
         # `pulumi destroy` of the stack that installed it forgets these objects and leaves them

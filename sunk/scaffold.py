@@ -21,7 +21,7 @@ PROGRAM = '''"""Pulumi program: one Slurm cluster per stack (stacks/Pulumi.<tena
 `sunk validate`, `sunk render STACK --out DIR` and `sunk stacks preview` work in this folder."""
 
 import pulumi
-from sunk.components import SlurmCluster, SunkOperator
+from sunk.components import Operator, SlurmCluster
 
 from sunk.spec.errors import SpecError
 from sunk.stackfile import KEYS, allows_state_replacement, parse_config
@@ -34,7 +34,7 @@ try:
 except SpecError as err:
     raise pulumi.RunError(str(err)) from None
 
-crd = SunkOperator("sunk-operator", operator_spec).crd if operator_spec is not None else None
+crd = Operator("sunk-operator", operator_spec).crd if operator_spec is not None else None
 cluster = SlurmCluster(spec.name, spec, nodeset_crd=crd, allow_state_replacement=allows_state_replacement(settings))
 
 pulumi.export("namespace", cluster.namespace)

@@ -41,7 +41,7 @@ class Stack:
     name: str
     spec: ClusterSpec
     operator: OperatorSpec | None
-    """The cluster-wide SunkOperator this stack also installs (once per Kubernetes cluster), or None."""
+    """The cluster-wide Operator this stack also installs (once per Kubernetes cluster), or None."""
     allow_state_replacement: bool = False
     """`sunk:allowStateReplacement`."""
 

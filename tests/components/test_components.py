@@ -15,10 +15,10 @@ from .conftest import LIBRARY, STACKS
 ALL = [*STACKS, LIBRARY]
 COMPONENT_TYPES = {
     "sunk:index:SlurmCluster",
-    "sunk:index:SunkOperator",
+    "sunk:index:Operator",
     "sunk:index:SlurmConfig",
     "sunk:index:Auth",
-    "sunk:index:ControlPlane",
+    "sunk:index:Controller",
     "sunk:index:Accounting",
     "sunk:index:KeyGenerator",
     "sunk:index:RestApi",
@@ -28,7 +28,7 @@ COMPONENT_TYPES = {
     "sunk:index:NetworkPolicies",
     "sunk:index:Monitoring",
 }
-TOP_LEVEL = {"sunk:index:SlurmCluster", "sunk:index:SunkOperator"}
+TOP_LEVEL = {"sunk:index:SlurmCluster", "sunk:index:Operator"}
 
 
 def _programs_own(r: Registration) -> bool:
@@ -285,7 +285,7 @@ def test_workloads_wait_for_config_and_keys(evaluations: dict[str, Evaluation], 
     parents = {by_type["sunk:index:SlurmConfig"].urn, by_type["sunk:index:Auth"].urn}
     needed = {r.urn for r in ev.kubernetes() if r.parent in parents}
     assert needed
-    for token in ("sunk:index:ControlPlane", "sunk:index:NodeSets"):
+    for token in ("sunk:index:Controller", "sunk:index:NodeSets"):
         assert needed <= set(by_type[token].dependencies), token
 
 

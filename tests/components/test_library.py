@@ -52,7 +52,7 @@ def test_outputs_reach_the_objects(evaluations: dict[str, Evaluation]) -> None:
     objects = [r for r in _descendants(ev, "sunk:index:SlurmCluster") if r.is_kubernetes_object]
     namespaced = [r for r in objects if "namespace" in r.inputs["metadata"]]
     assert namespaced and all(r.inputs["metadata"]["namespace"] == "initech-batch" for r in namespaced)
-    (state,) = [r for r in objects if r.name == "initech-hpc-controlplane-state"]
+    (state,) = [r for r in objects if r.name == "initech-hpc-controller-state"]
     assert state.inputs["spec"]["storageClassName"] == "fast-ssd"
     assert urns["fast-ssd"] in state.dependencies  # the StorageClass Output carried its resource
     (dbd,) = [r for r in objects if r.name == "initech-hpc-accounting-slurmdbd"]
@@ -105,8 +105,13 @@ def test_transformations_and_disabled_parts_and_typed_children(tmp_path: Path) -
         cluster = SlurmCluster("hpc", spec, opts=pulumi.ResourceOptions(transformations=[mark]))
         assert cluster.login is None and cluster.login_endpoint is None
         assert cluster.restapi is not None and cluster.accounting is None
-        assert isinstance(cluster.control_plane.statefulset, k8s.apps.v1.StatefulSet)
-        assert isinstance(cluster.control_plane.state_claim, k8s.core.v1.PersistentVolumeClaim)
+        assert isinstance(cluster.controller.statefulset, k8s.apps.v1.StatefulSet)
+        assert isinstance(cluster.controller.state_claim, k8s.core.v1.PersistentVolumeClaim)
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert cluster.control_plane is cluster.controller  # the earlier name, for one release
+        assert [w.category for w in caught] == [DeprecationWarning]
         assert isinstance(cluster.namespace_resource, k8s.core.v1.Namespace)
         assert cluster.auth.auth_key is not None and cluster.auth.sssd is None
         assert sorted(cluster.runtime.deployments) == ["scheduler", "syncer"]
@@ -137,11 +142,11 @@ def test_a_destroy_deletes_no_crd_operator_or_state_volume(evaluations: dict[str
     deleted = _deleted_by_destroy(ev)
     assert not [r.name for r in deleted if r.inputs["kind"] in ("CustomResourceDefinition", "PersistentVolumeClaim")]
     operator_children = (
-        _descendants(ev, "sunk:index:SunkOperator") if load_stack(stack, FIXTURE_STACKS).deploy_operator else []
+        _descendants(ev, "sunk:index:Operator") if load_stack(stack, FIXTURE_STACKS).deploy_operator else []
     )
     assert all(r.retain_on_delete for r in operator_children if r.custom)
     assert {r.name for r in deleted} >= {
-        f"{load_stack(stack, FIXTURE_STACKS).spec.name}-controlplane-slurmctld"
+        f"{load_stack(stack, FIXTURE_STACKS).spec.name}-controller-slurmctld"
     }  # the rest goes
 
 

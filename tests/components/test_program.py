@@ -56,5 +56,5 @@ def test_exports(evaluations: dict[str, Evaluation]) -> None:
 
 
 def test_operator_only_where_the_stack_asks(evaluations: dict[str, Evaluation]) -> None:
-    has = {s: any(r.type == "sunk:index:SunkOperator" for r in evaluations[s].registrations) for s in evaluations}
+    has = {s: any(r.type == "sunk:index:Operator" for r in evaluations[s].registrations) for s in evaluations}
     assert has == {"acme-dev": True, "acme-prod": True, "globex-dev": False, "globex-prod": False, "library": True}

@@ -9,7 +9,7 @@ Checked with `mypy --strict` against the installed wheel (tests/test_wheel_progr
 
 import pulumi
 import pulumi_kubernetes as k8s
-from sunk.components import SlurmCluster, SunkOperator, late
+from sunk.components import Operator, SlurmCluster, late
 
 from sunk.manifests.operator import OperatorSpec
 from sunk.policy import TenantPolicy
@@ -69,7 +69,7 @@ spec = ClusterSpec.model_validate(
         "partitions": [{"name": "gpu", "nodesets": ["a100"], "default": True}],
     }
 )
-operator = SunkOperator(
+operator = Operator(
     "platform-sunk",
     OperatorSpec(
         namespace="platform-sunk",
