@@ -4,9 +4,8 @@ A composition root and nothing else: stack config -> validated spec -> component
 A bad spec stops here, before any resource is registered, with every problem and its field path."""
 
 import pulumi
-from sunk.components import Operator, SlurmCluster
 
-from sunk.spec.errors import SpecError
+from sunk.api import Operator, SlurmCluster, SpecError
 from sunk.stackfile import KEYS, allows_state_replacement, keys_from, parse_config
 
 config = pulumi.Config()

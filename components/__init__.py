@@ -4,7 +4,7 @@
 Most programs need two names: `SlurmCluster` (one tenant's cluster, from a validated
 `sunk.spec.ClusterSpec`) and `Operator` (once per Kubernetes cluster); `late` puts values the
 program computes (Outputs) into a spec. The parts are exported for programs that compose their
-own cluster.
+own cluster. Programs import them from `sunk.api`, with the models.
 
 Names load on first use (PEP 562), so `sunk stacks` and `sunk render` start without importing
 Pulumi's SDK up front; type checkers read the imports below."""

@@ -21,9 +21,8 @@ PROGRAM = '''"""Pulumi program: one Slurm cluster per stack (stacks/Pulumi.<tena
 `sunk validate`, `sunk render STACK --out DIR` and `sunk stacks preview` work in this folder."""
 
 import pulumi
-from sunk.components import Operator, SlurmCluster
 
-from sunk.spec.errors import SpecError
+from sunk.api import Operator, SlurmCluster, SpecError
 from sunk.stackfile import KEYS, allows_state_replacement, parse_config
 
 config = pulumi.Config("sunk")

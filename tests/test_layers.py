@@ -75,8 +75,9 @@ def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-ROOT_MODULES = {"sunk/cli.py", "sunk/__main__.py"}
-"""The composition root inside sunk/ (sunk/components and sunk/runtime are links, not scanned)."""
+ROOT_MODULES = {"sunk/cli.py", "sunk/__main__.py", "sunk/api.py"}
+"""The composition root and the public API (it hands out the components, loaded on first use)
+inside sunk/ (sunk/components and sunk/runtime are links, not scanned)."""
 CORE = [p for p in files("sunk") if _rel(p) not in ROOT_MODULES]
 
 STRING_IMPORTS = {
@@ -228,3 +229,9 @@ def test_the_scan_sees_lazy_and_dynamic_imports() -> None:
     assert hits(found, OUTER) == ["sunk.runtime", "sunk.runtime.harness"]
     assert hits(found, {"kopf"}) == ["kopf"]
     assert not hits(found, {"sibling"})  # relative imports are the package's own
+
+
+def test_the_public_api_reaches_only_the_core_and_the_components() -> None:
+    found = imported((ROOT / "sunk" / "api.py").read_text())
+    assert not hits(found, {"kubernetes", "httpx", "kopf", "runtime", "sunk.runtime", *PULUMI})
+    assert hits(found, {"sunk.components"})  # the Pulumi-bound names, lazily

@@ -9,11 +9,8 @@ Checked with `mypy --strict` against the installed wheel (tests/test_wheel_progr
 
 import pulumi
 import pulumi_kubernetes as k8s
-from sunk.components import Operator, SlurmCluster, late
 
-from sunk.manifests.operator import OperatorSpec
-from sunk.policy import TenantPolicy
-from sunk.spec import ClusterSpec
+from sunk.api import ClusterSpec, Operator, OperatorSpec, SlurmCluster, TenantPolicy, late
 
 config = pulumi.Config()
 platform = k8s.Provider("platform", context="platform-prod", namespace="default")
