@@ -4,7 +4,7 @@ and environment, as CI renders them), through the real Pulumi program under the 
     .venv/bin/python -m bench.render_bench                 # one stack x3, then a 100-stack matrix
     .venv/bin/python -m bench.render_bench --matrix 20     # quicker
 
-Prints the figures and one GOAL line per goal (issue 17: one stack <= 2 s, 100 stacks <= 60 s).
+Prints the figures and one GOAL line per goal (the render goals: one stack <= 2 s, 100 stacks <= 60 s).
 Nothing is asserted about time."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ creates `--pods` one-CPU pods at once; a simulated kubelet marks each bound pod 
 seconds after its binding, so the scheduler cancels its placeholder job.
 
 The default, 25 nodes x 8 CPUs, has a slot for every pod of the burst: the figures are the
-scheduler's own pending -> bound path, which is what issue 17's goals are about. `--nodes 8`
+scheduler's own pending -> bound path, which is what the scheduler's latency goals are about. `--nodes 8`
 (64 slots) adds queueing behind running pods: most pods then wait for a slot, whatever the
 scheduler does.
 

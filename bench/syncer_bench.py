@@ -367,7 +367,7 @@ def main() -> int:
         f"{cpu:.3f} s (scontrol's included), wall {wall:.3f} s, of which the Slurm read {floor:.3f} s; "
         f"one read through slurmrestd took {big.rest_seconds:.3f} s"
     )
-    # Issue 17's goals, at the largest size.
+    # The syncer's propagation and CPU goals, at the largest size.
     goal(f"syncer quiet cycle CPU at {big.size} nodes (scontrol included)", cpu, 0.1, "s", digits=3)
     goal(f"syncer quiet cycle wall at {big.size} nodes, beyond the Slurm read", beyond, 1.0, "s", digits=3)
     goal(f"syncer quiet cycle wall at {big.size} nodes, Slurm read included", wall, 1.0, "s", digits=3)

@@ -117,7 +117,7 @@ def test_slurm_files_needs_out(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_slurm_files_owns_its_folder_a_reused_one_keeps_no_stale_file(tmp_path: Path) -> None:
-    """Issue 12 class "slurm-files into a reused folder": globex-prod then acme-dev into one folder
+    """Defect class "slurm-files into a reused folder": globex-prod then acme-dev into one folder
     leaves exactly acme-dev's files (and a file of the user's alone)."""
     out = tmp_path / "etc"
     assert main(["slurm-files", "globex-prod", "--out", str(out)]) == 0

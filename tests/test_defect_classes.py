@@ -1,4 +1,4 @@
-"""Issue 12: one test per defect class the adversarial review found, named for the class, each
+"""One test per defect class an adversarial review of sunk found, named for the class, each
 feeding the review's own example (and a few of ours) through `sunk validate` as a user would: the
 stack is refused with exit 1, the message names the field and what would be valid, and no traceback
 is printed. The runtime classes ("runtime trust", "accounting") are proven where they live:

@@ -1,4 +1,4 @@
-"""Issue 11, one vocabulary: every label, annotation and key name is spelled once, in sunk/keys.py,
+"""One vocabulary: every label, annotation and key name is spelled once, in sunk/keys.py,
 under one prefix; readers still accept what older releases wrote."""
 
 from __future__ import annotations

@@ -93,9 +93,9 @@ class Bind:
     slurm_node: str
     job_start: str
     warning: str = ""
+    """A Warning Event to write with the binding (CPU pinning Slurm does not know about)."""
     gpu_indices: str = ""
     """The GPUs Slurm gave the job on this node ("0,1"), written onto the pod with the Binding."""
-    """A Warning Event to write with the binding (CPU pinning Slurm does not know about)."""
 
 
 @dataclass(frozen=True)

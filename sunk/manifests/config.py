@@ -4,7 +4,7 @@ decide between a pod replacement and `scontrol reconfigure`.
 One ConfigMap per rendered file (sunk.render.render_slurm_files): named by
 sunk.naming.config_file_map (`<cluster>-slurm-conf`, `<cluster>-gres-gpu-conf`,
 `<cluster>-prolog-00-mark-sh`), the file's name its only key, its path under /etc/slurm in the
-`sunk.dev/slurm-file` annotation. So an edited file updates one object, and each pod lists
+`slurm.sunk.dev/slurm-file` annotation (keys.SLURM_FILE). So an edited file updates one object, and each pod lists
 exactly the objects of the files its role reads. topology.conf is the exception:
 `<cluster>-topology`, rendered with no nodes at deploy time; the NodeSet operator rewrites it from
 the Node labels, so the components create it once and never overwrite its data.

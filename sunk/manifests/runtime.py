@@ -138,7 +138,7 @@ def runtime_container(image: str, module: str, env: list[Manifest], limits: Mani
 
 
 SYNC_INTERVAL = "1"
-"""Seconds between syncer cycles (SUNK_SYNC_INTERVAL). One second holds issue 17's propagation
+"""Seconds between syncer cycles (SUNK_SYNC_INTERVAL). One second holds the propagation
 goal (a cordon drained in Slurm, a Slurm drain shown in Kubernetes, within 2 s p99: at most one
 interval of waiting plus one cycle). It is affordable because a quiet cycle makes one Slurm
 read and no Kubernetes request (Nodes and pods come from watches) and plans nothing, and the Slurm

@@ -27,7 +27,7 @@ class Model(BaseModel):
         use_attribute_docstrings=True,
         validate_default=True,
         # No coercion: `cpus: true` is not 1, `8192.0` is not an int, `"4"` is not a number
-        # (issue 12: loose types). Stack files are read with YAML 1.2 types, so each value
+        # (loose types would let `yes` or `0440` mean what the reader did not write). Stack files are read with YAML 1.2 types, so each value
         # arrives as what it is.
         strict=True,
     )

@@ -236,7 +236,7 @@ def test_rbac_is_least_privilege(evaluations: dict[str, Evaluation], name: str) 
         if cr["metadata"]["name"] != "sunk-operator":
             # Tenant ClusterRoles touch nodes (cluster-scoped) and their own namespace only; the
             # scheduler may also list and watch (no get, no write) pods everywhere, to sum what is
-            # already on a Node before binding, as the kubelet will (from a watch: issue 17).
+            # already on a Node before binding, as the kubelet will (from a watch: no per-bind read of the pod).
             for rule in cr["rules"]:
                 assert set(rule["resources"]) <= {"nodes", "nodes/status", "namespaces", "pods"}, cr["metadata"]["name"]
                 if "namespaces" in rule["resources"]:
@@ -344,7 +344,7 @@ def test_role_settings_reach_the_registered_resources(evaluations: dict[str, Eva
 def test_the_exporter_is_deployed_with_monitoring_scraped_at_its_interval_and_let_through(
     pulumi_keys: dict[str, Evaluation], specs: dict[str, ClusterSpec], name: str
 ) -> None:
-    """Issue 16: where monitoring and its exporter are on, Monitoring makes the exporter's
+    """Where monitoring and its exporter are on, Monitoring makes the exporter's
     Deployment (the JWT Secret of Auth, no Kubernetes token), its Service, and a ServiceMonitor that
     selects that Service at the exporter's read interval; slurmrestd's NetworkPolicy admits it."""
     ev = pulumi_keys[name]

@@ -203,7 +203,7 @@ def test_allow_state_replacement_takes_only_a_boolean(value: object) -> None:
 
 
 def test_external_scaling_leaves_replicas_to_the_scale_subresource() -> None:
-    """issue 15 (scale subresource): with externalScaling a NodeSet's replicas are only the
+    """The scale subresource: with externalScaling a NodeSet's replicas are only the
     initial count; Pulumi ignores later changes (kubectl scale, HPA and KEDA own them)."""
     config, secret = stack_config(stack_path("acme-dev", FIXTURE_STACKS))
     raw = json.loads(config["sunk:cluster"])

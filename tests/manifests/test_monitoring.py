@@ -1,4 +1,4 @@
-"""Issue 16, dashboards and alerts: the rules pass promtool and fire on synthetic series where they
+"""Dashboards and alerts: the rules pass promtool and fire on synthetic series where they
 should (and stay quiet where they shouldn't); the dashboards are valid JSON with a data source
 variable and a labelled series per target, and every query parses (promtool) and names only
 metrics the runtime (syncer, scheduler, exporter) exports."""

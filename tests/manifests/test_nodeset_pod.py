@@ -210,7 +210,7 @@ def test_volumes_shared_and_nodeset() -> None:
 
 
 def test_volume_clash_is_refused_by_the_nodeset_model_before_any_pod() -> None:
-    """Issue 12, "mount clashes caught only by the operator": the NodeSet (spec and custom resource)
+    """Mount clashes the operator alone would catch, after `pulumi up`: the NodeSet (spec and custom resource)
     refuses them, so `pulumi up` never creates a NodeSet the operator can't build pods for."""
     with pytest.raises(ValueError, match="is sunk's own in the slurmd pod"):
         gpu(volumes=[{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}])

@@ -1,4 +1,4 @@
-"""Issue 11, drift between the slurmd pod builder and the other pods: rules every pod sunk makes
+"""Drift between the slurmd pod builder and the other pods: rules every pod sunk makes
 obeys, checked on every shipped stack's objects and slurmd pods, and at the longest names the
 spec allows."""
 

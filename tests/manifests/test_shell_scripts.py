@@ -1,5 +1,5 @@
-"""Every shell script sunk ships passes shellcheck (issue 11: scripts inside Python strings were
-linted by nothing): the `sh -c` commands and probes of every container of every shipped stack,
+"""Every shell script sunk ships passes shellcheck (scripts inside Python strings
+would otherwise be linted by nothing): the `sh -c` commands and probes of every container of every shipped stack,
 slurmd pods included, and the rendered shell files (accounting-setup.sh, prolog/epilog)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11: the three controllers share one shape, so a reader who knows one finds their way in
+"""The three controllers share one shape, so a reader who knows one finds their way in
 the others: the same files, settings read the same way, the same metrics/health port variable."""
 
 from __future__ import annotations

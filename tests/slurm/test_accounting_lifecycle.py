@@ -1,4 +1,4 @@
-"""Accounting on real slurmdbd (issue 12, class "accounting"): the rendered setup script applies QOS
+"""Accounting on real slurmdbd (the "accounting" defect class): the rendered setup script applies QOS
 edits, clears fields the spec clears, removes the QOS it created that the spec dropped, leaves
 `normal` and an administrator's own QOS alone, and fails loudly when it can't do its job; accounts
 and users follow the spec the same way; AccountingStorageEnforce makes the limits hold (a job

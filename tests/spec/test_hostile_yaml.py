@@ -1,4 +1,4 @@
-"""Hostile YAML (issue 12, class "hostile YAML" and "duplicate keys and loose types"): every case is
+"""Hostile YAML (the defect classes "hostile YAML" and "duplicate keys and loose types"): every case is
 refused by the stack loader with a line and a field path, before any spec or file exists; none
 crashes, hangs or grows memory, through the library and through `sunk validate`."""
 

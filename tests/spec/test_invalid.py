@@ -214,17 +214,17 @@ CASES = [
     Bad("job-submit-without-modify", {"scripts.jobSubmitLua": LUA}, "scripts.jobSubmitLua", "must define function slurm_job_modify"),
     Bad("pyxis-bad-arg", {"pyxis": {"enabled": True, "args": ["--runtime /x"]}}, "pyxis.args[0]", "one `name=value` argument"),
     Bad("slurm-conf-line-with-newline", {"controller.extraSlurmConf": ["A=1\nB=2"]}, "controller.extraSlurmConf[0]", "control character U+000A: Slurm reads a line up to its newline"),
-    # ----- issue 12, "lines smuggled into generated files": values checked as a whole, not at their start
+    # ----- "lines smuggled into generated files": values checked as a whole, not at their start
     Bad("slurm-conf-line-with-carriage-return", {"controller.extraSlurmConf": ["A=1\rB=2"]}, "controller.extraSlurmConf[0]", "use printable characters only"),
     Bad("slurm-conf-password-word", {"controller.extraSlurmConf": ["DebugFlags=Backfill AccountingStoragePass=hunter2"]}, "controller.extraSlurmConf[0]", "passwords come from a Secret"),
     Bad("slurmdbd-password-second-word", {"accounting.extraSlurmdbdConf": ["DebugLevel=info StoragePass=hunter2"]}, "accounting.extraSlurmdbdConf[0]", "passwords come from a Secret"),
     Bad("slurmdbd-two-settings-on-a-line", {"accounting.extraSlurmdbdConf": ["DebugLevel=info CommitDelay=1"]}, "accounting.extraSlurmdbdConf[0]", "one `Key=Value` per line, without spaces; got 2 words"),
     Bad("slurmdbd-rendered-key", {"accounting.extraSlurmdbdConf": ["StorageHost=evil.example"]}, "accounting.extraSlurmdbdConf[0]", "StorageHost is rendered by sunk"),
-    # ----- issue 12, "settings that contradict each other and pass"
+    # ----- "settings that contradict each other and pass"
     Bad("cpu-nodeset-with-the-gpu-nodesets-name-as-feature", {"nodesets[0].features": ["gpu"], "nodesets[1]": GPU, "partitions[1]": {"name": "gpu", "nodesets": ["gpu"]}}, "nodesets[0].features[0]", "'gpu' is NodeSet gpu's name, so these nodes would join its partitions; choose a feature that names no NodeSet"),
     Bad("two-all-matching-nodesets-on-the-same-nodes", {"nodesets[0]": {"name": "a", "mode": "all-matching-nodes", "cpus": 4, "memoryMib": 4096, "nodeSelector": {"pool": "x"}}, "nodesets[1]": {"name": "b", "mode": "all-matching-nodes", "cpus": 4, "memoryMib": 4096, "nodeSelector": {"pool": "x", "zone": "1"}}, "partitions[0].nodesets": ["a", "b"]}, "nodesets[1].nodeSelector", "one Node would run two slurmd with one Slurm node name (the Node's). Give them a nodeSelector key with different values"),
     Bad("slurmd-memory-limit-under-real-memory", {"nodesets[0].memoryMib": 65536, "nodesets[0].instanceType": "CPU-192", "nodesets[0].resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}}, "nodesets[0].resources.limits.memory", "1Gi is below memoryMib 65536 (the RealMemory Slurm hands to jobs in this container); use at least 65536Mi"),
-    # ----- issue 12, "mount clashes caught only by the operator after pulumi up"
+    # ----- "mount clashes caught only by the operator after pulumi up"
     Bad("nodeset-volume-on-etc-slurm", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/etc/slurm", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "/etc/slurm would hide or sit inside sunk's own mount /etc/slurm"),
     Bad("nodeset-volume-under-run-munge", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/run/munge/x", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "sit inside sunk's own mount /run/munge"),
     Bad("nodeset-volume-reserved-name", {"nodesets[0].volumes": [{"name": "sunk-spool", "mountPath": "/x", "emptyDir": True}]}, "nodesets[0].volumes[0].name", "'sunk-spool' is sunk's own in the slurmd pod (sunk names its volumes sunk-* and shared-*)"),
@@ -232,12 +232,12 @@ CASES = [
     Bad("host-path-dot-dot", {"nodesets[0].volumes": [{"name": "v", "mountPath": "/scratch", "hostPath": "/srv/../etc"}]}, "nodesets[0].volumes[0].hostPath.path", "'.' and '..' segments are not allowed"),
     Bad("shared-volume-on-etc-slurm", {"sharedVolumes": [{"name": "home", "mountPath": "/etc/slurm", "existingClaim": "h"}]}, "sharedVolumes[0].mountPath", "/etc/slurm would hide or sit inside sunk's own mount /etc/slurm"),
     Bad("nodeset-volume-where-a-shared-volume-mounts", {"sharedVolumes": [{"name": "home", "mountPath": "/home", "existingClaim": "h"}], "nodesets[0].volumes": [{"name": "v", "mountPath": "/home", "emptyDir": True}]}, "nodesets[0].volumes[0].mountPath", "/home is also where shared volume home mounts on compute; one path, one volume"),
-    # ----- issue 12, "numbers beyond what Slurm or Kubernetes accept"
+    # ----- "numbers beyond what Slurm or Kubernetes accept"
     Bad("cpus-beyond-slurm", {"nodesets[0].cpus": 10**20}, "nodesets[0].cpus", "less than or equal to 65533"),
     Bad("memory-beyond-kubernetes", {"nodesets[0].memoryMib": 1e25}, "nodesets[0].memoryMib", "a whole number up to 1099511627776 is required, not a number with a fraction or exponent (1e+25)"),
     Bad("usage-factor-infinite", {"accounting.enabled": True, "qos": [{"name": "low", "priority": 1, "usageFactor": float("inf")}]}, "qos[0].usageFactor", "finite number"),
     Bad("weight-beyond-slurm", {"nodesets[0].weight": 2**40}, "nodesets[0].weight", "less than or equal to 65533"),
-    # ----- issue 12, "values Kubernetes rejects", checked before any resource exists
+    # ----- "values Kubernetes rejects", checked before any resource exists
     Bad("label-key-with-space", {"labels": {"team name": "x"}}, "labels.team name", "'team name' is not a Kubernetes label key"),
     Bad("label-value-too-long", {"labels": {"team": "x" * 64}}, "labels.team", "is not a Kubernetes label value: up to 63"),
     Bad("node-selector-bad-prefix", {"nodesets[0].nodeSelector": {"Example.COM/pool": "a"}}, "nodesets[0].nodeSelector.Example.COM/pool", "prefix a DNS subdomain"),
@@ -245,7 +245,7 @@ CASES = [
     Bad("storage-class-uppercase", {"controller.stateStorage.storageClass": "Fast_SSD"}, "controller.stateStorage.storageClass", "a DNS-1123 subdomain"),
     Bad("prolog-bigger-than-a-config-map", {"scripts.prolog": {"00-big.sh": "#!/bin/sh\n" + "#" * 1_000_000}}, "scripts.prolog.00-big.sh", "1000010 bytes; each becomes one ConfigMap, which holds at most 1000000"),
     Bad("s6-scripts-bigger-than-annotations", {"nodesets[0].s6Scripts": {"big": "#!/bin/sh\n" + "#" * 200_000}}, "nodesets[0].s6Scripts", "pod annotations carry them and hold at most 262144 in all"),
-    # ----- issue 12, "snake_case keys accepted beside camelCase ones"
+    # ----- "snake_case keys accepted beside camelCase ones"
     Bad("snake-case-twin-of-a-field", {"nodesets[0].memory_mib": 65536}, "nodesets[0].memory_mib", "unknown field; did you mean memoryMib?"),
     Bad("partition-extra-default", {"partitions[0].extra": ["Default=YES"]}, "partitions[0].extra[0]", "Default is rendered by sunk on every PartitionName line; set it through its own field (default)"),
     Bad("partition-extra-nodes", {"partitions[0].extra": ["Nodes=ALL"]}, "partitions[0].extra[0]", "Nodes is rendered by sunk on every PartitionName line; set it through its own field (nodesets)"),

@@ -1,4 +1,4 @@
-"""Names that collide with the project's own objects (issue 12, class "names that collide"): each
+"""Names that collide with the project's own objects (the defect class "names that collide"): each
 refused at load with the field and what is reserved, before any resource or file exists."""
 
 from __future__ import annotations

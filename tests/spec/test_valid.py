@@ -189,7 +189,7 @@ def test_node_allocatable_overrides_the_instance_type() -> None:
 
 
 def test_all_matching_nodesets_that_differ_on_a_selector_key_may_coexist() -> None:
-    """Only NodeSets that could match one Node are refused (issue 12): a key with different values
+    """Only NodeSets that could match one Node are refused (two NodeSets on one Node would fight over it): a key with different values
     (here the pool, or the architecture every pod selects) keeps them apart."""
     nodesets = [
         {"name": "a", "mode": "all-matching-nodes", "cpus": 4, "memoryMib": 4096, "nodeSelector": {"pool": "x"}},

@@ -478,7 +478,7 @@ def test_actions_carry_event_text() -> None:
 
 
 def test_status_reports_replicas_and_selector_for_the_scale_subresource() -> None:
-    """issue 15: `kubectl scale`, an HPA or KEDA read status.replicas (pods that exist and are not
+    """The scale subresource: `kubectl scale`, an HPA or KEDA read status.replicas (pods that exist and are not
     leaving) and status.selector (the label selector of the NodeSet's pods)."""
     pods, nodes = steady(2)
     status = next(

@@ -1,4 +1,4 @@
-"""Issue 12, runtime trust: the operator's tenant policy (sunk/policy.py). slurmd pods are
+"""Runtime trust: the operator's tenant policy (sunk/policy.py). slurmd pods are
 privileged and the operator may create pods anywhere, so a NodeSet is served only in a tenant
 namespace and only with allowed images and host paths; a refused NodeSet gets no pod and says
 why on its status and in one Warning Event."""

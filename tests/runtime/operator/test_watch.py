@@ -1,5 +1,5 @@
 """The operator on watches (runtime/operator/cache.py) against kubesim over HTTP, Slurm faked:
-issue 17's "no periodic full lists after start", counted at the API server, and a NodeSet change
+the goal of "no periodic full lists after start" (API server load at scale), counted at the API server, and a NodeSet change
 reconciled from its watch event rather than at the next periodic resync."""
 
 from __future__ import annotations

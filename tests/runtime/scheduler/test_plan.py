@@ -137,7 +137,7 @@ def test_a_pending_job_shows_slurms_reason_on_the_pod_once() -> None:
 
 
 def test_a_job_pending_for_less_than_a_second_is_not_reported_yet() -> None:
-    """Issue 17: most placeholder jobs start within a scheduling pass; a burst's pods are not
+    """Bind latency: most placeholder jobs start within a scheduling pass; a burst's pods are not
     each patched for that moment."""
     p = pod("web")
     fresh = job(7, p.marker, "PENDING", reason="None", submit_time=499.5)

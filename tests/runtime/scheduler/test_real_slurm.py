@@ -267,7 +267,7 @@ def test_a_pod_that_cannot_fit_is_never_bound(slurm: LocalSlurm, k8s: Cluster, s
 def test_a_spoofed_marker_on_another_users_job_is_neither_adopted_nor_cancelled(
     slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
-    """Issue 12, runtime trust: a user names a job like a placeholder of a pod that does not exist.
+    """Runtime trust: a user names a job like a placeholder of a pod that does not exist.
     The scheduler cancels marked jobs whose pod is gone, but only its own Slurm user's: this one
     (submitted as games) keeps running."""
     done = slurm.jail.run(
@@ -297,7 +297,7 @@ def test_a_spoofed_marker_on_another_users_job_is_neither_adopted_nor_cancelled(
 def test_binding_reads_nothing_and_a_steady_scheduler_lists_nothing(
     slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
-    """Issue 17: pods, slurmd pods and Nodes come from watches. Counted at kubesim while this
+    """API server load: pods, slurmd pods and Nodes come from watches. Counted at kubesim while this
     test makes no read of its own (it waits on kubesim's in-process record of Bindings): binding
     makes no GET of the pod or its Node and no list; idle cycles afterwards make no request to
     the Kubernetes API at all."""

@@ -159,7 +159,7 @@ def test_cancels_go_in_one_request_and_finished_jobs_are_fine(server: Slurmrestd
 
 
 def test_a_job_we_cancelled_is_not_read_again_once_it_ended(server: Slurmrestd) -> None:
-    """Issue 17: a burst cancels as many jobs as it starts; the state list says they ended, and
+    """Slurm load under bursts: a burst cancels as many jobs as it starts; the state list says they ended, and
     nothing else about a job we cancelled matters, so only the jobs Slurm started are read."""
     slurm = client(server, [0.0])
     server.add(1, "RUNNING", "sunk-pod:ml/a/u1", "cpu-0")
@@ -244,7 +244,7 @@ def test_an_unreachable_controller_is_not_a_rejection(server: Slurmrestd) -> Non
 
 
 def test_a_marker_on_another_users_job_is_not_ours(server: Slurmrestd) -> None:
-    """Issue 12, runtime trust: anyone can name a job `sunk-pod:...`; only jobs of the Slurm user
+    """Runtime trust: anyone can name a job `sunk-pod:...`; only jobs of the Slurm user
     the scheduler submits as (SUNK_SLURM_USER) are adopted, bound or cancelled."""
     clock = [0.0]
     slurm = client(server, clock)

@@ -261,7 +261,7 @@ def test_short_key_is_refused() -> None:
 
 @pytest.mark.parametrize("body", [{}, {"nodes": None}, {"nodes": {}}, {"errors": [], "warnings": []}])
 def test_a_reply_without_the_node_list_is_unavailable_never_empty(body: dict[str, Any]) -> None:
-    """Issue 12, runtime trust: `200 {}` or `"nodes": null` read as "no Slurm nodes" would let the
+    """Runtime trust: `200 {}` or `"nodes": null` read as "no Slurm nodes" would let the
     operator delete busy slurmd pods without draining. It fails closed instead."""
     client, _ = make(lambda request: httpx.Response(200, json=body), retries=0)
     with pytest.raises(SlurmUnavailable, match="the reply has no 'nodes' list"):

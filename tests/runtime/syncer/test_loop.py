@@ -190,7 +190,7 @@ def test_metrics_and_probes_are_served() -> None:
 
 
 def test_runtime_trust_two_tenants_on_shared_nodes_never_fight() -> None:
-    """Issue 12, runtime trust: two tenants' syncers see the same Kubernetes Nodes, each with a
+    """Runtime trust: two tenants' syncers see the same Kubernetes Nodes, each with a
     slurmd of its own drained by its own admin. Each writes its own annotation and condition; once
     both have converged, neither writes again (before, both patched one key every cycle)."""
     kube = FakeKube()
@@ -226,7 +226,7 @@ def test_runtime_trust_two_tenants_on_shared_nodes_never_fight() -> None:
 
 
 def test_runtime_trust_a_pod_shows_the_drain_reason_only_while_drained() -> None:
-    """Issue 12, runtime trust: the fake keeps a node's reason after RESUME, as Slurm 24.11 may;
+    """Runtime trust: the fake keeps a node's reason after RESUME, as Slurm 24.11 may;
     the pod's reason annotation and condition message go when the drain ends all the same."""
     slurm, kube, syncer = cluster()
     syncer.cycle()
