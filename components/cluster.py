@@ -10,9 +10,9 @@ import pulumi_kubernetes as k8s
 from sunk.manifests.cluster import namespace as namespace_manifest
 from sunk.manifests.pods import shared_claim_manifest
 from sunk.podgate import gate_problems
+from sunk.problem import Problem
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError
-from sunk.spec.problem import Problem
 
 from ._k8s import Component, child, create, state_options, text, typed
 from .accounting import Accounting

@@ -26,6 +26,7 @@ import yaml
 
 from sunk import strictyaml
 from sunk.manifests.meta import Manifest
+from sunk.problem import Problem
 from sunk.spec.errors import SpecError
 from sunk.stackfile import (
     KEYS_FROM_KEY,
@@ -321,7 +322,8 @@ def _matrix_names(stacks: list[str]) -> dict[str, str]:
     for arg, name in names.items():
         if name in seen:
             raise SpecError(
-                [f"stacks {seen[name]!r} and {arg!r} are both stack {name!r}: give each once"], "sunk render"
+                [Problem(None, f"stacks {seen[name]!r} and {arg!r} are both stack {name!r}: give each once")],
+                "sunk render",
             )
         seen[name] = arg
     return names

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from sunk import stacklines, strictyaml
 from sunk.manifests.operator import OperatorSpec
 from sunk.podgate import gate_problems
+from sunk.problem import Problem
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, format_errors, load_spec
-from sunk.spec.problem import Problem
 
 PROJECT = "sunk"
 CLUSTER_KEY = f"{PROJECT}:cluster"
@@ -116,12 +116,15 @@ def default_stack(directory: Path | None = None) -> str:
     raise NoDefaultStack(f"this project has {len(stacks)} stacks; name one: {', '.join(stacks)}")
 
 
-def _find_secure(value: Any, path: str) -> list[str]:
+def _find_secure(value: Any, path: str) -> list[Problem]:
     if isinstance(value, dict):
         if set(value) == {"secure"}:
             return [
-                f"{path}: encrypted values are not read here; reference a Kubernetes Secret "
-                "(passwordSecret, bindPasswordSecret, existingSecret) instead"
+                Problem(
+                    path,
+                    "encrypted values are not read here; reference a Kubernetes Secret "
+                    "(passwordSecret, bindPasswordSecret, existingSecret) instead",
+                )
             ]
         return [p for k, v in value.items() for p in _find_secure(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, list):
@@ -139,20 +142,31 @@ def _operator(value: Any, source: str) -> OperatorSpec | None:
         try:
             value = strictyaml.load(value)
         except strictyaml.StrictYamlError as err:
-            raise SpecError([f"{OPERATOR_KEY}: {p}" for p in err.problems], source) from None
+            raise SpecError(_in_text(OPERATOR_KEY, err), source) from None
     if isinstance(value, str) and value.strip() in ("true", "false"):
         value = value.strip() == "true"
     if isinstance(value, bool):
         return OperatorSpec() if value else None
     if not isinstance(value, dict):
         raise SpecError(
-            [f"{OPERATOR_KEY}: {value!r} is neither a boolean (true, false) nor the operator's settings (a mapping)"],
+            [
+                Problem(
+                    OPERATOR_KEY,
+                    f"{value!r} is neither a boolean (true, false) nor the operator's settings (a mapping)",
+                )
+            ],
             source,
         )
     try:
         return OperatorSpec.model_validate(value, by_alias=True, by_name=False)
     except ValidationError as err:
         raise SpecError([p.under(OPERATOR_KEY) for p in format_errors(err, OperatorSpec)], source) from None
+
+
+def _in_text(key: str, err: strictyaml.StrictYamlError) -> list[Problem]:
+    """What the YAML reader refused in the JSON text Pulumi hands a program for `key`: each under
+    the key, its line the text's own (not the stack file's), so none is looked up for it."""
+    return [Problem(key, str(p), by_reader=True) for p in err.items]
 
 
 def _unknown_key(key: str) -> str:
@@ -182,11 +196,11 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
         try:
             raw = strictyaml.load(raw)
         except strictyaml.StrictYamlError as err:
-            raise SpecError([f"{CLUSTER_KEY}: {p}" for p in err.problems], source) from None
+            raise SpecError(_in_text(CLUSTER_KEY, err), source) from None
     secure = _find_secure(raw, "")
     if secure:
         raise SpecError(secure, source)
-    problems: list[Problem | str] = []
+    problems: list[Problem] = []
     allow = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
     if allow is not strictyaml.REFUSED and not (
         isinstance(allow, bool) or (isinstance(allow, str) and allow.strip() in ("true", "false"))
@@ -239,7 +253,7 @@ def _policy_follows_registry(spec: ClusterSpec, operator: OperatorSpec) -> Opera
     return operator.model_copy(update={"policy": policy})
 
 
-def _refused_images(spec: ClusterSpec, operator: OperatorSpec) -> list[Problem | str]:
+def _refused_images(spec: ClusterSpec, operator: OperatorSpec) -> list[Problem]:
     """The stack's slurmd images (its registry's, or a NodeSet's own) that its own operator's policy
     would refuse, each naming both fields; the pod gate (sunk.podgate) covers the sidecars."""
     prefixes = operator.policy.image_prefixes
@@ -267,19 +281,22 @@ def read_stack_file(path: Path) -> Any:
     return _read(path)[0]
 
 
-def _read(path: Path, *, partial: bool = False) -> tuple[Any, str, list[str]]:
+def _read(path: Path, *, partial: bool = False) -> tuple[Any, str, list[Problem]]:
     """(document, text, refusals) of a stack file. With `partial`, a file whose only problems
     are refused scalars comes back with those scalars as strictyaml.REFUSED and the refusals
     listed, so the spec around them is checked in the same round; otherwise any refusal raises."""
     if path.stat().st_size > strictyaml.MAX_BYTES:
-        raise SpecError([f"(file): over {strictyaml.MAX_BYTES} bytes; a stack file is configuration"], str(path))
+        raise SpecError(
+            [Problem("(file)", f"over {strictyaml.MAX_BYTES} bytes; a stack file is configuration", by_reader=True)],
+            str(path),
+        )
     try:
         text = strictyaml.decode(path.read_bytes())
         return strictyaml.load(text) or {}, text, []
     except strictyaml.StrictYamlError as err:
         if partial and err.document is not None:
-            return err.document, text, err.problems
-        raise SpecError(err.problems, str(path)) from None
+            return err.document, text, err.items
+        raise SpecError(err.items, str(path)) from None
 
 
 def load_stack(stack: str, directory: Path | None = None) -> Stack:
@@ -287,11 +304,13 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     if not path.is_file():
         known = ", ".join(list_stacks(path.parent)) or "none"
-        raise SpecError([f"stack {stack!r}: no file {path}; stacks: {known}"], str(path))
+        raise SpecError([Problem(None, f"stack {stack!r}: no file {path}; stacks: {known}")], str(path))
     doc, text, refusals = _read(path, partial=True)
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
-        raise SpecError([*refusals, "config: the stack file needs a `config:` mapping"], str(path))
+        raise SpecError(
+            [*refusals, Problem("config", "the stack file needs a `config:` mapping", by_reader=True)], str(path)
+        )
     try:
         spec, operator = parse_config(config, str(path))
     except SpecError as err:

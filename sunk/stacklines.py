@@ -11,7 +11,7 @@ import dataclasses
 
 import yaml
 
-from sunk.spec.problem import Problem
+from sunk.problem import Problem
 
 
 def compose(text: str) -> yaml.Node | None:
@@ -59,16 +59,17 @@ def line_of(node: yaml.Node, path: str) -> int | None:
     return line
 
 
-def with_lines(problems: list[Problem | str], config: yaml.Node | None, cluster_key: str) -> list[Problem | str]:
+def with_lines(problems: list[Problem], config: yaml.Node | None, cluster_key: str) -> list[Problem]:
     """Each Problem with its line: paths starting `sunk:` are config keys, the rest lie under
-    `cluster_key`. Lines the YAML reader wrote whole are kept as they are."""
+    `cluster_key`. The YAML reader's own problems (their line their own) and those of no field
+    are kept as they are."""
     if config is None:
         return problems
     found = _step(config, cluster_key)
     cluster = found[1] if found is not None else None
-    out: list[Problem | str] = []
+    out: list[Problem] = []
     for p in problems:
-        if isinstance(p, str) or p.line is not None:
+        if p.by_reader or p.path is None or p.line is not None:
             out.append(p)
             continue
         if p.path.startswith("sunk:"):
@@ -80,7 +81,7 @@ def with_lines(problems: list[Problem | str], config: yaml.Node | None, cluster_
         out.append(dataclasses.replace(p, line=line) if line is not None else p)
     # In the file's order, so the list reads top to bottom beside the file (stable: a line's
     # problems keep their order; those without a line stay last).
-    return sorted(out, key=lambda p: p.line if isinstance(p, Problem) and p.line is not None else 1 << 30)
+    return sorted(out, key=lambda p: p.line if p.line is not None else 1 << 30)
 
 
 def config_node(root: yaml.Node | None) -> yaml.Node | None:

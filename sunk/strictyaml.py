@@ -19,7 +19,8 @@ A stack file is small, hand-written configuration; this loader accepts exactly t
 - UTF-8 text of printable characters, tab and line breaks: a NUL, C0/C1 control or Unicode line
   separator is refused with its line, as are bytes that are not UTF-8.
 
-Every refusal is one `StrictYamlError` whose problems name the line and the field path.
+Every refusal is one `StrictYamlError` whose problems (sunk.problem.Problem) each carry the line
+and the field path.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import re
 from typing import Any
 
 import yaml
+
+from sunk.problem import Problem
 
 MAX_BYTES = 1024 * 1024
 """A stack file is configuration: the shipped ones are under 4 KB."""
@@ -45,12 +48,22 @@ the spec, whose fields refuse them where they matter."""
 
 
 class StrictYamlError(ValueError):
-    def __init__(self, problems: list[str], document: Any = None) -> None:
-        self.problems = problems
+    def __init__(self, problems: list[Problem], document: Any = None) -> None:
+        self.items = problems
+        """Each refusal: its line, the file's path to it where it has one, and the message."""
         self.document = document
         """When every problem is a refused scalar: the document with each of them as REFUSED,
         so the fields around them can still be checked in the same round. Else None."""
-        super().__init__("\n".join(problems))
+        super().__init__("\n".join(self.problems))
+
+    @property
+    def problems(self) -> list[str]:
+        """Each refusal as printed (`line 3, (top): duplicate key 'name' ...`)."""
+        return [str(p) for p in self.items]
+
+
+def _refusal(line: int | None, message: str, where: str | None = None) -> Problem:
+    return Problem(where, message, line, by_reader=True)
 
 
 class _Refused:
@@ -123,25 +136,31 @@ class _Loader(
         _Constructor.__init__(self)
         _Resolver.__init__(self)
         self._depth = 0
-        self.tags: list[str] = []
+        self.tags: list[Problem] = []
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()  # type: ignore[no-untyped-call]
         tag = getattr(event, "tag", None)
         if tag is not None:
             self.tags.append(
-                f"line {event.start_mark.line + 1}: explicit tag {tag!r} is not accepted; write the value plainly "
-                "(quote it for text)"
+                _refusal(
+                    event.start_mark.line + 1,
+                    f"explicit tag {tag!r} is not accepted; write the value plainly (quote it for text)",
+                )
             )
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()  # type: ignore[no-untyped-call]
             raise StrictYamlError(
-                [f"line {event.start_mark.line + 1}: aliases (*{event.anchor}) are not accepted; write the value out"]
+                [
+                    _refusal(
+                        event.start_mark.line + 1, f"aliases (*{event.anchor}) are not accepted; write the value out"
+                    )
+                ]
             )
         self._depth += 1
         if self._depth > MAX_DEPTH:
             mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-            raise StrictYamlError([f"line {mark.line + 1}: nested deeper than {MAX_DEPTH} levels"])
+            raise StrictYamlError([_refusal(mark.line + 1, f"nested deeper than {MAX_DEPTH} levels")])
         try:
             return super().compose_node(parent, index)
         finally:
@@ -152,22 +171,25 @@ def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
-def _check(node: yaml.Node, path: str, problems: list[str], refused: list[yaml.ScalarNode] | None = None) -> None:
+def _check(node: yaml.Node, path: str, problems: list[Problem], refused: list[yaml.ScalarNode] | None = None) -> None:
     where = path or "(top)"
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key, value in node.value:
             if not isinstance(key, yaml.ScalarNode) or key.tag != "tag:yaml.org,2002:str":
                 shown = key.value if isinstance(key, yaml.ScalarNode) else "a collection"
-                problems.append(f"line {_line(key)}, {where}: keys must be strings, not {shown!r}; quote it")
+                problems.append(_refusal(_line(key), f"keys must be strings, not {shown!r}; quote it", where))
                 continue
             if key.value == "<<" and key.style is None:
-                problems.append(f"line {_line(key)}, {where}: merge keys (<<) are not accepted; write the keys out")
+                problems.append(_refusal(_line(key), "merge keys (<<) are not accepted; write the keys out", where))
                 continue
             if key.value in seen:
                 problems.append(
-                    f"line {_line(key)}, {where}: duplicate key {key.value!r} (first at line {seen[key.value]}); "
-                    "each key once"
+                    _refusal(
+                        _line(key),
+                        f"duplicate key {key.value!r} (first at line {seen[key.value]}); each key once",
+                        where,
+                    )
                 )
                 continue
             seen[key.value] = _line(key)
@@ -182,20 +204,28 @@ def _check(node: yaml.Node, path: str, problems: list[str], refused: list[yaml.S
             refused.append(node)
 
 
-def _check_scalar(node: yaml.ScalarNode, where: str, problems: list[str]) -> None:
+def _check_scalar(node: yaml.ScalarNode, where: str, problems: list[Problem]) -> None:
     """A plain scalar the loader refuses: one problem, else none."""
     if _YAML11_BOOLEANS.match(node.value):
         problems.append(
-            f"line {_line(node)}, {where}: {node.value!r} is a boolean in YAML 1.1 but a string in YAML 1.2; "
-            "write true or false, or quote it for the text"
+            _refusal(
+                _line(node),
+                f"{node.value!r} is a boolean in YAML 1.1 but a string in YAML 1.2; "
+                "write true or false, or quote it for the text",
+                where,
+            )
         )
     elif _LEADING_ZERO.match(node.value):
         problems.append(
-            f"line {_line(node)}, {where}: {node.value!r} has a leading zero: octal to some readers, decimal "
-            f"to YAML 1.2; write 0o{node.value.lstrip('+-0') or '0'} for octal or the decimal number without the zero"
+            _refusal(
+                _line(node),
+                f"{node.value!r} has a leading zero: octal to some readers, decimal to YAML 1.2; "
+                f"write 0o{node.value.lstrip('+-0') or '0'} for octal or the decimal number without the zero",
+                where,
+            )
         )
     elif node.tag == "tag:yaml.org,2002:int" and not _fits_int64(node.value):
-        problems.append(f"line {_line(node)}, {where}: {node.value[:40]!r}... is beyond a 64-bit integer")
+        problems.append(_refusal(_line(node), f"{node.value[:40]!r}... is beyond a 64-bit integer", where))
 
 
 def _fits_int64(text: str) -> bool:
@@ -204,15 +234,18 @@ def _fits_int64(text: str) -> bool:
     return len(body.lstrip("+-")) <= 22 and -_INT64 <= int(body, base) < _INT64
 
 
-def _unreadable(text: str) -> list[str]:
+def _unreadable(text: str) -> list[Problem]:
     """A line-numbered problem per line holding a character the loader refuses (the first 10)."""
     problems = []
     for number, line in enumerate(text.split("\n"), start=1):
         match = _UNREADABLE.search(line)
         if match:
             problems.append(
-                f"line {number}: raw control character U+{ord(match.group()):04X} is not accepted in a stack file; "
-                'write it escaped in a double-quoted string ("\\x..") if a field really takes it'
+                _refusal(
+                    number,
+                    f"raw control character U+{ord(match.group()):04X} is not accepted in a stack file; "
+                    'write it escaped in a double-quoted string ("\\x..") if a field really takes it',
+                )
             )
             if len(problems) == 10:
                 break
@@ -226,7 +259,7 @@ def decode(data: bytes) -> str:
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         raise StrictYamlError(
-            [f"line {line}: byte 0x{data[err.start]:02x} is not UTF-8; save the file as UTF-8"]
+            [_refusal(line, f"byte 0x{data[err.start]:02x} is not UTF-8; save the file as UTF-8")]
         ) from None
 
 
@@ -234,7 +267,7 @@ def load(text: str) -> Any:
     """One YAML (or JSON) document, strictly. Raises StrictYamlError."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
-        raise StrictYamlError([f"(file): {size} bytes; a stack file may hold at most {MAX_BYTES}"])
+        raise StrictYamlError([_refusal(None, f"{size} bytes; a stack file may hold at most {MAX_BYTES}", "(file)")])
     unreadable = _unreadable(text)
     if unreadable:
         raise StrictYamlError(unreadable)
@@ -243,7 +276,7 @@ def load(text: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        problems: list[str] = list(loader.tags)
+        problems: list[Problem] = list(loader.tags)
         refused: list[yaml.ScalarNode] = []
         _check(node, "", problems, refused)
         if problems and len(problems) == len(refused):
@@ -257,8 +290,8 @@ def load(text: str) -> Any:
         return loader.construct_document(node)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
+        line = mark.line + 1 if mark is not None else None
         reason = getattr(err, "problem", None) or str(err)
-        raise StrictYamlError([f"{where}not valid YAML: {reason}"]) from None
+        raise StrictYamlError([_refusal(line, f"not valid YAML: {reason}")]) from None
     finally:
         loader.dispose()

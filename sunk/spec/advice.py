@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from sunk.problem import Problem
 from sunk.spec.cluster import ClusterSpec
-from sunk.spec.problem import Problem
 
 OPEN_TO_ALL = ("0.0.0.0/0", "::/0")
 ASSOCIATION_ENFORCING = ("associations", "limits", "qos", "safe")

@@ -9,11 +9,11 @@ from typing import Annotated, ClassVar
 from pydantic import AfterValidator, Field, model_validator
 
 from sunk.images import DEFAULT_SLURM, PYXIS_VARIANT, supported_release
+from sunk.problem import Problem, Problems
 from sunk.spec.base import DnsLabel, Image, Model, SecretRef, dns_label
 from sunk.spec.health import HealthCheckSpec
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
 from sunk.spec.pod import UserLabels, secret_references
-from sunk.spec.problem import Problem, Problems
 from sunk.spec.scheduling import (
     AccountSpec,
     CgroupSpec,

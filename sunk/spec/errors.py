@@ -10,17 +10,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from sunk.problem import Problem, Problems
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.partial import rules_despite
-from sunk.spec.problem import Problem, Problems
 from sunk.strictyaml import REFUSED
 
 
 class SpecError(ValueError):
-    """Every problem of a spec at once. `items` are Problems (a field path and a message, and the
-    stack file's line when known), or lines the YAML reader already wrote whole."""
+    """Every problem of a spec at once. `items` are Problems: a field path and a message, and the
+    stack file's line when known. Only the edge (a printer) turns them into text."""
 
-    def __init__(self, problems: Sequence[Problem | str], source: str = "spec", *, notes: Sequence[str] = ()) -> None:
+    def __init__(self, problems: Sequence[Problem], source: str = "spec", *, notes: Sequence[str] = ()) -> None:
         self.items = list(problems)
         self.source = source
         self.notes = list(notes)
@@ -30,8 +30,9 @@ class SpecError(ValueError):
 
     @property
     def problems(self) -> list[str]:
-        """Each problem as `field.path: message` (no line number)."""
-        return [p if isinstance(p, str) else f"{p.path or '(root)'}: {p.message}" for p in self.items]
+        """Each problem as `field.path: message`, without the line the stack file gave a spec
+        field; the YAML reader's own problems and those of no field print whole."""
+        return [str(p) if p.by_reader or p.path is None else f"{p.path or '(root)'}: {p.message}" for p in self.items]
 
     @property
     def lines(self) -> list[str]:

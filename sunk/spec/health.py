@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from sunk.problem import Problem, Problems
 from sunk.spec.base import AbsPath, DnsLabel, Model, _matcher
-from sunk.spec.problem import Problem, Problems
 
 HEALTH_REASON_PREFIX = "sunk-health:"
 """Every drain reason the health program sets starts with this: it resumes only such drains, never

@@ -17,9 +17,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from sunk.problem import Problem, Problems
 from sunk.spec.base import Cidr, DnsSubdomain, Model, Resources, SecretRef, _matcher, resources
 from sunk.spec.pod import ExtraArgs, PodRole, PodSettings, ServiceSettings
-from sunk.spec.problem import Problem, Problems
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 """What may end or hide a line of sssd.conf for some reader: every C0 control (newline, CR, NUL,

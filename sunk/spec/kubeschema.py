@@ -25,7 +25,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from sunk.spec.problem import Problem, Problems
+from sunk.problem import Problem, Problems
 
 KUBERNETES_VERSION = "1.33"
 """The schema version the definitions come from (the oldest the manifests are validated against)."""

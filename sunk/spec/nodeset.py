@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from sunk.images import DEFAULT_ARCH, Arch
 from sunk.kubefit import parse_quantity
+from sunk.problem import Problem, Problems
 from sunk.spec.base import (
     DnsLabel,
     Feature,
@@ -27,7 +28,6 @@ from sunk.spec.base import (
 )
 from sunk.spec.capacity import INSTANCE_TYPES, Available, cpu_text
 from sunk.spec.pod import PodRole, PodSettings, Toleration, VolumeSpec
-from sunk.spec.problem import Problem, Problems
 from sunk.spec.slurmtext import MAX_U32
 
 MAX_GPUS_PER_NODE = 16

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from sunk.spec.problem import Problem, Problems
+from sunk.problem import Problem, Problems
 
 Loc = tuple[int | str, ...]
 

@@ -34,6 +34,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 
 from sunk import keys, roles
+from sunk.problem import Problem, Problems
 from sunk.spec import kubeschema
 from sunk.spec.base import (
     RESERVED_MOUNTS,
@@ -48,7 +49,6 @@ from sunk.spec.base import (
     _label_key,
     _matcher,
 )
-from sunk.spec.problem import Problem, Problems
 
 PodRole = Literal["controller", "accounting", "mariadb", "restapi", "login", "compute", "runtime", "operator"]
 

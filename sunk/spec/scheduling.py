@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from sunk.problem import Problem, Problems
 from sunk.spec import lua
 from sunk.spec.base import (
     AbsPath,
@@ -28,7 +29,6 @@ from sunk.spec.base import (
 )
 from sunk.spec.identity import GroupName
 from sunk.spec.nodeset import MAX_MEMORY_MIB, NodeSetSpec
-from sunk.spec.problem import Problem, Problems
 from sunk.spec.slurmtext import (
     MAX_U16,
     MAX_U32,

@@ -17,6 +17,7 @@ from sunk.images import (
     repository,
     tag_for,
 )
+from sunk.problem import Problem, Problems
 from sunk.spec.base import (
     Cidr,
     DnsLabel,
@@ -34,7 +35,6 @@ from sunk.spec.base import (
 )
 from sunk.spec.identity import AuthSpec, KeySource, LdapSpec, LoginSpec
 from sunk.spec.pod import ExtraArgs, HeadlessServiceSettings, PodRole, PodSettings, ServiceSettings
-from sunk.spec.problem import Problem, Problems
 from sunk.spec.slurmtext import SlurmConfLines, SlurmdbdConfLines
 
 RoleField = Literal["controller", "accounting", "restapi", "login", "slurmd", "mariadb", "runtime"]
