@@ -215,20 +215,38 @@ def _workload(
     nodes: dict[str, NodeView],
     grace: float,
 ) -> list[Action]:
-    """`nodes` is this cycle's view of the Nodes, updated with every Bind planned (across workloads)."""
+    """One workload's actions, in four phases: the pods already bound (kept while their job holds
+    them, else evicted); then, for the pods not bound yet, with no active job, evict those whose
+    job ended and submit (or reject) one; with a job not running yet, say why they wait; with a
+    running job, place them on its nodes (`nodes` is this cycle's view of the Nodes, updated with
+    every Bind planned across workloads) and report, or reroute, those that do not fit."""
     live = sorted((p for p in pods if p.live), key=lambda p: p.name)
     active = sorted((j for j in jobs if j.active), key=lambda j: j.job_id)
-    by_id = {j.job_id: j for j in jobs}
     # Two active jobs for one marker only if a submit reply was lost: keep the oldest.
     actions: list[Action] = [Cancel(j.job_id, marker, "duplicate placeholder job") for j in active[1:]]
     job = active[0] if active else None
+    unbound, holding = _bound(live, job, {j.job_id: j for j in jobs}, actions)
+    if not unbound:
+        return actions
+    if job is None:
+        return actions + _without_job(marker, unbound, jobs, snap, failures, now)
+    if not job.running:
+        return actions + _waiting(job, unbound, now)
+    return actions + _place(marker, job, unbound, holding, snap, failures, now, nodes, grace)
 
+
+def _bound(
+    live: Sequence[PodView], job: JobView | None, by_id: Mapping[int, JobView], actions: list[Action]
+) -> tuple[list[PodView], set[str]]:
+    """The pods not bound yet, and the Slurm nodes of `job` that pods bound by us hold; a pod we
+    bound that its job no longer holds is evicted (into `actions`). A pod bound by hand is left
+    alone."""
     unbound: list[PodView] = []
     holding: set[str] = set()
     for pod in live:
         if not pod.node_name:
             unbound.append(pod)
-        elif pod.bound_job is not None:  # bound by us; a pod bound by hand is left alone
+        elif pod.bound_job is not None:
             holds = (
                 job is not None
                 and job.running
@@ -240,36 +258,96 @@ def _workload(
                 holding.add(pod.bound_slurm_node)
             else:
                 actions.append(Evict(pod.ref, *_ended(by_id.get(pod.bound_job), pod.bound_job)))
-    if not unbound:
-        return actions
+    return unbound, holding
 
-    if job is None:
-        ended = max((j for j in jobs if not j.active), key=lambda j: j.job_id, default=None)
-        # A submit Slurm refused can leave a FAILED job behind (BadConstraints): that is the
-        # rejection already reported (remembered, or visible on the pods), not a reason to evict.
-        rejected = marker.text in failures or any(p.scheduled and p.scheduled[1] == UNSCHEDULABLE for p in unbound)
-        if ended is not None and not rejected:
-            # Pods that were already waiting when that job was submitted were waiting for it.
-            waited = [p for p in unbound if marker.kind == "pod" or p.created <= ended.submit_time]
-            reason, message = _ended(ended, ended.job_id)
-            actions += [Evict(p.ref, reason, message + " before it started") for p in waited]
-            unbound = [p for p in unbound if p not in waited]
-        if unbound:
-            defaults = snap.namespace_defaults.get(marker.namespace, {})
-            actions += _submit_or_reject(marker, unbound, defaults, failures, now)
-        return actions
 
-    if not job.running:
-        if job.state == "PENDING" and now - job.submit_time < PENDING_QUIET:
-            return actions
-        what = "suspended" if job.state == "SUSPENDED" else "pending"
-        why = f" ({job.reason})" if job.reason not in ("", "None") else ""
-        msg = f"Slurm job {job.job_id} is {what}{why}"
-        return actions + [a for p in unbound for a in _condition(p, PENDING_REASON, msg)]
+def _without_job(
+    marker: Marker,
+    unbound: list[PodView],
+    jobs: Sequence[JobView],
+    snap: Snapshot,
+    failures: Mapping[str, Failure],
+    now: float,
+) -> list[Action]:
+    """No active job: the pods that waited for one that ended are evicted; the rest get a job
+    submitted (or the reason none can be)."""
+    actions: list[Action] = []
+    ended = max((j for j in jobs if not j.active), key=lambda j: j.job_id, default=None)
+    # A submit Slurm refused can leave a FAILED job behind (BadConstraints): that is the
+    # rejection already reported (remembered, or visible on the pods), not a reason to evict.
+    rejected = marker.text in failures or any(p.scheduled and p.scheduled[1] == UNSCHEDULABLE for p in unbound)
+    if ended is not None and not rejected:
+        # Pods that were already waiting when that job was submitted were waiting for it.
+        waited = [p for p in unbound if marker.kind == "pod" or p.created <= ended.submit_time]
+        reason, message = _ended(ended, ended.job_id)
+        actions += [Evict(p.ref, reason, message + " before it started") for p in waited]
+        unbound = [p for p in unbound if p not in waited]
+    if unbound:
+        defaults = snap.namespace_defaults.get(marker.namespace, {})
+        actions += _submit_or_reject(marker, unbound, defaults, failures, now)
+    return actions
 
+
+def _waiting(job: JobView, unbound: list[PodView], now: float) -> list[Action]:
+    """The job is not running yet: after a quiet while, the pods say why they wait."""
+    if job.state == "PENDING" and now - job.submit_time < PENDING_QUIET:
+        return []
+    what = "suspended" if job.state == "SUSPENDED" else "pending"
+    why = f" ({job.reason})" if job.reason not in ("", "None") else ""
+    msg = f"Slurm job {job.job_id} is {what}{why}"
+    return [a for p in unbound for a in _condition(p, PENDING_REASON, msg)]
+
+
+_Unfit = tuple[PodView, str, str, list[Shortfall]]
+"""A pod, the Slurm node its job was given, that node's Kubernetes Node, and what it lacks there
+(nothing for an exclusive NodeSet's node)."""
+
+
+def _place(
+    marker: Marker,
+    job: JobView,
+    unbound: list[PodView],
+    holding: set[str],
+    snap: Snapshot,
+    failures: Mapping[str, Failure],
+    now: float,
+    nodes: dict[str, NodeView],
+    grace: float,
+) -> list[Action]:
+    """The job runs: bind each unbound pod to a free node of it where its Node admits it (a
+    group all or nothing), report the rest, and reroute the job once they cannot fit."""
     free = [n for n in job.nodes if n not in holding]
+    actions, binds, unfit, planned = _fit(job, unbound, free, snap, nodes)
+    if unfit and marker.kind == "group":
+        # All or nothing on the Kubernetes side too: members that would fit wait for the others.
+        who = ", ".join(sorted(p.name for p, *_ in unfit))
+        msg = f"Slurm job {job.job_id}: not bound while group member(s) {who} would not fit their Node"
+        actions += [a for b in binds for a in _condition(_by_ref(unbound, b.pod), DOES_NOT_FIT, msg)]
+        binds = []
+    for b in binds:
+        nodes[b.node] = planned[b.node]
+    actions += binds
+    # Exclusive nodes never make room: no grace for them.
+    lasting = all(not short for *_, short in unfit)
+    rerouting = bool(unfit) and not holding and (lasting or now >= job.start_time + grace)
+    actions += _unfit_reports(job, unfit, rerouting, grace)
+    if rerouting:
+        actions += _reroute(marker, job, unbound, {n for _, n, _, _ in unfit}, snap, failures, now)
+    for pod in unbound[len(free) :]:
+        msg = f"group job {job.job_id} has no free node: {len(job.nodes)} nodes, all held"
+        actions += _condition(pod, "GroupFull", msg)
+    return actions
+
+
+def _fit(
+    job: JobView, unbound: list[PodView], free: list[str], snap: Snapshot, nodes: dict[str, NodeView]
+) -> tuple[list[Action], list[Bind], list[_Unfit], dict[str, NodeView]]:
+    """Each unbound pod against the next free Slurm node's Kubernetes Node: (the conditions of
+    pods with no readable Node, the binds that fit, the pods that do not, the Nodes as they would
+    be after those binds)."""
+    actions: list[Action] = []
     binds: list[Bind] = []
-    unfit: list[tuple[PodView, str, str, list[Shortfall]]] = []
+    unfit: list[_Unfit] = []
     planned = dict(nodes)
     for pod, slurm_node in zip(unbound, free, strict=False):
         node = snap.node_of.get(slurm_node)
@@ -289,18 +367,13 @@ def _workload(
             start = str(int(job.start_time))
             gpus = ",".join(str(i) for i in job.gpu_indices.get(slurm_node, ()))
             binds.append(Bind(pod.ref, node, job.job_id, slurm_node, start, _pinning(pod, slurm_node), gpus))
-    if unfit and marker.kind == "group":
-        # All or nothing on the Kubernetes side too: members that would fit wait for the others.
-        who = ", ".join(sorted(p.name for p, *_ in unfit))
-        msg = f"Slurm job {job.job_id}: not bound while group member(s) {who} would not fit their Node"
-        actions += [a for b in binds for a in _condition(_by_ref(unbound, b.pod), DOES_NOT_FIT, msg)]
-        binds = []
-    for b in binds:
-        nodes[b.node] = planned[b.node]
-    actions += binds
-    # Exclusive nodes never make room: no grace for them.
-    lasting = all(not short for *_, short in unfit)
-    rerouting = bool(unfit) and not holding and (lasting or now >= job.start_time + grace)
+    return actions, binds, unfit, planned
+
+
+def _unfit_reports(job: JobView, unfit: list[_Unfit], rerouting: bool, grace: float) -> list[Action]:
+    """An Unfit per pod its Node would not admit, saying what it lacks and what happens next
+    (none where the pod already says exactly that)."""
+    actions: list[Action] = []
     for pod, slurm_node, node, short in unfit:
         what = "; ".join(str(s) for s in short) or "its NodeSet is exclusive: slurmd holds the node for Slurm jobs"
         then = (
@@ -314,11 +387,6 @@ def _workload(
         )
         if pod.scheduled != ("False", DOES_NOT_FIT, msg):
             actions.append(Unfit(pod.ref, msg))
-    if rerouting:
-        actions += _reroute(marker, job, unbound, {n for _, n, _, _ in unfit}, snap, failures, now)
-    for pod in unbound[len(free) :]:
-        msg = f"group job {job.job_id} has no free node: {len(job.nodes)} nodes, all held"
-        actions += _condition(pod, "GroupFull", msg)
     return actions
 
 

@@ -324,6 +324,23 @@ class NodeSetSpec(PodSettings):
 
     @model_validator(mode="after")
     def _rules(self) -> NodeSetSpec:
+        """A NodeSet's own rules, phase by phase: how it scales (mode, power, replicas), its
+        nodes' shape (CPU topology, instance type), what needs which mode, what Kubernetes would
+        refuse at admission (one problem per field), the names it uses, what its pods carry
+        (memory limit, scripts, annotations), and slurmd's arguments and node settings."""
+        errors = self._scaling_problems() + self._shape_problems() + self._mode_problems()
+        for problem in self.admission():  # one problem per field: the first says the most
+            if problem.path not in {e.path for e in errors}:
+                errors.append(problem)
+        errors += self._name_problems() + self._carried_problems()
+        errors += slurmd_args_problems(self.slurmd_args)
+        errors += node_conf_problems(self)
+        if errors:
+            raise Problems(errors)
+        return self
+
+    def _scaling_problems(self) -> list[Problem]:
+        """How it scales: mode, power, replicas and externalScaling agree; replicas within maxNodes."""
         errors: list[Problem] = []
         if self.mode == "all-matching-nodes" and self.replicas is not None:
             errors.append(Problem("replicas", "must be unset in mode all-matching-nodes (one pod per matching Node)"))
@@ -359,6 +376,11 @@ class NodeSetSpec(PodSettings):
                     f"raise maxNodes to at least {replicas}",
                 )
             )
+        return errors
+
+    def _shape_problems(self) -> list[Problem]:
+        """The nodes' shape: sockets*coresPerSocket*threadsPerCore is cpus; within the instance type."""
+        errors: list[Problem] = []
         topo = (self.sockets, self.cores_per_socket, self.threads_per_core)
         if any(v is not None for v in topo):
             if None in topo:
@@ -404,6 +426,11 @@ class NodeSetSpec(PodSettings):
                                 f"{self.gpus.type!r} but instance type {self.instance_type} has {it.gpu_type!r}",
                             )
                         )
+        return errors
+
+    def _mode_problems(self) -> list[Problem]:
+        """Settings that only one mode uses: fromNodeLabels (all-matching-nodes), slurmdOverhead (shared)."""
+        errors: list[Problem] = []
         if self.gpus is not None and self.gpus.from_node_labels and self.mode != "all-matching-nodes":
             errors.append(
                 Problem(
@@ -420,9 +447,11 @@ class NodeSetSpec(PodSettings):
                     "cpus and memoryMib); drop it or set resourceMode: shared",
                 )
             )
-        for problem in self.admission():  # one problem per field: the first says the most
-            if problem.path not in {e.path for e in errors}:
-                errors.append(problem)
+        return errors
+
+    def _name_problems(self) -> list[Problem]:
+        """The names it uses: the architecture selector, sidecar names, features."""
+        errors: list[Problem] = []
         arch = self.node_selector.get(ARCH_LABEL)
         if arch is not None and arch != self.architecture:
             errors.append(
@@ -448,6 +477,11 @@ class NodeSetSpec(PodSettings):
             for i, f in enumerate(self.features)
             if f == SHARED_FEATURE
         ]
+        return errors
+
+    def _carried_problems(self) -> list[Problem]:
+        """What its pods carry: a memory limit over memoryMib, the s6 scripts and annotations within the pod's budget."""
+        errors: list[Problem] = []
         limit = self.resources.limits.memory if self.resources is not None else None
         if limit is not None and parse_quantity(limit) < self.memory_mib * 2**20:
             # Jobs run inside the slurmd container's cgroup: a limit under RealMemory OOM-kills them
@@ -489,11 +523,7 @@ class NodeSetSpec(PodSettings):
             for n, body in self.s6_scripts.items()
             if not body.startswith("#!")
         ]
-        errors += slurmd_args_problems(self.slurmd_args)
-        errors += node_conf_problems(self)
-        if errors:
-            raise Problems(errors)
-        return self
+        return errors
 
     def admission(self, extra: ResourceList | None = None) -> list[Problem]:
         """What a kubelet would reject: the slurmd pod's requests above what a Node gives one pod,
