@@ -176,7 +176,39 @@ def _unknown_key(key: str) -> str:
 
 
 def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, OperatorSpec | None]:
-    """Pulumi config (`sunk:cluster`, `sunk:operator`) -> spec. Raises SpecError."""
+    """Pulumi config (`sunk:cluster`, `sunk:operator`) -> spec. Raises SpecError. In phases: the
+    cluster's document (no unknown keys, none encrypted), then every setting, the operator and the
+    spec in one round, then what needs both (the operator's policy against the stack's images,
+    and the pod gate)."""
+    raw = _cluster_document(config, source)
+    problems = _settings_problems(config)
+    operator = spec = None
+    try:
+        operator = _operator(config.get(OPERATOR_KEY, False), source)
+    except SpecError as err:
+        problems += err.items
+    notes: list[str] = []
+    try:
+        spec = load_spec(raw, source)
+    except SpecError as err:
+        problems += err.items
+        notes = err.notes
+    if operator is not None and spec is not None and operator.namespace == spec.ns:
+        problems.append(
+            Problem(
+                f"{OPERATOR_KEY}.namespace",
+                f"{operator.namespace!r} is also the cluster's namespace; the operator serves every tenant from "
+                "a namespace of its own (default sunk-system)",
+            )
+        )
+    if problems or spec is None:
+        raise SpecError(problems, source, notes=notes)
+    return spec, _admitted(spec, operator, source)
+
+
+def _cluster_document(config: dict[str, Any], source: str) -> Any:
+    """`sunk:cluster` as a document (Pulumi hands a program JSON text), once no key is unknown,
+    the cluster is there and none of it is encrypted. Raises SpecError."""
     raw = config.get(CLUSTER_KEY)
     unknown = sorted(k for k in config if k.startswith(f"{PROJECT}:") and k not in KEYS)
     if unknown:
@@ -200,6 +232,11 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     secure = _find_secure(raw, "")
     if secure:
         raise SpecError(secure, source)
+    return raw
+
+
+def _settings_problems(config: dict[str, Any]) -> list[Problem]:
+    """`sunk:allowStateReplacement` and `sunk:keys`, each one of its values."""
     problems: list[Problem] = []
     allow = config.get(ALLOW_STATE_REPLACEMENT_KEY, False)
     if allow is not strictyaml.REFUSED and not (
@@ -209,27 +246,13 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
     source_of_keys = config.get(KEYS_FROM_KEY, "pulumi")
     if source_of_keys not in KEY_SOURCES:
         problems.append(Problem(KEYS_FROM_KEY, f"{source_of_keys!r} is not one of {', '.join(KEY_SOURCES)}"))
-    operator = spec = None
-    try:
-        operator = _operator(config.get(OPERATOR_KEY, False), source)
-    except SpecError as err:
-        problems += err.items
-    notes: list[str] = []
-    try:
-        spec = load_spec(raw, source)
-    except SpecError as err:
-        problems += err.items
-        notes = err.notes
-    if operator is not None and spec is not None and operator.namespace == spec.ns:
-        problems.append(
-            Problem(
-                f"{OPERATOR_KEY}.namespace",
-                f"{operator.namespace!r} is also the cluster's namespace; the operator serves every tenant from "
-                "a namespace of its own (default sunk-system)",
-            )
-        )
-    if problems or spec is None:
-        raise SpecError(problems, source, notes=notes)
+    return problems
+
+
+def _admitted(spec: ClusterSpec, operator: OperatorSpec | None, source: str) -> OperatorSpec | None:
+    """What needs the valid spec and operator both: the operator's policy admits the stack's slurmd
+    images, and everything the spec puts into pods passes the pod gate. The operator, its policy
+    and image completed from the stack. Raises SpecError."""
     if operator is not None:
         operator = _policy_follows_registry(spec, operator)
         refused = _refused_images(spec, operator)
@@ -241,7 +264,7 @@ def parse_config(config: dict[str, Any], source: str) -> tuple[ClusterSpec, Oper
         raise SpecError([Problem("pods", p) for p in gate], source)
     if operator is not None and "image" not in operator.model_fields_set:
         operator = operator.model_copy(update={"image": spec.images.runtime})  # the stack's runtime image
-    return spec, operator
+    return operator
 
 
 def _policy_follows_registry(spec: ClusterSpec, operator: OperatorSpec) -> OperatorSpec:

@@ -191,7 +191,10 @@ def _is_output(given: Any) -> bool:
 
 def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> list[Problem]:
     """Each problem with its field path, what was given and what would be valid; `root` is the
-    model that was validated (paths and known fields are read from it)."""
+    model that was validated (paths and known fields are read from it). Per error of pydantic's:
+    a model's own rules' problems are taken as they are, a refused YAML scalar is skipped (the
+    reader named it), a strict type error joins the others of its union into one problem, and
+    every other kind is said in the stack's words (`_message`)."""
     problems: list[Problem] = []
     typed: dict[str, tuple[list[str], int]] = {}
     for e in err.errors(include_url=False):
@@ -208,14 +211,9 @@ def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> 
         if _is_output(given):
             problems.append(Problem(base, LATE_HINT))
             continue
-        if kind == "extra_forbidden":
-            problems.append(Problem(base, _unknown(loc, root)))
-        elif kind == "missing":
-            problems.append(Problem(base, _missing(loc, root)))
-        elif kind in ("int_type", "float_type", "bool_type", "string_type"):
+        if kind in _STRICT_TYPES:
             # Strict types (no coercion): say what was given, and for numbers what would do.
-            want = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
-                    "string_type": "text"}[kind]  # fmt: skip
+            want = _STRICT_TYPES[kind]
             bound = _upper_bound(loc, root) if kind == "int_type" else None
             if bound is not None:
                 want += f" up to {bound}"
@@ -226,26 +224,40 @@ def format_errors(err: ValidationError, root: type[BaseModel] = ClusterSpec) -> 
             else:
                 typed[base] = ([want], len(problems))
                 problems.append(Problem(base, f"{want} is required, not {_kind(given)} ({_shown(given)})"))
-        elif kind == "int_parsing_size":
-            # pydantic's own text ("exceeded maximum size") says nothing of what would do.
-            bound = _upper_bound(loc, root)
-            problems.append(
-                Problem(base, "too large; a whole number" + (f" up to {bound}" if bound is not None else ""))
-            )
-        elif kind in ("model_type", "model_attributes_type", "dict_type"):
-            problems.append(Problem(base, _mapping_wanted(loc, given, root)))
-        elif kind == "list_type":
-            problems.append(Problem(base, _list_wanted(given)))
-        elif kind == "literal_error":
-            problems.append(Problem(base, _literal(given, str((e.get("ctx") or {}).get("expected", "")))))
-        elif kind in _BOUNDS:
-            problems.append(Problem(base, _BOUNDS[kind](_shown(given), e.get("ctx") or {})))
-        else:
-            msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            if msg.startswith("Input should be "):
-                msg = f"must be {msg.removeprefix('Input should be ')}, not {_shown(given)}"
-            problems.append(Problem(base, msg.replace(" after validation", "")))
+            continue
+        problems.append(Problem(base, _message(e, loc, root)))
     return problems
+
+
+_STRICT_TYPES = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
+                 "string_type": "text"}  # fmt: skip
+"""pydantic's strict type errors -> what the field takes."""
+
+
+def _message(e: Any, loc: tuple[int | str, ...], root: type[BaseModel]) -> str:
+    """One pydantic error (not a strict type's) in the stack's words."""
+    kind = e["type"]
+    given = e.get("input")
+    if kind == "extra_forbidden":
+        return _unknown(loc, root)
+    if kind == "missing":
+        return _missing(loc, root)
+    if kind == "int_parsing_size":
+        # pydantic's own text ("exceeded maximum size") says nothing of what would do.
+        bound = _upper_bound(loc, root)
+        return "too large; a whole number" + (f" up to {bound}" if bound is not None else "")
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return _mapping_wanted(loc, given, root)
+    if kind == "list_type":
+        return _list_wanted(given)
+    if kind == "literal_error":
+        return _literal(given, str((e.get("ctx") or {}).get("expected", "")))
+    if kind in _BOUNDS:
+        return _BOUNDS[kind](_shown(given), e.get("ctx") or {})
+    msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if msg.startswith("Input should be "):
+        msg = f"must be {msg.removeprefix('Input should be ')}, not {_shown(given)}"
+    return msg.replace(" after validation", "")
 
 
 def load_spec(data: Any, source: str = "spec") -> ClusterSpec:
