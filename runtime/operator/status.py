@@ -88,10 +88,10 @@ def compute_status(
     unfit: Mapping[str, tuple[str, str]] | None = None,
     protected: int = 0,
 ) -> dict[str, Any]:
-    """`unfit`: Kubernetes Node -> (Slurm node, what does not fit) for members not created."""
+    """The NodeSet's status: the counts of its pods, why it is (not) Ready, then its conditions.
+    `unfit`: Kubernetes Node -> (Slurm node, what does not fit) for members not created."""
     unfit = unfit or {}
     ns = observed.nodeset
-    missing = observed.missing_config
     mine = [pods[n] for n in want if n in pods and not pods[n].leaving]
     ready = sum(p.ready for p in mine)
     updated = sum(p.template_hash == desired_hash for p in mine) if desired_hash is not None else 0
@@ -101,19 +101,56 @@ def compute_status(
     leaving = sum(1 for p in observed.pods if p.slurm_node not in want)
     outdated = len(mine) - updated if desired_hash is not None else 0
     on_delete = ns.spec.update_strategy.type == "OnDelete"
+    why, msg = _readiness(desired, len(mine), ready, updated, outdated, leaving, on_delete, desired_hash is not None)
+    status = NodeSetStatus(
+        desired=desired,
+        feasible=_feasible(observed, want, pods, unfit),
+        scheduled=sum(p.scheduled for p in mine),
+        ready=ready,
+        updated=updated,
+        outdated=outdated,
+        protected=protected,
+        replicas=sum(not p.leaving for p in mine),
+        selector=",".join(f"{k}={v}" for k, v in sorted(selector_labels(ns.spec).items())),
+        observed_generation=ns.generation,
+        conditions=_conditions(previous, observed, (why, msg), build_error, unfit, now),
+        **_slurm_counts(observed, slurm_names),
+    )
+    return status.model_dump(by_alias=True, mode="json")
+
+
+def _readiness(
+    desired: int, exist: int, ready: int, updated: int, outdated: int, leaving: int, on_delete: bool, hashed: bool
+) -> tuple[str, str]:
+    """The Ready condition's reason and message: what the pods are doing, most pressing first."""
     if ready == desired and updated == desired and not leaving:
         why, msg = "AllReady", f"{ready}/{desired} pods ready and up to date"
-    elif on_delete and ready == desired == len(mine) and not leaving:
+    elif on_delete and ready == desired == exist and not leaving:
         why, msg = "OutdatedOnDelete", f"{ready}/{desired} pods ready, {outdated} outdated until deleted (OnDelete)"
-    elif len(mine) < desired:
-        why, msg = "ScalingOut", f"{len(mine)}/{desired} pods exist, {ready} ready"
-    elif updated < desired and desired_hash is not None:
+    elif exist < desired:
+        why, msg = "ScalingOut", f"{exist}/{desired} pods exist, {ready} ready"
+    elif updated < desired and hashed:
         why, msg = "Updating", f"{updated}/{desired} pods up to date, {ready} ready"
     elif leaving:
         why, msg = "ScalingIn", f"{leaving} pods leaving (drained first, deleted once idle)"
     else:
         why, msg = "PodsNotReady", f"{ready}/{desired} pods ready"
-    conditions = [
+    return why, msg
+
+
+def _conditions(
+    previous: list[dict[str, Any]],
+    observed: Observed,
+    readiness: tuple[str, str],
+    build_error: str,
+    unfit: Mapping[str, tuple[str, str]],
+    now: datetime,
+) -> list[dict[str, str]]:
+    """Ready, SlurmReachable, ConfigFound, TemplateValid and PodsFit, each keeping its transition
+    time from `previous` while it holds."""
+    why, msg = readiness
+    missing = observed.missing_config
+    return [
         _condition(previous, keys.READY, why in ("AllReady", "OutdatedOnDelete"), why, msg, now),
         _condition(
             previous,
@@ -148,18 +185,3 @@ def compute_status(
             now,
         ),
     ]
-    status = NodeSetStatus(
-        desired=desired,
-        feasible=_feasible(observed, want, pods, unfit),
-        scheduled=sum(p.scheduled for p in mine),
-        ready=ready,
-        updated=updated,
-        outdated=outdated,
-        protected=protected,
-        replicas=sum(not p.leaving for p in mine),
-        selector=",".join(f"{k}={v}" for k, v in sorted(selector_labels(ns.spec).items())),
-        observed_generation=ns.generation,
-        conditions=conditions,
-        **_slurm_counts(observed, slurm_names),
-    )
-    return status.model_dump(by_alias=True, mode="json")
