@@ -203,7 +203,7 @@ def spec(nodes: int, cpus: int, depth: int):  # type: ignore[no-untyped-def]
             "nodesets": [{"name": "cpu", "replicas": nodes, "cpus": cpus, "memoryMib": 4096, "resourceMode": "shared"}],
             "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
             # slurmctld's event-driven pass starts at most default_queue_depth (100) jobs; the rest of
-            # a burst then waits for the periodic passes (~30 s, measured): look deeper.
+            # a burst then waits for the periodic passes (~30 s, measured 2026-11): look deeper.
             "scheduling": {"schedulerParameters": ["batch_sched_delay=0", f"default_queue_depth={depth}"]},
         }
     )

@@ -18,7 +18,7 @@ waits for), slurmrestd+slurmctld CPU, the wall time, and the time of the Slurm r
 Quiet cycles come after settling. Once per size it also times one read of every node through
 slurmrestd, for comparison.
 
-Propagation, at a 1 s poll (the syncer's own loop, `Syncer.run(1.0)`), measured per change:
+Propagation, at a 1 s poll (the syncer's own loop, `Syncer.run(1.0)`), measured 2026-11 per change:
   Slurm -> Kubernetes: `scontrol update NodeName=<one node> State=DRAIN Reason=...` -> its pod
   annotated `drain` (seen by a separate watch on the pods);
   Kubernetes -> Slurm: a Node cordoned over the API -> its Slurm node drained with a `sunk:`

@@ -37,7 +37,7 @@ class Release:
 RELEASES: dict[str, Release] = {
     r.version: r
     for r in (
-        # sid (unstable), not forky (testing): forky lacks slurm-wlm-nvml-plugin 26.05 (measured
+        # sid (unstable), not forky (testing): forky lacks slurm-wlm-nvml-plugin 26.05 (measured 2026-11
         # 2026-11-26: only sid contrib has it), and a plugin from one suite beside the slurmd of
         # another risks version skew. Exact package versions are pinned in runtime/images/pins/.
         Release("26.05", "26.05.5", "sid", "3.14"),

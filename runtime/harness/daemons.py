@@ -38,7 +38,7 @@ def start_munged(jail: Jail, role: str) -> None:
 
 def start_sackd(jail: Jail) -> None:
     """auth/slurm: the login pod's sackd sidecar. Slurm clients never read slurm.key; they ask a
-    sack socket for credentials (measured on 24.11: scontrol with a readable slurm.key still fails
+    sack socket for credentials (measured 2026-11 on 24.11: scontrol with a readable slurm.key still fails
     with "failed to connect to any sack sockets" where no daemon serves one)."""
     proc = jail.spawn("sackd", ["sackd", "-D"], role="login")
     socket = jail.root("login") / "run/slurm/sack.socket"
@@ -203,7 +203,7 @@ def start_slurmd(
         # auth/slurm: every slurmd replaces /run/slurm/sack.socket (unlink, then bind) for the
         # clients of its pod. In a pod there is one slurmd; here they share a root, and two
         # binding at once kill one ("Unable to bind UNIX socket: Address already in use",
-        # measured). Wait for this one's socket before starting the next.
+        # measured 2026-11). Wait for this one's socket before starting the next.
         wait_until(
             f"slurmd-{name} sack socket",
             lambda: _identity(socket) not in (None, before),
@@ -251,7 +251,7 @@ def start_slurmrestd(jail: Jail, port: int, *, accounting: bool) -> None:
     Without slurmdbd the default plugin set fails ("Failure loading plugin path bindings"), so
     the OpenAPI plugins are named: openapi/slurmdbd only with accounting."""
     plugins = "openapi/slurmctld,openapi/slurmdbd" if accounting else "openapi/slurmctld"
-    # By number: slurmrestd 26.05 exits on `-u nobody` ("Unable to resolve user: nobody", measured
+    # By number: slurmrestd 26.05 exits on `-u nobody` ("Unable to resolve user: nobody", measured 2026-11
     # with the user in /etc/passwd); pods start it as that user already (runAsUser), with no -u.
     ids = ["-u", str(NOBODY_UID), "-g", str(NOBODY_UID)]
     argv = ["slurmrestd", *ids, "-a", "rest_auth/jwt", "-s", plugins, f"{LOOPBACK}:{port}"]

@@ -265,7 +265,7 @@ class LocalSlurm:
         daemons.wait_nodes_idle(self.jail, list(self._nodes))
         if spec.topology.plugin != "none":
             self._render_topology()
-            # Dynamic nodes join topology.conf's switches only on reconfigure (measured on 24.11).
+            # Dynamic nodes join topology.conf's switches only on reconfigure (measured 2026-11 on 24.11).
             self.reconfigure()
         if self.restapi:
             self.start_slurmrestd()
@@ -432,7 +432,7 @@ class LocalSlurm:
             )
         self._spawn_slurmd(node)
         # A CLOUD node powered up for a job stays POWERING_UP (and NOT_RESPONDING) until every
-        # node of that job has registered (measured on 24.11): waiting here for one would stall.
+        # node of that job has registered (measured 2026-11 on 24.11): waiting here for one would stall.
         if wait and self.spec.nodeset(node.nodeset).power is None:
             daemons.wait_nodes_idle(self.jail, [node.name], allow_busy=True)
         if self.spec.topology.plugin != "none":

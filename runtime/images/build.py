@@ -321,7 +321,7 @@ class Builder:
             f"--architectures={self.arch}",
             "--aptopt=APT::Install-Recommends false",
             # testing and unstable Release files expire within a week (Valid-Until); a mirror that
-            # serves an older one (a frozen copy, as ours was measured: sid's expired 20 days
+            # serves an older one (a frozen copy, as ours was measured 2026-11: sid's expired 20 days
             # before) would stop every build. Signatures are still checked, and the Slurm packages
             # are pinned to exact versions (pins/), so an old index cannot swap them.
             '--aptopt=Acquire::Check-Valid-Until "false"',

@@ -5,7 +5,7 @@ kubelet writes (`<namespace>.svc.cluster.local svc.cluster.local cluster.local`,
 answers A queries for Service and headless pod names under cluster.local from the same table as
 the pods' /etc/hosts (agent.py), an empty answer for other types of a known name, and NXDOMAIN for
 every other name, at once: a resolver that gets no answer retries, and Slurm's name lookups
-retry with back-off on a temporary failure (measured: slurmctld stopped answering after a
+retry with back-off on a temporary failure (measured 2026-11: slurmctld stopped answering after a
 reconfigure while it retried names no server answered).
 
 Not modelled: TCP, AAAA records, SRV records, PTR (reverse) lookups, forwarding names outside

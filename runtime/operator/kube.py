@@ -88,7 +88,7 @@ class OfficialKube:
     def _discard(response: Any) -> None:
         """Read a write's reply to the end: a raw (`_preload_content=False`) reply left unread
         keeps its connection out of the pool, so the next request opens a new one (the lease
-        renewal every few seconds did, measured in the scheduler as 2 ms of CPU per request)."""
+        renewal every few seconds did, measured 2026-11 in the scheduler as 2 ms of CPU per request)."""
         response.data  # noqa: B018 -- reading the property consumes the body and frees the connection
 
     def _ok(self, err: Exception, *statuses: int) -> bool:

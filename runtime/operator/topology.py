@@ -3,7 +3,7 @@
 The operator owns one ConfigMap per cluster (naming.topology_config_map, key `topology.conf`)
 rendered by sunk.render.render_topology_conf from the labels of the pods' Nodes. slurmctld
 reads it from a projected volume, which the kubelet refreshes within about a minute of a change,
-and dynamic nodes only join their switches on `scontrol reconfigure` (measured on 24.11). So:
+and dynamic nodes only join their switches on `scontrol reconfigure` (measured 2026-11 on 24.11). So:
 1. the text differs from what the Nodes say -> write it, stamping when (annotation);
 2. the text is current, it was written at least `delay` ago (the kubelet has had time to
    refresh the file), and the set of registered nodes it names changed since the last
@@ -104,7 +104,7 @@ def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -
         return []
     if observed.spec.plugin == "block" and observed.registered is None:
         # Which blocks are safe depends on which nodes registered: slurmctld exits on a block with
-        # fewer registered nodes than the base block size (24.11, measured). Fail closed.
+        # fewer registered nodes than the base block size (24.11, measured 2026-11). Fail closed.
         return []
     nodes = sorted(observed.nodes, key=lambda n: n.name)
     text = render_topology_conf(observed.spec, nodes, observed.extra, observed.registered, observed.release)

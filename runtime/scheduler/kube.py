@@ -75,7 +75,7 @@ def _json(response: Any) -> Any:
 
 def _done(response: Any) -> None:
     """Read a raw reply to its end: only then does urllib3 put the connection back in its pool.
-    A reply left unread costs the next request a new TCP connection (measured: every Binding
+    A reply left unread costs the next request a new TCP connection (measured 2026-11: every Binding
     and Event of a burst opened its own)."""
     if response is not None:
         response.data  # noqa: B018 - reading is the point

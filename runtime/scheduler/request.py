@@ -114,7 +114,7 @@ def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRe
         time_limit = parse_slurm_time(s[keys.TIME_LIMIT]) if s[keys.TIME_LIMIT] else None
         if time_limit == -1:
             # An infinite limit on a partition with a MaxTime pends forever (PartitionTimeLimit,
-            # measured): "as long as allowed" is the partition's limit, i.e. no limit given.
+            # measured 2026-11): "as long as allowed" is the partition's limit, i.e. no limit given.
             time_limit = None
         nice = _int(s[keys.NICE], keys.NICE, -2147483645, 2147483645) if s[keys.NICE] else None
         priority = _int(s[keys.PRIORITY], keys.PRIORITY, 1, 4294967293) if s[keys.PRIORITY] else None

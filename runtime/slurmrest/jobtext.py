@@ -11,7 +11,7 @@ exporter needs slurm.conf and the JWT key it already has, no Slurm or munge key.
 One read is `squeue -r -a -h -t all -O <columns>` with SLURM_TIME_FORMAT=%s (times as epoch
 seconds; TZ=UTC so no local time is involved): columns end with \\x1f, records with \\x1e (the
 ASCII unit and record separators, which no Slurm name holds), the free-form Reason last. A row
-maps to slurmrestd's values this way (Slurm 24.11; measured in tests/runtime/slurmrest/
+maps to slurmrestd's values this way (Slurm 24.11; measured 2026-11 in tests/runtime/slurmrest/
 test_jobtext_real.py):
 
 - `hold`: PriorityLong is 0 (slurmrestd's `hold` is exactly `priority == 0`).

@@ -90,7 +90,7 @@ class Node(Reply):
 
 
 class Reservation(Reply):
-    """One entry of GET /slurm/v0.0.42/reservations/ (measured on 24.11: `node_list` a hostlist,
+    """One entry of GET /slurm/v0.0.42/reservations/ (measured 2026-11 on 24.11: `node_list` a hostlist,
     `flags` such as ["MAINT", "IGNORE_JOBS", "SPEC_NODES"], times as uint64_no_val)."""
 
     name: str

@@ -6,7 +6,7 @@ parser, every field of every node, ~2.4 KB of JSON per node; at 10,000 nodes tha
 slurmrestd CPU on an idle core (3.8-7.5 s wall under load, bench/README.md), so a 1 s poll can't
 hold however cheap the syncer's own side is. `scontrol show nodes` asks slurmctld the same
 question over Slurm's own protocol and prints text with C's printf: 10,000 nodes in ~0.05 s wall
-(measured on this machine class, Slurm 24.11.5). scontrol authenticates with the token in
+(measured 2026-11 on this machine class, Slurm 24.11.5). scontrol authenticates with the token in
 SLURM_JWT (auth/jwt, which slurm.conf's AuthAltTypes already admits for slurmrestd), so the
 reader needs slurm.conf and the JWT key it already has, not the cluster's auth key. Writes stay
 on slurmrestd.
@@ -22,7 +22,7 @@ unless it was written to look like a field line of its own: what an admin writes
 Comment can make this parser see an Extra or Reason that node doesn't have set. The syncer falls
 back to slurmrestd for the cycle whenever this reader fails (runtime/syncer/slurm.py).
 
-Where the two differ (measured on 24.11.5, tests/runtime/slurmrest/test_nodetext_real.py): scontrol
+Where the two differ (measured 2026-11 on 24.11.5, tests/runtime/slurmrest/test_nodetext_real.py): scontrol
 prints MIXED for a partly allocated node where slurmrestd reports the stored state, ALLOCATED,
 so the parser reports ALLOCATED; and the flags come in another order (scontrol: DRAIN before
 MAINTENANCE before RESERVED; slurmrestd: RESERVED, DRAIN, MAINTENANCE), which nothing reads

@@ -2,7 +2,7 @@
 server serves, read from the server's own OpenAPI document (GET /openapi/v3). Pure.
 
 Slurm 24.11 serves v0.0.40-v0.0.42, 26.05 v0.0.42-v0.0.45 (v0.0.42 deprecated there, removed in
-26.11); both measured. Every field the models read (runtime/slurmrest/models.py) is in v0.0.42 and
+26.11); both measured 2026-11. Every field the models read (runtime/slurmrest/models.py) is in v0.0.42 and
 v0.0.45 with the same type: between them the node lost `power`, `external_sensors` and
 `tres_weighted`, the job `power`, the ping `pinged` (for `status`), none of which is read, and
 each gained fields that are not read (26.05's generated OpenAPI document, compared)."""

@@ -60,7 +60,7 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
     container = {
         "name": "mariadb",
         "image": spec.images.mariadb.ref,
-        # slurmdbd 24.11 logs errors with a buffer pool under 2G (measured; 1G still errs) or a
+        # slurmdbd 24.11 logs errors with a buffer pool under 2G (measured 2026-11; 1G still errs) or a
         # short lock wait timeout (Slurm's accounting guide: 900). MariaDbSpec keeps the memory
         # request and limit above the pool.
         "args": [
@@ -69,7 +69,7 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
             "--innodb-lock-wait-timeout=900",
             # MariaDB 11.8 turns it on by default; slurmdbd 26.05 logs an error at start ("not
             # supported by Slurm and will cause slurmdbd to fatal when a write conflicts with a
-            # concurrent transaction", measured), and 24.11 runs into the same conflicts silently.
+            # concurrent transaction", measured 2026-11), and 24.11 runs into the same conflicts silently.
             "--innodb-snapshot-isolation=OFF",
         ],
         "env": [

@@ -1,7 +1,7 @@
 """slurmd pods of a NodeSet: the pure builder the NodeSet operator calls, one pod per Slurm node.
 
 Slurm nodes are dynamic: each pod runs `slurmd -D -Z -N <node> --conf "<node conf>"`, which
-registers the node with slurmctld in ~0.2 s (measured on 24.11) and reaches the NodeSet's
+registers the node with slurmctld in ~0.2 s (measured 2026-11 on 24.11) and reaches the NodeSet's
 partitions through `NodeSet=<name> Feature=<name>` in slurm.conf. Scaling therefore never edits
 slurm.conf nor restarts slurmctld. The pod's hostname is the Slurm node name.
 
@@ -166,7 +166,7 @@ def slurmd_command(spec: NodeSetResourceSpec, slurm_node: str, gres: Gres | None
         # A CLOUD node of slurm.conf (render.cloud_nodes): its definition is there, not in --conf.
         # -b: report the slurmd start as the node's boot. A container sees the Kubernetes Node's
         # uptime, older than Slurm's power-up request, and slurmctld then keeps "waiting for boot"
-        # of the node until ResumeTimeout marks it DOWN (measured on 24.11).
+        # of the node until ResumeTimeout marks it DOWN (measured 2026-11 on 24.11).
         cmd = [SLURMD, "-D", "-b", "-N", slurm_node, *spec.slurmd_args]
     else:
         cmd = [SLURMD, "-D", "-Z", "-N", slurm_node, "--conf", node_conf(spec, gres), *spec.slurmd_args]

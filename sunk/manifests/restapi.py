@@ -33,7 +33,7 @@ def restapi_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     if not spec.restapi.enabled:
         return []
     name = naming.restapi(spec)
-    # Named plugins: measured on 24.11, the default set fails to start without slurmdbd.
+    # Named plugins: measured 2026-11 on 24.11, the default set fails to start without slurmdbd.
     plugins = "openapi/slurmctld,openapi/slurmdbd" if spec.accounting.enabled else "openapi/slurmctld"
     container = {
         "name": "slurmrestd",

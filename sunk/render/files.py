@@ -90,7 +90,7 @@ def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None, gres: Gres | Non
         gres = spec_gres(ns.gpus)
     if gres is None and ns is not None and spec.slurm.version != "24.11" and spec.has_gpus:
         # A node without GPUs in a cluster with GresTypes=gpu: slurmd 26.05 probes every GPU
-        # library for it and logs "error: System GPU detection failed" twice per start (measured;
+        # library for it and logs "error: System GPU detection failed" twice per start (measured 2026-11;
         # 24.11 probes only with AutoDetect set).
         return _file("gres.conf", ["AutoDetect=off"], spec.extra_config.gres_conf)
     return gres_file(gres, spec.extra_config.gres_conf)

@@ -44,7 +44,7 @@ class Gres:
         return ",".join(parts)
 
     def conf_lines(self) -> list[str]:
-        """gres.conf lines. Slurm drops GPUs without a device file (measured on 24.11), so without
+        """gres.conf lines. Slurm drops GPUs without a device file (measured 2026-11 on 24.11), so without
         MIG each GPU is named by its file; MIG instances only NVML can name, so a MIG node's
         gres.conf is AutoDetect=nvml alone (validated before)."""
         lines = ["AutoDetect=nvml"] if self.autodetect else []

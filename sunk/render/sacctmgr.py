@@ -2,7 +2,7 @@
 the spec says. Run by the accounting-setup Job (and the test harness) after the cluster is
 registered; `set -eu`, so anything sacctmgr refuses fails the Job with sacctmgr's reason.
 
-Facts measured on Slurm 24.11 that shape the script:
+Facts measured 2026-11 on Slurm 24.11 that shape the script:
 - `add qos|account|user` of something that exists fails ("Nothing new added", "Already existing
   account"): each add is guarded by an existence check;
 - `modify` of association fields (Fairshare, QOS, DefaultQOS) succeeds whether or not a value
@@ -63,7 +63,7 @@ def _tres(limits: dict[str, int], tracked: list[str]) -> str:
 
 def _wait_for_gpu_tres() -> list[str]:
     """slurmdbd knows the gres/gpu TRES only once slurmctld has registered with
-    AccountingStorageTRES=gres/gpu (measured on 24.11: a QOS limit naming it fails before), and
+    AccountingStorageTRES=gres/gpu (measured 2026-11 on 24.11: a QOS limit naming it fails before), and
     the Job may run first: wait for it, at most 10 minutes. A slurmdbd that does not answer
     still fails the script at once (`set -e`)."""
     return [

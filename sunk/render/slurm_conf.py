@@ -20,7 +20,7 @@ def _mode(mode: str) -> str:
 def node_conf(ns: NodeSetSpec, gres: Gres | None = None) -> str:
     """The node definition a slurmd of this NodeSet registers with (`slurmd -Z --conf ...`).
 
-    Nodes are dynamic: measured on 24.11, they register in ~0.2 s, need no slurm.conf change to
+    Nodes are dynamic: measured 2026-11 on 24.11, they register in ~0.2 s, need no slurm.conf change to
     scale, and reach the NodeSet's partitions through `NodeSet=<name> Feature=<name>`. Nodes of a
     shared NodeSet also carry the feature sunk_shared (sunk.spec.nodeset.SHARED_FEATURE).
     `gres`: the node's own GRES (from its Node's labels); default the NodeSet's.
@@ -126,7 +126,7 @@ def _resources(spec: ClusterSpec) -> list[str]:
     ]
     if spec.accounting.enabled:
         # Without storage slurmctld logs "Job accounting information gathered, but not stored"
-        # (24.11, measured); the default (none) gathers nothing.
+        # (24.11, measured 2026-11); the default (none) gathers nothing.
         lines.append(f"JobAcctGatherType=jobacct_gather/{'cgroup' if cgroup else 'linux'}")
     lines += [
         "MpiDefault=none",
@@ -153,7 +153,7 @@ def _resources(spec: ClusterSpec) -> list[str]:
         ("EpilogSlurmctld", naming.EPILOG_SLURMCTLD_DIR, spec.scripts.epilog_slurmctld),
     ):
         # One line per script, run in name order: 24.11 refuses a comma-separated list or a glob
-        # here ("No such file or directory", measured) but keeps repeated lines as a list.
+        # here ("No such file or directory", measured 2026-11) but keeps repeated lines as a list.
         lines += [f"{key}={folder}/{name}" for name in sorted(scripts)]
     if spec.scripts.job_submit_lua is not None:
         lines.append("JobSubmitPlugins=lua")
@@ -214,7 +214,7 @@ def _partition(spec: ClusterSpec, p: PartitionSpec) -> str:
     # CR_Core_Memory without a default gives a job that asks for no memory the whole node.
     words.append(f"DefMemPerCPU={spec.def_mem_per_cpu(p)}")
     if p.def_mem_per_gpu is not None:
-        # Beside DefMemPerCPU (measured on 24.11): a job with GPUs gets this per GPU instead.
+        # Beside DefMemPerCPU (measured 2026-11 on 24.11): a job with GPUs gets this per GPU instead.
         words.append(f"DefMemPerGPU={p.def_mem_per_gpu}")
     if p.def_cpu_per_gpu is not None:
         words.append(f"DefCpuPerGPU={p.def_cpu_per_gpu}")

@@ -55,7 +55,7 @@ def unique_names(paths: Iterable[Path], reserved: Collection[str] = ()) -> dict[
     """A Slurm name per label path: its values joined by '-' (characters Slurm may not take become
     '_'). A name that is too long, or that another path or a reserved name also gets, becomes a
     hashed suffix on every path involved, lengthened until nothing clashes: deterministic, and
-    slurmctld exits on a name defined twice ("has already been defined", measured on 24.11)."""
+    slurmctld exits on a name defined twice ("has already been defined", measured 2026-11 on 24.11)."""
     todo = sorted(set(paths))
     level = {p: 0 if len(_name(p, 0)) <= MAX_NAME else 1 for p in todo}
     while True:
@@ -123,7 +123,7 @@ def _blocks(
         members = set(by_path[path])
         return len(members if registered is None else members & registered)
 
-    # Slurm 24.11 exits ("children count lower than bblock_node_cnt", measured) when a block
+    # Slurm 24.11 exits ("children count lower than bblock_node_cnt", measured 2026-11) when a block
     # holds fewer registered nodes than the base block size: the first BlockSizes value, else the
     # first block's size. So without sizes the smallest block goes first, and with sizes a smaller
     # block (a partly filled clique) stays a comment until it fills: its nodes cannot run jobs in
@@ -140,7 +140,7 @@ def _blocks(
         lines.append(line)
     if unlabeled:
         # Not a block of their own: they share no NVLink domain, and a partition without block
-        # nodes schedules them as if there were no topology (measured on 24.11).
+        # nodes schedules them as if there were no topology (measured 2026-11 on 24.11).
         lines.append(f"# In no block (no {topo.label_keys[0]} label): {compress(unlabeled)}")
     if topo.block_sizes:
         lines.append(f"BlockSizes={','.join(str(b) for b in topo.block_sizes)}")
@@ -168,6 +168,6 @@ def _tree(by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[st
     if not lines and release != "24.11":
         # No node yet (deploy time): slurmctld 26.05 exits on a tree without a switch ("No
         # switches configured"), 24.11 on a switch without nodes or switches ("neither child
-        # switches nor nodes"), both measured; so from 26.05 on the file has the root switch alone.
+        # switches nor nodes"), both measured 2026-11; so from 26.05 on the file has the root switch alone.
         lines.append(f"SwitchName={ROOT_SWITCH}")
     return lines

@@ -429,7 +429,7 @@ class TopologySpec(Model):
             base = self.block_sizes[0]
             ratio, rest = divmod(size, base)
             # slurmctld 24.11 accepts base * 2^k up to k = 15 and exits on anything else
-            # ("Invalid BlockSizes value", measured with 2,3 / 2,6 / 3,9 / 1,65536).
+            # ("Invalid BlockSizes value", measured 2026-11 with 2,3 / 2,6 / 3,9 / 1,65536).
             if rest or ratio & (ratio - 1) or ratio > MAX_BLOCK_RATIO:
                 fits = ", ".join(str(base << k) for k in range(1, 4))
                 what = (

@@ -52,7 +52,7 @@ class FakeSlurm:
             base = "IDLE" if node.base_state == "DOWN" else node.base_state
             flags = [f for f in flags if f != "DRAIN"]
             # The reason stays: Slurm 24.11 may keep it after RESUME (an adversarial review saw it; the
-            # simple IDLE+DRAIN resume measured here clears it). Keeping it proves the syncer
+            # simple IDLE+DRAIN resume measured 2026-11 here clears it). Keeping it proves the syncer
             # never relies on Slurm clearing it.
             changes.update(state=(base, *flags))
         elif reason is not None:
