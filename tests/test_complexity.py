@@ -14,7 +14,6 @@ PACKAGES = ("sunk", "components", "runtime")
 
 NOT_YET_SPLIT = "graded D-F when the split began (2026-11); not split yet: each waits for its own change"
 LOCAL_CLUSTER = "sunk local's emulated Kubernetes (API server, controllers, agent), growing now; split as it settles"
-KUBESIM = "the test API server, moving out of the production packages with the rest of the test support"
 
 EXCEPTIONS: dict[str, str] = {
     "sunk/manifests/nodeset_crd.py:structural": NOT_YET_SPLIT,
@@ -47,9 +46,6 @@ EXCEPTIONS: dict[str, str] = {
     "runtime/local/controllers.py:Controllers._schedule": LOCAL_CLUSTER,
     "runtime/local/patch.py:strategic_merge": LOCAL_CLUSTER,
     "runtime/local/patch.py:_merge_list": LOCAL_CLUSTER,
-    "runtime/testing/kubesim.py:_Emulator._serve_watch": KUBESIM,
-    "runtime/testing/kubesim.py:_Emulator._serve": KUBESIM,
-    "runtime/testing/kubesim.py:_Emulator._bind": KUBESIM,
 }
 """`file:function` -> why it is still graded D to F."""
 
