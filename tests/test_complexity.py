@@ -28,8 +28,6 @@ EXCEPTIONS: dict[str, str] = {
     "components/stacks.py:execute": NOT_YET_SPLIT,
     "runtime/keygen/plan.py:parse": NOT_YET_SPLIT,
     "runtime/operator/plan.py:members": NOT_YET_SPLIT,
-    "runtime/operator/plan.py:_update": NOT_YET_SPLIT,
-    "runtime/scheduler/request.py:build_request": NOT_YET_SPLIT,
     "runtime/scheduler/slurm.py:RestSlurm.jobs": NOT_YET_SPLIT,
     "runtime/slurmrest/nodetext.py:parse_show_nodes": NOT_YET_SPLIT,
     "runtime/local/agent.py:Agent.hosts": LOCAL_CLUSTER,

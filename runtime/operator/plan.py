@@ -405,10 +405,33 @@ def maintenance_nodes(observed: Observed, name: str, now: datetime) -> frozenset
 def _update(
     observed: Observed, want: Mapping[str, Member], pods: Mapping[str, Pod], desired_hash: str, now: datetime
 ) -> list[Action]:
+    """A rolling update, in phases: the outdated members that wait (OnDelete, or outside the
+    maintenance reservation) have the update's drain lifted; the others are drained and deleted,
+    as many at once as maxUnavailable leaves room for; up-to-date members we drained resume."""
     spec = observed.nodeset.spec
     slurm = observed.slurm or {}
-    force = spec.update_strategy.force
     live = [pods[n] for n in want if n in pods and not pods[n].leaving]
+    budget = _update_budget(spec.update_strategy, want, pods, slurm)
+    outdated = [p for p in live if p.template_hash != desired_hash]
+    held, outdated, why_held = _held(observed, outdated, now)
+    out: list[Action] = []
+    for pod in held:  # never replaced now; a drain the update left is lifted
+        node = slurm.get(pod.slurm_node)
+        if node is not None and node.drain and node.reason == UPDATE:
+            out.append(Resume(pod.slurm_node, why_held))
+    out += _roll(outdated, budget, slurm, spec.update_strategy.force, desired_hash)
+    for pod in live:
+        node = slurm.get(pod.slurm_node)
+        if pod.template_hash == desired_hash and node is not None and drained_by_us(node):
+            out.append(Resume(pod.slurm_node, "member is up to date and stays"))
+    return out
+
+
+def _update_budget(
+    strategy: UpdateStrategy, want: Mapping[str, Member], pods: Mapping[str, Pod], slurm: Mapping[str, SlurmNode]
+) -> int:
+    """How many more members the update may take down: maxUnavailable less those already down
+    (missing, leaving, not ready, or drained by us)."""
 
     def unavailable(name: str) -> bool:
         pod, node = pods.get(name), slurm.get(name)
@@ -416,22 +439,30 @@ def _update(
             return True
         return node is not None and drained_by_us(node)
 
-    budget = max_unavailable(spec.update_strategy, len(want)) - sum(unavailable(n) for n in want)
+    return max_unavailable(strategy, len(want)) - sum(unavailable(n) for n in want)
+
+
+def _held(observed: Observed, outdated: list[Pod], now: datetime) -> tuple[list[Pod], list[Pod], str]:
+    """(the outdated pods that wait, those replaced now, why they wait)."""
+    strategy = observed.nodeset.spec.update_strategy
+    if strategy.type == "OnDelete":
+        return outdated, [], "updateStrategy OnDelete: replaced only when deleted"
+    if strategy.maintenance_reservation is not None:
+        window = maintenance_nodes(observed, strategy.maintenance_reservation, now)
+        return (
+            [p for p in outdated if p.slurm_node not in window],
+            [p for p in outdated if p.slurm_node in window],
+            "outside the maintenance reservation: the update waits for it",
+        )
+    return [], outdated, ""
+
+
+def _roll(
+    outdated: list[Pod], budget: int, slurm: Mapping[str, SlurmNode], force: bool, desired_hash: str
+) -> list[Action]:
+    """Drain the outdated members, most expendable first, within the budget (one already down
+    costs none), and delete each once Slurm shows it drained and idle (at once with force)."""
     out: list[Action] = []
-    outdated = [p for p in live if p.template_hash != desired_hash]
-    held: list[Pod] = []
-    why_held = ""
-    if spec.update_strategy.type == "OnDelete":
-        held, outdated, why_held = outdated, [], "updateStrategy OnDelete: replaced only when deleted"
-    elif spec.update_strategy.maintenance_reservation is not None:
-        window = maintenance_nodes(observed, spec.update_strategy.maintenance_reservation, now)
-        held = [p for p in outdated if p.slurm_node not in window]
-        outdated = [p for p in outdated if p.slurm_node in window]
-        why_held = "outside the maintenance reservation: the update waits for it"
-    for pod in held:  # never replaced now; a drain the update left is lifted
-        node = slurm.get(pod.slurm_node)
-        if node is not None and node.drain and node.reason == UPDATE:
-            out.append(Resume(pod.slurm_node, why_held))
     for pod in sorted(outdated, key=lambda p: rank(p, slurm)):
         node = slurm.get(pod.slurm_node)
         counted = not pod.ready or (node is not None and drained_by_us(node))
@@ -445,10 +476,6 @@ def _update(
                 continue  # delete once Slurm shows it drained and idle, on a later resync
         if _deletable(node, force):
             out.append(DeletePod(pod.name, pod.slurm_node, f"rolling update to template {desired_hash}"))
-    for pod in live:
-        node = slurm.get(pod.slurm_node)
-        if pod.template_hash == desired_hash and node is not None and drained_by_us(node):
-            out.append(Resume(pod.slurm_node, "member is up to date and stays"))
     return out
 
 

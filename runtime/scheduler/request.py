@@ -101,36 +101,20 @@ def _settings(pod: PodView, defaults: Mapping[str, str]) -> dict[str, str]:
 
 
 def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRequest | Invalid:
-    """The job for one pod, or for all members of a group (already known to be complete)."""
+    """The job for one pod, or for all members of a group (already known to be complete): the
+    members' one set of request annotations, the numbers read from them, the names checked, then
+    the job sized from the pods' resources."""
     members = sorted(pods, key=lambda p: p.name)
-    bad = [p for p in members if p.resource_error]
-    if bad:
-        return Invalid("InvalidResources", f"pod {bad[0].name}: {bad[0].resource_error}")
-    settings = [_settings(p, defaults) for p in members]
-    if any(s != settings[0] for s in settings):
-        return Invalid("GroupMismatch", "members of a group must carry the same slurm.sunk.dev/* request annotations")
-    s = settings[0]
-    try:
-        time_limit = parse_slurm_time(s[keys.TIME_LIMIT]) if s[keys.TIME_LIMIT] else None
-        if time_limit == -1:
-            # An infinite limit on a partition with a MaxTime pends forever (PartitionTimeLimit,
-            # measured 2026-11): "as long as allowed" is the partition's limit, i.e. no limit given.
-            time_limit = None
-        nice = _int(s[keys.NICE], keys.NICE, -2147483645, 2147483645) if s[keys.NICE] else None
-        priority = _int(s[keys.PRIORITY], keys.PRIORITY, 1, 4294967293) if s[keys.PRIORITY] else None
-        # 64: more GPUs than any node has is refused by Slurm anyway; bound the text here.
-        annotated_gpus = _int(s[keys.GPUS], keys.GPUS, 1, 64) if s[keys.GPUS] else 0
-    except ValueError as e:
-        return Invalid("InvalidAnnotation", str(e))
-    if annotated_gpus and any(p.resources.gpus for p in members):
-        return Invalid(
-            "InvalidAnnotation",
-            f"{keys.GPUS} and an nvidia.com/gpu request are both set: use one (the annotation keeps the "
-            "device plugin out, so the container sees exactly Slurm's GPUs)",
-        )
-    for key in (keys.PARTITION, keys.QOS, keys.ACCOUNT, keys.GPU_TYPE):
-        if s[key] and not re.fullmatch(r"[A-Za-z0-9_.-]+", s[key]):
-            return Invalid("InvalidAnnotation", f"{key}: {s[key]!r} is not a Slurm name")
+    s = _group_settings(members, defaults)
+    if isinstance(s, Invalid):
+        return s
+    numbers = _numbers(s)
+    if isinstance(numbers, Invalid):
+        return numbers
+    time_limit, nice, priority, annotated_gpus = numbers
+    refused = _refused_names(s, annotated_gpus, members)
+    if refused is not None:
+        return refused
     res = [p.resources for p in members]
     return JobRequest(
         nodes=len(members),
@@ -147,6 +131,48 @@ def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRe
         nice=nice,
         priority=priority,
     )
+
+
+def _group_settings(members: Sequence[PodView], defaults: Mapping[str, str]) -> dict[str, str] | Invalid:
+    """The request annotations every member carries alike, once every member's resources read."""
+    bad = [p for p in members if p.resource_error]
+    if bad:
+        return Invalid("InvalidResources", f"pod {bad[0].name}: {bad[0].resource_error}")
+    settings = [_settings(p, defaults) for p in members]
+    if any(s != settings[0] for s in settings):
+        return Invalid("GroupMismatch", "members of a group must carry the same slurm.sunk.dev/* request annotations")
+    return settings[0]
+
+
+def _numbers(s: Mapping[str, str]) -> tuple[int | None, int | None, int | None, int] | Invalid:
+    """(time limit, nice, priority, GPUs) from the annotations, each within what Slurm takes."""
+    try:
+        time_limit = parse_slurm_time(s[keys.TIME_LIMIT]) if s[keys.TIME_LIMIT] else None
+        if time_limit == -1:
+            # An infinite limit on a partition with a MaxTime pends forever (PartitionTimeLimit,
+            # measured 2026-11): "as long as allowed" is the partition's limit, i.e. no limit given.
+            time_limit = None
+        nice = _int(s[keys.NICE], keys.NICE, -2147483645, 2147483645) if s[keys.NICE] else None
+        priority = _int(s[keys.PRIORITY], keys.PRIORITY, 1, 4294967293) if s[keys.PRIORITY] else None
+        # 64: more GPUs than any node has is refused by Slurm anyway; bound the text here.
+        annotated_gpus = _int(s[keys.GPUS], keys.GPUS, 1, 64) if s[keys.GPUS] else 0
+    except ValueError as e:
+        return Invalid("InvalidAnnotation", str(e))
+    return time_limit, nice, priority, annotated_gpus
+
+
+def _refused_names(s: Mapping[str, str], annotated_gpus: int, members: Sequence[PodView]) -> Invalid | None:
+    """GPUs asked for twice, or a partition, QOS, account or GPU type that is no Slurm name."""
+    if annotated_gpus and any(p.resources.gpus for p in members):
+        return Invalid(
+            "InvalidAnnotation",
+            f"{keys.GPUS} and an nvidia.com/gpu request are both set: use one (the annotation keeps the "
+            "device plugin out, so the container sees exactly Slurm's GPUs)",
+        )
+    for key in (keys.PARTITION, keys.QOS, keys.ACCOUNT, keys.GPU_TYPE):
+        if s[key] and not re.fullmatch(r"[A-Za-z0-9_.-]+", s[key]):
+            return Invalid("InvalidAnnotation", f"{key}: {s[key]!r} is not a Slurm name")
+    return None
 
 
 def spec_hash(outcome: JobRequest | Invalid, pods: Sequence[PodView]) -> str:
