@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -90,10 +90,31 @@ class RestSlurm:
         updated in place instead of read again (nothing reports why a job we cancelled ended)."""
 
     def jobs(self) -> list[JobView]:
+        """Every job of ours, in phases: the state list (one GET /jobs/state); the jobs we
+        cancelled that it shows ended, updated in place; the stale rest read again, one by one or
+        as one list, whichever is cheaper; then what the state list no longer has forgotten."""
         listed = self._rest.list_job_states()
         # Array tasks ("12_3") are never placeholders: only plain ids can be ours.
         states = {int(j["job_id"]): tuple(j.get("state") or ()) for j in listed if str(j.get("job_id", "")).isdigit()}
         now = self._clock()
+        self._end_cancelled(states, now)
+        stale = [
+            job_id
+            for job_id, state in states.items()
+            if job_id not in self._cache
+            or self._cache[job_id][0] != state
+            or now - self._cache[job_id][1] > self._max_age
+        ]
+        refreshed = self._refresh(stale, states, now)
+        # Purged by slurmctld (MinJobAge), or listed and gone before it could be read: never
+        # answer with a stale copy.
+        for job_id in (set(self._cache) - set(states)) | (set(stale) - refreshed):
+            self._cache.pop(job_id, None)
+        return [view for _, _, view in self._cache.values() if view is not None]
+
+    def _end_cancelled(self, states: Mapping[int, tuple[str, ...]], now: float) -> None:
+        """The jobs we cancelled that the state list shows ended: their cached copies take the
+        new state (nothing reports why a job we cancelled ended, so none is read again)."""
         for job_id in self._cancelled & states.keys():
             cached = self._cache.get(job_id)
             state = states[job_id]
@@ -103,13 +124,9 @@ class RestSlurm:
                     view = replace(view, state=state[0], flags=frozenset(state[1:]))
                 self._cache[job_id] = (state, now, view)
         self._cancelled &= states.keys()
-        stale = [
-            job_id
-            for job_id, state in states.items()
-            if job_id not in self._cache
-            or self._cache[job_id][0] != state
-            or now - self._cache[job_id][1] > self._max_age
-        ]
+
+    def _refresh(self, stale: list[int], states: Mapping[int, tuple[str, ...]], now: float) -> set[int]:
+        """Read the stale jobs again into the cache; the ids read."""
         # One GET /job/{id} costs about four jobs' share of one GET /jobs (measured 2026-11): above a
         # quarter of the queue stale, the whole list is cheaper.
         if len(stale) > max(self._bulk_over, len(states) // 4):
@@ -125,11 +142,7 @@ class RestSlurm:
                 mine = raw.get("user_name") == self._rest.user
                 self._cache[job_id] = (states[job_id], now, job_view(raw) if mine else None)
                 refreshed.add(job_id)
-        # Purged by slurmctld (MinJobAge), or listed and gone before it could be read: never
-        # answer with a stale copy.
-        for job_id in (set(self._cache) - set(states)) | (set(stale) - refreshed):
-            self._cache.pop(job_id, None)
-        return [view for _, _, view in self._cache.values() if view is not None]
+        return refreshed
 
     def _one(self, job_id: int) -> list[dict[str, Any]]:
         try:
