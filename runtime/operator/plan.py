@@ -160,17 +160,31 @@ def power_members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
 
 
 def members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
-    """(the desired members by Slurm node name, the pods to scale in)."""
+    """(the desired members by Slurm node name, the pods to scale in), by mode: with power,
+    Slurm's demand; all-matching-nodes, one per eligible Node; replicas, numbered members."""
     spec = observed.nodeset.spec
     if spec.power is not None and spec.mode == "replicas":
         return power_members(observed)
     if spec.mode == "all-matching-nodes":
-        want: dict[str, Member] = {}
-        for kn in sorted(observed.kube_nodes.values(), key=lambda n: n.name):
-            if eligible(spec, kn):
-                m = Member(slurm_node_for_kube_node(kn.name), kube_node=kn.name)
-                want[m.slurm_node] = m
-        return want, [p for p in observed.pods if p.slurm_node not in want]
+        return _matching_members(observed)
+    return _numbered_members(observed)
+
+
+def _matching_members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
+    """One member per Node the NodeSet selects; pods on any other Node scale in."""
+    spec = observed.nodeset.spec
+    want: dict[str, Member] = {}
+    for kn in sorted(observed.kube_nodes.values(), key=lambda n: n.name):
+        if eligible(spec, kn):
+            m = Member(slurm_node_for_kube_node(kn.name), kube_node=kn.name)
+            want[m.slurm_node] = m
+    return want, [p for p in observed.pods if p.slurm_node not in want]
+
+
+def _numbered_members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]:
+    """`replicas` numbered members: the numbered pods kept (the most expendable scale in first,
+    as do pods of no member's name), then the lowest free ordinals."""
+    spec = observed.nodeset.spec
     count = spec.desired_replicas or 0
     numbered = [
         p
