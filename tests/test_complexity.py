@@ -26,7 +26,6 @@ EXCEPTIONS: dict[str, str] = {
     "sunk/spec/pod.py:security_problems": NOT_YET_SPLIT,
     "sunk/spec/scheduling.py:TopologySpec._rules": NOT_YET_SPLIT,
     "components/stacks.py:execute": NOT_YET_SPLIT,
-    "runtime/keygen/plan.py:parse": NOT_YET_SPLIT,
     "runtime/slurmrest/nodetext.py:parse_show_nodes": NOT_YET_SPLIT,
     "runtime/local/agent.py:Agent.hosts": LOCAL_CLUSTER,
     "runtime/local/api.py:_pod_cells": LOCAL_CLUSTER,

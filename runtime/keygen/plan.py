@@ -30,35 +30,38 @@ def _kind(value: object, where: str) -> Kind:
 
 
 def parse(text: str) -> list[Wanted]:
-    """SUNK_KEYGEN_SECRETS (sunk.manifests.keygen.secrets_json) -> the Secrets to make."""
+    """SUNK_KEYGEN_SECRETS (sunk.manifests.keygen.secrets_json) -> the Secrets to make: the JSON
+    list, each entry read (`_wanted`), then no name twice."""
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
         raise PlanError(f"not JSON: {err}") from None
     if not isinstance(raw, list):
         raise PlanError("expected a list of Secrets")
-    out = []
-    for i, entry in enumerate(raw):
-        where = f"[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
-            raise PlanError(f"{where}.name: missing")
-        items = entry.get("items")
-        if not isinstance(items, list) or not items:
-            raise PlanError(f"{where}.items: expected a non-empty list")
-        pairs = []
-        for j, item in enumerate(items):
-            if not isinstance(item, dict) or not isinstance(item.get("key"), str) or not item["key"]:
-                raise PlanError(f"{where}.items[{j}].key: missing")
-            pairs.append((item["key"], _kind(item.get("kind"), f"{where}.items[{j}]")))
-        labels = entry.get("labels") or {}
-        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-            raise PlanError(f"{where}.labels: expected a map of strings")
-        out.append(Wanted(entry["name"], tuple(pairs), dict(labels)))
+    out = [_wanted(entry, f"[{i}]") for i, entry in enumerate(raw)]
     names = [w.name for w in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise PlanError(f"Secrets named twice: {', '.join(dup)}")
     return out
+
+
+def _wanted(entry: object, where: str) -> Wanted:
+    """One entry: its name, its keys each with a kind, its labels."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+        raise PlanError(f"{where}.name: missing")
+    items = entry.get("items")
+    if not isinstance(items, list) or not items:
+        raise PlanError(f"{where}.items: expected a non-empty list")
+    pairs = []
+    for j, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str) or not item["key"]:
+            raise PlanError(f"{where}.items[{j}].key: missing")
+        pairs.append((item["key"], _kind(item.get("kind"), f"{where}.items[{j}]")))
+    labels = entry.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise PlanError(f"{where}.labels: expected a map of strings")
+    return Wanted(entry["name"], tuple(pairs), dict(labels))
 
 
 def secret_body(wanted: Wanted, namespace: str, values: Mapping[str, bytes]) -> dict[str, object]:
