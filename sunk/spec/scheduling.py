@@ -402,29 +402,38 @@ class TopologySpec(Model):
 
     @model_validator(mode="after")
     def _rules(self) -> TopologySpec:
+        """The first problem, in two phases: the label keys the plugin needs, then the block sizes
+        slurmctld takes (increasing, each the base block size times a power of two)."""
+        problem = self._label_key_problem() or self._block_size_problem()
+        if problem is not None:
+            raise Problems([problem])
+        return self
+
+    def _label_key_problem(self) -> Problem | None:
         if self.plugin == "none":
             if self.label_keys:
-                raise Problems([Problem("labelKeys", "set plugin to tree or block, or drop labelKeys")])
+                return Problem("labelKeys", "set plugin to tree or block, or drop labelKeys")
             if self.block_sizes:
-                raise Problems([Problem("blockSizes", "only used with plugin block")])
+                return Problem("blockSizes", "only used with plugin block")
         elif not self.label_keys:
             what = "one or more keys, top level first" if self.plugin == "tree" else "exactly one key"
-            raise Problems([Problem("labelKeys", f"plugin {self.plugin} needs Node label keys ({what})")])
+            return Problem("labelKeys", f"plugin {self.plugin} needs Node label keys ({what})")
         elif self.plugin == "block" and len(self.label_keys) != 1:
-            raise Problems([Problem("labelKeys", f"plugin block takes exactly one key, got {len(self.label_keys)}")])
+            return Problem("labelKeys", f"plugin block takes exactly one key, got {len(self.label_keys)}")
         if self.block_sizes and self.plugin != "block":
-            raise Problems([Problem("blockSizes", "only used with plugin block")])
+            return Problem("blockSizes", "only used with plugin block")
         if len(set(self.label_keys)) != len(self.label_keys):
-            raise Problems([Problem("labelKeys", "keys repeat")])
+            return Problem("labelKeys", "keys repeat")
+        return None
+
+    def _block_size_problem(self) -> Problem | None:
         if self.block_sizes and self.block_sizes[0] > MAX_U16:
             # slurmctld keeps the base block's node count in 16 bits (bblock_node_cnt).
-            raise Problems(
-                [Problem("blockSizes[0]", f"{self.block_sizes[0]} nodes per base block; Slurm holds at most {MAX_U16}")]
+            return Problem(
+                "blockSizes[0]", f"{self.block_sizes[0]} nodes per base block; Slurm holds at most {MAX_U16}"
             )
         if any(a >= b for a, b in itertools.pairwise(self.block_sizes)):
-            raise Problems(
-                [Problem("blockSizes", f"{self.block_sizes} must increase, smallest (the base block) first")]
-            )
+            return Problem("blockSizes", f"{self.block_sizes} must increase, smallest (the base block) first")
         for i, size in enumerate(self.block_sizes[1:], 1):
             base = self.block_sizes[0]
             ratio, rest = divmod(size, base)
@@ -437,16 +446,11 @@ class TopologySpec(Model):
                     if ratio > MAX_BLOCK_RATIO
                     else f"is not the base block size {base} times a power of two"
                 )
-                raise Problems(
-                    [
-                        Problem(
-                            f"blockSizes[{i}]",
-                            f"{size} {what} (slurmctld exits on it); use one of {fits}, ... "
-                            f"up to {base * MAX_BLOCK_RATIO}",
-                        )
-                    ]
+                return Problem(
+                    f"blockSizes[{i}]",
+                    f"{size} {what} (slurmctld exits on it); use one of {fits}, ... up to {base * MAX_BLOCK_RATIO}",
                 )
-        return self
+        return None
 
     @property
     def base_block_size(self) -> int | None:
