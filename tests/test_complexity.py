@@ -23,7 +23,6 @@ EXCEPTIONS: dict[str, str] = {
     "sunk/spec/cluster.py:contradiction_problems": NOT_YET_SPLIT,
     "sunk/spec/cluster.py:ClusterSpec._partition_problems": NOT_YET_SPLIT,
     "sunk/spec/kubeschema.py:_check": NOT_YET_SPLIT,
-    "sunk/spec/pod.py:security_problems": NOT_YET_SPLIT,
     "components/stacks.py:execute": NOT_YET_SPLIT,
     "runtime/slurmrest/nodetext.py:parse_show_nodes": NOT_YET_SPLIT,
     "runtime/local/agent.py:Agent.hosts": LOCAL_CLUSTER,

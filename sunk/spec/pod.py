@@ -478,12 +478,29 @@ ROLE_RULES: dict[PodRole, RoleRules] = {
 
 
 def security_problems(role: PodRole, ctx: dict[str, Any]) -> list[Problem]:
-    """What in a user's container securityContext would break `role`, or weaken it for nothing."""
+    """What in a user's container securityContext would break `role`, or weaken it for nothing:
+    its user, its privileges (privileged, escalation), its capabilities, its root filesystem."""
     rules = ROLE_RULES[role]
+    return [
+        *_user_problems(role, rules, ctx),
+        *_privilege_problems(role, rules, ctx),
+        *_capability_problems(role, rules, ctx),
+        *_root_fs_problems(role, rules, ctx),
+    ]
+
+
+def _user_problems(role: PodRole, rules: RoleRules, ctx: dict[str, Any]) -> list[Problem]:
+    """The user and group: sunk fixes them."""
     out = []
     for key in ("runAsUser", "runAsGroup", "runAsNonRoot"):
         if key in ctx:
             out.append(Problem(f"securityContext.{key}", f"fixed by sunk; {rules.user}"))
+    return out
+
+
+def _privilege_problems(role: PodRole, rules: RoleRules, ctx: dict[str, Any]) -> list[Problem]:
+    """privileged and allowPrivilegeEscalation, each as the role needs it."""
+    out = []
     privileged = ctx.get("privileged")
     if rules.privileged and privileged is False:
         out.append(
@@ -517,6 +534,12 @@ def security_problems(role: PodRole, ctx: dict[str, Any]) -> list[Problem]:
                 "users run after logging in (su, sudo, newgrp) stop working",
             )
         )
+    return out
+
+
+def _capability_problems(role: PodRole, rules: RoleRules, ctx: dict[str, Any]) -> list[Problem]:
+    """Capabilities: none reach a non-root container; sshd keeps the ones it needs."""
+    out = []
     caps = ctx.get("capabilities") or {}
     if caps and not rules.root:
         out.append(
@@ -536,6 +559,12 @@ def security_problems(role: PodRole, ctx: dict[str, Any]) -> list[Problem]:
                     "other); add capabilities with capabilities.add instead",
                 )
             )
+    return out
+
+
+def _root_fs_problems(role: PodRole, rules: RoleRules, ctx: dict[str, Any]) -> list[Problem]:
+    """readOnlyRootFilesystem, as the role needs it."""
+    out = []
     ro = ctx.get("readOnlyRootFilesystem")
     if rules.read_only_root is False and ro is True:
         out.append(Problem("securityContext.readOnlyRootFilesystem", f"{rules.why_writable}"))
