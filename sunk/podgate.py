@@ -114,10 +114,21 @@ def _container_problems(row: roles.Role, c: Manifest) -> list[str]:
 
 
 def _pod_problems(spec: ClusterSpec, operator: OperatorSpec | None, meta: Manifest, pod: Manifest) -> list[str]:
+    """One pod against its role's row: the pod's own shape (schema, names, containers, host
+    access), then the Secrets it reaches, then the operator's tenant policy where the role's
+    host paths follow it."""
     component = (meta.get("labels") or {}).get(keys.APP_COMPONENT, "")
     row = roles.ROLES.get(component)
     if row is None:
         return [f"pod of role {component!r}, which the role table does not know"]
+    problems = _shape_problems(row, pod) + _reached_secret_problems(spec, row, pod)
+    if row.host_paths == roles.POLICY and operator is not None:
+        problems += pod_problems(operator.policy, {"spec": pod})
+    return problems
+
+
+def _shape_problems(row: roles.Role, pod: Manifest) -> list[str]:
+    """The PodSpec's schema, names given twice, each container, host network and host paths."""
     problems = [str(p) for p in kubeschema.problems("PodSpec", pod)]
     for what, names in (
         ("container", [c["name"] for c in _containers(pod)]),
@@ -133,6 +144,12 @@ def _pod_problems(spec: ClusterSpec, operator: OperatorSpec | None, meta: Manife
     host_paths = [v["name"] for v in pod.get("volumes", []) if "hostPath" in v]
     if host_paths and row.host_paths != roles.POLICY:
         problems.append(f"hostPath volumes {host_paths}: role {row.name} may mount none")
+    return problems
+
+
+def _reached_secret_problems(spec: ClusterSpec, row: roles.Role, pod: Manifest) -> list[str]:
+    """The stack's own Secrets the pod reaches that its role may not."""
+    problems = []
     ours = secret_purposes(spec)
     allowed = allowed_secret_names(spec, row.name)
     for where, name in _secret_names(pod):
@@ -142,8 +159,6 @@ def _pod_problems(spec: ClusterSpec, operator: OperatorSpec | None, meta: Manife
                 f"{where}: Secret {name} holds {purposes}, which role {row.name}'s pods may not reach "
                 f"(allowed there: {', '.join(sorted(row.secrets)) or 'none'})"
             )
-    if row.host_paths == roles.POLICY and operator is not None:
-        problems += pod_problems(operator.policy, {"spec": pod})
     return problems
 
 

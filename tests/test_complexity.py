@@ -19,7 +19,6 @@ EXCEPTIONS: dict[str, str] = {
     "sunk/manifests/nodeset_crd.py:structural": NOT_YET_SPLIT,
     "sunk/manifests/nodeset_pod.py:nodeset_pod": NOT_YET_SPLIT,
     "sunk/manifests/podsettings.py:apply_pod": NOT_YET_SPLIT,
-    "sunk/podgate.py:_pod_problems": NOT_YET_SPLIT,
     "sunk/spec/cluster.py:contradiction_problems": NOT_YET_SPLIT,
     "sunk/spec/cluster.py:ClusterSpec._partition_problems": NOT_YET_SPLIT,
     "sunk/spec/kubeschema.py:_check": NOT_YET_SPLIT,
