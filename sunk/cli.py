@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Subcommands owned by other modules add themselves here (each a function taking `sub`).
+# The subcommands that front a tool outside the core (render, stacks, init, harness, images,
+# local). Their register functions below add them; each handler imports its tool when it runs.
 _EXTENSIONS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 
 
