@@ -76,12 +76,13 @@ def start_mariadb(jail: Jail, spec: ClusterSpec, port: int, slurmdbd_conf: str, 
     )
 
 
-def start_slurmdbd(jail: Jail, port: int, password: str) -> None:
+def start_slurmdbd(jail: Jail, port: int, password: str, args: tuple[str, ...] = ()) -> None:
     """slurmdbd from the slurmdbd image, by the manifest's own start script (it adds the password
-    from the mounted Secret to a private copy of slurmdbd.conf), as the slurm user."""
+    from the mounted Secret to a private copy of slurmdbd.conf), as the slurm user; `args` go to
+    slurmdbd after `-D` (`-vvv` logs every setting it read, at debug2)."""
     root = jail.root("slurmdbd")
     write_file(root / scripts.DB_PASSWORD_FILE.lstrip("/"), password, 0o400, lookup_ids(root, "slurm"))
-    argv = ["/bin/sh", "-c", scripts.slurmdbd_start()]
+    argv = ["/bin/sh", "-c", scripts.slurmdbd_start(), "slurmdbd", *args]
     proc = jail.spawn("slurmdbd", argv, role="slurmdbd", user=f"{SLURM_UID}:{SLURM_UID}")
     wait_until(
         "slurmdbd", lambda: listening(port), timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, "slurmdbd")

@@ -125,6 +125,7 @@ class LocalSlurm:
         self._deploy_topology = ""
         self.timings: dict[str, float] = {}
         self._stopped = False
+        self._db_password = ""
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -245,9 +246,9 @@ class LocalSlurm:
             if role in self.roles and spec.auth.type == "munge":
                 daemons.start_munged(self.jail, role)
         if self.accounting:
-            password = secrets.token_hex(24)
-            daemons.start_mariadb(self.jail, spec, self.ports.mariadb, self.files["slurmdbd.conf"], password)
-            daemons.start_slurmdbd(self.jail, self.ports.slurmdbd, password)
+            self._db_password = secrets.token_hex(24)
+            daemons.start_mariadb(self.jail, spec, self.ports.mariadb, self.files["slurmdbd.conf"], self._db_password)
+            daemons.start_slurmdbd(self.jail, self.ports.slurmdbd, self._db_password)
         self.timings["base"] = time.monotonic() - mark
         if spec.auth.type == "slurm":
             daemons.start_sackd(self.jail)  # a native sidecar: up before the login pod's clients
@@ -407,6 +408,15 @@ class LocalSlurm:
 
     def stop_slurmrestd(self) -> None:
         self.jail.stop("slurmrestd")
+
+    def restart_slurmdbd(self, *args: str, conf: str | None = None) -> None:
+        """Stop slurmdbd and start it again with `args` (`-vvv`: it logs every setting it read);
+        `conf`: the slurmdbd.conf it then reads instead (bytes the spec never rendered, to see
+        what the real parser makes of them)."""
+        self.jail.stop("slurmdbd", timeout=30)
+        if conf is not None:
+            (self.etc / "slurmdbd.conf").write_bytes(conf.encode())
+        daemons.start_slurmdbd(self.jail, self.ports.slurmdbd, self._db_password, args)
 
     def restart_slurmctld(self) -> None:
         """Stop slurmctld (it saves its state) and start it again from StateSaveLocation."""

@@ -142,6 +142,12 @@ RECORDS = frozenset(k.lower() for k in ("Name", "NodeName", "SwitchName", "Block
 one beside sunk's (gres.conf's `Name=mps`, a switch of topology.conf); slurm.conf's records
 (NodeName, NodeSet, PartitionName) are in RENDERED, since the spec says which exist."""
 
+MULTI_KEY = RECORDS | frozenset(k.lower() for k in ("NodeSet", "PartitionName", "DownNodes", "FrontendName"))
+"""Keys that start a line of several `Key=Value` words (a record). Any other line holds one:
+measured with Slurm 26.05, `MessageTimeout=30 EnforcePartLimits=NO` in slurm.conf and
+`ArchiveEvents=no TrackSlurmctldDown=yes` in slurmdbd.conf are parse errors, fatal to the daemons
+and clients (tests/slurm/test_dbd_parse_back.py)."""
+
 OVERRIDABLE: dict[str, frozenset[str]] = {
     "slurm.conf": frozenset(
         k.lower() for k in ("InactiveLimit", "KillWait", "MinJobAge", "SlurmdTimeout", "Waittime", "ReturnToService",
@@ -173,6 +179,11 @@ def line_problem(line: str, file: str, owned: Collection[str] = ()) -> str | Non
     reserved = (RENDERED.get(file, frozenset()) | frozenset(owned)) - OVERRIDABLE.get(file, frozenset())
     if keys[0].lower() in reserved:
         return f"{keys[0]} is rendered by sunk in {file} (from the spec); set it through the spec, not a verbatim line"
+    if len(keys) > 1 and keys[0].lower() not in MULTI_KEY:
+        return (
+            f"one `Key=Value` per line, without spaces; got {len(keys)} words: Slurm refuses the whole file at "
+            f"{keys[1]} (a second key on a line that starts no record), and every daemon reading it exits"
+        )
     return None
 
 

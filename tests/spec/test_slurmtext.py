@@ -58,6 +58,9 @@ SMUGGLED = {
     "include": ("controller__extraSlurmConf", ["Include /etc/slurm/other.conf"], "not one configuration line"),
     "include as key": ("controller__extraSlurmConf", ["include=/x"], "include is rendered"),
     "partition record": ("controller__extraSlurmConf", ["PartitionName=batch Nodes=ALL"], "PartitionName is rendered"),
+    # Slurm's parser refuses a second key on a line that starts no record (fatal to every daemon).
+    "second key, slurm.conf": ("controller__extraSlurmConf", ["KillWait=30 EnforcePartLimits=NO"], "no record"),
+    "second key, cgroup.conf": ("extraConfig__cgroupConf", ["MaxRAMPercent=90 ConstrainDevices=no"], "no record"),
     "password, escaped key": ("controller__extraSlurmConf", ["Accounting\\StoragePass=x"], "holds a password"),
     "password, second word": ("accounting__extraSlurmdbdConf", ["DebugLevel=info StoragePass=x"], "holds a password"),
     "password, lower case": ("controller__extraSlurmConf", ["jobcomppass=x"], "holds a password"),

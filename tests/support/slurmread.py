@@ -2,13 +2,15 @@
 parser's description and apart from sunk.spec.slurmtext, so the tests that judge the writer don't
 share its blind spots: a line runs up to '\\n'; an unescaped '#' ends it; an odd run of trailing
 backslashes (blanks after them allowed) joins the next line; a backslash escapes the next
-character; keys match in any case; a repeated key keeps its last value."""
+character; keys match in any case; a repeated key keeps its last value. Blanks are C's isspace()
+(space, tab, CR, LF, VT, FF): U+0085 and U+2028 are not, so they end no value and no line (as real
+slurmdbd showed, tests/slurm/test_dbd_parse_back.py), where Python's own \\s would end one."""
 
 from __future__ import annotations
 
 import re
 
-_KEY_VALUE = re.compile(r'([A-Za-z0-9_.]+)\s*[-*+/]?=\s*("[^"]*"|\S*)')
+_KEY_VALUE = re.compile(r'([A-Za-z0-9_.]+)\s*[-*+/]?=\s*("[^"]*"|\S*)', re.ASCII)
 
 
 def slurm_read(body: str) -> list[tuple[int, int, str]]:
@@ -28,7 +30,7 @@ def slurm_read(body: str) -> list[tuple[int, int, str]]:
                 continue
             text += cut
             break
-        out.append((start + 1, n - start, re.sub(r"\\(.)", r"\1", text)))
+        out.append((start + 1, n - start, re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)))
     return out
 
 
@@ -43,7 +45,7 @@ def _cut(line: str) -> str:
 
 def slurm_keys(text: str) -> list[str]:
     """Every key of a logical line, lower case (anywhere on it, as a conservative reader would)."""
-    return [k.lower() for k in re.findall(r"([A-Za-z0-9_.]+)\s*[-*+/]?=", text)]
+    return [k.lower() for k in re.findall(r"([A-Za-z0-9_.]+)\s*[-*+/]?=", text, re.ASCII)]
 
 
 def settings(body: str, records: frozenset[str] = frozenset()) -> dict[str, str]:
@@ -56,4 +58,21 @@ def settings(body: str, records: frozenset[str] = frozenset()) -> dict[str, str]
             continue
         for key, value in pairs:
             out[key.lower()] = value.strip('"')
+    return out
+
+
+RECORD_KEYS = frozenset({"nodename", "nodeset", "partitionname", "downnodes", "frontendname", "name", "switchname"})
+RECORD_KEYS |= {"blockname"}
+"""Keys that start a line of several `Key=Value` words (slurm.conf's nodes, node sets, partitions
+and down nodes, gres.conf's GRES, topology.conf's switches and blocks)."""
+
+
+def refused_lines(body: str) -> list[int]:
+    """Lines Slurm's parser refuses, failing the whole file: a second `Key=Value` on a line that
+    starts no record (measured: fatal to slurmctld, slurmdbd and the clients)."""
+    out = []
+    for first, _, text in slurm_read(body):
+        pairs = _KEY_VALUE.findall(text)
+        if len(pairs) > 1 and pairs[0][0].lower() not in RECORD_KEYS:
+            out.append(first)
     return out
