@@ -10,8 +10,10 @@ a field added next month is checked the day it reaches a pod. It checks:
 - every container against its role's row: capabilities it adds, privilege, hostNetwork, hostPath
   (only on roles whose row allows the operator's policy to grant it); containers the row does not
   list (users' sidecars) add no capability and run unprivileged;
-- every Secret a pod reaches (volume, projected source, env, envFrom) that holds one of the
-  cluster's own secrets, against the Secrets its role's row allows (`allowed_secret_names`);
+- every one of the cluster's own Secrets a container reaches (a volume it mounts, a projected
+  source, env, envFrom), against what its role's row allows that container
+  (`Role.container_secrets`): the LDAP bind password in the sssd sidecar only, sshd's host keys
+  in login's sshd only; a Secret volume no container mounts, against the role's pods as a whole;
 - slurmd pods against the stack's operator policy (sunk.policy.pod_problems, the function the
   operator runs before it creates a pod), when the stack installs the operator;
 - object names unique per kind and namespace, and every Service selecting only pods of its role.
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sunk import keys, roles
-from sunk.manifests.auth import allowed_secret_names, auth_refs, secret_purposes
+from sunk.manifests.auth import auth_refs, secret_purposes
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset import resource_spec
@@ -75,24 +77,63 @@ def _containers(pod: Manifest) -> list[Manifest]:
     return [*pod.get("initContainers", []), *pod.get("containers", []), *pod.get("ephemeralContainers", [])]
 
 
-def _secret_names(pod: Manifest) -> list[tuple[str, str]]:
-    """(where, Secret name) of every way the pod reaches a Secret."""
-    out = []
+def _volume_secrets(pod: Manifest) -> dict[str, list[tuple[str, bool]]]:
+    """Volume name -> (Secret name, whole) of each Secret it holds; `whole`: every key of the
+    Secret, not only the items it names."""
+    out: dict[str, list[tuple[str, bool]]] = {}
     for v in pod.get("volumes", []):
-        if "secret" in v:
-            out.append((f"volume {v['name']}", v["secret"].get("secretName", "")))
-        for source in (v.get("projected") or {}).get("sources", []):
-            if "secret" in source:
-                out.append((f"volume {v['name']}", source["secret"].get("name", "")))
+        sources = [v["secret"]] if "secret" in v else []
+        sources += [s["secret"] for s in (v.get("projected") or {}).get("sources", []) if "secret" in s]
+        for source in sources:
+            name = source.get("secretName", source.get("name", ""))
+            out.setdefault(v["name"], []).append((name, not source.get("items")))
+    return out
+
+
+def _secret_reach(pod: Manifest) -> list[tuple[str | None, str, str, bool]]:
+    """(container, where, Secret name, whole) of every way the pod reaches a Secret: each
+    container's mounts, env and envFrom, and (container None) each Secret volume no container
+    mounts, which the kubelet still fetches onto the Node."""
+    volumes = _volume_secrets(pod)
+    mounted: set[str] = set()
+    out: list[tuple[str | None, str, str, bool]] = []
     for c in _containers(pod):
+        name = c["name"]
+        for mount in c.get("volumeMounts", []):
+            mounted.add(mount["name"])
+            for secret, whole in volumes.get(mount["name"], []):
+                out.append((name, f"container {name} mounts volume {mount['name']}", secret, whole))
         for env in c.get("env", []):
             ref = (env.get("valueFrom") or {}).get("secretKeyRef")
             if ref is not None:
-                out.append((f"container {c['name']} env {env['name']}", ref.get("name", "")))
+                out.append((name, f"container {name} env {env['name']}", ref.get("name", ""), False))
         for source in c.get("envFrom", []):
             if "secretRef" in source:
-                out.append((f"container {c['name']} envFrom", source["secretRef"].get("name", "")))
+                out.append((name, f"container {name} envFrom", source["secretRef"].get("name", ""), True))
+    for volume, secrets in volumes.items():
+        if volume not in mounted:
+            out += [(None, f"volume {volume}", secret, whole) for secret, whole in secrets]
     return out
+
+
+def _secret_problems(spec: ClusterSpec, row: roles.Role, pod: Manifest) -> list[str]:
+    """Each of the cluster's own Secrets a container reaches must hold a purpose its row allows
+    that container (every purpose, when it reaches the whole Secret); a volume no container
+    mounts, one the role allows some container."""
+    ours = secret_purposes(spec)
+    problems = []
+    for container, where, name, whole in _secret_reach(pod):
+        purposes = ours.get(name)
+        if purposes is None:
+            continue
+        allowed = row.secrets if container is None else row.container_secrets.get(container, frozenset())
+        if not (purposes <= allowed if whole else purposes & allowed):
+            who = f"role {row.name}'s pods" if container is None else f"container {container} of role {row.name}"
+            problems.append(
+                f"{where}: Secret {name} holds {', '.join(sorted(purposes))}, which {who} may not reach "
+                f"(allowed there: {', '.join(sorted(allowed)) or 'none'})"
+            )
+    return problems
 
 
 def _container_problems(row: roles.Role, c: Manifest) -> list[str]:
@@ -121,7 +162,7 @@ def _pod_problems(spec: ClusterSpec, operator: OperatorSpec | None, meta: Manife
     row = roles.ROLES.get(component)
     if row is None:
         return [f"pod of role {component!r}, which the role table does not know"]
-    problems = _shape_problems(row, pod) + _reached_secret_problems(spec, row, pod)
+    problems = _shape_problems(row, pod) + _secret_problems(spec, row, pod)
     if row.host_paths == roles.POLICY and operator is not None:
         problems += pod_problems(operator.policy, {"spec": pod})
     return problems
@@ -144,21 +185,6 @@ def _shape_problems(row: roles.Role, pod: Manifest) -> list[str]:
     host_paths = [v["name"] for v in pod.get("volumes", []) if "hostPath" in v]
     if host_paths and row.host_paths != roles.POLICY:
         problems.append(f"hostPath volumes {host_paths}: role {row.name} may mount none")
-    return problems
-
-
-def _reached_secret_problems(spec: ClusterSpec, row: roles.Role, pod: Manifest) -> list[str]:
-    """The stack's own Secrets the pod reaches that its role may not."""
-    problems = []
-    ours = secret_purposes(spec)
-    allowed = allowed_secret_names(spec, row.name)
-    for where, name in _secret_names(pod):
-        if name in ours and name not in allowed:
-            purposes = ", ".join(sorted(ours[name]))
-            problems.append(
-                f"{where}: Secret {name} holds {purposes}, which role {row.name}'s pods may not reach "
-                f"(allowed there: {', '.join(sorted(row.secrets)) or 'none'})"
-            )
     return problems
 
 

@@ -13,9 +13,11 @@ Every pod sunk renders or the operator creates plays one role, named by its
   is false for every other one;
 - `token`: whether the ServiceAccount token is mounted (only where a process calls the
   Kubernetes API);
-- `secrets`: the purposes (`SecretPurpose`) of the Secrets its pods may mount, as volumes or
-  projected sources; `sunk.manifests.auth.secret_purposes(spec)` maps a cluster's Secret names to
-  purposes, and `allowed_secret_names(spec, role)` gives the names a role's pod may mount;
+- `container_secrets`: each container -> the purposes (`SecretPurpose`) of the Secrets it may
+  reach (a volume it mounts, a projected source, env, envFrom); a container not listed (users'
+  sidecars) reaches none, and `secrets` is their union, what the role's pods may hold at all.
+  `sunk.manifests.auth.secret_purposes(spec)` maps a cluster's Secret names to purposes, and
+  `allowed_secret_names(spec, role, container)` gives the names one container may reach;
 - `host_paths`: `NONE` or `POLICY` (only the paths the operator's tenant policy allows);
 - `host_network`: whether the pod shares the Node's network (no role does);
 - `listens`: `Link`s it accepts: a port (None: any port) and the peers allowed to connect;
@@ -103,7 +105,7 @@ class Role:
     name: str
     containers: Mapping[str, frozenset[str]]
     token: bool = False
-    secrets: frozenset[SecretPurpose] = frozenset()
+    container_secrets: Mapping[str, frozenset[SecretPurpose]] = field(default_factory=dict)
     privileged: frozenset[str] = frozenset()
     root: frozenset[str] = frozenset()
     writable_root: frozenset[str] = frozenset()
@@ -113,6 +115,11 @@ class Role:
     listens: tuple[Link, ...] = ()
     talks_to: tuple[Link, ...] = ()
     reasons: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def secrets(self) -> frozenset[SecretPurpose]:
+        """What some container of the role may reach: what its pods may hold at all."""
+        return frozenset(p for purposes in self.container_secrets.values() for p in purposes)
 
     def capabilities(self, container: str) -> frozenset[str]:
         """What `container` adds (KeyError: the role has no such container)."""
@@ -150,6 +157,14 @@ _SIDECAR_REASONS = {
     "sssd.capabilities": "serves NSS and PAM to the other containers through a shared socket folder",
 }
 _LDAP: tuple[SecretPurpose, ...] = ("ldap-bind", "ldap-ca", "ldap-client")
+_SSSD_SECRETS: dict[str, frozenset[SecretPurpose]] = {"sssd": frozenset({"sssd-config", *_LDAP})}
+"""The LDAP bind password, CA, client key and SSSD's configuration: the sssd sidecar's alone."""
+_AUTH: frozenset[SecretPurpose] = frozenset({"auth"})
+_MUNGE_SECRETS: dict[str, frozenset[SecretPurpose]] = {"munge": _AUTH}
+_CTL: frozenset[SecretPurpose] = frozenset({"auth", "jwt"})
+"""The controller's containers share its projected /etc/slurm, which holds slurm.key (auth/slurm)
+and the JWT key slurm.conf names."""
+_JWT: frozenset[SecretPurpose] = frozenset({"jwt"})
 _DNS_OUT = (Link(53, (DNS,), "UDP"), Link(53, (DNS,)))
 _METRICS_IN = (Link(METRICS_PORT, (SCRAPERS,)),)
 
@@ -172,7 +187,13 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         **_MUNGE,
                         **_SSSD,
                     },
-                    secrets=frozenset({"auth", "jwt", "sssd-config", *_LDAP}),
+                    container_secrets={
+                        "slurmctld": _CTL,
+                        "reconfigure": _CTL,
+                        "wait-qos": _CTL,
+                        **_MUNGE_SECRETS,
+                        **_SSSD_SECRETS,
+                    },
                     root=_SIDECAR_ROOT,
                     writable_root=frozenset({"slurmctld", "reconfigure", "wait-qos", "munge", "sssd"}),
                     listens=(
@@ -196,7 +217,12 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "accounting",
                     containers={"slurmdbd": _NO_CAPS, **_MUNGE, **_SSSD},
-                    secrets=frozenset({"auth", "jwt", "database", "sssd-config", *_LDAP}),
+                    # slurmdbd: the auth key, the JWT key (AuthAltParameters) and the DB password.
+                    container_secrets={
+                        "slurmdbd": frozenset({"auth", "jwt", "database"}),
+                        **_MUNGE_SECRETS,
+                        **_SSSD_SECRETS,
+                    },
                     root=_SIDECAR_ROOT,
                     writable_root=frozenset({"slurmdbd", "munge", "sssd"}),
                     listens=(Link(SLURMDBD_PORT, ("controller", "login", "restapi", "accounting-setup")),),
@@ -214,7 +240,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "mariadb",
                     containers={"mariadb": _NO_CAPS},
-                    secrets=frozenset({"database"}),
+                    container_secrets={"mariadb": frozenset({"database"})},
                     writable_root=frozenset({"mariadb"}),
                     listens=(Link(MARIADB_PORT, ("accounting",)),),
                     talks_to=_DNS_OUT,
@@ -224,7 +250,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "accounting-setup",
                     containers={"setup": _NO_CAPS, **_MUNGE},
-                    secrets=frozenset({"auth"}),
+                    container_secrets={"setup": _AUTH, **_MUNGE_SECRETS},
                     root=frozenset({"munge"}),
                     writable_root=frozenset({"setup", "munge"}),
                     talks_to=(
@@ -239,7 +265,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "restapi",
                     containers={"slurmrestd": _NO_CAPS},
-                    secrets=frozenset({"auth"}),
+                    container_secrets={"slurmrestd": _AUTH},
                     listens=(
                         Link(
                             SLURMRESTD_PORT,
@@ -257,7 +283,13 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "login",
                     containers={"sshd": SSHD_CAPABILITIES, "sackd": _NO_CAPS, **_MUNGE, **_SSSD},
-                    secrets=frozenset({"auth", "ssh-host-keys", "sssd-config", *_LDAP}),
+                    # sshd holds its host keys and nothing else: users' sessions run in it.
+                    container_secrets={
+                        "sshd": frozenset({"ssh-host-keys"}),
+                        "sackd": _AUTH,
+                        **_MUNGE_SECRETS,
+                        **_SSSD_SECRETS,
+                    },
                     root=frozenset({"sshd", "sackd", *_SIDECAR_ROOT}),
                     writable_root=frozenset({"sshd", "sackd", "munge", "sssd"}),
                     escalation=frozenset({"sshd"}),
@@ -282,7 +314,8 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "slurmd",
                     containers={"slurmd": _NO_CAPS, **_MUNGE, **_SSSD},
-                    secrets=frozenset({"auth", "sssd-config", *_LDAP}),
+                    # Jobs run in slurmd's container: the auth key (slurm.key) only.
+                    container_secrets={"slurmd": _AUTH, **_MUNGE_SECRETS, **_SSSD_SECRETS},
                     privileged=frozenset({"slurmd"}),
                     escalation=frozenset({"slurmd"}),
                     root=frozenset({"slurmd", *_SIDECAR_ROOT}),
@@ -308,7 +341,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     "syncer",
                     containers={"syncer": _NO_CAPS},
                     token=True,
-                    secrets=frozenset({"jwt"}),
+                    container_secrets={"syncer": _JWT},
                     listens=_METRICS_IN,
                     talks_to=(
                         Link(None, (KUBE_API,)),
@@ -324,7 +357,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     "scheduler",
                     containers={"scheduler": _NO_CAPS},
                     token=True,
-                    secrets=frozenset({"jwt"}),
+                    container_secrets={"scheduler": _JWT},
                     listens=_METRICS_IN,
                     talks_to=(Link(None, (KUBE_API,)), Link(SLURMRESTD_PORT, ("restapi",)), *_DNS_OUT),
                     reasons={"token": "watches pods and Nodes and binds pods"},
@@ -334,7 +367,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "exporter",
                     containers={"exporter": _NO_CAPS},
-                    secrets=frozenset({"jwt"}),
+                    container_secrets={"exporter": _JWT},
                     listens=_METRICS_IN,
                     talks_to=(
                         Link(SLURMCTLD_PORT, ("controller",)),

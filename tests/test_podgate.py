@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from sunk.podgate import gate_problems
+from sunk import podgate
+from sunk.podgate import gate_problems, stack_objects
 from sunk.spec import SpecError, load_spec
 from sunk.stackfile import list_stacks, load_stack, parse_config
 from tests.support.specs import spec_document
@@ -127,3 +128,82 @@ def test_a_sidecar_named_like_sunks_sssd_is_refused() -> None:
     sidecar = {"name": "sssd", "image": {"repository": "ghcr.io/sunk-dev/tool", "tag": "1"}}
     problems = _problems(_with(auth={"ldap": LDAP}, nodesets=[{**BASE["nodesets"][0], "sidecars": [sidecar]}]))
     assert any("container names ['sssd'] twice in one pod" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("role", "container", "how", "secret"),
+    [
+        ("controller", "slurmctld", "env", "ldap-bind"),
+        ("controller", "slurmctld", "volumes", "research-sssd"),
+        ("accounting", "slurmdbd", "env", "ldap-bind"),
+        ("accounting", "slurmdbd", "volumes", "ldap-bind"),
+    ],
+)
+def test_ldap_secrets_stay_in_the_sssd_sidecar_not_its_pods_other_containers(
+    role: str, container: str, how: str, secret: str
+) -> None:
+    """The controller and accounting pods hold the LDAP Secrets for their sssd sidecar; the main
+    container beside it may not take them (the role allows them per container, not per pod)."""
+    reach: Any = (
+        [{"name": "X", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}]
+        if how == "env"
+        else [{"name": "v", "mountPath": "/v", "secret": {"secretName": secret}}]
+    )
+    problems = _problems(_with(auth={"ldap": LDAP}, **{role: {how: reach}}))
+    assert any(f"container {container} " in p and "may not reach" in p for p in problems), problems
+    assert all(p.startswith("pods: ") for p in problems), problems
+
+
+def _pod(spec: Any, kind: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    objs, _ = stack_objects(spec)
+    for obj in objs:
+        if (obj["kind"], obj["metadata"]["name"]) == (kind, name):
+            tmpl = copy.deepcopy(obj["spec"]["template"])
+            return tmpl["metadata"], tmpl["spec"]
+    raise AssertionError(f"no {kind}/{name}")
+
+
+def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in [*pod.get("initContainers", []), *pod["containers"]] if c["name"] == name)
+
+
+def test_the_gate_checks_each_containers_secrets_as_rendered() -> None:
+    """Past the spec's own checks (a pod builder that mounts the wrong volume): sshd mounting the
+    sssd sidecar's LDAP volume, the sssd sidecar mounting sshd's host keys, and a Secret volume
+    no container mounts, of a purpose the role lacks, are each found."""
+    spec = load_stack("acme-prod").spec
+    meta, pod = _pod(spec, "Deployment", "research-login")
+    assert podgate._pod_problems(spec, None, meta, pod) == []
+    secret_volumes = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    ldap = next(n for n, s in secret_volumes.items() if s == "research-ldap")
+    keys = next(n for n, s in secret_volumes.items() if s.endswith("-login-host-keys"))
+
+    wrong = copy.deepcopy(pod)
+    _container(wrong, "sshd")["volumeMounts"].append({"name": ldap, "mountPath": "/x"})
+    _container(wrong, "sssd")["volumeMounts"].append({"name": keys, "mountPath": "/y"})
+    problems = podgate._pod_problems(spec, None, meta, wrong)
+    assert any(p.startswith(f"container sshd mounts volume {ldap}: Secret research-ldap") for p in problems), problems
+    assert any(p.startswith(f"container sssd mounts volume {keys}: Secret") for p in problems), problems
+
+    meta, pod = _pod(spec, "Deployment", "research-restapi")
+    pod["volumes"].append({"name": "stray", "secret": {"secretName": "research-jwt"}})
+    problems = podgate._pod_problems(spec, None, meta, pod)
+    assert problems == [
+        "volume stray: Secret research-jwt holds jwt, which role restapi's pods may not reach (allowed there: auth)"
+    ]
+
+
+def test_a_whole_secret_needs_every_purpose_it_holds_and_a_named_key_one() -> None:
+    """One Secret holding both the auth key and the JWT key (each under its own key): slurmd's
+    munge sidecar may mount the auth key item, but no slurmd container may take the whole Secret
+    (envFrom), which would hand jobs the JWT signing key."""
+    spec = load_spec(_with(auth={"key": {"existingSecret": {"name": "keys", "key": "munge.key"}},
+                                 "jwt": {"existingSecret": {"name": "keys", "key": "jwt.key"}}}))  # fmt: skip
+    objs, _ = stack_objects(spec)
+    meta, pod = next((m["metadata"], m["spec"]) for m in objs if m["kind"] == "Pod")
+    assert podgate._pod_problems(spec, None, meta, pod) == []
+    _container(pod, "slurmd").setdefault("envFrom", []).append({"secretRef": {"name": "keys"}})
+    assert podgate._pod_problems(spec, None, meta, pod) == [
+        "container slurmd envFrom: Secret keys holds auth, jwt, which container slurmd of role slurmd may not reach "
+        "(allowed there: auth)"
+    ]

@@ -99,6 +99,20 @@ def _secrets(pod: dict[str, Any]) -> set[str]:
     return out
 
 
+def _container_secrets(c: dict[str, Any], pod: dict[str, Any]) -> set[str]:
+    """The Secrets one container reaches: volumes it mounts, env and envFrom."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    out = set()
+    for mount in c.get("volumeMounts", []):
+        out |= _secrets({"volumes": [volumes[mount["name"]]]})
+    for env in c.get("env", []):
+        ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is not None:
+            out.add(ref["name"])
+    out |= {s["secretRef"]["name"] for s in c.get("envFrom", []) if "secretRef" in s}
+    return out
+
+
 def _user(c: dict[str, Any], pod: dict[str, Any]) -> int | None:
     for ctx in (c.get("securityContext") or {}, pod.get("securityContext") or {}):
         if "runAsUser" in ctx:
@@ -137,6 +151,8 @@ def test_every_pod_gets_exactly_what_its_row_grants(
         assert escalates == (cname in row.escalation), f"{name}/{cname}: allowPrivilegeEscalation"
         writable = not ctx.get("readOnlyRootFilesystem", False)
         assert writable == (cname in row.writable_root), f"{name}/{cname}: writable root {writable}"
+        reached, may = _container_secrets(c, pod), allowed_secret_names(spec, row.name, cname)
+        assert reached <= may, f"{name}/{cname}: reaches {sorted(reached - may)} beyond its row"
         ports = {p["containerPort"] for p in c.get("ports", [])}
         listened = {link.port for link in row.listens if link.port is not None}
         assert ports <= listened, f"{name}/{cname}: listens on {sorted(ports - listened)}, not in the row"
@@ -149,7 +165,7 @@ def test_every_pod_gets_exactly_what_its_row_grants(
 
 
 def test_every_row_is_some_pod_and_every_grant_is_used() -> None:
-    """A row no pod plays, or a capability, secret purpose or root grant no pod uses, is a
+    """A row no pod plays, or a container or a container's secret purpose no pod uses, is a
     promise the table keeps for nothing: remove it."""
     seen_roles: set[str] = set()
     used: set[tuple[str, str, str]] = set()
@@ -158,13 +174,15 @@ def test_every_row_is_some_pod_and_every_grant_is_used() -> None:
         seen_roles.add(row.name)
         spec = SPECS[stack]
         purposes = secret_purposes(spec)
-        for secret in _secrets(pod):
-            used |= {(row.name, "secret", p) for p in purposes.get(secret, ())}
         for c in _containers(pod):
             used.add((row.name, "container", c["name"]))
+            for secret in _container_secrets(c, pod):
+                used |= {(row.name, f"secret of {c['name']}", p) for p in purposes.get(secret, ())}
     assert seen_roles == set(roles.ROLES), sorted(set(roles.ROLES) - seen_roles)
     promised = {(r.name, "container", c) for r in roles.ROLES.values() for c in r.containers}
-    promised |= {(r.name, "secret", p) for r in roles.ROLES.values() for p in r.secrets}
+    promised |= {(r.name, f"secret of {c}", p) for r in roles.ROLES.values() for c, ps in r.container_secrets.items()
+                 for p in ps}  # fmt: skip
+    assert all(set(r.container_secrets) <= set(r.containers) for r in roles.ROLES.values())
     assert promised <= used, sorted(promised - used)
 
 

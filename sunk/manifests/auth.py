@@ -118,9 +118,12 @@ def secret_purposes(spec: ClusterSpec) -> dict[str, frozenset[SecretPurpose]]:
     return {name: frozenset(purposes) for name, purposes in sorted(out.items())}
 
 
-def allowed_secret_names(spec: ClusterSpec, role: str) -> frozenset[str]:
-    """The Secrets a pod of `role` (sunk.roles.ROLES) may mount in this cluster: those holding at
-    least one purpose the role's row allows. A Secret holding several purposes is allowed when any
-    is; the pod still mounts only the keys it names."""
-    allowed = ROLES[role].secrets
+def allowed_secret_names(spec: ClusterSpec, role: str, container: str | None = None) -> frozenset[str]:
+    """The Secrets a pod of `role` (sunk.roles.ROLES) may mount in this cluster, or with
+    `container` that one container may reach (none for a container the row does not list): those
+    holding at least one purpose the row allows there. A Secret holding several purposes is
+    allowed when any is, as long as the container reaches only the keys it names (sunk's mounts
+    name them); reaching the whole Secret needs all (sunk.podgate checks that)."""
+    row = ROLES[role]
+    allowed = row.secrets if container is None else row.container_secrets.get(container, frozenset())
     return frozenset(name for name, purposes in secret_purposes(spec).items() if purposes & allowed)
