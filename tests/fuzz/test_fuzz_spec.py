@@ -11,13 +11,14 @@ failure the fuzzer has found is in FOUND below, as an explicit example, so a fre
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import re
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from sunk import keys, podgate, roles
@@ -30,7 +31,7 @@ from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import EXTRA_SLURM_FILES
 from sunk.spec.slurmtext import OVERRIDABLE
 from sunk.stackfile import parse_config
-from tests.support.slurmread import slurm_keys, slurm_read
+from tests.support.slurmread import refused_lines, slurm_keys, slurm_read
 
 EXAMPLES = int(os.environ.get("SUNK_FUZZ_EXAMPLES", "200"))
 
@@ -71,6 +72,8 @@ def conf_violations(name: str, body: str) -> list[str]:
         if any(ch in line for ch in BREAKS) or any(ord(ch) < 32 and ch != "\t" for ch in line):
             found.append(f"{name}:{n}: a character some reader breaks a line at, or a control character")
     counts: dict[str, int] = {}
+    found += [f"{name}:{n}: a second key on a line that starts no record (Slurm refuses the file)"
+              for n in refused_lines(body)]  # fmt: skip
     for first, joined, text in slurm_read(body):
         if joined > 1:
             found.append(f"{name}:{first}: Slurm joins {joined} lines into one")
@@ -99,14 +102,21 @@ def _pods(objs: Iterable[dict[str, Any]]) -> Iterable[tuple[str, dict[str, Any],
 
 def pod_violations(spec: ClusterSpec) -> list[str]:
     """No pod gets a capability, privilege, hostPath or one of the cluster's Secrets that its
-    role's row (sunk.roles) lacks, whatever the gate said."""
+    role's row (sunk.roles) lacks, and no container a Secret the row does not allow that
+    container, whatever the gate said."""
     objs, _ = stack_objects(spec)
     ours = secret_purposes(spec)
     found = []
     for name, meta, pod in _pods(objs):
         row = roles.ROLES[(meta.get("labels") or {})[keys.APP_COMPONENT]]
         allowed = allowed_secret_names(spec, row.name)
+        volume_secret = {v["name"]: v["secret"].get("secretName") for v in pod.get("volumes", []) if "secret" in v}
         for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            own = allowed_secret_names(spec, row.name, c["name"])  # this container's, not the pod's
+            for mount in c.get("volumeMounts", []):
+                ref = volume_secret.get(mount["name"])
+                if ref in ours and ref not in own:
+                    found.append(f"{name}/{c['name']}: mounts Secret {ref}")
             ctx = c.get("securityContext") or {}
             added = set((ctx.get("capabilities") or {}).get("add") or ())
             if not added <= row.containers.get(c["name"], frozenset()):
@@ -115,7 +125,7 @@ def pod_violations(spec: ClusterSpec) -> list[str]:
                 found.append(f"{name}/{c['name']}: privileged")
             for env in c.get("env", []):
                 ref = ((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
-                if ref in ours and ref not in allowed:
+                if ref in ours and ref not in own:
                     found.append(f"{name}/{c['name']}: env from Secret {ref}")
         for v in pod.get("volumes", []):
             ref = (v.get("secret") or {}).get("secretName")
@@ -209,8 +219,9 @@ past every check but the one a guard makes."""
 
 @st.composite
 def plausible_lines(draw: st.DrawFn) -> str:
-    line = f"{draw(st.sampled_from(PLAUSIBLE_KEYS))}={draw(CLEAN)}"
-    return line + draw(st.sampled_from(["", "", "\\", "\\ "]))
+    count = draw(st.sampled_from([1, 1, 2]))  # a second key on a line now and then
+    words = [f"{draw(st.sampled_from(PLAUSIBLE_KEYS))}={draw(CLEAN)}" for _ in range(count)]
+    return " ".join(words) + draw(st.sampled_from(["", "", "\\", "\\ "]))
 
 
 def conf_lines() -> st.SearchStrategy[str]:
@@ -247,6 +258,10 @@ LDAP_TEXT = st.one_of(
 
 
 def _set(doc: dict[str, Any], path: str, value: Any) -> None:
+    if path == "*":  # several fields at once: {path: value}
+        for each, v in value.items():
+            _set(doc, each, v)
+        return
     node: Any = doc
     *parents, last = path.split(".")
     for part in parents:
@@ -255,6 +270,13 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> None:
         node[int(last)] = value
     else:
         node[last] = value
+
+
+def _reach(how: str, secret: str) -> list[dict[str, Any]]:
+    """An env var or a volume from `secret`."""
+    if how == "env":
+        return [{"name": "X", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}]
+    return [{"name": "v", "mountPath": "/v", "secret": {"secretName": secret}}]
 
 
 INJECTIONS: list[tuple[str, st.SearchStrategy[Any]]] = [
@@ -276,12 +298,17 @@ INJECTIONS: list[tuple[str, st.SearchStrategy[Any]]] = [
     ("nodesets.0.cpus", NUMBERS),
     ("nodesets.1.gpus.resourceName", st.sampled_from(["kubernetes.io/gpu", "nvidia.com/gpu", "a..b/c"])),
     ("login.securityContext", st.builds(lambda c: {"capabilities": {"add": c}},
-                                        st.lists(st.sampled_from(["ALL", "SYS_ADMIN", "CHOWN", "NET_ADMIN"]), max_size=2))),
+                                        st.lists(st.sampled_from(["ALL", "SYS_ADMIN", "CHOWN", "NET_ADMIN"]), min_size=1,
+                                                 max_size=2))),
     ("login.volumes", st.builds(lambda s: [{"name": "v", "mountPath": "/v", "secret": {"secretName": s}}], SECRETS)),
     ("nodesets.0.volumes", st.builds(lambda s: [{"name": "v", "mountPath": "/v", "secret": {"secretName": s}}], SECRETS)),
     ("nodesets.0.env", st.builds(lambda s: [{"name": "X", "valueFrom": {"secretKeyRef": {"name": s, "key": "k"}}}], SECRETS)),
     ("nodesets.0.volumes", st.builds(lambda p: [{"name": "h", "mountPath": "/h", "hostPath": {"path": p}}],
                                      st.sampled_from(["/etc", "/data/x", "/"]))),
+    # One of the LDAP Secrets (or another) in a main container whose pod holds it for its sssd sidecar.
+    ("*", st.builds(lambda role, how, s: {"auth.ldap": LDAP, f"{role}.{how}": _reach(how, s)},
+                    st.sampled_from(["controller", "accounting", "login"]), st.sampled_from(["env", "volumes"]),
+                    st.sampled_from(["ldap-bind", "research-sssd", "research-auth", "research-jwt"]))),
     ("labels", st.dictionaries(st.sampled_from(["slurm.sunk.dev/nodeset", "sunk.dev/nodeset", "team",
                                                 "app.kubernetes.io/component"]), st.sampled_from(["cpu", "x"]), max_size=1)),
     ("login.tolerations", st.builds(lambda e, s: [{"key": "k", "operator": "Exists", "effect": e, "tolerationSeconds": s}],
@@ -290,14 +317,24 @@ INJECTIONS: list[tuple[str, st.SearchStrategy[Any]]] = [
     ("auth.ldap", st.just(LDAP)),
     ("auth.ldap", st.builds(lambda put, t: {**LDAP, **put(t)}, st.sampled_from(LDAP_PUTS), LDAP_TEXT)),
     ("cgroup.plugin", st.sampled_from(["disabled", "cgroup/v1"])),
+    # Near misses: lines each of which gets past every check but one (a password key, a second key).
+    ("controller.extraSlurmConf", st.lists(plausible_lines(), min_size=1, max_size=2)),
+    ("extraConfig.cgroupConf", st.lists(plausible_lines(), min_size=1, max_size=2)),
 ]  # fmt: skip
+NEAR_MISSES = [len(INJECTIONS) - 2, len(INJECTIONS) - 1]
 POD_PATHS = ("login.", "nodesets.0.volumes", "nodesets.0.env", "labels", "auth.ldap")
-SSSD_TEXT = len(INJECTIONS) - 2  # hostile text in the LDAP fields: a group of its own
+SSSD_TEXT = len(INJECTIONS) - 4  # hostile text in the LDAP fields: a group of its own
 GROUPS = (
     list(range(7)),
     [i for i, (path, _) in enumerate(INJECTIONS) if path.startswith(POD_PATHS) and i != SSSD_TEXT],
     [SSSD_TEXT],
-    [i for i, (path, _) in enumerate(INJECTIONS) if i >= 7 and not path.startswith(POD_PATHS)],
+    [i for i, (path, _) in enumerate(INJECTIONS) if path == "*"],
+    [
+        i
+        for i, (path, _) in enumerate(INJECTIONS)
+        if i >= 7 and not path.startswith((*POD_PATHS, "*", "controller.extra", "extraConfig.cgroup"))
+    ],
+    NEAR_MISSES,
 )
 PATH = re.compile(r"^[A-Za-z(][\w.:\[\]()/-]*(\.|\[|:| )")
 
@@ -305,8 +342,8 @@ PATH = re.compile(r"^[A-Za-z(][\w.:\[\]()/-]*(\.|\[|:| )")
 @st.composite
 def stacks(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
     doc = copy.deepcopy(BASE)
-    # Each group (verbatim lines, what reaches pods, what reaches sssd.conf, the rest) is drawn as
-    # often as the others.
+    # Each group (verbatim lines, what reaches pods, what reaches sssd.conf, Secrets in a container
+    # beside the sssd sidecar, the rest, near misses) is drawn as often as the others.
     index_of = st.sampled_from(GROUPS).flatmap(lambda group: st.sampled_from(group))
     for index in draw(st.lists(index_of, min_size=1, max_size=2, unique=True)):
         path, strategy = INJECTIONS[index]
@@ -315,13 +352,21 @@ def stacks(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
     return doc, operator
 
 
+REFUSED = ["(refused, every problem naming its field)"]
+"""What `judge` answers for a stack validate refused as it should."""
+
+
 def judge(doc: dict[str, Any], operator: Any) -> list[str]:
-    """[] when the invariants hold for this stack; else what broke. A traceback propagates."""
+    """[] when validate accepted the stack and the invariants hold, REFUSED when it refused it
+    naming a field for every problem; else what broke. A traceback propagates."""
     try:
         spec, _ = parse_config({"sunk:cluster": doc, "sunk:operator": operator}, "fuzz")
     except SpecError as err:
         unnamed = [p for p in err.problems if not PATH.match(p)]
-        return [f"refused without a field: {p!r}" for p in unnamed] + ([] if err.problems else ["refused, no problem"])
+        problems = [f"refused without a field: {p!r}" for p in unnamed] + (
+            [] if err.problems else ["refused, no problem"]
+        )
+        return problems or REFUSED
     except SssdTextError as err:  # the load-time check missed what the writer then refused
         return [f"a traceback from the sssd.conf writer: {err}"]
     return violations(spec)
@@ -338,7 +383,10 @@ def _run(max_examples: int, phases: tuple[Phase, ...] = tuple(Phase)) -> None:
     )
     @given(stacks())
     def run(stack: tuple[dict[str, Any], Any]) -> None:
-        assert judge(*stack) == []
+        found = judge(*stack)
+        # --hypothesis-show-statistics prints how many stacks validate refused and accepted.
+        event("refused" if found == REFUSED else "accepted")
+        assert found in ([], REFUSED)
 
     run()
 
@@ -360,6 +408,12 @@ FOUND: dict[str, tuple[dict[str, Any], Any]] = {
     "continuation into EnforcePartLimits": ({**BASE, "controller": {"extraSlurmConf": ["MessageTimeout=30\\"]}}, False),
     "escaped password key": ({**BASE, "controller": {"extraSlurmConf": ["Storage\\Pass=x"]}}, False),
     "NEL in a line": ({**BASE, "controller": {"extraSlurmConf": ["A=1\x85PreemptType=preempt/none"]}}, False),
+    # Real slurmctld and slurmdbd: a second key on a line that starts no record is a parse error
+    # (every daemon exits); the judge took every key of a line as set.
+    "a second key on a line": (
+        {**BASE, "controller": {"extraSlurmConf": ["MessageTimeout=30 EnforcePartLimits=NO"]}},
+        False,
+    ),
     "ALL on sshd": ({**BASE, "login": {"securityContext": {"capabilities": {"add": ["ALL"]}}}}, False),
 }
 """Stacks the fuzzer once found breaking an invariant (kept, since its database does not survive a
@@ -368,7 +422,7 @@ fresh clone); filled by hand from a failing run's falsifying example."""
 
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_found_examples_keep_the_invariants(name: str) -> None:
-    assert judge(*FOUND[name]) == []
+    assert judge(*FOUND[name]) in ([], REFUSED)
 
 
 def _without_continuation_check(text: str, *, comment: bool = False) -> str | None:
@@ -377,12 +431,29 @@ def _without_continuation_check(text: str, *, comment: bool = False) -> str | No
 
 _ORIGINAL_TEXT_PROBLEM = slurmtext.text_problem
 
+_SECRET_PROBLEMS = podgate._secret_problems
+
+
+def _per_pod_only(spec: ClusterSpec, row: roles.Role, pod: dict[str, Any]) -> list[str]:
+    """The Secret check as it was before it went per container: every container of a role may
+    reach what any of them may."""
+    pooled = dataclasses.replace(row, container_secrets=dict.fromkeys(row.containers, row.secrets))
+    return _SECRET_PROBLEMS(spec, pooled, pod)
+
+
+class _Everything(frozenset[str]):
+    def __contains__(self, key: object) -> bool:
+        return True
+
+
 GUARDS = {
     # Each guard alone, switched off: the fuzzer must find a stack that gets past it within the
     # CI budget, or it would not find a hole where that guard is missing.
     "continuation check": (slurmtext, "text_problem", _without_continuation_check),
     "secret-key check": (slurmtext, "is_secret_key", lambda key: False),
+    "one-key-per-line check": (slurmtext, "MULTI_KEY", _Everything()),
     "pod gate: container grants": (podgate, "_container_problems", lambda row, c: []),
+    "pod gate: Secrets per container": (podgate, "_secret_problems", _per_pod_only),
     "sssd.conf check": (identity, "sssd_text_problem", lambda value: None),
 }
 
