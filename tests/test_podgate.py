@@ -5,6 +5,7 @@ and the Pulumi program do."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -171,7 +172,7 @@ def test_the_gate_checks_each_containers_secrets_as_rendered() -> None:
     """Past the spec's own checks (a pod builder that mounts the wrong volume): sshd mounting the
     sssd sidecar's LDAP volume, the sssd sidecar mounting sshd's host keys, and a Secret volume
     no container mounts, of a purpose the role lacks, are each found."""
-    spec = load_stack("acme-prod").spec
+    spec = load_stack("acme-prod", FIXTURE_STACKS).spec
     meta, pod = _pod(spec, "Deployment", "research-login")
     assert podgate._pod_problems(spec, None, meta, pod) == []
     secret_volumes = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}

@@ -1,6 +1,6 @@
 """The taint test over every string field of the spec, derived from the models: the JSON schema of
 ClusterSpec lists every place a user puts text (a string, an enum, a dict's key or value, a list
-item); the test's stacks (the two richest shipped ones, filled out by FILL where they leave a
+item); the test's stacks (the richest fixture stacks, filled out by FILL where they leave a
 field unset) hold a value in each, a unique marker is put into every one, and then:
 
 - a field that takes no arbitrary text (an enum, a pattern, a Kubernetes quantity) refuses the
@@ -22,7 +22,6 @@ import fnmatch
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +33,8 @@ from sunk.podgate import stack_objects
 from sunk.spec import SpecError
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import parse_config
+from tests.support.stacks import FIXTURE_STACKS
 
-ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ClusterSpec.model_json_schema(by_alias=True)
 DEFS = SCHEMA.get("$defs", {})
 Slot = str
@@ -305,7 +304,7 @@ BASES = ("acme-prod", "globex-prod", "globex-dev")
 
 
 def base(stack: str) -> dict[str, Any]:
-    config: dict[str, Any] = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    config: dict[str, Any] = yaml.safe_load((FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text())["config"]
     config["sunk:cluster"] = _merge(config["sunk:cluster"], FILL.get(stack, {}))
     for path, value in SET.get(stack, {}).items():
         _put(config["sunk:cluster"], path, value)

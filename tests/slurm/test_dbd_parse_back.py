@@ -9,7 +9,7 @@ itself reads (measured on 26.05: MessageTimeout 13 from slurm.conf while slurmdb
 Two checks, on one booted cluster:
 - awkward but valid verbatim lines (a key in lower case, a quoted list, a value holding '=', an
   escaped key, a comment) are held as sunk meant, by the file's reading in
-  sunk.runtime.testing.slurmread (not the writer's own functions);
+  tests.support.slurmread (not the writer's own functions);
 - each hostile line the spec refuses (a trailing backslash, U+0085, U+2028, CR, NUL, an escaped
   password key) is refused naming its field, and, forced into the file past every check, changes
   what the real slurmdbd holds: the refusal guards a real effect, and slurmread predicts it."""
@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 from sunk.runtime.harness import LocalSlurm
-from sunk.runtime.testing.slurmread import refused_lines
-from sunk.runtime.testing.slurmread import settings as slurm_settings
 
 from sunk.render.files import render_slurmdbd_conf
 from sunk.spec import SpecError
 from sunk.stackfile import parse_config
+from tests.support.slurmread import refused_lines
+from tests.support.slurmread import settings as slurm_settings
 
 pytestmark = pytest.mark.slurm
 
