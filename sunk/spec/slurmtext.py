@@ -170,7 +170,10 @@ def line_problem(line: str, file: str, owned: Collection[str] = ()) -> str | Non
     keys = read_keys(line)
     if not keys:
         return "not one configuration line `Key=Value ...` (or a `#` comment)"
-    for key in keys:
+    # Every `Key=` on the line, values included: `ConstrainDevices= StoragePass=x` is one key to
+    # Slurm (a blank after '=' is skipped, so the value is `StoragePass=x`), yet the text is a
+    # password line to any other reader of the ConfigMap.
+    for key in [*keys, *_ANY_KEY.findall(_unescape(line))]:
         if is_secret_key(key):
             return (
                 f"{key} holds a password, which would render into a ConfigMap that pods mount; "

@@ -422,6 +422,12 @@ FOUND: dict[str, tuple[dict[str, Any], Any]] = {
         {**BASE, "controller": {"extraSlurmConf": ["MessageTimeout=30 EnforcePartLimits=NO"]}},
         False,
     ),
+    # 10,000-example run: a blank after '=' makes the next word the value (one key to Slurm and
+    # to the writer), so a password line sat in slurm.conf as ConstrainDevices's value.
+    "a password key as another key's value": (
+        {**BASE, "controller": {"extraSlurmConf": ["ConstrainDevices= StoragePass=1"]}},
+        False,
+    ),
     "ALL on sshd": ({**BASE, "login": {"securityContext": {"capabilities": {"add": ["ALL"]}}}}, False),
 }
 """Stacks the fuzzer once found breaking an invariant (kept, since its database does not survive a

@@ -63,6 +63,7 @@ SMUGGLED = {
     "second key, cgroup.conf": ("extraConfig__cgroupConf", ["MaxRAMPercent=90 ConstrainDevices=no"], "no record"),
     "password, escaped key": ("controller__extraSlurmConf", ["Accounting\\StoragePass=x"], "holds a password"),
     "password, second word": ("accounting__extraSlurmdbdConf", ["DebugLevel=info StoragePass=x"], "holds a password"),
+    "password, as a value": ("controller__extraSlurmConf", ["ConstrainDevices= StoragePass=x"], "holds a password"),
     "password, lower case": ("controller__extraSlurmConf", ["jobcomppass=x"], "holds a password"),
     "comment mid-line": ("controller__extraSlurmConf", ["MessageTimeout=30 # x"], "'#' starts a comment"),
     "comment in a word": ("partitions__0__extra", ["OverSubscribe=NO#"], "'#' starts a comment"),
