@@ -22,10 +22,12 @@ test: bootstrap lint images
 
 # The compatibility subset on Slurm 24.11 (the default release, 26.05, runs everything above):
 # boot and jobs, accounting, the syncer, operator and scheduler, identity, power saving, health
-# checks, the REST and text readers, and the daemons' logs (test_logs reads the shared acme-dev
-# cluster's logs: it runs before test_scheduling, as in the full suite's order). Every cluster the
-# harness starts runs 24.11 unless its stack names a release.
+# checks, the REST and text readers, slurmdbd.conf as real slurmdbd reads it, and the daemons'
+# logs (test_logs reads the shared acme-dev cluster's logs: it runs before test_scheduling, as in
+# the full suite's order). Every cluster the harness starts runs 24.11 unless its stack names a
+# release.
 COMPAT_TESTS = tests/slurm/test_accounting_lifecycle.py tests/slurm/test_accounting_restapi.py \
+	tests/slurm/test_dbd_parse_back.py \
 	tests/slurm/test_health.py tests/slurm/test_identity.py tests/slurm/test_logs.py tests/slurm/test_nodes.py \
 	tests/slurm/test_power.py tests/slurm/test_scheduling.py tests/runtime/operator/test_real_slurm.py \
 	tests/runtime/scheduler/test_real_slurm.py tests/runtime/slurmrest/test_jobtext_real.py \
