@@ -7,7 +7,7 @@ Cold: a new, empty cache (SUNK_CACHE_DIR in a temporary folder): the Debian base
 with mmdebstrap, each layer with buildah, each role's oci-archive, each role unpacked with umoci.
 Cached: the same builds again (hash lookups only). Then acme-dev boots on the harness from those
 images (every daemon from its own role's root). Nothing is asserted about time; GOAL lines compare
-with the targets in bench/README.md. The temporary cache is deleted unless --keep-cache.
+with the targets in bench/RESULTS.md. The temporary cache is deleted unless --keep-cache.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ class Settings(EnvSettings):
     retried there before the job is resubmitted without that node (SUNK_BIND_GRACE)."""
     immediate_allocation: bool = False
     """Place each pod first as an immediate allocation, started in the submit request, and only
-    when that is refused as a queued batch placeholder (SUNK_IMMEDIATE_ALLOCATION; runtime/
-    scheduler/README.md). Needs InactiveLimit=0 (an allocation has no srun for slurmctld to
+    when that is refused as a queued batch placeholder (SUNK_IMMEDIATE_ALLOCATION;
+    docs/concepts/scheduler.md). Needs InactiveLimit=0 (an allocation has no srun for slurmctld to
     ping), which sunk renders: the Deployment sets it unless controller.extraSlurmConf sets
     InactiveLimit. Default: off."""
     job_cwd: str = "/tmp"

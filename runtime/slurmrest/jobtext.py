@@ -3,7 +3,7 @@ as `SlurmRestClient.list_jobs()` gives it, for a fraction of slurmrestd's cost.
 
 Why not slurmrestd for this read: `GET /jobs/` serialises all ~130 fields of every job, ~7.7 KB
 of JSON per job (2,000 held jobs: 15.3 MB, 0.84-1.5 s of slurmrestd on an idle machine,
-bench/README.md), on the slurmrestd the scheduler and syncer write through, at every collection.
+bench/RESULTS.md), on the slurmrestd the scheduler and syncer write through, at every collection.
 `squeue` asks slurmctld over Slurm's own protocol and prints the columns asked for: 2,000 jobs in
 0.02-0.03 s. It authenticates with SLURM_JWT like the syncer's scontrol (nodetext.py), so the
 exporter needs slurm.conf and the JWT key it already has, no Slurm or munge key.

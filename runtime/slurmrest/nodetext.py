@@ -3,7 +3,7 @@
 
 Why not slurmrestd for this one read: slurmrestd builds its reply with Slurm's generic data
 parser, every field of every node, ~2.4 KB of JSON per node; at 10,000 nodes that is 1.5 s of
-slurmrestd CPU on an idle core (3.8-7.5 s wall under load, bench/README.md), so a 1 s poll can't
+slurmrestd CPU on an idle core (3.8-7.5 s wall under load, bench/RESULTS.md), so a 1 s poll can't
 hold however cheap the syncer's own side is. `scontrol show nodes` asks slurmctld the same
 question over Slurm's own protocol and prints text with C's printf: 10,000 nodes in ~0.05 s wall
 (measured 2026-11 on this machine class, Slurm 24.11.5). scontrol authenticates with the token in

@@ -144,7 +144,7 @@ interval of waiting plus one cycle). It is affordable because a quiet cycle make
 read and no Kubernetes request (Nodes and pods come from watches) and plans nothing, and the Slurm
 read is `scontrol show nodes` with a token rather than slurmrestd's JSON: at 10,000 nodes ~0.1 s
 of syncer and scontrol CPU, where slurmrestd alone would spend 1.5 s serialising the list
-(runtime/syncer/README.md, bench/README.md)."""
+(runtime/syncer/README.md, bench/RESULTS.md)."""
 
 
 def immediate_allocation(spec: ClusterSpec) -> bool:

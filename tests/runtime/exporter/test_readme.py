@@ -16,7 +16,7 @@ from sunk.runtime.slurmrest.jobtext import SqueueJobs
 
 from tests.support.fakes.exporter import FakeSlurm, job, node, partition
 
-README = Path(__file__).resolve().parents[3] / "runtime" / "exporter" / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "concepts" / "exporter.md"
 
 
 def _expand(name: str) -> set[str]:

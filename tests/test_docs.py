@@ -1,0 +1,114 @@
+"""The docs site (mkdocs.yml, docs/) builds with `mkdocs build --strict`: every page of docs/ is in
+the nav, and every link and anchor between pages resolves; a warning fails the build."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MKDOCS = Path(sys.executable).with_name("mkdocs")
+
+
+def _nav_pages(nav: object) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, list):
+        return [page for item in nav for page in _nav_pages(item)]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in _nav_pages(value)]
+    return []
+
+
+class _Loader(yaml.SafeLoader):
+    """A safe loader that reads a `!!python/...` tag as nothing."""
+
+
+_Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda _loader, _suffix, _node: None)
+
+
+def _nav() -> list[str]:
+    # mkdocs.yml names a Python function for the mermaid fence (a !!python/name tag): read it as data.
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_Loader)
+    return _nav_pages(config["nav"])
+
+
+def test_the_site_builds_strict(tmp_path: Path) -> None:
+    assert MKDOCS.is_file(), f"{MKDOCS} is missing: `bash .ci/bootstrap` installs mkdocs from requirements.lock"
+    site = tmp_path / "site"
+    run = subprocess.run(
+        [str(MKDOCS), "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    for page in _nav():
+        built = site / (page.removesuffix(".md") + "/index.html" if page != "index.md" else "index.html")
+        assert built.is_file(), f"{page} is in the nav but was not built"
+
+
+def test_the_pages_the_docs_promise_are_in_the_nav() -> None:
+    nav = set(_nav())
+    promised = {
+        "getting-started.md",
+        "troubleshooting.md",
+        *(f"concepts/{part}.md" for part in ("operator", "syncer", "scheduler", "exporter", "images", "local-cluster")),
+        *(
+            f"how-to/{page}.md"
+            for page in (
+                "gpu-nodesets",
+                "directory-login",
+                "accounting-qos",
+                "shared-storage",
+                "power-saving",
+                "health-checks",
+                "sharing-nodes",
+                "upgrades",
+                "ha",
+                "gitops-render",
+                "platform-program",
+            )
+        ),
+    }
+    assert promised <= nav, f"missing from mkdocs.yml's nav: {sorted(promised - nav)}"
+    missing = sorted(page for page in nav if not (ROOT / "docs" / page).is_file())
+    assert not missing, f"in the nav but not in docs/: {missing}"
+
+
+def test_each_concept_page_has_a_diagram() -> None:
+    """What each moving part watches and writes, drawn: a mermaid block on each concept page."""
+    for part in ("operator", "syncer", "scheduler", "exporter", "images", "local-cluster"):
+        assert "```mermaid\n" in (ROOT / "docs" / "concepts" / f"{part}.md").read_text(), part
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
+    """The build above can fail: a page linking to a page that does not exist is refused."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# x\n\n[gone](gone.md)\n")
+    config = (ROOT / "mkdocs.yml").read_text().split("\nnav:", 1)[0] + "\nnav:\n  - Home: index.md\n"
+    (tmp_path / "mkdocs.yml").write_text(config)
+    run = subprocess.run(
+        [
+            str(MKDOCS),
+            "build",
+            "--strict",
+            "--config-file",
+            str(tmp_path / "mkdocs.yml"),
+            "--site-dir",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode != 0 and "gone.md" in run.stdout + run.stderr
