@@ -6,7 +6,7 @@ nodes), of which the syncer reads four fields. `json.loads` builds every dict, l
 of it (~480 ms measured 2026-11 at 10,000 nodes) and pydantic then validates the declared fields
 (~140 ms). orjson would build the same objects, only faster. msgspec decodes into typed Structs:
 declared fields are checked in C while parsing and undeclared ones are skipped without making
-Python objects, so the cost follows what is read, not what slurmrestd sends (runtime/syncer/README.md
+Python objects, so the cost follows what is read, not what slurmrestd sends (docs/concepts/syncer.md
 has the figures). Structs compare by value in C, which makes the cycle's diff cheap too."""
 
 from __future__ import annotations

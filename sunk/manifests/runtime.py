@@ -144,11 +144,11 @@ interval of waiting plus one cycle). It is affordable because a quiet cycle make
 read and no Kubernetes request (Nodes and pods come from watches) and plans nothing, and the Slurm
 read is `scontrol show nodes` with a token rather than slurmrestd's JSON: at 10,000 nodes ~0.1 s
 of syncer and scontrol CPU, where slurmrestd alone would spend 1.5 s serialising the list
-(runtime/syncer/README.md, bench/RESULTS.md)."""
+(docs/concepts/syncer.md, bench/RESULTS.md)."""
 
 
 def immediate_allocation(spec: ClusterSpec) -> bool:
-    """Whether the scheduler may place pods as immediate allocations (runtime/scheduler/README.md):
+    """Whether the scheduler may place pods as immediate allocations (docs/concepts/scheduler.md):
     they have no srun attached, so slurmctld's InactiveLimit would end them; sunk renders
     InactiveLimit=0 and only controller.extraSlurmConf can change it."""
     return not any(

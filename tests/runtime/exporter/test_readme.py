@@ -1,4 +1,4 @@
-"""runtime/exporter/README.md lists every metric the exporter serves, and no other."""
+"""docs/concepts/exporter.md (the exporter page of the docs site) lists every metric the exporter serves, and no other."""
 
 from __future__ import annotations
 
