@@ -209,8 +209,18 @@ def execute(
     as_json: bool = False,
 ) -> int:
     """Operator stacks one at a time and before the rest (after them for destroy); the rest up to
-    `parallel` at once. `keep_going=False` stops starting stacks after the first failure."""
+    `parallel` at once. `keep_going=False` stops starting stacks after the first failure. Two
+    phases: run the stacks, then report their outcomes (exit 1 when any failed)."""
     printer = _Printer(quiet=as_json, prefix=parallel > 1)
+    outcomes = _run_phases(runs, runner, printer, keep_going=keep_going, parallel=parallel)
+    return _report(runs, outcomes, as_json=as_json)
+
+
+def _run_phases(
+    runs: Sequence[StackRun], runner: Runner, printer: _Printer, *, keep_going: bool, parallel: int
+) -> list[Outcome]:
+    """Each phase's stacks (operators alone, tenants `parallel` at once); tenants are not run after
+    a failed operator stack on preview or up."""
     operators = [r for r in runs if r.operator]
     tenants = [r for r in runs if not r.operator]
     destroy = bool(runs) and runs[0].action == "destroy"
@@ -236,6 +246,11 @@ def execute(
             for r in tenants:
                 printer.line(r, f"✗ {r.stack}: not run, an operator stack failed first", err=True)
             break
+    return outcomes
+
+
+def _report(runs: Sequence[StackRun], outcomes: list[Outcome], *, as_json: bool) -> int:
+    """The outcomes as JSON, or the failed stacks named on stderr; 1 when any failed."""
     failed = [o.run.stack for o in outcomes if not o.ok]
     if as_json:
         print(json.dumps([o.as_json() for o in outcomes], indent=2))

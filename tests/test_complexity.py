@@ -16,14 +16,10 @@ NOT_YET_SPLIT = "graded D-F when the split began (2026-11); not split yet: each 
 LOCAL_CLUSTER = "sunk local's emulated Kubernetes (API server, controllers, agent), growing now; split as it settles"
 
 EXCEPTIONS: dict[str, str] = {
-    "sunk/manifests/nodeset_crd.py:structural": NOT_YET_SPLIT,
     "sunk/manifests/nodeset_pod.py:nodeset_pod": NOT_YET_SPLIT,
     "sunk/manifests/podsettings.py:apply_pod": NOT_YET_SPLIT,
     "sunk/spec/cluster.py:contradiction_problems": NOT_YET_SPLIT,
     "sunk/spec/cluster.py:ClusterSpec._partition_problems": NOT_YET_SPLIT,
-    "sunk/spec/kubeschema.py:_check": NOT_YET_SPLIT,
-    "components/stacks.py:execute": NOT_YET_SPLIT,
-    "runtime/slurmrest/nodetext.py:parse_show_nodes": NOT_YET_SPLIT,
     "runtime/local/agent.py:Agent.hosts": LOCAL_CLUSTER,
     "runtime/local/api.py:_pod_cells": LOCAL_CLUSTER,
     "runtime/local/api.py:eviction_refusal": LOCAL_CLUSTER,

@@ -67,9 +67,16 @@ def _value(record: str, key: str, start: int) -> str:
 
 
 def parse_show_nodes(text: str) -> list[NodeState]:
-    """`scontrol show nodes [--future]` (multi-line form) -> one NodeState per node, in order."""
+    """`scontrol show nodes [--future]` (multi-line form) -> one NodeState per node, in order. Two
+    phases: the whole output is checked and cut into records, then each record is read."""
     if text in _EMPTY:
         return []
+    return [_parse_record(record) for record in _records(text)]
+
+
+def _records(text: str) -> list[str]:
+    """The output's node records (blank-line separated); a stray line or a State count that does
+    not match the records is refused."""
     if not text.startswith(_RECORD):
         raise NodeTextError(f"output starts with {text[:40]!r}, not NodeName=")
     stray = _STRAY.search(text)
@@ -83,39 +90,41 @@ def parse_show_nodes(text: str) -> list[NodeState]:
         records.pop()  # after the last record
     if text.count(_STATE) != len(records):
         raise NodeTextError(f"{len(records)} nodes but {text.count(_STATE)} State lines")
-    out: list[NodeState] = []
+    return records
+
+
+def _parse_record(record: str) -> NodeState:
+    """One node's record -> its name, State words, Reason (without its stamp) and Extra."""
     find = str.find
-    for record in records:
-        if not record.startswith(_RECORD):
-            raise NodeTextError(f"a record starts with {record[:40]!r}, not NodeName=")
-        space, newline = find(record, " "), find(record, "\n")
-        name = record[
-            len(_RECORD) : min(space, newline) if space >= 0 and newline >= 0 else max(space, newline, len(record))
-        ]
-        at = find(record, _STATE)
-        if at < 0 or not name:
-            raise NodeTextError(f"node {name!r}: no State" if name else "a record has an empty NodeName")
-        begin = at + len(_STATE)
-        stop, newline = find(record, " ", begin), find(record, "\n", begin)
-        if newline >= 0 and (stop < 0 or newline < stop):
-            stop = newline
-        state = record[begin:stop] if stop >= 0 else record[begin:]
-        if not state:
-            raise NodeTextError(f"node {name}: empty State")
-        # Comment, Extra and Reason come after State (in that order), each at most once.
-        extra_at = find(record, _EXTRA, begin)
-        reason_at = find(record, _REASON, begin)
-        if (extra_at >= 0 and find(record, _EXTRA, extra_at + 1) >= 0) or (
-            reason_at >= 0 and find(record, _REASON, reason_at + 1) >= 0
-        ):
-            raise NodeTextError(f"node {name}: Extra or Reason appears twice")
-        extra = _value(record, _EXTRA, extra_at) if extra_at >= 0 else ""
-        reason = _STAMP.sub("", _value(record, _REASON, reason_at)) if reason_at >= 0 else ""
-        words = state.split("+")
-        if words[0] == "MIXED":
-            words[0] = "ALLOCATED"  # what slurmrestd reports: the stored state, not scontrol's display one
-        out.append(NodeState(name, tuple(words), reason, extra))
-    return out
+    if not record.startswith(_RECORD):
+        raise NodeTextError(f"a record starts with {record[:40]!r}, not NodeName=")
+    space, newline = find(record, " "), find(record, "\n")
+    name = record[
+        len(_RECORD) : min(space, newline) if space >= 0 and newline >= 0 else max(space, newline, len(record))
+    ]
+    at = find(record, _STATE)
+    if at < 0 or not name:
+        raise NodeTextError(f"node {name!r}: no State" if name else "a record has an empty NodeName")
+    begin = at + len(_STATE)
+    stop, newline = find(record, " ", begin), find(record, "\n", begin)
+    if newline >= 0 and (stop < 0 or newline < stop):
+        stop = newline
+    state = record[begin:stop] if stop >= 0 else record[begin:]
+    if not state:
+        raise NodeTextError(f"node {name}: empty State")
+    # Comment, Extra and Reason come after State (in that order), each at most once.
+    extra_at = find(record, _EXTRA, begin)
+    reason_at = find(record, _REASON, begin)
+    if (extra_at >= 0 and find(record, _EXTRA, extra_at + 1) >= 0) or (
+        reason_at >= 0 and find(record, _REASON, reason_at + 1) >= 0
+    ):
+        raise NodeTextError(f"node {name}: Extra or Reason appears twice")
+    extra = _value(record, _EXTRA, extra_at) if extra_at >= 0 else ""
+    reason = _STAMP.sub("", _value(record, _REASON, reason_at)) if reason_at >= 0 else ""
+    words = state.split("+")
+    if words[0] == "MIXED":
+        words[0] = "ALLOCATED"  # what slurmrestd reports: the stored state, not scontrol's display one
+    return NodeState(name, tuple(words), reason, extra)
 
 
 class ScontrolNodes(TokenClient):

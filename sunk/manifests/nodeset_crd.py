@@ -102,43 +102,63 @@ def _kube(node: Schema, path: str, seen: tuple[str, ...]) -> Schema:
 
 
 def structural(node: Schema, defs: dict[str, Schema], path: str = "") -> Schema:
-    """One pydantic schema node -> a structural OpenAPI v3 node."""
+    """One pydantic schema node -> a structural OpenAPI v3 node, in three phases: a Kubernetes type
+    or a union is settled whole; otherwise the node's own keywords are translated, then its
+    children (properties, map values, items) are made structural in turn."""
     node = _resolve(node, defs)
     kube = node.get(KUBERNETES_TYPE)
     if kube is not None:
-        # A field holding one of Kubernetes' own types (a volume source, affinity...): its
-        # Kubernetes definition, so the API server checks a NodeSet as it would a pod.
-        typed = kubernetes_structural(str(kube), path)
-        if any(b.get("type") == "null" for b in node.get("anyOf") or []):
-            typed["nullable"] = True
-        if "description" in node:
-            typed["description"] = node["description"]
-        return typed
-    out: Schema = {}
+        return _kubernetes_typed(node, str(kube), path)
     branches = node.get("anyOf")
     if branches is not None:
-        branches = [_resolve(b, defs) for b in branches]
-        nullable = any(b.get("type") == "null" for b in branches)
-        rest = [b for b in branches if b.get("type") != "null"]
-        types = sorted(str(b.get("type")) for b in rest)
-        if len(rest) == 1:
-            merged = {**{k: v for k, v in node.items() if k != "anyOf"}, **rest[0]}
-            if "description" in node:
-                merged["description"] = node["description"]
-            out = structural(merged, defs, path)
-        elif types == ["integer", "string"]:
-            out = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
-            if "description" in node:
-                out["description"] = node["description"]
-        else:
-            raise UnsupportedSchema(f"{path or '(root)'}: a union of {types} has no structural schema")
-        if nullable:
-            out["nullable"] = True
-        return out
-
+        return _union(node, [_resolve(b, defs) for b in branches], defs, path)
     kind = node.get("type")
+    out = _keywords(node, kind, path)
+    _children(node, kind, defs, path, out)
+    return out
+
+
+def _kubernetes_typed(node: Schema, kube: str, path: str) -> Schema:
+    """A field holding one of Kubernetes' own types (a volume source, affinity...): its Kubernetes
+    definition, so the API server checks a NodeSet as it would a pod."""
+    typed = kubernetes_structural(kube, path)
+    if any(b.get("type") == "null" for b in node.get("anyOf") or []):
+        typed["nullable"] = True
+    if "description" in node:
+        typed["description"] = node["description"]
+    return typed
+
+
+def _union(node: Schema, branches: list[Schema], defs: dict[str, Schema], path: str) -> Schema:
+    """`anyOf`: an optional value (one branch beside null), int-or-string, or refused."""
+    nullable = any(b.get("type") == "null" for b in branches)
+    rest = [b for b in branches if b.get("type") != "null"]
+    types = sorted(str(b.get("type")) for b in rest)
+    if len(rest) == 1:
+        merged = {**{k: v for k, v in node.items() if k != "anyOf"}, **rest[0]}
+        if "description" in node:
+            merged["description"] = node["description"]
+        out = structural(merged, defs, path)
+    elif types == ["integer", "string"]:
+        out = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+        if "description" in node:
+            out["description"] = node["description"]
+    else:
+        raise UnsupportedSchema(f"{path or '(root)'}: a union of {types} has no structural schema")
+    if nullable:
+        out["nullable"] = True
+    return out
+
+
+_CHILD_KEYS = frozenset({"anyOf", "properties", "items", "additionalProperties", "required"})
+
+
+def _keywords(node: Schema, kind: object, path: str) -> Schema:
+    """The node's own keywords in OpenAPI v3.0 terms (const -> enum, numeric exclusive bounds on
+    integers -> inclusive ones); pydantic-only keywords are dropped."""
+    out: Schema = {}
     for key, value in node.items():
-        if key in _DROP or key in {"anyOf", "properties", "items", "additionalProperties", "required"}:
+        if key in _DROP or key in _CHILD_KEYS:
             continue
         if key == "const":
             out["enum"] = [value]
@@ -152,6 +172,11 @@ def structural(node: Schema, defs: dict[str, Schema], path: str = "") -> Schema:
             out[key] = value
     if kind is None and "enum" in out:
         out["type"] = "string"
+    return out
+
+
+def _children(node: Schema, kind: object, defs: dict[str, Schema], path: str, out: Schema) -> None:
+    """Properties, map values or items, each made structural; an untyped node is refused."""
     if kind == "object":
         props = node.get("properties")
         extra = node.get("additionalProperties")
@@ -168,7 +193,6 @@ def structural(node: Schema, defs: dict[str, Schema], path: str = "") -> Schema:
         out["items"] = structural(node.get("items", {}), defs, f"{path}[]")
     elif kind is None:
         raise UnsupportedSchema(f"{path or '(root)'}: untyped schema node {sorted(node)}")
-    return out
 
 
 def model_schema(model: type[NodeSetResourceSpec] | type[NodeSetStatus]) -> Schema:

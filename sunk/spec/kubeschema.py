@@ -179,50 +179,76 @@ _RULES: dict[str, Any] = {
 
 
 def _check(value: Any, node: Schema, path: str, out: list[Problem]) -> None:
+    """Every problem the schema `node` finds in `value`, appended to `out`, in three phases: the
+    node is resolved (a definition with its own value rule may settle the value whole); the value
+    itself is checked (integer format, one-of, type, enum), and a mismatch there ends it; then
+    its fields or items are checked in turn."""
+    node, settled = _resolve_ref(value, node, path, out)
+    if settled or not _check_value(value, node, path, out):
+        return
+    if isinstance(value, dict):
+        _check_fields(value, node, path, out)
+    elif isinstance(value, list) and isinstance(node.get("items"), dict):
+        for i, item in enumerate(value):
+            _check(item, node["items"], _join(path, i), out)
+
+
+def _resolve_ref(value: Any, node: Schema, path: str, out: list[Problem]) -> tuple[Schema, bool]:
+    """`node`, or the definition its `$ref` names; True when that definition's value rule found
+    problems (they are in `out`, and nothing deeper is checked)."""
     ref = node.get("$ref")
-    if ref is not None:
-        name = ref.rsplit("/", 1)[-1]
-        node = definitions()[name]
-        rule = _RULES.get(name)
-        if rule is not None and (isinstance(value, dict) or name.endswith("Quantity")):
-            found = rule(value, path)
-            if found:
-                out += found
-                return
+    if ref is None:
+        return node, False
+    name = ref.rsplit("/", 1)[-1]
+    node = definitions()[name]
+    rule = _RULES.get(name)
+    if rule is not None and (isinstance(value, dict) or name.endswith("Quantity")):
+        found = rule(value, path)
+        if found:
+            out += found
+            return node, True
+    return node, False
+
+
+def _check_value(value: Any, node: Schema, path: str, out: list[Problem]) -> bool:
+    """The value against the node's own constraints; False when it is the wrong kind of value
+    altogether (its fields are then not worth checking)."""
     bound = _INT_BOUNDS.get(node.get("format", ""))
     if bound is not None and isinstance(value, int) and not isinstance(value, bool) and not -bound <= value < bound:
         out.append(Problem(path, f"{value} does not fit a {node['format']}"))
-        return
+        return False
     branches = node.get("oneOf")
     if branches is not None:
         if not any(_types_match(value, b.get("type", [])) for b in branches):
             kinds = " or ".join(sorted({str(t) for b in branches for t in _listed(b.get("type")) if t != "null"}))
             out.append(Problem(f"{path}", f"{kinds} is required, not {_json_type(value)} ({value!r})"))
-        return
+        return False
     kind = node.get("type")
     if kind is not None and not _types_match(value, kind):
         want = " or ".join(t for t in _listed(kind) if t != "null")
         out.append(Problem(f"{path}", f"{want} is required, not {_json_type(value)} ({_short(value)})"))
-        return
+        return False
     if "enum" in node and value not in node["enum"] and value is not None:
         out.append(Problem(f"{path}", f"{value!r} is not one of {', '.join(map(str, node['enum']))}"))
-    if isinstance(value, dict):
-        props: dict[str, Schema] = node.get("properties") or {}
-        for key in node.get("required") or ():
-            if key not in value:
-                out.append(Problem(_join(path, key), "required field is missing"))
-        extra = node.get("additionalProperties")
-        for key, item in value.items():
-            if key in props:
-                _check(item, props[key], _join(path, key), out)
-            elif isinstance(extra, dict):
-                _check(item, extra, _join(path, key), out)
-            elif props or extra is False:
-                known = ", ".join(sorted(props)) or "none"
-                out.append(Problem(_join(path, key), f"unknown field; known: {known}"))
-    elif isinstance(value, list) and isinstance(node.get("items"), dict):
-        for i, item in enumerate(value):
-            _check(item, node["items"], _join(path, i), out)
+    return True
+
+
+def _check_fields(value: dict[str, Any], node: Schema, path: str, out: list[Problem]) -> None:
+    """Required fields present; each field checked against its property or the map's value
+    schema; a field the object does not know is named with the ones it does."""
+    props: dict[str, Schema] = node.get("properties") or {}
+    for key in node.get("required") or ():
+        if key not in value:
+            out.append(Problem(_join(path, key), "required field is missing"))
+    extra = node.get("additionalProperties")
+    for key, item in value.items():
+        if key in props:
+            _check(item, props[key], _join(path, key), out)
+        elif isinstance(extra, dict):
+            _check(item, extra, _join(path, key), out)
+        elif props or extra is False:
+            known = ", ".join(sorted(props)) or "none"
+            out.append(Problem(_join(path, key), f"unknown field; known: {known}"))
 
 
 def _listed(kind: Any) -> list[str]:
