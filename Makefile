@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (.ci/bootstrap).
-.PHONY: demo test test-compat check lint bootstrap images
+.PHONY: demo test test-compat check lint bootstrap images docs-ref
 
 bootstrap:
 	bash .ci/bootstrap
@@ -40,6 +40,11 @@ test-compat: bootstrap
 # Slurm (spec, renders, manifests, components, the controllers against fakes and kmock).
 check: bootstrap lint
 	.venv/bin/python -m pytest -m "not slurm and not images"
+
+# The generated reference (docs/reference/: spec fields, CLI, environment variables, metrics and
+# alerts) from the code; tests/docs/test_reference.py fails when the pages and the code disagree.
+docs-ref: bootstrap
+	.venv/bin/python -m sunk.reference
 
 # Shell: the pods' start scripts and the image recipes (run by `sh -euc`, see runtime/images/build.py),
 # at shellcheck's strictest severity: they are few and short, and style findings there are real.

@@ -75,9 +75,15 @@ def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-ROOT_MODULES = {"sunk/cli.py", "sunk/__main__.py", "sunk/api.py"}
-"""The composition root and the public API (it hands out the components, loaded on first use)
-inside sunk/ (sunk/components and sunk/runtime are links, not scanned)."""
+ROOT_MODULES = {
+    "sunk/cli.py",
+    "sunk/__main__.py",
+    "sunk/api.py",
+    *(f"sunk/reference/{p.name}" for p in (ROOT / "sunk" / "reference").glob("*.py")),
+}
+"""The composition root (the reference generator too) and the public API (it hands out the
+components, loaded on first use) inside sunk/ (sunk/components and sunk/runtime are links, not
+scanned)."""
 CORE = [p for p in files("sunk") if _rel(p) not in ROOT_MODULES]
 
 STRING_IMPORTS = {

@@ -19,9 +19,9 @@ def test_components_and_runtime_are_links_into_sunk() -> None:
         assert spec is not None and spec.origin == str(link / "__init__.py")
 
 
-OUTER = {"sunk.__main__", "sunk.cli", "sunk.api", "sunk.components", "sunk.runtime"}
-"""The children of sunk above the pure core: the composition root, the public API (sunk.api hands
-out the components) and the two links."""
+OUTER = {"sunk.__main__", "sunk.reference", "sunk.cli", "sunk.api", "sunk.components", "sunk.runtime"}
+"""The children of sunk above the pure core: the composition root (the reference generator
+included), the public API (sunk.api hands out the components) and the two links."""
 
 
 def test_the_layer_contracts_name_the_outer_layers_and_no_core_module() -> None:

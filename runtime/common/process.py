@@ -37,12 +37,17 @@ class Process:
     """Releases clients (and leases) after the loop ended."""
 
 
+LOG_LEVEL = "SUNK_LOG_LEVEL"
+"""Every controller's log level: debug, info (the default), warning, error or critical, in any case."""
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def run(name: str, settings_type: type[S], build: Callable[[S], Process]) -> int:
     """Run controller `name`: read its settings, build it, serve health and metrics on
     SUNK_METRICS_PORT, loop until SIGTERM or SIGINT. Returns the exit code."""
-    level = os.environ.get("SUNK_LOG_LEVEL", "INFO").strip().upper() or "INFO"
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        print(f"sunk-{name}: SUNK_LOG_LEVEL: {level!r} is not one of debug, info, warning, error", file=sys.stderr)
+    level = os.environ.get(LOG_LEVEL, "INFO").strip().upper() or "INFO"
+    if level not in LOG_LEVELS:
+        print(f"sunk-{name}: {LOG_LEVEL}: {level!r} is not one of debug, info, warning, error", file=sys.stderr)
         return 2
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in NOISY:

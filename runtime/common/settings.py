@@ -16,7 +16,9 @@ class SettingsError(ValueError):
 
 
 class EnvSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Field docstrings become descriptions: the generated reference (docs/reference/environment.md)
+    # reads them.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     ENV: ClassVar[Mapping[str, str]] = {}
     """Field -> variable, where it is not SUNK_<FIELD>."""

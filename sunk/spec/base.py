@@ -62,6 +62,9 @@ def _matcher(pattern: str, what: str, max_len: int | None = None) -> AfterValida
             raise ValueError(f"{value!r} is not valid: {what}")
         return value
 
+    check.__doc__ = (
+        f"{what[0].upper()}{what[1:]}" + (f", at most {max_len} characters" if max_len is not None else "") + "."
+    )
     return AfterValidator(check)
 
 
@@ -105,6 +108,7 @@ def _label_key(key: str) -> str:
 
 
 def _label_value(value: str) -> str:
+    """A Kubernetes label value: empty, or up to 63 letters, digits, '-', '_', '.', alphanumeric at both ends."""
     if value and not (len(value) <= 63 and _NAME_PART.fullmatch(value)):
         raise ValueError(
             f"{value!r} is not a Kubernetes label value: up to 63 letters, digits, '-', '_', '.', alphanumeric at both ends"
@@ -147,6 +151,7 @@ Quantity = Annotated[
 
 
 def _nonzero(value: str) -> str:
+    """Greater than zero."""
     if float(value.rstrip("kmMGTPEi")) == 0:  # the Quantity pattern already matched: digits, then a suffix
         raise ValueError(f"{value!r} is zero; a size must be positive, such as 10Gi")
     return value
@@ -170,6 +175,7 @@ MAX_SLURM_SECONDS = 2**31 - 1
 
 
 def _time_bounds(value: str) -> str:
+    """At most what Slurm's time fields hold (about 68 years), or UNLIMITED."""
     if value not in ("UNLIMITED", "INFINITE") and slurm_seconds(value) > MAX_SLURM_SECONDS:
         raise ValueError(
             f"{value!r} is longer than Slurm's time fields hold ({MAX_SLURM_SECONDS} seconds, about 68 years); "
@@ -209,6 +215,7 @@ def slurm_seconds(value: str) -> float:
 
 
 def _normal_path(path: str) -> str:
+    """No '.' or '..' segments."""
     if any(part in (".", "..") for part in path.split("/")):
         raise ValueError(f"{path!r}: '.' and '..' segments are not allowed; write the path they mean")
     return path
@@ -267,6 +274,7 @@ PositiveInt = Annotated[int, Field(gt=0)]
 
 
 def _cidr(value: str) -> str:
+    """A CIDR such as 203.0.113.0/24 (no host bits set)."""
     try:
         ipaddress.ip_network(value, strict=True)
     except ValueError as err:
@@ -314,6 +322,7 @@ _REPOSITORY = r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*
 
 
 def _port_bounds(value: str) -> str:
+    """A registry port, when given, from 1 to 65535."""
     host = value.partition("/")[0]
     if ":" in host and not 1 <= int(host.rpartition(":")[2][:6]) <= 65535:
         raise ValueError(f"{value!r}: registry port {host.rpartition(':')[2][:20]} is not a port (1-65535)")

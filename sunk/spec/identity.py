@@ -70,6 +70,7 @@ _SSH_KEY = re.compile(
 
 
 def _ssh_key(value: str) -> str:
+    """An OpenSSH public key (`ssh-ed25519 AAAA... comment`), one line."""
     if not _SSH_KEY.fullmatch(value.strip()):
         raise ValueError(
             f"{value[:40]!r}... is not an OpenSSH public key (`ssh-ed25519 AAAA... comment`); "
@@ -210,6 +211,7 @@ _DN_RULE = (
 
 
 def _dn(value: str) -> str:
+    """An LDAP distinguished name such as dc=example,dc=com, one line, at most 512 characters."""
     _one_line(value, "dc=example,dc=com")
     if len(value) > 512:
         raise ValueError(f"{value[:40]!r}... is {len(value)} characters; at most 512 allowed")
@@ -228,6 +230,7 @@ _URI = re.compile(rf"(ldaps?)://({_HOST})(?::([0-9]{{1,5}}))?/?")
 
 
 def _ldap_uri(value: str) -> str:
+    """An LDAP URI such as ldaps://ldap.example.com:636: ldap:// or ldaps://, a host, a port 1-65535, no path."""
     _one_line(value, "ldaps://ldap.example.com:636")
     match = _URI.fullmatch(value)
     if not match or (match.group(3) is not None and not 1 <= int(match.group(3)) <= 65535):
@@ -244,6 +247,7 @@ _FILTER_CHARS = re.compile(r"[^?\x00-\x1f\x7f]+")
 
 
 def _filter(value: str) -> str:
+    """An LDAP search filter such as (objectClass=posixAccount), one line, balanced parentheses."""
     _one_line(value, "(objectClass=posixAccount)")
     depth, closed_at = 0, -1
     for i, char in enumerate(value):
@@ -281,6 +285,7 @@ _HOMEDIR = re.compile(r"(/[A-Za-z0-9_.%-]+)+")
 
 
 def _homedir(value: str) -> str:
+    """A home directory template such as /home/%u (SSSD's %u, %U, %d, %f, %l, %o, %h, %H, %P, %%)."""
     _one_line(value, "/home/%u")
     if not _HOMEDIR.fullmatch(value) or re.search(r"%[^uUdfloHhP%]|%$", value) or "/../" in f"{value}/":
         raise ValueError(

@@ -47,6 +47,7 @@ MAX_MEMORY_MIB = 2**40
 
 
 def _extended_resource(name: str) -> str:
+    """A Kubernetes extended resource name: <domain>/<name>, not under kubernetes.io."""
     prefix, _, short = name.rpartition("/")
     ok = (
         bool(prefix)
@@ -121,6 +122,7 @@ class Sidecar(Model):
 
 
 def _max_unavailable(value: int | str) -> int | str:
+    """A count from 1 to 100000 or a percentage from 1% to 100%."""
     ok = 1 <= value <= 100_000 if isinstance(value, int) else re.fullmatch(r"(100|[1-9][0-9]?)%", value) is not None
     if not ok:
         raise ValueError(f"{value!r} is not valid: a count from 1 to 100000 or a percentage from 1% to 100%")

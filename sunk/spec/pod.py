@@ -60,6 +60,7 @@ rest is sunk's (hashes, s6 scripts on slurmd pods)."""
 
 
 def _user_label_keys(values: dict[str, str]) -> dict[str, str]:
+    """Not a label sunk sets itself (slurm.sunk.dev/*, app.kubernetes.io/name, instance, component, part-of, managed-by)."""
     for key in values:
         if key.startswith(keys.PREFIX) or key in SELECTOR_LABELS or key in keys.LEGACY.values():
             raise ValueError(
@@ -71,6 +72,7 @@ def _user_label_keys(values: dict[str, str]) -> dict[str, str]:
 
 
 def _annotations(values: dict[str, str]) -> dict[str, str]:
+    """Annotation keys with the syntax of label keys, none under slurm.sunk.dev/, at most 128 KiB in all (MAX_ANNOTATIONS_BYTES)."""
     size = 0
     for key, value in values.items():
         _label_key(key)  # annotation keys have the syntax of label keys
@@ -133,6 +135,8 @@ class Toleration(Model):
 def _schema(kind: str) -> AfterValidator:
     def check(value: Any) -> Any:
         return kubeschema.check(kind, value)
+
+    check.__doc__ = f"Kubernetes' own schema of {kind}."
 
     return AfterValidator(check)
 
@@ -733,6 +737,7 @@ ExtraArgs = Annotated[
 
 
 def _ip_or_none(value: str | None) -> str | None:
+    """An IP address such as 203.0.113.10."""
     return None if value is None else _ip(value)
 
 

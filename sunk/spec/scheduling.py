@@ -162,6 +162,7 @@ sunk's slurm.conf tracks (AccountingStorageTRES) when the cluster has GPUs."""
 
 
 def _tres_name(name: str) -> str:
+    """A TRES a QOS limits: cpu, mem (MiB), node, billing or gres/gpu."""
     if name not in TRES_NAMES:
         # `gpu` means gres/gpu, not the `cpu` it is one letter from.
         close = [t for t in TRES_NAMES if name in t] or difflib.get_close_matches(name, TRES_NAMES, n=1, cutoff=0.5)

@@ -345,6 +345,7 @@ class RuntimeSpec(PodSettings):
 
 
 def _exporter_interval(value: str) -> str:
+    """Whole seconds or minutes (30s, 1m), at least 5s."""
     if not re.fullmatch(r"[1-9][0-9]*(s|m)", value):
         raise ValueError(f"{value!r} is not an interval: whole seconds or minutes, e.g. 30s or 1m")
     seconds = int(value[:-1]) * (60 if value.endswith("m") else 1)

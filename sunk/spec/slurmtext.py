@@ -198,10 +198,12 @@ def conf_line(file: str) -> AfterValidator:
             raise ValueError(f"{line[:80]!r}: {problem}")
         return line
 
+    check.__doc__ = f"A {file} line `Key=Value ...` (or a `#` comment): no password, no key sunk renders there."
     return AfterValidator(check)
 
 
 def _value(text: str) -> str:
+    """Printable text Slurm reads back as written: no '#', no trailing backslash, not empty, no blanks around it."""
     if (problem := text_problem(text)) is not None:
         raise ValueError(f"{text[:80]!r}: {problem}")
     if text.strip() != text or not text:
@@ -276,6 +278,7 @@ def shell_word(name: str) -> str:
 
 
 def _not_keyword(name: str) -> str:
+    """A name sacctmgr reads as a name, not as one of its keywords."""
     if (problem := keyword_problem(name)) is not None:
         raise ValueError(problem)
     return name
@@ -285,6 +288,7 @@ SacctmgrName = AfterValidator(_not_keyword)
 
 
 def _plugstack_line(line: str) -> str:
+    """A plugstack.conf line the writer accepts (printable, no trailing backslash)."""
     # SPANK's format, not `Key=Value`: the writer checks it as one of sunk's own lines.
     if (problem := text_problem(line, comment=line.startswith("#"))) is not None:
         raise ValueError(f"{line[:80]!r}: {problem}")
@@ -312,6 +316,7 @@ def repeated_keys(lines: Iterable[str]) -> list[str]:
 
 
 def _once_each(lines: list[str]) -> list[str]:
+    """Each key at most once."""
     if problems := repeated_keys(lines):
         raise ValueError("\n".join(problems))
     return lines
