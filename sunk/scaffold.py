@@ -52,14 +52,14 @@ stackConfigDir: stacks
 """
 
 STACK = """# One tenant's Slurm cluster. `sunk validate` checks it and names every unknown field with the
-# known ones; the sunk README documents each section.
+# known ones; the sunk docs (docs/stacks.md and the reference) document each section.
 config:
 {operator}  sunk:cluster:
     name: slurm
     tenant: {tenant}
     # Every role (controller, accounting, restapi, login, each NodeSet, runtime) takes pod settings:
     # nodeSelector, tolerations, affinity, priorityClassName, imagePullSecrets, labels, env, volumes...
-    # (README: Per-role pod and Service settings). For example:
+    # (sunk docs: Pod and Service settings). For example:
     # images: {{registry: registry.example.com/hpc, pullSecrets: [registry-credentials]}}
     login:
       # sshd is reached inside the cluster (kubectl port-forward svc/slurm-login 2222:22). To expose

@@ -4,11 +4,14 @@ the nav, and every link and anchor between pages resolves; a warning fails the b
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from sunk.stackfile import load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 MKDOCS = Path(sys.executable).with_name("mkdocs")
@@ -112,3 +115,37 @@ def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode != 0 and "gone.md" in run.stdout + run.stderr
+
+
+README_LIMIT = 12 * 1024
+"""The README says what sunk is, shows one diagram, install, a short stack and the two commands, and
+links to the docs site; everything else lives in docs/."""
+
+
+def test_the_readme_stays_short() -> None:
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_LIMIT, f"README.md is {size} bytes, over {README_LIMIT}: move the detail into docs/"
+
+
+def test_the_readme_keeps_the_two_commands() -> None:
+    """CI (.ci/run) calls `make test`; `make demo` is the main job: both as the README shows them."""
+    readme = (ROOT / "README.md").read_text()
+    assert "make demo   # the main job, offline, on the acme-dev stack" in readme
+    assert "make test   # the whole test suite" in readme
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_stack_validates(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    stack = readme.split("## A stack", 1)[1].split('```yaml title="Pulumi.demo-dev.yaml"\n', 1)[1].split("```", 1)[0]
+    (tmp_path / "Pulumi.demo-dev.yaml").write_text(stack)
+    spec = load_stack("demo-dev", tmp_path).spec
+    assert (spec.name, spec.tenant, [ns.name for ns in spec.nodesets]) == ("slurm", "demo", ["cpu"])
+
+
+def test_the_readme_links_resolve() -> None:
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)\)", readme)
+    assert targets, "the README links to the docs"
+    missing = [t for t in targets if not t.startswith("http") and not (ROOT / t).is_file()]
+    assert not missing, f"README links to files that do not exist: {missing}"

@@ -217,7 +217,7 @@ def test_the_image_recipes_ship_in_the_wheel(wheel: zipfile.ZipFile, src: Path) 
 
 
 PLATFORM_PROGRAM = ROOT / "tests" / "components" / "library_program" / "__main__.py"
-"""The platform program README's "Import the components" section shows."""
+"""The platform program the docs' platform program page shows (docs/how-to/platform-program.md)."""
 MISTYPED = """from sunk.components import SlurmCluster
 
 SlurmCluster("x", {"name": "x"})

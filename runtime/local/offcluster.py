@@ -75,7 +75,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "The container runtime is sunk's own launcher (runtime/local/enter.py), which installs no seccomp filter.",
     ),
 )
-"""The list README's local cluster section repeats; a test keeps the two in step."""
+"""The list the docs' local cluster page (docs/concepts/local-cluster.md) repeats; a test keeps the two in step."""
 
 
 # -- the overrides: applied to the render's files before they are applied to the cluster ---------

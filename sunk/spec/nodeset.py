@@ -82,7 +82,7 @@ class GpuSpec(Model):
     """`nvml`: gres.conf gets `AutoDetect=nvml` and slurmd finds each GPU's device file, type,
     cores and links through NVML (the slurmd image ships Debian's slurm-wlm-nvml-plugin; the
     NVIDIA container toolkit mounts libnvidia-ml.so.1). Needed for MIG. Without an NVIDIA driver
-    slurmd falls back to the File= lines (see README, GPU discovery). Default: off."""
+    slurmd falls back to the File= lines (see the docs' GPU NodeSets page). Default: off."""
     shards_per_gpu: Annotated[int, Field(ge=0, le=128)] = 0
     """Slurm shards (https://slurm.schedmd.com/gres.html#Sharding): each GPU also counts as this many
     `shard` GRES, so jobs can share a GPU (`--gres=shard:N`). Default: 0 (no shards)."""

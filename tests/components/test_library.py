@@ -187,11 +187,10 @@ def test_allow_state_replacement_is_a_known_setting() -> None:
         parse_config({"sunk:cluster": "{}", "sunk:allowStateReplace": "true"}, "test")
 
 
-def test_the_readme_shows_this_program() -> None:
-    """README's "Using the components from your own program" is the program tested here."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Using the components from your own program", 1)[1]
-    shown = section.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_docs_show_this_program() -> None:
+    """The docs' platform program page (docs/how-to/platform-program.md) shows the program tested here."""
+    page = (ROOT / "docs" / "how-to" / "platform-program.md").read_text()
+    shown = page.split("```python\n", 1)[1].split("```", 1)[0]
     program = (ROOT / "tests" / "components" / "library_program" / "__main__.py").read_text()
     assert shown == program[program.index("import pulumi") :]
 

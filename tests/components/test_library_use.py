@@ -60,7 +60,7 @@ def test_an_error_in_the_program_keeps_its_file_and_line(tmp_path: Path) -> None
 def test_render_renders_a_program_that_builds_its_spec_in_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README's platform program: its stack file holds no sunk:cluster; render runs it."""
+    """The docs' platform program: its stack file holds no sunk:cluster; render runs it."""
     (tmp_path / "Pulumi.yaml").write_text("name: platform\nruntime: python\nstackConfigDir: stacks\n")
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(

@@ -1,4 +1,4 @@
-"""The off-cluster differences are one short list, repeated in the README word for word."""
+"""The off-cluster differences are one short list, repeated in the docs' local cluster page word for word."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 import yaml
 from sunk.runtime.local.offcluster import DIFFERENCES, override_render
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "concepts" / "local-cluster.md"
 
 
-def test_the_readme_lists_every_off_cluster_difference() -> None:
-    readme = " ".join(README.read_text().split())
+def test_the_docs_list_every_off_cluster_difference() -> None:
+    readme = " ".join(PAGE.read_text().split())
     for difference in DIFFERENCES:
         assert difference.why
         assert " ".join(difference.what.split()) in readme
