@@ -53,7 +53,12 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     for page in _nav():
-        built = site / (page.removesuffix(".md") + "/index.html" if page != "index.md" else "index.html")
+        stem = page.removesuffix(".md")
+        built = site / (
+            stem.removesuffix("index") + "index.html"
+            if stem == "index" or stem.endswith("/index")
+            else stem + "/index.html"
+        )
         assert built.is_file(), f"{page} is in the nav but was not built"
 
 
