@@ -205,6 +205,24 @@ def test_reconfigure_watcher_reconfigures_only_what_it_may(tmp_path: Path, bin_d
     assert "restart-class settings changed" in out
 
 
+def test_reconfigure_watcher_stops_on_sigterm_with_status_0(tmp_path: Path, bin_dir: Path) -> None:
+    """It is its container's PID 1, where an unhandled SIGTERM is ignored (the pod's deletion then
+    waits out the grace period): it handles it, mid-sleep, and exits 0 (killed by the signal: -15)."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "slurm.conf").write_text("ClusterName=c\n")
+    script = scripts.reconfigure_watcher(str(etc), period=30, heartbeat=str(tmp_path / "alive"))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["/bin/sh", "-c", script], env=env, stdout=subprocess.DEVNULL)
+    try:
+        wait_for("the watcher's heartbeat", lambda: (tmp_path / "alive").exists(), timeout=10)
+        time.sleep(0.2)  # inside its 30 s sleep
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+
+
 def test_slurmdbd_start_mirrors_finalize_slurmdbd_conf(
     tmp_path: Path, bin_dir: Path, specs: dict[str, ClusterSpec]
 ) -> None:

@@ -7,6 +7,10 @@ dir=@SLURM_ETC@
 restart_keys=@RESTART_KEYS@
 heartbeat=@HEARTBEAT@
 period=@PERIOD@
+# This shell is its container's PID 1, which ignores SIGTERM unless it handles it: without the trap
+# every deletion of the pod waited out its grace period (120 s) before SIGKILL. The sleep runs in
+# the background so that the trap runs as soon as the signal comes.
+trap 'exit 0' TERM INT
 # The projected volume swaps a `..data` symlink atomically; read through it, skip the keys.
 fingerprint() {
   find -L "$dir" -type f ! -path '*/..*' ! -name '*.key' | sort | xargs cat | grep -v -E "^($restart_keys)=" | sha256sum
@@ -16,7 +20,8 @@ seen=$(fingerprint)
 boot=$(restart_class)
 while :; do
   touch "$heartbeat"
-  sleep "$period"
+  sleep "$period" &
+  wait $!
   now=$(fingerprint)
   [ "$now" = "$seen" ] && continue
   if [ "$(restart_class)" != "$boot" ]; then
