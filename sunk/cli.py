@@ -401,6 +401,9 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for every pod Ready (default 600)")
     p.add_argument("--no-wait", action="store_true", help="return once the render is applied")
+    p.add_argument(
+        "--nodes", type=Path, default=None, help="YAML file of the cluster's Nodes (default: derived from the render)"
+    )
     p.set_defaults(func=with_default_stack(_local_up))
     for verb, helptext, handler in (
         ("status", "is this project's local cluster running; its pods", _local_status),

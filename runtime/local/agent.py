@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -46,7 +47,7 @@ import aiohttp
 from ..common.timefmt import rfc3339
 from ..harness.jail import Jail
 from . import container as spec_of
-from . import net, volumes
+from . import inventory, net, volumes
 from .images import ImageMissing, Images, Unpacked
 from .store import ApiError, Event, Obj, Store
 
@@ -119,6 +120,8 @@ class Agent:
         self.ca = ca
         self.issuer = issuer
         self.pods: dict[str, PodRunner] = {}
+        self.devices: dict[str, dict[str, list[str]]] = {}
+        """Node name -> pod uid -> the device files (inventory.DEVICES_ANNOTATION) given to that pod."""
         self._free = list(range(250))
         self._pods = store.resource("v1/pods")
         self._dirty = asyncio.Event()
@@ -173,7 +176,30 @@ class Agent:
 
     def release(self, runner: PodRunner) -> None:
         self.pods.pop(runner.uid, None)
-        self._free.append(runner.index)
+        for held in self.devices.values():
+            held.pop(runner.uid, None)
+        if runner.index not in self._free:
+            self._free.append(runner.index)
+
+    def give_devices(self, pod: Obj) -> dict[str, list[str]]:
+        """Container name -> the Node's device files it gets, as a device plugin allocates them: a
+        privileged container sees all of them; one that requests the Node's GPU resource gets that
+        many of those no other pod on the Node holds. The pod keeps them until it is released."""
+        spec = pod.get("spec") or {}
+        node = self.store.find(self.store.resource("v1/nodes"), None, spec.get("nodeName") or "")
+        if node is None:
+            return {}
+        held = self.devices.setdefault(node["metadata"]["name"], {})
+        taken = {f for uid, mine in held.items() if uid != pod["metadata"]["uid"] for f in mine}
+        out = inventory.allocate_devices(pod, node, taken)
+        privileged = {
+            c["name"]
+            for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+            if (c.get("securityContext") or {}).get("privileged")
+        }
+        mine = [f for name, files in out.items() if name not in privileged for f in files]
+        held[pod["metadata"]["uid"]] = mine
+        return out
 
     async def _refresh_loop(self) -> None:
         """Rewrites /etc/hosts and the ConfigMap/Secret volumes of running pods after changes."""
@@ -329,6 +355,8 @@ class PodRunner:
         self.published: str | None = None
         self.started_at = _now()
         self.volume_sources: dict[str, Obj] = {}
+        self.devices: dict[str, list[str]] = {}
+        """Container name -> the Node's (fake) GPU device files bound into its /dev."""
         self.supervisors: list[asyncio.Task[Any]] = []
         self.token: str | None = None
         self.finishing = False
@@ -510,6 +538,7 @@ class PodRunner:
         search = f"{self.namespace}.svc.cluster.local svc.cluster.local cluster.local"
         (etc / "resolv.conf").write_text(f"search {search}\nnameserver {self.agent.network.gateway}\noptions ndots:5\n")
         self.write_hosts()
+        self.devices = self.agent.give_devices(self.pod)
         for name in self.containers:
             self._mount_container(name, etc)
 
@@ -529,6 +558,11 @@ class PodRunner:
             ("stderr", "/proc/self/fd/2"),
         ):
             (jail.root(name) / "dev" / link).symlink_to(target)
+        for device in self.devices.get(name, []):  # the Node's GPUs: fakes, as the harness's (/dev/null)
+            inside = jail.root(name) / device.lstrip("/")
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            inside.touch()
+            jail.mount_at(["--bind", "/dev/null"], real / device.lstrip("/"))
         (jail.root(name) / "dev" / "shm").mkdir()
         jail.mount_at(["-t", "tmpfs", "-o", "mode=1777,nosuid,nodev,size=64m", "tmpfs"], real / "dev" / "shm")
         for file in ("hosts", "hostname", "resolv.conf"):
@@ -629,7 +663,7 @@ class PodRunner:
         data = {
             "root": str(self.jail.real(running.name)),
             "argv": list(launch.argv),
-            "env": dict(launch.env),
+            "env": dict(launch.env) | self._device_env(running.name),
             "uid": launch.uid,
             "gid": launch.gid,
             "groups": list(launch.groups),
@@ -644,6 +678,14 @@ class PodRunner:
         with os.fdopen(fd, "w") as handle:
             json.dump(data, handle)
         return path
+
+    def _device_env(self, container: str) -> dict[str, str]:
+        """NVIDIA_VISIBLE_DEVICES, as the NVIDIA device plugin sets it, for a container given GPUs
+        by request (indices here, where a real plugin names GPU UUIDs)."""
+        given = self.devices.get(container, [])
+        if not given or (self.containers[container].spec.get("securityContext") or {}).get("privileged"):
+            return {}
+        return {"NVIDIA_VISIBLE_DEVICES": ",".join(re.sub(r"^\D*", "", f) or f for f in given)}
 
     def _enter(self) -> list[str]:
         return [sys.executable, "-m", "sunk.runtime.local.enter"]

@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import hashlib
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -26,8 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import net
-from .cluster import State
+from . import inventory, net
+from .cluster import NODES_FILE, State
+from .container import ConfigError
 from .offcluster import override_render
 
 STOP_TIMEOUT = 120.0
@@ -153,8 +155,6 @@ def make_keys(state: State, rendered: Path) -> str:
 
 
 def _unready(state: State) -> list[str]:
-    import json
-
     pods = json.loads(_kubectl(state, "get", "pods", "-A", "-o", "json").stdout)["items"]
     jobs = json.loads(_kubectl(state, "get", "jobs", "-A", "-o", "json").stdout)["items"]
     waiting = []
@@ -190,6 +190,16 @@ def _why(pod: dict[str, Any]) -> str:
     return str(status.get("phase", "Pending"))
 
 
+def node_inventory(rendered: Path, nodes_file: Path | None) -> list[dict[str, Any]]:
+    """The cluster's Nodes: the file's, else derived from the render (inventory.py)."""
+    try:
+        if nodes_file is not None:
+            return inventory.from_file(nodes_file)
+        return inventory.derive(inventory.read_render(rendered))
+    except ConfigError as err:
+        raise SystemExit(f"sunk local: {err}") from None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     project = project_dir()
     folder = workdir(project)
@@ -207,6 +217,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     render(args.stack, rendered)
     for name in override_render(rendered):
         print(f"off-cluster override (runtime/local/offcluster.py): {name}")
+    nodes = node_inventory(rendered, args.nodes)
+    (folder / NODES_FILE).write_text(json.dumps(nodes))
+    if args.nodes:  # `sunk local apply` then leaves the Nodes as the file says
+        (folder / NODES_FILE).with_suffix(".from-file").write_text(str(args.nodes))
+    print(f"nodes ({'from ' + str(args.nodes) if args.nodes else 'derived from the render'}):")
+    print("  " + "\n  ".join(inventory.summary(nodes)))
     state = _start(folder, project)
     print(f"local cluster up: https://127.0.0.1:{state.port} (pods on {state.subnet}, bridge {state.bridge})")
     print(apply(state, rendered).rstrip())

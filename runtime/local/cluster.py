@@ -18,11 +18,10 @@ import signal
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp.web
 
-from . import dns, net, pki
+from . import dns, inventory, net, pki
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
@@ -32,8 +31,8 @@ from .store import Store
 log = logging.getLogger("sunk.local")
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-NODE_NAME = "local-system"
-"""The Node every pod runs on until the stack's inventory is modelled (one node agent serves it)."""
+NODES_FILE = "nodes.json"
+"""The Nodes the cluster starts with (inventory.py), written by `sunk local up`; absent: one large Node."""
 
 
 @dataclass(frozen=True)
@@ -65,39 +64,6 @@ def _free_port() -> int:
         return port
 
 
-def node(name: str, cpu: str, memory: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                **(labels or {}),
-            },
-        },
-        "spec": {},
-        "status": {
-            "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "sunk local node agent is posting ready status",
-                }
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.32.0-sunk-local",
-                "containerRuntimeVersion": "sunk-local://1",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-        },
-    }
-
-
 async def serve(workdir: Path, project: str) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     bridge = net.bridge_name(str(workdir))
@@ -127,11 +93,10 @@ async def serve(workdir: Path, project: str) -> None:
         tokens = {admin: "sunk-local-admin"}
         for name in SYSTEM_NAMESPACES:
             store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": name}})
-        store.create(
-            store.resource("v1/nodes"),
-            None,
-            node(NODE_NAME, "64", "256Gi", {"node-role.kubernetes.io/control-plane": ""}),
-        )
+        nodes_file = workdir / NODES_FILE
+        nodes = json.loads(nodes_file.read_text()) if nodes_file.is_file() else inventory.default()
+        for one in nodes:
+            store.create(store.resource("v1/nodes"), None, one)
         cluster_env = {
             "KUBERNETES_SERVICE_HOST": network.gateway,
             "KUBERNETES_SERVICE_PORT": str(port),

@@ -3,7 +3,9 @@
 - scheduler: binds a pod that names no other scheduler to a Ready, schedulable Node whose labels
   match its nodeSelector and required node affinity, whose NoSchedule/NoExecute taints it
   tolerates and whose allocatable CPU, memory and pod count fit its requests beside the pods
-  already there; else PodScheduled=False, Unschedulable, with the reason.
+  already there (extended resources such as nvidia.com/gpu too); among those, the one `score`
+  prefers (PreferNoSchedule taints, then spreading a controller's pods, then the least
+  allocated); else PodScheduled=False, Unschedulable, with the reasons.
 - StatefulSet: pods `<name>-<ordinal>` with hostname and subdomain (its Service), claims from
   volumeClaimTemplates (`<template>-<pod>`, kept when the pod goes), OrderedReady start (the next
   ordinal once the one before is Ready), scale-down from the highest ordinal, and rolling
@@ -36,6 +38,7 @@ from typing import Any
 
 from ..common.timefmt import parse_rfc3339, rfc3339
 from .container import quantity
+from .inventory import pod_requests
 from .store import ApiError, Event, Obj, Store
 
 log = logging.getLogger("sunk.local.controllers")
@@ -75,22 +78,8 @@ def _terminal(pod: Obj) -> bool:
 
 
 def requests(pod: Obj) -> dict[str, float]:
-    """Effective requests: the larger of the sum of the main containers' and any init container's."""
-    spec = pod.get("spec") or {}
-
-    def of(container: Obj) -> dict[str, float]:
-        res = container.get("resources") or {}
-        wanted = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return {k: quantity(str(v)) for k, v in wanted.items() if k in ("cpu", "memory")}
-
-    total: dict[str, float] = {}
-    for c in spec.get("containers") or []:
-        for k, v in of(c).items():
-            total[k] = total.get(k, 0) + v
-    for c in spec.get("initContainers") or []:
-        for k, v in of(c).items():
-            total[k] = max(total.get(k, 0), v)
-    return total
+    """Effective requests of every resource (inventory.pod_requests): CPU, memory and extended ones."""
+    return pod_requests(pod.get("spec") or {})
 
 
 def _tolerates(pod: Obj, taint: Mapping[str, Any]) -> bool:
@@ -150,13 +139,34 @@ def unfit(pod: Obj, node: Obj, placed: list[Obj]) -> str | None:
             return f"node {name} had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     wanted = requests(pod)
-    for resource, amount in wanted.items():
+    for resource, amount in sorted(wanted.items()):
+        if amount <= 0 or (resource not in allocatable and resource in ("cpu", "memory", "ephemeral-storage")):
+            continue  # a Node that states no CPU or memory is not limited in them
         used = sum(requests(p).get(resource, 0) for p in placed)
-        if resource in allocatable and used + amount > quantity(str(allocatable[resource])):
+        if used + amount > quantity(str(allocatable.get(resource, "0"))):
             return f"Insufficient {resource} on node {name}"
     if "pods" in allocatable and len(placed) + 1 > int(allocatable["pods"]):
         return f"Too many pods on node {name}"
     return None
+
+
+def score(pod: Obj, node: Obj, placed: list[Obj]) -> tuple[float, ...]:
+    """How much the default scheduler prefers `node` for `pod` (the smallest first): fewer
+    PreferNoSchedule taints the pod does not tolerate (TaintToleration), fewer pods of the same
+    owner already there (the default topology spread over hostnames), then the least allocated
+    share of CPU and memory (NodeResourcesFit's LeastAllocated)."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    soft = sum(1 for t in taints if t.get("effect") == "PreferNoSchedule" and not _tolerates(pod, t))
+    owners = {r.get("uid") for r in pod["metadata"].get("ownerReferences") or []}
+    siblings = sum(1 for p in placed if owners & {r.get("uid") for r in p["metadata"].get("ownerReferences") or []})
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    shares = []
+    for resource in ("cpu", "memory"):
+        size = quantity(str(allocatable[resource])) if resource in allocatable else 0
+        if size > 0:
+            used = sum(requests(p).get(resource, 0) for p in [*placed, pod])
+            shares.append(used / size)
+    return (soft, siblings, sum(shares) / len(shares) if shares else 0.0)
 
 
 class Controllers:
@@ -474,6 +484,7 @@ class Controllers:
             if spec.get("schedulerName", "default-scheduler") != "default-scheduler":
                 continue
             reasons = []
+            fits: list[tuple[tuple[float, ...], str]] = []
             for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
                 placed = [
                     p
@@ -482,39 +493,30 @@ class Controllers:
                 ]
                 why = unfit(pod, node, placed)
                 if why is None:
-                    meta = pod["metadata"]
-                    condition = [
-                        {"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(datetime.now(UTC))}
-                    ]
-                    self.store.patch(
-                        pods_res,
-                        meta["namespace"],
-                        meta["name"],
-                        "merge",
-                        {"spec": {"nodeName": node["metadata"]["name"]}},
-                    )
-                    self.store.patch(
-                        pods_res,
-                        meta["namespace"],
-                        meta["name"],
-                        "merge",
-                        {"status": {"conditions": condition}},
-                        "status",
-                    )
-                    spec["nodeName"] = node["metadata"]["name"]
-                    break
-                reasons.append(why)
-            else:
-                message = (
-                    f"0/{len(nodes)} nodes are available: " + "; ".join(reasons)
-                    if nodes
-                    else "no nodes available to schedule pods"
-                )
-                refusal = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
-                current = [
-                    c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"
-                ]
-                if not current or current[0].get("message") != message:
-                    meta = pod["metadata"]
-                    body = {"status": {"conditions": [refusal]}}
-                    self.store.patch(pods_res, meta["namespace"], meta["name"], "merge", body, "status")
+                    fits.append((score(pod, node, placed), node["metadata"]["name"]))
+                else:
+                    reasons.append(why)
+            if fits:
+                _, chosen = min(fits)
+                self._bind(pod, chosen)
+                spec["nodeName"] = chosen
+                continue
+            message = (
+                f"0/{len(nodes)} nodes are available: " + "; ".join(reasons)
+                if nodes
+                else "no nodes available to schedule pods"
+            )
+            refusal = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            current = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"]
+            if not current or current[0].get("message") != message:
+                meta = pod["metadata"]
+                body = {"status": {"conditions": [refusal]}}
+                self.store.patch(pods_res, meta["namespace"], meta["name"], "merge", body, "status")
+
+    def _bind(self, pod: Obj, node: str) -> None:
+        pods_res, meta = self._r["v1/pods"], pod["metadata"]
+        now = rfc3339(datetime.now(UTC))
+        self.store.patch(pods_res, meta["namespace"], meta["name"], "merge", {"spec": {"nodeName": node}})
+        condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
+        body = {"status": {"conditions": [condition]}}
+        self.store.patch(pods_res, meta["namespace"], meta["name"], "merge", body, "status")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.runtime.local.cluster import node
 from sunk.runtime.local.controllers import Controllers, unfit
+from sunk.runtime.local.inventory import node
 from sunk.runtime.local.store import Store
 
 
@@ -19,7 +19,7 @@ def _ready(store: Store, name: str, ns: str = "ns") -> None:
 def _setup() -> tuple[Store, Controllers]:
     store = Store()
     store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": "ns"}})
-    store.create(store.resource("v1/nodes"), None, node("n1", "4", "8Gi", {"role": "a"}))
+    store.create(store.resource("v1/nodes"), None, node("n1", {"cpu": "4", "memory": "8Gi"}, {"role": "a"}))
     return store, Controllers(store)
 
 
@@ -29,7 +29,7 @@ def _pod(**spec: Any) -> dict[str, Any]:
 
 
 def test_scheduling_refusals_name_the_reason() -> None:
-    n1 = node("n1", "4", "8Gi", {"role": "a"})
+    n1 = node("n1", {"cpu": "4", "memory": "8Gi"}, {"role": "a"})
     assert unfit(_pod(), n1, []) is None
     assert "node affinity/selector" in (unfit(_pod(nodeSelector={"role": "b"}), n1, []) or "")
     assert "Insufficient cpu" in (unfit(_pod(), n1, [_pod(), _pod(), _pod(), _pod()]) or "")

@@ -21,8 +21,9 @@ import yaml
 from sunk.runtime.local import pki
 from sunk.runtime.local.api import ApiServer, tls_context
 from sunk.runtime.local.cli import apply
-from sunk.runtime.local.cluster import State, node
+from sunk.runtime.local.cluster import State
 from sunk.runtime.local.controllers import Controllers
+from sunk.runtime.local.inventory import node
 from sunk.runtime.local.store import Store
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "manifests" / "acme-dev"
@@ -49,7 +50,7 @@ class Server:
         ca, cert, key = pki.make_certificates(self.folder / "pki", ["127.0.0.1"], ["localhost"])
         for name in ("default", "kube-system"):
             self.store.create(self.store.resource("v1/namespaces"), None, {"metadata": {"name": name}})
-        self.store.create(self.store.resource("v1/nodes"), None, node("n1", "64", "256Gi"))
+        self.store.create(self.store.resource("v1/nodes"), None, node("n1", {"cpu": "64", "memory": "256Gi"}))
         Controllers(self.store).start()
         runner = aiohttp.web.AppRunner(ApiServer(self.store, self.tokens).app, access_log=None)
         await runner.setup()

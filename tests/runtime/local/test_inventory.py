@@ -1,0 +1,159 @@
+"""The local cluster's Nodes: derived from a render (the golden renders of the demo stacks), read
+from a file with errors that name the field, and how the default scheduler and the node agent use
+them (placement preference, GPU device files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sunk.runtime.local import inventory
+from sunk.runtime.local.container import ConfigError
+from sunk.runtime.local.controllers import Controllers, score, unfit
+from sunk.runtime.local.store import Store
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "manifests"
+
+
+def _nodes(stack: str) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in inventory.derive(inventory.read_render(GOLDEN / stack))}
+
+
+def test_acme_dev_gets_a_system_node_and_a_pool_per_nodeset_with_a_spare() -> None:
+    nodes = _nodes("acme-dev")
+    assert sorted(nodes) == [
+        "local-research-cpu-0", "local-research-cpu-1", "local-research-cpu-2",
+        "local-research-gpu-0", "local-research-gpu-1", "local-research-gpu-2", "local-system",
+    ]  # fmt: skip
+    gpu = nodes["local-research-gpu-0"]
+    labels = gpu["metadata"]["labels"]
+    assert labels["node.kubernetes.io/instance-type"] == "H100x8"
+    assert (labels["nvidia.com/gpu.present"], labels["nvidia.com/gpu.count"]) == ("true", "2")
+    # what the operator's gpus.fromNodeLabels reads back as the spec's type
+    from sunk.render.gres import gres_type
+
+    assert gres_type(labels["nvidia.com/gpu.product"]) == "h100"
+    assert gpu["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+    assert gpu["metadata"]["annotations"][inventory.DEVICES_ANNOTATION] == "/dev/nvidia0,/dev/nvidia1"
+    assert {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"} in gpu["spec"]["taints"]
+    assert labels["topology.acme.example/leaf"] == "gpu" and labels["topology.acme.example/spine"] == "0"
+    assert "taints" not in nodes["local-system"]["spec"]  # acme-dev places its roles nowhere in particular
+
+
+def test_a_slurmd_pod_fits_its_pool_but_not_the_system_node() -> None:
+    """The system Node holds the control plane, a replacement of its largest pod and a margin; a
+    cpu NodeSet's slurmd pod (exclusive: the whole Slurm node) fits only its own pool."""
+    nodes = _nodes("acme-dev")
+    slurmd = {
+        "metadata": {"name": "research-cpu-0"},
+        "spec": {
+            "initContainers": [
+                {
+                    "name": "munge",
+                    "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+            "containers": [{"name": "slurmd", "resources": {"requests": {"cpu": "4", "memory": "4096Mi"}}}],
+        },
+    }
+    assert "Insufficient cpu" in (unfit(slurmd, nodes["local-system"], []) or "")
+    assert unfit(slurmd, nodes["local-research-cpu-0"], []) is None
+    assert "untolerated taint" in (unfit(slurmd, nodes["local-research-gpu-0"], []) or "")
+    assert "Insufficient cpu" in (unfit(slurmd, nodes["local-research-cpu-0"], [slurmd]) or "")
+
+
+def test_acme_prod_system_pool_carries_the_taint_its_roles_tolerate() -> None:
+    nodes = _nodes("acme-prod")
+    system = [n for n in nodes.values() if n["metadata"]["labels"][inventory.POOL_LABEL] == "system"]
+    dedicated = [n for n in system if n["metadata"]["labels"].get("node-role.acme.example/slurm-system") == "true"]
+    assert len(dedicated) == 1
+    taints = dedicated[0]["spec"]["taints"]
+    assert {"key": "node-role.acme.example/slurm-system", "value": "", "effect": "NoSchedule"} in taints
+
+
+def test_the_scheduler_prefers_untainted_nodes_then_spreads_siblings() -> None:
+    plain = inventory.node("a-plain", {"cpu": "8", "memory": "8Gi"})
+    soft = inventory.node(
+        "b-soft", {"cpu": "8", "memory": "8Gi"}, taints=[{"key": "k", "value": "v", "effect": "PreferNoSchedule"}]
+    )
+    owner = [{"uid": "sts-1", "kind": "StatefulSet", "name": "s"}]
+    pod = {"metadata": {"name": "p", "ownerReferences": owner}, "spec": {"containers": [{"name": "c"}]}}
+    assert score(pod, plain, []) < score(pod, soft, [])
+    sibling = {"metadata": {"name": "q", "ownerReferences": owner}, "spec": {"containers": [{"name": "c"}]}}
+    other = inventory.node("c-other", {"cpu": "8", "memory": "8Gi"})
+    assert score(pod, other, []) < score(pod, plain, [sibling])
+
+
+def test_two_pods_of_one_owner_land_on_two_nodes_of_their_pool() -> None:
+    store = Store()
+    store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": "ns"}})
+    for n in _nodes("acme-dev").values():
+        store.create(store.resource("v1/nodes"), None, n)
+    template = {
+        "metadata": {"labels": {"app": "w"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "4", "memory": "4Gi"}}}]},
+    }
+    sts = {"metadata": {"name": "w"}, "spec": {"replicas": 2, "podManagementPolicy": "Parallel", "template": template}}
+    store.create(store.resource("apps/v1/statefulsets"), "ns", sts)
+    controllers = Controllers(store)
+    pods = store.resource("v1/pods")
+    for _ in range(3):
+        controllers.reconcile()
+        for p in list(store.items(pods)):
+            status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            store.patch(pods, "ns", p["metadata"]["name"], "merge", {"status": status}, "status")
+    placed = sorted(p["spec"]["nodeName"] for p in store.items(pods))
+    assert placed == ["local-research-cpu-0", "local-research-cpu-1"]
+
+
+def test_gpu_devices_go_to_privileged_containers_all_and_to_requests_by_count() -> None:
+    gpu = _nodes("acme-dev")["local-research-gpu-0"]
+    privileged = {"name": "slurmd", "securityContext": {"privileged": True}}
+    asks = {"name": "infer", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    pod = {"spec": {"containers": [privileged, asks, {"name": "plain"}]}}
+    assert inventory.allocate_devices(pod, gpu, set()) == {
+        "slurmd": ["/dev/nvidia0", "/dev/nvidia1"],
+        "infer": ["/dev/nvidia0"],
+    }
+    assert inventory.allocate_devices(pod, gpu, {"/dev/nvidia0"})["infer"] == ["/dev/nvidia1"]
+    assert inventory.allocate_devices(pod, _nodes("acme-dev")["local-system"], set()) == {}
+
+
+def test_a_nodes_file_replaces_the_inventory(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.yaml"
+    path.write_text(
+        "nodes:\n"
+        "  - name: big-0\n"
+        "    labels: {tier: big}\n"
+        "    taints: [{key: gpu, effect: NoSchedule}]\n"
+        "    capacity: {cpu: '32', memory: 128Gi, nvidia.com/gpu: '4'}\n"
+        "    devices: [/dev/nvidia0, /dev/nvidia1, /dev/nvidia2, /dev/nvidia3]\n"
+    )
+    (big,) = inventory.from_file(path)
+    assert big["metadata"]["labels"]["tier"] == "big" and big["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert big["spec"]["taints"] == [{"key": "gpu", "value": "", "effect": "NoSchedule"}]
+    assert inventory.DEVICES_ANNOTATION in big["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nodes:\n  - name: a\n    capacity: {cpu: '2'}\n", "nodes[0].capacity: memory is required"),
+        ("nodes:\n  - name: a\n    capacity: {cpu: two, memory: 1Gi}\n", "cpu: 'two' is not a Kubernetes quantity"),
+        ("nodes:\n  - name: A_b\n    capacity: {cpu: '2', memory: 1Gi}\n", "nodes[0].name: 'A_b' is not a DNS subdomain"),
+        ("nodes:\n  - name: a\n    capacity: {cpu: '1', memory: 1Gi}\n    taints: [{key: k, effect: Sometimes}]\n",
+         "nodes[0].taints[0].effect"),
+        ("nodes:\n  - {name: a, capacity: {cpu: '1', memory: 1Gi}}\n  - {name: a, capacity: {cpu: '1', memory: 1Gi}}\n",
+         "the name a is used twice"),
+        ("nodes: []\n", "nodes: List should have at least 1 item"),
+        ("nodes:\n  - name: a\n    capacity: {cpu: '1', memory: 1Gi}\n    size: big\n", "nodes[0].size: Extra inputs"),
+    ],
+)  # fmt: skip
+def test_a_bad_nodes_file_names_the_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "nodes.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        inventory.from_file(path)
+    assert message in str(err.value) and str(path) in str(err.value)
