@@ -8,8 +8,10 @@ node agent, pods/log (follow too) and pods/exec over WebSocket (the v5 and v4 ch
 protocols kubectl 1.32 tries first).
 
 Every request needs a bearer token from `tokens` (kubectl's comes from the kubeconfig); a missing
-or unknown one gets 401. Not modelled: authorization (every known token may do everything; the
-render's RBAC objects are stored but not enforced), exec over SPDY (kubectl's fallback, refused
+or unknown one gets 401. Requests for resources are then authorized by the RBAC objects in the
+store (rbac.py): a ServiceAccount token may do what its bindings allow, and gets a 403 naming the
+verb and the resource otherwise; the kubeconfig's admin is in system:masters. Not modelled: exec
+over SPDY (kubectl's fallback, refused
 with 400), protobuf, field validation beyond what kubectl does itself, paging.
 """
 
@@ -30,6 +32,7 @@ import aiohttp.web
 import yaml
 
 from ..common.timefmt import parse_rfc3339, rfc3339
+from . import rbac
 from .resources import Resource
 from .store import ApiError, Obj, Store
 
@@ -250,6 +253,9 @@ def openapi_v3(store: Store) -> tuple[Obj, dict[str, Obj]]:
     return index, docs
 
 
+USER = aiohttp.web.RequestKey("user", str)
+"""The authenticated user of a request (its token's)."""
+
 Handler = Callable[[aiohttp.web.Request], Awaitable[aiohttp.web.StreamResponse]]
 
 
@@ -272,6 +278,7 @@ class ApiServer:
         token = token.strip()
         if token not in self.tokens:
             return _status(ApiError(401, "Unauthorized", "Unauthorized"))
+        request[USER] = self.tokens[token]
         try:
             return await handler(request)
         except ApiError as err:
@@ -339,6 +346,7 @@ class ApiServer:
         if res.namespaced and name is not None and namespace is None and res.kind != "Namespace":
             raise ApiError(404, "NotFound", f"{res.plural} is namespaced: /namespaces/<ns>/{res.plural}/{name}")
         method, query = request.method, request.query
+        self._authorize(request, res, namespace, name, sub)
         if name is None:
             if method == "GET" and query.get("watch") in ("true", "1"):
                 return await self._watch(request, res, namespace)
@@ -394,6 +402,32 @@ class ApiServer:
             gone = self.store.delete(res, namespace, name, grace=None if grace is None else int(grace), uid=uid)
             return aiohttp.web.json_response(gone)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {res.plural}/{name}")
+
+    def _authorize(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str | None, sub: str
+    ) -> None:
+        """403 unless the store's RBAC objects allow this request (rbac.py)."""
+        user = request.get(USER, "")
+        watch = request.query.get("watch") in ("true", "1")
+        if res.kind == "Namespace" and name is not None:
+            namespace = name  # a namespace's own object is authorized in that namespace
+        attributes = rbac.Request(
+            user=user,
+            groups=rbac.groups_of(user),
+            verb=rbac.verb_of(request.method, name is not None, watch, sub),
+            api_group=res.group,
+            resource=res.plural,
+            subresource=sub,
+            namespace=namespace,
+            name=name,
+        )
+        message = rbac.decide(self._rbac_objects, attributes)
+        if message is not None:
+            details = {"name": name or "", "group": res.group, "kind": res.plural}
+            raise ApiError(403, "Forbidden", message, details)
+
+    def _rbac_objects(self, plural: str, namespace: str | None) -> Iterable[Obj]:
+        return self.store.items(self.store.resource(f"rbac.authorization.k8s.io/v1/{plural}"), namespace)
 
     def _bind(self, res: Resource, namespace: str | None, name: str, body: Obj) -> aiohttp.web.Response:
         node = (body.get("target") or {}).get("name")

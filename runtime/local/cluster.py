@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp.web
 
-from . import dns, inventory, net, pki
+from . import dns, inventory, net, pki, rbac
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
@@ -90,7 +90,7 @@ async def serve(workdir: Path, project: str) -> None:
             ],
         )
         admin = pki.token()
-        tokens = {admin: "sunk-local-admin"}
+        tokens = {admin: rbac.ADMIN}
         for name in SYSTEM_NAMESPACES:
             store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": name}})
         nodes_file = workdir / NODES_FILE

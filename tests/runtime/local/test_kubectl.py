@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp.web
 import pytest
 import yaml
-from sunk.runtime.local import pki
+from sunk.runtime.local import pki, rbac
 from sunk.runtime.local.api import ApiServer, tls_context
 from sunk.runtime.local.cli import apply
 from sunk.runtime.local.cluster import State
@@ -34,7 +34,7 @@ class Server:
         self.folder = folder
         self.store = Store()
         self.token = pki.token()
-        self.tokens = {self.token: "admin"}
+        self.tokens = {self.token: rbac.ADMIN}
         self.port = 0
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -160,9 +160,43 @@ def test_discovery_printing_scale_and_delete(server: Server, applied: Path) -> N
 def test_a_request_without_a_known_token_is_refused(server: Server) -> None:
     done = server.kubectl("--token", "not-a-token", "get", "pods", check=False)
     assert done.returncode != 0 and "Unauthorized" in done.stderr
-    # a token issued later (a pod's ServiceAccount token) is known from then on
-    server.tokens["issued-later"] = "system:serviceaccount:ns:sa"
-    assert server.kubectl("--token", "issued-later", "get", "pods").returncode == 0
+    # a token issued later (a pod's ServiceAccount token) is known from then on: authenticated,
+    # then authorized by RBAC like any other (test_rbac_refuses_what_no_binding_allows)
+    server.tokens["issued-later"] = "system:serviceaccount:default:sa"
+    refused = server.kubectl("--token", "issued-later", "get", "pods", check=False)
+    assert refused.returncode != 0 and "Unauthorized" not in refused.stderr and "forbidden" in refused.stderr
+
+
+def test_rbac_refuses_what_no_binding_allows(server: Server, tmp_path: Path) -> None:
+    """A ServiceAccount may do what a Role or ClusterRole bound to it allows, in the binding's
+    namespace; anything else is a 403 naming the user, verb, resource and scope, as kubectl
+    prints a real API server's."""
+    server.tokens["reader"] = "system:serviceaccount:default:reader"
+    as_reader = ("--token", "reader")
+    refused = server.kubectl(*as_reader, "get", "pods", "-n", "default", check=False)
+    assert refused.returncode == 1
+    assert (
+        'pods is forbidden: User "system:serviceaccount:default:reader" cannot list resource "pods" in API group "" '
+        'in the namespace "default"'
+    ) in refused.stderr
+    rbac_objects = tmp_path / "rbac.yaml"
+    rbac_objects.write_text(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: read-pods, namespace: default}\n"
+        "rules: [{apiGroups: [''], resources: [pods, pods/log], verbs: [get, list, watch]}]\n---\n"
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: reader, namespace: default}\n"
+        "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: read-pods}\n"
+        "subjects: [{kind: ServiceAccount, name: reader, namespace: default}]\n"
+    )
+    server.kubectl("apply", "-f", str(rbac_objects))
+    assert server.kubectl(*as_reader, "get", "pods", "-n", "default").returncode == 0
+    elsewhere = server.kubectl(*as_reader, "get", "pods", "-n", "kube-system", check=False)
+    assert 'cannot list resource "pods" in API group "" in the namespace "kube-system"' in elsewhere.stderr
+    delete = server.kubectl(*as_reader, "delete", "pod", "-n", "default", "nothing", check=False)
+    assert 'cannot delete resource "pods" in API group ""' in delete.stderr
+    nodes = server.kubectl(*as_reader, "get", "nodes", check=False)
+    assert 'cannot list resource "nodes" in API group "" at the cluster scope' in nodes.stderr
+    scale = server.kubectl(*as_reader, "scale", "nodeset", "-n", "default", "x", "--replicas=1", check=False)
+    assert "forbidden" in scale.stderr and "slurm.sunk.dev" in scale.stderr
 
 
 def test_the_in_cluster_python_client_is_served(server: Server, tmp_path: Path) -> None:
