@@ -205,6 +205,12 @@ def _local_up(args: argparse.Namespace) -> int:
 
 
 @needs_extra
+def _local_apply(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.cli import cmd_apply
+
+    return cmd_apply(args)
+
+
 def _local_status(args: argparse.Namespace) -> int:
     from sunk.runtime.local.cli import cmd_status
 
@@ -405,6 +411,9 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--nodes", type=Path, default=None, help="YAML file of the cluster's Nodes (default: derived from the render)"
     )
     p.set_defaults(func=with_default_stack(_local_up))
+    p = verbs.add_parser("apply", help="re-render STACK and apply the difference to the running local cluster")
+    p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
+    p.set_defaults(func=with_default_stack(_local_apply))
     for verb, helptext, handler in (
         ("status", "is this project's local cluster running; its pods", _local_status),
         ("kubeconfig", "print the path of the local cluster's kubeconfig", _local_kubeconfig),

@@ -1,4 +1,4 @@
-"""`sunk local up [STACK] | status | kubeconfig | down`: one local cluster per project folder.
+"""`sunk local up [STACK] | apply [STACK] | status | kubeconfig | down`: one local cluster per project folder.
 
 `up` renders the stack the way `sunk render` does (the same command, in a child process: the
 render runs the Pulumi program, which the runtime layer never imports), starts the cluster's
@@ -239,6 +239,60 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"not ready after {args.timeout:.0f} s:\n  " + "\n  ".join(waiting), file=sys.stderr)
         return 1
     print(f"every pod Ready, every Job complete in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _identities(rendered: Path) -> set[tuple[str, str, str]]:
+    """(apiVersion/kind, namespace, name) of every object of a render."""
+    return {
+        (
+            f"{o.get('apiVersion')}/{o.get('kind')}",
+            (o.get("metadata") or {}).get("namespace", ""),
+            o["metadata"]["name"],
+        )
+        for o in inventory.read_render(rendered)
+        if (o.get("metadata") or {}).get("name")
+    }
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    """Re-render STACK and apply the difference to this project's running cluster, as `pulumi up`
+    would: changed objects are patched (kubectl's client-side apply), new ones created, those the
+    render no longer has deleted, and Nodes a new NodeSet needs added (when the inventory was
+    derived, not read from a file)."""
+    project = project_dir()
+    folder = workdir(project)
+    state = running(folder)
+    if state is None:
+        print(f"sunk local: no local cluster for {project}; `sunk local up` starts one", file=sys.stderr)
+        return 1
+    current, following = folder / "render", folder / "render.next"
+    shutil.rmtree(following, ignore_errors=True)
+    render(args.stack, following)
+    override_render(following)
+    if not (folder / NODES_FILE).with_suffix(".from-file").exists():
+        have = {
+            n["metadata"]["name"] for n in json.loads(_kubectl(state, "get", "nodes", "-o", "json").stdout)["items"]
+        }
+        new = [n for n in inventory.derive(inventory.read_render(following)) if n["metadata"]["name"] not in have]
+        if new:
+            listing = folder / "nodes.new.json"
+            nodes = [{"apiVersion": "v1", "kind": "Node", **n} for n in new]
+            listing.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+            print(_kubectl(state, "create", "-f", str(listing)).stdout.rstrip())
+    out = apply(state, following)
+    changed = [line for line in out.splitlines() if line and not line.endswith(" unchanged")]
+    gone = sorted(_identities(current) - _identities(following)) if current.is_dir() else []
+    for api_kind, namespace, name in gone:
+        kind = api_kind.rsplit("/", 1)[1]
+        group = api_kind.rsplit("/", 2)[0] if api_kind.count("/") == 2 else ""
+        target = f"{kind.lower()}.{group.split('/')[0]}" if group else kind.lower()
+        scope = ["-n", namespace] if namespace else []
+        done = _kubectl(state, "delete", target, name, *scope, "--ignore-not-found", "--wait=false", check=False)
+        changed.append(done.stdout.strip() or f"{target}/{name}: {done.stderr.strip()}")
+    shutil.rmtree(current, ignore_errors=True)
+    following.rename(current)
+    print("\n".join(changed) if changed else "no change")
     return 0
 
 
