@@ -4,9 +4,11 @@
 bootstrap:
 	bash .ci/bootstrap
 
-# The main job, offline, on the acme-dev stack: validate, render, boot real Slurm locally, run a job.
+# The main job, offline, on the acme-dev stack: its images, then the whole stack on a local cluster
+# (`sunk local demo`: pods, sinfo, a job, a pod placed by Slurm beside one, a drain), torn down after.
 demo: bootstrap
-	.venv/bin/sunk demo acme-dev
+	.venv/bin/sunk images build
+	.venv/bin/sunk local demo acme-dev
 
 # Every image the manifests name, for each supported Slurm release (26.05 from Debian sid, 24.11
 # from trixie; cached by input hash).

@@ -211,6 +211,12 @@ def _local_apply(args: argparse.Namespace) -> int:
     return cmd_apply(args)
 
 
+def _local_demo(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.demo import cmd_demo
+
+    return cmd_demo(args)
+
+
 def _local_status(args: argparse.Namespace) -> int:
     from sunk.runtime.local.cli import cmd_status
 
@@ -414,6 +420,12 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = verbs.add_parser("apply", help="re-render STACK and apply the difference to the running local cluster")
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.set_defaults(func=with_default_stack(_local_apply))
+    p = verbs.add_parser(
+        "demo", help="up STACK, show its pods, sinfo, a 2-node job, a pod placed by Slurm beside a job, a drain; down"
+    )
+    p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds to wait for every pod Ready (default 600)")
+    p.set_defaults(func=with_default_stack(_local_demo))
     for verb, helptext, handler in (
         ("status", "is this project's local cluster running; its pods", _local_status),
         ("kubeconfig", "print the path of the local cluster's kubeconfig", _local_kubeconfig),
