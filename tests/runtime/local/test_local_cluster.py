@@ -1,9 +1,13 @@
-"""`sunk local up` end to end, driven only through the sunk command and the real kubectl: the
-acme-dev render applied to a local cluster, slurmctld's pod running from the slurmctld image with
-its volumes, user and probes as rendered, `kubectl logs` and `kubectl exec`, the render applied a
-second time, no way out of the cluster's network, and `sunk local down` leaving nothing behind.
+"""`sunk local up` end to end, driven only through the sunk command, the real kubectl and the
+login pod's Slurm clients: the acme-dev render applied to a local cluster, slurmctld's pod running
+from the slurmctld image with its volumes, user and probes as rendered, `kubectl logs` and
+`kubectl exec`, the render applied a second time, no way out of the cluster's network; then the
+scenarios a user runs (the operator's slurmd pods on their NodeSets' Nodes, a 2-node job, a pod
+placed by Slurm beside a job, cordon, scale, slurmctld's pod replaced, crash loops, RBAC, a stack
+change through `sunk local apply`), and `sunk local down` leaving nothing behind.
 
-One cluster for the module (the slow part is its pods starting: about a minute)."""
+One cluster for the module, its scenarios in order (each leaves it as it found it); the slow part
+is its pods starting, about a minute, and the scale-down waiting for a job."""
 
 from __future__ import annotations
 
@@ -15,16 +19,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[3]
 NS = "acme-research"
+T = TypeVar("T")
 
 
 def _sunk(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -84,10 +90,47 @@ class Cluster:
             assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
         return done
 
+    def pod(self, name: str, namespace: str = NS) -> dict[str, Any]:
+        done = self.kubectl("get", "pod", "-n", namespace, name, "-o", "json", check=False)
+        return dict(json.loads(done.stdout)) if done.returncode == 0 else {"metadata": {}, "status": {}}
+
+    def login(self, script: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """A shell on the login pod (as root: the Slurm clients as an administrator would run them)."""
+        return self.kubectl("exec", "-n", NS, "deploy/research-login", "-c", "sshd", "--", "bash", "-c", script,
+                            check=check)  # fmt: skip
+
+    def sbatch(self, options: str) -> str:
+        """`sbatch --parsable OPTIONS` on login: the job id. Retried for a minute: right after nodes
+        register, slurmctld reconfigures (topology.conf follows the Nodes) and may briefly refuse
+        a request naming them ("Requested node configuration is not available")."""
+        done = wait_for(
+            f"sbatch {options}",
+            lambda: self.login(f"sbatch --parsable -o /dev/null {options}", check=False),
+            lambda d: d.returncode == 0,
+            60,
+            self,
+        )
+        return done.stdout.strip()
+
     def sh(self, script: str, container: str = "slurmctld", check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.kubectl(
             "exec", "-n", NS, "research-controller-0", "-c", container, "--", "sh", "-c", script, check=check
         )
+
+
+def wait_for(
+    what: str, probe: Callable[[], T], done: Callable[[T], bool], timeout: float, cluster: Cluster | None = None
+) -> T:
+    """probe() until done(value) holds; else fail naming `what`, the last value and the pods."""
+    deadline = time.monotonic() + timeout
+    value = probe()
+    while not done(value):
+        if time.monotonic() > deadline:
+            pods = cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout if cluster else ""
+            pytest.fail(f"{what}: not after {timeout:.0f} s; last: {str(value)[:2000]}\n{pods}")
+        time.sleep(2)
+        value = probe()
+    return value
 
 
 @pytest.fixture(scope="module")
@@ -202,26 +245,307 @@ def test_no_packet_leaves_the_clusters_namespaces(cluster: Cluster) -> None:
 
 
 def test_the_operator_creates_slurmd_pods_that_join_slurm(cluster: Cluster) -> None:
-    """The runtime image's operator (in its own pod, with its ServiceAccount token) creates the cpu
-    NodeSet's slurmd pods; they register, the NodeSet's status counts them idle (read from Slurm)
-    and sinfo on the login pod shows them."""
-    deadline = time.monotonic() + 480
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        nodeset = cluster.kubectl("get", "nodeset", "-n", NS, "research-cpu", "-o", "json", check=False)
-        status = json.loads(nodeset.stdout).get("status") or {} if nodeset.returncode == 0 else {}
-        if status.get("idle") == 2:
-            break
-        time.sleep(5)
-    else:
-        pods = cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-        operator = cluster.kubectl("logs", "-n", "sunk-system", "deploy/sunk-operator", "--tail=20", check=False).stdout
-        pytest.fail(f"the cpu NodeSet's nodes are not idle in Slurm: {status}\n{pods}\n{operator}")
-    for name in ("research-cpu-0", "research-cpu-1"):
+    """The runtime image's operator (in its own pod, with its ServiceAccount token, authorized by
+    the render's RBAC) creates both NodeSets' slurmd pods; they register, each NodeSet's status
+    counts them idle (read from Slurm) and sinfo on the login pod shows them."""
+    for nodeset in ("research-cpu", "research-gpu"):
+
+        def status(nodeset: str = nodeset) -> dict[str, Any]:
+            return _nodeset_status(cluster, nodeset)
+
+        found = wait_for(f"NodeSet {nodeset} idle in Slurm", status, lambda s: s.get("idle") == 2, 480, cluster)
+        assert found["idle"] == 2
+    for name in ("research-cpu-0", "research-cpu-1", "research-gpu-0", "research-gpu-1"):
         pod = json.loads(cluster.kubectl("get", "pod", "-n", NS, name, "-o", "json").stdout)
         assert pod["metadata"]["ownerReferences"][0]["kind"] == "NodeSet"
-    login = ("exec", "-n", NS, "deploy/research-login", "-c", "sshd", "--")
-    assert cluster.kubectl(*login, "sinfo", "-h", "-p", "batch", "-o", "%T %N").stdout.split() == ["idle", "cpu-[0-1]"]
+    assert cluster.login("sinfo -h -p batch -o '%T %N'").stdout.split() == ["idle", "cpu-[0-1],gpu-[0-1]"]
+
+
+def _nodeset_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    done = cluster.kubectl("get", "nodeset", "-n", NS, name, "-o", "json", check=False)
+    return (json.loads(done.stdout).get("status") or {}) if done.returncode == 0 else {}
+
+
+def test_each_slurmd_pod_has_a_node_of_its_nodesets_pool_and_gpu_nodes_their_devices(cluster: Cluster) -> None:
+    """The Nodes come from the stack: a system Node for the control plane, and per NodeSet Nodes
+    with the labels, taints and capacity it asks for; the GPU NodeSet's pods (nodeSelector on the
+    instance type, a toleration of the GPU taint) run on GPU Nodes, whose discovery labels and
+    device files slurmd registers as the node's GRES."""
+    nodes = {
+        n["metadata"]["name"]: n for n in json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    }
+    placed = {name: cluster.pod(name)["spec"]["nodeName"] for name in ("research-cpu-0", "research-cpu-1",
+                                                                        "research-gpu-0", "research-gpu-1")}  # fmt: skip
+    assert len(set(placed.values())) == 4  # one slurmd pod per Node
+    for pod, node in placed.items():
+        labels = nodes[node]["metadata"]["labels"]
+        assert labels["local.sunk.dev/pool"] == pod.rsplit("-", 1)[0]
+    gpu_node = nodes[placed["research-gpu-0"]]
+    assert gpu_node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "H100x8"
+    assert gpu_node["metadata"]["labels"]["nvidia.com/gpu.count"] == "2"
+    assert {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"} in gpu_node["spec"]["taints"]
+    assert cluster.pod("research-controller-0")["spec"]["nodeName"] == "local-system"
+    gpu = ("exec", "-n", NS, "research-gpu-0", "-c", "slurmd", "--", "sh", "-c", "ls /dev/nvidia*")
+    assert cluster.kubectl(*gpu).stdout.split() == ["/dev/nvidia0", "/dev/nvidia1"]
+    gres = cluster.login("sinfo -h -N -n gpu-0 -o '%G'").stdout.strip()
+    assert gres.startswith("gpu:h100:2"), gres
+
+
+def test_a_two_node_job_from_login_completes_and_is_in_sacct(cluster: Cluster) -> None:
+    job = cluster.sbatch("-p batch -w cpu-[0-1] --wrap 'srun hostname'")
+    state = wait_for(
+        f"job {job} in sacct",
+        lambda: cluster.login(f"sacct -n -X -j {job} -o State,NNodes,NodeList%40 -P", check=False).stdout.strip(),
+        lambda line: line.startswith(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")),
+        180,
+        cluster,
+    )
+    assert state == "COMPLETED|2|cpu-[0-1]", state
+
+
+def _squeue(cluster: Cluster, job: str) -> str:
+    return cluster.login(f"squeue -h -j {job} -o '%T %N'", check=False).stdout.strip()
+
+
+def test_a_pod_placed_by_slurm_runs_beside_a_slurm_job(cluster: Cluster, tmp_path: Path) -> None:
+    """A Slurm job holds one GPU node whole; a pod with sunk's schedulerName asking for a GPU gets
+    a placeholder job, which Slurm places on the other GPU node; the pod is bound to that node's
+    Kubernetes Node, its container starts (its log says so) with one of the Node's GPUs, and
+    squeue shows the placeholder beside the job."""
+    job = cluster.sbatch("-p gpu -N1 --exclusive --wrap 'sleep 600'")
+    try:
+        running = wait_for(f"job {job} running", lambda: _squeue(cluster, job), lambda s: s.startswith("RUNNING "),
+                           120, cluster)  # fmt: skip
+        job_node = running.split()[1]
+        image = cluster.pod("research-gpu-0")["spec"]["containers"][0]["image"]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "inference", "namespace": NS},
+            "spec": {
+                "schedulerName": "sunk-scheduler",
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "server",
+                        "image": image,
+                        "command": ["sh", "-c", 'echo "inference server started on GPUs $NVIDIA_VISIBLE_DEVICES"; '
+                                    "exec sleep 600"],
+                        "resources": {
+                            "requests": {"cpu": "1", "memory": "1Gi"},
+                            "limits": {"memory": "1Gi", "nvidia.com/gpu": "1"},
+                        },
+                    }
+                ],
+            },
+        }  # fmt: skip
+        manifest = tmp_path / "inference.json"
+        manifest.write_text(json.dumps(pod))
+        cluster.kubectl("apply", "-f", str(manifest))
+        bound = wait_for(
+            "the inference pod running",
+            lambda: cluster.pod("inference"),
+            lambda p: (p.get("status") or {}).get("phase") == "Running",
+            180,
+            cluster,
+        )
+        annotations = bound["metadata"]["annotations"]
+        slurm_node = annotations["slurm.sunk.dev/slurm-node"]
+        assert slurm_node != job_node and slurm_node.startswith("gpu-")
+        slurmd_pod = cluster.pod(f"research-{slurm_node}")
+        assert bound["spec"]["nodeName"] == slurmd_pod["spec"]["nodeName"]
+        logs = wait_for(
+            "the inference pod's log",
+            lambda: cluster.kubectl("logs", "-n", NS, "inference", check=False).stdout,
+            lambda text: "inference server started" in text,
+            30,
+            cluster,
+        )
+        assert logs.strip() == "inference server started on GPUs 0"
+        placeholder = annotations["slurm.sunk.dev/job-id"]
+        queue = cluster.login("squeue -h -o '%i %T %N'").stdout.split("\n")
+        assert f"{placeholder} RUNNING {slurm_node}" in queue and f"{job} RUNNING {job_node}" in queue
+    finally:
+        cluster.kubectl("delete", "pod", "-n", NS, "inference", "--ignore-not-found", "--wait=false", check=False)
+        cluster.login(f"scancel {job}", check=False)
+
+
+def test_cordon_drains_the_node_in_slurm_and_uncordon_resumes_it(cluster: Cluster) -> None:
+    node = cluster.pod("research-cpu-1")["spec"]["nodeName"]
+    cluster.kubectl("cordon", node)
+    try:
+        drained = wait_for(
+            "cpu-1 drained in Slurm",
+            lambda: cluster.login("sinfo -h -N -n cpu-1 -o '%T|%E'").stdout.strip(),
+            lambda line: line.startswith("drain"),
+            90,
+            cluster,
+        )
+        assert drained.split("|")[1].startswith("sunk:"), drained  # the syncer's reason
+    finally:
+        cluster.kubectl("uncordon", node)
+    wait_for(
+        "cpu-1 idle again",
+        lambda: cluster.login("sinfo -h -N -n cpu-1 -o '%T'").stdout.strip(),
+        lambda state: state == "idle",
+        90,
+        cluster,
+    )
+
+
+def _cpu_pods(cluster: Cluster) -> list[str]:
+    listed = cluster.kubectl("get", "pods", "-n", NS, "-l", "slurm.sunk.dev/nodeset=cpu", "-o", "json").stdout
+    return sorted(
+        p["metadata"]["name"] for p in json.loads(listed)["items"] if not p["metadata"].get("deletionTimestamp")
+    )
+
+
+def test_scaling_a_nodeset_adds_a_slurmd_and_scaling_down_waits_for_a_job(cluster: Cluster) -> None:
+    """Up: a third slurmd pod, on the pool's spare Node, registers. Down while a job runs on every
+    node: the operator drains one node for the scale-in and removes its pod only once the job is
+    done."""
+    cluster.kubectl("scale", "nodeset", "-n", NS, "research-cpu", "--replicas=3")
+    wait_for(
+        "cpu-2 idle in Slurm",
+        lambda: cluster.login("sinfo -h -N -n cpu-2 -o '%T'", check=False).stdout.strip(),
+        lambda state: state == "idle",
+        240,
+        cluster,
+    )
+    assert cluster.pod("research-cpu-2")["spec"]["nodeName"] == "local-research-cpu-2"  # the pool's spare
+    job = cluster.sbatch("-p batch -w cpu-[0-2] --wrap 'srun sleep 30'")
+    wait_for(f"job {job} running", lambda: _squeue(cluster, job), lambda s: s.startswith("RUNNING"), 60, cluster)
+    cluster.kubectl("scale", "nodeset", "-n", NS, "research-cpu", "--replicas=2")
+    drained = wait_for(
+        "a cpu node drained for the scale-in",
+        lambda: cluster.login("sinfo -h -N -p batch -o '%N %T %E'").stdout,
+        lambda text: "scale-in" in text,
+        60,
+        cluster,
+    )
+    victim = next(line.split()[0] for line in drained.splitlines() if "scale-in" in line)
+    assert _squeue(cluster, job).startswith("RUNNING")
+    assert f"research-{victim}" in _cpu_pods(cluster)  # the job still runs there: the pod stays
+    wait_for("the scale-in done", lambda: _cpu_pods(cluster), lambda pods: len(pods) == 2, 180, cluster)
+    assert f"research-{victim}" not in _cpu_pods(cluster)
+    assert cluster.login(f"sacct -n -X -j {job} -o State -P").stdout.strip() == "COMPLETED"
+
+
+def test_slurmctld_recreated_keeps_running_and_pending_jobs(cluster: Cluster) -> None:
+    running = cluster.sbatch("-w cpu-0 --wrap 'sleep 300'")
+    pending = cluster.sbatch("--hold --wrap true")
+    try:
+        wait_for(f"job {running} running", lambda: _squeue(cluster, running), lambda s: s.startswith("RUNNING"), 60,
+                 cluster)  # fmt: skip
+        old = cluster.pod("research-controller-0")["metadata"]["uid"]
+        cluster.kubectl("delete", "pod", "-n", NS, "research-controller-0", timeout=180)
+        wait_for(
+            "a new slurmctld pod Ready",
+            lambda: cluster.pod("research-controller-0"),
+            lambda p: p["metadata"]["uid"] != old and _pod_ready(p),
+            240,
+            cluster,
+        )
+        queue = wait_for(
+            "slurmctld answering",
+            lambda: cluster.login("squeue -h -o '%i %T'", check=False).stdout,
+            lambda text: running in text,
+            60,
+            cluster,
+        )
+        assert f"{running} RUNNING" in queue and f"{pending} PENDING" in queue
+    finally:
+        cluster.login(f"scancel {running} {pending}", check=False)
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def test_crash_loops_count_restarts_and_an_unbuilt_image_says_so(cluster: Cluster) -> None:
+    image = cluster.pod("research-controller-0")["spec"]["containers"][0]["image"]
+    cluster.kubectl("run", "crash", "-n", "default", f"--image={image}", "--restart=Always", "--command", "--",
+                    "sh", "-c", "echo crashing; exit 3")  # fmt: skip
+    cluster.kubectl("run", "unbuilt", "-n", "default", "--image=ghcr.io/sunk-dev/nothing-such:1.0")
+    try:
+        crash = wait_for(
+            "crash in CrashLoopBackOff after two restarts",
+            lambda: cluster.pod("crash", "default"),
+            lambda p: (
+                _main_status(p).get("restartCount", 0) >= 2
+                and (_main_status(p).get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+            ),
+            120,
+            cluster,
+        )
+        assert _main_status(crash)["lastState"]["terminated"]["exitCode"] == 3
+        table = cluster.kubectl("get", "pod", "-n", "default", "crash", "--no-headers").stdout.split()
+        assert table[2] == "CrashLoopBackOff" and int(table[3]) >= 2
+        assert cluster.kubectl("logs", "-n", "default", "crash", "--previous").stdout == "crashing\n"
+        unbuilt = wait_for(
+            "unbuilt's pull error",
+            lambda: cluster.pod("unbuilt", "default"),
+            lambda p: (_main_status(p).get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull",
+            60,
+            cluster,
+        )
+        message = _main_status(unbuilt)["state"]["waiting"]["message"]
+        assert "ghcr.io/sunk-dev/nothing-such:1.0" in message and "sunk images build" in message
+    finally:
+        cluster.kubectl("delete", "pod", "-n", "default", "crash", "unbuilt", "--grace-period=0", "--force",
+                        check=False)  # fmt: skip
+
+
+def _main_status(pod: dict[str, Any]) -> dict[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+    return dict(statuses[0])
+
+
+def test_a_service_account_gets_403_for_what_its_roles_do_not_allow(cluster: Cluster) -> None:
+    """The syncer's own token (mounted in its pod) reads Nodes, as its ClusterRole allows, and is
+    refused the Secrets of its namespace, which no binding of it allows: a 403 naming both."""
+    syncer = ("exec", "-n", NS, "deploy/research-syncer", "--")
+    token = cluster.kubectl(*syncer, "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token").stdout.strip()
+    assert cluster.kubectl("--token", token, "get", "nodes").returncode == 0
+    refused = cluster.kubectl("--token", token, "get", "secrets", "-n", NS, check=False)
+    assert refused.returncode == 1
+    assert (
+        f'secrets is forbidden: User "system:serviceaccount:{NS}:research-syncer" cannot list resource "secrets" '
+        f'in API group "" in the namespace "{NS}"'
+    ) in refused.stderr
+
+
+def _slurmd_pods(cluster: Cluster) -> dict[str, tuple[str, int]]:
+    """name -> (uid, slurmd's restart count) of every slurmd pod."""
+    listed = cluster.kubectl("get", "pods", "-n", NS, "-l", "app.kubernetes.io/component=slurmd", "-o", "json")
+    return {
+        p["metadata"]["name"]: (p["metadata"]["uid"], _main_status(p).get("restartCount", 0))
+        for p in json.loads(listed.stdout)["items"]
+    }
+
+
+def test_a_new_partition_applied_with_sunk_local_apply_reaches_slurmctld_and_no_slurmd_restarts(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.acme-dev.yaml").read_text())
+    stack["config"]["sunk:cluster"]["partitions"].append({"name": "debug", "nodesets": ["cpu"], "maxTime": "1:00:00"})
+    changed = tmp_path / "Pulumi.acme-dev.yaml"
+    changed.write_text(yaml.safe_dump(stack, sort_keys=False))
+    before = _slurmd_pods(cluster)
+    assert len(before) == 4
+    done = _sunk("local", "apply", str(changed), env=cluster.env)
+    assert done.returncode == 0, done.stderr
+    assert "configmap/research-slurm-conf configured" in done.stdout.splitlines()
+    assert not any(line.startswith("nodeset.") for line in done.stdout.splitlines())  # no NodeSet changed
+    wait_for(
+        "partition debug in sinfo",
+        lambda: cluster.login("sinfo -h -p debug -o '%P %T'", check=False).stdout.split(),
+        lambda words: words == ["debug", "idle"],
+        120,
+        cluster,
+    )
+    assert _slurmd_pods(cluster) == before
 
 
 def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
