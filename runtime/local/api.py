@@ -5,7 +5,7 @@ Served: discovery (/api, /apis and each group version, CRDs' kinds included), /v
 `openapi_v3`), create/get/list/watch/update/patch/delete of every resource in resources.py,
 the status and scale subresources, server-side printing (kubectl's tables) and, through the
 node agent, pods/log (follow too) and pods/exec over WebSocket (the v5 and v4 channel
-protocols kubectl 1.32 tries first).
+protocols kubectl 1.32 tries first), with a terminal for `kubectl exec -it`.
 
 Every request needs a bearer token from `tokens` (kubectl's comes from the kubeconfig); a missing
 or unknown one gets 401. Requests for resources are then authorized by the RBAC objects in the
@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import os
 import ssl
+import struct
+import termios
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -609,37 +613,11 @@ class ApiServer:
         ws = aiohttp.web.WebSocketResponse(protocols=protocols)
         await ws.prepare(request)
         stdin = request.query.get("stdin") in ("true", "1")
-        proc = await asyncio.create_subprocess_exec(
-            *self.agent.exec_argv(pod, container, command),
-            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-
-        async def pump(stream: asyncio.StreamReader | None, channel: int) -> None:
-            assert stream is not None
-            while chunk := await stream.read(65536):
-                await ws.send_bytes(bytes([channel]) + chunk)
-
-        async def feed() -> None:
-            assert proc.stdin is not None
-            async for message in ws:
-                if message.type != aiohttp.WSMsgType.BINARY or not message.data:
-                    continue
-                channel, data = message.data[0], message.data[1:]
-                if channel == 0 and data:
-                    proc.stdin.write(data)
-                    await proc.stdin.drain()
-                elif channel == 255 and data[:1] == b"\x00":  # v5: the client closed stdin
-                    proc.stdin.close()
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
-
-        feeder = asyncio.create_task(feed()) if stdin else None
-        await asyncio.gather(pump(proc.stdout, 1), pump(proc.stderr, 2))
-        code = await proc.wait()
-        if feeder is not None:
-            feeder.cancel()
+        argv = self.agent.exec_argv(pod, container, command)
+        if request.query.get("tty") in ("true", "1"):
+            code = await _exec_tty(ws, argv)
+        else:
+            code = await _exec_pipes(ws, argv, stdin)
         if code == 0:
             result: Obj = {"metadata": {}, "status": "Success"}
         else:
@@ -653,6 +631,95 @@ class ApiServer:
         await ws.send_bytes(b"\x03" + json.dumps(result).encode())
         await ws.close()
         return ws
+
+
+async def _exec_pipes(ws: aiohttp.web.WebSocketResponse, argv: list[str], stdin: bool) -> int:
+    """A command with stdin (channel 0), stdout (1) and stderr (2) as pipes; its exit status."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+    async def pump(stream: asyncio.StreamReader | None, channel: int) -> None:
+        assert stream is not None
+        while chunk := await stream.read(65536):
+            await ws.send_bytes(bytes([channel]) + chunk)
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        async for message in ws:
+            if message.type != aiohttp.WSMsgType.BINARY or not message.data:
+                continue
+            channel, data = message.data[0], message.data[1:]
+            if channel == 0 and data:
+                proc.stdin.write(data)
+                await proc.stdin.drain()
+            elif channel == 255 and data[:1] == b"\x00":  # v5: the client closed stdin
+                proc.stdin.close()
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
+
+    feeder = asyncio.create_task(feed()) if stdin else None
+    await asyncio.gather(pump(proc.stdout, 1), pump(proc.stderr, 2))
+    code = await proc.wait()
+    if feeder is not None:
+        feeder.cancel()
+    return code
+
+
+async def _exec_tty(ws: aiohttp.web.WebSocketResponse, argv: list[str]) -> int:
+    """`kubectl exec -it`: the command on a new pseudo-terminal (its controlling terminal, as a
+    container runtime gives one), stdin from channel 0, the terminal's output on channel 1, and
+    window sizes from channel 4 ({"Width", "Height"}); its exit status."""
+    master, slave = os.openpty()
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "SUNK_LOCAL_TTY": "1"}
+    )
+    os.close(slave)
+    loop = asyncio.get_running_loop()
+    output: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every process holding the terminal is gone
+            chunk = b""
+        if not chunk:
+            loop.remove_reader(master)
+        output.put_nowait(chunk)
+
+    loop.add_reader(master, readable)
+
+    async def pump() -> None:
+        while chunk := await output.get():
+            await ws.send_bytes(b"\x01" + chunk)
+
+    async def feed() -> None:
+        async for message in ws:
+            if message.type != aiohttp.WSMsgType.BINARY or not message.data:
+                continue
+            channel, data = message.data[0], message.data[1:]
+            if channel == 0 and data:
+                with contextlib.suppress(OSError):
+                    os.write(master, data)
+            elif channel == 4 and data:
+                with contextlib.suppress(ValueError, OSError):
+                    size = json.loads(data)
+                    winsize = struct.pack("HHHH", int(size.get("Height", 24)), int(size.get("Width", 80)), 0, 0)
+                    fcntl.ioctl(master, termios.TIOCSWINSZ, winsize)
+
+    feeder = asyncio.create_task(feed())
+    try:
+        await pump()
+        code = await proc.wait()
+    finally:
+        feeder.cancel()
+        with contextlib.suppress(ValueError, OSError):
+            loop.remove_reader(master)
+        os.close(master)
+    return code
 
 
 def _patch_kind(content_type: str) -> str:

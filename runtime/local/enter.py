@@ -16,13 +16,16 @@ Not modelled: seccomp profiles, AppArmor and SELinux labels, user namespaces.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import sys
+import termios
 
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
-MS_RDONLY, MS_REMOUNT, MS_BIND = 1, 32, 4096
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+CLONE_NEWNS = 0x00020000
 CAPABILITIES = [
     "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
     "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
@@ -39,6 +42,19 @@ def _fail(message: str) -> None:
     raise SystemExit(128)
 
 
+def _terminal_inside(libc: ctypes.CDLL, root: str) -> None:
+    """The terminal's device at its own path in the container's /dev (ttyname finds it there, as
+    under a runtime's devpts), bound in a mount namespace of this process alone."""
+    device = os.ttyname(0)
+    if libc.unshare(CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return
+    target = root + device
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "a"):
+        pass
+    libc.mount(device.encode(), target.encode(), None, MS_BIND, None)
+
+
 def main(argv: list[str]) -> None:
     with open(argv[1]) as handle:
         spec = json.load(handle)
@@ -46,6 +62,11 @@ def main(argv: list[str]) -> None:
         spec["argv"] = argv[2:]
     libc = ctypes.CDLL(None, use_errno=True)
     root = spec["root"]
+    if os.environ.get("SUNK_LOCAL_TTY") and os.isatty(0):  # `kubectl exec -it`: its terminal controls it
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        spec["env"].setdefault("TERM", "xterm")
+        _terminal_inside(libc, root)
     if spec.get("readOnlyRoot") and libc.mount(None, root.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
         _fail(f"read-only root: {os.strerror(ctypes.get_errno())}")
     with open("/proc/sys/kernel/cap_last_cap") as handle:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
+import select
 import socket
 import subprocess
 import sys
@@ -197,6 +199,34 @@ def test_logs_and_exec_exit_codes(cluster: Cluster) -> None:
     assert "Running as primary controller" in logs
     failed = cluster.sh("echo out; echo err >&2; exit 3", check=False)
     assert failed.returncode == 3 and failed.stdout == "out\n" and failed.stderr.startswith("err\n")
+
+
+def test_exec_it_gives_the_command_a_terminal(cluster: Cluster) -> None:
+    """`kubectl exec -it` from a terminal (a pseudo-terminal here): the shell in the container has a
+    terminal of its own as its controlling one, reads what is typed, and its exit status is kubectl's."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: kubectl on the terminal
+        argv = ["kubectl", "--kubeconfig", cluster.kubeconfig, "exec", "-it", "-n", NS, "research-controller-0",
+                "-c", "slurmctld", "--", "bash", "--norc"]  # fmt: skip
+        os.execvp(argv[0], argv)
+    os.write(fd, b"tty; test -t 0 && echo interactive; echo $((6 * 7)); exit 3\n")
+    out = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: kubectl has exited
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 3, text
+    assert "/dev/pts/" in text and "interactive" in text and "42" in text, text
 
 
 def test_the_render_applies_a_second_time_unchanged(cluster: Cluster, marker: str) -> None:
