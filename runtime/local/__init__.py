@@ -9,6 +9,7 @@ It is not a Kubernetes distribution. Its parts, each a module with its own limit
   from the render, or a file);
 - agent.py: the node agent (pods in namespaces of their own, on a bridge: net.py), with
   container.py deciding what runs and volumes.py the volumes; enter.py starts each container;
+- ports.py: NodePort and LoadBalancer Services on 127.0.0.1;
 - offcluster.py: every difference from a real cluster a pod can see, with its reason;
 - cluster.py: the process holding them; cli.py: `sunk local up|status|kubeconfig|down`.
 

@@ -26,6 +26,7 @@ from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
 from .images import Images
+from .ports import Ports
 from .store import Store
 
 log = logging.getLogger("sunk.local")
@@ -113,6 +114,8 @@ async def serve(workdir: Path, project: str) -> None:
         agent.start()
         dns_transport = await dns.serve(network.gateway, agent.dns_table)
         Controllers(store).start()
+        ports = Ports(store)
+        ports.start()
         kubeconfig = workdir / "kubeconfig"
         fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -127,6 +130,7 @@ async def serve(workdir: Path, project: str) -> None:
         await stop.wait()
         log.info("stopping")
         dns_transport.close()
+        ports.close()
     finally:
         store.close_watches()
         if agent is not None:

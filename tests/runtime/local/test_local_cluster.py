@@ -229,6 +229,30 @@ def test_exec_it_gives_the_command_a_terminal(cluster: Cluster) -> None:
     assert "/dev/pts/" in text and "interactive" in text and "42" in text, text
 
 
+def test_a_load_balancer_service_reaches_login_over_ssh_on_loopback(cluster: Cluster) -> None:
+    """The login Service made a LoadBalancer: a nodePort on 127.0.0.1 whose connections reach the
+    login pod's sshd (the handshake completes; this test holds no authorized key)."""
+    login = ("-n", NS, "service/research-login")
+    cluster.kubectl("patch", *login, "-p", '{"spec": {"type": "LoadBalancer"}}')
+    try:
+        service = wait_for(
+            "a nodePort and an ingress for the login Service",
+            lambda: json.loads(cluster.kubectl("get", *login, "-o", "json").stdout),
+            lambda s: bool((s.get("status") or {}).get("loadBalancer", {}).get("ingress")),
+            30,
+            cluster,
+        )
+        assert service["status"]["loadBalancer"]["ingress"] == [{"ip": "127.0.0.1"}]
+        port = service["spec"]["ports"][0]["nodePort"]
+        options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+        done = subprocess.run(
+            ["ssh", *options, "-p", str(port), "nobody@127.0.0.1", "true"], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 255 and "Permission denied (publickey" in done.stderr, done.stderr
+    finally:
+        cluster.kubectl("patch", *login, "-p", '{"spec": {"type": "ClusterIP"}}', check=False)
+
+
 def test_the_render_applies_a_second_time_unchanged(cluster: Cluster, marker: str) -> None:
     """Unchanged but two: kubectl resends the PodDisruptionBudget's selector (see test_kubectl.py),
     and the topology ConfigMap, which the render creates and the operator then rewrites from the
