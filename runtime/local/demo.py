@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -64,7 +65,7 @@ class Demo:
         briefly refuse a request for them)."""
         done = self.wait(
             f"sbatch {options}",
-            lambda: self.login(f"sbatch --parsable {options} || echo refused", check=False).strip(),
+            lambda: self.login(f"sbatch --parsable {options} 2>&1", check=False).strip(),
             lambda out: out.isdigit(),
             60,
         )
@@ -111,7 +112,7 @@ class Demo:
         return dict(found.get("status") or {})
 
     def two_node_job(self) -> None:
-        job = self.sbatch(f"-N2 -J sunk-demo -o /tmp/%j.out --wrap '{SAMPLE_JOB}'")
+        job = self.sbatch(f"-N2 -J sunk-demo -o /tmp/%j.out --wrap {shlex.quote(SAMPLE_JOB)}")
         fields = "JobID,JobName,Partition,NodeList,AllocCPUS,State,Elapsed"
         line = self.wait(
             f"job {job} in sacct",
