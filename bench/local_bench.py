@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from sunk.runtime.testing.goals import goal
+from tests.support.goals import goal
 
 ROOT = Path(__file__).resolve().parents[1]
 

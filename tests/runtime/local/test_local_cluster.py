@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from tests.support import waiting
+
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -123,16 +125,19 @@ class Cluster:
 def wait_for(
     what: str, probe: Callable[[], T], done: Callable[[T], bool], timeout: float, cluster: Cluster | None = None
 ) -> T:
-    """probe() until done(value) holds; else fail naming `what`, the last value and the pods."""
-    deadline = time.monotonic() + timeout
-    value = probe()
-    while not done(value):
-        if time.monotonic() > deadline:
-            pods = cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout if cluster else ""
-            pytest.fail(f"{what}: not after {timeout:.0f} s; last: {str(value)[:2000]}\n{pods}")
-        time.sleep(2)
-        value = probe()
-    return value
+    """probe() until done(value) holds (the suite's one wait_for, every 2 s: each probe is a kubectl
+    or Slurm command); else fail naming `what`, the last value and every pod of the cluster."""
+    seen: list[T] = []
+
+    def check() -> tuple[T] | None:
+        seen[:] = [probe()]
+        return (seen[0],) if done(seen[0]) else None
+
+    try:
+        return waiting.wait_for(what, check, timeout=timeout, interval=2)[0]
+    except AssertionError:
+        pods = cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout if cluster else ""
+        pytest.fail(f"{what}: not after {timeout:.0f} s; last: {str(seen[0] if seen else None)[:2000]}\n{pods}")
 
 
 @pytest.fixture(scope="module")
