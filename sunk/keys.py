@@ -136,6 +136,14 @@ def tenant_key(namespace: str, name: str) -> str:
     return f"{namespace}.{TENANT_PREFIX}/{name}"
 
 
+# --- the local cluster's Nodes (runtime/local/inventory.py) -------------------------------------
+LOCAL_POOL = PREFIX + "local-pool"
+"""Label of a local cluster's Node: `system`, or the NodeSet object whose pool it is."""
+LOCAL_COMPUTE = PREFIX + "local-compute"
+"""PreferNoSchedule taint of a local cluster's compute Nodes (value: the NodeSet object)."""
+LOCAL_DEVICES = PREFIX + "local-devices"
+"""Annotation of a local cluster's Node: its GPUs' device files, comma-separated."""
+
 # --- Secret and ConfigMap keys ----------------------------------------------------------------
 MUNGE_KEY = "munge.key"
 SLURM_KEY = "slurm.key"

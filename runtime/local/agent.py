@@ -121,7 +121,7 @@ class Agent:
         self.issuer = issuer
         self.pods: dict[str, PodRunner] = {}
         self.devices: dict[str, dict[str, list[str]]] = {}
-        """Node name -> pod uid -> the device files (inventory.DEVICES_ANNOTATION) given to that pod."""
+        """Node name -> pod uid -> the device files (keys.LOCAL_DEVICES) given to that pod."""
         self._free = list(range(250))
         self._pods = store.resource("v1/pods")
         self._dirty = asyncio.Event()

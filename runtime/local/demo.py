@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sunk import keys
 from sunk.spec.nodeset import SHARED_FEATURE
 
 from . import cli
@@ -122,7 +123,7 @@ class Demo:
         )
         state, nodes = line.split("|")
         first = self.login(f"scontrol show hostnames {nodes} | head -1").strip()
-        pods = self.objects("pods", f"slurm.sunk.dev/node={first}")
+        pods = self.objects("pods", f"{keys.NODE}={first}")
         output = self.kubectl("exec", "-n", self.namespace, pods[0]["metadata"]["name"], "-c", "slurmd", "--",
                               "cat", f"/tmp/{job}.out", check=False) if pods else ""  # fmt: skip
         _section(f"a 2-node job from login: job {job} {state}", output)
@@ -199,7 +200,7 @@ class Demo:
         if not pods:
             raise DemoFailed("no slurmd pod to drain")
         pod = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
-        node, slurm_node = pod["spec"]["nodeName"], pod["metadata"]["labels"]["slurm.sunk.dev/node"]
+        node, slurm_node = pod["spec"]["nodeName"], pod["metadata"]["labels"][keys.NODE]
         print(self.kubectl("cordon", node).strip())
         try:
             line = self.wait(
@@ -236,7 +237,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         namespaces = json.loads(cli._kubectl(state, "get", "nodesets", "-A", "-o", "json").stdout)["items"]
         namespace = namespaces[0]["metadata"]["namespace"] if namespaces else "default"
         demo = Demo(state, namespace)
-        _section("Nodes (derived from the stack)", demo.kubectl("get", "nodes", "-L", "local.sunk.dev/pool"))
+        _section("Nodes (derived from the stack)", demo.kubectl("get", "nodes", "-L", keys.LOCAL_POOL))
         nodesets = demo.nodes_idle()
         _section("pods", demo.kubectl("get", "pods", "-A", "-o", "wide"))
         demo.two_node_job()

@@ -15,9 +15,9 @@ Derived (`derive`), from what the rendered objects ask of the Nodes under them:
   for one slurmd pod (exclusive: what it requests; shared: the NodeSet's CPUs and memory beside
   slurmd's own). GPU NodeSets' Nodes get the labels NVIDIA GPU feature discovery writes
   (nvidia.com/gpu.present, .product, .count), an `nvidia.com/gpu` capacity, and device files
-  (DEVICES_ANNOTATION: `<devicePattern>0..N-1`) that the node agent binds into the containers
+  (keys.LOCAL_DEVICES: `<devicePattern>0..N-1`) that the node agent binds into the containers
   given them, as the NVIDIA device plugin does (fakes: /dev/null, which is all Slurm checks).
-  Each compute Node also carries a PreferNoSchedule taint (POOL_TAINT) so that the control plane's
+  Each compute Node also carries a PreferNoSchedule taint (keys.LOCAL_COMPUTE) so that the control plane's
   pods, which tolerate none of it, prefer the system pool while it has room, as on a cluster with
   a dedicated node pool; the default scheduler scores such taints (controllers.py).
 
@@ -36,6 +36,8 @@ from typing import Any, Literal
 import pydantic
 import yaml
 
+from sunk import keys
+
 from .container import ConfigError, quantity
 
 Obj = dict[str, Any]
@@ -44,11 +46,6 @@ ALL_MATCHING_NODES = 2
 """Nodes made for a NodeSet in all-matching-nodes mode (it has no replica count of its own)."""
 SPARE_NODES = 1
 """Nodes a NodeSet's pool has beyond its replicas: room for a scale-up or a replacement pod."""
-POOL_LABEL = "local.sunk.dev/pool"
-"""Which pool a Node belongs to: `system`, or the NodeSet object's name."""
-POOL_TAINT = "local.sunk.dev/compute"
-DEVICES_ANNOTATION = "local.sunk.dev/devices"
-"""Comma-separated device files of a Node's GPUs (the node agent binds them into containers)."""
 GPU_RESOURCE = "nvidia.com/gpu"
 SYSTEM_MARGIN_MILLICORES, SYSTEM_MARGIN_MIB = 500, 1024
 """Room on each system Node beyond its pods and one replacement: a test's or a user's small pod."""
@@ -81,7 +78,7 @@ def node(
     }
     devices = list(devices)
     if devices:
-        metadata["annotations"] = {DEVICES_ANNOTATION: ",".join(devices)}
+        metadata["annotations"] = {keys.LOCAL_DEVICES: ",".join(devices)}
     sizes = {"pods": "110", **capacity}
     return {
         "metadata": metadata,
@@ -109,7 +106,7 @@ def node(
 
 def default() -> list[Obj]:
     """The inventory without a render: one large Node for everything."""
-    return [node(DEFAULT_NODE, {"cpu": "64", "memory": "256Gi"}, {POOL_LABEL: "system"})]
+    return [node(DEFAULT_NODE, {"cpu": "64", "memory": "256Gi"}, {keys.LOCAL_POOL: "system"})]
 
 
 # -- from a render (pure) -----------------------------------------------------------------------
@@ -224,7 +221,7 @@ def _system_pools(objects: list[Obj]) -> list[Obj]:
             "cpu": _cpu((cpu + largest_cpu) * 1000 + SYSTEM_MARGIN_MILLICORES),
             "memory": _memory((mem + largest_mem) / 2**20 + SYSTEM_MARGIN_MIB),
         }
-        nodes.append(node(name, capacity, {**dict(where), POOL_LABEL: "system"}, taints))
+        nodes.append(node(name, capacity, {**dict(where), keys.LOCAL_POOL: "system"}, taints))
     return nodes
 
 
@@ -250,9 +247,9 @@ def _compute_pool(nodeset: Obj) -> list[Obj]:
     }
     if spec.instance_type:
         labels.setdefault("node.kubernetes.io/instance-type", spec.instance_type)
-    keys = spec.topology.label_keys if spec.topology.plugin != "none" else []
-    for level, key in enumerate(keys):
-        labels[key] = "0" if level == 0 and len(keys) > 1 else spec.name
+    levels = spec.topology.label_keys if spec.topology.plugin != "none" else []
+    for level, key in enumerate(levels):
+        labels[key] = "0" if level == 0 and len(levels) > 1 else spec.name
     devices: list[str] = []
     if spec.gpus is not None:
         gpus = spec.gpus
@@ -263,9 +260,9 @@ def _compute_pool(nodeset: Obj) -> list[Obj]:
             "nvidia.com/gpu.product": f"NVIDIA-{gpus.type.upper()}",
             "nvidia.com/gpu.count": str(gpus.count),
         }
-    labels[POOL_LABEL] = cr_name
+    labels[keys.LOCAL_POOL] = cr_name
     tolerations = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
-    taints = [*_taints(tolerations), {"key": POOL_TAINT, "value": cr_name, "effect": "PreferNoSchedule"}]
+    taints = [*_taints(tolerations), {"key": keys.LOCAL_COMPUTE, "value": cr_name, "effect": "PreferNoSchedule"}]
     return [node(f"local-{cr_name}-{i}", capacity, labels, taints, devices) for i in range(count + SPARE_NODES)]
 
 
@@ -373,7 +370,7 @@ def allocate_devices(pod: Mapping[str, Any], node: Mapping[str, Any], taken: set
     """Container name -> the device files of `node` it gets, as a device plugin allocates them: a
     privileged container sees all of them; one that requests the GPU resource gets that many of
     those not `taken` (held by other pods on the Node)."""
-    files = [f for f in (node["metadata"].get("annotations") or {}).get(DEVICES_ANNOTATION, "").split(",") if f]
+    files = [f for f in (node["metadata"].get("annotations") or {}).get(keys.LOCAL_DEVICES, "").split(",") if f]
     if not files:
         return {}
     spec = pod.get("spec") or {}

@@ -13,6 +13,8 @@ from sunk.runtime.local.container import ConfigError
 from sunk.runtime.local.controllers import Controllers, score, unfit
 from sunk.runtime.local.store import Store
 
+from sunk import keys
+
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "manifests"
 
 
@@ -35,7 +37,7 @@ def test_acme_dev_gets_a_system_node_and_a_pool_per_nodeset_with_a_spare() -> No
 
     assert gres_type(labels["nvidia.com/gpu.product"]) == "h100"
     assert gpu["status"]["allocatable"]["nvidia.com/gpu"] == "2"
-    assert gpu["metadata"]["annotations"][inventory.DEVICES_ANNOTATION] == "/dev/nvidia0,/dev/nvidia1"
+    assert gpu["metadata"]["annotations"][keys.LOCAL_DEVICES] == "/dev/nvidia0,/dev/nvidia1"
     assert {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"} in gpu["spec"]["taints"]
     assert labels["topology.acme.example/leaf"] == "gpu" and labels["topology.acme.example/spine"] == "0"
     assert "taints" not in nodes["local-system"]["spec"]  # acme-dev places its roles nowhere in particular
@@ -66,7 +68,7 @@ def test_a_slurmd_pod_fits_its_pool_but_not_the_system_node() -> None:
 
 def test_acme_prod_system_pool_carries_the_taint_its_roles_tolerate() -> None:
     nodes = _nodes("acme-prod")
-    system = [n for n in nodes.values() if n["metadata"]["labels"][inventory.POOL_LABEL] == "system"]
+    system = [n for n in nodes.values() if n["metadata"]["labels"][keys.LOCAL_POOL] == "system"]
     dedicated = [n for n in system if n["metadata"]["labels"].get("node-role.acme.example/slurm-system") == "true"]
     assert len(dedicated) == 1
     taints = dedicated[0]["spec"]["taints"]
@@ -134,7 +136,7 @@ def test_a_nodes_file_replaces_the_inventory(tmp_path: Path) -> None:
     (big,) = inventory.from_file(path)
     assert big["metadata"]["labels"]["tier"] == "big" and big["status"]["allocatable"]["nvidia.com/gpu"] == "4"
     assert big["spec"]["taints"] == [{"key": "gpu", "value": "", "effect": "NoSchedule"}]
-    assert inventory.DEVICES_ANNOTATION in big["metadata"]["annotations"]
+    assert keys.LOCAL_DEVICES in big["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize(

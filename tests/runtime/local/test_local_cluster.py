@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from sunk import keys
 from tests.support import waiting
 
 pytestmark = pytest.mark.slurm
@@ -338,7 +339,7 @@ def test_each_slurmd_pod_has_a_node_of_its_nodesets_pool_and_gpu_nodes_their_dev
     assert len(set(placed.values())) == 4  # one slurmd pod per Node
     for pod, node in placed.items():
         labels = nodes[node]["metadata"]["labels"]
-        assert labels["local.sunk.dev/pool"] == pod.rsplit("-", 1)[0]
+        assert labels[keys.LOCAL_POOL] == pod.rsplit("-", 1)[0]
     gpu_node = nodes[placed["research-gpu-0"]]
     assert gpu_node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "H100x8"
     assert gpu_node["metadata"]["labels"]["nvidia.com/gpu.count"] == "2"
