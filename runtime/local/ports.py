@@ -37,33 +37,39 @@ def _ready(pod: Obj) -> bool:
     )
 
 
-def target_of(service: Mapping[str, Any], port: Mapping[str, Any], pods: list[Obj]) -> tuple[str, int] | None:
-    """(pod IP, container port) a connection to `port` of `service` goes to, or None."""
+def _members(service: Mapping[str, Any], pods: list[Obj]) -> list[Obj]:
+    """The Ready pods with an IP that the Service selects, by name."""
     selector = (service.get("spec") or {}).get("selector") or {}
     if not selector:
-        return None
+        return []
     namespace = service["metadata"]["namespace"]
-    members = sorted(
-        (
-            p
-            for p in pods
-            if p["metadata"]["namespace"] == namespace
-            and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
-            and _ready(p)
-            and (p.get("status") or {}).get("podIP")
-        ),
-        key=lambda p: p["metadata"]["name"],
-    )
+
+    def selected(p: Obj) -> bool:
+        labels = p["metadata"].get("labels") or {}
+        return p["metadata"]["namespace"] == namespace and all(labels.get(k) == v for k, v in selector.items())
+
+    found = [p for p in pods if selected(p) and _ready(p) and (p.get("status") or {}).get("podIP")]
+    return sorted(found, key=lambda p: p["metadata"]["name"])
+
+
+def _container_port(pod: Obj, name: str) -> int | None:
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for p in c.get("ports") or []:
+            if p.get("name") == name:
+                return int(p["containerPort"])
+    return None
+
+
+def target_of(service: Mapping[str, Any], port: Mapping[str, Any], pods: list[Obj]) -> tuple[str, int] | None:
+    """(pod IP, container port) a connection to `port` of `service` goes to, or None."""
+    members = _members(service, pods)
     if not members:
         return None
     pod = members[0]
     target = port.get("targetPort", port.get("port"))
     if isinstance(target, str) and not target.isdigit():
-        for c in (pod.get("spec") or {}).get("containers") or []:
-            for p in c.get("ports") or []:
-                if p.get("name") == target:
-                    return pod["status"]["podIP"], int(p["containerPort"])
-        return None
+        number = _container_port(pod, target)
+        return None if number is None else (pod["status"]["podIP"], number)
     return pod["status"]["podIP"], int(target)
 
 
@@ -106,33 +112,37 @@ class Ports:
     async def reconcile(self) -> None:
         wanted: dict[int, tuple[str, str]] = {}
         for svc in list(self.store.items(self.services)):
-            spec = svc.get("spec") or {}
-            if spec.get("type") not in EXPOSED:
+            if (svc.get("spec") or {}).get("type") in EXPOSED:
+                wanted |= self._allocate(svc, set(self.listeners) | set(wanted))
+        await self._listen(wanted)
+
+    def _allocate(self, svc: Obj, taken: set[int]) -> dict[int, tuple[str, str]]:
+        """nodePort -> (Service uid, port) of `svc`'s TCP ports, a free nodePort written into those
+        without one; a LoadBalancer's ingress."""
+        spec, meta = svc.get("spec") or {}, svc["metadata"]
+        ports = [dict(p) for p in spec.get("ports") or []]
+        wanted: dict[int, tuple[str, str]] = {}
+        changed = False
+        for p in ports:
+            if p.get("protocol", "TCP") != "TCP":
                 continue
-            ports = [dict(p) for p in spec.get("ports") or []]
-            changed = False
-            taken = {p for p in self.listeners} | set(wanted)
-            for p in ports:
-                if p.get("protocol", "TCP") != "TCP":
-                    continue
-                if not p.get("nodePort"):
-                    p["nodePort"] = next(n for n in NODE_PORTS if n not in taken and _free(n))
-                    changed = True
-                taken.add(int(p["nodePort"]))
-                wanted[int(p["nodePort"])] = (svc["metadata"]["uid"], str(p.get("name") or p.get("port")))
-            meta = svc["metadata"]
-            with contextlib.suppress(ApiError):
-                if changed:
-                    self.store.patch(
-                        self.services, meta["namespace"], meta["name"], "merge", {"spec": {"ports": ports}}
-                    )
-                ingress = [{"ip": "127.0.0.1"}]
-                if (
-                    spec.get("type") == "LoadBalancer"
-                    and (svc.get("status") or {}).get("loadBalancer", {}).get("ingress") != ingress
-                ):
-                    body = {"status": {"loadBalancer": {"ingress": ingress}}}
-                    self.store.patch(self.services, meta["namespace"], meta["name"], "merge", body, "status")
+            if not p.get("nodePort"):
+                p["nodePort"] = next(n for n in NODE_PORTS if n not in taken and _free(n))
+                changed = True
+            taken.add(int(p["nodePort"]))
+            wanted[int(p["nodePort"])] = (meta["uid"], str(p.get("name") or p.get("port")))
+        ingress = [{"ip": "127.0.0.1"}]
+        current = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+        with contextlib.suppress(ApiError):
+            if changed:
+                self.store.patch(self.services, meta["namespace"], meta["name"], "merge", {"spec": {"ports": ports}})
+            if spec.get("type") == "LoadBalancer" and current != ingress:
+                body = {"status": {"loadBalancer": {"ingress": ingress}}}
+                self.store.patch(self.services, meta["namespace"], meta["name"], "merge", body, "status")
+        return wanted
+
+    async def _listen(self, wanted: dict[int, tuple[str, str]]) -> None:
+        """Listeners for exactly the wanted nodePorts."""
         for port in [p for p in self.listeners if p not in wanted or self.listeners[p][1:] != wanted[p]]:
             server = self.listeners.pop(port)[0]
             server.close()

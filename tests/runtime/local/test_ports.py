@@ -64,4 +64,8 @@ def test_a_load_balancer_gets_a_node_port_on_loopback_that_reaches_its_pod() -> 
             ports.close()
             backend.close()
 
-    asyncio.run(main())
+    loop = asyncio.new_event_loop()  # not asyncio.run: it leaves the main thread without a loop for later tests
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
