@@ -115,7 +115,7 @@ def constraints(field: FieldInfo) -> str:
     and `value:` for a map's)."""
     said = [t for m in field.metadata for t in _describe(m)]
     said += _type_constraints(field.annotation, "")
-    return "; ".join(dict.fromkeys(said))
+    return "; ".join(dict.fromkeys(t.rstrip(".") for t in said))
 
 
 def _type_constraints(annotation: Any, prefix: str) -> list[str]:
