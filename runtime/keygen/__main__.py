@@ -20,8 +20,13 @@ log = logging.getLogger("sunk.keygen")
 
 class Settings(EnvSettings):
     namespace: str
+    """The tenant namespace the Secrets are made in (SUNK_NAMESPACE)."""
     keygen_secrets: str
+    """The JSON list of Secrets to make: names, keys, kinds and labels, never a value
+    (SUNK_KEYGEN_SECRETS; sunk.manifests.keygen.secrets_json)."""
     work_dir: Path = Path("/tmp")
+    """A memory-backed folder ssh-keygen writes each host key to before it is read and removed
+    (SUNK_WORK_DIR)."""
 
     @field_validator("keygen_secrets")
     @classmethod

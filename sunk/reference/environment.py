@@ -7,6 +7,7 @@ from __future__ import annotations
 from sunk.runtime.common import process
 from sunk.runtime.common.settings import EnvSettings
 from sunk.runtime.exporter.settings import Settings as ExporterSettings
+from sunk.runtime.keygen.__main__ import Settings as KeygenSettings
 from sunk.runtime.operator.settings import Settings as OperatorSettings
 from sunk.runtime.scheduler.settings import Settings as SchedulerSettings
 from sunk.runtime.syncer.settings import Settings as SyncerSettings
@@ -19,6 +20,7 @@ CONTROLLERS: tuple[tuple[str, str, type[EnvSettings]], ...] = (
     ("syncer", "each cluster's syncer (Slurm nodes and Kubernetes Nodes and pods)", SyncerSettings),
     ("scheduler", "each cluster's pod scheduler through Slurm", SchedulerSettings),
     ("exporter", "each cluster's Slurm metrics exporter", ExporterSettings),
+    ("keygen", "each cluster's key generator Job (with `sunk:keys: cluster`)", KeygenSettings),
 )
 HEADER = ("Variable", "Type", "Default", "Constraints", "Description")
 
@@ -50,9 +52,7 @@ def environment_page() -> tuple[str, int]:
     for name, what, settings in CONTROLLERS:
         rows = _rows(settings)
         count += len(rows)
-        parts.append(
-            f"## {name}\n\nRead by {what}; its Deployment sets them (sunk renders it).\n\n" + table(HEADER, rows)
-        )
+        parts.append(f"## {name}\n\nRead by {what}; sunk's manifests set them.\n\n" + table(HEADER, rows))
     intro = (
         "What each controller reads from its environment at start. sunk's manifests set every "
         "variable a controller needs; this page is for reading a Deployment, running a controller "

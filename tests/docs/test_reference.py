@@ -5,6 +5,7 @@ missed fails here, not in a reader's hands)."""
 from __future__ import annotations
 
 import argparse
+import ast
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,18 @@ def test_every_environment_variable_is_listed(reference: dict[str, str]) -> None
             assert f"| `{variable}` |" in text, variable
     assert f"| `{LOG_LEVEL}` |" in text
     assert "| `SUNK_OPERATOR_POLICY` | JSON object |" in text
+
+
+def test_every_settings_model_of_the_runtime_is_a_section() -> None:
+    """A new controller's settings (an EnvSettings subclass anywhere under runtime/) must join
+    CONTROLLERS, or its variables would be missing from the page."""
+    found = set()
+    for path in (ROOT / "runtime").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "EnvSettings" for b in node.bases):
+                found.add(path.relative_to(ROOT).with_suffix("").as_posix().replace("/", "."))
+    listed = {settings.__module__.removeprefix("sunk.") for _, _, settings in CONTROLLERS}
+    assert found == listed
 
 
 def test_every_metric_and_alert_is_listed(reference: dict[str, str]) -> None:
