@@ -5,14 +5,17 @@ program runs under the mock engine and registers a cluster per team on the opera
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
 from sunk.components.offline import Evaluation, evaluate
 from sunk.components.render import Rendered, render_config, render_evaluation
+from sunk.runtime.common.process import LOG_LEVEL
 
 from sunk.nodeset_resource import API_VERSION as NODESET_API
+from sunk.reference.environment import CONTROLLERS
 from sunk.stackfile import load_stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,3 +100,32 @@ def test_the_platform_program_uses_only_the_public_api() -> None:
     imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert [i for i in imports if "sunk" in i] == ["from sunk.api import ("]
     assert "model_validate" not in source and "NodeSetSpec(" in source
+
+
+def _containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = obj.get("spec", {})
+    pod = (
+        spec.get("template", {}).get("spec")
+        or spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
+        or {}
+    )
+    return [*pod.get("initContainers", []), *pod.get("containers", [])]
+
+
+def test_the_manifests_set_only_variables_the_controllers_read() -> None:
+    """Every variable the rendered objects give a controller (`python -m sunk.runtime.<name>`)
+    is one its settings read, so the environment reference covers what a Deployment holds."""
+    documented = {f"sunk.runtime.{name}": set(s.variables().values()) | {LOG_LEVEL} for name, _, s in CONTROLLERS}
+    rendered = _render(EXAMPLES / "gpu" / "Pulumi.vision-prod.yaml")
+    operator = _render(EXAMPLES / "minimal" / "Pulumi.lab-dev.yaml")
+    seen: dict[str, set[str]] = {}
+    for text in [*rendered.files.values(), *operator.files.values()]:
+        for container in _containers(yaml.safe_load(text)):
+            command = container.get("command", [])
+            if command[:2] == ["python", "-m"] and command[2] in documented:
+                names = {e["name"] for e in container.get("env", [])}
+                assert names <= documented[command[2]], (command[2], sorted(names - documented[command[2]]))
+                seen.setdefault(command[2], set()).update(names)
+    assert {"sunk.runtime.operator", "sunk.runtime.syncer", "sunk.runtime.scheduler", "sunk.runtime.exporter"} <= set(
+        seen
+    )
