@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp.web
 
-from . import dns, inventory, net, pki, rbac
+from . import dns, inventory, net, netpolicy, pki, rbac
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
@@ -34,6 +34,10 @@ log = logging.getLogger("sunk.local")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 NODES_FILE = "nodes.json"
 """The Nodes the cluster starts with (inventory.py), written by `sunk local up`; absent: one large Node."""
+POD_API_PORT = 443
+"""Where pods reach the API server, on the bridge's address: the `kubernetes` Service's port, so a
+NetworkPolicy admitting the API on 443 (the render's default) admits it here too. kubectl on the
+host uses its own port on 127.0.0.1."""
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,10 @@ async def serve(workdir: Path, project: str) -> None:
         net.run(net.bridge_down(stale), check=False)
     network = net.Network(bridge, net.free_subnet(net.host_subnets()))
     port = _free_port()
-    net.run(net.bridge_up(network, port))
+    net.run(net.bridge_up(network, POD_API_PORT))
     store = Store()
     agent: Agent | None = None
+    enforcer: netpolicy.Enforcer | None = None
     runner: aiohttp.web.AppRunner | None = None
     try:
         ca, cert, key = pki.make_certificates(
@@ -100,17 +105,21 @@ async def serve(workdir: Path, project: str) -> None:
             store.create(store.resource("v1/nodes"), None, one)
         cluster_env = {
             "KUBERNETES_SERVICE_HOST": network.gateway,
-            "KUBERNETES_SERVICE_PORT": str(port),
-            "KUBERNETES_SERVICE_PORT_HTTPS": str(port),
-            "KUBERNETES_PORT": f"tcp://{network.gateway}:{port}",
+            "KUBERNETES_SERVICE_PORT": str(POD_API_PORT),
+            "KUBERNETES_SERVICE_PORT_HTTPS": str(POD_API_PORT),
+            "KUBERNETES_PORT": f"tcp://{network.gateway}:{POD_API_PORT}",
         }
         agent = Agent(store, workdir, network, Images(), cluster_env, ca, TokenIssuer(tokens))
         server = ApiServer(store, tokens, agent)
         runner = aiohttp.web.AppRunner(server.app, handle_signals=False, access_log=None)
         await runner.setup()
         context = tls_context(cert, key)
-        for host in ("127.0.0.1", network.gateway):
-            await aiohttp.web.TCPSite(runner, host, port, ssl_context=context).start()
+        await aiohttp.web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start()
+        await aiohttp.web.TCPSite(runner, network.gateway, POD_API_PORT, ssl_context=context).start()
+        # The rules before the first pod: a pod never starts outside its NetworkPolicies.
+        pods = agent.pods
+        enforcer = netpolicy.Enforcer(store, network, lambda: {uid: r.ip for uid, r in pods.items()})
+        enforcer.start()
         agent.start()
         dns_transport = await dns.serve(network.gateway, agent.dns_table)
         Controllers(store).start()
@@ -132,6 +141,8 @@ async def serve(workdir: Path, project: str) -> None:
         dns_transport.close()
         ports.close()
     finally:
+        if enforcer is not None:
+            enforcer.close()
         store.close_watches()
         if agent is not None:
             await agent.close()

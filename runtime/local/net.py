@@ -8,8 +8,9 @@ bridge: iptables drops whatever is forwarded from the bridge to any other interf
 reverse, so a pod can reach only other pods and the host's bridge address.
 
 Pure parts (names, the commands for each step) are separate from `run`, so tests check the
-commands without root. Not modelled: ClusterIP translation (Services are names in each pod's
-/etc/hosts, see agent.py), NetworkPolicy, multi-host networking, IPv6.
+commands without root. NetworkPolicy is enforced by netpolicy.py on this bridge. Not modelled:
+ClusterIP translation (Services are names in each pod's /etc/hosts, see agent.py), multi-host
+networking, IPv6.
 """
 
 from __future__ import annotations
@@ -104,9 +105,17 @@ def tagged_rules(net: Network, listing: str) -> list[list[str]]:
     return out
 
 
+def own_chains(net: Network, listing: str) -> list[list[str]]:
+    """`iptables -F` then `-X` commands for the chains of `iptables -S` output named after the
+    bridge (NetworkPolicy's, netpolicy.py): emptied first, since they jump to each other."""
+    names = [line.split()[1] for line in listing.splitlines() if line.startswith(f"-N {net.bridge}-")]
+    return [["iptables", "-F", name] for name in names] + [["iptables", "-X", name] for name in names]
+
+
 def remove_rules(net: Network) -> None:
     listing = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=False).stdout
     run(tagged_rules(net, listing), check=False)
+    run(own_chains(net, listing), check=False)
 
 
 def pod_up(net: Network, index: int, holder_pid: int) -> list[list[str]]:

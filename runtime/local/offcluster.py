@@ -56,8 +56,8 @@ DIFFERENCES: tuple[Difference, ...] = (
         "replicas).",
     ),
     Difference(
-        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT name the bridge's address and the local "
-        "API server's port, not a ClusterIP of the `kubernetes` Service.",
+        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT name the bridge's address and port 443, "
+        "where the local API server listens for pods, not a ClusterIP of the `kubernetes` Service.",
         "The API server runs on the host, reachable from pods only at the bridge address; the "
         "in-cluster clients read exactly these variables and the mounted CA and token.",
     ),

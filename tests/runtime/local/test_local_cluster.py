@@ -74,6 +74,7 @@ def footprint(marker: str) -> dict[str, int]:
         "bridges": sum(1 for n in names if n in bridges),
         "veths": sum(1 for n in names if any(n.startswith(b[:9] + "p") for b in bridges)),
         "rules": sum(1 for line in rules.splitlines() if any(f"sunk-local {b}" in line for b in bridges)),
+        "chains": sum(1 for line in rules.splitlines() if any(line.startswith(f"-N {b}-") for b in bridges)),
     }
 
 
@@ -198,6 +199,13 @@ def test_slurmctld_runs_from_its_image_with_the_rendered_user_volumes_and_probes
     assert refused.returncode != 0 and "Read-only file system" in refused.stderr
     # the munge sidecar runs as root with only its five capabilities
     assert cluster.sh("grep CapEff /proc/self/status", container="munge").stdout.split()[1] == "00000000000000cb"
+    # read-only roots: each writes only its volumes (munged's key copy is in munge-state)
+    for container in ("slurmctld", "munge", "reconfigure"):
+        refused = cluster.sh("touch /var/x", container=container, check=False)
+        assert refused.returncode != 0 and "Read-only file system" in refused.stderr, container
+    assert cluster.sh("stat -c %U:%a /etc/munge/munge.key", container="munge").stdout.strip() == "munge:400"
+    mariadb = cluster.kubectl("exec", "-n", NS, "research-mariadb-0", "--", "touch", "/var/x", check=False)
+    assert mariadb.returncode != 0 and "Read-only file system" in mariadb.stderr
 
 
 def test_logs_and_exec_exit_codes(cluster: Cluster) -> None:
@@ -281,8 +289,10 @@ def _uplink_address() -> str:
 
 
 def test_no_packet_leaves_the_clusters_namespaces(cluster: Cluster) -> None:
-    """From a pod: the API server on the bridge answers; a listener of the host's on every address
-    does not, neither on the uplink's address nor the bridge's, and nothing outside is reached."""
+    """From the login pod, whose NetworkPolicy lets it open anything: the API server on the bridge
+    answers; a listener of the host's on every address does not, neither on the uplink's address
+    nor the bridge's, and nothing outside is reached. slurmctld, whose row opens no connection to
+    the API, is refused it by its policy."""
     server = socket.create_server(("0.0.0.0", 0))
     port = server.getsockname()[1]
 
@@ -291,14 +301,20 @@ def test_no_packet_leaves_the_clusters_namespaces(cluster: Cluster) -> None:
             server.accept()
 
     threading.Thread(target=accept, daemon=True).start()
-    try:
-        api = cluster.sh(
-            'timeout 5 bash -c "exec 3<>/dev/tcp/$KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT"', check=False
+
+    def login(script: str) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            "exec", "-n", NS, "deploy/research-login", "-c", "sshd", "--", "sh", "-c", script, check=False
         )
+
+    try:
+        to_api = 'timeout 5 bash -c "exec 3<>/dev/tcp/$KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT"'
+        api = login(to_api)
         assert api.returncode == 0, api.stderr
+        assert cluster.sh(to_api, check=False).returncode != 0  # slurmctld: its policy drops it
         targets: list[Any] = [(_uplink_address(), port), ("$KUBERNETES_SERVICE_HOST", port), ("1.1.1.1", 53)]
         for host, target_port in targets:
-            done = cluster.sh(f'timeout 3 bash -c "exec 3<>/dev/tcp/{host}/{target_port}"', check=False)
+            done = login(f'timeout 3 bash -c "exec 3<>/dev/tcp/{host}/{target_port}"')
             assert done.returncode != 0, f"a pod reached {host}:{target_port}"
     finally:
         server.close()
@@ -608,6 +624,69 @@ def test_a_new_partition_applied_with_sunk_local_apply_reaches_slurmctld_and_no_
     assert _slurmd_pods(cluster) == before
 
 
+PROBE = """
+import socket, struct, sys
+kind, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if kind == "tcp":
+    try:
+        socket.create_connection((host, port), timeout=4).close()
+        print("open")
+    except OSError:
+        print("closed")
+else:  # a DNS query for host, straight to resolv.conf's server (not /etc/hosts)
+    server = next(line.split()[1] for line in open("/etc/resolv.conf") if line.startswith("nameserver"))
+    labels = b"".join(bytes([len(part)]) + part.encode() for part in host.split("."))
+    query = struct.pack(">6H", 0x5EED, 0x0100, 1, 0, 0, 0) + labels + b"\\0" + struct.pack(">HH", 1, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.settimeout(4)
+        udp.sendto(query, (server, port))
+        reply = udp.recv(512)
+    print("answered" if struct.unpack(">H", reply[6:8])[0] > 0 else "empty")
+"""
+
+
+def _probe_from(cluster: Cluster, target: tuple[str, ...], kind: str, host: str, port: int) -> str:
+    done = cluster.kubectl("exec", "-n", NS, *target, "--", "python3", "-c", PROBE, kind, host, str(port), check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_network_policies_admit_the_tables_peers_to_slurmctld_and_no_other_pod(cluster: Cluster) -> None:
+    """The render's NetworkPolicies, enforced on the bridge: a pod of the namespace without a role's
+    labels (from the runtime image, as the operator's pods) reaches login's ssh but not slurmctld;
+    slurmd, login and the syncer, which the role table lets in, reach it; DNS answers a pod that
+    the policies isolate (the syncer: egress to DNS, the API and Slurm only)."""
+    image = cluster.kubectl(
+        "get", "deploy", "-n", NS, "research-syncer", "-o", "jsonpath={.spec.template.spec.containers[0].image}"
+    ).stdout
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": NS, "labels": {"app": "probe"}},
+        "spec": {"containers": [{"name": "probe", "image": image, "command": ["sleep", "infinity"]}]},
+    }
+    subprocess.run(
+        ["kubectl", "--kubeconfig", cluster.kubeconfig, "apply", "-f", "-"],
+        input=json.dumps(probe),
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    try:
+        cluster.kubectl("wait", "-n", NS, "--for=condition=Ready", "pod/probe", "--timeout=180s", timeout=200)
+        assert _probe_from(cluster, ("probe",), "tcp", "research-controller", 6817) == "closed"
+        assert _probe_from(cluster, ("probe",), "tcp", "research-login", 22) == "open"
+        assert _probe_from(cluster, ("deploy/research-syncer",), "tcp", "research-controller", 6817) == "open"
+        for target in (("deploy/research-login", "-c", "sshd"), ("research-cpu-0", "-c", "slurmd")):
+            script = 'timeout 4 bash -c "exec 3<>/dev/tcp/research-controller/6817" && echo open || echo closed'
+            reached = cluster.kubectl("exec", "-n", NS, *target, "--", "bash", "-c", script, check=False)
+            assert reached.stdout.strip() == "open", (target, reached.stderr)
+        name = f"research-controller.{NS}.svc.cluster.local"
+        assert _probe_from(cluster, ("deploy/research-syncer",), "dns", name, 53) == "answered"
+    finally:
+        cluster.kubectl("delete", "pod", "-n", NS, "probe", "--grace-period=1", check=False)
+
+
 def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
     again = _sunk("local", "up", "acme-dev", "--no-wait", env=cluster.env)
     assert again.returncode == 1 and "already running" in again.stderr and "sunk local down" in again.stderr
@@ -616,7 +695,8 @@ def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
 
 def test_down_leaves_nothing_behind(cluster: Cluster, marker: str, before: dict[str, int]) -> None:
     up = footprint(marker)  # the cluster is up: the counts see it
-    assert up["processes"] > 0 and up["netns"] > 0 and up["bridges"] == 1 and up["veths"] > 0 and up["rules"] == 6
+    assert up["processes"] > 0 and up["netns"] > 0 and up["bridges"] == 1 and up["veths"] > 0 and up["rules"] == 8
+    assert up["chains"] == 3  # NetworkPolicy's
     down = _sunk("local", "down", env=cluster.env)
     assert down.returncode == 0, down.stderr
     assert footprint(marker) == before
