@@ -120,38 +120,8 @@ def apply(state: State, rendered: Path) -> str:
     crds = sorted(str(p) for p in rendered.glob("crds/*.yaml"))  # the render's CRD folder, first
     if crds:
         _kubectl(state, "apply", *(arg for path in crds for arg in ("-f", path)))
-    out = _kubectl(state, "apply", "-f", str(rendered)).stdout
-    return out + make_keys(state, rendered)
-
-
-def make_keys(state: State, rendered: Path) -> str:
-    """The render holds no key: its key generator Job makes them. Pods here get no ServiceAccount
-    token to call the API with, so the same generator also runs from here, with the cluster's
-    kubeconfig, as a user making their own Secrets would: it creates only what is missing."""
-    import tempfile
-
-    import yaml
-
-    lines = []
-    for path in sorted(rendered.glob("[0-9][0-9]-job-*.yaml")):
-        job = yaml.safe_load(path.read_text())
-        pod = job["spec"]["template"]
-        if pod["metadata"]["labels"].get("app.kubernetes.io/component") != "keygen":
-            continue
-        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"] if "value" in e}
-        with tempfile.TemporaryDirectory() as work:
-            done = subprocess.run(
-                [sys.executable, "-m", "sunk.runtime.keygen"],
-                env={**os.environ, **env, "KUBECONFIG": state.kubeconfig, "SUNK_WORK_DIR": work},
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-        if done.returncode != 0:
-            raise RuntimeError(f"the key generator failed: {done.stderr.strip()}")
-        # What it made; a Secret that was there already is no news (a second apply says nothing).
-        lines += [line.split(": ", 1)[-1] for line in done.stderr.splitlines() if "created Secret" in line]
-    return "".join(f"{line}\n" for line in lines)
+    # The keys are made in the cluster by the render's key generator Job, as on any cluster.
+    return _kubectl(state, "apply", "-f", str(rendered)).stdout
 
 
 def _unready(state: State) -> list[str]:

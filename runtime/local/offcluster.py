@@ -62,12 +62,10 @@ DIFFERENCES: tuple[Difference, ...] = (
         "in-cluster clients read exactly these variables and the mounted CA and token.",
     ),
     Difference(
-        "The keys and passwords, which a render never holds, are made right after the apply by the "
-        "render's own key generator run from the host with the cluster's kubeconfig (`make_keys` in "
-        "runtime/local/cli.py); its in-cluster Job then finds each Secret and keeps it. A placeholder "
-        "OpenSSH key in a program's own Secret is still replaced by a new key (`real_ssh_keys`).",
-        "Pods that mount a key start as soon as its Secret exists, without waiting for the Job's pod; "
-        "the generator is the same code, creating only what is missing.",
+        "A placeholder OpenSSH key in a program's own Secret (a Pulumi program rendered offline) is "
+        "replaced by a new key (`real_ssh_keys`).",
+        "Offline, the program can't make the keys it keeps in its encrypted state; the render's key "
+        "generator Job makes every other key in the cluster, as on a real one.",
     ),
     Difference(
         "No seccomp, AppArmor or SELinux confinement; capabilities, users, groups, no_new_privs and "
