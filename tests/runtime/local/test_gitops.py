@@ -1,0 +1,222 @@
+"""The GitOps path on the local cluster, driven only through the sunk command and the real kubectl:
+`sunk render acme-dev --out DIR` (no `--show-secrets`: what a user commits), the local cluster's
+named off-cluster changes (runtime/local/offcluster.py), then the README's exact apply command
+against an empty cluster, twice. The render's key generator Job makes every key in the cluster,
+the cluster comes up and runs jobs, and a second cluster applied from the same render gets keys of
+its own.
+
+Two clusters, one after the other's keys are read (the slow part is the first one's pods: a few
+minutes on a loaded machine)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[3]
+NS = "acme-research"
+KEYGEN_SECRETS = ("research-auth", "research-jwt", "research-mariadb", "research-login-host-keys")
+
+
+def _sunk(*args: str, env: dict[str, str], cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sunk", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+class Empty:
+    """An empty local cluster (the cluster's own process, no stack applied) for a project folder,
+    stopped by `sunk local down` run in that folder."""
+
+    def __init__(self, base: Path, project: Path) -> None:
+        self.env = {**os.environ, "SUNK_LOCAL_DIR": str(base)}
+        self.project = project
+        folder = base / hashlib.sha256(str(project).encode()).hexdigest()[:12]  # `sunk local`'s folder
+        folder.mkdir(parents=True)
+        with (folder / "cluster.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "sunk.runtime.local",
+                    "serve",
+                    "--workdir",
+                    str(folder),
+                    "--project",
+                    str(project),
+                ],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 120
+        while not (folder / "state.json").is_file():
+            assert self.proc.poll() is None and time.monotonic() < deadline, (folder / "cluster.log").read_text()
+            time.sleep(0.3)
+        self.kubeconfig = json.loads((folder / "state.json").read_text())["kubeconfig"]
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True, timeout=timeout
+        )
+        if check:
+            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done
+
+    def apply(self, render: Path) -> list[str]:
+        """The README's command: CRDs, wait until Established, then the folder."""
+        crds = render / "crds"
+        self.kubectl("apply", "-f", str(crds))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+        return self.kubectl("apply", "-f", str(render)).stdout.splitlines()
+
+    def keys(self) -> dict[str, dict[str, bytes]]:
+        out = {}
+        for name in KEYGEN_SECRETS:
+            secret = json.loads(self.kubectl("get", "secret", "-n", NS, name, "-o", "json").stdout)
+            out[name] = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+        return out
+
+    def wait_for_keygen(self, timeout: int = 480) -> dict[str, Any]:
+        jobs = json.loads(self.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)["items"]
+        (job,) = [j for j in jobs if j["metadata"]["name"].startswith("research-keygen-")]
+        name = job["metadata"]["name"]
+        done = self.kubectl(
+            "wait", "-n", NS, "--for=condition=Complete", f"job/{name}", f"--timeout={timeout}s", check=False,
+            timeout=timeout + 30,
+        )  # fmt: skip
+        if done.returncode != 0:
+            pods = self.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+            pytest.fail(f"the key generator Job did not complete: {done.stderr}\n{pods}")
+        return dict(json.loads(self.kubectl("get", "job", "-n", NS, name, "-o", "json").stdout))
+
+    def down(self) -> None:
+        done = _sunk("local", "down", env=self.env, cwd=self.project)
+        assert done.returncode == 0, done.stderr
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def render(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built = _sunk("images", "build", env=dict(os.environ), timeout=1800)
+    assert built.returncode == 0, built.stderr
+    folder = tmp_path_factory.mktemp("gitops") / "render"
+    done = _sunk("render", "acme-dev", "--out", str(folder), env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    from sunk.runtime.local.offcluster import override_render
+
+    override_render(folder)  # the named off-cluster changes only (cgroups, node sizes)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster(render: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Empty, list[str]]]:
+    empty = Empty(tmp_path_factory.mktemp("gitops-clusters"), ROOT)
+    try:
+        assert not empty.kubectl("get", "secrets", "-n", NS, check=False).stdout.strip()
+        empty.apply(render)
+        second = empty.apply(render)
+        yield empty, second
+    finally:
+        empty.down()
+
+
+def test_the_job_makes_every_key_in_the_cluster_and_the_render_holds_none(
+    cluster: tuple[Empty, list[str]], render: Path
+) -> None:
+    empty, _ = cluster
+    job = empty.wait_for_keygen()
+    assert job["status"].get("succeeded") == 1
+    pods = json.loads(empty.kubectl("get", "pods", "-n", NS, "-o", "json").stdout)["items"]
+    ran = [
+        p for p in pods if any(o["uid"] == job["metadata"]["uid"] for o in p["metadata"].get("ownerReferences") or [])
+    ]
+    assert [p["status"]["phase"] for p in ran] == ["Succeeded"]  # it ran as the render's pod
+    keys = empty.keys()
+    text = b"".join(p.read_bytes() for p in render.rglob("*.yaml"))
+    for name, items in keys.items():
+        for key, value in items.items():
+            assert len(value) >= 32, (name, key)
+            assert value not in text and base64.b64encode(value) not in text, (name, key)
+
+
+def test_a_second_apply_changes_nothing_it_owns(cluster: tuple[Empty, list[str]]) -> None:
+    """Unchanged but kubectl's resent PodDisruptionBudget selector and the topology ConfigMap the
+    operator rewrites (see test_local_cluster.py); never a Secret (the render has no keys)."""
+    _, second = cluster
+    changed = {line for line in second if not line.endswith(" unchanged")}
+    assert changed <= {
+        "poddisruptionbudget.policy/research-controller configured",
+        "configmap/research-topology configured",
+    }
+
+
+def test_the_cluster_comes_up_and_runs_jobs(cluster: tuple[Empty, list[str]]) -> None:
+    empty, _ = cluster
+    empty.wait_for_keygen()
+    deadline = time.monotonic() + 600
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        nodeset = empty.kubectl("get", "nodeset", "-n", NS, "research-cpu", "-o", "json", check=False)
+        status = (json.loads(nodeset.stdout).get("status") or {}) if nodeset.returncode == 0 else {}
+        if status.get("idle") == 2:
+            break
+        time.sleep(5)
+    else:
+        pods = empty.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        pytest.fail(f"the cpu NodeSet's nodes are not idle in Slurm: {status}\n{pods}")
+    for name in ("research-controller-0", "research-mariadb-0"):
+        empty.kubectl("wait", "-n", NS, "--for=condition=Ready", f"pod/{name}", "--timeout=300s", timeout=330)
+    login = ("exec", "-n", NS, "deploy/research-login", "-c", "sshd", "--")
+    assert empty.kubectl(*login, "sinfo", "-h", "-p", "batch", "-o", "%T %N").stdout.split() == ["idle", "cpu-[0-1]"]
+    # A job over both nodes waits for the operator's topology.conf to name them: it reconfigures
+    # slurmctld a topology delay (90 s) after writing it, so the first tries may be refused.
+    deadline = time.monotonic() + 300
+    ran = empty.kubectl(*login, "srun", "-N2", "-p", "batch", "hostname", check=False, timeout=300)
+    while ran.returncode != 0 and "node configuration is not available" in ran.stderr and time.monotonic() < deadline:
+        time.sleep(10)
+        ran = empty.kubectl(*login, "srun", "-N2", "-p", "batch", "hostname", check=False, timeout=300)
+    assert sorted(ran.stdout.split()) == ["cpu-0", "cpu-1"], ran.stderr
+    submitted = empty.kubectl(
+        *login, "sbatch", "--parsable", "--wait", "-N2", "-p", "batch", "--wrap", "true", timeout=300
+    )
+    job = submitted.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    state = ""
+    while time.monotonic() < deadline and state != "COMPLETED":  # slurmdbd records it shortly after
+        state = empty.kubectl(*login, "sacct", "-n", "-X", "-j", job, "-o", "State").stdout.strip()
+        time.sleep(2)
+    assert state == "COMPLETED"
+
+
+def test_two_clusters_from_one_render_get_two_key_sets(
+    cluster: tuple[Empty, list[str]], render: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    first, _ = cluster
+    first.wait_for_keygen()
+    other = Empty(tmp_path_factory.mktemp("gitops-other"), tmp_path_factory.mktemp("other-project"))
+    try:
+        other.apply(render)
+        other.wait_for_keygen()
+        mine, theirs = first.keys(), other.keys()
+    finally:
+        other.down()
+    assert mine.keys() == theirs.keys() == set(KEYGEN_SECRETS)
+    for name in KEYGEN_SECRETS:
+        assert mine[name].keys() == theirs[name].keys()
+        for key in mine[name]:
+            assert mine[name][key] != theirs[name][key], (name, key)
