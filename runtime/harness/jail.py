@@ -155,6 +155,12 @@ class Jail:
         """`mount ARGS TARGET` inside the namespace (TARGET as processes there see it)."""
         self._ns_mount(args, target)
 
+    def makedirs(self, path: Path) -> None:
+        """`mkdir -p PATH` inside the namespace: a tmpfs mounted there hides what the host sees."""
+        done = subprocess.run([*self._enter(), "mkdir", "-p", str(path)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"mkdir {path} failed: {done.stderr.strip()}")
+
     def _enter(self) -> list[str]:
         assert self._holder is not None, "jail not open"
         return ["nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "--"]

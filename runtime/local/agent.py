@@ -577,8 +577,8 @@ class PodRunner:
                 source = source / mount["subPath"]
                 if source.is_symlink():  # a ConfigMap key: bind the file it names now (no updates)
                     source = source.resolve()
-                if not source.exists():
-                    source.mkdir(parents=True)
+                if not source.exists():  # made where the container sees it (a Memory emptyDir is a tmpfs there)
+                    jail.makedirs(source)
             target = in_root(jail.root(name), mount["mountPath"])
             jail.bind(name, source, target, read_only=bool(mount.get("readOnly")))
 
