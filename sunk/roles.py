@@ -195,7 +195,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         **_SSSD_SECRETS,
                     },
                     root=_SIDECAR_ROOT,
-                    writable_root=frozenset({"slurmctld", "reconfigure", "wait-qos", "munge", "sssd"}),
+                    writable_root=frozenset({"sssd"}),
                     listens=(
                         Link(
                             SLURMCTLD_PORT,
@@ -224,7 +224,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         **_SSSD_SECRETS,
                     },
                     root=_SIDECAR_ROOT,
-                    writable_root=frozenset({"slurmdbd", "munge", "sssd"}),
+                    writable_root=frozenset({"sssd"}),
                     listens=(Link(SLURMDBD_PORT, ("controller", "login", "restapi", "accounting-setup")),),
                     talks_to=(
                         Link(MARIADB_PORT, ("mariadb",)),
@@ -241,7 +241,6 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     "mariadb",
                     containers={"mariadb": _NO_CAPS},
                     container_secrets={"mariadb": frozenset({"database"})},
-                    writable_root=frozenset({"mariadb"}),
                     listens=(Link(MARIADB_PORT, ("accounting",)),),
                     talks_to=_DNS_OUT,
                 )
@@ -252,7 +251,6 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     containers={"setup": _NO_CAPS, **_MUNGE},
                     container_secrets={"setup": _AUTH, **_MUNGE_SECRETS},
                     root=frozenset({"munge"}),
-                    writable_root=frozenset({"setup", "munge"}),
                     talks_to=(
                         Link(SLURMDBD_PORT, ("accounting",)),
                         Link(SLURMCTLD_PORT, ("controller",)),
@@ -291,7 +289,7 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         **_SSSD_SECRETS,
                     },
                     root=frozenset({"sshd", "sackd", *_SIDECAR_ROOT}),
-                    writable_root=frozenset({"sshd", "sackd", "munge", "sssd"}),
+                    writable_root=frozenset({"sshd", "sackd", "sssd"}),
                     escalation=frozenset({"sshd"}),
                     listens=(
                         Link(SSH_PORT, (SOURCE_RANGES,)),

@@ -21,8 +21,8 @@ from sunk.manifests.meta import (
     labels,
     metadata,
     obj,
+    read_only,
     resources,
-    restricted,
     selector,
     tcp_probe,
 )
@@ -79,7 +79,7 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
             {"name": "MARIADB_ROOT_PASSWORD_FILE", "value": f"{secret_dir}/{keys.DB_ROOT_PASSWORD}"},
         ],
         "ports": [{"name": "mysql", "containerPort": MARIADB_PORT, "protocol": "TCP"}],
-        "securityContext": restricted(MARIADB_UID),
+        "securityContext": read_only(MARIADB_UID),
         "resources": resources(db.resources),
         "startupProbe": tcp_probe("mysql", period=5, failures=60),
         # Our image has no healthcheck.sh (the official image's); `ping` exits 0 whenever the
@@ -90,6 +90,8 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
         "volumeMounts": [
             {"name": "data", "mountPath": "/var/lib/mysql"},
             {"name": "run", "mountPath": MARIADB_RUN},
+            # mariadbd's tmpdir: sorts and temporary tables too big for memory.
+            {"name": "tmp", "mountPath": "/tmp"},
             {"name": "secret", "mountPath": secret_dir, "readOnly": True},
         ],
     }
@@ -103,6 +105,7 @@ def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
             "volumes": [
                 {"name": "data", "persistentVolumeClaim": {"claimName": mariadb_claim_name(spec)}},
                 {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+                {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
                 {"name": "secret", "secret": {"secretName": db_secret_name(spec), "defaultMode": 0o440}},
             ],
         },
@@ -147,7 +150,7 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
         "image": image,
         "command": scripts.sh(scripts.slurmdbd_start()),
         "ports": [{"name": "slurmdbd", "containerPort": naming.SLURMDBD_PORT, "protocol": "TCP"}],
-        "securityContext": restricted(SLURM_UID),
+        "securityContext": read_only(SLURM_UID),
         "resources": resources(spec.accounting.resources),
         "startupProbe": tcp_probe("slurmdbd", period=5, failures=60),
         "readinessProbe": tcp_probe("slurmdbd", period=10),
@@ -157,6 +160,8 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
             {"name": "db-password", "mountPath": "/etc/slurm-db", "readOnly": True},
             {"name": "conf", "mountPath": scripts.SLURMDBD_RUN},
             {"name": "run", "mountPath": "/run/slurmdbd"},
+            # ArchiveDir's default: slurmdbd refuses to start unless it can write there.
+            {"name": "tmp", "mountPath": "/tmp"},
             *auth_mounts(spec),
         ],
     }
@@ -173,6 +178,7 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
         },
         {"name": "conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
         {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         *auth_volumes(spec, refs.auth),
     ]
     # slurmdbd resolves the uids of the users it records (accounts, associations).
@@ -235,7 +241,7 @@ def setup_job(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}" if has_script else None
         ),
         # SlurmUser is an accounting administrator without further grants.
-        "securityContext": restricted(SLURM_UID),
+        "securityContext": read_only(SLURM_UID),
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         "volumeMounts": [{"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True}, *auth_mounts(spec)],
     }

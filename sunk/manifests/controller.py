@@ -15,8 +15,8 @@ from sunk.manifests.meta import (
     labels,
     metadata,
     obj,
+    read_only,
     resources,
-    restricted,
     selector,
     tcp_probe,
 )
@@ -89,7 +89,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "image": image,
         "command": ["slurmctld", "-D"],
         "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
-        "securityContext": restricted(SLURM_UID),
+        "securityContext": read_only(SLURM_UID),
         "resources": resources(spec.controller.resources),
         # Loading a large state directory can take minutes; liveness starts after it.
         "startupProbe": tcp_probe("slurmctld", period=10, failures=60),
@@ -99,6 +99,8 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             config_mount,
             {"name": "state", "mountPath": naming.STATE_SAVE},
             {"name": "run", "mountPath": "/run/slurmctld"},
+            # EpilogSlurmctld and PrologSlurmctld scripts write their scratch files here.
+            {"name": "tmp", "mountPath": "/tmp"},
             *auth_mounts(spec),
             *shared_mounts,
         ],
@@ -107,7 +109,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "name": "reconfigure",
         "image": image,
         "command": scripts.sh(scripts.reconfigure_watcher()),
-        "securityContext": restricted(SLURM_UID),
+        "securityContext": read_only(SLURM_UID),
         "resources": fixed_resources("10m", "16Mi", "64Mi"),
         "livenessProbe": exec_probe(scripts.heartbeat_probe_command(), period=30),
         "readinessProbe": exec_probe(scripts.heartbeat_probe_command(), period=30),
@@ -122,7 +124,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
                 "name": "wait-qos",
                 "image": image,
                 "command": scripts.sh(scripts.wait_qos(qos)),
-                "securityContext": restricted(SLURM_UID),
+                "securityContext": read_only(SLURM_UID),
                 "resources": fixed_resources("10m", "16Mi", "64Mi"),
                 "volumeMounts": [
                     config_mount,
@@ -135,7 +137,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         slurm_projection(spec, "controller", auth_key=refs.auth, jwt_key=refs.jwt),
         {"name": "state", "persistentVolumeClaim": {"claimName": state_claim_name(spec)}},
         {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
-        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
         *auth_volumes(spec, refs.auth),
         *shared_vols,
     ]

@@ -102,6 +102,11 @@ def restricted(uid: int, gid: int | None = None) -> Manifest:
     }
 
 
+def read_only(uid: int, gid: int | None = None) -> Manifest:
+    """`restricted` with a read-only root filesystem: what the daemon writes is in its volumes."""
+    return {**restricted(uid, gid), "readOnlyRootFilesystem": True}
+
+
 def tcp_probe(port: int | str, *, period: int = 10, failures: int = 3, delay: int = 0) -> Manifest:
     probe: Manifest = {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": failures}
     if delay:

@@ -15,6 +15,8 @@ from sunk.spec.scheduling import SharedVolumeSpec
 MUNGE_DIR = "/run/munge"
 MUNGE_KEY_SECRET = "/etc/munge-key"
 """Where the auth Secret's munge key mounts; munged gets a copy it owns (munge-start.sh)."""
+MUNGE_STATE = (("/etc/munge", "etc"), ("/var/lib/munge", "lib"), ("/var/log/munge", "log"))
+"""Where munged writes (its key copy, its random seed, its log): folders of one emptyDir."""
 SACK_DIR = "/run/slurm"
 """sackd's socket directory (auth/slurm on hosts that must not hold slurm.key, such as login)."""
 
@@ -30,11 +32,14 @@ def munge_sidecar(image: str) -> Manifest:
         "restartPolicy": "Always",
         "command": sh(munge_start(MUNGE_DIR, MUNGE_KEY_SECRET, keys.MUNGE_KEY)),
         # Starts as root only to chown the key and socket directory, then runs munged as `munge`.
+        # Its root stays read-only: what munged writes (the key copy, its seed, its log) is in
+        # the munge-state volume.
         "securityContext": {
             "runAsUser": 0,
             "runAsNonRoot": False,
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"], "add": sorted(MUNGE_CAPABILITIES)},
+            "readOnlyRootFilesystem": True,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "resources": fixed_resources("10m", "16Mi", "64Mi"),
@@ -43,6 +48,7 @@ def munge_sidecar(image: str) -> Manifest:
         "volumeMounts": [
             {"name": "munge-socket", "mountPath": MUNGE_DIR},
             {"name": "munge-key", "mountPath": MUNGE_KEY_SECRET, "readOnly": True},
+            *({"name": "munge-state", "mountPath": path, "subPath": sub} for path, sub in MUNGE_STATE),
         ],
     }
 
@@ -79,6 +85,7 @@ def auth_volumes(spec: ClusterSpec, auth: SecretKey, *, sackd: bool = False) -> 
     if spec.auth.type == "munge":
         return [
             {"name": "munge-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            {"name": "munge-state", "emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"}},
             {
                 "name": "munge-key",
                 "secret": {

@@ -419,26 +419,29 @@ SSHD_CAPABILITIES: tuple[str, ...] = tuple(sorted(roles.SSHD_CAPABILITIES))
 """What sshd keeps on login (everything else dropped): the login manifest grants exactly these,
 and a login securityContext may not drop them."""
 
-_AUTH = frozenset({"munge-socket", "munge-key"})
+_AUTH = frozenset({"munge-socket", "munge-key", "munge-state"})
 ROLE_RULES: dict[PodRole, RoleRules] = {
     "controller": RoleRules(
         "slurmctld",
         volumes=frozenset({"slurm-config", "state", "run", "tmp"}) | _AUTH,
-        mounts=("/run/slurmctld",),
+        mounts=("/run/slurmctld", "/tmp"),
         user="slurmctld runs as SlurmUser (slurm, 64030), which owns StateSaveLocation and which slurm.conf names",
+        read_only_root=True,
     ),
     "accounting": RoleRules(
         "slurmdbd",
-        volumes=frozenset({"slurm-config", "db-password", "conf", "run"}) | _AUTH,
-        mounts=("/run/slurmdbd",),
+        volumes=frozenset({"slurm-config", "db-password", "conf", "run", "tmp"}) | _AUTH,
+        mounts=("/run/slurmdbd", "/tmp"),
         user="slurmdbd runs as SlurmUser (slurm, 64030), which slurmdbd.conf names and which reads its 0600 file",
+        read_only_root=True,
     ),
     "mariadb": RoleRules(
         "mariadb",
-        volumes=frozenset({"data", "run", "secret"}),
-        mounts=("/etc/mariadb-secret",),
+        volumes=frozenset({"data", "run", "tmp", "secret"}),
+        mounts=("/etc/mariadb-secret", "/tmp"),
         env=frozenset({"MARIADB_DATABASE", "MARIADB_USER", "MARIADB_PASSWORD_FILE", "MARIADB_ROOT_PASSWORD_FILE"}),
         user="MariaDB runs as mysql (999), which owns its data volume",
+        read_only_root=True,
     ),
     "restapi": RoleRules(
         "slurmrestd",

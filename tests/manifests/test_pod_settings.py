@@ -416,7 +416,7 @@ def test_security_context_merges_over_sunks() -> None:
     spec = _with(
         BASE,
         login__securityContext={"capabilities": {"add": ["SYS_PTRACE"]}, "appArmorProfile": {"type": "RuntimeDefault"}},
-        controller__securityContext={"readOnlyRootFilesystem": True},
+        controller__securityContext={"appArmorProfile": {"type": "RuntimeDefault"}},
     )
     objs = {o["metadata"]["name"]: o for o in cluster_manifests(spec) if o["kind"] in {"Deployment", "StatefulSet"}}
     sshd = next(c for c in _pod_of(objs["research-login"])["spec"]["containers"] if c["name"] == "sshd")
@@ -425,9 +425,10 @@ def test_security_context_merges_over_sunks() -> None:
     assert ctx["capabilities"]["add"][-1] == "SYS_PTRACE" and "SETUID" in ctx["capabilities"]["add"]
     assert ctx["appArmorProfile"] == {"type": "RuntimeDefault"} and ctx["runAsUser"] == 0
     ctld = next(c for c in _pod_of(objs["research-controller"])["spec"]["containers"] if c["name"] == "slurmctld")
-    assert ctld["securityContext"]["readOnlyRootFilesystem"] is True and ctld["securityContext"]["runAsNonRoot"] is True
+    assert ctld["securityContext"]["appArmorProfile"] == {"type": "RuntimeDefault"}
+    assert ctld["securityContext"]["runAsNonRoot"] is True and ctld["securityContext"]["readOnlyRootFilesystem"] is True
     watcher = next(c for c in _pod_of(objs["research-controller"])["spec"]["containers"] if c["name"] == "reconfigure")
-    assert "readOnlyRootFilesystem" not in watcher["securityContext"]  # the main container only
+    assert "appArmorProfile" not in watcher["securityContext"]  # the main container only
 
 
 def test_the_scaffolds_commented_examples_validate(tmp_path: Path) -> None:

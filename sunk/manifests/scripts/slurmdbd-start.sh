@@ -18,6 +18,8 @@ case "$password" in *'#'* | *\\* | *' '* | *"$tab"* | *'"'* | '')
   echo "database password: empty, or holds '#', a backslash, a quote or a blank, which slurmdbd.conf can't hold as written; use another" >&2
   exit 1 ;;
 esac
+# A restarted container finds the last start's files in its emptyDir, slurm.conf read-only (0400).
+rm -f "$run/slurm.conf" "$run/slurm.key" "$run/slurmdbd.conf"
 cp "$etc/slurm.conf" "$run/slurm.conf"
 # auth/slurm reads slurm.key beside $SLURM_CONF (measured: slurmdbd 24.11 dies without it there).
 if [ -e "$etc/slurm.key" ]; then ln -sf "$etc/slurm.key" "$run/slurm.key"; fi
