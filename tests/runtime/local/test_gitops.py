@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.stacks import FIXTURE_PROJECT
+
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -115,7 +117,8 @@ def render(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built = _sunk("images", "build", env=dict(os.environ), timeout=1800)
     assert built.returncode == 0, built.stderr
     folder = tmp_path_factory.mktemp("gitops") / "render"
-    done = _sunk("render", "acme-dev", "--out", str(folder), env=dict(os.environ))
+    # The fixture project's acme-dev (tests/fixtures), as a user renders in their own project.
+    done = _sunk("render", "acme-dev", "--out", str(folder), env=dict(os.environ), cwd=FIXTURE_PROJECT)
     assert done.returncode == 0, done.stderr
     from sunk.runtime.local.offcluster import override_render
 

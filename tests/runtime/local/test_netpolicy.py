@@ -15,6 +15,7 @@ from sunk.runtime.local.netpolicy import ANY_V4, Allow
 from sunk.manifests.network import network_policies
 from sunk.manifests.operator import operator_network_policy
 from sunk.stackfile import load_stack
+from tests.support.stacks import FIXTURE_STACKS
 
 NS = "acme-research"
 NETWORK = net.Network("sk12345678", ipaddress.IPv4Network("10.233.7.0/24"))
@@ -43,7 +44,7 @@ def policy(name: str, spec: dict[str, Any], namespace: str = NS) -> dict[str, An
 
 
 def acme_dev() -> list[dict[str, Any]]:
-    stack = load_stack("acme-dev")
+    stack = load_stack("acme-dev", FIXTURE_STACKS)
     assert stack.operator is not None
     return [*network_policies(stack.spec, stack.operator.namespace), operator_network_policy(stack.operator)]
 
