@@ -54,6 +54,11 @@ def _container(manifests: list[Manifest], kind: str, name: str) -> Manifest:
     raise KeyError(f"no {kind} container {name}")
 
 
+def mariadb_env(spec: ClusterSpec) -> dict[str, str]:
+    """The MariaDB container's environment as its StatefulSet sets it (where its Secret's files are)."""
+    return {e["name"]: e["value"] for e in _container(mariadb_manifests(spec), "StatefulSet", "mariadb")["env"]}
+
+
 def start_mariadb(jail: Jail, spec: ClusterSpec, port: int, slurmdbd_conf: str, password: str) -> None:
     """MariaDB from the mariadb image, started as its StatefulSet starts it: the image's entrypoint,
     the manifest's arguments, environment and user, with the password files where the manifest
@@ -61,7 +66,7 @@ def start_mariadb(jail: Jail, spec: ClusterSpec, port: int, slurmdbd_conf: str, 
     slurmdbd's database and user on this first start; the database and user are slurmdbd.conf's
     (an external database's names too: the harness stands in for it)."""
     container = _container(mariadb_manifests(spec), "StatefulSet", "mariadb")
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = mariadb_env(spec)
     env["MARIADB_DATABASE"] = directive(slurmdbd_conf, "StorageLoc") or env["MARIADB_DATABASE"]
     env["MARIADB_USER"] = directive(slurmdbd_conf, "StorageUser") or env["MARIADB_USER"]
     root = jail.root("mariadb")
@@ -76,7 +81,9 @@ def start_mariadb(jail: Jail, spec: ClusterSpec, port: int, slurmdbd_conf: str, 
     )
 
 
-def start_slurmdbd(jail: Jail, port: int, password: str, args: tuple[str, ...] = ()) -> None:
+def start_slurmdbd(
+    jail: Jail, port: int, password: str, args: tuple[str, ...] = (), *, timeout: float = START_TIMEOUT
+) -> None:
     """slurmdbd from the slurmdbd image, by the manifest's own start script (it adds the password
     from the mounted Secret to a private copy of slurmdbd.conf), as the slurm user; `args` go to
     slurmdbd after `-D` (`-vvv` logs every setting it read, at debug2)."""
@@ -85,7 +92,7 @@ def start_slurmdbd(jail: Jail, port: int, password: str, args: tuple[str, ...] =
     argv = ["/bin/sh", "-c", scripts.slurmdbd_start(), "slurmdbd", *args]
     proc = jail.spawn("slurmdbd", argv, role="slurmdbd", user=f"{SLURM_UID}:{SLURM_UID}")
     wait_until(
-        "slurmdbd", lambda: listening(port), timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, "slurmdbd")
+        "slurmdbd", lambda: listening(port), timeout=timeout, alive=proc, on_fail=lambda: _fail(jail, "slurmdbd")
     )
 
 
@@ -157,12 +164,21 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def start_slurmd(
-    jail: Jail, ns: NodeSetSpec, name: str, conf: str, port: int, *, sack: bool = False, gres: Gres | None = None
+    jail: Jail,
+    ns: NodeSetSpec,
+    name: str,
+    conf: str,
+    port: int,
+    *,
+    sack: bool = False,
+    gres: Gres | None = None,
+    role: str = "slurmd",
 ) -> None:
     """A dynamic node (-Z) registering with its NodeSet's node definition, on its own port. With
     s6 scripts, under the slurmd image's sunk-init as the pod runs it (one-shots first, services
-    supervised beside slurmd), from per-node folders since the simulated nodes share one root."""
-    root = jail.root("slurmd")
+    supervised beside slurmd), from per-node folders since the simulated nodes share one root.
+    `role`: the root it runs in (another release's slurmd image, during an upgrade)."""
+    root = jail.root(role)
     # SlurmdSpoolDir is per node (%n) here; slurmd does not create it before binding its socket.
     spool = root / "var/spool/slurmd" / name
     spool.mkdir(parents=True, exist_ok=True)
@@ -199,7 +215,7 @@ def start_slurmd(
         argv = [S6_INIT, *argv]
     socket = root / "run/slurm/sack.socket"
     before = _identity(socket)
-    proc = jail.spawn(f"slurmd-{name}", argv, role="slurmd", env=env)
+    proc = jail.spawn(f"slurmd-{name}", argv, role=role, env=env)
     if sack:
         # auth/slurm: every slurmd replaces /run/slurm/sack.socket (unlink, then bind) for the
         # clients of its pod. In a pod there is one slurmd; here they share a root, and two

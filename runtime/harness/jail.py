@@ -70,6 +70,11 @@ class Jail:
         self._holder: subprocess.Popen[bytes] | None = None
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, IO[bytes]] = {}
+        self._mounts: dict[str, list[tuple[list[str], str]]] = {}
+        """Per role, the mounts made on top of its overlay (arguments, target inside the root), in
+        order: what a new image under the same root gets again (replace_lower)."""
+        self._role_of: dict[str, str] = {}
+        """The role whose root each process (by name) runs in."""
 
     # -- namespace -------------------------------------------------------------------------
     def open(self) -> None:
@@ -104,14 +109,39 @@ class Jail:
             if done.returncode != 0:
                 raise RuntimeError(f"hostname {self.hostname}: {done.stderr.strip()}")
         for role, lower in self.lowers.items():
-            base = self.workdir / "roots" / role
-            for part in ("upper", "work", "merged"):
-                (base / part).mkdir(parents=True, exist_ok=True)
-            options = f"lowerdir={lower},upperdir={base / 'upper'},workdir={base / 'work'}"
-            self._ns_mount(["-t", "overlay", "-o", options, "overlay"], base / "merged")
-            self._ns_mount(["-t", "proc", "proc"], self.real(role) / "proc")
-            # Read-only sysfs lets slurmd read the CPU layout.
-            self._ns_mount(["-t", "sysfs", "-o", "ro", "sysfs"], self.real(role) / "sys")
+            self._mount_root(role, lower)
+
+    def _mount_root(self, role: str, lower: Path) -> None:
+        base = self.workdir / "roots" / role
+        for part in ("upper", "work", "merged"):
+            (base / part).mkdir(parents=True, exist_ok=True)
+        options = f"lowerdir={lower},upperdir={base / 'upper'},workdir={base / 'work'}"
+        self._ns_mount(["-t", "overlay", "-o", options, "overlay"], base / "merged")
+        self._ns_mount(["-t", "proc", "proc"], self.real(role) / "proc")
+        # Read-only sysfs lets slurmd read the CPU layout.
+        self._ns_mount(["-t", "sysfs", "-o", "ro", "sysfs"], self.real(role) / "sys")
+        for args, target in self._mounts.get(role, []):
+            self._ns_mount(args, self.real(role) / target.lstrip("/"))
+
+    def add_root(self, role: str, lower: Path) -> None:
+        """A root for one more image, in the open jail (a pod of another image joining)."""
+        if role in self.lowers:
+            raise ValueError(f"{role} already has a root")
+        self.lowers[role] = lower
+        self._mount_root(role, lower)
+
+    def replace_lower(self, role: str, lower: Path) -> None:
+        """The role's root on another image, keeping what was written in it (its upper layer:
+        state folders, keys) and the mounts made on it: a pod replaced by one of a new image
+        with the same volumes. Nothing may run in the root (stop its processes first)."""
+        running = [n for n, proc in self.processes.items() if proc.poll() is None and self._role_of.get(n) == role]
+        if running:
+            raise RuntimeError(f"{role}: stop {', '.join(running)} before replacing its image")
+        done = subprocess.run([*self._enter(), "umount", "-R", str(self.real(role))], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"umount -R {self.real(role)} failed: {done.stderr.strip()}")
+        self.lowers[role] = lower
+        self._mount_root(role, lower)
 
     @property
     def holder(self) -> int:
@@ -143,13 +173,17 @@ class Jail:
             point.parent.mkdir(parents=True, exist_ok=True)
             if not point.exists():
                 point.touch()
-        self._ns_mount(["--bind", str(source)], self.real(role) / target.lstrip("/"))
+        self._role_mount(role, ["--bind", str(source)], target)
         if read_only:
-            self._ns_mount(["-o", "remount,bind,ro"], self.real(role) / target.lstrip("/"))
+            self._role_mount(role, ["-o", "remount,bind,ro"], target)
 
     def mount_tmpfs(self, role: str, target: str) -> None:
         """An empty tmpfs at `target` in the role's root (the folder must exist there)."""
-        self._ns_mount(["-t", "tmpfs", "-o", "mode=0755", "tmpfs"], self.real(role) / target.lstrip("/"))
+        self._role_mount(role, ["-t", "tmpfs", "-o", "mode=0755", "tmpfs"], target)
+
+    def _role_mount(self, role: str, args: list[str], target: str) -> None:
+        self._ns_mount(args, self.real(role) / target.lstrip("/"))
+        self._mounts.setdefault(role, []).append((args, target))
 
     def mount_at(self, args: list[str], target: Path) -> None:
         """`mount ARGS TARGET` inside the namespace (TARGET as processes there see it)."""
@@ -242,6 +276,7 @@ class Jail:
             start_new_session=True,
         )
         self.processes[name] = proc
+        self._role_of[name] = role
         return proc
 
     def log_tail(self, name: str, lines: int = 30) -> str:

@@ -470,7 +470,7 @@ class LocalSlurm:
             self.node_ports[name] = port
         return self.node_ports[name]
 
-    def _spawn_slurmd(self, node: SimNode) -> None:
+    def _spawn_slurmd(self, node: SimNode, role: str = "slurmd") -> None:
         self._node_port(node.name)
         self._nodes[node.name] = node
         # What the slurmd pod mounts: its NodeSet's gres.conf and the deploy-time topology.conf.
@@ -483,8 +483,8 @@ class LocalSlurm:
             gres = node_gres(ns.gpus, node.labels)
             own = render_gres_conf(self.spec, ns, gres)
             files = {**files, gres_conf_key(ns.name): own}
-            make_devices(self.jail.root("slurmd"), gres_device_files(own))
-        conf = write_node_conf(self.jail.root("slurmd"), self.etc, node, files)
+            make_devices(self.jail.root(role), gres_device_files(own))
+        conf = write_node_conf(self.jail.root(role), self.etc, node, files)
         daemons.start_slurmd(
             self.jail,
             ns,
@@ -493,6 +493,7 @@ class LocalSlurm:
             self.node_ports[node.name],
             sack=self.spec.auth.type == "slurm",
             gres=gres,
+            role=role,
         )
 
 
