@@ -41,6 +41,7 @@ from sunk.spec.services import (
     RestApiSpec,
     RuntimeSpec,
 )
+from sunk.spec.upgrade import upgrade_problems
 
 BUILTIN_QOS = "normal"
 
@@ -219,6 +220,19 @@ class SlurmSpec(Model):
     """The Slurm release: its images (one family per release, tagged with its version) and the
     files written for it (docs/slurm-releases.md). Default: "26.05"; also "24.11". Quote it in
     YAML (26.05 unquoted is a number)."""
+    upgrade_from: Annotated[str, AfterValidator(supported_release)] | None = None
+    """The release the running cluster has, when a deploy changes `version`: "24.11" with
+    version "26.05". `sunk validate` is offline and can't see the running cluster, so this is
+    how a downgrade (refused: the newer slurmdbd and slurmctld have converted the database and
+    the state files) or a jump of more than three releases is caught before anything changes;
+    `sunk upgrade-plan` prints the steps (docs/upgrading.md). Default: none."""
+
+    @model_validator(mode="after")
+    def _upgrade(self) -> SlurmSpec:
+        problems = upgrade_problems(self.upgrade_from, self.version)
+        if problems:
+            raise Problems(problems)
+        return self
 
 
 class ClusterSpec(Model):

@@ -58,6 +58,8 @@ CASES = [
     Bad("derived-namespace-too-long", {"tenant": "t" * 40, "name": "n" * 30}, "namespace", "longer than 63 characters; set namespace"),
     Bad("unsupported-slurm-version", {"slurm": {"version": "23.02"}}, "slurm.version", "not a Slurm release sunk supports; supported: 26.05, 24.11"),
     Bad("slurm-version-unquoted", {"slurm": {"version": 26.05}}, "slurm.version", "text is required"),
+    Bad("slurm-downgrade", {"slurm": {"version": "24.11", "upgradeFrom": "26.05"}}, "slurm.upgradeFrom", "'26.05' is newer than slurm.version '24.11': Slurm can't be downgraded"),
+    Bad("slurm-upgrade-from-unknown", {"slurm": {"upgradeFrom": "23.02"}}, "slurm.upgradeFrom", "not a Slurm release sunk supports; supported: 26.05, 24.11"),
     Bad("no-nodesets", {"nodesets": []}, "nodesets", "at least 1 item"),
     Bad("partitions-missing", {"partitions": DELETE}, "partitions", "required field is missing (Slurm partitions"),
     Bad("labels-not-strings", {"labels": {"team": ["a"]}}, "labels.team", "text is required, not a list (['a'])"),

@@ -1,0 +1,520 @@
+"""sunk.upgrade's plan executed on a harness cluster: each role's root moved to the next
+release's image, in the plan's order, each step held until its gate passes.
+
+What stands in for what: a role's root keeps its upper layer when its image changes
+(Jail.replace_lower), as a pod replaced by one of a new image keeps its volumes (StateSaveLocation,
+MariaDB's data); a folder under the work folder stands in for the backup volume; the new
+release's slurmd run in a second slurmd root beside the old one, as new pods beside old ones. The
+backup, snapshot and restore are the shipped scripts (sunk/manifests/upgrade.py), run in the root
+of the image their Job uses (mariadb for the database, slurmctld for the state).
+
+`faults` injects the two failures the rollbacks exist for; the steps after a failed gate never
+run (UpgradeStopped says which failed and what was rolled back).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from sunk import naming
+from sunk.images import release_of
+from sunk.manifests import upgrade as scripts
+from sunk.manifests.accounting import MARIADB_SOCKET
+from sunk.manifests.scripts import SLURMDBD_RUN
+from sunk.render import render_slurm_files
+from sunk.spec.cluster import ClusterSpec
+from sunk.upgrade import DRAIN_REASON, UpgradePlan, upgrade_plan
+
+from ..images.build import Builder
+from . import daemons
+from .layout import SLURM_ROLES, SimNode, prepare_role, write_slurm_files
+from .local import LocalSlurm
+from .overrides import directive, local_files
+from .ports import wait_until
+
+FAULTS = ("slurmdbd", "slurmctld")
+"""Failures a drill can inject: slurmdbd's schema conversion fails (its database user may not
+ALTER tables), or slurmctld crashes on the new release after it has rewritten its state files."""
+
+
+@dataclass
+class Event:
+    step: str
+    what: str
+    waited_for: str
+    seconds: float
+
+
+@dataclass
+class Timeline:
+    events: list[Event] = field(default_factory=list)
+
+    def add(self, step: str, what: str, waited_for: str, seconds: float) -> None:
+        self.events.append(Event(step, what, waited_for, seconds))
+
+    def text(self) -> str:
+        width = max((len(e.what) for e in self.events), default=10)
+        lines = [f"{'step':<10} {'what':<{width}} {'s':>6}  waited for"]
+        lines += [f"{e.step:<10} {e.what:<{width}} {e.seconds:6.1f}  {e.waited_for}" for e in self.events]
+        lines.append(f"{'total':<10} {'':<{width}} {sum(e.seconds for e in self.events):6.1f}")
+        return "\n".join(lines)
+
+
+class UpgradeStopped(RuntimeError):
+    """A gate failed: the step named, and what its rollback restored."""
+
+    def __init__(self, step: str, reason: str, rolled_back: str, log: str = "") -> None:
+        self.step, self.reason, self.rolled_back = step, reason, rolled_back
+        self.log = log
+        """The failed daemon's last log lines."""
+        super().__init__(f"upgrade stopped at {step}: {reason}; rolled back: {rolled_back}")
+
+
+SLURMDBD_VERSION = ["env", f"SLURM_CONF={SLURMDBD_RUN}/slurm.conf", "slurmdbd", "-V"]
+"""slurmdbd reads slurmdbd.conf even for -V, and refuses the shared one (no password, mode 0644):
+the start script's private copy."""
+
+SNAPSHOT_PREFIX = "statesave"
+"""The state snapshot's name: statesave-<source release>."""
+
+
+class Upgrade:
+    """`Upgrade(slurm, "26.05").run()` on a cluster booted on an older release."""
+
+    def __init__(
+        self, slurm: LocalSlurm, target: str, *, faults: tuple[str, ...] = (), gate_timeout: float = 60
+    ) -> None:
+        unknown = set(faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
+        self.slurm = slurm
+        self.source = slurm.spec.slurm.version
+        data = slurm.spec.model_dump(by_alias=True, exclude_unset=True)
+        self.target_spec = ClusterSpec.model_validate({**data, "slurm": {"version": target}})
+        self.plan: UpgradePlan = upgrade_plan(self.target_spec, self.source)
+        self.faults = set(faults)
+        self.gate_timeout = gate_timeout
+        """Seconds each gate waits here (the plan's own timeouts are sized for real clusters)."""
+        self.builder = Builder(release=target)
+        # The new images pulled before the upgrade starts (as nodes pull them before a rollout),
+        # so no step's time is an image build or unpack.
+        self.images = {role: self.builder.rootfs(role) for role in slurm.roles}
+        self.images_before = dict(slurm.jail.lowers)
+        self.timeline = Timeline()
+        self.backup = slurm.jail.workdir / "shared" / "backup"
+        self.backup.mkdir(parents=True, exist_ok=True)
+        self.done: list[str] = []
+        self.new_slurmd = f"slurmd-{target}"
+        self.restored = False
+        """With the slurmctld fault: StateSaveLocation matched the snapshot after the restore."""
+        self.rewritten: list[str] = []
+        """With the slurmctld fault: the state files the crashed start had rewritten."""
+        self.hooks: dict[str, Callable[[], None]] = {}
+        """Step name -> called after that step's gate passed; "node replaced": after the first
+        slurmd is replaced (the drill lets its running job end there, in the mixed window)."""
+
+    @property
+    def target(self) -> str:
+        return self.target_spec.slurm.version
+
+    # -- running -------------------------------------------------------------------------
+    def run(self) -> Timeline:
+        for step in self.plan.steps:
+            getattr(self, f"_{step.name}")()
+            self.done.append(step.name)
+            hook = self.hooks.get(step.name)
+            if hook is not None:
+                hook()
+        return self.timeline
+
+    def _timed(self, step: str, what: str, waited_for: str, action: Callable[[], object]) -> None:
+        started = time.monotonic()
+        try:
+            action()
+        finally:
+            self.timeline.add(step, what, waited_for, time.monotonic() - started)
+
+    def _in(self, role: str, script: str, timeout: float = 120) -> str:
+        done = self.slurm.jail.run(["/bin/sh", "-c", script], role=role, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"script in {role} failed ({done.returncode}): {done.stdout}{done.stderr}")
+        return done.stdout
+
+    def _bind_backup(self, role: str) -> None:
+        """The backup volume mounted in the role's root (the Job's pod mounts the PVC)."""
+        if not (self.slurm.role_root(role) / scripts.BACKUP_DIR.lstrip("/")).is_mount():
+            self.slurm.jail.bind(role, self.backup, scripts.BACKUP_DIR)
+
+    def _move_root(self, role: str, daemon_names: list[str]) -> None:
+        """Stop the role's processes, put its root on the target's image, prepare it as a new pod
+        (keys, folders) and start its munged again."""
+        jail = self.slurm.jail
+        for name in [*daemon_names, f"munged-{role}"]:
+            jail.stop(name, timeout=30)
+        jail.replace_lower(role, self.images[role])
+        prepare_role(jail.root(role), role, host=self.slurm.host, munge_key=self._munge_key())
+        if role in SLURM_ROLES and self.slurm.spec.auth.type == "munge":
+            daemons.start_munged(jail, role)
+
+    def _munge_key(self) -> bytes | None:
+        if self.slurm.spec.auth.type != "munge":
+            return None
+        return (self.slurm.role_root("login") / "etc/munge/munge.key").read_bytes()
+
+    # -- the database --------------------------------------------------------------------
+    def database(self) -> scripts.Database:
+        conf = self.slurm.files["slurmdbd.conf"]
+        return scripts.Database(
+            host=directive(conf, "StorageHost") or "127.0.0.1",
+            port=int(directive(conf, "StoragePort") or 3306),
+            name=directive(conf, "StorageLoc") or "slurm_acct_db",
+            user=directive(conf, "StorageUser") or "slurm",
+            password_file=self._db_password_file(),
+        )
+
+    def _db_password_file(self) -> str:
+        """The database password where the backup Job's pod mounts its Secret (in the mariadb
+        root here, a copy of slurmdbd's)."""
+        target = "/etc/slurm-db-backup/password"
+        source = self.slurm.role_root("slurmdbd") / "etc/slurm-db/password"
+        path = self.slurm.role_root("mariadb") / target.lstrip("/")
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(source.read_bytes())
+            path.chmod(0o400)
+        return target
+
+    @property
+    def dump_name(self) -> str:
+        return f"{self.database().name}-{self.source}"
+
+    def _backup(self) -> None:
+        self._bind_backup("mariadb")
+        script = scripts.db_backup(self.database(), self.dump_name)
+        self._timed("backup", "mariadb-dump to the backup volume", "mariadb-dump", lambda: self._in("mariadb", script))
+
+    def restore_database(self) -> None:
+        self._bind_backup("mariadb")
+        self._in("mariadb", scripts.db_restore(self.database(), self.dump_name), timeout=300)
+
+    def _slurmdbd(self) -> None:
+        jail = self.slurm.jail
+        password = (self.slurm.role_root("slurmdbd") / "etc/slurm-db/password").read_text()
+        self._timed("slurmdbd", f"slurmdbd {self.source} stopped", "slurmdbd exit", lambda: jail.stop("slurmdbd", 30))
+        if "slurmdbd" in self.faults:
+            self._grant("REVOKE ALTER")
+        self._timed(
+            "slurmdbd",
+            f"root on the {self.target} image",
+            "munged",
+            lambda: self._move_root("slurmdbd", []),
+        )
+        try:
+            self._timed(
+                "slurmdbd",
+                f"slurmdbd {self.target} converts the schema",
+                "slurmdbd listening, sacctmgr answers",
+                lambda: self._start_slurmdbd(password),
+            )
+        except (RuntimeError, TimeoutError) as failed:
+            log = self.slurm.log("slurmdbd", 40)
+            self._timed("slurmdbd", "rollback", "restore", lambda: self._rollback_slurmdbd(password))
+            raise UpgradeStopped(
+                "slurmdbd",
+                str(failed).splitlines()[0],
+                f"database restored from {self.dump_name}.sql; slurmdbd {self.source} runs",
+                log,
+            ) from failed
+
+    def _start_slurmdbd(self, password: str) -> None:
+        daemons.start_slurmdbd(self.slurm.jail, self.slurm.ports.slurmdbd, password, timeout=self.gate_timeout)
+        self._gate_version("slurmdbd", SLURMDBD_VERSION)
+        wait_until(
+            "sacctmgr through slurmdbd",
+            lambda: self.slurm.run("sacctmgr", "-n", "show", "cluster", "format=cluster").returncode == 0,
+            timeout=self.gate_timeout,
+            interval=0.2,
+        )
+
+    def _rollback_slurmdbd(self, password: str) -> None:
+        jail = self.slurm.jail
+        jail.stop("slurmdbd", 30)
+        if "slurmdbd" in self.faults:
+            self._grant("GRANT ALTER")  # the fault is the database's, not the backup's
+        self.restore_database()
+        jail.stop("munged-slurmdbd")
+        jail.replace_lower("slurmdbd", self.images_before["slurmdbd"])
+        prepare_role(jail.root("slurmdbd"), "slurmdbd", host=self.slurm.host, munge_key=self._munge_key())
+        daemons.start_munged(jail, "slurmdbd")
+        daemons.start_slurmdbd(jail, self.slurm.ports.slurmdbd, password)
+
+    def _grant(self, verb: str) -> None:
+        """GRANT or REVOKE ALTER on the accounting database for slurmdbd's user, as MariaDB's root
+        (its password where the StatefulSet mounts its Secret)."""
+        db = self.database()
+        root = self.slurm.role_root("mariadb")
+        password = (root / daemons.mariadb_env(self.slurm.spec)["MARIADB_ROOT_PASSWORD_FILE"].lstrip("/")).read_text()
+        to = "TO" if verb == "GRANT ALTER" else "FROM"
+        sql = f"{verb} ON `{db.name}`.* {to} '{db.user}'@'%'; FLUSH PRIVILEGES;"
+        client = "[client]\nuser=root\npassword=" + password + "\n"
+        cnf = root / "tmp-grant.cnf"
+        cnf.write_text(client)
+        cnf.chmod(0o600)
+        try:
+            argv = ["mariadb", "--defaults-extra-file=/tmp-grant.cnf", f"--socket={MARIADB_SOCKET}", "-e", sql]
+            done = self.slurm.jail.run(argv, role="mariadb", timeout=60)
+        finally:
+            cnf.unlink()
+        if done.returncode != 0:
+            raise RuntimeError(f"{sql}: {done.stdout}{done.stderr}")
+
+    # -- the controller ------------------------------------------------------------------
+    @property
+    def snapshot_name(self) -> str:
+        return f"{SNAPSHOT_PREFIX}-{self.source}"
+
+    def _snapshot(self) -> None:
+        jail = self.slurm.jail
+        self.jobs_before = self.job_ids()
+        self.nodes_before = sorted(self.slurm.node_ports)
+        self._timed(
+            "snapshot",
+            f"slurmctld {self.source} stopped (saves state)",
+            "slurmctld exit",
+            lambda: jail.stop("slurmctld", 60),
+        )
+        self._bind_backup("slurmctld")
+        script = scripts.state_snapshot(self.snapshot_name)
+        self._timed(
+            "snapshot", "StateSaveLocation copied, sha256", "cp + sha256sum", lambda: self._in("slurmctld", script)
+        )
+
+    def job_ids(self) -> set[str]:
+        out = self.slurm.run("squeue", "-h", "-a", "-r", "-o", "%i", check=True).stdout
+        return set(out.split())
+
+    def _slurmctld(self) -> None:
+        self._timed("slurmctld", f"root on the {self.target} image", "munged", lambda: self._move_root("slurmctld", []))
+        self._write_target_files()
+        try:
+            self._timed(
+                "slurmctld",
+                f"slurmctld {self.target} from the state files",
+                "ping UP, every job and node known",
+                self._start_slurmctld,
+            )
+        except (RuntimeError, TimeoutError) as failed:
+            log = self.slurm.log("slurmctld", 40)
+            self._timed("slurmctld", "rollback", "state restore", self._rollback_slurmctld)
+            raise UpgradeStopped(
+                "slurmctld",
+                str(failed).splitlines()[0],
+                f"StateSaveLocation restored from {self.snapshot_name}; slurmctld {self.source} runs",
+                log,
+            ) from failed
+
+    def _write_target_files(self) -> None:
+        """The target release's rendered files into the shared /etc/slurm (the ConfigMaps a
+        stack change rewrites). slurmd already running keep their own copies."""
+        rendered = render_slurm_files(self.target_spec, [])
+        files = local_files(
+            rendered,
+            host=self.slurm.host,
+            ports=self.slurm.ports,
+            accounting=self.slurm.accounting,
+            exists=lambda path: (self.slurm.role_root("slurmd") / path.lstrip("/")).exists(),
+            node_ports=self.slurm.node_ports,
+        )
+        write_slurm_files(self.slurm.etc, files)
+        self.slurm.files = files
+
+    def _start_slurmctld(self) -> None:
+        jail = self.slurm.jail
+        if "slurmctld" in self.faults:
+            self._crash_after_conversion()
+        daemons.start_slurmctld(jail, self.slurm.ports.slurmctld)
+        self._gate_version("slurmctld", ["slurmctld", "-V"])
+        missing = self.jobs_before - self.job_ids()
+        if missing:
+            raise RuntimeError(f"slurmctld {self.target} lost jobs {sorted(missing)}")
+        daemons.wait_nodes_idle(jail, [n.name for n in self.slurm.nodes], allow_busy=True, timeout=self.gate_timeout)
+
+    def _crash_after_conversion(self) -> None:
+        """The injected failure: slurmctld on the new release starts from the state files and
+        rewrites some of them in its own format, then dies (SIGABRT, as a crash would) before its
+        gate passes."""
+        jail = self.slurm.jail
+        proc = jail.spawn("slurmctld", ["slurmctld", "-D"], role="slurmctld")
+        wait_until(
+            "slurmctld rewrites a state file",
+            lambda: bool(self.state_changes()),
+            timeout=self.gate_timeout,
+            alive=proc,
+            interval=0.2,
+        )
+        proc.send_signal(signal.SIGABRT)  # slurmctld saves all its state on the way out
+        proc.wait(30)
+        jail.stop("slurmctld")
+        self.rewritten = self.state_changes()
+        raise RuntimeError(f"slurmctld {self.target} exited with {proc.returncode} (injected crash)")
+
+    def state_changes(self) -> list[str]:
+        """Files of StateSaveLocation that differ from the snapshot (changed, new or gone)."""
+        manifest = self.backup / f"{self.snapshot_name}.sha256"
+        recorded: dict[str, str] = {}
+        for line in manifest.read_text().splitlines():
+            digest, _, path = line.partition("  ")
+            recorded[path] = digest
+        state = self.slurm.role_root("slurmctld") / naming.STATE_SAVE.lstrip("/")
+        now = {
+            f"./{path.relative_to(state)}": hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in state.rglob("*")
+            if path.is_file()
+        }
+        return sorted(p for p in recorded.keys() | now.keys() if recorded.get(p) != now.get(p))
+
+    def _rollback_slurmctld(self) -> None:
+        jail = self.slurm.jail
+        jail.stop("slurmctld", 30)
+        self._in("slurmctld", scripts.state_restore(self.snapshot_name))
+        self.restored = not self.state_changes()
+        jail.stop("munged-slurmctld")
+        jail.replace_lower("slurmctld", self.images_before["slurmctld"])
+        prepare_role(jail.root("slurmctld"), "slurmctld", host=self.slurm.host, munge_key=self._munge_key())
+        daemons.start_munged(jail, "slurmctld")
+        rendered = render_slurm_files(self.slurm.spec, [])
+        files = local_files(
+            rendered,
+            host=self.slurm.host,
+            ports=self.slurm.ports,
+            accounting=self.slurm.accounting,
+            exists=lambda path: (self.slurm.role_root("slurmd") / path.lstrip("/")).exists(),
+            node_ports=self.slurm.node_ports,
+        )
+        write_slurm_files(self.slurm.etc, files)
+        self.slurm.files = files
+        daemons.start_slurmctld(jail, self.slurm.ports.slurmctld)
+        daemons.wait_nodes_idle(jail, [n.name for n in self.slurm.nodes], allow_busy=True, timeout=self.gate_timeout)
+
+    # -- the nodes -----------------------------------------------------------------------
+    def _slurmd(self) -> None:
+        slurm, jail = self.slurm, self.slurm.jail
+        names = [n.name for n in slurm.nodes]
+        reason = f"{DRAIN_REASON}: to Slurm {self.target}"
+        self._timed(
+            "slurmd",
+            f"drain {','.join(names)}",
+            "scontrol update",
+            lambda: slurm.run(
+                "scontrol", "update", f"nodename={','.join(names)}", "state=drain", f"reason={reason}", check=True
+            ),
+        )
+        self._timed("slurmd", f"{self.new_slurmd} root", "overlay mount", self._new_slurmd_root)
+        pending = list(slurm.nodes)
+        slurm.spec = self.target_spec  # NodeSets are read from here for the new slurmd
+        started = since = time.monotonic()
+        while pending:
+            for node in list(pending):
+                state = daemons.node_states(jail).get(node.name, "")
+                if "DRAINED" not in state.split("+") and not state.startswith("IDLE+DRAIN"):
+                    continue
+                self.timeline.add(
+                    "slurmd", f"{node.name} drained (no job left)", "its jobs to end", time.monotonic() - since
+                )
+                self._timed(
+                    "slurmd", f"{node.name} on slurmd {self.target}", "registration", partial(self._replace, node)
+                )
+                pending.remove(node)
+                hook = self.hooks.pop("node replaced", None)
+                if hook is not None:
+                    hook()
+                since = time.monotonic()
+            if pending and time.monotonic() - started > self.job_wait:
+                raise TimeoutError(
+                    f"nodes {[n.name for n in pending]} still run jobs after {self.job_wait:.0f} s: "
+                    f"{daemons.node_states(jail)}\n{slurm.run('squeue', '-a').stdout}"
+                )
+            time.sleep(0.2)
+
+    job_wait: float = 600
+    """How long the drill waits for running jobs (the plan itself waits as long as they run)."""
+
+    def _new_slurmd_root(self) -> None:
+        jail = self.slurm.jail
+        jail.add_root(self.new_slurmd, self.images["slurmd"])
+        jail.bind(self.new_slurmd, self.slurm.etc, "/etc/slurm")
+        jail.bind(self.new_slurmd, self.slurm.jail.workdir / "shared" / "tmp", "/tmp")
+        jail.mount_tmpfs(self.new_slurmd, "/sys/fs/cgroup")
+        prepare_role(jail.root(self.new_slurmd), "slurmd", host=self.slurm.host, munge_key=self._munge_key())
+        if self.slurm.spec.auth.type == "munge":
+            daemons.start_munged(jail, self.new_slurmd)
+
+    def _replace(self, node: SimNode) -> None:
+        slurm = self.slurm
+        slurm.stop_slurmd(node.name)
+        slurm._spawn_slurmd(node, role=self.new_slurmd)
+        wait_until(
+            f"{node.name} registers with slurmd {self.target}",
+            lambda: self.node_version(node.name) == release_of(self.target).slurm,
+            timeout=self.gate_timeout,
+            interval=0.2,
+        )
+        slurm.run("scontrol", "update", f"nodename={node.name}", "state=resume", check=True)
+
+    def node_version(self, name: str) -> str:
+        out = self.slurm.run("scontrol", "show", "node", "-o", name).stdout
+        for word in out.split():
+            if word.startswith("Version="):
+                return word.removeprefix("Version=")
+        return ""
+
+    # -- clients -------------------------------------------------------------------------
+    def _clients(self) -> None:
+        slurm = self.slurm
+        self._timed("clients", f"login on {self.target}", "munged", lambda: self._move_root("login", []))
+        self._gate_version("login", ["sinfo", "-V"])
+        if "slurmrestd" in slurm.roles:
+            running = "slurmrestd" in slurm.jail.processes
+
+            def restd() -> None:
+                self._move_root("slurmrestd", ["slurmrestd"])
+                if running:
+                    slurm.start_slurmrestd()
+
+            self._timed("clients", f"slurmrestd on {self.target}", "listening", restd)
+            self._gate_version("slurmrestd", ["slurmrestd", "-V"])
+
+    def _gate_version(self, role: str, argv: list[str]) -> None:
+        done = self.slurm.jail.run(argv, role=role, timeout=30)
+        out = (done.stdout + done.stderr).strip()
+        wanted = release_of(self.target).slurm
+        if wanted not in out:
+            raise RuntimeError(f"{role}: {' '.join(argv)} says {out!r}, not {wanted}")
+
+
+def reported_versions(slurm: LocalSlurm) -> dict[str, str]:
+    """What every daemon and the clients say they are: the binaries (-V) and, for each node, the
+    slurmd version slurmctld recorded at registration."""
+    out: dict[str, str] = {}
+    for role, argv in (
+        ("slurmctld", ["slurmctld", "-V"]),
+        ("slurmdbd", SLURMDBD_VERSION),
+        ("slurmrestd", ["slurmrestd", "-V"]),
+        ("login", ["scontrol", "version"]),
+    ):
+        if role in slurm.roles:
+            done = slurm.jail.run(argv, role=role, timeout=30)
+            out[role] = (done.stdout + done.stderr).strip().rsplit(" ", 1)[-1]
+    nodes = slurm.run("scontrol", "show", "nodes", "-o", check=True).stdout
+    for line in nodes.splitlines():
+        words = dict(w.split("=", 1) for w in shlex.split(line) if "=" in w)
+        out[f"slurmd {words.get('NodeName')}"] = words.get("Version", "")
+    ping = slurm.run("scontrol", "ping").stdout
+    out["scontrol ping"] = " ".join(ping.split())
+    return out

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Puts StateSaveLocation back exactly as state-snapshot.sh copied it (docs/upgrading.md: going
+# back after a failed slurmctld start on the new release). slurmctld must be stopped.
+set -eu
+state=@STATE@
+dir=@DIR@
+name=@NAME@
+(cd "$dir/$name" && sha256sum -c --quiet "$dir/$name.sha256") || {
+  echo "state-restore: $dir/$name does not match its checksums; not restoring it" >&2
+  exit 1
+}
+# Every file the failed start wrote goes: the state is the snapshot's, nothing more.
+find "$state" -mindepth 1 -delete
+cp -a "$dir/$name/." "$state/"
+(cd "$state" && sha256sum -c --quiet "$dir/$name.sha256")
+echo "state-restore: $state is $dir/$name again ($(wc -l < "$dir/$name.sha256") files, checksums match)"

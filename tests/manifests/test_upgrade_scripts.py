@@ -1,0 +1,51 @@
+"""The upgrade's copy scripts, run here on plain folders (the database ones need MariaDB: the
+real-Slurm drill, tests/slurm/test_upgrade_drill.py, runs all four)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from sunk.manifests import upgrade
+
+
+def _run(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+
+
+def test_snapshot_then_restore_gives_back_exactly_the_files(tmp_path: Path) -> None:
+    state, backup = tmp_path / "state", tmp_path / "backup"
+    (state / "hash.1").mkdir(parents=True)
+    (state / "job_state").write_bytes(b"old jobs")
+    (state / "hash.1" / "job.1").write_bytes(b"script")
+    done = _run(upgrade.state_snapshot("statesave-24.11", str(backup), str(state)))
+    assert done.returncode == 0, done.stderr
+    assert "2 files" in done.stdout
+    # What a failed start on the new release does: rewrite one file, add another.
+    (state / "job_state").write_bytes(b"new format")
+    (state / "extra").write_bytes(b"x")
+    done = _run(upgrade.state_restore("statesave-24.11", str(backup), str(state)))
+    assert done.returncode == 0, done.stderr
+    assert (state / "job_state").read_bytes() == b"old jobs"
+    assert sorted(p.name for p in state.rglob("*")) == ["hash.1", "job.1", "job_state"]
+
+
+def test_a_snapshot_that_no_longer_matches_its_checksums_is_not_restored(tmp_path: Path) -> None:
+    state, backup = tmp_path / "state", tmp_path / "backup"
+    state.mkdir()
+    (state / "job_state").write_bytes(b"old jobs")
+    assert _run(upgrade.state_snapshot("s", str(backup), str(state))).returncode == 0
+    (backup / "s" / "job_state").write_bytes(b"bit rot")
+    (state / "job_state").write_bytes(b"new format")
+    done = _run(upgrade.state_restore("s", str(backup), str(state)))
+    assert done.returncode != 0
+    assert "does not match its checksums; not restoring it" in done.stderr
+    assert (state / "job_state").read_bytes() == b"new format"  # left alone
+
+
+def test_the_database_scripts_keep_the_password_off_the_command_line() -> None:
+    db = upgrade.Database("127.0.0.1", 3306, "slurm_acct_db", "slurm", "/etc/slurm-db/password")
+    for script in (upgrade.db_backup(db, "dump"), upgrade.db_restore(db, "dump")):
+        assert "password_file='/etc/slurm-db/password'" in script or "password_file=/etc/slurm-db/password" in script
+        assert "--password" not in script
+        assert "--defaults-extra-file" in script

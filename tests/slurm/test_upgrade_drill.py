@@ -1,0 +1,209 @@
+"""The upgrade drill on real daemons: a live Slurm 24.11 cluster moved to 26.05 by sunk.upgrade's
+plan (runtime/harness/upgrade.py), losing nothing; and the two failures its rollbacks exist for.
+
+One cluster for the module, in order (each test leaves it as the next expects): slurmdbd's
+conversion fails and the dump restores the 24.11 database; slurmctld 26.05 crashes after it has
+rewritten its state and the snapshot restores the files 24.11 starts from; then the whole upgrade
+runs. Live throughout: a two-node job running (it ends only when the drill lets it, in the mixed
+window, on its 24.11 slurmd), a job pending for resources, a held job, a job array waiting on the
+running job, accounts, a user and a QOS limit, and 200 finished jobs in the accounting history.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from sunk.runtime.harness import LocalSlurm, SimNode
+from sunk.runtime.harness.upgrade import Upgrade, UpgradeStopped, reported_versions
+
+from sunk.images import release_of
+from sunk.spec.cluster import ClusterSpec
+
+pytestmark = pytest.mark.slurm
+
+SOURCE, TARGET = "24.11", "26.05"
+HISTORY = 200
+"""Finished jobs in the accounting history before the upgrade (one array of `true`)."""
+
+SPEC = ClusterSpec.model_validate(
+    {
+        "name": "drill",
+        "tenant": "acme",
+        "slurm": {"version": SOURCE},
+        # Eight CPUs per node (claimed, config_overrides): the history's tasks run 24 at a time.
+        "nodesets": [{"name": "cpu", "replicas": 3, "cpus": 8, "memoryMib": 2048}],
+        "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+        "qos": [{"name": "capped", "maxTresPerJob": {"cpu": 1}}],
+        "accounts": [{"name": "lab", "users": ["games"], "qos": ["normal", "capped"]}],
+    }
+)
+FIELDS = "JobID,JobName,User,Account,Partition,QOS,State,ExitCode,Submit,Start,End,Elapsed,NNodes,NodeList,AllocTRES"
+RELEASE = "/tmp/drill-release"
+"""The running job ends once this file exists."""
+
+
+@dataclass
+class Live:
+    slurm: LocalSlurm
+    running: int
+    held: int
+    wide: int
+    array: int
+    refusal: str
+    finished: dict[str, str]
+    """sacct's line per job finished before the upgrade, by job id."""
+
+
+def _games(slurm: LocalSlurm, command: str) -> tuple[int, str]:
+    done = slurm.run("su", "-s", "/bin/sh", "games", "-c", f"cd /tmp && {command}")
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def _refusal(slurm: LocalSlurm) -> str:
+    """What QOS capped (one CPU per job, DenyOnLimit) says to a two-CPU job."""
+    code, out = _games(slurm, "sbatch -A lab -q capped -n 2 --wrap true")
+    assert code != 0, out
+    return out
+
+
+def _sacct(slurm: LocalSlurm) -> dict[str, str]:
+    out = slurm.run("sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01", "-o", FIELDS, check=True).stdout
+    return {line.split("|", 1)[0]: line for line in out.splitlines()}
+
+
+def _completed(slurm: LocalSlurm) -> int:
+    return sum(1 for line in _sacct(slurm).values() if "|COMPLETED|" in line)
+
+
+def _queue(slurm: LocalSlurm) -> dict[str, str]:
+    """Job (array task) id -> state, as slurmctld has them."""
+    out = slurm.run("squeue", "-h", "-a", "-r", "-o", "%i %T", check=True).stdout
+    return dict(line.split() for line in out.splitlines())
+
+
+def wait_until(what: str, ready: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[Live]:
+    nodes = [SimNode(f"cpu-{i}", "cpu") for i in range(3)]
+    with LocalSlurm.start(SPEC, nodes) as slurm:
+        code, out = _games(slurm, f"sbatch --parsable -A lab --array=1-{HISTORY} -o /dev/null --wrap true")
+        assert code == 0, out
+        wait_until("the history's jobs to end", lambda: not slurm.run("squeue", "-h", "-o", "%i").stdout.strip(), 300)
+        wait_until("the history in sacct", lambda: _completed(slurm) >= HISTORY, 60)
+        # Each step of the running job says which slurmd runs it and which slurmctld it sees.
+        step = (
+            "#!/bin/sh\n"
+            f"while [ ! -e {RELEASE} ]; do sleep 0.5; done\n"
+            "ctld=$(scontrol show config | sed -n 's/^SLURM_VERSION *= *//p')\n"
+            'echo "$SLURMD_NODENAME slurmd=$(slurmd -V) slurmctld=$ctld"\n'
+        )
+        (slurm.root / "tmp/drill-step.sh").write_text(step)
+        (slurm.root / "tmp/drill-step.sh").chmod(0o755)
+        running = slurm.sbatch(
+            "#!/bin/sh\nsrun -N2 /tmp/drill-step.sh\n", "-N2", "--exclusive", "-o", "/tmp/drill-run.out"
+        )
+        slurm.wait_job(running, ("RUNNING",))
+        held = slurm.sbatch("#!/bin/sh\ntrue\n", "-H", "-o", "/dev/null")
+        wide = slurm.sbatch("#!/bin/sh\nsrun true\n", "-N3", "-o", "/dev/null")
+        array = slurm.sbatch("#!/bin/sh\ntrue\n", "--array=1-4", f"--dependency=afterok:{running}", "-o", "/dev/null")
+        finished = _sacct(slurm)
+        assert sum(1 for line in finished.values() if "|COMPLETED|" in line) >= HISTORY
+        yield Live(slurm, running, held, wide, array, _refusal(slurm), finished)
+
+
+def _release(live: Live) -> None:
+    (live.slurm.root / RELEASE.lstrip("/")).write_text("go\n")
+
+
+def _intact(live: Live) -> None:
+    """Every job finished before the upgrade has its sacct line unchanged."""
+    now = _sacct(live.slurm)
+    changed = {
+        job: (line, now.get(job))
+        for job, line in live.finished.items()
+        if "|COMPLETED|" in line and now.get(job) != line
+    }
+    assert not changed, changed
+
+
+def test_slurmdbd_conversion_fails_and_the_dump_restores_the_database(live: Live) -> None:
+    slurm = live.slurm
+    queue = _queue(slurm)
+    tables = slurm.run("sacctmgr", "-n", "-P", "show", "qos", "format=name,maxtresperjob", check=True).stdout
+    upgrade = Upgrade(slurm, TARGET, faults=("slurmdbd",))
+    with pytest.raises(UpgradeStopped) as stopped:
+        upgrade.run()
+    print(f"\n{upgrade.timeline.text()}\n{stopped.value}")
+    assert stopped.value.step == "slurmdbd"
+    assert "ALTER command denied" in stopped.value.log  # the conversion itself failed
+    assert upgrade.done == ["backup"]  # nothing after slurmdbd ran
+    assert not (upgrade.backup / upgrade.snapshot_name).exists()
+    versions = reported_versions(slurm)
+    assert "is UP" in versions.pop("scontrol ping")
+    assert versions == dict.fromkeys(versions, release_of(SOURCE).slurm), versions
+    assert _queue(slurm) == queue
+    _intact(live)
+    assert slurm.run("sacctmgr", "-n", "-P", "show", "qos", "format=name,maxtresperjob", check=True).stdout == tables
+    assert _refusal(slurm) == live.refusal
+
+
+def test_slurmctld_crash_on_the_new_release_and_the_snapshot_restores_the_state(live: Live) -> None:
+    slurm = live.slurm
+    queue = _queue(slurm)
+    upgrade = Upgrade(slurm, TARGET, faults=("slurmctld",))
+    with pytest.raises(UpgradeStopped) as stopped:
+        upgrade.run()
+    print(f"\n{upgrade.timeline.text()}\n{stopped.value}\nrewritten by 26.05: {upgrade.rewritten}")
+    assert stopped.value.step == "slurmctld"
+    assert upgrade.done == ["backup", "slurmdbd", "snapshot"]
+    # The crashed start had rewritten the job state in its own format; the restore put back
+    # exactly the snapshot's files, and 24.11 started from them with every job as it was.
+    assert "./job_state" in upgrade.rewritten
+    assert upgrade.restored
+    assert reported_versions(slurm)["slurmctld"] == release_of(SOURCE).slurm
+    assert _queue(slurm) == queue
+    assert queue[str(live.running)] == "RUNNING"
+    _intact(live)
+
+
+def test_the_upgrade_loses_nothing(live: Live) -> None:
+    slurm = live.slurm
+    upgrade = Upgrade(slurm, TARGET)
+    upgrade.job_wait = 120
+    # The running job ends in the mixed window: slurmctld on 26.05, its own slurmd still 24.11.
+    upgrade.hooks["node replaced"] = lambda: _release(live)
+    timeline = upgrade.run()
+    print(f"\nupgrade drill, Slurm {SOURCE} -> {TARGET}:\n{timeline.text()}")
+    assert upgrade.done == list(upgrade.plan.names)
+    new = release_of(TARGET).slurm
+    versions = reported_versions(slurm)
+    assert "is UP" in versions.pop("scontrol ping")
+    assert versions == dict.fromkeys(versions, new), versions
+    assert {k for k in versions if k.startswith("slurmd ")} == {"slurmd cpu-0", "slurmd cpu-1", "slurmd cpu-2"}
+
+    assert slurm.wait_job(live.running, timeout=120) == "COMPLETED"
+    ran = (slurm.root / "tmp/drill-run.out").read_text().split("\n")
+    steps = sorted(line for line in ran if line)
+    assert len(steps) == 2
+    for line in steps:  # on its old slurmd, under the new slurmctld
+        assert f"slurmd=slurm-wlm {release_of(SOURCE).slurm}" in line and f"slurmctld={new}" in line, line
+    reason = slurm.run("squeue", "-h", "-j", str(live.held), "-o", "%T %r", check=True).stdout.split()
+    assert reason == ["PENDING", "JobHeldUser"]  # still held after the upgrade
+    slurm.run("scontrol", "release", str(live.held), check=True)
+    for job in (live.wide, live.held):
+        assert slurm.wait_job(job, timeout=120) == "COMPLETED"
+    wait_until("the array's tasks to end", lambda: not _queue(slurm), 120)
+    accounted = _sacct(slurm)
+    assert [accounted[f"{live.array}_{task}"].split("|")[6] for task in range(1, 5)] == ["COMPLETED"] * 4
+    _intact(live)
+    assert live.finished.keys() <= accounted.keys()
+    assert _refusal(slurm) == live.refusal
