@@ -31,9 +31,11 @@ test_jobtext_real.py):
 - `state` and `state_reason`: squeue's State shows a flag instead of the base state while one is
   set (COMPLETING, CONFIGURING, REQUEUED, ...), and Reason shows slurmctld's description instead
   of the reason code when it set one. Rows whose State is not a base state or whose Reason is not
-  a reason name (jobreasons.py) are read again, by JobID, with `squeue --json=v0.0.42 -j ...`:
+  a reason name (jobreasons.py) are read again, by JobID, with `squeue --json=VERSION -j ...`:
   Slurm's own serialiser, slurmrestd's field for field, paid only for those rows (a job gone
-  between the two reads is left out, as a read a moment later would).
+  between the two reads is left out, as a read a moment later would). VERSION is the newest
+  data_parser of versions.SPOKEN that this squeue has (v0.0.45 on 26.05, v0.0.42 on 24.11,
+  whose squeue has no v0.0.45): found at the first such read, kept after.
 
 Anything else the parser can't place raises JobTextError; a failing squeue raises SqueueError.
 The exporter then reads that collection through slurmrestd (runtime/exporter/slurm.py).
@@ -51,6 +53,7 @@ from .errors import SlurmRestError
 from .jobreasons import JOB_REASONS
 from .models import Job
 from .tokenclient import TokenClient
+from .versions import SPOKEN
 
 BASE_STATES = frozenset(
     {
@@ -209,7 +212,7 @@ _decode_jobs = msgspec.json.Decoder(_JsonJobs).decode
 
 
 def parse_squeue_json(data: bytes, wanted: Iterable[int]) -> list[JobRow]:
-    """`squeue --json` (data_parser v0.0.42, slurmrestd's shape) -> the rows of the `wanted` jobs
+    """`squeue --json` (data_parser v0.0.42 or v0.0.45, slurmrestd's shape) -> the rows of the `wanted` jobs
     it holds (`-j 8` also lists the records of array 8's split tasks: those are left out)."""
     try:
         reply = _decode_jobs(data)
@@ -249,10 +252,28 @@ class SqueueJobs(TokenClient):
     ) -> None:
         super().__init__(token, conf, command=command, timeout=timeout)
         self.json_rows = 0
+        self.data_parser: str | None = None
+        """The data_parser version `squeue --json` is asked for, once one has worked."""
 
     def _squeue(self, args: Sequence[str]) -> bytes:
         # Times as epoch seconds, in UTC: no local time is involved.
         return self._run(args, f"squeue {args[0]}", {"TZ": "UTC", "SLURM_TIME_FORMAT": "%s"})
+
+    def _squeue_json(self, args: Sequence[str]) -> bytes:
+        """`squeue --json=V ARGS` with the newest spoken version this squeue has (an older
+        release's squeue refuses a newer version: the next one is tried)."""
+        versions = [self.data_parser] if self.data_parser else list(SPOKEN)
+        failed: SqueueError | None = None
+        for version in versions:
+            try:
+                data = self._squeue([f"--json={version}", *args])
+            except SqueueError as exc:
+                failed = exc
+                continue
+            self.data_parser = version
+            return data
+        assert failed is not None
+        raise failed
 
     def jobs(self) -> list[JobRow]:
         """Every job record slurmctld holds (hidden partitions and finished jobs included)."""
@@ -261,7 +282,7 @@ class SqueueJobs(TokenClient):
         self.json_rows = 0
         for start in range(0, len(unsettled), JSON_BATCH):
             batch = unsettled[start : start + JSON_BATCH]
-            data = self._squeue(["--json=v0.0.42", "-a", "-t", "all", "-j", ",".join(map(str, batch))])
+            data = self._squeue_json(["-a", "-t", "all", "-j", ",".join(map(str, batch))])
             more = parse_squeue_json(data, batch)
             self.json_rows += len(more)
             rows += more

@@ -172,12 +172,30 @@ def test_the_reader_runs_squeue_with_only_the_token_and_the_config(tmp_path: Pat
         del os.environ["SUNK_LEAK_CHECK"]
     assert (reader.reads, reader.json_rows) == (2, 1)
     args = (tmp_path / "seen.args").read_text().split("\n")[:-1]  # (splitlines would split at \\x1e too)
-    assert args == [f"-r -a -h -t all -O {FORMAT}", "--json=v0.0.42 -a -t all -j 2014"]
+    assert args == [f"-r -a -h -t all -O {FORMAT}", "--json=v0.0.45 -a -t all -j 2014"]
     for env_file in tmp_path.glob("seen.[0-9]*"):
         env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
         assert env["SLURM_JWT"] == "tok-123" and env["SLURM_CONF"] == "/etc/slurm/slurm.conf"
         assert (env["SLURM_TIME_FORMAT"], env["TZ"], env["LANG"]) == ("%s", "UTC", "C")
         assert "SUNK_LEAK_CHECK" not in env  # the host's environment stays out
+
+
+def test_an_older_squeue_gets_the_newest_version_it_has_and_keeps_it(tmp_path: Path) -> None:
+    """24.11's squeue has no data_parser v0.0.45: the reader falls back to v0.0.42 once, then
+    asks for it directly."""
+    (tmp_path / "text").write_text(SAMPLE)
+    (tmp_path / "json").write_bytes(JSON)
+    body = (
+        f'echo "$@" >> {tmp_path}/args\n'
+        'case "$1" in --json=v0.0.45) echo "squeue: error: unknown data_parser v0.0.45" >&2; exit 1;; esac\n'
+        f'case "$1" in --json*) cat {tmp_path}/json;; *) cat {tmp_path}/text;; esac\n'
+    )
+    reader = SqueueJobs(StaticToken("t"), "/x", command=(str(_script(tmp_path, body)),))
+    assert reader.jobs() == [*EXPECTED, DESCRIBED]
+    assert reader.data_parser == "v0.0.42"
+    assert reader.jobs() == [*EXPECTED, DESCRIBED]
+    asked = [a.split()[0] for a in (tmp_path / "args").read_text().split("\n")[:-1] if a.startswith("--json")]
+    assert asked == ["--json=v0.0.45", "--json=v0.0.42", "--json=v0.0.42"]
 
 
 def test_many_described_jobs_are_read_as_json_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

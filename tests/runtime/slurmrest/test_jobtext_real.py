@@ -143,6 +143,8 @@ def test_every_job_reads_as_slurmrestd_reports_it(slurm: LocalSlurm, rest: Slurm
     assert all(r.hold for r in held) and not any(r.hold for r in rows.values() if r.state == "RUNNING")
     assert [r.eligible_time for r in rows.values() if r.state_reason == "Dependency"] == [0]
     assert reader.json_rows >= 2  # the described and the flagged job went through squeue --json
+    # The newest data_parser this release's squeue has (24.11's has no v0.0.45).
+    assert reader.data_parser == {"26.05": "v0.0.45", "24.11": "v0.0.42"}[slurm.spec.slurm.version]
     special = next(j for j in rest.list_jobs() if j.job_id == WORKLOAD["special"])
     assert special.job_state == ("PENDING", "SPECIAL_EXIT") and rows[special.job_id].state == "PENDING"
     # The pending array is two records (its split task has its own); plain squeue shows one row.
