@@ -39,12 +39,16 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
     names = sorted(p.name for p in FOLDER.glob("*.sh"))
     assert names == [
         "accounting-setup-job.sh",
+        "db-backup.sh",
+        "db-restore.sh",
         "health-check.sh",
         "login-start.sh",
         "munge-start.sh",
         "reconfigure-watcher.sh",
         "slurmdbd-start.sh",
         "sssd-start.sh",
+        "state-restore.sh",
+        "state-snapshot.sh",
         "wait-qos.sh",
     ]
     for name in names:
