@@ -323,6 +323,7 @@ class Reconciler:
             nodes=nodes,
             config_map=self._topology_config_map(namespace, naming.topology_config_map(cluster), now),
             registered=frozenset(slurm) if slurm is not None else None,
+            started={n: s.slurmd_start_time for n, s in (slurm or {}).items() if s.slurmd_start_time is not None},
         )
         for action in plan_topology(observed, now, self.topology_delay):
             self._apply_topology(action, api, now, report)

@@ -42,6 +42,10 @@ class TopologyObserved:
     """Slurm nodes slurmctld knows; None when Slurm could not be read."""
     release: str = DEFAULT_SLURM
     """The cluster's Slurm release (what a node-less tree looks like differs)."""
+    started: Mapping[str, int] | None = None
+    """Registered node -> when its slurmd started. A node whose pod was replaced registers afresh
+    under the same name, and slurmctld 26.05 then leaves it out of its switches until the next
+    reconfigure (24.11 kept it in; both measured by the operator's real-Slurm rolling update)."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,14 @@ def _parse(stamp: str | None) -> datetime | None:
         return None
 
 
-def reconfigure_key(text: str, registered: frozenset[str], nodes: Sequence[TopologyNode]) -> str:
+def reconfigure_key(
+    text: str, registered: frozenset[str], nodes: Sequence[TopologyNode], started: Mapping[str, int] | None = None
+) -> str:
+    """What a reconfigure covered: the text, the registered nodes it names, and when each of their
+    slurmd started (a re-registration changes the key, so it gets its reconfigure)."""
     named = sorted({n.name for n in nodes} & registered)
+    if started:
+        named = [f"{name}@{started[name]}" if name in started else name for name in named]
     return hashlib.sha256("\n".join([text, *named]).encode()).hexdigest()[:16]
 
 
@@ -115,7 +125,7 @@ def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -
     if observed.registered is None:
         return []
     annotations = (cm.get("metadata") or {}).get("annotations") or {}
-    key = reconfigure_key(text, observed.registered, nodes)
+    key = reconfigure_key(text, observed.registered, nodes, observed.started)
     if annotations.get(keys.TOPOLOGY_RECONFIGURED) == key:
         return []
     written = _parse(annotations.get(keys.TOPOLOGY_WRITTEN))

@@ -59,6 +59,8 @@ class Node(Reply):
     reason: str = ""
     reason_set_by_user: str = ""
     reason_changed_at: NoVal = None
+    slurmd_start_time: NoVal = None
+    """When the node's slurmd started (epoch seconds): a new value at each new slurmd's registration."""
     comment: str = ""
     extra: str = ""
     features: tuple[str, ...] = ()
