@@ -435,7 +435,58 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         p.set_defaults(func=handler)
 
 
+def cmd_upgrade_plan(args: argparse.Namespace) -> int:
+    """The steps that move STACK's cluster from the release it runs to `slurm.version`."""
+    from sunk.images import SUPPORTED_SLURM
+    from sunk.upgrade import plan_text, upgrade_plan
+
+    try:
+        spec = load_stack(args.stack).spec
+    except SpecError as err:
+        print(err, file=sys.stderr)
+        return 1
+    source = args.source or spec.slurm.upgrade_from
+    if source is None:
+        print(
+            f"sunk upgrade-plan: {args.stack} has no slurm.upgradeFrom, and the release the cluster runs "
+            "can't be read offline: set slurm.upgradeFrom to it in the stack, or pass --from "
+            f"({', '.join(SUPPORTED_SLURM)})",
+            file=sys.stderr,
+        )
+        return 1
+    if source not in SUPPORTED_SLURM:
+        print(
+            f"sunk upgrade-plan: --from {source!r} is not a Slurm release sunk supports; "
+            f"supported: {', '.join(SUPPORTED_SLURM)}",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        plan = upgrade_plan(spec, source)
+    except ValueError as err:
+        print(f"sunk upgrade-plan: {err}", file=sys.stderr)
+        return 1
+    print(plan_text(plan), end="")
+    return 0
+
+
+def _register_upgrade(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "upgrade-plan",
+        help="print the steps of a Slurm release upgrade, their order and what each waits for",
+        description="Prints how STACK's cluster moves from the release it runs (slurm.upgradeFrom, or "
+        "--from) to slurm.version: each step, the gate before the next, how long it waits, and the way "
+        "back (docs/upgrading.md). A downgrade is refused.",
+    )
+    p.add_argument("stack", metavar="STACK", help="stack name (acme-dev) or path to a stack file")
+    p.add_argument(
+        "--from", dest="source", default=None, help="the release the cluster runs (default: slurm.upgradeFrom)"
+    )
+    p.set_defaults(func=cmd_upgrade_plan)
+
+
 _EXTENSIONS += [
+    _register_upgrade,
     _register_render,
     _register_stacks,
     _register_init,

@@ -3,7 +3,7 @@ here, beside the spec; the steps of a move are sunk.upgrade's."""
 
 from __future__ import annotations
 
-from sunk.spec.problem import Problem
+from sunk.problem import Problem
 
 MAX_RELEASES_BACK = 3
 """Slurm upgrades in place from the three major releases before it (since 24.11; upgrades.html)."""

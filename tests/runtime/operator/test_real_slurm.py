@@ -44,10 +44,6 @@ SPEC = ClusterSpec.model_validate(
         "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
         "topology": {"plugin": "tree", "labelKeys": ["example.com/spine"]},
         "login": {"enabled": False},
-        # On 26.05 the nodes the operator starts never reached slurmctld's topology after its
-        # reconfigure in the rolling update (measured once, not yet understood): proven on 24.11
-        # until it is. The harness's own topology re-render works on 26.05 (test_topology_gres_scripts).
-        "slurm": {"version": "24.11"},
     }
 )
 NS = SPEC.ns
