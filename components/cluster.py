@@ -114,6 +114,25 @@ class SlurmCluster(Component):
         keyed: list[pulumi.Resource] = [auth, *([self.keygen] if self.keygen is not None else [])]
         ready = [self.config, *keyed, *claims]
         refs = auth.refs
+        # A release upgrade (slurm.upgradeFrom, sunk.upgrade's order): slurmdbd moves first and
+        # converts the database, slurmctld once slurmdbd's rollout is ready, everything else once
+        # slurmctld's is (Pulumi waits for a workload's rollout before updating what depends on
+        # it; the operator then replaces each slurmd once it runs no job).
+        upgrading = spec.slurm.upgrade_from not in (None, spec.slurm.version)
+
+        def accounting() -> Accounting:
+            return Accounting(
+                f"{name}-accounting",
+                spec,
+                namespace=ns,
+                refs=refs,
+                allow_state_replacement=allow_state_replacement,
+                keys_in_cluster=keys_in_cluster,
+                opts=child(self, depends_on=ready),
+            )
+
+        self.accounting = accounting() if upgrading and spec.accounting.enabled else None
+        first: list[pulumi.Resource] = [self.accounting] if self.accounting is not None else []
         self.controller = Controller(
             f"{name}-controller",
             spec,
@@ -124,24 +143,18 @@ class SlurmCluster(Component):
             # keeps it, and through it every child (their names start with its name), in place.
             opts=child(
                 self,
-                depends_on=ready,
+                depends_on=[*ready, *first],
                 aliases=[pulumi.Alias(name=f"{name}-controlplane", type_="sunk:index:ControlPlane")],
             ),
         )
-        self.accounting = None
-        if spec.accounting.enabled:
-            self.accounting = Accounting(
-                f"{name}-accounting",
-                spec,
-                namespace=ns,
-                refs=refs,
-                allow_state_replacement=allow_state_replacement,
-                keys_in_cluster=keys_in_cluster,
-                opts=child(self, depends_on=ready),
-            )
+        if spec.accounting.enabled and self.accounting is None:
+            self.accounting = accounting()
+        after: list[pulumi.Resource] = [self.controller] if upgrading else []
         self.restapi = self.slurmrestd_url = None
         if spec.restapi.enabled:
-            self.restapi = RestApi(f"{name}-restapi", spec, namespace=ns, refs=refs, opts=child(self, depends_on=ready))
+            self.restapi = RestApi(
+                f"{name}-restapi", spec, namespace=ns, refs=refs, opts=child(self, depends_on=[*ready, *after])
+            )
             self.slurmrestd_url = self.restapi.url
         self.login = self.login_endpoint = None
         if spec.login.enabled:
@@ -151,7 +164,7 @@ class SlurmCluster(Component):
                 namespace=ns,
                 refs=refs,
                 keys_in_cluster=keys_in_cluster,
-                opts=child(self, depends_on=ready),
+                opts=child(self, depends_on=[*ready, *after]),
             )
             self.login_endpoint = self.login.endpoint
         self.nodesets = NodeSets(
@@ -159,7 +172,7 @@ class SlurmCluster(Component):
             spec,
             namespace=ns,
             refs=refs,
-            opts=child(self, depends_on=[*ready, *([nodeset_crd] if nodeset_crd is not None else [])]),
+            opts=child(self, depends_on=[*ready, *([nodeset_crd] if nodeset_crd is not None else []), *after]),
         )
         self.runtime = Runtime(
             f"{name}-runtime",
@@ -167,7 +180,7 @@ class SlurmCluster(Component):
             namespace=ns,
             refs=refs,
             operator_namespace=operator_namespace,
-            opts=child(self, depends_on=keyed),
+            opts=child(self, depends_on=[*keyed, *after]),
         )
         self.network = NetworkPolicies(
             f"{name}-network",
