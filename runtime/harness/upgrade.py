@@ -18,9 +18,10 @@ import hashlib
 import shlex
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from sunk import naming
 from sunk.images import release_of
@@ -66,6 +67,12 @@ class Timeline:
         return "\n".join(lines)
 
 
+def target_images(release: str, roles: Iterable[str]) -> dict[str, Path]:
+    """The release's unpacked image per role (built first where the cache lacks one)."""
+    builder = Builder(release=release)
+    return {role: builder.rootfs(role) for role in roles}
+
+
 class UpgradeStopped(RuntimeError):
     """A gate failed: the step named, and what its rollback restored."""
 
@@ -88,8 +95,16 @@ class Upgrade:
     """`Upgrade(slurm, "26.05").run()` on a cluster booted on an older release."""
 
     def __init__(
-        self, slurm: LocalSlurm, target: str, *, faults: tuple[str, ...] = (), gate_timeout: float = 60
+        self,
+        slurm: LocalSlurm,
+        target: str,
+        *,
+        faults: tuple[str, ...] = (),
+        gate_timeout: float = 60,
+        images: Mapping[str, Path] | None = None,
     ) -> None:
+        """`images`: the target release's unpacked image per role, where the caller has them
+        already (target_images); by default they are looked up (and built if missing) here."""
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
@@ -101,10 +116,9 @@ class Upgrade:
         self.faults = set(faults)
         self.gate_timeout = gate_timeout
         """Seconds each gate waits here (the plan's own timeouts are sized for real clusters)."""
-        self.builder = Builder(release=target)
         # The new images pulled before the upgrade starts (as nodes pull them before a rollout),
         # so no step's time is an image build or unpack.
-        self.images = {role: self.builder.rootfs(role) for role in slurm.roles}
+        self.images = dict(images) if images is not None else target_images(target, slurm.roles)
         self.images_before = dict(slurm.jail.lowers)
         self.timeline = Timeline()
         self.backup = slurm.jail.workdir / "shared" / "backup"

@@ -14,10 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from sunk.runtime.harness import LocalSlurm, SimNode
-from sunk.runtime.harness.upgrade import Upgrade, UpgradeStopped, reported_versions
+from sunk.runtime.harness.upgrade import Upgrade, UpgradeStopped, reported_versions, target_images
 
 from sunk.images import release_of
 from sunk.spec.cluster import ClusterSpec
@@ -54,6 +55,8 @@ class Live:
     array: int
     refusal: str
     finished: dict[str, str]
+    images: dict[str, Path]
+    """26.05's unpacked images, looked up once for the three upgrades."""
     """sacct's line per job finished before the upgrade, by job id."""
 
 
@@ -117,7 +120,8 @@ def live() -> Iterator[Live]:
         array = slurm.sbatch("#!/bin/sh\ntrue\n", "--array=1-4", f"--dependency=afterok:{running}", "-o", "/dev/null")
         finished = _sacct(slurm)
         assert sum(1 for line in finished.values() if "|COMPLETED|" in line) >= HISTORY
-        yield Live(slurm, running, held, wide, array, _refusal(slurm), finished)
+        images = target_images(TARGET, slurm.roles)
+        yield Live(slurm, running, held, wide, array, _refusal(slurm), finished, images)
 
 
 def _release(live: Live) -> None:
@@ -139,7 +143,7 @@ def test_slurmdbd_conversion_fails_and_the_dump_restores_the_database(live: Live
     slurm = live.slurm
     queue = _queue(slurm)
     tables = slurm.run("sacctmgr", "-n", "-P", "show", "qos", "format=name,maxtresperjob", check=True).stdout
-    upgrade = Upgrade(slurm, TARGET, faults=("slurmdbd",))
+    upgrade = Upgrade(slurm, TARGET, faults=("slurmdbd",), images=live.images)
     with pytest.raises(UpgradeStopped) as stopped:
         upgrade.run()
     print(f"\n{upgrade.timeline.text()}\n{stopped.value}")
@@ -159,7 +163,7 @@ def test_slurmdbd_conversion_fails_and_the_dump_restores_the_database(live: Live
 def test_slurmctld_crash_on_the_new_release_and_the_snapshot_restores_the_state(live: Live) -> None:
     slurm = live.slurm
     queue = _queue(slurm)
-    upgrade = Upgrade(slurm, TARGET, faults=("slurmctld",))
+    upgrade = Upgrade(slurm, TARGET, faults=("slurmctld",), images=live.images)
     with pytest.raises(UpgradeStopped) as stopped:
         upgrade.run()
     print(f"\n{upgrade.timeline.text()}\n{stopped.value}\nrewritten by 26.05: {upgrade.rewritten}")
@@ -177,7 +181,7 @@ def test_slurmctld_crash_on_the_new_release_and_the_snapshot_restores_the_state(
 
 def test_the_upgrade_loses_nothing(live: Live) -> None:
     slurm = live.slurm
-    upgrade = Upgrade(slurm, TARGET)
+    upgrade = Upgrade(slurm, TARGET, images=live.images)
     upgrade.job_wait = 120
     # The running job ends in the mixed window: slurmctld on 26.05, its own slurmd still 24.11.
     upgrade.hooks["node replaced"] = lambda: _release(live)
