@@ -151,6 +151,7 @@ def _pod(**more: Any) -> dict[str, Any]:
 FILL: dict[str, dict[str, Any]] = {
     "acme-prod": {
         "labels": {"acme.example/cost-center": "hpc"},
+        "slurm": {"upgradeFrom": "24.11"},
         "controller": _pod(extraSlurmConf=["MessageTimeout=30"], extraArgs=["-v"]),
         "accounting": {
             **_pod(extraSlurmdbdConf=["CommitDelay=1"], enforce=["associations", "limits"]),
