@@ -108,7 +108,20 @@ def reserved_name_problems(spec: ClusterSpec) -> list[Problem]:
 
 
 def contradiction_problems(spec: ClusterSpec) -> list[Problem]:
-    """NodeSets whose settings contradict each other although each is valid alone."""
+    """NodeSets whose settings contradict each other although each is valid alone, one check per
+    kind of contradiction: a feature named like another NodeSet, a volume where a shared one
+    mounts, oci.conf given twice, power settings Slurm holds once per cluster, and Nodes claimed
+    twice in all-matching-nodes mode."""
+    return [
+        *_feature_problems(spec),
+        *_volume_problems(spec),
+        *_oci_problems(spec),
+        *_power_problems(spec),
+        *_matching_problems(spec),
+    ]
+
+
+def _feature_problems(spec: ClusterSpec) -> list[Problem]:
     problems = []
     names = {ns.name for ns in spec.nodesets}
     for i, ns in enumerate(spec.nodesets):
@@ -122,6 +135,11 @@ def contradiction_problems(spec: ClusterSpec) -> list[Problem]:
                         f"join its partitions; choose a feature that names no NodeSet",
                     )
                 )
+    return problems
+
+
+def _volume_problems(spec: ClusterSpec) -> list[Problem]:
+    problems = []
     on_compute = {v.mount_path: v.name for v in spec.shared_volumes if "compute" in v.mount_on}
     for i, ns in enumerate(spec.nodesets):
         for j, vol in enumerate(ns.volumes):
@@ -133,14 +151,23 @@ def contradiction_problems(spec: ClusterSpec) -> list[Problem]:
                         f"{on_compute[vol.mount_path]} mounts on compute; one path, one volume",
                     )
                 )
+    return problems
+
+
+def _oci_problems(spec: ClusterSpec) -> list[Problem]:
     if spec.containers.enabled and "oci.conf" in spec.extra_config.files:
-        problems.append(
+        return [
             Problem(
                 "extraConfig.files.oci.conf",
                 "containers.enabled renders oci.conf; drop one of them "
                 "(set containers.enabled false to bring your own oci.conf)",
             )
-        )
+        ]
+    return []
+
+
+def _power_problems(spec: ClusterSpec) -> list[Problem]:
+    problems = []
     powered = [(i, ns.power) for i, ns in enumerate(spec.nodesets) if ns.power is not None]
     for at, power in powered[1:]:
         lead, lead_power = powered[0]
@@ -153,6 +180,11 @@ def contradiction_problems(spec: ClusterSpec) -> list[Problem]:
                         f"{getattr(lead_power, attr)}; Slurm 24.11 has one {field[0].upper() + field[1:]} for the cluster",
                     )
                 )
+    return problems
+
+
+def _matching_problems(spec: ClusterSpec) -> list[Problem]:
+    problems = []
     matching = [(i, ns.pod_node_selector) for i, ns in enumerate(spec.nodesets) if ns.mode == "all-matching-nodes"]
     for j, i in sorted(overlapping_selectors(matching)):
         # In all-matching-nodes mode the Slurm node is named after the Kubernetes Node.
@@ -421,39 +453,45 @@ class ClusterSpec(Model):
         return []
 
     def _partition_problems(self) -> list[Problem]:
-        """Known nodesets and QOS, preemption modes that apply."""
+        """Known nodesets and QOS, preemption modes that apply: each partition's references, then
+        its GPU defaults and preemption, then the tiers partition_prio needs across them."""
         errors: list[Problem] = []
         nodesets, qos = {n.name for n in self.nodesets}, self._qos_names
         for i, p in enumerate(self.partitions):
-            errors += [
-                Problem(
-                    f"partitions[{i}].nodesets[{j}]", f"{ns!r} is not a nodeset; known: {', '.join(sorted(nodesets))}"
-                )
-                for j, ns in enumerate(p.nodesets)
-                if ns not in nodesets
-            ]
-            errors += [
-                Problem(f"partitions[{i}].allowQos[{j}]", f"{q!r} is not a QOS; known: {', '.join(sorted(qos))}")
-                for j, q in enumerate(p.allow_qos)
-                if q not in qos
-            ]
-            if p.qos is not None and not self.accounting.enabled:
-                errors.append(Problem(f"partitions[{i}].qos", "QOS live in accounting; set accounting.enabled true"))
-            elif p.qos is not None and p.qos not in qos:
-                errors.append(
-                    Problem(f"partitions[{i}].qos", f"{p.qos!r} is not a QOS; known: {', '.join(sorted(qos))}")
-                )
-            for field, value in (("defCpuPerGpu", p.def_cpu_per_gpu), ("defMemPerGpu", p.def_mem_per_gpu)):
-                if value is not None and not any(self.nodeset(n).gpus for n in p.nodesets if n in nodesets):
-                    errors.append(
-                        Problem(f"partitions[{i}].{field}", "none of the partition's nodesets has GPUs; drop it")
-                    )
-            if p.preempt_mode not in (None, "off") and self.scheduling.preempt_type != "partition_prio":
-                errors.append(Problem(f"partitions[{i}].preemptMode", "needs scheduling.preemptType partition_prio"))
+            errors += self._partition_references(i, p, nodesets, qos)
+            errors += self._partition_settings(i, p, nodesets)
         if self.scheduling.preempt_type == "partition_prio" and len({p.priority_tier for p in self.partitions}) < 2:
             errors.append(
                 Problem("scheduling.preemptType", "partition_prio needs partitions with different priorityTier values")
             )
+        return errors
+
+    def _partition_references(self, i: int, p: PartitionSpec, nodesets: set[str], qos: set[str]) -> list[Problem]:
+        """The nodesets and QOS partition `i` names exist (QOS only with accounting)."""
+        errors = [
+            Problem(f"partitions[{i}].nodesets[{j}]", f"{ns!r} is not a nodeset; known: {', '.join(sorted(nodesets))}")
+            for j, ns in enumerate(p.nodesets)
+            if ns not in nodesets
+        ]
+        errors += [
+            Problem(f"partitions[{i}].allowQos[{j}]", f"{q!r} is not a QOS; known: {', '.join(sorted(qos))}")
+            for j, q in enumerate(p.allow_qos)
+            if q not in qos
+        ]
+        if p.qos is not None and not self.accounting.enabled:
+            errors.append(Problem(f"partitions[{i}].qos", "QOS live in accounting; set accounting.enabled true"))
+        elif p.qos is not None and p.qos not in qos:
+            errors.append(Problem(f"partitions[{i}].qos", f"{p.qos!r} is not a QOS; known: {', '.join(sorted(qos))}"))
+        return errors
+
+    def _partition_settings(self, i: int, p: PartitionSpec, nodesets: set[str]) -> list[Problem]:
+        """Per-GPU defaults only over GPU nodesets; a preemption mode only under partition_prio."""
+        errors = []
+        for field, value in (("defCpuPerGpu", p.def_cpu_per_gpu), ("defMemPerGpu", p.def_mem_per_gpu)):
+            if value is not None and not any(self.nodeset(n).gpus for n in p.nodesets if n in nodesets):
+                errors.append(Problem(f"partitions[{i}].{field}", "none of the partition's nodesets has GPUs; drop it"))
+        if p.preempt_mode not in (None, "off") and self.scheduling.preempt_type != "partition_prio":
+            errors.append(Problem(f"partitions[{i}].preemptMode", "needs scheduling.preemptType partition_prio"))
         return errors
 
     def _nodeset_problems(self) -> list[Problem]:
