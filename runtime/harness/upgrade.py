@@ -336,9 +336,12 @@ class Upgrade:
     def _write_target_files(self) -> None:
         """The target release's rendered files into the shared /etc/slurm (the ConfigMaps a
         stack change rewrites). slurmd already running keep their own copies."""
-        rendered = render_slurm_files(self.target_spec, [])
+        self._write_files(self.target_spec)
+
+    def _write_files(self, spec: ClusterSpec) -> None:
+        """`spec`'s Slurm files, localized for the harness, into the shared /etc/slurm."""
         files = local_files(
-            rendered,
+            render_slurm_files(spec, []),
             host=self.slurm.host,
             ports=self.slurm.ports,
             accounting=self.slurm.accounting,
@@ -402,17 +405,7 @@ class Upgrade:
         jail.replace_lower("slurmctld", self.images_before["slurmctld"])
         prepare_role(jail.root("slurmctld"), "slurmctld", host=self.slurm.host, munge_key=self._munge_key())
         daemons.start_munged(jail, "slurmctld")
-        rendered = render_slurm_files(self.slurm.spec, [])
-        files = local_files(
-            rendered,
-            host=self.slurm.host,
-            ports=self.slurm.ports,
-            accounting=self.slurm.accounting,
-            exists=lambda path: (self.slurm.role_root("slurmd") / path.lstrip("/")).exists(),
-            node_ports=self.slurm.node_ports,
-        )
-        write_slurm_files(self.slurm.etc, files)
-        self.slurm.files = files
+        self._write_files(self.slurm.spec)
         daemons.start_slurmctld(jail, self.slurm.ports.slurmctld)
         daemons.wait_nodes_idle(jail, [n.name for n in self.slurm.nodes], allow_busy=True, timeout=self.gate_timeout)
 
