@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sunk.spec.cluster import ClusterSpec
 from sunk.spec.upgrade import MAX_RELEASES_BACK, release_index, upgrade_problems
 from sunk.upgrade import plan_text, upgrade_plan
-
-BASE = {
-    "name": "research",
-    "tenant": "acme",
-    "nodesets": [{"name": "cpu", "cpus": 2, "memoryMib": 1024}],
-    "partitions": [{"name": "batch", "nodesets": ["cpu"]}],
-}
-
-
-def _spec(**changes: object) -> ClusterSpec:
-    return ClusterSpec.model_validate({**BASE, **changes})
+from tests.support.specs import build_spec as _spec
 
 
 def test_the_order_is_schedmds_with_the_copies_before_each_conversion() -> None:

@@ -25,9 +25,11 @@ class Database:
     password_file: str
 
 
-def _db(script: str, db: Database, name: str, directory: str) -> str:
+def _db(action: str, db: Database, name: str, directory: str) -> str:
+    """accounting-db.sh doing `action`: the dump and the restore share their connection lines."""
     return render(
-        script,
+        "accounting-db.sh",
+        ACTION=action,
         HOST=db.host,
         PORT=str(db.port),
         DATABASE=db.name,
@@ -38,14 +40,16 @@ def _db(script: str, db: Database, name: str, directory: str) -> str:
     )
 
 
-def db_backup(db: Database, name: str, directory: str = BACKUP_DIR) -> str:
-    """db-backup.sh: `<directory>/<name>.sql` and its sha256, renamed into place once complete."""
-    return _db("db-backup.sh", db, name, directory)
+def db_backup(db: Database, name: str, directory: str = BACKUP_DIR, *, keep: bool = False) -> str:
+    """`<directory>/<name>.sql` and its sha256, renamed into place once complete. `keep`: an
+    existing dump of that name is kept, not taken again (the dump before a conversion is never
+    replaced by one of the converted database)."""
+    return _db("backup-once" if keep else "backup", db, name, directory)
 
 
 def db_restore(db: Database, name: str, directory: str = BACKUP_DIR) -> str:
-    """db-restore.sh: the database dropped and loaded from the dump, once its checksum matches."""
-    return _db("db-restore.sh", db, name, directory)
+    """The database dropped and loaded from the dump, once its checksum matches."""
+    return _db("restore", db, name, directory)
 
 
 def state_snapshot(name: str, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:

@@ -38,9 +38,8 @@ def test_a_placeholder_outside_an_input_line_is_refused(monkeypatch: pytest.Monk
 def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
     names = sorted(p.name for p in FOLDER.glob("*.sh"))
     assert names == [
+        "accounting-db.sh",
         "accounting-setup-job.sh",
-        "db-backup.sh",
-        "db-restore.sh",
         "health-check.sh",
         "login-start.sh",
         "munge-start.sh",

@@ -49,3 +49,22 @@ def test_the_database_scripts_keep_the_password_off_the_command_line() -> None:
         assert "password_file='/etc/slurm-db/password'" in script or "password_file=/etc/slurm-db/password" in script
         assert "--password" not in script
         assert "--defaults-extra-file" in script
+
+
+def test_backup_once_keeps_the_dump_taken_before_the_conversion(tmp_path: Path) -> None:
+    """slurmdbd's pod runs the dump at each start while an upgrade is under way: once the dump
+    exists it is kept, never replaced by one of the converted database (no mariadb-dump runs)."""
+    password = tmp_path / "password"
+    password.write_text("secret\n")
+    db = upgrade.Database("127.0.0.1", 3306, "slurm_acct_db", "slurm", str(password))
+    (tmp_path / "slurm_acct_db-24.11.sql").write_text("-- the dump before\n")
+    (tmp_path / "slurm_acct_db-24.11.sql.sha256").write_text("x  slurm_acct_db-24.11.sql\n")
+    kept = _run(upgrade.db_backup(db, "slurm_acct_db-24.11", str(tmp_path), keep=True))
+    assert kept.returncode == 0, kept.stderr
+    assert "kept as it is" in kept.stdout
+    assert (tmp_path / "slurm_acct_db-24.11.sql").read_text() == "-- the dump before\n"
+    # Without `keep` the dump is taken again: here that means running mariadb-dump, which this
+    # machine lacks, so the script fails before touching the existing dump.
+    again = _run(upgrade.db_backup(db, "slurm_acct_db-24.11", str(tmp_path)))
+    assert again.returncode != 0
+    assert (tmp_path / "slurm_acct_db-24.11.sql").read_text() == "-- the dump before\n"

@@ -1,0 +1,69 @@
+#!/bin/sh
+# The accounting database's dump before slurmdbd moves to a new Slurm release, and its restore
+# (sunk/manifests/upgrade.py; docs/upgrading.md). Run from the mariadb image (mariadb-dump,
+# mariadb). action:
+#   backup       writes <dir>/<name>.sql and <name>.sql.sha256; a dump is renamed into place
+#                only once complete, so a file with that name is always a whole dump
+#   backup-once  the same, unless that dump exists already: slurmdbd's pod runs it at each start
+#                while an upgrade is under way, and the dump taken before the conversion must
+#                never be replaced by one of the converted database
+#   restore      the database dropped and loaded from the dump, once its checksum matches
+#                (slurmdbd must be stopped)
+set -eu
+action=@ACTION@
+host=@HOST@
+port=@PORT@
+database=@DATABASE@
+user=@USER@
+password_file=@PASSWORD_FILE@
+dir=@DIR@
+name=@NAME@
+umask 077
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# The password reaches the clients through a private options file, never their command line.
+{ printf '[client]\n'; printf 'password=%s\n' "$(cat "$password_file")"; } > "$work/client.cnf"
+# `connected mariadb-dump ...`: the client named, connected as slurmdbd connects.
+connected() {
+  client=$1
+  shift
+  "$client" --defaults-extra-file="$work/client.cnf" --host="$host" --port="$port" --user="$user" "$@"
+}
+
+backup() {
+  mkdir -p "$dir"
+  partial="$dir/.$name.sql.partial"
+  connected mariadb-dump --single-transaction --routines --triggers --databases "$database" > "$partial"
+  # mariadb-dump ends a complete dump with this line; a dump cut short (disk full, killed) lacks it.
+  if ! tail -n 1 "$partial" | grep -q '^-- Dump completed'; then
+    echo "db-backup: $partial is incomplete (no closing line)" >&2
+    exit 1
+  fi
+  mv "$partial" "$dir/$name.sql"
+  (cd "$dir" && sha256sum "$name.sql" > "$name.sql.sha256")
+  echo "db-backup: $dir/$name.sql $(wc -c < "$dir/$name.sql") bytes, sha256 $(cut -d' ' -f1 "$dir/$name.sql.sha256")"
+}
+
+restore() {
+  (cd "$dir" && sha256sum -c --quiet "$name.sql.sha256") || {
+    echo "db-restore: $dir/$name.sql does not match its checksum; not restoring it" >&2
+    exit 1
+  }
+  # Whatever a failed conversion left (new tables, altered ones) goes with the database.
+  connected mariadb -e "DROP DATABASE IF EXISTS \`$database\`"
+  # The dump was made with --databases: it creates the database and selects it itself.
+  connected mariadb < "$dir/$name.sql"
+  echo "db-restore: $database restored from $dir/$name.sql"
+}
+
+case "$action" in
+  backup) backup ;;
+  backup-once)
+    if [ -e "$dir/$name.sql.sha256" ]; then
+      echo "db-backup: $dir/$name.sql exists (taken before the conversion); kept as it is"
+    else
+      backup
+    fi ;;
+  restore) restore ;;
+  *) echo "accounting-db: unknown action $action" >&2; exit 2 ;;
+esac
