@@ -7,7 +7,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from sunk import keys, naming
-from sunk.manifests.accounting import mariadb_manifests, setup_job, slurmdbd_manifests
+from sunk.manifests.accounting import backup_claims, mariadb_manifests, setup_job, slurmdbd_manifests
 from sunk.manifests.auth import AuthRefs, db_secret_name, empty_secret
 from sunk.spec.cluster import ClusterSpec
 
@@ -80,6 +80,10 @@ class Accounting(Component):
                 create(f"{name}-mariadb", sts, child(self, depends_on=list(db)), namespace=namespace),
             )
             db.append(self.database)
+        # The dump's volume (slurm.upgradeFrom): kept in the cluster when the stack drops it, as the
+        # only way back to the old release's database.
+        for claim_manifest in backup_claims(spec):
+            db.append(create(f"{name}-backup", claim_manifest, child(self, retain_on_delete=True), namespace=namespace))
         deployment, service = slurmdbd_manifests(spec, refs)
         dbd = create(f"{name}-slurmdbd", deployment, child(self, depends_on=db), namespace=namespace)
         svc = create(f"{name}-service", service, child(self), namespace=namespace)

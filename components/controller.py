@@ -7,7 +7,7 @@ import pulumi_kubernetes as k8s
 
 from sunk import naming
 from sunk.manifests.auth import AuthRefs
-from sunk.manifests.controller import disruption_budget, headless_service, state_claim, statefulset
+from sunk.manifests.controller import backup_claims, disruption_budget, headless_service, state_claim, statefulset
 from sunk.spec.cluster import ClusterSpec
 
 from ._k8s import Component, child, create, state_options, text, typed
@@ -46,13 +46,18 @@ class Controller(Component):
             namespace=namespace,
         )
         self.state_claim = typed(k8s.core.v1.PersistentVolumeClaim, claim)
+        # The state snapshot's volume (slurm.upgradeFrom): kept when the stack drops it (the way back).
+        claims = [claim] + [
+            create(f"{name}-backup", backup, child(self, retain_on_delete=True), namespace=namespace)
+            for backup in backup_claims(spec)
+        ]
         service = create(f"{name}-service", headless_service(spec), child(self), namespace=namespace)
         self.service = typed(k8s.core.v1.Service, service)
         create(f"{name}-pdb", disruption_budget(spec), child(self), namespace=namespace)
         sts = create(
             f"{name}-slurmctld",
             statefulset(spec, refs),
-            child(self, depends_on=[claim, service]),
+            child(self, depends_on=[*claims, service]),
             namespace=namespace,
         )
         self.statefulset = typed(k8s.apps.v1.StatefulSet, sts)

@@ -32,6 +32,10 @@ class Release:
     slurmd, its plugins and the libraries they were built against come from one archive."""
     python: str
     """The suite's python3 (the runtime image's wheels are chosen for it)."""
+    protocol: int
+    """The first byte of the release's SLURM_PROTOCOL_VERSION, which slurmctld writes at the head
+    of each state file (measured: 42 for 24.11, 45 for 26.05): how an upgrade's state guard tells
+    which release wrote StateSaveLocation (sunk/manifests/scripts/state-guard.sh)."""
 
 
 RELEASES: dict[str, Release] = {
@@ -40,8 +44,8 @@ RELEASES: dict[str, Release] = {
         # sid (unstable), not forky (testing): forky lacks slurm-wlm-nvml-plugin 26.05 (measured 2026-11
         # 2026-11-26: only sid contrib has it), and a plugin from one suite beside the slurmd of
         # another risks version skew. Exact package versions are pinned in runtime/images/pins/.
-        Release("26.05", "26.05.5", "sid", "3.14"),
-        Release("24.11", "24.11.5", "trixie", "3.13"),
+        Release("26.05", "26.05.5", "sid", "3.14", 45),
+        Release("24.11", "24.11.5", "trixie", "3.13", 42),
     )
 }
 """Every Slurm release sunk supports, newest first; exact Debian package versions per release

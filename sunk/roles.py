@@ -180,10 +180,14 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                 Role(
                     "controller",
                     # wait-qos: an init container, sacctmgr until the partitions' QOS exist.
+                    # wait-slurmdbd and state-guard: init containers during a release upgrade
+                    # (sunk.manifests.upgrade); the guard reads and writes the state and its copy.
                     containers={
                         "slurmctld": _NO_CAPS,
                         "reconfigure": _NO_CAPS,
                         "wait-qos": _NO_CAPS,
+                        "wait-slurmdbd": _NO_CAPS,
+                        "state-guard": _NO_CAPS,
                         **_MUNGE,
                         **_SSSD,
                     },
@@ -191,6 +195,8 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         "slurmctld": _CTL,
                         "reconfigure": _CTL,
                         "wait-qos": _CTL,
+                        "wait-slurmdbd": _CTL,
+                        "state-guard": frozenset(),
                         **_MUNGE_SECRETS,
                         **_SSSD_SECRETS,
                     },
@@ -216,10 +222,12 @@ ROLES: Mapping[str, Role] = MappingProxyType(
             _role(
                 Role(
                     "accounting",
-                    containers={"slurmdbd": _NO_CAPS, **_MUNGE, **_SSSD},
+                    # backup: an init container during a release upgrade, the database's dump.
+                    containers={"slurmdbd": _NO_CAPS, "backup": _NO_CAPS, **_MUNGE, **_SSSD},
                     # slurmdbd: the auth key, the JWT key (AuthAltParameters) and the DB password.
                     container_secrets={
                         "slurmdbd": frozenset({"auth", "jwt", "database"}),
+                        "backup": frozenset({"database"}),
                         **_MUNGE_SECRETS,
                         **_SSSD_SECRETS,
                     },
@@ -280,11 +288,19 @@ ROLES: Mapping[str, Role] = MappingProxyType(
             _role(
                 Role(
                     "login",
-                    containers={"sshd": SSHD_CAPABILITIES, "sackd": _NO_CAPS, **_MUNGE, **_SSSD},
+                    # wait-slurmctld: an init container during a release upgrade (sunk.manifests.upgrade).
+                    containers={
+                        "sshd": SSHD_CAPABILITIES,
+                        "sackd": _NO_CAPS,
+                        "wait-slurmctld": _NO_CAPS,
+                        **_MUNGE,
+                        **_SSSD,
+                    },
                     # sshd holds its host keys and nothing else: users' sessions run in it.
                     container_secrets={
                         "sshd": frozenset({"ssh-host-keys"}),
                         "sackd": _AUTH,
+                        "wait-slurmctld": frozenset(),
                         **_MUNGE_SECRETS,
                         **_SSSD_SECRETS,
                     },

@@ -49,6 +49,12 @@ def _variant(stack: str, **changes: Any) -> ClusterSpec:
 def _specs() -> dict[str, ClusterSpec]:
     out = {s: load_stack(s, FIXTURE_STACKS).spec for s in list_stacks(FIXTURE_STACKS)}
     out["acme-dev+slurm-auth"] = _variant("acme-dev", auth__type="slurm")
+    # A release upgrade adds init containers (the dump, the waits, the state guard); under
+    # auth/slurm the waits' Slurm files hold slurm.key, as wait-qos's do.
+    out["acme-dev+upgrade"] = _variant("acme-dev", slurm__version="26.05", slurm__upgradeFrom="24.11")
+    out["acme-dev+slurm-auth+upgrade"] = _variant(
+        "acme-dev", auth__type="slurm", slurm__version="26.05", slurm__upgradeFrom="24.11"
+    )
     out["acme-prod+ldap-client-cert"] = _variant(
         "acme-prod", auth__ldap__clientCertSecret={"name": "research-ldap-client"}
     )

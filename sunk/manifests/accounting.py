@@ -4,7 +4,7 @@ Service, and the Job that registers the cluster and creates the spec's QOS."""
 from __future__ import annotations
 
 from sunk import keys, naming, roles
-from sunk.manifests import scripts
+from sunk.manifests import scripts, upgrade
 from sunk.manifests.auth import AuthRefs, db_secret_name
 from sunk.manifests.config import (
     accounting_hash,
@@ -183,6 +183,11 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     ]
     # slurmdbd resolves the uids of the users it records (accounts, associations).
     sssd_hash = with_sssd(spec, image, sidecars, volumes, container["volumeMounts"])
+    if upgrade.upgrading(spec):
+        # Before slurmdbd of the new release converts the database: its dump (upgrade.py).
+        password_mount = next(m for m in container["volumeMounts"] if m["name"] == "db-password")
+        sidecars.insert(0, upgrade.backup_container(spec, password_mount, scripts.DB_PASSWORD_FILE))
+        volumes.append(upgrade.backup_volume(spec, COMPONENT))
     annotations = {keys.CONFIG_HASH: accounting_hash(spec), **({keys.SSSD_HASH: sssd_hash} if sssd_hash else {})}
     pod = {
         "metadata": {"labels": labels(spec, COMPONENT), "annotations": annotations},
@@ -221,6 +226,14 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
         },
     )
     return [deployment, service]
+
+
+def backup_claims(spec: ClusterSpec) -> list[Manifest]:
+    """The dump's volume while slurm.upgradeFrom is set (sunk.manifests.upgrade)."""
+    if not (spec.accounting.enabled and upgrade.guarded(spec)):
+        return []
+    db = spec.accounting.mariadb
+    return [upgrade.backup_claim(spec, COMPONENT, db.storage_size, db.storage_class)]
 
 
 def setup_job_name(spec: ClusterSpec) -> str:
@@ -274,4 +287,4 @@ def accounting_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     if not spec.accounting.enabled:
         return []
     db = mariadb_manifests(spec) if spec.accounting.external is None else []
-    return [*db, *slurmdbd_manifests(spec, refs), setup_job(spec, refs)]
+    return [*db, *backup_claims(spec), *slurmdbd_manifests(spec, refs), setup_job(spec, refs)]

@@ -4,7 +4,7 @@ headless Service that gives it a DNS name, and a PodDisruptionBudget."""
 from __future__ import annotations
 
 from sunk import keys, naming
-from sunk.manifests import scripts
+from sunk.manifests import scripts, upgrade
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import controller_hash, slurm_projection
 from sunk.manifests.meta import (
@@ -116,6 +116,11 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "volumeMounts": [config_mount, {"name": "tmp", "mountPath": "/tmp"}, *auth_mounts(spec)],
     }
     sidecars = auth_sidecars(spec, image)
+    if upgrade.upgrading(spec) and spec.accounting.enabled:
+        # After munge (sacctmgr authenticates), before the state is touched: slurmdbd converts first.
+        sidecars.append(upgrade.wait_release_container(spec, "slurmdbd", image, [config_mount, *auth_mounts(spec)]))
+    if upgrade.guarded(spec):
+        sidecars.append(upgrade.state_guard_container(spec, image))
     qos = scripts.partition_qos(spec)
     if spec.accounting.enabled and qos:
         # After the auth sidecars (munge answers sacctmgr), before slurmctld: see wait-qos.sh.
@@ -140,6 +145,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
         *auth_volumes(spec, refs.auth),
         *shared_vols,
+        *([upgrade.backup_volume(spec, COMPONENT)] if upgrade.guarded(spec) else []),
     ]
     # slurmctld resolves users and groups: AllowGroups, and the uids of accounting associations.
     sssd_hash = with_sssd(spec, image, sidecars, volumes, slurmctld["volumeMounts"])
@@ -179,5 +185,19 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     )
 
 
+def backup_claims(spec: ClusterSpec) -> list[Manifest]:
+    """The state snapshot's volume while slurm.upgradeFrom is set (sunk.manifests.upgrade)."""
+    if not upgrade.guarded(spec):
+        return []
+    storage = spec.controller.state_storage
+    return [upgrade.backup_claim(spec, COMPONENT, storage.size, storage.storage_class)]
+
+
 def controller_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
-    return [state_claim(spec), headless_service(spec), disruption_budget(spec), statefulset(spec, refs)]
+    return [
+        state_claim(spec),
+        *backup_claims(spec),
+        headless_service(spec),
+        disruption_budget(spec),
+        statefulset(spec, refs),
+    ]

@@ -4,7 +4,7 @@ clients (authenticated through a munged or sackd sidecar), shared volumes, and a
 from __future__ import annotations
 
 from sunk import keys, naming, roles
-from sunk.manifests import scripts
+from sunk.manifests import scripts, upgrade
 from sunk.manifests.auth import AuthRefs, host_keys_secret_name
 from sunk.manifests.config import client_hash, slurm_projection
 from sunk.manifests.meta import (
@@ -95,6 +95,12 @@ def deployment(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             for c in sidecars
         ]
     with_sssd(spec, image, sidecars, volumes, mounts)  # login_hash covers sssd.conf
+    if upgrade.upgrading(spec):
+        # A client may not be newer than slurmctld: the old login pod serves until this one is ready.
+        config = {"name": "slurm-config", "mountPath": naming.SLURM_ETC, "readOnly": True}
+        sidecars.append(
+            upgrade.wait_release_container(spec, "slurmctld", image, [config, *auth_mounts(spec, sackd=True)])
+        )
     sshd = {
         "name": "sshd",
         "image": image,

@@ -1,14 +1,19 @@
-"""The scripts of an upgrade's safety copies (sunk.upgrade's backup and snapshot steps): the
-accounting database dumped before slurmdbd moves, StateSaveLocation copied before slurmctld
-moves, and the two restores. Each is a shipped script (scripts/) filled with its paths; the
-real-Slurm drill (runtime/harness/upgrade.py) runs exactly these."""
+"""What a release upgrade (slurm.upgradeFrom) adds to a cluster's pods, and the scripts of its
+safety copies (sunk.upgrade's backup and snapshot steps): the accounting database dumped before
+slurmdbd moves, StateSaveLocation copied before slurmctld moves, and the two restores. Each is a
+shipped script (scripts/) filled with its paths; the real-Slurm drill (runtime/harness/upgrade.py)
+runs exactly these."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sunk import naming
+from sunk import naming, roles
+from sunk.images import RELEASES
+from sunk.manifests.meta import SLURM_UID, Manifest, fixed_resources, metadata, obj, read_only
+from sunk.manifests.scripts import sh
 from sunk.render.script import render
+from sunk.spec.cluster import ClusterSpec
 
 BACKUP_DIR = "/backup"
 """Where the backup volume (a PVC) is mounted: the dumps and the state snapshots."""
@@ -61,3 +66,139 @@ def state_restore(name: str, directory: str = BACKUP_DIR, state: str = naming.ST
     """state-restore.sh: StateSaveLocation emptied and filled from the snapshot, checksums verified
     before and after."""
     return render("state-restore.sh", STATE=state, DIR=directory, NAME=name)
+
+
+# -- in the cluster: the copies taken, and the order held, by the pods themselves -----------------
+# With slurm.upgradeFrom set, the render adds what makes the upgrade safe whatever applies it
+# (`pulumi up`, whose dependencies order the rollouts, or a GitOps `kubectl apply` of the render,
+# where every object changes at once): each daemon's pod holds itself until what must come first
+# is done, and takes its own copy before it converts anything.
+#   slurmdbd's pod    `backup`: dumps the database (accounting-db.sh, once) before slurmdbd of
+#                     the new release starts and converts it. An init container of that pod, not
+#                     a separate Job: the dump then precedes the conversion by construction, and
+#                     the backup volume (ReadWriteOnce) has one user, so no two pods on different
+#                     Nodes wait for each other's volume.
+#   slurmctld's pod   `wait-slurmdbd`: until slurmdbd answers at the new release (its conversion
+#                     done); `state-guard`: the state snapshot before the conversion, or the
+#                     restore when the stack goes back (state-guard.sh).
+#   login's pod       `wait-slurmctld`: until slurmctld answers at the new release; the old login
+#                     pod serves meanwhile (the Deployment keeps it until the new one is ready).
+#   slurmd pods       the operator's rolling update: each is drained and replaced once it runs no
+#                     job, and nothing is deleted while Slurm can't be read (slurmctld waiting).
+BACKUP_VOLUME = "backup"
+WAIT_PERIOD = 5
+"""Seconds between the wait containers' asks (each ask is one Slurm RPC)."""
+STATE_SNAPSHOT_PREFIX = "statesave"
+"""A state snapshot's name: statesave-<release that wrote it>."""
+
+
+def upgrading(spec: ClusterSpec) -> bool:
+    """A move to another release is under way: the waits and the copies before each conversion."""
+    return spec.slurm.upgrade_from not in (None, spec.slurm.version)
+
+
+def guarded(spec: ClusterSpec) -> bool:
+    """slurm.upgradeFrom is set (also once equal to slurm.version, as when going back): the backup
+    volumes and slurmctld's state guard stay in the render."""
+    return spec.slurm.upgrade_from is not None
+
+
+def backup_claim_name(spec: ClusterSpec, component: str) -> str:
+    """`<cluster>-accounting-backup` (the dump) or `<cluster>-controller-backup` (the snapshot)."""
+    return f"{spec.name}-{component}-backup"
+
+
+def backup_claim(spec: ClusterSpec, component: str, size: str, storage_class: str | None) -> Manifest:
+    """The backup volume of one daemon: sized as the volume it copies, in its StorageClass."""
+    claim: Manifest = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        claim["storageClassName"] = storage_class
+    return obj("v1", "PersistentVolumeClaim", metadata(spec, backup_claim_name(spec, component), component), spec=claim)
+
+
+def backup_volume(spec: ClusterSpec, component: str) -> Manifest:
+    return {"name": BACKUP_VOLUME, "persistentVolumeClaim": {"claimName": backup_claim_name(spec, component)}}
+
+
+def database(spec: ClusterSpec, password_file: str) -> Database:
+    """The accounting database as slurmdbd.conf's Storage* lines name it."""
+    ext = spec.accounting.external
+    if ext is not None:
+        return Database(ext.host, ext.port, ext.database, ext.user, password_file)
+    return Database(naming.mariadb(spec), roles.MARIADB_PORT, "slurm_acct_db", "slurm", password_file)
+
+
+def dump_name(spec: ClusterSpec) -> str:
+    """`<database>-<the release it was dumped on>`."""
+    return f"{database(spec, '').name}-{spec.slurm.upgrade_from}"
+
+
+def snapshot_name(release: str) -> str:
+    return f"{STATE_SNAPSHOT_PREFIX}-{release}"
+
+
+def backup_container(spec: ClusterSpec, password_mount: Manifest, password_file: str) -> Manifest:
+    """slurmdbd's `backup` init container (mariadb image): the dump, once per upgrade."""
+    return {
+        "name": "backup",
+        "image": spec.images.mariadb.ref,
+        "command": sh(db_backup(database(spec, password_file), dump_name(spec), keep=True)),
+        "securityContext": read_only(SLURM_UID),
+        # mariadb-dump streams rows; a large table's rows pass through it, not its memory.
+        "resources": fixed_resources("50m", "64Mi", "512Mi"),
+        "volumeMounts": [
+            password_mount,
+            {"name": BACKUP_VOLUME, "mountPath": BACKUP_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def state_guard(spec: ClusterSpec, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:
+    """state-guard.sh for spec's release and slurm.upgradeFrom: the snapshot before a conversion,
+    the restore when going back."""
+    source = spec.slurm.upgrade_from or spec.slurm.version
+    release = spec.slurm.version
+    return render(
+        "state-guard.sh",
+        STATE=state,
+        DIR=directory,
+        RELEASE=release,
+        SOURCE=source,
+        PROTOCOLS=" ".join(f"{r.protocol}={r.version}" for r in RELEASES.values()),
+        SNAPSHOT=state_snapshot(snapshot_name(source), directory, state),
+        RESTORE=state_restore(snapshot_name(release), directory, state),
+    )
+
+
+def state_guard_container(spec: ClusterSpec, image: str) -> Manifest:
+    """slurmctld's `state-guard` init container."""
+    return {
+        "name": "state-guard",
+        "image": image,
+        "command": sh(state_guard(spec)),
+        "securityContext": read_only(SLURM_UID),
+        "resources": fixed_resources("50m", "32Mi", "128Mi"),
+        "volumeMounts": [
+            {"name": "state", "mountPath": naming.STATE_SAVE},
+            {"name": BACKUP_VOLUME, "mountPath": BACKUP_DIR},
+        ],
+    }
+
+
+def wait_release(daemon: str, release: str, period: float = WAIT_PERIOD) -> str:
+    """wait-release.sh: until `daemon` answers at `release`."""
+    return render("wait-release.sh", DAEMON=daemon, RELEASE=release, PERIOD=f"{period:g}")
+
+
+def wait_release_container(spec: ClusterSpec, daemon: str, image: str, mounts: list[Manifest]) -> Manifest:
+    """`wait-<daemon>`: an init container holding its pod until `daemon` (slurmdbd or slurmctld)
+    answers at spec's release (wait-release.sh). `mounts`: the Slurm files and the auth socket."""
+    return {
+        "name": f"wait-{daemon}",
+        "image": image,
+        "command": sh(render("wait-release.sh", DAEMON=daemon, RELEASE=spec.slurm.version, PERIOD=str(WAIT_PERIOD))),
+        "securityContext": read_only(SLURM_UID),
+        "resources": fixed_resources("10m", "16Mi", "64Mi"),
+        "volumeMounts": mounts,
+    }

@@ -46,9 +46,11 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
         "reconfigure-watcher.sh",
         "slurmdbd-start.sh",
         "sssd-start.sh",
+        "state-guard.sh",
         "state-restore.sh",
         "state-snapshot.sh",
         "wait-qos.sh",
+        "wait-release.sh",
     ]
     for name in names:
         text = scripts.source(name)

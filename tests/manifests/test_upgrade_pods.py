@@ -1,0 +1,158 @@
+"""What slurm.upgradeFrom adds to the render (sunk.manifests.upgrade): each daemon's pod takes
+its copy before converting anything and waits for what must move first, whatever applies the
+render; and the state guard and the release waits run here on plain folders and stand-in
+clients (the drill, tests/slurm/test_upgrade_drill.py, runs the copy scripts on real daemons; the
+local cluster run of the whole upgrade is not in the suite yet)."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from sunk.manifests import upgrade
+from sunk.manifests.cluster import cluster_manifests
+from tests.support.specs import build_spec
+
+UPGRADE = {"slurm": {"version": "26.05", "upgradeFrom": "24.11"}}
+
+
+def _workloads(spec_changes: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    manifests = cluster_manifests(build_spec("acme-dev", spec_changes))
+    return {f"{m['kind']}/{m['metadata']['name']}": m for m in manifests}
+
+
+def _init(objects: dict[str, dict[str, Any]], key: str) -> list[str]:
+    return [c["name"] for c in objects[key]["spec"]["template"]["spec"].get("initContainers") or []]
+
+
+def test_without_upgrade_from_nothing_is_added() -> None:
+    objects = _workloads({})
+    assert not any(key.endswith("-backup") for key in objects)
+    assert _init(objects, "StatefulSet/research-controller") == ["munge", "wait-qos"]
+    assert _init(objects, "Deployment/research-accounting") == ["munge"]
+    assert _init(objects, "Deployment/research-login") == ["munge"]
+
+
+def test_upgrading_each_pod_copies_first_and_waits_for_what_moves_before_it() -> None:
+    objects = _workloads(UPGRADE)
+    assert {
+        "PersistentVolumeClaim/research-accounting-backup",
+        "PersistentVolumeClaim/research-controller-backup",
+    } <= set(objects)
+    # slurmdbd: the dump before slurmdbd of the new release starts (it converts the database).
+    dbd = objects["Deployment/research-accounting"]["spec"]["template"]["spec"]
+    assert _init(objects, "Deployment/research-accounting") == ["backup", "munge"]
+    backup = dbd["initContainers"][0]
+    assert backup["image"].startswith("ghcr.io/") and "mariadb" in backup["image"]
+    assert "action=backup-once" in backup["command"][2] and "name=slurm_acct_db-24.11" in backup["command"][2]
+    assert {"name": "backup", "persistentVolumeClaim": {"claimName": "research-accounting-backup"}} in dbd["volumes"]
+    # slurmctld: slurmdbd at 26.05 first, then the state guard, then the QOS.
+    assert _init(objects, "StatefulSet/research-controller") == ["munge", "wait-slurmdbd", "state-guard", "wait-qos"]
+    ctld = objects["StatefulSet/research-controller"]["spec"]["template"]["spec"]
+    wait = ctld["initContainers"][1]["command"][2]
+    assert "daemon=slurmdbd" in wait and "release=26.05" in wait
+    guard = ctld["initContainers"][2]
+    assert {m["name"] for m in guard["volumeMounts"]} == {"state", "backup"}
+    assert "source=24.11" in guard["command"][2] and "'45=26.05 42=24.11'" in guard["command"][2]
+    # login: slurmctld at 26.05 (a client may not be newer than slurmctld).
+    assert _init(objects, "Deployment/research-login") == ["munge", "wait-slurmctld"]
+
+
+def test_going_back_keeps_the_guard_and_the_volumes_but_nothing_waits() -> None:
+    """slurm.version set back to the release upgradeFrom names: the guard restores the state."""
+    objects = _workloads({"slurm": {"version": "24.11", "upgradeFrom": "24.11"}})
+    assert "PersistentVolumeClaim/research-controller-backup" in objects
+    assert _init(objects, "StatefulSet/research-controller") == ["munge", "state-guard", "wait-qos"]
+    assert _init(objects, "Deployment/research-accounting") == ["munge"]
+
+
+def _state_file(protocol: int, body: bytes = b"jobs") -> bytes:
+    """The head slurmctld writes: packstr("PROTOCOL_VERSION"), then the protocol version."""
+    name = b"PROTOCOL_VERSION\0"
+    return struct.pack(">I", len(name)) + name + struct.pack(">H", protocol << 8) + body
+
+
+def _guard(tmp_path: Path, version: str, source: str) -> subprocess.CompletedProcess[str]:
+    spec = build_spec(slurm={"version": version, "upgradeFrom": source})
+    script = upgrade.state_guard(spec, str(tmp_path / "backup"), str(tmp_path / "state"))
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+
+
+def test_the_guard_copies_older_state_once_and_restores_it_when_going_back(tmp_path: Path) -> None:
+    state, backup = tmp_path / "state", tmp_path / "backup"
+    state.mkdir()
+    (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs"))
+    first = _guard(tmp_path, "26.05", "24.11")
+    assert first.returncode == 0, first.stderr
+    assert (backup / "statesave-24.11" / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    # The pod starts again before slurmctld converted anything: the copy is kept, not retaken.
+    (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs, later"))
+    again = _guard(tmp_path, "26.05", "24.11")
+    assert again.returncode == 0 and "kept as it is" in again.stdout, again.stdout + again.stderr
+    assert (backup / "statesave-24.11" / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    # slurmctld 26.05 converts the state: from then on there is nothing to do.
+    (state / "job_state").write_bytes(_state_file(45, b"26.05 jobs"))
+    (state / "new_26.05_file").write_bytes(b"x")
+    assert "nothing to do" in _guard(tmp_path, "26.05", "24.11").stdout
+    # The stack goes back to 24.11: its slurmctld finds state newer than it reads, and the copy.
+    back = _guard(tmp_path, "24.11", "24.11")
+    assert back.returncode == 0, back.stderr
+    assert sorted(os.listdir(state)) == ["job_state"]
+    assert (state / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    # The copy is set aside: a later upgrade takes a fresh one.
+    assert not (backup / "statesave-24.11").exists()
+    assert any(p.name.startswith("statesave-24.11.restored-") for p in backup.iterdir())
+    assert "nothing to do" in _guard(tmp_path, "24.11", "24.11").stdout
+
+
+def test_the_guard_refuses_newer_state_without_a_copy_and_a_wrong_upgrade_from(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "job_state").write_bytes(_state_file(45))
+    refused = _guard(tmp_path, "24.11", "24.11")
+    assert refused.returncode == 1
+    assert "written by Slurm 26.05, newer than this slurmctld (24.11)" in refused.stderr
+    assert (state / "job_state").read_bytes() == _state_file(45)
+    (state / "job_state").write_bytes(_state_file(43))  # 25.05: sunk doesn't ship it
+    refused = _guard(tmp_path, "26.05", "24.11")
+    assert refused.returncode == 1
+    assert "not 24.11 as slurm.upgradeFrom says" in refused.stderr
+
+
+def test_the_guard_leaves_a_new_cluster_and_foreign_files_alone(tmp_path: Path) -> None:
+    assert "a new cluster" in _guard(tmp_path, "26.05", "24.11").stdout
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "job_state").write_bytes(b"\0\0\0\x05other")
+    refused = _guard(tmp_path, "26.05", "24.11")
+    assert refused.returncode == 1 and "not touching it" in refused.stderr
+
+
+def test_wait_release_holds_until_the_daemon_answers_at_the_release(tmp_path: Path) -> None:
+    """A stand-in scontrol answers nothing, then 24.11, then 26.05."""
+    answers = tmp_path / "answers"
+    answers.write_text("\n24.11.5\n26.05.5\n")
+    fake = tmp_path / "scontrol"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"v=$(head -n 1 {answers}); sed -i 1d {answers}\n"
+        '[ -n "$v" ] || exit 1\n'
+        'echo "SLURM_VERSION           = $v"\n'
+    )
+    fake.chmod(0o755)
+    done = subprocess.run(
+        ["sh", "-c", upgrade.wait_release("slurmctld", "26.05", period=0)],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "waiting for slurmctld at Slurm 26.05; it answers nothing yet",
+        "waiting for slurmctld at Slurm 26.05; it answers 24.11.5",
+        "slurmctld answers at Slurm 26.05.5",
+    ]
