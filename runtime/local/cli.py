@@ -4,7 +4,8 @@
 render runs the Pulumi program, which the runtime layer never imports), starts the cluster's
 process (cluster.py) in the background, applies the render with the real kubectl (the
 CustomResourceDefinitions first, so their kinds are known when the rest goes), waits until every
-pod is Ready and every Job complete, and prints the pods. `down` stops the process, which stops
+pod is Ready, every Job complete and every registered Slurm node in slurmctld's topology (a
+multi-node job then runs at once), and prints the pods. `down` stops the process, which stops
 every pod and removes the bridge, its veths and firewall rules, then deletes the cluster's folder.
 
 The cluster's folder is ~/.cache/sunk/local/<hash of the project folder> ($SUNK_LOCAL_DIR instead of
@@ -26,6 +27,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from sunk import keys
+from sunk.hostlist import expand
 
 from . import inventory, net
 from .cluster import NODES_FILE, State
@@ -149,6 +153,32 @@ def _unready(state: State) -> list[str]:
     return waiting
 
 
+def _unbound(state: State) -> list[str]:
+    """Slurm nodes that a controller's slurmctld runs with a topology/tree but has bound into no
+    switch yet: until the operator's reconfigure, slurmctld refuses any multi-node job that needs
+    one of them (topology/block leaves nodes out of blocks on purpose, so only a tree is checked)."""
+    pods = json.loads(
+        _kubectl(state, "get", "pods", "-A", "-l", f"{keys.APP_COMPONENT}=controller", "-o", "json").stdout
+    )["items"]
+    waiting = []
+    for pod in pods:
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        done = _kubectl(
+            state, "exec", "-n", ns, name, "-c", "slurmctld", "--", "sh", "-c",
+            "scontrol show topology; echo ==; sinfo -h -N -o %N",
+            check=False, quiet=True,
+        )  # fmt: skip
+        topology, _, registered = done.stdout.partition("\n==\n")
+        if done.returncode != 0 or "SwitchName=" not in topology:
+            continue  # no tree (or slurmctld not answering, which its readiness probe reports)
+        bound = {n for word in topology.split() if word.startswith("Nodes=") for n in expand(word[6:])}
+        if left := sorted(set(registered.split()) - bound):
+            waiting.append(
+                f"slurmctld {ns}/{name}: nodes in no switch yet (the operator reconfigures): {' '.join(left)}"
+            )
+    return waiting
+
+
 def _why(pod: dict[str, Any]) -> str:
     status = pod.get("status") or {}
     for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
@@ -199,16 +229,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.no_wait:
         return 0
     deadline = time.monotonic() + args.timeout
-    waiting = _unready(state)
+    waiting = _unready(state) or _unbound(state)
     while waiting and time.monotonic() < deadline:
         time.sleep(2)
-        waiting = _unready(state)
+        waiting = _unready(state) or _unbound(state)
     print(_kubectl(state, "get", "pods", "-A", "-o", "wide").stdout.rstrip())
     print(f"KUBECONFIG={state.kubeconfig}")
     if waiting:
         print(f"not ready after {args.timeout:.0f} s:\n  " + "\n  ".join(waiting), file=sys.stderr)
         return 1
-    print(f"every pod Ready, every Job complete in {time.monotonic() - started:.0f} s")
+    print(f"every pod Ready, every Job complete, every Slurm node usable in {time.monotonic() - started:.0f} s")
     return 0
 
 

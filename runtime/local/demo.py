@@ -112,12 +112,10 @@ class Demo:
         found = json.loads(self.kubectl("get", "nodeset", "-n", self.namespace, name, "-o", "json"))
         return dict(found.get("status") or {})
 
-    def two_node_job(self, nodesets: list[dict[str, Any]]) -> None:
-        """On the first two nodes of the first NodeSet with two (named: right after the nodes
-        register, slurmctld refused a bare -N2 on the default partition for over a minute)."""
-        pair = next((n["spec"]["name"] for n in nodesets if int(n["spec"].get("replicas") or 0) >= 2), None)
-        where = f"-w {pair}-[0-1]" if pair else "-N2"
-        job = self.sbatch(f"{where} -J sunk-demo -o /tmp/%j.out --wrap {shlex.quote(SAMPLE_JOB)}")
+    def two_node_job(self) -> None:
+        """On any two nodes of the default partition (`up` returned once slurmctld had bound every
+        registered node into its topology, so a bare -N2 is taken at once)."""
+        job = self.sbatch(f"-N2 -J sunk-demo -o /tmp/%j.out --wrap {shlex.quote(SAMPLE_JOB)}")
         fields = "JobID,JobName,Partition,NodeList,AllocCPUS,State,Elapsed"
         line = self.wait(
             f"job {job} in sacct",
@@ -244,7 +242,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _section("Nodes (derived from the stack)", demo.kubectl("get", "nodes", "-L", keys.LOCAL_POOL))
         nodesets = demo.nodes_idle()
         _section("pods", demo.kubectl("get", "pods", "-A", "-o", "wide"))
-        demo.two_node_job(nodesets)
+        demo.two_node_job()
         demo.pod_beside_a_job(nodesets)
         demo.drain()
     except DemoFailed as err:

@@ -66,6 +66,7 @@ class Operator:
             slurm_for or SlurmClients(kube, settings.slurmrestd_url, settings.slurm_user),
             clock=clock,
             topology_delay=timedelta(seconds=settings.topology_delay),
+            topology_retry=timedelta(seconds=settings.topology_retry) if settings.topology_retry else None,
             may_act=self.elector.is_leader,
             identity=settings.identity,
             policy=settings.policy,

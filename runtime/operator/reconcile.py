@@ -85,6 +85,7 @@ class Reconciler:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         topology_delay: timedelta = timedelta(seconds=90),
+        topology_retry: timedelta | None = None,
         may_act: Callable[[], bool] = lambda: True,
         identity: str = COMPONENT,
         policy: TenantPolicy | None = None,
@@ -102,6 +103,8 @@ class Reconciler:
         self.slurm_for = slurm_for
         self.clock = clock
         self.topology_delay = topology_delay
+        self.topology_retry = topology_retry
+        """Interval of the reconfigures tried before topology_delay (None: only the one at the delay)."""
         self.may_act = may_act
         self.identity = identity
         self.slurm_reads = 0
@@ -325,7 +328,7 @@ class Reconciler:
             registered=frozenset(slurm) if slurm is not None else None,
             started={n: s.slurmd_start_time for n, s in (slurm or {}).items() if s.slurmd_start_time is not None},
         )
-        for action in plan_topology(observed, now, self.topology_delay):
+        for action in plan_topology(observed, now, self.topology_delay, self.topology_retry):
             self._apply_topology(action, api, now, report)
 
     # --- apply -------------------------------------------------------------------------------

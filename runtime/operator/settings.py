@@ -23,6 +23,7 @@ class Settings(EnvSettings):
         "lease_duration": "SUNK_LEASE_SECONDS",
         "renew_deadline": "SUNK_RENEW_DEADLINE_SECONDS",
         "topology_delay": "SUNK_TOPOLOGY_DELAY_SECONDS",
+        "topology_retry": "SUNK_TOPOLOGY_RETRY_SECONDS",
         "policy": "SUNK_OPERATOR_POLICY",
     }
 
@@ -39,7 +40,13 @@ class Settings(EnvSettings):
     renew_deadline: float = Field(default=10.0, gt=0)
     """SUNK_RENEW_DEADLINE_SECONDS."""
     topology_delay: float = Field(default=90.0, ge=0)
-    """Seconds topology.conf waits for more nodes before a reconfigure (SUNK_TOPOLOGY_DELAY_SECONDS)."""
+    """Seconds after a topology.conf write by which the kubelet has surely put it in slurmctld's
+    volume: the last reconfigure for that text (SUNK_TOPOLOGY_DELAY_SECONDS)."""
+    topology_retry: float = Field(default=10.0, ge=0)
+    """Seconds after a topology.conf write of the first reconfigure tried before topology_delay,
+    the next ones at 2x, 4x... that age, so a new node joins its switch (and multi-node jobs) soon
+    after the kubelet refreshes the file, not topology_delay after the write
+    (SUNK_TOPOLOGY_RETRY_SECONDS; 0: no tries, only the reconfigure at topology_delay)."""
     slurmrestd_url: str = f"http://{{cluster}}-restapi.{{namespace}}.svc.cluster.local:{naming.SLURMRESTD_PORT}"
     """Each tenant's slurmrestd, {cluster} and {namespace} filled in (SUNK_SLURMRESTD_URL)."""
     slurm_user: str = "slurm"

@@ -2,18 +2,31 @@
 
 The operator owns one ConfigMap per cluster (naming.topology_config_map, key `topology.conf`)
 rendered by sunk.render.render_topology_conf from the labels of the pods' Nodes. slurmctld
-reads it from a projected volume, which the kubelet refreshes within about a minute of a change,
-and dynamic nodes only join their switches on `scontrol reconfigure` (measured 2026-11 on 24.11). So:
+reads it from a projected volume, which the kubelet refreshes at its next sync of the pod (up to
+about a minute on a stock kubelet; within a second on the local cluster), and dynamic nodes only
+join their switches on `scontrol reconfigure` (24.11 and 26.05, measured 2026-11). Until that
+reconfigure a new node runs single-node jobs only: slurmctld refuses a job that needs it beside
+another ("Requested node configuration is not available"). So:
 1. the text differs from what the Nodes say -> write it, stamping when (annotation);
-2. the text is current, it was written at least `delay` ago (the kubelet has had time to
-   refresh the file), and the set of registered nodes it names changed since the last
-   reconfigure -> reconfigure, recording which (text, registered nodes) it covered.
+2. the text is current and the set of registered nodes it names changed since the last
+   reconfigure -> reconfigure `retry`, 2 `retry`, 4 `retry`... after the write, while the kubelet
+   may still be refreshing the file (the first one that finds the new file binds the nodes,
+   whenever the kubelet gets to it), and
+   a last time once it was written `delay` ago (the kubelet has surely refreshed it by then),
+   recording which (text, registered nodes) it covered and, before `delay`, which try it was.
 Slurm unreadable -> no reconfigure (and nothing to learn about registrations); under
-topology/block no write either: a block is rendered only once enough of its nodes registered."""
+topology/block no write either: a block is rendered only once enough of its nodes registered.
+
+Slurm 26.05 can also place a dynamic node by itself (`scontrol update NodeName=n
+Topology=default:root:<switch>...`, no reconfigure), but slurmrestd v0.0.45 ignores a node
+update's `topology` field (measured), and slurmctld keeps that placement across restarts
+(a path that no longer starts at a switch the file defines is fatal at the next start), so the
+operator stays with the file and reconfigures."""
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -109,7 +122,11 @@ def config_map(namespace: str, cluster: str, text: str, written: str) -> dict[st
     }
 
 
-def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -> list[TopologyAction]:
+def plan_topology(
+    observed: TopologyObserved, now: datetime, delay: timedelta, retry: timedelta | None = None
+) -> list[TopologyAction]:
+    """`delay`: when the last reconfigure for a written text is due; `retry`: when the first try
+    before it is, the next ones at doubling ages (None: none, only the one at `delay`)."""
     if observed.spec.plugin == "none":
         return []
     if observed.spec.plugin == "block" and observed.registered is None:
@@ -126,9 +143,19 @@ def plan_topology(observed: TopologyObserved, now: datetime, delay: timedelta) -
         return []
     annotations = (cm.get("metadata") or {}).get("annotations") or {}
     key = reconfigure_key(text, observed.registered, nodes, observed.started)
-    if annotations.get(keys.TOPOLOGY_RECONFIGURED) == key:
+    done = annotations.get(keys.TOPOLOGY_RECONFIGURED)
+    if done == key:
         return []
     written = _parse(annotations.get(keys.TOPOLOGY_WRITTEN))
-    if written is not None and now - written < delay:
-        return []  # the kubelet may not have refreshed slurmctld's copy yet
-    return [Reconfigure(observed.namespace, observed.cluster, name, key)]
+    age = None if written is None else now - written
+    if age is None or age >= delay:
+        return [Reconfigure(observed.namespace, observed.cluster, name, key)]
+    if retry is None or age < retry:
+        return []  # the kubelet has not refreshed slurmctld's copy yet, most likely
+    # Tries at retry, 2 retry, 4 retry... after the write, each finding whatever file the kubelet
+    # has written by then: a reconfigure re-reads every file and holds scheduling meanwhile, so
+    # they thin out instead of coming every retry until the delay.
+    attempt = f"{key}+{int(math.log2(age / retry))}"
+    if done == attempt:
+        return []
+    return [Reconfigure(observed.namespace, observed.cluster, name, attempt)]

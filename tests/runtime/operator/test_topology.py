@@ -74,6 +74,36 @@ def test_reconfigure_waits_for_the_kubelet_then_runs_once() -> None:
     assert isinstance(again, Reconfigure) and again.key != action.key
 
 
+def test_reconfigure_is_retried_while_the_kubelet_may_still_be_refreshing() -> None:
+    # Each try finds whatever file the kubelet has written by then; they thin out (10, 20, 40 s) and
+    # the last one comes at the delay.
+    text = current_text()
+    registered = frozenset({"cpu-0", "cpu-1"})
+    retry = timedelta(seconds=10)
+    key = reconfigure_key(text, registered, NODES)
+
+    def plan(age: int, done: str | None = None) -> list[Any]:
+        cm = config_map("ns", "research", text, written(age))
+        if done is not None:
+            cm["metadata"]["annotations"][keys.TOPOLOGY_RECONFIGURED] = done
+        return plan_topology(observe(cm, registered), NOW, DELAY, retry)
+
+    assert plan(5) == []  # before the first retry
+    (first,) = plan(12)
+    assert isinstance(first, Reconfigure) and first.key == f"{key}+0"
+    assert plan(19, done=first.key) == []  # the same try is not repeated
+    (second,) = plan(25, done=first.key)
+    assert isinstance(second, Reconfigure) and second.key == f"{key}+1"
+    assert plan(39, done=second.key) == []  # the tries thin out: the next at 40 s
+    (third,) = plan(41, done=second.key)
+    assert isinstance(third, Reconfigure) and third.key == f"{key}+2"
+    (last,) = plan(95, done=third.key)
+    assert isinstance(last, Reconfigure) and last.key == key
+    assert plan(200, done=key) == []
+    # Without a retry interval only the reconfigure at the delay happens.
+    assert plan_topology(observe(config_map("ns", "research", text, written(50)), registered), NOW, DELAY) == []
+
+
 def test_no_reconfigure_without_slurm() -> None:
     cm = config_map("ns", "research", current_text(), written(1000))
     assert plan_topology(observe(cm, None), NOW, DELAY) == []
