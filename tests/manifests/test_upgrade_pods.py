@@ -2,7 +2,7 @@
 its copy before converting anything and waits for what must move first, whatever applies the
 render; and the state guard and the release waits run here on plain folders and stand-in
 clients (the drill, tests/slurm/test_upgrade_drill.py, runs the copy scripts on real daemons; the
-local cluster run of the whole upgrade is not in the suite yet)."""
+local cluster, tests/runtime/local/test_local_upgrade.py, the whole upgrade)."""
 
 from __future__ import annotations
 
