@@ -111,7 +111,14 @@ class Upgrade:
         self.slurm = slurm
         self.source = slurm.spec.slurm.version
         data = slurm.spec.model_dump(by_alias=True, exclude_unset=True)
-        self.target_spec = ClusterSpec.model_validate({**data, "slurm": {"version": target}})
+        # The stack of the upgrade (slurm.upgradeFrom set), and of going back (the old release,
+        # upgradeFrom equal to it): what slurmctld's state guard reads in each pod.
+        self.target_spec = ClusterSpec.model_validate(
+            {**data, "slurm": {"version": target, "upgradeFrom": self.source}}
+        )
+        self.back_spec = ClusterSpec.model_validate(
+            {**data, "slurm": {"version": self.source, "upgradeFrom": self.source}}
+        )
         self.plan: UpgradePlan = upgrade_plan(self.target_spec, self.source)
         self.faults = set(faults)
         self.gate_timeout = gate_timeout
@@ -127,6 +134,8 @@ class Upgrade:
         self.new_slurmd = f"slurmd-{target}"
         self.restored = False
         """With the slurmctld fault: StateSaveLocation matched the snapshot after the restore."""
+        self.guard_log = ""
+        """With the slurmctld fault: what the old release's state guard said when it restored."""
         self.rewritten: list[str] = []
         """With the slurmctld fault: the state files the crashed start had rewritten."""
         self.hooks: dict[str, Callable[[], None]] = {}
@@ -304,7 +313,9 @@ class Upgrade:
             lambda: jail.stop("slurmctld", 60),
         )
         self._bind_backup("slurmctld")
-        script = scripts.state_snapshot(self.snapshot_name)
+        # The state guard slurmctld's pod of the new release runs first (sunk.manifests.upgrade):
+        # it finds state of the source release and copies it (state-snapshot.sh).
+        script = scripts.state_guard(self.target_spec)
         self._timed(
             "snapshot", "StateSaveLocation copied, sha256", "cp + sha256sum", lambda: self._in("slurmctld", script)
         )
@@ -381,9 +392,10 @@ class Upgrade:
         self.rewritten = self.state_changes()
         raise RuntimeError(f"slurmctld {self.target} exited with {proc.returncode} (injected crash)")
 
-    def state_changes(self) -> list[str]:
-        """Files of StateSaveLocation that differ from the snapshot (changed, new or gone)."""
-        manifest = self.backup / f"{self.snapshot_name}.sha256"
+    def state_changes(self, manifest: Path | None = None) -> list[str]:
+        """Files of StateSaveLocation that differ from the snapshot (changed, new or gone), by
+        the snapshot's checksums (`manifest`: those of a snapshot set aside)."""
+        manifest = manifest or self.backup / f"{self.snapshot_name}.sha256"
         recorded: dict[str, str] = {}
         for line in manifest.read_text().splitlines():
             digest, _, path = line.partition("  ")
@@ -399,11 +411,15 @@ class Upgrade:
     def _rollback_slurmctld(self) -> None:
         jail = self.slurm.jail
         jail.stop("slurmctld", 30)
-        self._in("slurmctld", scripts.state_restore(self.snapshot_name))
-        self.restored = not self.state_changes()
         jail.stop("munged-slurmctld")
         jail.replace_lower("slurmctld", self.images_before["slurmctld"])
         prepare_role(jail.root("slurmctld"), "slurmctld", host=self.slurm.host, munge_key=self._munge_key())
+        # The old release's pod (the stack set back to it): its state guard finds state the new
+        # release wrote, restores the snapshot (state-restore.sh) and sets the snapshot aside.
+        self._bind_backup("slurmctld")
+        self.guard_log = self._in("slurmctld", scripts.state_guard(self.back_spec))
+        [aside] = sorted(self.backup.glob(f"{self.snapshot_name}.restored-*.sha256"))[-1:]
+        self.restored = not self.state_changes(aside)
         daemons.start_munged(jail, "slurmctld")
         self._write_files(self.slurm.spec)
         daemons.start_slurmctld(jail, self.slurm.ports.slurmctld)

@@ -173,6 +173,9 @@ def test_slurmctld_crash_on_the_new_release_and_the_snapshot_restores_the_state(
     # exactly the snapshot's files, and 24.11 started from them with every job as it was.
     assert "./job_state" in upgrade.rewritten
     assert upgrade.restored
+    # Restored by the state guard of the old release's pod (the stack set back to 24.11), which
+    # read the release that wrote the state from the files themselves.
+    assert "is the copy taken on 24.11 again" in upgrade.guard_log, upgrade.guard_log
     assert reported_versions(slurm)["slurmctld"] == release_of(SOURCE).slurm
     assert _queue(slurm) == queue
     assert queue[str(live.running)] == "RUNNING"
