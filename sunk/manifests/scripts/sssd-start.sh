@@ -25,5 +25,9 @@ if [ -n "$bind_password" ]; then
   fi
   printf 'ldap_default_authtok = %s\n' "$password" >> "$conf"
 fi
+# SSSD refuses a config not owned by root:root ("Unexpected group owner"), and the folder is an
+# emptyDir that a pod's fsGroup makes setgid to that group (slurmctld's and slurmdbd's pods),
+# so the copy would carry the fsGroup.
+chown 0:0 "$conf"
 chmod 0600 "$conf"
 exec sssd -i --logger=stderr
