@@ -200,7 +200,7 @@ def registry(tmp_path: Path) -> Iterator[str]:
     )
     proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until("registry", lambda: listening(port), timeout=20, alive=proc)
+        wait_until("registry", lambda: listening(port), timeout=60, alive=proc)
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()

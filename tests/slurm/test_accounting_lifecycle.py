@@ -17,6 +17,7 @@ from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import AccountSpec, QosSpec
 from sunk.stackfile import load_stack
 from tests.support.stacks import FIXTURE_STACKS
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -131,19 +132,31 @@ def test_enforcement_refuses_users_without_an_association(slurm: LocalSlurm) -> 
     assert done.returncode == 0, done.stderr
 
 
+def _pending_reason(slurm: LocalSlurm, job: int) -> str:
+    """A pending job's reason once the scheduler has given it one (squeue says None until then)."""
+
+    def given() -> str | None:
+        reason = slurm.run("squeue", "-h", "-j", str(job), "-o", "%r", check=True).stdout.strip()
+        return reason if reason != "None" else None
+
+    return wait_for(f"a reason for pending job {job}", given, timeout=120, interval=0.5)
+
+
 def test_a_job_over_the_qos_maxwall_is_refused_and_one_within_runs(slurm: LocalSlurm) -> None:
-    _apply(slurm, _with_qos(low={"max_wall": "1"}))
-    over = slurm.run("sbatch", "-q", "low", "-t", "30", "--wrap", "true")
-    assert over.returncode != 0 and "QOSMaxWallDurationPerJobLimit" in over.stderr
-    job = slurm.sbatch("#!/bin/sh\ntrue\n", "-q", "low", "-t", "1")
-    assert slurm.wait_job(job) == "COMPLETED"
-    # denyOnLimit false: the job is accepted and pends with the limit as its reason.
-    _apply(slurm, _with_qos(low={"max_wall": "1", "deny_on_limit": False}))
-    pending = slurm.sbatch("#!/bin/sh\ntrue\n", "-q", "low", "-t", "30")
-    reason = slurm.run("squeue", "-h", "-j", str(pending), "-o", "%r", check=True).stdout.strip()
-    assert reason == "QOSMaxWallDurationPerJobLimit"
-    slurm.cancel_all()
-    _apply(slurm, ACME)
+    try:
+        _apply(slurm, _with_qos(low={"max_wall": "1"}))
+        over = slurm.run("sbatch", "-q", "low", "-t", "30", "--wrap", "true")
+        assert over.returncode != 0 and "QOSMaxWallDurationPerJobLimit" in over.stderr
+        job = slurm.sbatch("#!/bin/sh\ntrue\n", "-q", "low", "-t", "1")
+        assert slurm.wait_job(job) == "COMPLETED"
+        # denyOnLimit false: the job is accepted and pends with the limit as its reason (None
+        # until the scheduler has looked at it).
+        _apply(slurm, _with_qos(low={"max_wall": "1", "deny_on_limit": False}))
+        pending = slurm.sbatch("#!/bin/sh\ntrue\n", "-q", "low", "-t", "30")
+        assert _pending_reason(slurm, pending) == "QOSMaxWallDurationPerJobLimit"
+    finally:
+        slurm.cancel_all()
+        _apply(slurm, ACME)
 
 
 def test_accounts_and_users_follow_the_spec(slurm: LocalSlurm) -> None:
@@ -183,11 +196,13 @@ def test_an_account_with_running_jobs_is_not_dropped_silently(slurm: LocalSlurm)
     code, out = _as_user(slurm, "--parsable --wrap 'sleep 300'")
     assert code == 0, out
     job = int(out.strip().split(";")[0])
-    slurm.wait_job(job, ("RUNNING",))
-    (slurm.root / "tmp/qos.sh").write_text(render_sacctmgr_script(ACME))
-    done = slurm.run("sh", "/tmp/qos.sh", role="slurmdbd", timeout=120)
-    assert done.returncode != 0 and "Job(s) active" in done.stdout + done.stderr
-    slurm.cancel_all()
+    try:
+        slurm.wait_job(job, ("RUNNING",))
+        (slurm.root / "tmp/qos.sh").write_text(render_sacctmgr_script(ACME))
+        done = slurm.run("sh", "/tmp/qos.sh", role="slurmdbd", timeout=120)
+        assert done.returncode != 0 and "Job(s) active" in done.stdout + done.stderr
+    finally:
+        slurm.cancel_all()
     _apply(slurm, ACME)
     assert ("busy", "") not in _assocs(slurm)
 

@@ -103,7 +103,7 @@ def test_controller_and_node_hooks_run_around_a_job(extras: LocalSlurm) -> None:
         return path.exists() and f"{kind} job={job}" in path.read_text().splitlines()
 
     for kind in ("prolog-slurmctld", "prolog-slurmctld-2", "epilog-slurmctld", "epilog"):
-        wait_until(f"{kind} of job {job}", functools.partial(logged, kind), timeout=30, interval=0.2)
+        wait_until(f"{kind} of job {job}", functools.partial(logged, kind), timeout=120, interval=0.2)
 
 
 def test_slurmd_args_and_extra_node_conf_take_effect(extras: LocalSlurm) -> None:
@@ -127,4 +127,4 @@ def test_acme_dev_records_every_ended_job_from_its_epilog_slurmctld(acme: LocalS
     def recorded() -> bool:
         return log.exists() and f"job={job} exit=768" in log.read_text().splitlines()
 
-    wait_until(f"EpilogSlurmctld of job {job}", recorded, timeout=30, interval=0.2)
+    wait_until(f"EpilogSlurmctld of job {job}", recorded, timeout=120, interval=0.2)

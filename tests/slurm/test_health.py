@@ -63,7 +63,7 @@ def _node(slurm: LocalSlurm, name: str) -> tuple[str, str]:
     return (state.group(1) if state else "", reason.group(1) if reason else "")
 
 
-def _wait(slurm: LocalSlurm, name: str, want: str, timeout: float = 4 * INTERVAL) -> tuple[str, str]:
+def _wait(slurm: LocalSlurm, name: str, want: str, timeout: float = 12 * INTERVAL) -> tuple[str, str]:
     deadline = time.monotonic() + timeout
     while True:
         state, reason = _node(slurm, name)
@@ -158,11 +158,22 @@ def test_a_disk_path_with_a_space_is_one_path(cluster: LocalSlurm) -> None:
     path.write_text(program)
     path.chmod(0o755)
     try:
-        done = cluster.jail.run(["/tmp/sunk-health-space.sh"], role="slurmd", env={"SLURMD_NODENAME": node}, check=True)
-        assert re.fullmatch(
-            r"sunk-health: disk: /tmp/scratch dir has \d+ MiB free, below 1000000000", done.stdout.strip()
-        ), done.stdout
-        assert _node(cluster, node)[1] == done.stdout.strip()
+        # slurmd's own run (every INTERVAL, all checks passing) resumes a sunk-health drain: if one
+        # falls between this drain and the read of the reason, the node reads resumed; drain again.
+        for _ in range(5):
+            done = cluster.jail.run(
+                ["/tmp/sunk-health-space.sh"], role="slurmd", env={"SLURMD_NODENAME": node}, check=True
+            )
+            assert re.fullmatch(
+                r"sunk-health: disk: /tmp/scratch dir has \d+ MiB free, below 1000000000", done.stdout.strip()
+            ), done.stdout
+            state, reason = _node(cluster, node)
+            if "DRAIN" in state:
+                break
+        assert reason == done.stdout.strip(), (state, reason)
     finally:
         path.unlink()
-    assert _run_program(cluster, node).strip() == f"sunk-health: all checks pass; resumed {node}"
+    # The rendered program resumes it, unless slurmd's own run (the same program) did so first.
+    out = _run_program(cluster, node).strip()
+    assert out in (f"sunk-health: all checks pass; resumed {node}", ""), out
+    assert "DRAIN" not in _node(cluster, node)[0]

@@ -36,7 +36,7 @@ def test_two_one_cpu_jobs_without_mem_share_a_node(acme: LocalSlurm, acme_spec: 
     second = acme.sbatch(SLEEP, "-p", batch.name, "-w", node, "-n1")
     # Without a default the second stays PENDING (Resources) while the first holds all memory.
     for job in (first, second):
-        acme.wait_job(job, {"RUNNING"}, timeout=20)
+        acme.wait_job(job, {"RUNNING"}, timeout=120)
     for job in (first, second):
         fields = _job(acme, job)
         assert fields["NodeList"] == node
@@ -48,7 +48,7 @@ def test_an_exclusive_job_without_mem_gets_every_cpu_and_fits(acme: LocalSlurm, 
     # the smallest node (a larger DefMemPerCPU makes sbatch --exclusive fail: measured).
     cpu = acme_spec.nodeset("cpu")
     job = acme.sbatch(SLEEP, "-p", "batch", "-C", "cpu", "--exclusive")
-    acme.wait_job(job, {"RUNNING"}, timeout=20)
+    acme.wait_job(job, {"RUNNING"}, timeout=120)
     alloc = dict(kv.split("=") for kv in _job(acme, job)["AllocTRES"].split(","))
     assert int(alloc["cpu"]) == cpu.cpus
     assert _mib(alloc["mem"]) <= cpu.memory_mib

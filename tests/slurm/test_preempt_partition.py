@@ -45,9 +45,9 @@ def test_higher_tier_partition_preempts_and_requeues(globex: LocalSlurm) -> None
     low = globex.sbatch("#!/bin/sh\nsleep 300\n", "-p", "normal", "-N", nodes, "--exclusive")
     globex.wait_job(low, {"RUNNING"})
     urgent = globex.sbatch("#!/bin/sh\nsleep 1\n", "-p", "urgent", "-N", nodes)
-    globex.wait_job(urgent, {"RUNNING", "COMPLETED"}, timeout=30)
+    globex.wait_job(urgent, {"RUNNING", "COMPLETED"}, timeout=120)
     info = globex.run("scontrol", "show", "job", "-o", str(low), check=True).stdout
     assert "JobState=PENDING" in info
     assert "Restarts=0" not in info
-    globex.wait_job(urgent, {"COMPLETED"}, timeout=30)
+    globex.wait_job(urgent, {"COMPLETED"}, timeout=120)
     globex.cancel_all()

@@ -57,7 +57,7 @@ def _submit(slurm: LocalSlurm, *args: str) -> tuple[int, str]:
     return done.returncode, (done.stdout + done.stderr).strip()
 
 
-def _reason(slurm: LocalSlurm, job: int, timeout: float = 30) -> str:
+def _reason(slurm: LocalSlurm, job: int, timeout: float = 120) -> str:
     """The pending job's reason once the scheduler has looked at it (`None` until then)."""
     deadline = time.monotonic() + timeout
     while True:

@@ -35,7 +35,7 @@ def sshd(acme_cluster: LocalSlurm) -> Iterator[int]:
     (root / "etc/ssh/sshd_config.d/zz-harness.conf").write_text(f"Port {port}\nListenAddress 127.0.0.1\n")
     start = scripts.login_start(persist_host_keys=False, authorized_keys=True)
     proc = acme.jail.spawn("sshd", ["/bin/sh", "-c", start], role="login")
-    wait_until("sshd", lambda: listening(port), timeout=30, alive=proc, on_fail=lambda: acme.log("sshd"))
+    wait_until("sshd", lambda: listening(port), timeout=60, alive=proc, on_fail=lambda: acme.log("sshd"))
     yield port
     acme.jail.stop("sshd")
 
@@ -103,10 +103,10 @@ def test_s6_runs_the_oneshot_first_and_supervises_the_service_beside_slurmd(s6_c
     lines = log.splitlines()
     first_slurmd = next(i for i, line in enumerate(lines) if "slurmd version" in line)
     assert lines.index(f"oneshot ran on {node}") < first_slurmd
-    wait_until("s6 service started", lambda: len(_pids(s6_cluster, node)) == 1, timeout=10)
+    wait_until("s6 service started", lambda: len(_pids(s6_cluster, node)) == 1, timeout=60)
     # s6-supervise restarts a service that dies.
     s6_cluster.run("kill", str(_pids(s6_cluster, node)[0]), role="slurmd", check=True)
-    wait_until("s6 service restarted", lambda: len(_pids(s6_cluster, node)) == 2, timeout=10)
+    wait_until("s6 service restarted", lambda: len(_pids(s6_cluster, node)) == 2, timeout=60)
     # slurmd under sunk-init registered and runs jobs.
     job = s6_cluster.sbatch("#!/bin/sh\ntrue\n", "-w", node)
     assert s6_cluster.wait_job(job) == "COMPLETED"

@@ -67,10 +67,10 @@ def test_high_qos_preempts_and_requeues_low(acme: LocalSlurm) -> None:
     low = acme.sbatch("#!/bin/sh\nsleep 300\n", "-C", "cpu", "-N", str(len(cpu_nodes)), "--qos=low", "--exclusive")
     acme.wait_job(low, {"RUNNING"})
     high = acme.sbatch("#!/bin/sh\nsleep 1\n", "-C", "cpu", "-N", str(len(cpu_nodes)), "--qos=high")
-    acme.wait_job(high, {"RUNNING", "COMPLETED"}, timeout=30)
+    acme.wait_job(high, {"RUNNING", "COMPLETED"}, timeout=120)
     info = _job(acme, low)
     assert info["JobState"] == "PENDING"
     assert int(info["Restarts"]) >= 1  # requeued, not cancelled
-    acme.wait_job(high, {"COMPLETED"}, timeout=30)
+    acme.wait_job(high, {"COMPLETED"}, timeout=120)
     states = acme.run("sacct", "-X", "-n", "-P", "-D", "-o", "State", "-j", str(low), check=True).stdout.split()
     assert "PREEMPTED" in states

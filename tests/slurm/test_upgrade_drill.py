@@ -101,7 +101,7 @@ def live() -> Iterator[Live]:
         code, out = _games(slurm, f"sbatch --parsable -A lab --array=1-{HISTORY} -o /dev/null --wrap true")
         assert code == 0, out
         wait_until("the history's jobs to end", lambda: not slurm.run("squeue", "-h", "-o", "%i").stdout.strip(), 300)
-        wait_until("the history in sacct", lambda: _completed(slurm) >= HISTORY, 60)
+        wait_until("the history in sacct", lambda: _completed(slurm) >= HISTORY, 120)
         # Each step of the running job says which slurmd runs it and which slurmctld it sees.
         step = (
             "#!/bin/sh\n"
