@@ -43,7 +43,6 @@ SPEC = ClusterSpec.model_validate(
 )
 NS = SPEC.ns
 KUBE_NODE = "node-0"
-JOB_SECONDS = 6
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +104,9 @@ def test_drain_waits_for_the_job_then_evicts(slurm: LocalSlurm, kube_server: Kub
         assert any(isinstance(a, Protect) for a in operator.resync().applied)
         assert budgets() == [name]
 
-        job = slurm.run("sbatch", "--parsable", "-w", host, "--wrap", f"sleep {JOB_SECONDS}", check=True).stdout.strip()
+        # Runs until cancelled below: a job of a fixed length could end, on a loaded machine,
+        # before the checks that need it running.
+        job = slurm.run("sbatch", "--parsable", "-w", host, "--wrap", "sleep 300", check=True).stdout.strip()
         wait_until(
             "the job to run",
             lambda: "RUNNING" in slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout,
@@ -122,6 +123,7 @@ def test_drain_waits_for_the_job_then_evicts(slurm: LocalSlurm, kube_server: Kub
         operator.resync()
         assert budgets() == [name] and evict(core, name) == 429  # draining, the job still runs
 
+        slurm.run("scancel", job, check=True)
         wait_until(
             "the job to finish",
             lambda: not slurm.run("squeue", "-h", "-j", job, "-o", "%i").stdout.strip(),

@@ -203,8 +203,8 @@ class World:
                 n in nodes and not nodes[n].drain and "IDLE" in nodes[n].state for n in names
             )
 
-        wait_for(f"pods and idle Slurm nodes {names}", ok)
-        wait_for(f"{names} in slurmctld's topology", lambda: set(names) <= self.in_topology())
+        wait_for(f"pods and idle Slurm nodes {names}", ok, timeout=120)
+        wait_for(f"{names} in slurmctld's topology", lambda: set(names) <= self.in_topology(), timeout=120)
 
     def sbatch_on(self, node: str, seconds: int) -> int:
         return self.slurm.sbatch(f"#!/bin/sh\nsleep {seconds}\n", "-w", node, "-o", "/dev/null")
@@ -234,7 +234,7 @@ def test_new_nodes_take_multi_node_jobs_long_before_the_topology_delay(world: Wo
 def test_scale_in_waits_for_the_running_job(world: World) -> None:
     world.steady(["cpu-0", "cpu-1", "cpu-2"])
     stays = world.sbatch_on("cpu-1", 300)
-    leaves = world.sbatch_on("cpu-2", 8)
+    leaves = world.sbatch_on("cpu-2", 300)  # ended by the test once it has seen the pod stay
     for job in (stays, leaves):
         world.slurm.wait_job(job, {"RUNNING"})
     world.patch_spec(replicas=1)
@@ -243,9 +243,14 @@ def test_scale_in_waits_for_the_running_job(world: World) -> None:
     nodes = world.slurm_nodes()
     assert nodes["cpu-2"].drain and nodes["cpu-2"].reason.startswith(OPERATOR_REASON_PREFIX)
     assert not nodes["cpu-1"].drain
-    while world.slurm.job_state(leaves) == "RUNNING":
+
+    def kept_over_six_resyncs(since: float = world.operator.metrics.resyncs._value.get()) -> bool:
+        assert world.slurm.job_state(leaves) == "RUNNING"
         assert "cpu-2" in world.ready_pods(), "the pod of a node running a job was deleted"
-        time.sleep(0.3)
+        return bool(world.operator.metrics.resyncs._value.get() >= since + 6)
+
+    wait_for("six resyncs with cpu-2's job running", kept_over_six_resyncs)
+    world.slurm.run("scancel", str(leaves), check=True)
     wait_for("cpu-2 removed", lambda: "cpu-2" not in world.pods() and "cpu-2" not in world.slurm_nodes())
     assert world.kubelet.busy_at_delete == {"cpu-0": False, "cpu-2": False}
     assert set(world.pods()) == {"cpu-1"}
@@ -261,7 +266,7 @@ def test_rolling_update_stays_within_max_unavailable(world: World) -> None:
     world.slurm.wait_job(job, {"RUNNING"})
     world.patch_spec(configHash="v2")
     worst = 0
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 200
 
     def done() -> bool:
         pods = world.pods()

@@ -110,7 +110,7 @@ class Cluster:
         assert pod is not None, f"pod {ns}/{name} not found"
         return pod
 
-    def wait_bound(self, name: str, ns: str = "ml", timeout: float = 30.0) -> dict[str, Any]:
+    def wait_bound(self, name: str, ns: str = "ml", timeout: float = 120.0) -> dict[str, Any]:
         def bound() -> dict[str, Any] | None:
             pod = self.pod(name, ns)
             return pod if pod and pod["spec"].get("nodeName") else None
@@ -118,7 +118,7 @@ class Cluster:
         return wait_for(f"pod {ns}/{name} bound", bound, timeout)
 
     @staticmethod
-    def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
         return wait_for(what, check, timeout)
 
     def delete_pod(self, name: str, ns: str = "ml") -> None:
@@ -142,7 +142,7 @@ class SchedulerProcess:
         self._log = log.open("ab")
         self.proc = image.popen("sunk.runtime.scheduler", env, stdout=self._log, stderr=subprocess.STDOUT)
         self.log = log
-        wait_for("scheduler ready", self.ready, timeout=30)
+        wait_for("scheduler ready", self.ready, timeout=120)
 
     def get(self, path: str) -> tuple[int, str]:
         try:

@@ -88,8 +88,14 @@ def test_a_high_priority_pod_preempts_a_low_priority_batch_job(
     # Slurm requeued the low job that held that node (PreemptMode=requeue on QOS low).
     victims = [j for j in low if slurm.job_state(j) != "RUNNING"]
     assert len(victims) == 1
-    acct = slurm.run("sacct", "-D", "-n", "-P", "-o", "State,NodeList", "-j", str(victims[0]), check=True).stdout
-    assert f"PREEMPTED|{node}" in acct
+    # slurmdbd records the preemption shortly after slurmctld does it.
+    k8s.wait_for(
+        f"job {victims[0]} PREEMPTED on {node} in sacct",
+        lambda: (
+            f"PREEMPTED|{node}"
+            in slurm.run("sacct", "-D", "-n", "-P", "-o", "State,NodeList", "-j", str(victims[0]), check=True).stdout
+        ),
+    )
 
 
 def test_a_high_priority_batch_job_preempts_a_low_priority_pod(
@@ -115,7 +121,7 @@ def test_deleting_the_pod_cancels_its_job(slurm: LocalSlurm, k8s: Cluster, start
     k8s.create_pod("short-lived", annotations=SHARED)
     job_id = int(k8s.wait_bound("short-lived")["metadata"]["annotations"][keys.JOB_ID])
     k8s.delete_pod("short-lived")
-    assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=30) == "CANCELLED"
+    assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=120) == "CANCELLED"
 
 
 def test_invalid_requests_are_reported_once_without_a_retry_storm(
@@ -161,7 +167,7 @@ def test_a_killed_scheduler_restarts_adopts_its_jobs_and_binds_each_pod_once(
     job_of = {n: int(p["metadata"]["annotations"][keys.JOB_ID]) for n, p in bound.items()}
     assert set(job_of.values()) < set(jobs)  # the same jobs, adopted by marker
     c_job = (set(jobs) - set(job_of.values())).pop()
-    assert slurm.wait_job(c_job, {"CANCELLED"}, timeout=30) == "CANCELLED"
+    assert slurm.wait_job(c_job, {"CANCELLED"}, timeout=120) == "CANCELLED"
 
     # Kill again right after binding; a third run must find nothing to do.
     second.kill()
@@ -233,7 +239,7 @@ def test_pods_never_land_on_exclusive_nodes(slurm: LocalSlurm, k8s: Cluster, sta
     )
     assert k8s.sim.bindings == []
     slurm.run("scancel", str(fills[0]), check=True)
-    assert k8s.wait_bound("web", timeout=60)["spec"]["nodeName"] == "k8s-gpu-0"
+    assert k8s.wait_bound("web", timeout=120)["spec"]["nodeName"] == "k8s-gpu-0"
     assert k8s.sim.rejections == []
 
 

@@ -112,7 +112,7 @@ def rest(slurm: LocalSlurm) -> Iterator[SlurmRestClient]:
 
 def same_as_rest(reader: SqueueJobs, rest: SlurmRestClient) -> dict[int, JobRow]:
     """Both reads, retried if a job changed between them (the scheduler moves on its own)."""
-    for _ in range(5):
+    for _ in range(20):
         text, json = reader.jobs(), [job_row(j) for j in rest.list_jobs()]
         if sorted(text, key=lambda r: r.job_id) == sorted(json, key=lambda r: r.job_id):
             return {r.job_id: r for r in text}

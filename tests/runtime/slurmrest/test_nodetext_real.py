@@ -89,7 +89,7 @@ def seen(states: list[NodeState]) -> dict[str, tuple[str, frozenset[str], str, s
 
 def same_as_rest(reader: ScontrolNodes, rest: SlurmRestClient) -> dict[str, NodeState]:
     """Both reads, retried if a node changed between them (a power-save pass, a ping)."""
-    for _ in range(5):
+    for _ in range(20):
         text, json = reader.node_states(future=True), rest.node_states(future=True)
         if seen(text) == seen(json):
             return by_name(text)

@@ -102,7 +102,7 @@ def test_jobs_submit_read_cancel_and_accounting(slurm: LocalSlurm, rest: SlurmRe
             script="#!/bin/sh\nsleep 60\n", name="rest-probe", comment="from-rest", time_limit=5, partition="batch"
         )
     )
-    slurm.wait_job(job_id, states={"RUNNING"}, timeout=30)
+    slurm.wait_job(job_id, states={"RUNNING"}, timeout=120)
     job = rest.get_job(job_id)
     assert (job.name, job.comment, job.state, job.partition, job.time_limit) == (
         "rest-probe",
@@ -114,14 +114,14 @@ def test_jobs_submit_read_cancel_and_accounting(slurm: LocalSlurm, rest: SlurmRe
     assert job.node_names and set(job.node_names) <= {"cpu-0", "cpu-1"}
     assert job_id in {j.job_id for j in rest.list_jobs()}
     rest.cancel_job(job_id)
-    slurm.wait_job(job_id, states={"CANCELLED"}, timeout=30)
+    slurm.wait_job(job_id, states={"CANCELLED"}, timeout=120)
     with pytest.raises(SlurmApiError) as info:
         rest.cancel_job(999_999)
     assert info.value.code == 2017
     with pytest.raises(SlurmApiError) as info:
         rest.get_job(999_999)
     assert info.value.not_found
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not (found := rest.db_jobs(job_name="rest-probe")) and time.monotonic() < deadline:
         time.sleep(0.5)  # slurmdbd receives the record asynchronously
     assert found and found[0].job_id == job_id and found[0].comment.job == "from-rest"
