@@ -36,7 +36,8 @@ HOST_KEYS = "/etc/ssh/sunk-host-keys"
 LOCAL_SSHD_CONF = "/etc/ssh/sshd_config.d/00-sunk-local.conf"
 """The harness's only sshd override: a loopback port instead of 22 (sshd takes the first value
 it reads, and the drop-ins are read in name order, before the image's)."""
-START_TIMEOUT = 30.0
+START_TIMEOUT = 120.0
+"""A ceiling, not a wait (as the daemons' in daemons.py)."""
 
 
 @dataclass(frozen=True)

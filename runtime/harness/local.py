@@ -343,7 +343,7 @@ class LocalSlurm:
         lines = acct.stdout.split()
         return lines[0] if lines else "UNKNOWN"
 
-    def cancel_all(self, timeout: float = 30) -> None:
+    def cancel_all(self, timeout: float = 120) -> None:
         """Cancel every job and wait until no job is left and the running nodes are idle."""
         self.run("sh", "-c", "squeue -h -o %i | xargs -r scancel", check=True)
 
@@ -353,7 +353,7 @@ class LocalSlurm:
         wait_until("jobs to end after scancel", drained, timeout=timeout, interval=0.2)
         daemons.wait_nodes_idle(self.jail, [n.name for n in self.nodes], timeout=timeout)
 
-    def wait_job(self, job_id: int, states: Iterable[str] = ("COMPLETED",), timeout: float = 60) -> str:
+    def wait_job(self, job_id: int, states: Iterable[str] = ("COMPLETED",), timeout: float = 120) -> str:
         """Poll until the job reaches one of `states`; fail early if it ends in another."""
         wanted = set(states)
         deadline = time.monotonic() + timeout
@@ -366,7 +366,7 @@ class LocalSlurm:
                 raise RuntimeError(f"job {job_id} is {state}, wanted {sorted(wanted)}\n{detail}")
             time.sleep(0.2)
 
-    def wait_accounted(self, job_id: int, states: Iterable[str] = ("COMPLETED",), timeout: float = 30) -> str:
+    def wait_accounted(self, job_id: int, states: Iterable[str] = ("COMPLETED",), timeout: float = 120) -> str:
         """Poll sacct until the job's record reaches one of `states` (slurmctld sends job records to
         slurmdbd asynchronously, so sacct may lag scontrol)."""
         wanted = set(states)
