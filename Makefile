@@ -6,7 +6,8 @@ bootstrap:
 
 # The main job, offline, on the acme-dev stack: its images, then the whole stack on a local cluster
 # (`sunk local demo`: pods, sinfo, a job, a pod placed by Slurm beside one, a drain), torn down after.
-demo: bootstrap
+demo:
+	SUNK_BOOTSTRAP_TEST_TOOLS=0 bash .ci/bootstrap
 	.venv/bin/sunk images build
 	.venv/bin/sunk local demo acme-dev
 
