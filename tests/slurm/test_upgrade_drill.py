@@ -209,6 +209,12 @@ def test_the_upgrade_loses_nothing(live: Live) -> None:
     for job in (live.wide, live.held):
         assert slurm.wait_job(job, timeout=120) == "COMPLETED"
     wait_until("the array's tasks to end", lambda: not _queue(slurm), 120)
+
+    def array_accounted() -> bool:  # slurmdbd records the ends shortly after slurmctld
+        rows = _sacct(slurm)
+        return all(rows.get(f"{live.array}_{task}", "").split("|")[6:7] == ["COMPLETED"] for task in range(1, 5))
+
+    wait_until("the array's tasks COMPLETED in sacct", array_accounted, 120)
     accounted = _sacct(slurm)
     assert [accounted[f"{live.array}_{task}"].split("|")[6] for task in range(1, 5)] == ["COMPLETED"] * 4
     _intact(live)
