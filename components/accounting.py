@@ -83,7 +83,14 @@ class Accounting(Component):
         # The dump's volume (slurm.upgradeFrom): kept in the cluster when the stack drops it, as the
         # only way back to the old release's database.
         for claim_manifest in backup_claims(spec):
-            db.append(create(f"{name}-backup", claim_manifest, child(self, retain_on_delete=True), namespace=namespace))
+            db.append(
+                create(
+                    f"{name}-backup-{spec.slurm.upgrade_from}",
+                    claim_manifest,
+                    child(self, retain_on_delete=True),
+                    namespace=namespace,
+                )
+            )
         deployment, service = slurmdbd_manifests(spec, refs)
         dbd = create(f"{name}-slurmdbd", deployment, child(self, depends_on=db), namespace=namespace)
         svc = create(f"{name}-service", service, child(self), namespace=namespace)

@@ -48,7 +48,12 @@ class Controller(Component):
         self.state_claim = typed(k8s.core.v1.PersistentVolumeClaim, claim)
         # The state snapshot's volume (slurm.upgradeFrom): kept when the stack drops it (the way back).
         claims = [claim] + [
-            create(f"{name}-backup", backup, child(self, retain_on_delete=True), namespace=namespace)
+            create(
+                f"{name}-backup-{spec.slurm.upgrade_from}",
+                backup,
+                child(self, retain_on_delete=True),
+                namespace=namespace,
+            )
             for backup in backup_claims(spec)
         ]
         service = create(f"{name}-service", headless_service(spec), child(self), namespace=namespace)

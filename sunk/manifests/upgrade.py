@@ -104,8 +104,11 @@ def guarded(spec: ClusterSpec) -> bool:
 
 
 def backup_claim_name(spec: ClusterSpec, component: str) -> str:
-    """`<cluster>-accounting-backup` (the dump) or `<cluster>-controller-backup` (the snapshot)."""
-    return f"{spec.name}-{component}-backup"
+    """`<cluster>-accounting-backup-<upgradeFrom>` (the dump) or `<cluster>-controller-backup-<upgradeFrom>`
+    (the snapshot). One volume per release moved from: a later upgrade gets a new one, beside the
+    copies of the earlier ones (kept in the cluster; Pulumi forgets a retained claim, and would
+    meet the old one if the name came back)."""
+    return f"{spec.name}-{component}-backup-{spec.slurm.upgrade_from}"
 
 
 def backup_claim(spec: ClusterSpec, component: str, size: str, storage_class: str | None) -> Manifest:

@@ -74,7 +74,10 @@ def test_the_same_objects_either_way_but_the_backup_volumes(upgrading: Evaluatio
     """Upgrading adds the two backup claims (the dump's, the state snapshot's), kept in the cluster
     when the stack drops them: they are the only way back."""
     added = {r.urn for r in upgrading.kubernetes()} - {r.urn for r in steady.kubernetes()}
-    assert {u.rsplit("::", 1)[1] for u in added} == {"research-accounting-backup", "research-controller-backup"}
+    assert {u.rsplit("::", 1)[1] for u in added} == {
+        "research-accounting-backup-24.11",
+        "research-controller-backup-24.11",
+    }
     assert {r.urn for r in steady.kubernetes()} <= {r.urn for r in upgrading.kubernetes()}
     for resource in upgrading.kubernetes():
         if resource.urn in added:

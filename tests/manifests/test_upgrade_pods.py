@@ -39,8 +39,8 @@ def test_without_upgrade_from_nothing_is_added() -> None:
 def test_upgrading_each_pod_copies_first_and_waits_for_what_moves_before_it() -> None:
     objects = _workloads(UPGRADE)
     assert {
-        "PersistentVolumeClaim/research-accounting-backup",
-        "PersistentVolumeClaim/research-controller-backup",
+        "PersistentVolumeClaim/research-accounting-backup-24.11",
+        "PersistentVolumeClaim/research-controller-backup-24.11",
     } <= set(objects)
     # slurmdbd: the dump before slurmdbd of the new release starts (it converts the database).
     dbd = objects["Deployment/research-accounting"]["spec"]["template"]["spec"]
@@ -48,7 +48,9 @@ def test_upgrading_each_pod_copies_first_and_waits_for_what_moves_before_it() ->
     backup = dbd["initContainers"][0]
     assert backup["image"].startswith("ghcr.io/") and "mariadb" in backup["image"]
     assert "action=backup-once" in backup["command"][2] and "name=slurm_acct_db-24.11" in backup["command"][2]
-    assert {"name": "backup", "persistentVolumeClaim": {"claimName": "research-accounting-backup"}} in dbd["volumes"]
+    assert {"name": "backup", "persistentVolumeClaim": {"claimName": "research-accounting-backup-24.11"}} in dbd[
+        "volumes"
+    ]
     # slurmctld: slurmdbd at 26.05 first, then the state guard, then the QOS.
     assert _init(objects, "StatefulSet/research-controller") == ["munge", "wait-slurmdbd", "state-guard", "wait-qos"]
     ctld = objects["StatefulSet/research-controller"]["spec"]["template"]["spec"]
@@ -64,7 +66,7 @@ def test_upgrading_each_pod_copies_first_and_waits_for_what_moves_before_it() ->
 def test_going_back_keeps_the_guard_and_the_volumes_but_nothing_waits() -> None:
     """slurm.version set back to the release upgradeFrom names: the guard restores the state."""
     objects = _workloads({"slurm": {"version": "24.11", "upgradeFrom": "24.11"}})
-    assert "PersistentVolumeClaim/research-controller-backup" in objects
+    assert "PersistentVolumeClaim/research-controller-backup-24.11" in objects
     assert _init(objects, "StatefulSet/research-controller") == ["munge", "state-guard", "wait-qos"]
     assert _init(objects, "Deployment/research-accounting") == ["munge"]
 
