@@ -1,7 +1,7 @@
 """The Slurm metrics exporter at scale: what one read costs and how many series it makes.
 
 Run: .venv/bin/python -m bench.exporter_bench [--jobs 100000] [--nodes 10000] [--real-jobs 1000]
-     [--read squeue|slurmrestd]
+     [--read squeue|slurmrestd] [--releases 26.05,24.11]
 
 1. Synthetic replies (the fakes, shaped as slurmrestd 24.11's): `--jobs` jobs over 4 partitions,
    20 accounts, 8 states and 12 pending reasons, `--nodes` nodes in 6 states with GPUs. It times
@@ -15,15 +15,20 @@ Run: .venv/bin/python -m bench.exporter_bench [--jobs 100000] [--nodes 10000] [-
    the jobs through slurmrestd too, as before). It prints the jobs read's own wall time, the worst
    case of the squeue read (every job re-read as JSON, as if each showed a description), then
    one read of every job through slurmrestd for comparison (wall, bytes, slurmrestd+slurmctld CPU).
+   Once per release of `--releases` (default: both supported ones, one after the other). On 26.05
+   the cluster also has slurmctld's own metrics endpoints (controller.metrics), and the same held
+   jobs are read both ways: slurmctld's CPU per read, the RPCs sdiag counts, the samples served.
 Nothing about time is asserted; one GOAL line per goal."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import statistics
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +41,15 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.slurmrest import JobSubmit, JwtMinter, SlurmRestClient
 from sunk.runtime.slurmrest.jobtext import SqueueJobs, job_row, parse_squeue, parse_squeue_json
 
+from sunk.images import SUPPORTED_SLURM
+from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
 from tests.support.fakes.exporter import FakeSlurm, job, node, partition
 from tests.support.goals import goal
 
 NOW = 2_000_000_000
+NATIVE_ENDPOINTS = ("jobs", "nodes", "partitions", "scheduler", "jobs-users-accts")
+"""slurmctld's own metrics endpoints (MetricsType=metrics/openmetrics, Slurm 25.11 and later)."""
 PARTITIONS = ("batch", "gpu", "debug", "long")
 STATES = ("PENDING", "RUNNING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "SUSPENDED", "PREEMPTED")
 REASONS = (
@@ -145,9 +154,78 @@ def slurm_cpu(slurm: LocalSlurm) -> float:
     return total
 
 
-def real(jobs: int, read: str) -> None:
+def _spec(release: str) -> ClusterSpec:
+    """acme-dev on `release`; on a release with slurmctld's own metrics endpoints, with them on."""
+    data = load_stack("acme-dev").spec.model_dump(by_alias=True, exclude_unset=True)
+    data["slurm"] = {"version": release}
+    if release != "24.11":
+        data["controller"] = {**data.get("controller", {}), "metrics": True}
+    return ClusterSpec.model_validate(data)
+
+
+def rpc_counts(slurm: LocalSlurm) -> dict[str, int]:
+    """sdiag's RPC counts by message type (sdiag's own REQUEST_STATS_INFO included)."""
+    text = slurm.run("sdiag", check=True).stdout
+    section = text.split("by message type", 1)[1].split("statistics by user", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^\s+(\S+)\s+\(\s*\d+\) count:(\d+)", section, re.M)}
+
+
+def rpc_delta(before: dict[str, int], after: dict[str, int], reads: int) -> str:
+    """RPCs per read between two sdiag calls (the second sdiag's own request taken out)."""
+    delta = {k: v - before.get(k, 0) for k, v in after.items()}
+    delta["REQUEST_STATS_INFO"] = delta.get("REQUEST_STATS_INFO", 0) - 1
+    shown = [f"{k} {v / reads:g}" for k, v in sorted(delta.items()) if v]
+    return ", ".join(shown) or "none"
+
+
+def ctld_cpu(slurm: LocalSlurm) -> float:
+    process = slurm.jail.processes["slurmctld"]
+    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def native(slurm: LocalSlurm, exporter: Exporter, reads: int = 10) -> None:
+    """slurmctld's own endpoints (controller.metrics) beside the exporter's read of the same
+    cluster: slurmctld's CPU per read, the RPCs sdiag counts, the samples each serves."""
+    rpcs, cpu, rest = rpc_counts(slurm), ctld_cpu(slurm), slurm_cpu(slurm) - ctld_cpu(slurm)
+    for _ in range(reads):
+        exporter.cycle()
+    ours = (ctld_cpu(slurm) - cpu) / reads
+    ours_rest = (slurm_cpu(slurm) - ctld_cpu(slurm) - rest) / reads
+    ours_rpcs = rpc_delta(rpcs, rpc_counts(slurm), reads)
+    text = generate_latest(exporter.registry).decode()
+    ours_samples = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    print(
+        f"  the exporter's read: slurmctld {ours * 1000:.1f} ms CPU (slurmrestd {ours_rest * 1000:.1f} ms), "
+        f"RPCs per read: {ours_rpcs}; {ours_samples} samples"
+    )
+    base = f"http://127.0.0.1:{slurm.ports.slurmctld}/metrics/"
+    total_cpu = 0.0
+    total_samples = 0
+    rpcs = rpc_counts(slurm)
+    for endpoint in NATIVE_ENDPOINTS:
+        cpu, mark = ctld_cpu(slurm), time.monotonic()
+        for _ in range(reads):
+            with urllib.request.urlopen(base + endpoint, timeout=60) as reply:
+                body = reply.read().decode()
+        wall, cpu = (time.monotonic() - mark) / reads, (ctld_cpu(slurm) - cpu) / reads
+        samples = sum(1 for line in body.splitlines() if line and not line.startswith("#"))
+        total_cpu += cpu
+        total_samples += samples
+        print(
+            f"  GET /metrics/{endpoint}: slurmctld {cpu * 1000:.1f} ms CPU, {wall * 1000:.1f} ms wall, "
+            f"{samples} samples, {len(body):,} bytes"
+        )
+    print(
+        f"  every native endpoint once: slurmctld {total_cpu * 1000:.1f} ms CPU, {total_samples} samples; "
+        f"RPCs sdiag counts for them: {rpc_delta(rpcs, rpc_counts(slurm), reads)}"
+    )
+
+
+def real(jobs: int, read: str, release: str) -> None:
     nodes = [SimNode("cpu-0", "cpu"), SimNode("cpu-1", "cpu")]
-    with LocalSlurm.start(load_stack("acme-dev").spec, nodes=nodes) as slurm:
+    spec = _spec(release)
+    with LocalSlurm.start(spec, nodes=nodes) as slurm:
         token = JwtMinter.from_file(slurm.jwt_key_path, "slurm")
         rest = SlurmRestClient(slurm.rest_url, user="slurm", token=token, timeout=120)
         started = time.monotonic()
@@ -187,7 +265,7 @@ def real(jobs: int, read: str) -> None:
             if line.startswith('sunk_slurm_jobs_pending{partition="batch",reason="JobHeldUser"}')
         ]
         assert held and float(held[0].split()[-1]) == jobs, held
-        print(f"real slurmctld: {jobs:,} held jobs submitted through slurmrestd in {submit:.1f} s")
+        print(f"real slurmctld {release}: {jobs:,} held jobs submitted through slurmrestd in {submit:.1f} s")
         print(
             f"  one read (jobs via {read}, then nodes, partitions, diag via slurmrestd): median "
             f"{statistics.median(walls):.3f} s, max {max(walls):.3f} s; the jobs alone median "
@@ -202,7 +280,7 @@ def real(jobs: int, read: str) -> None:
         # every one is re-read as JSON (squeue --json builds what slurmrestd builds, in the exporter).
         ids = [r.job_id for r in reader.jobs()]
         mark, child = time.monotonic(), children_cpu()
-        every = parse_squeue_json(reader._squeue(["--json=v0.0.42", "-a", "-t", "all"]), ids)
+        every = parse_squeue_json(reader._squeue_json(["-a", "-t", "all"]), ids)
         print(
             f"  worst case, every job re-read as JSON: {len(every):,} jobs, {time.monotonic() - mark:.3f} s wall, "
             f"squeue CPU {children_cpu() - child:.2f} s"
@@ -224,7 +302,10 @@ def real(jobs: int, read: str) -> None:
             f"  for comparison, every job through slurmrestd: {count:,} jobs, {wall:.3f} s wall, "
             f"{sum(sizes) / 1e6:.1f} MB, slurmrestd+slurmctld CPU {cpu:.2f} s"
         )
-        goal(f"exporter read of {jobs:,} jobs from real Slurm (median)", statistics.median(walls), 1.0, "s")
+        setattr(rest._http, "request", request)  # noqa: B010
+        if spec.controller.metrics:
+            native(slurm, exporter)
+        goal(f"exporter read of {jobs:,} jobs from real Slurm {release} (median)", statistics.median(walls), 1.0, "s")
         rest.close()
 
 
@@ -233,6 +314,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--real-jobs", type=int, default=1000)
+    parser.add_argument(
+        "--releases",
+        default=",".join(SUPPORTED_SLURM),
+        help="the Slurm releases the real part runs on, one after another (default: every supported one)",
+    )
     parser.add_argument(
         "--read",
         choices=("squeue", "slurmrestd"),
@@ -243,7 +329,8 @@ def main() -> None:
     print(f"load average: {os.getloadavg()[0]:.1f}")
     synthetic(args.jobs, args.nodes)
     if args.real_jobs:
-        real(args.real_jobs, args.read)
+        for release in args.releases.split(","):
+            real(args.real_jobs, args.read, release)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ def _daemons(spec: ClusterSpec) -> list[str]:
         f"SlurmdSpoolDir={naming.SLURMD_SPOOL}",
         "SlurmctldPidFile=/run/slurmctld/slurmctld.pid",
         "SlurmdPidFile=/run/slurmd/slurmd.pid",
+        *(["MetricsType=metrics/openmetrics"] if spec.controller.metrics else []),
     ]
 
 

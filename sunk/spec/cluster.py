@@ -395,18 +395,27 @@ class ClusterSpec(Model):
 
     def _release_problems(self) -> list[Problem]:
         """What the chosen Slurm release can't run."""
+        problems = []
+        if self.controller.metrics and self.slurm.version == "24.11":
+            problems.append(
+                Problem(
+                    "controller.metrics",
+                    "slurmctld's metrics endpoints (MetricsType) came with Slurm 25.11; slurm.version "
+                    "'24.11' has none (slurmctld exits on the key): set it false, or slurm.version \"26.05\"",
+                )
+            )
         if self.topology.plugin == "block" and self.slurm.version != "24.11":
             # Measured on 26.05.5: "fatal: No blocks configured" unless a block holds a node that
             # exists when slurmctld starts, and a NodeSet's nodes are dynamic, registering after.
-            return [
+            problems.append(
                 Problem(
                     "topology.plugin",
                     f"block is not supported with slurm.version {self.slurm.version!r}: slurmctld 26.05 exits "
                     "at start unless a block holds a registered node, and NodeSet nodes register after it "
                     'starts; use plugin tree, or slurm.version "24.11"',
                 )
-            ]
-        return []
+            )
+        return problems
 
     def _health_problems(self) -> list[Problem]:
         """A check scoped to NodeSets names existing ones."""

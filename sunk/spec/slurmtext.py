@@ -113,7 +113,7 @@ RENDERED: dict[str, frozenset[str]] = {
             "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort", "AccountingStoreFlags",
             "AccountingStorageTRES", "AccountingStorageEnforce", "SuspendProgram", "ResumeProgram",
             "SuspendTime", "ResumeTimeout", "SuspendExcStates", "SuspendExcNodes", "SlurmctldParameters",
-            "NodeName", "NodeSet", "PartitionName", "DownNodes", "Include",
+            "NodeName", "NodeSet", "PartitionName", "DownNodes", "Include", "MetricsType",
         )
     ),
     "slurmdbd.conf": frozenset(

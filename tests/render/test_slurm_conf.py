@@ -223,6 +223,9 @@ CASES = [
             "JobAcctGatherType=",  # gathering without storage makes slurmctld log an error
         ],
     ),
+    # ----- what a release adds
+    Case("controller-metrics", {"controller": {"metrics": True}}, ["MetricsType=metrics/openmetrics"]),
+    Case("no-controller-metrics", {}, [], ["MetricsType="]),
     Case(
         "namespace-override",
         {"namespace": "hpc"},

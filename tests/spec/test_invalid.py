@@ -191,6 +191,7 @@ CASES = [
     # ----- topology (TopologySpec rules)
     Bad("tree-without-label-keys", {"topology.plugin": "tree"}, "topology.labelKeys", "plugin tree needs Node label keys (one or more keys, top level first)"),
     Bad("block-without-label-keys", {"topology.plugin": "block"}, "topology.labelKeys", "plugin block needs Node label keys (exactly one key)"),
+    Bad("metrics-on-24.11", {"slurm.version": "24.11", "controller.metrics": True}, "controller.metrics", "slurmctld's metrics endpoints (MetricsType) came with Slurm 25.11; slurm.version '24.11' has none"),
     Bad("block-on-26.05", {"topology": {"plugin": "block", "labelKeys": ["c"]}}, "topology.plugin", 'block is not supported with slurm.version \'26.05\': slurmctld 26.05 exits at start unless a block holds a registered node'),
     Bad("block-with-two-keys", {"topology": {"plugin": "block", "labelKeys": ["a", "b"]}}, "topology.labelKeys", "plugin block takes exactly one key, got 2"),
     Bad("label-keys-without-plugin", {"topology.labelKeys": ["a"]}, "topology.labelKeys", "set plugin to tree or block, or drop labelKeys"),
