@@ -1,6 +1,9 @@
 """The syncer at 1,000 and 10,000 Slurm nodes: real slurmctld + slurmrestd, Kubernetes over HTTP.
 
-Run: .venv/bin/python -m bench.syncer_bench [--sizes 1000,10000] [--samples 40]
+Run: .venv/bin/python -m bench.syncer_bench [--sizes 1000,10000] [--samples 40] [--releases 26.05,24.11]
+
+Everything below runs once per Slurm release of `--releases` (default: both supported ones, one
+after the other, each on a harness cluster of its own), and each release prints its GOAL lines.
 
 Slurm: one slurmd registers for real (cpu-0); the other nodes are declared with
 `scontrol create NodeName=cpu-[1-N] State=FUTURE` (instant, and slurmrestd lists them with
@@ -58,6 +61,7 @@ from sunk.runtime.syncer.slurm import SlurmApi, TextNodeReads
 
 from sunk import keys
 from sunk.hostlist import compress
+from sunk.images import SUPPORTED_SLURM
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import load_spec
 from tests.support.goals import goal
@@ -85,10 +89,11 @@ sys.stdin.read()
 """
 
 
-def spec(max_nodes: int) -> ClusterSpec:
+def spec(max_nodes: int, release: str) -> ClusterSpec:
     return load_spec(
         {
             "name": "research",
+            "slurm": {"version": release},
             "tenant": "bench",
             "nodesets": [{"name": "cpu", "replicas": max_nodes, "maxNodes": max_nodes, "cpus": 4, "memoryMib": 4096}],
             "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
@@ -335,11 +340,23 @@ def main() -> int:
         default="scontrol",
         help="how each cycle reads every node (the Deployment: scontrol)",
     )
+    parser.add_argument(
+        "--releases",
+        default=",".join(SUPPORTED_SLURM),
+        help="the Slurm releases to run on, one after another (default: every supported one)",
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
+    for release in args.releases.split(","):
+        run(release, sizes, args.samples, args.read)
+    return 0
+
+
+def run(release: str, sizes: list[int], samples: int, read: str) -> None:
+    """Every size on one harness cluster of `release`, then that release's GOAL lines."""
     started = time.monotonic()
-    with LocalSlurm.start(spec(sizes[-1]), nodes=[SimNode("cpu-0", "cpu")]) as slurm:
-        print(f"harness up in {time.monotonic() - started:.1f} s (one registered slurmd: cpu-0)")
+    with LocalSlurm.start(spec(sizes[-1], release), nodes=[SimNode("cpu-0", "cpu")]) as slurm:
+        print(f"\nSlurm {release}: harness up in {time.monotonic() - started:.1f} s (one registered slurmd: cpu-0)")
         declared = 1
         benches: list[Bench] = []
         for size in sizes:
@@ -351,9 +368,9 @@ def main() -> int:
                 declare(slurm, compress(f"cpu-{i}" for i in range(declared, size)))
                 print(f"declared {size - declared} FUTURE nodes in {time.monotonic() - mark:.2f} s")
                 declared = size
-            bench = Bench(slurm, size, args.read)
+            bench = Bench(slurm, size, read)
             try:
-                bench.run(args.samples)
+                bench.run(samples)
             finally:
                 bench.close()
             benches.append(bench)
@@ -363,20 +380,20 @@ def main() -> int:
     floor = max(g for _, _, g, _, _ in big.quiet)
     beyond = max(w - g for _, w, g, _, _ in big.quiet)
     print(
-        f"\nquiet cycles at {big.size} nodes (worst of {len(big.quiet)}, read via {args.read}): syncer CPU "
-        f"{cpu:.3f} s (scontrol's included), wall {wall:.3f} s, of which the Slurm read {floor:.3f} s; "
+        f"\nSlurm {release}, quiet cycles at {big.size} nodes (worst of {len(big.quiet)}, read via {read}): "
+        f"syncer CPU {cpu:.3f} s (scontrol's included), wall {wall:.3f} s, of which the Slurm read {floor:.3f} s; "
         f"one read through slurmrestd took {big.rest_seconds:.3f} s"
     )
     # The syncer's propagation and CPU goals, at the largest size.
-    goal(f"syncer quiet cycle CPU at {big.size} nodes (scontrol included)", cpu, 0.1, "s", digits=3)
-    goal(f"syncer quiet cycle wall at {big.size} nodes, beyond the Slurm read", beyond, 1.0, "s", digits=3)
-    goal(f"syncer quiet cycle wall at {big.size} nodes, Slurm read included", wall, 1.0, "s", digits=3)
-    goal("writes in a quiet cycle", max(n for _, _, _, n, _ in big.quiet), 0, digits=0)
-    goal("Kubernetes reads in a quiet cycle", max(r for _, _, _, _, r in big.quiet), 0, digits=0)
+    at = f"{big.size} nodes, Slurm {release}"
+    goal(f"syncer quiet cycle CPU at {at} (scontrol included)", cpu, 0.1, "s", digits=3)
+    goal(f"syncer quiet cycle wall at {at}, beyond the Slurm read", beyond, 1.0, "s", digits=3)
+    goal(f"syncer quiet cycle wall at {at}, Slurm read included", wall, 1.0, "s", digits=3)
+    goal(f"writes in a quiet cycle, Slurm {release}", max(n for _, _, _, n, _ in big.quiet), 0, digits=0)
+    goal(f"Kubernetes reads in a quiet cycle, Slurm {release}", max(r for _, _, _, _, r in big.quiet), 0, digits=0)
     for bench in benches:
         worst = percentile(bench.to_kube + bench.to_slurm, 0.99)
-        goal(f"propagation p99 at a 1 s poll, {bench.size} nodes", worst, 2.0, "s", digits=2)
-    return 0
+        goal(f"propagation p99 at a 1 s poll, {bench.size} nodes, Slurm {release}", worst, 2.0, "s", digits=2)
 
 
 if __name__ == "__main__":
