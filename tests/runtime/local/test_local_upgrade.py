@@ -187,6 +187,12 @@ def test_the_upgrade_applied_at_once_loses_nothing(drill: Drill, tmp_path: Path)
     new = release_of(TARGET).slurm
     history = drill.sbatch("-A lab --array=1-20 --wrap true")
     drill.wait("the history done", drill.states, lambda q: not any(j.split("_")[0] == history for j in q), 180)
+    drill.wait(  # slurmdbd records the ends shortly after slurmctld lets the tasks go
+        "the history COMPLETED in sacct",
+        drill.sacct,
+        lambda s: sum(1 for j, line in s.items() if j.split("_")[0] == history and "|COMPLETED|" in line) >= 20,
+        120,
+    )
     running = drill.login(RUNNING_JOB).stdout.strip()
     drill.wait(f"job {running} running", drill.states, lambda q: q.get(running) == "RUNNING", 120)
     pending = drill.sbatch("-A lab -N3 --exclusive --wrap true")
