@@ -10,7 +10,8 @@ Every pod bound to one of the cluster's Nodes runs here:
   container.py decides, logging to a file per container and restart;
 - init containers in order, native sidecars (restartPolicy Always) kept running, then the main
   containers; startup, readiness and liveness probes (exec, tcpSocket, httpGet); restarts with the
-  kubelet's back-off (10 s doubling to 300 s, CrashLoopBackOff while waiting); graceful
+  kubelet's back-off (the first at once, then 10 s doubling to 300 s, CrashLoopBackOff while
+  waiting; restartCount counts containers started again, not exits); graceful
   termination (preStop exec hooks, SIGTERM, the grace period, SIGKILL);
 - the pod's status: phase, podIP, conditions and container statuses with restart counts and
   reasons, written through the store's status subresource.
@@ -54,13 +55,40 @@ from .store import ApiError, Event, Obj, Store
 log = logging.getLogger("sunk.local.agent")
 
 BACKOFF_START, BACKOFF_CAP = 10.0, 300.0
-"""The kubelet's container restart back-off: 10 s, doubling, at most 5 minutes."""
+"""The kubelet's container restart back-off (v1.32): 10 s, doubling, at most 5 minutes."""
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
 def _now() -> str:
     return rfc3339(datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """One container's restart back-off, as the kubelet keeps it (client-go's flowcontrol.Backoff
+    entry): the current window and when it last moved (seconds on a monotonic clock)."""
+
+    window: float
+    moved: float
+
+
+def restart_wait(backoff: Backoff | None, finished: float, now: float) -> float:
+    """Seconds until a container that exited at `finished` may start again. The kubelet restarts
+    at once after the first exit (no back-off yet) and after one that comes more than twice the
+    cap (10 min) since the window last moved (the entry expired); otherwise it waits out the window
+    from the exit, showing CrashLoopBackOff meanwhile."""
+    if backoff is None or finished - backoff.moved > 2 * BACKOFF_CAP:
+        return 0.0
+    return max(0.0, finished + backoff.window - now)
+
+
+def backoff_after_restart(backoff: Backoff | None, finished: float, now: float) -> Backoff:
+    """The entry once the container restarts at `now` (flowcontrol's Next): a new or expired entry
+    starts at 10 s, else the window doubles up to the cap."""
+    if backoff is None or finished - backoff.moved > 2 * BACKOFF_CAP:
+        return Backoff(BACKOFF_START, now)
+    return Backoff(min(backoff.window * 2, BACKOFF_CAP), now)
 
 
 @dataclass
@@ -698,6 +726,8 @@ class PodRunner:
     async def _start(self, running: Running) -> None:
         assert self.jail is not None
         launch = self._launch_file(running)
+        if running.last:  # a new container where one ran before: what the kubelet's restartCount counts
+            running.restarts += 1
         folder = self.folder / "logs" / running.name
         folder.mkdir(parents=True, exist_ok=True)
         logfile = (folder / f"{running.restarts}.log").open("ab")
@@ -734,7 +764,8 @@ class PodRunner:
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         if running.kind == "sidecar":
             policy = "Always"
-        backoff = BACKOFF_START
+        backoff: Backoff | None = None
+        loop = asyncio.get_running_loop()
         while self.stopping is None and not self.finishing:
             try:
                 await self._start(running)
@@ -773,19 +804,20 @@ class PodRunner:
                 self.publish()
                 return
             running.last = running.state
-            running.restarts += 1
-            running.state = {
-                "waiting": {
-                    "reason": "CrashLoopBackOff",
-                    "message": f"back-off {int(backoff)}s restarting failed container={running.name} pod={self.name}_{self.namespace}({self.uid})",
+            ended = loop.time()
+            wait = restart_wait(backoff, ended, ended)
+            if wait > 0:
+                assert backoff is not None
+                running.state = {
+                    "waiting": {
+                        "reason": "CrashLoopBackOff",
+                        "message": f"back-off {int(backoff.window)}s restarting failed container={running.name} pod={self.name}_{self.namespace}({self.uid})",
+                    }
                 }
-            }
             self.publish()
-            waited = 0.0
-            while waited < backoff and self.stopping is None:
+            while restart_wait(backoff, ended, loop.time()) > 0 and self.stopping is None and not self.finishing:
                 await asyncio.sleep(0.5)
-                waited += 0.5
-            backoff = min(backoff * 2, BACKOFF_CAP)
+            backoff = backoff_after_restart(backoff, ended, loop.time())
 
     async def _probe(self, running: Running) -> None:
         spec = running.spec
