@@ -38,7 +38,6 @@ MERGE_KEYS: dict[str, str] = {
     "ownerReferences": "uid",
     "imagePullSecrets": "name",
     "hostAliases": "ip",
-    "taints": "key",
     "topologySpreadConstraints": "topologyKey",
     "resourceClaims": "name",
     "addresses": "type",

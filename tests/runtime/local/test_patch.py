@@ -77,3 +77,11 @@ def test_merge_patch_and_json_patch() -> None:
     assert json_patch(doc, ops) == {"spec": {"replicas": 3, "items": ["b"]}}
     with pytest.raises(PatchError, match="test failed"):
         json_patch(doc, [{"op": "test", "path": "/spec/replicas", "value": 2}])
+
+
+def test_a_nodes_taints_are_replaced_whole_as_kubectl_taint_removes_one() -> None:
+    """NodeSpec.taints is an atomic list (no patch strategy): `kubectl taint node N key-` sends the
+    remaining taints, and the one left out must go."""
+    node = {"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"}]}}
+    patched = strategic_merge(node, {"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}})
+    assert patched["spec"]["taints"] == [{"key": "a", "effect": "NoSchedule"}]
