@@ -231,6 +231,28 @@ def _local_kubeconfig(args: argparse.Namespace) -> int:
 
 
 @needs_extra
+def _local_node(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.cli import cmd_node
+
+    return cmd_node(args)
+
+
+def _seconds(minimum: float) -> Callable[[str], float]:
+    """An argparse type: a number of seconds of at least `minimum`, else a one-line error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not value >= minimum:
+            raise argparse.ArgumentTypeError(f"{text} s: give at least {minimum:g} s")
+        return value
+
+    return parse
+
+
+@needs_extra
 def _local_down(args: argparse.Namespace) -> int:
     from sunk.runtime.local.cli import cmd_down
 
@@ -416,6 +438,18 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--nodes", type=Path, default=None, help="YAML file of the cluster's Nodes (default: derived from the render)"
     )
+    p.add_argument(
+        "--node-monitor-grace-period",
+        type=_seconds(1),
+        default=50.0,
+        help="seconds without a heartbeat before a Node's Ready turns Unknown (default 50, Kubernetes 1.32's)",
+    )
+    p.add_argument(
+        "--default-toleration-seconds",
+        type=lambda text: int(_seconds(0)(text)),
+        default=300,
+        help="tolerationSeconds of the not-ready/unreachable tolerations added to pods without one (default 300)",
+    )
     p.set_defaults(func=with_default_stack(_local_up))
     p = verbs.add_parser("apply", help="re-render STACK and apply the difference to the running local cluster")
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
@@ -426,6 +460,10 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for every pod Ready (default 600)")
     p.set_defaults(func=with_default_stack(_local_demo))
+    p = verbs.add_parser("node", help="stop one Node's agent as if the Node lost power, or start it again")
+    p.add_argument("action", choices=["stop", "start"])
+    p.add_argument("name", help="the Node's name (kubectl get nodes)")
+    p.set_defaults(func=_local_node)
     for verb, helptext, handler in (
         ("status", "is this project's local cluster running; its pods", _local_status),
         ("kubeconfig", "print the path of the local cluster's kubeconfig", _local_kubeconfig),

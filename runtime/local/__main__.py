@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from .cluster import serve
+from .lifecycle import Settings
 
 
 def main() -> None:
@@ -16,9 +17,13 @@ def main() -> None:
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--project", default="")
     parser.add_argument("--debug", action="store_true")
+    parser.add_argument("--node-monitor-grace-period", type=float, default=Settings.node_monitor_grace)
+    parser.add_argument("--default-toleration-seconds", type=int, default=Settings.unreachable_toleration)
     args = parser.parse_args()
+    seconds = args.default_toleration_seconds
+    settings = Settings(args.node_monitor_grace_period, not_ready_toleration=seconds, unreachable_toleration=seconds)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    asyncio.run(serve(args.workdir, args.project))
+    asyncio.run(serve(args.workdir, args.project, settings))
 
 
 if __name__ == "__main__":

@@ -45,10 +45,10 @@ from typing import Any
 
 import aiohttp
 
-from ..common.timefmt import rfc3339
+from ..common.timefmt import rfc3339, rfc3339_micro
 from ..harness.jail import Jail
 from . import container as spec_of
-from . import inventory, net, volumes
+from . import inventory, lifecycle, net, volumes
 from .images import ImageMissing, Images, Unpacked
 from .store import ApiError, Event, Obj, Store
 
@@ -57,6 +57,10 @@ log = logging.getLogger("sunk.local.agent")
 BACKOFF_START, BACKOFF_CAP = 10.0, 300.0
 """The kubelet's container restart back-off (v1.32): 10 s, doubling, at most 5 minutes."""
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+LEASE_SECONDS = 40
+"""The kubelet's nodeLeaseDurationSeconds; it renews the Lease every quarter of it (10 s)."""
+KILL_GRACE = 2
+"""Seconds the kubelet gives a container of a pod removed from the API (force-deleted): its minimum."""
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
@@ -152,6 +156,12 @@ class Agent:
         """Node name -> pod uid -> the device files (keys.LOCAL_DEVICES) given to that pod."""
         self._free = list(range(250))
         self._pods = store.resource("v1/pods")
+        self.stopped: set[str] = set()
+        self.kept: dict[str, int] = {}
+        """Pod uid -> its address, for pods lost with their Node: the address stays theirs (their
+        status still shows it) until they start again there or are deleted."""
+        """Nodes whose agent is stopped (`sunk local node stop`): no heartbeat, no pod of theirs
+        runs or is looked after, as on a Node that lost power."""
         self._dirty = asyncio.Event()
         self.closing = False
         self.threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox")
@@ -162,6 +172,7 @@ class Agent:
         for pod in list(self.store.items(self._pods)):
             self._consider(pod)
         self._spawn(self._refresh_loop())
+        self._spawn(self._heartbeat_loop())
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -173,6 +184,8 @@ class Agent:
         if event.resource == "v1/pods":
             if event.type != "DELETED":
                 self._consider(event.obj)
+            else:
+                self._removed(event.obj)
             self._dirty.set()
         elif event.resource in ("v1/services", "v1/configmaps", "v1/secrets"):
             self._dirty.set()
@@ -180,7 +193,7 @@ class Agent:
     def _consider(self, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
         node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
+        if not node or node in self.stopped:
             return
         runner = self.pods.get(uid)
         if runner is None:
@@ -191,22 +204,103 @@ class Agent:
                 return
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 return
-            index = self._free.pop(0)
+            index = self.kept.pop(uid) if uid in self.kept else self._free.pop(0)
             runner = self.pods[uid] = PodRunner(self, pod, index)
             runner.task = self._spawn(runner.run())
         elif pod["metadata"].get("deletionTimestamp") and runner.stopping is None:
             grace = int(pod["metadata"].get("deletionGracePeriodSeconds", 30))
             runner.stopping = self._spawn(runner.stop(grace))
 
-    async def _forget(self, pod: Obj) -> None:
-        with contextlib.suppress(ApiError):
-            self.store.delete(self._pods, pod["metadata"]["namespace"], pod["metadata"]["name"], grace=0)
+    def _removed(self, pod: Obj) -> None:
+        """A pod gone from the API while it runs (force-deleted): the kubelet kills its containers."""
+        uid = pod["metadata"]["uid"]
+        if uid in self.kept:
+            self._free.append(self.kept.pop(uid))
+        runner = self.pods.get(uid)
+        if runner is not None and runner.stopping is None and not runner.lost:
+            runner.stopping = self._spawn(runner.stop(KILL_GRACE))
 
-    def release(self, runner: PodRunner) -> None:
+    async def _forget(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        with contextlib.suppress(ApiError):
+            self.store.delete(self._pods, meta["namespace"], meta["name"], grace=0, uid=meta["uid"])
+
+    # -- the Nodes' kubelets ----------------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            for node in list(self.store.items(self.store.resource("v1/nodes"))):
+                if node["metadata"]["name"] not in self.stopped:
+                    with contextlib.suppress(ApiError):
+                        self.heartbeat(node)
+            await asyncio.sleep(LEASE_SECONDS / 4)
+
+    def heartbeat(self, node: Obj) -> None:
+        """What a kubelet does every 10 s: renew its Node's Lease in kube-node-lease, and post
+        Ready=True when the Node does not say so (after the control plane marked it Unknown)."""
+        name, now = node["metadata"]["name"], datetime.now(UTC)
+        leases = self.store.resource("coordination.k8s.io/v1/leases")
+        renew = {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": rfc3339_micro(now)}
+        if self.store.find(leases, lifecycle.LEASE_NAMESPACE, name) is None:
+            owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+            self.store.create(
+                leases,
+                lifecycle.LEASE_NAMESPACE,
+                {"metadata": {"name": name, "ownerReferences": [owner]}, "spec": renew},
+            )
+        else:
+            self.store.patch(leases, lifecycle.LEASE_NAMESPACE, name, "merge", {"spec": renew})
+        if lifecycle.ready_status(node) != "True":
+            conditions = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
+            stamp = rfc3339(now)
+            conditions.insert(
+                0,
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "sunk local node agent is posting ready status",
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp,
+                },
+            )
+            log.info("node %s: the agent posts Ready", name)
+            self.store.patch(
+                self.store.resource("v1/nodes"), None, name, "merge", {"status": {"conditions": conditions}}, "status"
+            )
+
+    async def stop_node(self, name: str) -> None:
+        """The Node's agent stops, as on a Node that lost power: no more heartbeats, its pods'
+        containers and sandboxes go without a word to the API (their pods keep the status they had)."""
+        self._node(name)
+        self.stopped.add(name)
+        lost = [r for r in self.pods.values() if r.node == name]
+        await asyncio.gather(*(r.lose() for r in lost), return_exceptions=True)
+        log.info("node %s: agent stopped (%d pods lost)", name, len(lost))
+
+    async def start_node(self, name: str) -> None:
+        """The Node's agent starts again, as a kubelet after a reboot: it posts Ready, confirms the
+        deletion of its pods that were deleted meanwhile and starts the others again."""
+        node = self._node(name)
+        self.stopped.discard(name)
+        self.heartbeat(node)
+        for pod in list(self.store.items(self._pods)):
+            if (pod.get("spec") or {}).get("nodeName") == name:
+                self._consider(pod)
+        log.info("node %s: agent started", name)
+
+    def _node(self, name: str) -> Obj:
+        node = self.store.find(self.store.resource("v1/nodes"), None, name)
+        if node is None:
+            raise ApiError(404, "NotFound", f'nodes "{name}" not found')
+        return node
+
+    def release(self, runner: PodRunner, keep_address: bool = False) -> None:
         self.pods.pop(runner.uid, None)
         for held in self.devices.values():
             held.pop(runner.uid, None)
-        if runner.index not in self._free:
+        if keep_address and self.store.find(self._pods, runner.namespace, runner.name) is not None:
+            self.kept[runner.uid] = runner.index
+        elif runner.index not in self._free:
             self._free.append(runner.index)
 
     def give_devices(self, pod: Obj) -> dict[str, list[str]]:
@@ -367,11 +461,15 @@ class PodRunner:
         self.ip = agent.network.address(index)
         self.folder: Path = agent.workdir / "pods" / self.uid
         spec = pod.get("spec") or {}
+        self.node: str = spec.get("nodeName") or ""
         self.containers: dict[str, Running] = {}
         for c in spec.get("initContainers") or []:
             self.containers[c["name"]] = Running(c, "sidecar" if c.get("restartPolicy") == "Always" else "init")
         for c in spec.get("containers") or []:
             self.containers[c["name"]] = Running(c, "main")
+        self._carry_restarts(pod)
+        self.lost = False
+        """The Node's agent stopped under this pod: nothing of it reaches the API any more."""
         self.jail: Jail | None = None
         self.task: asyncio.Task[Any] | None = None
         self.stopping: asyncio.Task[Any] | None = None
@@ -389,6 +487,35 @@ class PodRunner:
         self.token: str | None = None
         self.finishing = False
         self._sandboxing: concurrent.futures.Future[None] | None = None
+
+    def _carry_restarts(self, pod: Obj) -> None:
+        """A pod that ran on this Node before its agent stopped (a reboot): its containers start
+        again as restarts, their counts carried on, the old container's end as lastState (exit 255,
+        reason Unknown, as a kubelet reports a container the reboot took)."""
+        status = pod.get("status") or {}
+        for old in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            running = self.containers.get(old.get("name", ""))
+            state = old.get("state") or {}
+            if running is None or not ("running" in state or "terminated" in state or old.get("lastState")):
+                continue
+            running.restarts = int(old.get("restartCount", 0))
+            if "terminated" in state:
+                running.last = {"terminated": dict(state["terminated"])}
+            elif "running" in state:
+                started = state["running"].get("startedAt")
+                running.last = {"terminated": {"exitCode": 255, "reason": "Unknown", "startedAt": started}}
+            else:
+                running.last = dict(old["lastState"])
+
+    async def lose(self) -> None:
+        """The Node's agent stops under this pod: its containers are killed, its sandbox goes,
+        and nothing is written to the API."""
+        self.lost = self.finishing = True
+        for task in [*self.supervisors, self.task, self.stopping]:
+            if task is not None:
+                task.cancel()
+        await self.teardown()
+        self.agent.release(self, keep_address=True)
 
     # -- the lifecycle ----------------------------------------------------------------------
     async def run(self) -> None:
@@ -765,7 +892,6 @@ class PodRunner:
         if running.kind == "sidecar":
             policy = "Always"
         backoff: Backoff | None = None
-        loop = asyncio.get_running_loop()
         while self.stopping is None and not self.finishing:
             try:
                 await self._start(running)
@@ -803,21 +929,25 @@ class PodRunner:
             if not restart:
                 self.publish()
                 return
-            running.last = running.state
-            ended = loop.time()
-            wait = restart_wait(backoff, ended, ended)
-            if wait > 0:
-                assert backoff is not None
-                running.state = {
-                    "waiting": {
-                        "reason": "CrashLoopBackOff",
-                        "message": f"back-off {int(backoff.window)}s restarting failed container={running.name} pod={self.name}_{self.namespace}({self.uid})",
-                    }
+            backoff = await self._back_off(running, backoff)
+
+    async def _back_off(self, running: Running, backoff: Backoff | None) -> Backoff:
+        """Between an exit and the restart: CrashLoopBackOff while the kubelet's back-off window
+        from the exit lasts (none after the first exit); the entry once it restarts."""
+        loop = asyncio.get_running_loop()
+        running.last = running.state
+        ended = loop.time()
+        if backoff is not None and restart_wait(backoff, ended, ended) > 0:
+            running.state = {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {int(backoff.window)}s restarting failed container={running.name} pod={self.name}_{self.namespace}({self.uid})",
                 }
-            self.publish()
-            while restart_wait(backoff, ended, loop.time()) > 0 and self.stopping is None and not self.finishing:
-                await asyncio.sleep(0.5)
-            backoff = backoff_after_restart(backoff, ended, loop.time())
+            }
+        self.publish()
+        while restart_wait(backoff, ended, loop.time()) > 0 and self.stopping is None and not self.finishing:
+            await asyncio.sleep(0.5)
+        return backoff_after_restart(backoff, ended, loop.time())
 
     async def _probe(self, running: Running) -> None:
         spec = running.spec
@@ -967,8 +1097,8 @@ class PodRunner:
             self.task.cancel()
         await self.teardown()
         self.agent.release(self)
-        with contextlib.suppress(ApiError):
-            self.agent.store.delete(self.agent._pods, self.namespace, self.name, grace=0)
+        with contextlib.suppress(ApiError):  # this pod, not one of the same name made since
+            self.agent.store.delete(self.agent._pods, self.namespace, self.name, grace=0, uid=self.uid)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     async def teardown(self) -> None:
@@ -1045,6 +1175,8 @@ class PodRunner:
         return status
 
     def publish(self) -> None:
+        if self.lost:
+            return
         status = self.status()
         compare = json.dumps(
             {**status, "conditions": [{**c, "lastTransitionTime": None} for c in status["conditions"]]}, sort_keys=True

@@ -58,6 +58,10 @@ class Agent(Protocol):
 
     def exec_argv(self, pod: Obj, container: str, command: Sequence[str]) -> list[str]: ...
 
+    async def stop_node(self, name: str) -> None: ...
+
+    async def start_node(self, name: str) -> None: ...
+
 
 def _status(err: ApiError) -> aiohttp.web.Response:
     return aiohttp.web.json_response(err.status(), status=err.code)
@@ -322,9 +326,30 @@ class ApiServer:
             return aiohttp.web.json_response(_resource_list(gv, found))
         if parts[0] == "api" and len(parts) >= 3 and parts[1] == "v1":
             return await self._resource(request, "v1", parts[2:])
+        if parts[:3] == ["sunk-local", "v1", "nodes"] and len(parts) == 5:
+            return await self._node_agent(request, parts[3], parts[4])
         if parts[0] == "apis" and len(parts) >= 4:
             return await self._resource(request, f"{parts[1]}/{parts[2]}", parts[3:])
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    async def _node_agent(self, request: aiohttp.web.Request, node: str, verb: str) -> aiohttp.web.StreamResponse:
+        """POST /sunk-local/v1/nodes/NAME/stop|start: one Node's agent stops (as a Node losing
+        power) or starts again (`sunk local node`). The local cluster's own verb: the admin's only."""
+        if request.method != "POST" or verb not in ("stop", "start"):
+            raise ApiError(405, "MethodNotAllowed", "POST /sunk-local/v1/nodes/NAME/stop or .../start")
+        if request.get(USER, "") != rbac.ADMIN:
+            raise ApiError(403, "Forbidden", f"only the local cluster's admin may {verb} a Node's agent")
+        if self.agent is None:
+            raise ApiError(404, "NotFound", "this API server has no node agent")
+        await (self.agent.stop_node(node) if verb == "stop" else self.agent.start_node(node))
+        return aiohttp.web.json_response(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Success",
+                "message": f"node {node}: agent {'stopped' if verb == 'stop' else 'started'}",
+            }
+        )
 
     def _groups(self) -> Obj:
         groups: dict[str, list[str]] = {}

@@ -1,4 +1,5 @@
-"""`sunk local up [STACK] | apply [STACK] | status | kubeconfig | down`: one local cluster per project folder.
+"""`sunk local up [STACK] | apply [STACK] | status | kubeconfig | node stop|start NAME | down`: one
+local cluster per project folder.
 
 `up` renders the stack the way `sunk render` does (the same command, in a child process: the
 render runs the Pulumi program, which the runtime layer never imports), starts the cluster's
@@ -7,6 +8,9 @@ CustomResourceDefinitions first, so their kinds are known when the rest goes), w
 pod is Ready, every Job complete and every registered Slurm node in slurmctld's topology (a
 multi-node job then runs at once), and prints the pods. `down` stops the process, which stops
 every pod and removes the bridge, its veths and firewall rules, then deletes the cluster's folder.
+`node stop NAME` stops one Node's agent as if the Node lost power (its heartbeats and containers
+stop; the control plane then marks it Unknown, taints it and evicts, lifecycle.py), `node start
+NAME` brings it back.
 
 The cluster's folder is ~/.cache/sunk/local/<hash of the project folder> ($SUNK_LOCAL_DIR instead of
 ~/.cache/sunk/local when set): the same project folder always finds its cluster, two projects get two.
@@ -34,6 +38,7 @@ from sunk.hostlist import expand
 from . import inventory, net
 from .cluster import NODES_FILE, State
 from .container import ConfigError
+from .lifecycle import Settings
 from .offcluster import override_render
 
 STOP_TIMEOUT = 120.0
@@ -86,11 +91,25 @@ def _kubectl(state: State, *args: str, check: bool = True, quiet: bool = False) 
     return done
 
 
-def _start(folder: Path, project: Path, timeout: float = 60) -> State:
+def _start(folder: Path, project: Path, timeout: float = 60, settings: Settings | None = None) -> State:
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "cluster.log").open("ab")
+    settings = settings or Settings()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sunk.runtime.local", "serve", "--workdir", str(folder), "--project", str(project)],
+        [
+            sys.executable,
+            "-m",
+            "sunk.runtime.local",
+            "serve",
+            "--workdir",
+            str(folder),
+            "--project",
+            str(project),
+            "--node-monitor-grace-period",
+            str(settings.node_monitor_grace),
+            "--default-toleration-seconds",
+            str(settings.unreachable_toleration),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -223,7 +242,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         (folder / NODES_FILE).with_suffix(".from-file").write_text(str(args.nodes))
     print(f"nodes ({'from ' + str(args.nodes) if args.nodes else 'derived from the render'}):")
     print("  " + "\n  ".join(inventory.summary(nodes)))
-    state = _start(folder, project)
+    seconds = getattr(args, "default_toleration_seconds", Settings.unreachable_toleration)
+    settings = Settings(
+        getattr(args, "node_monitor_grace_period", Settings.node_monitor_grace),
+        not_ready_toleration=seconds,
+        unreachable_toleration=seconds,
+    )
+    state = _start(folder, project, settings=settings)
     print(f"local cluster up: https://127.0.0.1:{state.port} (pods on {state.subnet}, bridge {state.bridge})")
     print(apply(state, rendered).rstrip())
     if args.no_wait:
@@ -304,6 +329,27 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     print(f"local cluster for {project}: pid {state.pid}, https://127.0.0.1:{state.port}, pods on {state.subnet}")
     print(_kubectl(state, "get", "pods", "-A", "-o", "wide").stdout.rstrip())
+    return 0
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    """`sunk local node stop|start NAME`: one Node's agent stops (the Node as if it lost power) or
+    starts again (as after a reboot)."""
+    state = running(workdir(project_dir()))
+    if state is None:
+        print("no local cluster for this project; `sunk local up` starts one", file=sys.stderr)
+        return 1
+    body = workdir(project_dir()) / "node-request.json"
+    body.write_text("{}")
+    done = _kubectl(state, "create", "--raw", f"/sunk-local/v1/nodes/{args.name}/{args.action}", "-f", str(body),
+                    check=False)  # fmt: skip
+    body.unlink(missing_ok=True)
+    if done.returncode != 0:
+        listed = _kubectl(state, "get", "nodes", "-o", "name", check=False).stdout.split()
+        names = ", ".join(n.removeprefix("node/") for n in listed)
+        print(f"sunk local node {args.action}: {done.stderr.strip()} (the Nodes: {names})", file=sys.stderr)
+        return 1
+    print(json.loads(done.stdout).get("message", done.stdout.strip()))
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp.web
 
-from . import dns, inventory, net, netpolicy, pki, rbac
+from . import dns, inventory, lifecycle, net, netpolicy, pki, rbac
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
@@ -69,7 +69,8 @@ def _free_port() -> int:
         return port
 
 
-async def serve(workdir: Path, project: str) -> None:
+async def serve(workdir: Path, project: str, settings: lifecycle.Settings | None = None) -> None:
+    settings = settings or lifecycle.Settings()
     workdir.mkdir(parents=True, exist_ok=True)
     bridge = net.bridge_name(str(workdir))
     stale = net.Network(bridge, ipaddress.IPv4Network("10.233.0.0/24"))
@@ -80,7 +81,9 @@ async def serve(workdir: Path, project: str) -> None:
     port = _free_port()
     net.run(net.bridge_up(network, POD_API_PORT))
     store = Store()
+    store.admission.append(lifecycle.admission(settings))
     agent: Agent | None = None
+    nodes_control: lifecycle.LifecycleController | None = None
     enforcer: netpolicy.Enforcer | None = None
     runner: aiohttp.web.AppRunner | None = None
     try:
@@ -123,6 +126,8 @@ async def serve(workdir: Path, project: str) -> None:
         agent.start()
         dns_transport = await dns.serve(network.gateway, agent.dns_table)
         Controllers(store).start()
+        nodes_control = lifecycle.LifecycleController(store, settings)
+        nodes_control.start()
         ports = Ports(store)
         ports.start()
         kubeconfig = workdir / "kubeconfig"
@@ -141,6 +146,8 @@ async def serve(workdir: Path, project: str) -> None:
         dns_transport.close()
         ports.close()
     finally:
+        if nodes_control is not None:
+            nodes_control.close()
         if enforcer is not None:
             enforcer.close()
         store.close_watches()

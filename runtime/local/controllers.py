@@ -20,7 +20,8 @@
 Not modelled: ReplicaSets (a Deployment owns its pods directly), DaemonSets, CronJobs, HPA,
 maxSurge/maxUnavailable arithmetic (one pod at a time), minReadySeconds, Parallel pod management
 (treated as OrderedReady), PVC retention policies, Endpoints and EndpointSlices objects (names
-resolve through /etc/hosts, see agent.py), the node lifecycle controller.
+resolve through /etc/hosts, see agent.py). The node lifecycle, taint-eviction and pod GC
+controllers are lifecycle.py's.
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ class Controllers:
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     def _on_event(self, event: Event) -> None:
-        if event.resource != "v1/events":
+        # Events and the kubelets' Lease renewals (one per Node every 10 s) change nothing here.
+        if event.resource not in ("v1/events", "coordination.k8s.io/v1/leases"):
             self._wake.set()
 
     async def _loop(self) -> None:

@@ -2,7 +2,8 @@
 
 Every write gets the next resourceVersion; lists answer the current one; watches stream events
 after a version from a bounded history (410 Gone below it), as the API server does. What it
-fills on create (uid, creationTimestamp, generation, namespace, a pod's Pending phase), how
+fills on create (uid, creationTimestamp, generation, namespace, a pod's Pending phase, what the
+mutating admission in `admission` adds), how
 deletion goes (finalizers hold an object with a deletionTimestamp; a pod bound to a Node waits for
 its node agent unless deleted with grace 0; owners' deletion removes their dependents) and the
 /status subresource (main writes keep status, status writes keep the rest) follow the API server.
@@ -146,6 +147,9 @@ class Store:
         self._floor = 0
         self._watches: set[Watch] = set()
         self._listeners: list[Listener] = []
+        self.admission: list[Callable[[Resource, Obj], None]] = []
+        """Mutating admission: each is called with a new object before it is stored (lifecycle.py's
+        DefaultTolerationSeconds); one may raise ApiError to refuse it."""
 
     # -- reads ---------------------------------------------------------------------------------
     def find(self, res: Resource, namespace: str | None, name: str) -> Obj | None:
@@ -250,6 +254,8 @@ class Store:
         meta["creationTimestamp"] = rfc3339(self._clock())
         meta["generation"] = 1
         meta.pop("deletionTimestamp", None)
+        for admit in self.admission:
+            admit(res, obj)
         if res.kind == "Pod":
             obj.setdefault("status", {}).setdefault("phase", "Pending")
         elif res.kind == "Namespace":

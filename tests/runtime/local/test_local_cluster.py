@@ -4,7 +4,8 @@ from the slurmctld image with its volumes, user and probes as rendered, `kubectl
 `kubectl exec`, the render applied a second time, no way out of the cluster's network; then the
 scenarios a user runs (the operator's slurmd pods on their NodeSets' Nodes, a 2-node job, a pod
 placed by Slurm beside a job, cordon, scale, slurmctld's pod replaced, crash loops, RBAC, a stack
-change through `sunk local apply`), and `sunk local down` leaving nothing behind.
+change through `sunk local apply`, a Node lost and brought back), and `sunk local down` leaving
+nothing behind.
 
 One cluster for the module, its scenarios in order (each leaves it as it found it); the slow part
 is its pods starting, about a minute, and the scale-down waiting for a job."""
@@ -731,6 +732,176 @@ def test_network_policies_admit_the_tables_peers_to_slurmctld_and_no_other_pod(c
         assert _probe_from(cluster, ("deploy/research-syncer",), "dns", name, 53) == "answered"
     finally:
         cluster.kubectl("delete", "pod", "-n", NS, "probe", "--grace-period=1", check=False)
+
+
+def _apply(cluster: Cluster, *objects: dict[str, Any]) -> None:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", cluster.kubeconfig, "apply", "-f", "-"],
+        input="---\n".join(yaml.safe_dump(o) for o in objects),
+        text=True,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _node(cluster: Cluster, name: str) -> dict[str, Any]:
+    return dict(json.loads(cluster.kubectl("get", "node", name, "-o", "json").stdout))
+
+
+def _node_ready(node: dict[str, Any]) -> str:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return str(next((c["status"] for c in conditions if c["type"] == "Ready"), "missing"))
+
+
+def _slurm_node_state(cluster: Cluster, name: str) -> str:
+    shown = cluster.login(f"scontrol show node {name} -o", check=False).stdout
+    return next((word.removeprefix("State=") for word in shown.split() if word.startswith("State=")), "")
+
+
+def _sinfo_state(cluster: Cluster, name: str) -> str:
+    return cluster.login(f"sinfo -h -N -n {name} -o '%T'", check=False).stdout.strip()
+
+
+UNREACHABLE, OUT_OF_SERVICE = "node.kubernetes.io/unreachable", "node.kubernetes.io/out-of-service"
+
+
+def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_until_out_of_service(
+    cluster: Cluster,
+) -> None:
+    """`sunk local node stop` of the Node under slurmd cpu-1 (its agent and containers stop, as a
+    Node losing power): after the node-monitor grace (50 s) the Node is NotReady (Ready Unknown)
+    with the unreachable NoSchedule and NoExecute taints; a pod tolerating that for 5 s is evicted
+    and stays Terminating (no agent confirms it) until force-deleted; one tolerating it forever
+    stays; a StatefulSet pod deleted there stays Terminating and is not replaced. Slurm marks cpu-1
+    NOT_RESPONDING or DOWN. The out-of-service taint lets pod GC force-delete the terminating pods:
+    the StatefulSet makes its pod again on another Node, and the operator its slurmd pod, which
+    registers as cpu-1 again. `sunk local node start` brings the Node back: Ready, untainted."""
+    image = cluster.kubectl(
+        "get", "deploy", "-n", NS, "research-syncer", "-o", "jsonpath={.spec.template.spec.containers[0].image}"
+    ).stdout
+    lost = cluster.pod("research-cpu-1")["spec"]["nodeName"]
+    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    pool = _node(cluster, lost)["metadata"]["labels"][keys.LOCAL_POOL]
+    busy = {
+        p["spec"].get("nodeName")
+        for p in json.loads(cluster.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+    }
+    spare = next(
+        n["metadata"]["name"]
+        for n in nodes
+        if n["metadata"]["labels"].get(keys.LOCAL_POOL) == pool and n["metadata"]["name"] not in busy
+    )
+    # the pool's own taints, tolerated by key (an Exists toleration without a key would tolerate
+    # the unreachable taint too)
+    own = [
+        {"key": t["key"], "operator": "Exists", "effect": t["effect"]}
+        for t in _node(cluster, lost)["spec"].get("taints") or []
+        if not t["key"].startswith("node.kubernetes.io/")
+    ]
+    pool_taints = _node(cluster, lost)["spec"].get("taints")
+    sleeper = {"name": "c", "image": image, "command": ["sleep", "infinity"]}
+
+    def pinned(name: str, seconds: int | None) -> dict[str, Any]:
+        toleration: dict[str, Any] = {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute"}
+        if seconds is not None:
+            toleration["tolerationSeconds"] = seconds
+        spec = {"nodeName": lost, "containers": [sleeper], "tolerations": [*own, toleration],
+                "terminationGracePeriodSeconds": 1}  # fmt: skip
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [lost, spare]}]}]}}}  # fmt: skip
+    keeper = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "keeper", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "serviceName": "keeper",
+            "selector": {"matchLabels": {"app": "keeper"}},
+            "template": {
+                "metadata": {"labels": {"app": "keeper"}},
+                "spec": {"containers": [sleeper], "tolerations": own, "affinity": affinity,
+                         "terminationGracePeriodSeconds": 1},
+            },
+        },
+    }  # fmt: skip
+    stopped = False
+    cluster.kubectl("cordon", spare)  # keeper-0 starts on the Node to be lost
+    try:
+        _apply(cluster, pinned("short", 5), pinned("forever", None), keeper)
+        cluster.kubectl("wait", "-n", "default", "--for=condition=Ready", "pod/short", "pod/forever", "pod/keeper-0",
+                        "--timeout=180s", timeout=200)  # fmt: skip
+        cluster.kubectl("uncordon", spare)
+        first = cluster.pod("keeper-0", "default")
+        assert first["spec"]["nodeName"] == lost
+        assert {(t["key"], t.get("tolerationSeconds")) for t in first["spec"]["tolerations"]} >= {
+            (UNREACHABLE, 300),
+            ("node.kubernetes.io/not-ready", 300),
+        }  # DefaultTolerationSeconds
+
+        done = _sunk("local", "node", "stop", lost, env=cluster.env)
+        assert done.returncode == 0 and f"node {lost}: agent stopped" in done.stdout, done.stderr
+        stopped = True
+        unknown = wait_for(f"{lost} Ready Unknown", lambda: _node(cluster, lost), lambda n: _node_ready(n) == "Unknown",
+                           120, cluster)  # fmt: skip
+        taints = {(t["key"], t["effect"]) for t in unknown["spec"]["taints"]}
+        assert {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")} <= taints
+        assert cluster.kubectl("get", "node", lost, "--no-headers").stdout.split()[1] == "NotReady"
+        short = wait_for("short evicted", lambda: cluster.pod("short", "default"),
+                         lambda p: bool(p["metadata"].get("deletionTimestamp")), 60, cluster)  # fmt: skip
+        assert any(c["type"] == "DisruptionTarget" for c in short["status"]["conditions"])
+        assert not cluster.pod("forever", "default")["metadata"].get("deletionTimestamp")
+        cluster.kubectl("delete", "pod", "-n", "default", "keeper-0", "--wait=false")
+        time.sleep(10)  # the StatefulSet controller runs every second: it had its chances to replace it
+        held = cluster.pod("keeper-0", "default")
+        assert held["metadata"]["uid"] == first["metadata"]["uid"] and held["metadata"]["deletionTimestamp"]
+        assert cluster.pod("short", "default")["metadata"].get("deletionTimestamp")  # still Terminating
+        cluster.kubectl("delete", "pod", "-n", "default", "short", "--force", "--grace-period=0")
+        assert cluster.pod("short", "default")["metadata"] == {}
+
+        slurm = wait_for("cpu-1 not responding in Slurm", lambda: _slurm_node_state(cluster, "cpu-1"),
+                         lambda state: "NOT_RESPONDING" in state or state.startswith("DOWN"), 240, cluster)  # fmt: skip
+        assert slurm
+
+        cluster.kubectl("taint", "node", lost, f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
+        again = wait_for(
+            "keeper-0 made again on another Node",
+            lambda: cluster.pod("keeper-0", "default"),
+            lambda p: p["metadata"].get("uid") not in (None, first["metadata"]["uid"]) and _pod_ready(p),
+            180,
+            cluster,
+        )
+        assert again["spec"]["nodeName"] == spare
+        wait_for("forever force-deleted by pod GC", lambda: cluster.pod("forever", "default")["metadata"],
+                 lambda meta: meta == {}, 60, cluster)  # fmt: skip
+        wait_for("cpu-1 idle again from a new slurmd pod",
+                 lambda: (cluster.pod("research-cpu-1")["spec"].get("nodeName"), _sinfo_state(cluster, "cpu-1")),
+                 lambda seen: seen[0] not in (None, lost) and seen[1] == "idle", 300, cluster)  # fmt: skip
+
+        cluster.kubectl("taint", "node", lost, f"{OUT_OF_SERVICE}-")
+        done = _sunk("local", "node", "start", lost, env=cluster.env)
+        assert done.returncode == 0 and f"node {lost}: agent started" in done.stdout, done.stderr
+        stopped = False
+        back = wait_for(f"{lost} Ready and untainted", lambda: _node(cluster, lost),
+                        lambda n: _node_ready(n) == "True" and not any(
+                            t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints") or []),
+                        60, cluster)  # fmt: skip
+        assert back["spec"].get("taints") == pool_taints  # as before it was lost
+    finally:
+        if stopped:
+            cluster.kubectl("taint", "node", lost, f"{OUT_OF_SERVICE}-", check=False)
+            _sunk("local", "node", "start", lost, env=cluster.env)
+        cluster.kubectl("uncordon", spare, check=False)
+        cluster.kubectl("delete", "statefulset", "-n", "default", "keeper", "--wait=false", check=False)
+        cluster.kubectl("delete", "pod", "-n", "default", "short", "forever", "keeper-0", "--force", "--grace-period=0",
+                        "--ignore-not-found", check=False)  # fmt: skip
+
+
+def test_node_stop_names_the_nodes_when_the_name_is_wrong(cluster: Cluster) -> None:
+    done = _sunk("local", "node", "stop", "no-such-node", env=cluster.env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert 'nodes "no-such-node" not found' in done.stderr and "local-research-cpu-0" in done.stderr
 
 
 def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:

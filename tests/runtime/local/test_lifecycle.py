@@ -1,0 +1,322 @@
+"""Node lifecycle (runtime/local/lifecycle.py) on a fake clock: DefaultTolerationSeconds, a silent
+Node turning Unknown after the grace period, the not-ready/unreachable taints, taint-based
+eviction (at once, after tolerationSeconds, never), pod GC on an out-of-service Node, and the
+controller applying all of it to a store: a deleted pod on a lost Node stays Terminating until the
+out-of-service taint, and a StatefulSet makes no new pod until then."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sunk.runtime.common.timefmt import rfc3339, rfc3339_micro
+from sunk.runtime.local import lifecycle
+from sunk.runtime.local.controllers import Controllers
+from sunk.runtime.local.inventory import node as make_node
+from sunk.runtime.local.lifecycle import (
+    NOT_READY,
+    OUT_OF_SERVICE,
+    UNREACHABLE,
+    Evict,
+    ForceDelete,
+    LifecycleController,
+    MarkNodeUnknown,
+    MarkPodNotReady,
+    SetTaints,
+    Settings,
+)
+from sunk.runtime.local.store import Store
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+SETTINGS = Settings()
+
+
+def _node(
+    name: str = "n1", ready: str = "True", heard: datetime = T0, taints: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    obj = make_node(name, {"cpu": "8", "memory": "8Gi"}, taints=taints or [])
+    obj["metadata"]["creationTimestamp"] = rfc3339(T0 - timedelta(hours=1))
+    obj["status"]["conditions"][0].update(status=ready, lastHeartbeatTime=rfc3339(heard))
+    return obj
+
+
+def _lease(renewed: datetime) -> dict[str, Any]:
+    return {"metadata": {"name": "n1"}, "spec": {"renewTime": rfc3339_micro(renewed)}}
+
+
+def _pod(name: str = "p", tolerations: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    meta = {
+        "namespace": "default",
+        "name": name,
+        "uid": f"uid-{name}",
+        "creationTimestamp": rfc3339(T0 - timedelta(hours=1)),
+    }
+    meta.update(extra)
+    status = {"conditions": [{"type": "Ready", "status": "True"}]}
+    return {"metadata": meta, "spec": {"nodeName": "n1", "tolerations": tolerations or []}, "status": status}
+
+
+def _unreachable(seconds: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute"}
+    if seconds is not None:
+        out["tolerationSeconds"] = seconds
+    return out
+
+
+# -- admission --------------------------------------------------------------------------------
+
+
+def test_default_toleration_seconds_adds_both_tolerations_to_a_pod_without_them() -> None:
+    added = lifecycle.default_tolerations(
+        [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        Settings(not_ready_toleration=30, unreachable_toleration=40),
+    )
+    assert added == [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+        {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 40},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("existing", "added"),
+    [
+        ([_unreachable(None)], [NOT_READY]),  # a forever toleration is kept as it is
+        ([{"key": NOT_READY, "operator": "Exists"}], [UNREACHABLE]),  # no effect: every effect
+        ([{"operator": "Exists"}], []),  # tolerates everything
+        ([{"key": UNREACHABLE, "operator": "Exists", "effect": "NoSchedule"}], [NOT_READY, UNREACHABLE]),
+    ],
+)
+def test_an_existing_toleration_of_the_taint_is_left_alone(existing: list[dict[str, Any]], added: list[str]) -> None:
+    out = lifecycle.default_tolerations(existing, SETTINGS)
+    assert out[: len(existing)] == existing
+    assert [t["key"] for t in out[len(existing) :]] == added
+
+
+def test_the_store_admits_pods_with_the_default_tolerations_and_nothing_else() -> None:
+    store = Store()
+    store.admission.append(lifecycle.admission(SETTINGS))
+    store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": "default"}})
+    pod = store.create(store.resource("v1/pods"), "default", {"metadata": {"name": "p"}, "spec": {"containers": []}})
+    assert {(t["key"], t["tolerationSeconds"]) for t in pod["spec"]["tolerations"]} == {
+        (NOT_READY, 300),
+        (UNREACHABLE, 300),
+    }
+    cm = store.create(store.resource("v1/configmaps"), "default", {"metadata": {"name": "c"}, "data": {}})
+    assert "spec" not in cm
+
+
+# -- node health and taints ---------------------------------------------------------------------
+
+
+def test_a_node_heard_within_the_grace_period_stays_ready_and_untainted() -> None:
+    now = T0 + timedelta(seconds=50)
+    actions, due = lifecycle.plan([_node()], {"n1": _lease(T0)}, [_pod()], now, SETTINGS)
+    assert actions == [] and due is None
+
+
+def test_a_silent_node_turns_unknown_gets_the_unreachable_taints_and_its_pods_not_ready() -> None:
+    now = T0 + timedelta(seconds=51)
+    actions, _ = lifecycle.plan([_node()], {"n1": _lease(T0)}, [_pod()], now, SETTINGS)
+    assert actions[0] == MarkNodeUnknown("n1")
+    taints = next(a for a in actions if isinstance(a, SetTaints)).taints
+    assert {(t["key"], t["effect"]) for t in taints} == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
+    assert next(t for t in taints if t["effect"] == "NoExecute")["timeAdded"] == rfc3339(now)
+    assert MarkPodNotReady("default", "p", "uid-p") in actions
+
+
+def test_the_lease_counts_as_the_heartbeat_and_the_grace_is_configurable() -> None:
+    node = _node(heard=T0 - timedelta(minutes=5))  # the kubelet posts status rarely; the Lease is the heartbeat
+    now = T0 + timedelta(seconds=15)
+    assert lifecycle.plan([node], {"n1": _lease(T0)}, [], now, SETTINGS)[0] == []
+    short = Settings(node_monitor_grace=10)
+    assert lifecycle.plan([node], {"n1": _lease(T0)}, [], now, short)[0][0] == MarkNodeUnknown("n1")
+
+
+def test_ready_false_gives_the_not_ready_taints_and_ready_again_removes_them_keeping_others() -> None:
+    own = {"key": "gpu", "value": "", "effect": "NoSchedule"}
+    actions, _ = lifecycle.plan([_node(ready="False", taints=[own])], {"n1": _lease(T0)}, [], T0, SETTINGS)
+    (set_taints,) = actions
+    assert isinstance(set_taints, SetTaints)
+    assert [(t["key"], t["effect"]) for t in set_taints.taints] == [
+        ("gpu", "NoSchedule"), (NOT_READY, "NoSchedule"), (NOT_READY, "NoExecute"),
+    ]  # fmt: skip
+    recovered = _node(taints=list(set_taints.taints))
+    assert lifecycle.plan([recovered], {"n1": _lease(T0)}, [], T0, SETTINGS)[0] == [SetTaints("n1", (own,))]
+
+
+def test_a_noexecute_taint_keeps_its_time_added_across_passes() -> None:
+    first = T0 - timedelta(minutes=1)
+    taints = [
+        {"key": UNREACHABLE, "effect": "NoSchedule"},
+        {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": rfc3339(first)},
+    ]
+    node = _node(ready="Unknown", taints=taints)
+    assert lifecycle.plan([node], {"n1": _lease(T0 - timedelta(minutes=2))}, [], T0, SETTINGS)[0] == []
+
+
+# -- eviction ---------------------------------------------------------------------------------
+
+
+def _on_lost_node(pods: list[dict[str, Any]], now: datetime, added: datetime = T0) -> tuple[list[Any], datetime | None]:
+    taints = [
+        {"key": UNREACHABLE, "effect": "NoSchedule"},
+        {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": rfc3339(added)},
+    ]
+    node = _node(ready="Unknown", taints=taints)
+    return lifecycle.plan([node], {"n1": _lease(added - timedelta(minutes=1))}, pods, now, SETTINGS)
+
+
+def test_a_pod_without_a_matching_toleration_is_evicted_at_once() -> None:
+    gpu_only = [{"key": "gpu", "operator": "Exists", "effect": "NoExecute"}]
+    actions, _ = _on_lost_node([_pod(tolerations=gpu_only)], T0)
+    assert Evict("default", "p", "uid-p") in actions
+
+
+def test_a_pod_is_evicted_once_its_smallest_toleration_seconds_have_passed() -> None:
+    pod = _pod(tolerations=[_unreachable(30), {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}])
+    # the first toleration matching the taint is the one used: 30 s, not the later 5 s
+    actions, due = _on_lost_node([pod], T0 + timedelta(seconds=29))
+    assert not any(isinstance(a, Evict) for a in actions) and due == T0 + timedelta(seconds=30)
+    actions, due = _on_lost_node([pod], T0 + timedelta(seconds=30))
+    assert Evict("default", "p", "uid-p") in actions and due is None
+
+
+def test_a_pod_created_after_the_taint_counts_from_its_creation() -> None:
+    pod = _pod(tolerations=[_unreachable(30)], creationTimestamp=rfc3339(T0 + timedelta(seconds=20)))
+    _, due = _on_lost_node([pod], T0 + timedelta(seconds=40))
+    assert due == T0 + timedelta(seconds=50)
+
+
+def test_a_pod_tolerating_forever_stays() -> None:
+    actions, due = _on_lost_node([_pod(tolerations=[_unreachable(None)])], T0 + timedelta(days=1))
+    assert not any(isinstance(a, Evict) for a in actions) and due is None
+
+
+def test_pod_gc_force_deletes_terminating_pods_only_on_a_not_ready_out_of_service_node() -> None:
+    deleting = _pod("gone", deletionTimestamp=rfc3339(T0))
+    running = _pod("kept", tolerations=[_unreachable(None)])
+    out_of_service = {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute", "timeAdded": rfc3339(T0)}
+    lost = _node(ready="Unknown", taints=[{"key": UNREACHABLE, "effect": "NoSchedule"},
+                                          {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": rfc3339(T0)}])  # fmt: skip
+    actions, _ = lifecycle.plan([lost], {}, [deleting, running], T0, SETTINGS)
+    assert not any(isinstance(a, ForceDelete) for a in actions)  # no taint: Terminating for good
+    lost["spec"]["taints"].append(out_of_service)
+    actions, _ = lifecycle.plan([lost], {}, [deleting, running], T0, SETTINGS)
+    assert ForceDelete("default", "gone", "uid-gone") in actions
+    assert Evict("default", "kept", "uid-kept") in actions  # it does not tolerate out-of-service
+    healthy = _node(taints=[out_of_service])
+    actions, _ = lifecycle.plan([healthy], {"n1": _lease(T0)}, [deleting], T0, SETTINGS)
+    assert not any(isinstance(a, ForceDelete) for a in actions)  # Ready: its kubelet confirms deletions
+
+
+# -- the controller on a store ------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _store(clock: Clock) -> Store:
+    store = Store(clock=clock)
+    store.admission.append(lifecycle.admission(SETTINGS))
+    for namespace in ("default", "kube-node-lease"):
+        store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": namespace}})
+    for name in ("n1", "n2"):
+        store.create(store.resource("v1/nodes"), None, make_node(name, {"cpu": "8", "memory": "8Gi"}))
+    return store
+
+
+def _heartbeat(store: Store, name: str, now: datetime) -> None:
+    leases = store.resource("coordination.k8s.io/v1/leases")
+    body = {"metadata": {"name": name}, "spec": {"renewTime": rfc3339_micro(now)}}
+    if store.find(leases, "kube-node-lease", name) is None:
+        store.create(leases, "kube-node-lease", body)
+    else:
+        store.patch(leases, "kube-node-lease", name, "merge", body)
+
+
+def test_a_statefulset_pod_on_a_lost_node_stays_terminating_until_the_out_of_service_taint() -> None:
+    clock = Clock()
+    store = _store(clock)
+    pods, nodes = store.resource("v1/pods"), store.resource("v1/nodes")
+    sts = {
+        "metadata": {"name": "db"},
+        "spec": {"replicas": 1, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                 "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}},
+    }  # fmt: skip
+    store.create(store.resource("apps/v1/statefulsets"), "default", sts)
+    controllers, nodes_control = Controllers(store), LifecycleController(store, SETTINGS)
+    controllers.reconcile()
+    store.patch(pods, "default", "db-0", "merge", {"spec": {"nodeName": "n1"}})
+    ready = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    store.patch(pods, "default", "db-0", "merge", ready, "status")  # as its kubelet reported before the loss
+    first = store.get(pods, "default", "db-0")["metadata"]["uid"]
+    assert any(t["key"] == UNREACHABLE for t in store.get(pods, "default", "db-0")["spec"]["tolerations"])
+    for second in range(0, 120, 5):  # n2's kubelet keeps beating; n1's stopped at T0
+        clock.now = T0 + timedelta(seconds=second)
+        _heartbeat(store, "n2", clock.now)
+        if second == 0:
+            _heartbeat(store, "n1", clock.now)
+        nodes_control.reconcile(clock.now)
+        controllers.reconcile()
+    lost, alive = store.get(nodes, None, "n1"), store.get(nodes, None, "n2")
+    assert lifecycle.ready_status(lost) == "Unknown" and lifecycle.ready_status(alive) == "True"
+    assert {t["key"] for t in lost["spec"]["taints"]} == {UNREACHABLE}
+    pod = store.get(pods, "default", "db-0")
+    assert pod["metadata"]["uid"] == first and not pod["metadata"].get("deletionTimestamp")  # 300 s not yet passed
+    assert next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")["status"] == "False"
+    store.delete(pods, "default", "db-0")  # kubectl delete pod: no kubelet to confirm it
+    for _ in range(3):
+        clock.now += timedelta(seconds=5)
+        nodes_control.reconcile(clock.now)
+        controllers.reconcile()
+    pod = store.get(pods, "default", "db-0")
+    assert pod["metadata"]["uid"] == first and pod["metadata"]["deletionTimestamp"]  # Terminating, no new one
+    taints = [*lost["spec"]["taints"], {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute"}]
+    store.patch(nodes, None, "n1", "merge", {"spec": {"taints": taints}})
+    nodes_control.reconcile(clock.now)
+    controllers.reconcile()
+    again = store.get(pods, "default", "db-0")
+    assert again["metadata"]["uid"] != first  # pod GC force-deleted it; the StatefulSet made it again
+    controllers.reconcile()  # the default scheduler: only n2 takes it (n1 is tainted unreachable)
+    assert store.get(pods, "default", "db-0")["spec"]["nodeName"] == "n2"
+
+
+def test_a_short_toleration_evicts_at_its_deadline_and_the_node_recovers_when_heard_again() -> None:
+    clock = Clock()
+    store = _store(clock)
+    pods, nodes = store.resource("v1/pods"), store.resource("v1/nodes")
+    body = {"metadata": {"name": "short"}, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}],
+                                                    "tolerations": [_unreachable(5)]}}  # fmt: skip
+    store.create(pods, "default", body)
+    store.create(
+        pods,
+        "default",
+        {"metadata": {"name": "forever"}, "spec": {"nodeName": "n1", "tolerations": [_unreachable(None)]}},
+    )
+    nodes_control = LifecycleController(store, SETTINGS)
+    _heartbeat(store, "n1", T0)
+    clock.now = T0 + timedelta(seconds=55)
+    due = nodes_control.reconcile(clock.now)
+    assert due == clock.now + timedelta(seconds=5)
+    clock.now = due
+    nodes_control.reconcile(clock.now)
+    short = store.get(pods, "default", "short")
+    assert short["metadata"]["deletionTimestamp"]  # graceful: Terminating on the lost Node
+    assert any(
+        c["type"] == "DisruptionTarget" and c["reason"] == "DeletionByTaintManager"
+        for c in short["status"]["conditions"]
+    )
+    assert not store.get(pods, "default", "forever")["metadata"].get("deletionTimestamp")
+    _heartbeat(store, "n1", clock.now)  # the agent is back: it posts Ready (agent.py), the taints go
+    node = store.get(nodes, None, "n1")
+    node["status"]["conditions"][0].update(status="True")
+    store.update(nodes, None, "n1", node, "status")
+    nodes_control.reconcile(clock.now)
+    assert not store.get(nodes, None, "n1")["spec"].get("taints")
