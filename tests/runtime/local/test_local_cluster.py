@@ -768,18 +768,20 @@ UNREACHABLE, OUT_OF_SERVICE = "node.kubernetes.io/unreachable", "node.kubernetes
 def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_until_out_of_service(
     cluster: Cluster,
 ) -> None:
-    """`sunk local node stop` of the Node under slurmd cpu-1 (its agent and containers stop, as a
+    """`sunk local node stop` of the Node under a cpu slurmd pod (its agent and containers stop, as a
     Node losing power): after the node-monitor grace (50 s) the Node is NotReady (Ready Unknown)
     with the unreachable NoSchedule and NoExecute taints; a pod tolerating that for 5 s is evicted
     and stays Terminating (no agent confirms it) until force-deleted; one tolerating it forever
-    stays; a StatefulSet pod deleted there stays Terminating and is not replaced. Slurm marks cpu-1
-    NOT_RESPONDING or DOWN. The out-of-service taint lets pod GC force-delete the terminating pods:
+    stays; a StatefulSet pod deleted there stays Terminating and is not replaced. Slurm marks that
+    node NOT_RESPONDING or DOWN. The out-of-service taint lets pod GC force-delete the terminating pods:
     the StatefulSet makes its pod again on another Node, and the operator its slurmd pod, which
-    registers as cpu-1 again. `sunk local node start` brings the Node back: Ready, untainted."""
+    registers it again. `sunk local node start` brings the Node back: Ready, untainted."""
     image = cluster.kubectl(
         "get", "deploy", "-n", NS, "research-syncer", "-o", "jsonpath={.spec.template.spec.containers[0].image}"
     ).stdout
-    lost = cluster.pod("research-cpu-1")["spec"]["nodeName"]
+    slurmd = _cpu_pods(cluster)[-1]  # which ones are left depends on the scale-in's victim
+    slurm_node = slurmd.removeprefix("research-")
+    lost = cluster.pod(slurmd)["spec"]["nodeName"]
     nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     pool = _node(cluster, lost)["metadata"]["labels"][keys.LOCAL_POOL]
     busy = {
@@ -860,7 +862,7 @@ def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_un
         cluster.kubectl("delete", "pod", "-n", "default", "short", "--force", "--grace-period=0")
         assert cluster.pod("short", "default")["metadata"] == {}
 
-        slurm = wait_for("cpu-1 not responding in Slurm", lambda: _slurm_node_state(cluster, "cpu-1"),
+        slurm = wait_for(f"{slurm_node} not responding in Slurm", lambda: _slurm_node_state(cluster, slurm_node),
                          lambda state: "NOT_RESPONDING" in state or state.startswith("DOWN"), 240, cluster)  # fmt: skip
         assert slurm
 
@@ -875,8 +877,8 @@ def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_un
         assert again["spec"]["nodeName"] == spare
         wait_for("forever force-deleted by pod GC", lambda: cluster.pod("forever", "default")["metadata"],
                  lambda meta: meta == {}, 60, cluster)  # fmt: skip
-        wait_for("cpu-1 idle again from a new slurmd pod",
-                 lambda: (cluster.pod("research-cpu-1")["spec"].get("nodeName"), _sinfo_state(cluster, "cpu-1")),
+        wait_for(f"{slurm_node} idle again from a new slurmd pod",
+                 lambda: ((cluster.pod(slurmd).get("spec") or {}).get("nodeName"), _sinfo_state(cluster, slurm_node)),
                  lambda seen: seen[0] not in (None, lost) and seen[1] == "idle", 300, cluster)  # fmt: skip
 
         cluster.kubectl("taint", "node", lost, f"{OUT_OF_SERVICE}-")
