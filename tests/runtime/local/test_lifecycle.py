@@ -320,3 +320,23 @@ def test_a_short_toleration_evicts_at_its_deadline_and_the_node_recovers_when_he
     store.update(nodes, None, "n1", node, "status")
     nodes_control.reconcile(clock.now)
     assert not store.get(nodes, None, "n1")["spec"].get("taints")
+
+
+def test_a_deployment_replaces_its_terminating_pod_on_a_lost_node_at_once() -> None:
+    clock = Clock()
+    store = _store(clock)
+    pods = store.resource("v1/pods")
+    dep = {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}},
+    }  # fmt: skip
+    store.create(store.resource("apps/v1/deployments"), "default", dep)
+    controllers = Controllers(store)
+    controllers.reconcile()
+    (first,) = store.items(pods, "default")
+    store.patch(pods, "default", first["metadata"]["name"], "merge", {"spec": {"nodeName": "n1"}})
+    store.delete(pods, "default", first["metadata"]["name"])  # on a lost Node: Terminating, unconfirmed
+    controllers.reconcile()
+    names = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in store.items(pods, "default")}
+    assert names[first["metadata"]["name"]] and sum(not gone for gone in names.values()) == 1
