@@ -180,3 +180,21 @@ def test_validate_outside_any_project_finds_no_stack_of_this_repository(
     monkeypatch.chdir(tmp_path)
     assert main(["validate", "acme-dev"]) == 1
     assert "no file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--node-monitor-grace-period", "0", "argument --node-monitor-grace-period: 0 s: give at least 1 s"),
+        ("--node-monitor-grace-period", "soon", "'soon' is not a number of seconds"),
+        ("--default-toleration-seconds", "-5", "argument --default-toleration-seconds: -5 s: give at least 0 s"),
+    ],
+)
+def test_local_up_refuses_bad_lifecycle_seconds_before_anything_starts(
+    flag: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["local", "up", "acme-dev", flag, value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
