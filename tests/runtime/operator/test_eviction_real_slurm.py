@@ -106,7 +106,9 @@ def test_drain_waits_for_the_job_then_evicts(slurm: LocalSlurm, kube_server: Kub
 
         # Runs until cancelled below: a job of a fixed length could end, on a loaded machine,
         # before the checks that need it running.
-        job = slurm.run("sbatch", "--parsable", "-w", host, "--wrap", "sleep 300", check=True).stdout.strip()
+        job = slurm.run(
+            "sbatch", "--parsable", "-w", host, "--wrap", "trap 'exit 0' USR1; while :; do sleep 1; done", check=True
+        ).stdout.strip()
         wait_until(
             "the job to run",
             lambda: "RUNNING" in slurm.run("squeue", "-h", "-j", job, "-o", "%T").stdout,
@@ -123,7 +125,9 @@ def test_drain_waits_for_the_job_then_evicts(slurm: LocalSlurm, kube_server: Kub
         operator.resync()
         assert budgets() == [name] and evict(core, name) == 429  # draining, the job still runs
 
-        slurm.run("scancel", job, check=True)
+        # The job ends on its own terms (its script exits 0 on USR1), so it must end COMPLETED:
+        # a job the eviction had killed would not.
+        slurm.run("scancel", "--batch", "--signal=USR1", job, check=True)
         wait_until(
             "the job to finish",
             lambda: not slurm.run("squeue", "-h", "-j", job, "-o", "%i").stdout.strip(),
