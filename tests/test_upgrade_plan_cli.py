@@ -8,21 +8,11 @@ from pathlib import Path
 import pytest
 
 from sunk.cli import main
-
-STACK = """config:
-  sunk:cluster:
-    name: research
-    tenant: acme
-    slurm: {SLURM}
-    nodesets: [{name: cpu, cpus: 2, memoryMib: 1024}]
-    partitions: [{name: batch, nodesets: [cpu]}]
-"""
+from tests.support.stacks import small_stack
 
 
 def _stack(tmp_path: Path, slurm: str) -> str:
-    path = tmp_path / "Pulumi.acme-dev.yaml"
-    path.write_text(STACK.replace("{SLURM}", slurm))
-    return str(path)
+    return str(small_stack(tmp_path, slurm))
 
 
 def test_prints_the_steps_in_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

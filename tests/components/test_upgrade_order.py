@@ -10,21 +10,11 @@ import pytest
 from sunk.components.offline import Evaluation, evaluate
 from sunk.components.render import render_config
 
-ROOT = Path(__file__).resolve().parents[2]
-STACK = """config:
-  sunk:cluster:
-    name: research
-    tenant: acme
-    slurm: {SLURM}
-    nodesets: [{name: cpu, cpus: 2, memoryMib: 1024}]
-    partitions: [{name: batch, nodesets: [cpu]}]
-"""
+from tests.support.stacks import ROOT, small_stack
 
 
 def _evaluate(tmp_path: Path, slurm: str) -> Evaluation:
-    path = tmp_path / "Pulumi.acme-dev.yaml"
-    path.write_text(STACK.replace("{SLURM}", slurm))
-    config, secret = render_config(path)
+    config, secret = render_config(small_stack(tmp_path, slurm))
     return evaluate(ROOT / "__main__.py", stack="acme-dev", config=config, secret_keys=secret)
 
 

@@ -16,3 +16,21 @@ FIXTURE_STACKS = FIXTURE_PROJECT / "stacks"
 """The fixture stacks: acme-dev, acme-prod, globex-dev, globex-prod."""
 DEMO_STACKS = ROOT / "stacks"
 """The demo stacks users read and `sunk demo` runs; only tests about them read this folder."""
+
+_SMALL_STACK = """config:
+  sunk:cluster:
+    name: research
+    tenant: acme
+    slurm: {SLURM}
+    nodesets: [{name: cpu, cpus: 2, memoryMib: 1024}]
+    partitions: [{name: batch, nodesets: [cpu]}]
+"""
+
+
+def small_stack(folder: Path, slurm: str) -> Path:
+    """Pulumi.acme-dev.yaml in `folder`: one small NodeSet and partition, with `slurm` (a flow
+    mapping such as `{version: "26.05", upgradeFrom: "24.11"}`) as its slurm section. The upgrade
+    tests vary only that section."""
+    path = folder / "Pulumi.acme-dev.yaml"
+    path.write_text(_SMALL_STACK.replace("{SLURM}", slurm))
+    return path
