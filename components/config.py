@@ -6,7 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from sunk import keys
-from sunk.manifests.config import TOPOLOGY_FILE, config_maps, topology_config_name
+from sunk.manifests.config import TOPOLOGY_FILES, config_maps, topology_config_name
 from sunk.spec.cluster import ClusterSpec
 
 from ._k8s import Component, child, create, typed
@@ -43,7 +43,7 @@ class SlurmConfig(Component):
         for cm in config_maps(spec):
             path = cm["metadata"]["annotations"][keys.SLURM_FILE]
             names[path] = cm["metadata"]["name"]
-            if path == TOPOLOGY_FILE:
+            if path in TOPOLOGY_FILES:
                 # Rendered with no nodes; the operator rewrites it from the Node labels. Pulumi
                 # creates it and then never reverts the operator's data.
                 made = create(f"{name}-topology", cm, child(self, ignore_changes=["data"]), namespace=namespace)

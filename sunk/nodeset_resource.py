@@ -15,7 +15,7 @@ from sunk.images import supported_release
 from sunk.spec.base import DnsLabel, DnsSubdomain, Model, SecretRef
 from sunk.spec.identity import ClientCertRef, ConfigMapRef
 from sunk.spec.nodeset import NodeSetSpec
-from sunk.spec.scheduling import SharedVolumeSpec, TopologySpec
+from sunk.spec.scheduling import NamedTopologySpec, SharedVolumeSpec, TopologySpec, topology_file_of
 from sunk.spec.slurmtext import GresConfLines, TopologyConfLines
 
 GROUP = "slurm.sunk.dev"
@@ -90,11 +90,19 @@ class NodeSetResourceSpec(NodeSetSpec):
     gres_extra: GresConfLines = []
     """gpus.fromNodeLabels: the cluster's extraConfig.gresConf lines, appended to each pod's own
     gres.conf. Default: none."""
+    topologies: list[NamedTopologySpec] = []
+    """The cluster's named topologies (slurm.version 26.05): the operator then renders topology.yaml
+    with every one of them instead of topology.conf. Default: none."""
     topology_extra: TopologyConfLines = []
     """The cluster's extraConfig.topologyConf lines, appended to that topology.conf. Default: none."""
     sssd: SssdRefs | None = None
     """Directory users (the cluster's auth.ldap): an sssd sidecar resolves them for slurmd, so jobs
     run as the user with the user's groups. Default: none (local users only)."""
+
+    @property
+    def topology_file(self) -> str | None:
+        """topology.yaml (named topologies), topology.conf (one topology) or None."""
+        return topology_file_of(self.topology, self.topologies)
 
     @model_validator(mode="after")
     def _slurm_conf_mounted(self) -> NodeSetResourceSpec:

@@ -200,7 +200,15 @@ FILL: dict[str, dict[str, Any]] = {
 IMAGE = {"repository": "registry.acme.example/hpc/x", "tag": "1.0"}
 SET: dict[str, dict[str, Any]] = {
     # Dotted paths (list indices as numbers) into the stack's own lists: NodeSets, partitions...
-    "globex-dev": {"partitions.0.preemptMode": "requeue"},  # partition-tier preemption
+    "globex-dev": {
+        "partitions.0.preemptMode": "requeue",  # partition-tier preemption
+        # Named topologies (26.05, globex-dev's release; acme-prod has the single `topology`).
+        "topologies": [
+            {"name": "fabric", "plugin": "tree", "labelKeys": ["example.com/leaf"], "default": True},
+            {"name": "nvl", "plugin": "block", "labelKeys": ["nvidia.com/gpu.clique"], "blockSizes": [2]},
+        ],
+        "partitions.1.topology": "nvl",
+    },
     "globex-prod": {
         "images": {
             k: dict(IMAGE) for k in ("accounting", "controller", "login", "mariadb", "restapi", "runtime", "slurmd")
@@ -387,6 +395,7 @@ PLACES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "extraConfig.files": (frozenset(), frozenset({"*.conf"})),
     "pyxis": (frozenset(), frozenset({"plugstack.conf"})),
     "topology": (frozenset({"compute"}), frozenset({"topology.conf"})),
+    "topologies": (frozenset({"compute"}), frozenset({"topology.yaml"})),
     "healthCheck": (frozenset({"slurmd", "compute", "syncer", "config", "operator-access"}), frozenset({"*.sh"})),
     "scripts": (
         frozenset({"controller", "slurmd", "compute", "config", "operator-access"}),

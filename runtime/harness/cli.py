@@ -90,7 +90,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 slurm.wait_accounted(job)
                 fields = "JobID,JobName,Partition,NodeList,AllocCPUS,State,Elapsed,Comment%24"
                 _section("sacct", slurm.run("sacct", "-j", str(job), "-o", fields, check=True).stdout)
-            if spec.topology.plugin != "none":
+            if spec.topology_file is not None:
                 _section("scontrol show topology", slurm.run("scontrol", "show", "topology", check=True).stdout)
             if slurm.restapi:
                 ping = slurm.run("scontrol", "ping", check=True).stdout.strip()

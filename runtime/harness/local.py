@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Self
 
@@ -34,6 +34,7 @@ from sunk.render import (
     render_gres_conf,
     render_slurm_files,
     render_topology_conf,
+    render_topology_yaml,
 )
 from sunk.render.gres import node_gres
 from sunk.spec.cluster import ClusterSpec
@@ -94,6 +95,11 @@ VOLUME_ROLES = {"login": "login", "compute": "slurmd", "controller": "slurmctld"
 class SlurmCommandError(subprocess.CalledProcessError):
     def __str__(self) -> str:
         return f"{super().__str__()}\nstdout: {self.stdout}\nstderr: {self.stderr}"
+
+
+def _topology_text(spec: ClusterSpec, rendered: Mapping[str, str]) -> str:
+    """The spec's topology file (topology.conf or topology.yaml) as rendered, or "" without one."""
+    return rendered[spec.topology_file] if spec.topology_file is not None else ""
 
 
 class LocalSlurm:
@@ -224,7 +230,7 @@ class LocalSlurm:
         # re-rendered from them for slurmctld (as the operator does from live Nodes): on 24.11 a
         # block topology naming nodes that do not exist yet is fatal to slurmctld and slurmd.
         rendered = render_slurm_files(spec, [])
-        self._deploy_topology = rendered.get("topology.conf", "")
+        self._deploy_topology = _topology_text(spec, rendered)
         for ns in spec.nodesets:
             if ns.power is not None:  # CLOUD nodes: slurm.conf names each, with its port here
                 for ordinal in range(ns.max_nodes):
@@ -264,7 +270,7 @@ class LocalSlurm:
         for node in self._wanted:
             self._spawn_slurmd(node)
         daemons.wait_nodes_idle(self.jail, list(self._nodes))
-        if spec.topology.plugin != "none":
+        if spec.topology_file is not None:
             self._render_topology()
             # Dynamic nodes join topology.conf's switches only on reconfigure (measured 2026-11 on 24.11).
             self.reconfigure()
@@ -445,14 +451,22 @@ class LocalSlurm:
         # node of that job has registered (measured 2026-11 on 24.11): waiting here for one would stall.
         if wait and self.spec.nodeset(node.nodeset).power is None:
             daemons.wait_nodes_idle(self.jail, [node.name], allow_busy=True)
-        if self.spec.topology.plugin != "none":
+        if self.spec.topology_file is not None:
             self._render_topology()
 
     def _render_topology(self) -> None:
-        """slurmctld's topology.conf from every node started so far (read on reconfigure)."""
-        topo = render_topology_conf(self.spec, [TopologyNode(n.name, n.labels) for n in self._nodes.values()])
-        self.files["topology.conf"] = topo
-        write_slurm_files(self.etc, {"topology.conf": topo})
+        """slurmctld's topology.conf (or topology.yaml, with named topologies) from every node
+        started so far (read on reconfigure)."""
+        nodes = [TopologyNode(n.name, n.labels) for n in self._nodes.values()]
+        if self.spec.topologies:
+            name, topo = (
+                "topology.yaml",
+                render_topology_yaml(self.spec.topologies, nodes, release=self.spec.slurm.version),
+            )
+        else:
+            name, topo = "topology.conf", render_topology_conf(self.spec, nodes)
+        self.files[name] = topo
+        write_slurm_files(self.etc, {name: topo})
 
     def stop_slurmd(self, name: str) -> None:
         """Stop one node's slurmd (like its pod dying); the Slurm node record stays."""
@@ -474,7 +488,8 @@ class LocalSlurm:
         self._node_port(node.name)
         self._nodes[node.name] = node
         # What the slurmd pod mounts: its NodeSet's gres.conf and the deploy-time topology.conf.
-        files = {**self.files, "topology.conf": self._deploy_topology} if self._deploy_topology else self.files
+        topology = self.spec.topology_file
+        files = {**self.files, topology: self._deploy_topology} if topology and self._deploy_topology else self.files
         ns = self.spec.nodeset(node.nodeset)
         gres = None
         if ns.gpus is not None and ns.gpus.from_node_labels:

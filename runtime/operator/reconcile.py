@@ -57,7 +57,6 @@ from .model import (
 from .plan import plan
 from .slurm import ClusterRef, SlurmApi, SlurmFactory
 from .topology import (
-    TOPOLOGY_KEY,
     Reconfigure,
     TopologyAction,
     TopologyObserved,
@@ -309,7 +308,7 @@ class Reconciler:
         now: datetime,
         report: ResyncReport,
     ) -> None:
-        if first.topology.plugin == "none":
+        if first.topology_file is None:
             return
         nodes = [
             TopologyNode(p.slurm_node, kube_nodes[p.node_name].labels)
@@ -321,6 +320,7 @@ class Reconciler:
             namespace=namespace,
             cluster=cluster,
             spec=first.topology,
+            topologies=tuple(first.topologies),
             release=first.slurm_version,
             extra=tuple(first.topology_extra),
             nodes=nodes,
@@ -395,10 +395,10 @@ class Reconciler:
         if isinstance(action, WriteTopology):
             text, written = action.text, action.written
             if action.create:
-                body = config_map(ns, action.cluster, text, written)
+                body = config_map(ns, action.cluster, text, written, action.key)
                 fn = lambda: self.kube.create_config_map(body)  # noqa: E731
             else:
-                patch = {"metadata": {"annotations": {keys.TOPOLOGY_WRITTEN: written}}, "data": {TOPOLOGY_KEY: text}}
+                patch = {"metadata": {"annotations": {keys.TOPOLOGY_WRITTEN: written}}, "data": {action.key: text}}
                 fn = lambda: self.kube.patch_config_map(ns, name, patch)  # noqa: E731
         else:
             if api is None:

@@ -1,7 +1,10 @@
 """topology.conf kept in step with the Nodes the slurmd pods run on. Pure plan, one per cluster.
 
 The operator owns one ConfigMap per cluster (naming.topology_config_map, key `topology.conf`)
-rendered by sunk.render.render_topology_conf from the labels of the pods' Nodes. slurmctld
+rendered by sunk.render.render_topology_conf from the labels of the pods' Nodes; with named
+topologies (Slurm 26.05) its key is `topology.yaml`, rendered by sunk.render.render_topology_yaml,
+and the same steps keep it (dynamic nodes join a topology.yaml's switches and blocks on
+reconfigure, and a topology written flat becomes a block one then: measured 2026-11 on 26.05.5). slurmctld
 reads it from a projected volume, which the kubelet refreshes at its next sync of the pod (up to
 about a minute on a stock kubelet; within a second on the local cluster), and dynamic nodes only
 join their switches on `scontrol reconfigure` (24.11 and 26.05, measured 2026-11). Until that
@@ -34,12 +37,13 @@ from typing import Any
 
 from sunk import keys, naming
 from sunk.images import DEFAULT_SLURM
-from sunk.render import TopologyNode, render_topology_conf
-from sunk.spec.scheduling import TopologySpec
+from sunk.render import TopologyNode, render_topology_conf, render_topology_yaml
+from sunk.spec.scheduling import NamedTopologySpec, TopologySpec
 
 from ..common.timefmt import parse_rfc3339, rfc3339
 
 TOPOLOGY_KEY = "topology.conf"
+TOPOLOGY_YAML_KEY = "topology.yaml"
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,25 @@ class TopologyObserved:
     """Registered node -> when its slurmd started. A node whose pod was replaced registers afresh
     under the same name, and slurmctld 26.05 then leaves it out of its switches until the next
     reconfigure (24.11 kept it in; both measured by the operator's real-Slurm rolling update)."""
+    topologies: tuple[NamedTopologySpec, ...] = ()
+    """The cluster's named topologies: when given, topology.yaml with them replaces topology.conf."""
+
+    @property
+    def key(self) -> str:
+        """The ConfigMap key (and file name) of the topology file."""
+        return TOPOLOGY_YAML_KEY if self.topologies else TOPOLOGY_KEY
+
+    @property
+    def blocks(self) -> bool:
+        """Whether a block topology is among them (its blocks depend on the registered nodes)."""
+        if self.topologies:
+            return any(t.plugin == "block" for t in self.topologies)
+        return self.spec.plugin == "block"
+
+    def render(self, nodes: Sequence[TopologyNode]) -> str:
+        if self.topologies:
+            return render_topology_yaml(self.topologies, nodes, self.registered, self.release)
+        return render_topology_conf(self.spec, nodes, self.extra, self.registered, self.release)
 
 
 @dataclass(frozen=True)
@@ -69,9 +92,10 @@ class WriteTopology:
     text: str
     written: str
     create: bool
+    key: str = TOPOLOGY_KEY
 
     def event(self) -> tuple[str, str]:
-        return "WriteTopology", f"ConfigMap {self.name}: topology.conf follows the Node labels"
+        return "WriteTopology", f"ConfigMap {self.name}: {self.key} follows the Node labels"
 
 
 @dataclass(frozen=True)
@@ -108,7 +132,7 @@ def reconfigure_key(
     return hashlib.sha256("\n".join([text, *named]).encode()).hexdigest()[:16]
 
 
-def config_map(namespace: str, cluster: str, text: str, written: str) -> dict[str, Any]:
+def config_map(namespace: str, cluster: str, text: str, written: str, key: str = TOPOLOGY_KEY) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -118,7 +142,7 @@ def config_map(namespace: str, cluster: str, text: str, written: str) -> dict[st
             "labels": {keys.CLUSTER: cluster},
             "annotations": {keys.TOPOLOGY_WRITTEN: written},
         },
-        "data": {TOPOLOGY_KEY: text},
+        "data": {key: text},
     }
 
 
@@ -127,18 +151,19 @@ def plan_topology(
 ) -> list[TopologyAction]:
     """`delay`: when the last reconfigure for a written text is due; `retry`: when the first try
     before it is, the next ones at doubling ages (None: none, only the one at `delay`)."""
-    if observed.spec.plugin == "none":
+    if observed.spec.plugin == "none" and not observed.topologies:
         return []
-    if observed.spec.plugin == "block" and observed.registered is None:
+    if observed.blocks and observed.registered is None:
         # Which blocks are safe depends on which nodes registered: slurmctld exits on a block with
         # fewer registered nodes than the base block size (24.11, measured 2026-11). Fail closed.
         return []
     nodes = sorted(observed.nodes, key=lambda n: n.name)
-    text = render_topology_conf(observed.spec, nodes, observed.extra, observed.registered, observed.release)
+    text = observed.render(nodes)
     name = naming.topology_config_map(observed.cluster)
     cm = observed.config_map
-    if cm is None or (cm.get("data") or {}).get(TOPOLOGY_KEY) != text:
-        return [WriteTopology(observed.namespace, observed.cluster, name, text, rfc3339(now), create=cm is None)]
+    if cm is None or (cm.get("data") or {}).get(observed.key) != text:
+        write = WriteTopology(observed.namespace, observed.cluster, name, text, rfc3339(now), cm is None, observed.key)
+        return [write]
     if observed.registered is None:
         return []
     annotations = (cm.get("metadata") or {}).get("annotations") or {}

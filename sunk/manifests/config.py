@@ -27,6 +27,9 @@ from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 
 TOPOLOGY_FILE = "topology.conf"
+TOPOLOGY_YAML = "topology.yaml"
+TOPOLOGY_FILES = (TOPOLOGY_FILE, TOPOLOGY_YAML)
+"""The operator-maintained topology files: topology.conf (one topology) or topology.yaml (named topologies)."""
 
 Role = Literal["controller", "accounting", "accounting-setup", "restapi", "login"]
 
@@ -90,7 +93,8 @@ def slurm_files(spec: ClusterSpec) -> dict[str, str]:
 
 
 def config_maps(spec: ClusterSpec) -> list[Manifest]:
-    """One ConfigMap per rendered file in path order, topology.conf's (operator-maintained) last."""
+    """One ConfigMap per rendered file in path order, the topology file's (operator-maintained,
+    topology.conf or topology.yaml) last."""
     files = slurm_files(spec)
     out = [
         obj(
@@ -100,16 +104,16 @@ def config_maps(spec: ClusterSpec) -> list[Manifest]:
             data={naming.config_file_key(path): text},
         )
         for path, text in files.items()
-        if path != TOPOLOGY_FILE
+        if path not in TOPOLOGY_FILES
     ]
-    if TOPOLOGY_FILE in files:
+    if (topology := spec.topology_file) is not None:
         meta = metadata(
             spec,
             topology_config_name(spec),
             "config",
-            annotations={keys.MAINTAINED_BY: "nodeset-operator", keys.SLURM_FILE: TOPOLOGY_FILE},
+            annotations={keys.MAINTAINED_BY: "nodeset-operator", keys.SLURM_FILE: topology},
         )
-        out.append(obj("v1", "ConfigMap", meta, data={TOPOLOGY_FILE: files[TOPOLOGY_FILE]}))
+        out.append(obj("v1", "ConfigMap", meta, data={topology: files[topology]}))
     return out
 
 
@@ -174,12 +178,12 @@ def slurm_projection(
     the controller, and the keys Slurm expects beside them (slurm.key for auth/slurm,
     jwt/jwt_hs256.key)."""
     sources = [file_source(spec, path) for path in role_files(spec, role)]
-    if role == "controller" and TOPOLOGY_FILE in slurm_files(spec):
+    if role == "controller" and (topology := spec.topology_file) is not None:
         sources.append(
             {
                 "configMap": {
                     "name": topology_config_name(spec),
-                    "items": [{"key": TOPOLOGY_FILE, "path": TOPOLOGY_FILE}],
+                    "items": [{"key": topology, "path": topology}],
                 }
             }
         )

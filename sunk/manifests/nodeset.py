@@ -45,6 +45,8 @@ def resource_spec(spec: ClusterSpec, ns: NodeSetSpec, refs: AuthRefs) -> NodeSet
         "topology": spec.topology,
         "topology_extra": list(spec.extra_config.topology_conf),
     }
+    if spec.topologies:
+        extra["topologies"] = list(spec.topologies)
     if ns.gpus is not None and ns.gpus.from_node_labels and spec.extra_config.gres_conf:
         extra["gres_extra"] = list(spec.extra_config.gres_conf)
     if (sssd := sssd_refs(spec)) is not None:

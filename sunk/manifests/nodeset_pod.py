@@ -32,7 +32,6 @@ from typing import Any
 
 from sunk import keys, naming
 from sunk.images import S6_INIT
-from sunk.manifests.config import TOPOLOGY_FILE
 from sunk.manifests.podsettings import apply_pod, object_meta
 from sunk.manifests.scripts import munge_start, sh
 from sunk.manifests.sssd import CLIENT_MOUNTS, sssd_sidecar, sssd_volumes
@@ -95,7 +94,7 @@ def selector_labels(spec: NodeSetResourceSpec) -> dict[str, str]:
     return {keys.CLUSTER: spec.cluster_name, keys.NODESET: spec.name}
 
 
-_HASH_EXCLUDED = {"replicas", "max_nodes", "update_strategy", "topology", "topology_extra"}
+_HASH_EXCLUDED = {"replicas", "max_nodes", "update_strategy", "topology", "topologies", "topology_extra"}
 
 
 ConfigKeys = Mapping[str, Collection[str]]
@@ -186,10 +185,11 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys, own_gres: bool 
         for path, name, key in config_items(spec, config_keys)
         if not (own_gres and path == GRES_FILE)
     ]
-    if spec.topology.plugin != "none":
+    if (topology_file := spec.topology_file) is not None:
         # slurmd loads the topology plugin too and will not start without topology.conf (it
-        # retries for a minute, then exits): the operator's ConfigMap, as slurmctld mounts it.
-        topology = {"key": TOPOLOGY_FILE, "path": TOPOLOGY_FILE}
+        # retries for a minute, then exits): the operator's ConfigMap, as slurmctld mounts it
+        # (topology.yaml, with named topologies, the same way).
+        topology = {"key": topology_file, "path": topology_file}
         sources.append({"configMap": {"name": naming.topology_config_map(spec.cluster_name), "items": [topology]}})
     if own_gres:
         field = {"fieldPath": f"metadata.annotations['{keys.GRES_CONF}']"}

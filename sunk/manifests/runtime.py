@@ -265,7 +265,7 @@ def operator_access(
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [refs.jwt.secret]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": nodeset_config_maps(spec)},
     ]
-    if spec.topology.plugin != "none":
+    if spec.topology_file is not None:
         topology = naming.topology_config_map(spec.name)
         rules += [
             {

@@ -16,7 +16,7 @@ from sunk.render.files import (
 from sunk.render.health import render_health_files
 from sunk.render.sacctmgr import render_account_commands, render_sacctmgr, render_sacctmgr_script
 from sunk.render.slurm_conf import node_conf, render_slurm_conf
-from sunk.render.topology import TopologyNode, render_topology_conf, unique_names
+from sunk.render.topology import TopologyNode, render_topology_conf, render_topology_yaml, unique_names
 from sunk.spec.cluster import ClusterSpec
 
 ACCOUNTING_SETUP = "accounting-setup.sh"
@@ -40,6 +40,8 @@ def render_slurm_files(spec: ClusterSpec, nodes: Iterable[TopologyNode] = ()) ->
         files[ACCOUNTING_SETUP] = render_sacctmgr_script(spec)
     if spec.topology.plugin != "none":
         files["topology.conf"] = render_topology_conf(spec, nodes)
+    if spec.topologies:
+        files["topology.yaml"] = render_topology_yaml(spec.topologies, nodes, release=spec.slurm.version)
     if spec.containers.enabled:
         files["oci.conf"] = render_oci_conf(spec)
     if spec.scripts.job_submit_lua is not None:
@@ -74,5 +76,6 @@ __all__ = [
     "render_slurm_files",
     "render_slurmdbd_conf",
     "render_topology_conf",
+    "render_topology_yaml",
     "unique_names",
 ]

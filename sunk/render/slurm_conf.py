@@ -222,6 +222,8 @@ def _partition(spec: ClusterSpec, p: PartitionSpec) -> str:
 
     if p.qos is not None:
         words.append(f"QOS={p.qos}")
+    if p.topology is not None:
+        words.append(f"Topology={p.topology}")
     words.append(f"PriorityTier={p.priority_tier}")
     if p.preempt_mode:
         words.append(f"PreemptMode={_mode(p.preempt_mode)}")

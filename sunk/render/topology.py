@@ -1,5 +1,6 @@
 """topology.conf (https://slurm.schedmd.com/topology.conf.html) from the labels of the Kubernetes
-Nodes that host the Slurm nodes: switches for topology/tree, blocks for topology/block."""
+Nodes that host the Slurm nodes: switches for topology/tree, blocks for topology/block; and
+topology.yaml (https://slurm.schedmd.com/topology.yaml.html, Slurm 26.05) with several named ones."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sunk.hostlist import compress
 from sunk.images import DEFAULT_SLURM
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
-from sunk.spec.scheduling import TopologySpec
+from sunk.spec.scheduling import NamedTopologySpec, TopologySpec
 from sunk.spec.slurmtext import conf_file
 
 UNLABELED = "unlabeled"
@@ -171,3 +172,80 @@ def _tree(by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[st
         # switches nor nodes"), both measured 2026-11; so from 26.05 on the file has the root switch alone.
         lines.append(f"SwitchName={ROOT_SWITCH}")
     return lines
+
+
+def _quoted(value: str) -> str:
+    # A JSON string is a YAML double-quoted scalar: a name such as `true` or `1` stays a string.
+    return json.dumps(value)
+
+
+def _words(line: str) -> dict[str, str]:
+    return dict(word.split("=", 1) for word in line.split())
+
+
+def _yaml_tree(lines: Sequence[str]) -> list[str]:
+    out = ["  tree:", "    switches:"]
+    for line in lines:
+        words = _words(line)
+        out.append(f"      - switch: {_quoted(words['SwitchName'])}")
+        if "Nodes" in words:
+            out.append(f"        nodes: {_quoted(words['Nodes'])}")
+        if "Switches" in words:
+            out.append(f"        children: {_quoted(words['Switches'])}")
+    return out
+
+
+def _yaml_block(lines: Sequence[str], key: str) -> list[str]:
+    blocks = [_words(line) for line in lines if line.startswith("BlockName=")]
+    notes = [f"  {line}" for line in lines if line.startswith("#")]
+    if not blocks:
+        # slurmctld 26.05 exits on a block topology without a block ("No blocks configured",
+        # measured), and turns a flat topology into a block one on reconfigure (measured): so flat
+        # until a block holds enough registered nodes.
+        return [f"  # block topology on {key}: no block holds enough registered nodes yet", *notes, "  flat: true"]
+    out = ["  block:"]
+    sizes = [line.split("=", 1)[1] for line in lines if line.startswith("BlockSizes=")]
+    if sizes:
+        out.append(f"    block_sizes: [{', '.join(sizes[0].split(','))}]")
+    out.append("    blocks:")
+    for words in blocks:
+        out += [f"      - block: {_quoted(words['BlockName'])}", f"        nodes: {_quoted(words['Nodes'])}"]
+    return [*out, *notes]
+
+
+def render_topology_yaml(
+    topologies: Sequence[NamedTopologySpec],
+    nodes: Iterable[TopologyNode],
+    registered: Collection[str] | None = None,
+    release: str = DEFAULT_SLURM,
+) -> str:
+    """topology.yaml (Slurm 26.05) with every named topology, each laid out from the Node labels
+    as render_topology_conf lays out one (the same switch and block names, the same rules for
+    unlabeled nodes and for blocks not yet full), the default one marked `cluster_default`.
+    A block topology without a block yet is written flat (see _yaml_block)."""
+    nodes = list(nodes)
+    default = next((t.name for t in topologies if t.default), topologies[0].name if topologies else None)
+    out = [HEADER.rstrip("\n"), "---"]
+    for topo in topologies:
+        single = topo.as_topology()
+        out += [
+            f"- topology: {_quoted(topo.name)}",
+            f"  cluster_default: {'true' if topo.name == default else 'false'}",
+        ]
+        if topo.plugin == "flat":
+            out.append("  flat: true")
+            continue
+        by_path: dict[Path, list[str]] = {}
+        unlabeled: list[str] = []
+        for n in nodes:
+            values = [n.labels.get(k) or "" for k in topo.label_keys]
+            if all(values):
+                by_path.setdefault(tuple(values), []).append(n.name)
+            else:
+                unlabeled.append(n.name)
+        if topo.plugin == "block":
+            known = None if registered is None else set(registered)
+            out += _yaml_block(_blocks(single, by_path, unlabeled, set(), known), topo.label_keys[0])
+        else:
+            out += _yaml_tree(_tree(by_path, unlabeled, set(), release))
+    return "\n".join(out) + "\n"

@@ -19,6 +19,7 @@ from sunk.spec.scheduling import (
     CgroupSpec,
     ContainersSpec,
     ExtraConfig,
+    NamedTopologySpec,
     PartitionSpec,
     PyxisSpec,
     QosSpec,
@@ -29,6 +30,8 @@ from sunk.spec.scheduling import (
     account_problems,
     mib_per_cpu,
     partition_problems,
+    topologies_problems,
+    topology_file_of,
 )
 from sunk.spec.services import (
     AccountingSpec,
@@ -304,7 +307,11 @@ class ClusterSpec(Model):
     scheduling: SchedulingSpec = SchedulingSpec()
     """Default: preempt/qos with requeue, priority/multifactor."""
     topology: TopologySpec = TopologySpec()
-    """Default: plugin none."""
+    """One topology, in topology.conf (every release). Default: plugin none."""
+    topologies: list[NamedTopologySpec] = []
+    """Several named topologies (tree, block or flat), one the default, in topology.yaml: Slurm
+    26.05 only, and instead of `topology`. A partition picks one with its `topology`.
+    https://slurm.schedmd.com/topology.yaml.html Default: none."""
     cgroup: CgroupSpec = CgroupSpec()
     """Default: cgroup/v2 constraining cores, devices and RAM."""
     scripts: ScriptsSpec = ScriptsSpec()
@@ -404,6 +411,7 @@ class ClusterSpec(Model):
                     "'24.11' has none (slurmctld exits on the key): set it false, or slurm.version \"26.05\"",
                 )
             )
+        problems += self._topologies_release_problems()
         if self.topology.plugin == "block" and self.slurm.version != "24.11":
             # Measured on 26.05.5: "fatal: No blocks configured" unless a block holds a node that
             # exists when slurmctld starts, and a NodeSet's nodes are dynamic, registering after.
@@ -415,6 +423,50 @@ class ClusterSpec(Model):
                     'starts; use plugin tree, or slurm.version "24.11"',
                 )
             )
+        return problems
+
+    @property
+    def topology_file(self) -> str | None:
+        """The topology file Slurm reads: topology.yaml with `topologies`, topology.conf with a
+        `topology` plugin, else none."""
+        return topology_file_of(self.topology, self.topologies)
+
+    def _topologies_release_problems(self) -> list[Problem]:
+        """Several topologies need topology.yaml (26.05), and replace the single one and its lines."""
+        problems = []
+        if self.topologies and self.slurm.version == "24.11":
+            problems.append(
+                Problem(
+                    "topologies",
+                    "Slurm 24.11 reads one topology, from topology.conf, and no topology.yaml: describe one "
+                    'topology under `topology` (plugin, labelKeys), or set slurm.version "26.05" for several',
+                )
+            )
+        elif self.topologies and self.topology.plugin != "none":
+            problems.append(
+                Problem(
+                    "topology.plugin",
+                    f"{self.topology.plugin} beside `topologies`: with topologies, Slurm reads topology.yaml "
+                    "and ignores topology.conf; add this one to `topologies` and set plugin none",
+                )
+            )
+        if self.topologies and self.extra_config.topology_conf:
+            problems.append(
+                Problem(
+                    "extraConfig.topologyConf",
+                    "lines for topology.conf, which Slurm ignores beside the topology.yaml `topologies` renders; drop them",
+                )
+            )
+        if not self.topologies:
+            problems += [
+                Problem(
+                    f"partitions[{i}].topology",
+                    f"{p.topology!r} names a topology of `topologies`, which the spec has none of; add it "
+                    '(slurm.version "26.05"), or drop the partition\'s topology',
+                )
+                for i, p in enumerate(self.partitions)
+                if p.topology is not None
+            ]
         return problems
 
     def _health_problems(self) -> list[Problem]:
@@ -674,7 +726,8 @@ ClusterSpec.RULES = (
     ClusterSpec._partition_problems,
     ClusterSpec._nodeset_problems,
     ClusterSpec._qos_problems,
-    lambda spec: partition_problems(spec.partitions, spec.nodesets, spec.topology),
+    lambda spec: partition_problems(spec.partitions, spec.nodesets, spec.topology, spec.topologies),
+    lambda spec: topologies_problems(spec.topologies, spec.partitions),
     lambda spec: account_problems(spec.accounts, spec._qos_names, spec.accounting.enabled),
     ClusterSpec._role_problems,
     ClusterSpec._health_problems,

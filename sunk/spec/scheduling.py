@@ -59,6 +59,7 @@ _PARTITION_RENDERED = {
     "allowgroups": "allowGroups",
     "defcpupergpu": "defCpuPerGpu",
     "qos": "qos",
+    "topology": "topology",
     "state": "the partition is UP while it is in the spec",
 }
 """PartitionName-line keys sunk writes itself (lower case) -> the spec field that sets each."""
@@ -109,6 +110,10 @@ class PartitionSpec(Model):
     """AllowGroups: only members of these Unix or directory groups (resolved by slurmctld, through
     its sssd with auth.ldap) may run here; others' jobs are held. Default: all.
     https://slurm.schedmd.com/slurm.conf.html#OPT_AllowGroups"""
+    topology: SlurmName | None = None
+    """Topology=: the name of one of the cluster's `topologies` that places this partition's jobs
+    (Slurm 26.05). Default: the default topology.
+    https://slurm.schedmd.com/slurm.conf.html#OPT_Topology"""
     extra: list[
         Annotated[
             SlurmText, _matcher(r"[A-Za-z]+=[^\s]+", "one `Key=Value` word without spaces, such as OverSubscribe=NO")
@@ -459,6 +464,85 @@ class TopologySpec(Model):
         return self.block_sizes[0] if self.plugin == "block" and self.block_sizes else None
 
 
+class NamedTopologySpec(Model):
+    """One of several topologies of a cluster, all in one topology.yaml (Slurm 26.05;
+    https://slurm.schedmd.com/topology.yaml.html). A partition picks one by name (its `topology`);
+    the others place jobs of partitions that name none of them by the default one."""
+
+    name: SlurmName
+    """The topology's name: partitions' `topology` and `scontrol show topology <name>` use it. Required."""
+    plugin: Literal["tree", "block", "flat"]
+    """tree (switch hierarchy from labelKeys), block (NVLink-style blocks from one label key) or
+    flat (no topology: any nodes together). Required."""
+    label_keys: list[LabelKey] = []
+    """As TopologySpec.labelKeys: top level first (tree), or the one block key (block); none for flat.
+    Default: none."""
+    block_sizes: list[Annotated[int, Field(ge=1, le=MAX_U32)]] = []
+    """As TopologySpec.blockSizes, for plugin block. Until a block holds enough registered nodes
+    (the base block size, else one) the topology is written as flat (slurmctld 26.05 exits on a
+    block topology without blocks, measured), and the operator writes its blocks as they fill.
+    Default: Slurm's."""
+    default: bool = False
+    """The cluster's default topology (topology.yaml `cluster_default`): partitions without a
+    `topology` and slurmctld's own messages to the nodes use it. Exactly one of several is; a sole
+    topology is the default. Default: false."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> NamedTopologySpec:
+        as_one = self.as_topology()
+        problem = as_one._label_key_problem() or as_one._block_size_problem()
+        if problem is not None:
+            raise Problems([problem])
+        return self
+
+    def as_topology(self) -> TopologySpec:
+        """The same topology as a single TopologySpec (flat is plugin none), unvalidated."""
+        plugin: Literal["none", "tree", "block"] = "none" if self.plugin == "flat" else self.plugin
+        return TopologySpec.model_construct(plugin=plugin, label_keys=self.label_keys, block_sizes=self.block_sizes)
+
+
+def topology_file_of(topology: TopologySpec, topologies: Sequence[NamedTopologySpec]) -> str | None:
+    """topology.yaml with several named topologies, topology.conf with one, else None."""
+    if topologies:
+        return "topology.yaml"
+    return "topology.conf" if topology.plugin != "none" else None
+
+
+def topologies_problems(topologies: Sequence[NamedTopologySpec], partitions: Sequence[PartitionSpec]) -> list[Problem]:
+    """Names unique, one default among several, and each partition's `topology` among them."""
+    errors = [
+        Problem(f"topologies[{i}].name", f"{t.name!r} is listed twice; each topology needs a name of its own")
+        for i, t in enumerate(topologies)
+        if t.name in {u.name for u in topologies[:i]}
+    ]
+    defaults = [i for i, t in enumerate(topologies) if t.default]
+    if len(defaults) > 1:
+        errors.append(
+            Problem(
+                f"topologies[{defaults[1]}].default",
+                f"topologies[{defaults[0]}] is already the default; only one may be",
+            )
+        )
+    elif not defaults and len(topologies) > 1:
+        names = ", ".join(t.name for t in topologies)
+        errors.append(
+            Problem(
+                "topologies",
+                f"none is the default; set `default: true` on one of {names} (partitions without a "
+                "topology, and slurmctld's own messages to the nodes, use it)",
+            )
+        )
+    known = [t.name for t in topologies]
+    errors += [
+        Problem(
+            f"partitions[{i}].topology", f"{p.topology!r} is not a topology of the spec; use one of {', '.join(known)}"
+        )
+        for i, p in enumerate(partitions)
+        if known and p.topology is not None and p.topology not in known
+    ]
+    return errors
+
+
 class CgroupSpec(Model):
     """cgroup.conf (https://slurm.schedmd.com/cgroup.conf.html)."""
 
@@ -595,14 +679,30 @@ def _most_nodes(ns: NodeSetSpec) -> int | None:
     return ns.max_nodes if ns.power is not None else ns.desired_replicas
 
 
+def partition_topology(
+    p: PartitionSpec, topology: TopologySpec, topologies: Sequence[NamedTopologySpec]
+) -> tuple[TopologySpec, str]:
+    """The topology that places partition `p`'s jobs, and the spec field that sets it."""
+    if not topologies:
+        return topology, "topology"
+    for k, t in enumerate(topologies):
+        if t.name == p.topology or (p.topology is None and (t.default or len(topologies) == 1)):
+            return t.as_topology(), f"topologies[{k}]"
+    return TopologySpec(), "topologies"
+
+
 def partition_problems(
-    partitions: Sequence[PartitionSpec], nodesets: Sequence[NodeSetSpec], topology: TopologySpec
+    partitions: Sequence[PartitionSpec],
+    nodesets: Sequence[NodeSetSpec],
+    topology: TopologySpec,
+    topologies: Sequence[NamedTopologySpec] = (),
 ) -> list[Problem]:
     """Rules that need a partition's nodesets: its memory default and its place in block topology."""
     known = {n.name: n for n in nodesets}
-    base = topology.base_block_size
     errors: list[Problem] = []
     for i, p in enumerate(partitions):
+        placing, where = partition_topology(p, topology, topologies)
+        base = placing.base_block_size
         members = [known[name] for name in p.nodesets if name in known]
         if p.def_mem_per_cpu is not None and members:
             roomiest = max(members, key=mib_per_cpu)
@@ -634,7 +734,7 @@ def partition_problems(
                 Problem(
                     f"partitions[{i}].nodesets[{j}]",
                     f"{name} has {replicas} replicas, fewer than the base block size "
-                    f"{base} (topology.blockSizes[0]), so its nodes are in no block, and Slurm places this "
+                    f"{base} ({where}.blockSizes[0]), so its nodes are in no block, and Slurm places this "
                     f"partition's jobs inside the blocks of {', '.join(fillers)}: {name}'s nodes would run only jobs "
                     f"constrained to them. Give {name} a partition of its own, or at least {base} replicas",
                 )
@@ -775,6 +875,7 @@ SUNK_SLURM_FILES = {
     "gres.conf": "nodesets[].gpus and extraConfig.gresConf",
     "plugstack.conf": "pyxis and extraConfig.plugstackConf",
     "topology.conf": "topology and extraConfig.topologyConf",
+    "topology.yaml": "topologies",
     "job_submit.lua": "scripts.jobSubmitLua",
 }
 """Files sunk renders itself -> the settings that shape them."""
@@ -790,6 +891,7 @@ __all__ = [
     "CgroupSpec",
     "ContainersSpec",
     "ExtraConfig",
+    "NamedTopologySpec",
     "PartitionSpec",
     "PyxisSpec",
     "QosSpec",

@@ -8,11 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
-from sunk.render import TopologyNode, render_slurm_files, render_topology_conf, unique_names
+from sunk.render import TopologyNode, render_slurm_files, render_topology_conf, render_topology_yaml, unique_names
 from sunk.render.slurm_conf import HEADER
 from sunk.render.topology import MAX_NAME
 from sunk.spec import ClusterSpec
+from sunk.spec.scheduling import NamedTopologySpec
 
 MakeSpec = Callable[..., ClusterSpec]  # the make_spec fixture of conftest.py
 
@@ -302,3 +304,57 @@ def test_a_tree_without_nodes_is_what_each_release_starts_with(
     assert body(render_topology_conf(spec, [])) == lines
     assert body(render_topology_conf(spec.topology, [], release=release)) == lines
     assert body(render_topology_conf(spec, nodes(("n-0", {"leaf": "a"})))) == ["SwitchName=a Nodes=n-0"]
+
+
+def test_named_topologies_render_one_yaml_with_the_default_marked() -> None:
+    named = [
+        NamedTopologySpec(name="nvl", plugin="block", label_keys=["clique"], block_sizes=[2]),
+        NamedTopologySpec(name="fabric", plugin="tree", label_keys=["leaf"], default=True),
+        NamedTopologySpec(name="true", plugin="flat"),
+    ]
+    rows = nodes(("cpu-0", {"leaf": "l0", "clique": "c0"}), ("cpu-1", {"leaf": "l0", "clique": "c0"}), ("cpu-2", {}))
+    text = render_topology_yaml(named, rows)
+    assert (
+        text
+        == HEADER
+        + "\n".join(
+            [
+                "---",
+                '- topology: "nvl"',
+                "  cluster_default: false",
+                "  block:",
+                "    block_sizes: [2]",
+                "    blocks:",
+                '      - block: "c0"',
+                '        nodes: "cpu-[0-1]"',
+                "  # In no block (no clique label): cpu-2",
+                '- topology: "fabric"',
+                "  cluster_default: true",
+                "  tree:",
+                "    switches:",
+                '      - switch: "l0"',
+                '        nodes: "cpu-[0-1]"',
+                '      - switch: "unlabeled"',
+                '        nodes: "cpu-2"',
+                '      - switch: "root"',
+                '        children: "l0,unlabeled"',
+                '- topology: "true"',
+                "  cluster_default: false",
+                "  flat: true",
+            ]
+        )
+        + "\n"
+    )
+    doc = yaml.safe_load(text)
+    assert [t["topology"] for t in doc] == [
+        "nvl",
+        "fabric",
+        "true",
+    ]  # a name YAML would read as a boolean stays a string
+    assert render_topology_yaml(named, list(reversed(rows))) == text
+
+
+def test_a_sole_named_topology_is_the_default_and_a_block_without_blocks_is_flat() -> None:
+    named = [NamedTopologySpec(name="nvl", plugin="block", label_keys=["clique"])]
+    doc = yaml.safe_load(render_topology_yaml(named, []))
+    assert doc == [{"topology": "nvl", "cluster_default": True, "flat": True}]

@@ -27,6 +27,8 @@ GPU = {"name": "gpu", "instanceType": "H100x8", "cpus": 64, "memoryMib": 500_000
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq5v9mZ2wG2i3d0cFh3pQkU4sXJm0vYQn8x1bL2cD3e ops@acme"
 LDAP = {"uris": ["ldaps://ldap.acme.example:636"], "baseDn": "dc=acme,dc=example"}
 SECRET = {"name": "db", "key": "password"}
+TREE = {"name": "fabric", "plugin": "tree", "labelKeys": ["example.com/leaf"], "default": True}
+FLAT = {"name": "plain", "plugin": "flat"}
 LUA = "function slurm_job_submit(j, p, u)\n  return slurm.SUCCESS\nend\n"
 
 
@@ -207,6 +209,23 @@ CASES = [
     Bad("block-size-ratio-beyond-slurm", {"topology": {"plugin": "block", "labelKeys": ["c"], "blockSizes": [1, 65536]}}, "topology.blockSizes[1]", "65536 is more than 2^15 times the base block size 1 (slurmctld exits on it); use one of 2, 4, 8, ... up to 32768"),
     # A 4-node NodeSet can never fill an 18-node block, and beside GB200 nodes its nodes would idle.
     Bad("small-nodeset-beside-block-nodeset", {"nodesets[0].replicas": 4, "nodesets[1]": {**GB200, "mode": "all-matching-nodes"}, "partitions[0].nodesets[1]": "gb200", "topology": {"plugin": "block", "labelKeys": ["c"], "blockSizes": [18, 36]}}, "partitions[0].nodesets[0]", "Give cpu a partition of its own, or at least 18 replicas"),
+    # ----- topologies (named topologies in topology.yaml, Slurm 26.05)
+    Bad("topologies-on-24.11", {"slurm.version": "24.11", "topologies": [TREE, FLAT]}, "topologies", 'Slurm 24.11 reads one topology, from topology.conf, and no topology.yaml: describe one topology under `topology` (plugin, labelKeys), or set slurm.version "26.05" for several'),
+    Bad("topologies-beside-topology", {"topology": {"plugin": "tree", "labelKeys": ["a"]}, "topologies": [TREE, FLAT]}, "topology.plugin", "add this one to `topologies` and set plugin none"),
+    Bad("topologies-with-topology-conf-lines", {"topologies": [TREE, FLAT], "extraConfig.topologyConf": ["SwitchName=s1 Nodes=cpu-0"]}, "extraConfig.topologyConf", "Slurm ignores beside the topology.yaml"),
+    Bad("topology-name-twice", {"topologies": [TREE, {**FLAT, "name": "fabric"}]}, "topologies[1].name", "'fabric' is listed twice; each topology needs a name of its own"),
+    Bad("topology-name-not-slurm", {"topologies": [{**TREE, "name": "Fabric 1"}, FLAT]}, "topologies[0].name", "lowercase letter first, then lowercase letters, digits, '_', '-'"),
+    Bad("topology-name-yaml-special", {"topologies": [{**TREE, "name": "1"}, FLAT]}, "topologies[0].name", "lowercase letter first"),
+    Bad("topologies-without-default", {"topologies": [{**TREE, "default": False}, FLAT]}, "topologies", "none is the default; set `default: true` on one of fabric, plain"),
+    Bad("topologies-with-two-defaults", {"topologies": [TREE, {**FLAT, "default": True}]}, "topologies[1].default", "topologies[0] is already the default; only one may be"),
+    Bad("topology-unknown-plugin", {"topologies": [TREE, {**FLAT, "plugin": "none"}]}, "topologies[1].plugin", "'tree', 'block' or 'flat'"),
+    Bad("flat-topology-with-label-keys", {"topologies": [TREE, {**FLAT, "labelKeys": ["a"]}]}, "topologies[1].labelKeys", "set plugin to tree or block, or drop labelKeys"),
+    Bad("block-topology-with-two-keys", {"topologies": [TREE, {"name": "nvl", "plugin": "block", "labelKeys": ["a", "b"]}]}, "topologies[1].labelKeys", "plugin block takes exactly one key, got 2"),
+    Bad("block-topology-bad-sizes", {"topologies": [TREE, {"name": "nvl", "plugin": "block", "labelKeys": ["c"], "blockSizes": [18, 54]}]}, "topologies[1].blockSizes[1]", "not the base block size 18 times a power of two"),
+    Bad("partition-unknown-topology", {"topologies": [TREE, FLAT], "partitions[0].topology": "nvl"}, "partitions[0].topology", "'nvl' is not a topology of the spec; use one of fabric, plain"),
+    Bad("partition-topology-without-topologies", {"partitions[0].topology": "nvl"}, "partitions[0].topology", "names a topology of `topologies`, which the spec has none of"),
+    Bad("partition-topology-in-extra", {"topologies": [TREE, FLAT], "partitions[0].extra": ["Topology=plain"]}, "partitions[0].extra[0]", "set it through its own field (topology)"),
+    Bad("small-nodeset-beside-block-nodeset-in-named-topology", {"nodesets[0].replicas": 4, "nodesets[1]": {**GB200, "mode": "all-matching-nodes"}, "partitions[0].nodesets[1]": "gb200", "partitions[0].topology": "nvl", "topologies": [TREE, {"name": "nvl", "plugin": "block", "labelKeys": ["c"], "blockSizes": [18, 36]}]}, "partitions[0].nodesets[0]", "fewer than the base block size 18 (topologies[1].blockSizes[0])"),
     # ----- cgroup, scripts, pyxis, escape hatches
     Bad("zero-allowed-ram", {"cgroup.allowedRamSpace": 0}, "cgroup.allowedRamSpace", "greater than 0"),
     Bad("allowed-ram-over-100", {"cgroup.allowedRamSpace": 150}, "cgroup.allowedRamSpace", "less than or equal to 100"),
@@ -311,7 +330,8 @@ def test_cases_are_distinct_and_many() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_invalid_spec_names_path_and_remedy(case: Bad) -> None:
     changes = case.changes
-    if "block" in repr(changes) and "slurm" not in changes and case.path != "topology.plugin":
+    blocks = "block" in repr(changes) and "topologies" not in changes  # named topologies: 26.05
+    if blocks and "slurm" not in changes and case.path != "topology.plugin":
         changes = {"slurm": {"version": "24.11"}, **changes}  # the release block topology runs on
     problems = _problems(patched(changes))
     assert len(problems) == 1, problems

@@ -8,7 +8,7 @@ from typing import Any
 
 from sunk import naming
 from sunk.manifests.auth import auth_refs
-from sunk.manifests.config import TOPOLOGY_FILE, config_maps
+from sunk.manifests.config import TOPOLOGY_FILES, config_maps
 from sunk.manifests.nodeset import resource_spec as nodeset_resource_spec
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
 from sunk.spec.cluster import ClusterSpec
@@ -30,7 +30,7 @@ def config_map_objects(cluster: ClusterSpec, *, namespace: str) -> list[dict[str
     return [
         {**cm, "metadata": {**cm["metadata"], "namespace": namespace}}
         for cm in config_maps(cluster)
-        if TOPOLOGY_FILE not in cm["data"]
+        if not set(TOPOLOGY_FILES) & set(cm["data"])
     ]
 
 

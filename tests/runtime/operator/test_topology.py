@@ -17,7 +17,7 @@ from sunk.runtime.operator.topology import (
 
 from sunk import keys
 from sunk.render import TopologyNode
-from sunk.spec.scheduling import TopologySpec
+from sunk.spec.scheduling import NamedTopologySpec, TopologySpec
 
 TREE = TopologySpec(plugin="tree", label_keys=["spine", "leaf"])
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -131,3 +131,43 @@ def test_a_block_is_written_only_once_enough_of_its_nodes_registered() -> None:
     (both,) = text(frozenset({"gb-0", "gb-1"}))
     assert "\nBlockName=a Nodes=gb-[0-1]\n" in both
     assert text(None) == []  # Slurm unreadable: nothing is written
+
+
+NAMED = (
+    NamedTopologySpec(name="fabric", plugin="tree", label_keys=["spine", "leaf"], default=True),
+    NamedTopologySpec(name="nvl", plugin="block", label_keys=["clique"], block_sizes=[2]),
+)
+CLIQUES = [TopologyNode(n.name, {**n.labels, "clique": "c0"}) for n in NODES]
+
+
+def observe_named(cm: dict[str, Any] | None, registered: frozenset[str] | None) -> TopologyObserved:
+    return TopologyObserved("ns", "research", TopologySpec(), (), CLIQUES, cm, registered, topologies=NAMED)
+
+
+def test_named_topologies_write_topology_yaml_from_the_registered_nodes() -> None:
+    (action,) = plan_topology(observe_named(None, frozenset({"cpu-0", "cpu-1"})), NOW, DELAY)
+    assert isinstance(action, WriteTopology) and action.create and action.key == "topology.yaml"
+    assert '- topology: "nvl"' in action.text and 'block: "c0"' in action.text
+    assert 'switch: "s1-l1"' in action.text
+    body = config_map("ns", "research", action.text, action.written, action.key)
+    assert body["data"] == {"topology.yaml": action.text}
+
+
+def test_named_topologies_with_a_block_one_wait_for_slurm() -> None:
+    assert plan_topology(observe_named(None, None), NOW, DELAY) == []
+
+
+def test_a_block_not_yet_full_is_flat_until_its_nodes_register() -> None:
+    (action,) = plan_topology(observe_named(None, frozenset({"cpu-0"})), NOW, DELAY)
+    assert isinstance(action, WriteTopology) and "flat: true" in action.text and "block:" not in action.text
+
+
+def test_named_topologies_reconfigure_once_the_yaml_is_current() -> None:
+    registered = frozenset({"cpu-0", "cpu-1"})
+    (write,) = plan_topology(observe_named(None, registered), NOW, DELAY)
+    assert isinstance(write, WriteTopology)
+    cm = config_map("ns", "research", write.text, written(100), write.key)
+    (action,) = plan_topology(observe_named(cm, registered), NOW, DELAY)
+    assert isinstance(action, Reconfigure)
+    old = config_map("ns", "research", write.text, written(100))  # the same text under topology.conf
+    assert isinstance(plan_topology(observe_named(old, registered), NOW, DELAY)[0], WriteTopology)
