@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sunk.runtime.harness import LocalSlurm, SimNode
+from sunk.runtime.operator.topology import Reconfigure, TopologyObserved, WriteTopology, config_map, plan_topology
+from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 
 from sunk import naming
-from sunk.render import render_slurm_files
+from sunk.render import TopologyNode, render_slurm_files
 from sunk.spec import ClusterSpec, load_spec
 from tests.slurm.test_logs import HARMLESS, OUTDATED
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -32,7 +36,7 @@ def _spec() -> ClusterSpec:
             "slurm": {"version": "26.05"},
             "accounting": {"enabled": False},
             "scheduling": {"preemptType": "none", "preemptMode": "off", "priorityType": "basic"},
-            "nodesets": [{"name": "cpu", "replicas": 6, "cpus": 1, "memoryMib": 512}],
+            "nodesets": [{"name": "cpu", "replicas": 8, "cpus": 1, "memoryMib": 512}],
             "topologies": [
                 {"name": "fabric", "plugin": "tree", "labelKeys": [SPINE, LEAF], "default": True},
                 {"name": "nvl", "plugin": "block", "labelKeys": [CLIQUE], "blockSizes": [2]},
@@ -48,7 +52,7 @@ def _spec() -> ClusterSpec:
 
 
 def _node(i: int) -> SimNode:
-    """Nodes two by two under one leaf switch and in one NVLink clique: cpu-0,1 / cpu-2,3 / cpu-4,5."""
+    """Nodes two by two under one leaf switch and in one NVLink clique: cpu-0,1 / cpu-2,3 / ..."""
     return SimNode(
         naming.slurm_node_name("cpu", i), "cpu", {SPINE: "sp0", LEAF: f"leaf{i // 2}", CLIQUE: f"nvl{i // 2}"}
     )
@@ -56,7 +60,7 @@ def _node(i: int) -> SimNode:
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[LocalSlurm]:
-    with LocalSlurm.start(_spec(), [_node(i) for i in range(4)], accounting=False, restapi=False) as cluster:
+    with LocalSlurm.start(_spec(), [_node(i) for i in range(4)], accounting=False) as cluster:
         yield cluster
 
 
@@ -131,6 +135,40 @@ def test_dynamic_nodes_join_their_switch_and_block_on_reconfigure(slurm: LocalSl
     assert _records(slurm, "nvl")["nvl2"] == {"cpu-4", "cpu-5"}
     assert _records(slurm, "fabric")["sp0-leaf2"] == {"cpu-4", "cpu-5"}
     assert _ran_on(slurm, "-p", "nvl", "-N2", "-w", "cpu-4,cpu-5") == {"cpu-4", "cpu-5"}
+
+
+def test_the_operators_plan_writes_the_yaml_and_its_reconfigure_binds_new_nodes(slurm: LocalSlurm) -> None:
+    """The operator's steps on real daemons: topology.yaml planned from the registered nodes (read
+    through slurmrestd) and their labels, put where slurmctld reads it (as the kubelet puts the
+    ConfigMap), then the planned reconfigure through slurmrestd binds the new nodes."""
+    spec = _spec()
+    new = [node for node in (_node(6), _node(7)) if node not in slurm.nodes]
+    for node in new:
+        slurm.start_slurmd(node)
+    if new:
+        assert "nvl3" not in _records(slurm, "nvl")
+    rest = SlurmRestClient(slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm"))
+    registered = frozenset(n.name for n in rest.list_nodes())
+    assert {"cpu-6", "cpu-7"} <= registered
+    nodes = [TopologyNode(n.name, n.labels) for n in slurm.nodes]
+    now = datetime.now(UTC)
+
+    def observed(cm: dict[str, object] | None) -> TopologyObserved:
+        topologies = tuple(spec.topologies)
+        return TopologyObserved("ns", spec.name, spec.topology, (), nodes, cm, registered, "26.05", None, topologies)
+
+    delay = timedelta(seconds=90)
+    (write,) = plan_topology(observed(None), now, delay)
+    assert isinstance(write, WriteTopology) and write.key == "topology.yaml"
+    (slurm.etc / "topology.yaml").write_text(write.text)
+    stamp = (now - timedelta(seconds=600)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (action,) = plan_topology(observed(config_map("ns", spec.name, write.text, stamp, write.key)), now, delay)
+    assert isinstance(action, Reconfigure)
+    rest.reconfigure()
+    wait_for("nvl3 in the nvl topology", lambda: _records(slurm, "nvl").get("nvl3"), timeout=120, interval=0.5)
+    assert _records(slurm, "nvl")["nvl3"] == {"cpu-6", "cpu-7"}
+    assert _records(slurm, "fabric")["sp0-leaf3"] == {"cpu-6", "cpu-7"}
+    assert _ran_on(slurm, "-p", "nvl", "-N2", "-w", "cpu-6,cpu-7") == {"cpu-6", "cpu-7"}
 
 
 def test_slurmctld_logs_no_error_about_the_topologies(slurm: LocalSlurm) -> None:
