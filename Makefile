@@ -8,7 +8,7 @@ bootstrap:
 # (`sunk local demo`: pods, sinfo, a job, a pod placed by Slurm beside one, a drain), torn down after.
 demo:
 	SUNK_BOOTSTRAP_TEST_TOOLS=0 bash .ci/bootstrap
-	.venv/bin/sunk images build
+	.venv/bin/sunk images build --unpack
 	.venv/bin/sunk local demo acme-dev
 
 # Every image the manifests name, for each supported Slurm release (26.05 from Debian sid, 24.11

@@ -191,6 +191,13 @@ def _images_push(args: argparse.Namespace) -> int:
 
 
 @needs_extra
+def _images_prune(args: argparse.Namespace) -> int:
+    from sunk.runtime.images.cli import cmd_prune
+
+    return cmd_prune(args)
+
+
+@needs_extra
 def _images_list(args: argparse.Namespace) -> int:
     from sunk.runtime.images.cli import cmd_list
 
@@ -413,6 +420,11 @@ def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         )
         if verb == "build":
             p.add_argument("--out", help="also copy each image's oci-archive into this folder")
+            p.add_argument(
+                "--unpack",
+                action="store_true",
+                help="also unpack each image's root filesystem now, as `sunk local` and the harness run them",
+            )
             p.set_defaults(func=_images_build)
         else:
             p.add_argument("--registry", required=True, help="e.g. registry.example.com/hpc")
@@ -423,6 +435,17 @@ def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--arch", default="amd64")
     p.add_argument("--slurm", choices=SUPPORTED_SLURM, default=DEFAULT_SLURM)
     p.set_defaults(func=_images_list)
+    p = verbs.add_parser(
+        "prune",
+        help="remove cached images, archives and unpacked roots that neither release's current inputs name",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would go and how many bytes; delete nothing")
+    p.add_argument(
+        "--older-than", type=float, metavar="HOURS", help="only builds unused this long (default 6; 0: all stale)"
+    )
+    p.add_argument("--max-gib", type=float, metavar="GIB", help="also the least recently used others past this size")
+    p.add_argument("--arch", default="amd64", help="the architecture whose current builds are kept (default amd64)")
+    p.set_defaults(func=_images_prune)
 
 
 def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

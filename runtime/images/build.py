@@ -20,15 +20,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import sunk
 from sunk.images import DEFAULT_ARCH, DEFAULT_SLURM, RELEASES, ROLES, Arch, reference, tag_for
 
-from . import recipe
+from . import cache, recipe
+from .prune import Plan
 from .recipe import EXCLUDED, Layer
 
 STORAGE = ("--storage-driver", "vfs")
@@ -36,6 +39,15 @@ KEEP_UNUSED_SECONDS = 6 * 3600
 """Older builds of a layer, archive or unpacked root are reclaimed only once unused this long:
 several checkouts (a CI clone beside a working tree, or two branches) share one cache, and each
 may still be booting Slurm from the build another one has just superseded."""
+
+
+PARALLEL = 4
+"""Layers built at once: each waits on the mirror, buildah's vfs copies and apt in turn, so a few
+side by side keep the cores and the network busy where one after the other leaves them idle."""
+LISTS_MAX_AGE = 3600
+"""Seconds the Debian package lists one layer fetched (apt-get update) serve the next layers of the
+same family and sources before they are fetched again. The Slurm packages are pinned to exact
+versions whatever the lists' age; this only saves refetching the same index for every layer."""
 
 
 def _used(stamp: Path) -> None:
@@ -216,15 +228,19 @@ class Builder:
         self.images = self.cache / "images"
         self.log = log or (lambda text: print(f"sunk images: {text}", file=sys.stderr))
         self._hashes: dict[str, str] = {}
+        self._families: dict[str, Builder] = {self.release.version: self}
+        self._lists_lock = threading.Lock()
         self.mirror = recipe.mirror()
         self.site_packages = site_packages(self.release.python)
 
     def _family(self, name: str) -> Builder:
         """The builder of the release whose suite builds `name` (mariadb: Debian stable's)."""
         family = recipe.family(name, self.release.version)
-        if family == self.release.version:
-            return self
-        return Builder(self.arch, release=family, cache=self.cache, log=self.log)
+        if family not in self._families:
+            other = Builder(self.arch, release=family, cache=self.cache, log=self.log)
+            other._families = self._families
+            self._families[family] = other
+        return self._families[family]
 
     # -- buildah ----------------------------------------------------------------------------
     def _argv(self, *args: str) -> list[str]:
@@ -236,6 +252,10 @@ class Builder:
             tail = (done.stderr or done.stdout).strip().splitlines()[-12:]
             raise BuildError(f"buildah {args[0]} failed: " + " | ".join(tail))
         return done.stdout.strip()
+
+    def remove_image(self, tag: str) -> bool:
+        done = subprocess.run(self._argv("rmi", tag), capture_output=True, check=False)
+        return done.returncode == 0 or not self._has_image(tag)
 
     def _has_image(self, tag: str) -> bool:
         done = subprocess.run(self._argv("inspect", "--type", "image", tag), capture_output=True, check=False)
@@ -259,6 +279,22 @@ class Builder:
             )
         return self._hashes[name]
 
+    def key(self, name: str) -> str:
+        """The build's name in the cache: its archive, size note, unpacked root and use stamp."""
+        return f"{name.replace('+', '-')}-{self._prefix}-{self.digest(name)}"
+
+    def current_keys(self) -> frozenset[str]:
+        """The keys `sunk images build` makes now on this architecture: every layer of every role
+        and variant, for each supported release."""
+        keys: set[str] = set()
+        for version in RELEASES:
+            one = self._families.get(version) or Builder(self.arch, release=version, cache=self.cache, log=self.log)
+            names = [*ROLES, *(f"{role}+{v}" for v, roles in recipe.VARIANTS.items() for role in roles)]
+            for name in names:
+                family = one._family(name.split("+", 1)[0])
+                keys.update(family.key(layer) for layer in recipe.chain(name))
+        return frozenset(keys)
+
     def tag(self, name: str) -> str:
         return f"localhost/sunk-layer/{name}:{self._prefix}-{self.digest(name)}"
 
@@ -279,15 +315,10 @@ class Builder:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def ensure_layer(self, name: str) -> str:
-        """The layer's buildah tag, building it (and its parents) first if absent."""
+    def _build_layer(self, name: str) -> None:
+        """Builds the layer on its parent's image, which must exist (build_many orders them)."""
         tag = self.tag(name)
-        _used(self._stamp(tag))
-        if self._has_image(tag):
-            return tag
         layer = recipe.load(name, release=self.release.version)
-        if layer.parent is not None:
-            self.ensure_layer(layer.parent)
         started = time.monotonic()
         self.log(
             f"building layer {name} (Slurm {self.release.version}, Debian {self.release.suite}, {self.arch}, "
@@ -310,10 +341,20 @@ class Builder:
             self.buildah("rm", container, check=False)
         self._prune(name, keep=tag)
         self.log(f"layer {name} built in {time.monotonic() - started:.0f} s")
-        return tag
 
     def _debootstrap(self, layer: Layer, mount: Path) -> None:
         require_tools("mmdebstrap")
+        home = self._lists_home()
+        home.mkdir(parents=True, exist_ok=True)
+        lists = Path(tempfile.mkdtemp(prefix=".mmdebstrap-", dir=home))
+        try:
+            self._mmdebstrap(layer, mount, lists)
+            with self._lists_lock:
+                self._keep_lists(lists, self._sources_key(mount))
+        finally:
+            shutil.rmtree(lists, ignore_errors=True)
+
+    def _mmdebstrap(self, layer: Layer, mount: Path, lists: Path) -> None:
         cmd = [
             "mmdebstrap",
             "--variant=apt",
@@ -326,6 +367,8 @@ class Builder:
             # are pinned to exact versions (pins/), so an old index cannot swap them.
             '--aptopt=Acquire::Check-Valid-Until "false"',
             *(f"--dpkgopt=path-exclude={p}" for p in EXCLUDED),
+            # The package lists mmdebstrap fetched serve the layers above (_apt_lists), then go.
+            f"--customize-hook=sync-out /var/lib/apt/lists {lists}",
             "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/* $1/var/log/apt/* $1/var/log/dpkg.log",
         ]
         if layer.packages:
@@ -337,6 +380,54 @@ class Builder:
                 -3:
             ] or done.stderr.splitlines()[-3:]
             raise BuildError(f"mmdebstrap {suite} from {self.mirror} failed: " + " | ".join(tail))
+
+    # -- Debian package lists, fetched once per family and sources ---------------------------
+    def _lists_home(self) -> Path:
+        return self.cache / "apt" / self._prefix
+
+    def _sources_key(self, mount: Path) -> str:
+        """Which package lists a root needs: its mirror and apt sources (slurmd adds contrib)."""
+        h = hashlib.sha256(self.mirror.encode())
+        sources = mount / "etc" / "apt"
+        for path in [sources / "sources.list", *sorted((sources / "sources.list.d").glob("*"))]:
+            if path.is_file():
+                h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        return h.hexdigest()[:16]
+
+    def _keep_lists(self, lists: Path, key: str) -> None:
+        """Keeps a copy of `lists` (a root's /var/lib/apt/lists, just fetched) for the next layers."""
+        home = self._lists_home()
+        work = Path(tempfile.mkdtemp(prefix=".lists-", dir=home))
+        try:
+            shutil.copytree(lists, work / "lists", ignore=shutil.ignore_patterns("lock", "partial"))
+            target = home / key
+            if target.exists():
+                target.rename(work / "old")
+            (work / "lists").rename(target)
+            os.utime(target)  # fetched now (copytree gave it the source's time)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _apt_lists(self, container: str, mount: Path) -> None:
+        """Package lists in the container for apt: an earlier layer's of the same sources when
+        fetched less than LISTS_MAX_AGE ago, else `apt-get update` (on a copy of the family's
+        lists, so unchanged indexes are not downloaded again), kept for the next layers."""
+        key = self._sources_key(mount)
+        with self._lists_lock:
+            home = self._lists_home()
+            target = home / key
+            kept = (
+                sorted(p for p in home.glob("*") if p.is_dir() and not p.name.startswith(".")) if home.is_dir() else []
+            )
+            seed = target if target.is_dir() else (kept[0] if kept else None)
+            if seed is not None:
+                shutil.copytree(seed, mount / "var" / "lib" / "apt" / "lists", dirs_exist_ok=True)
+            if seed is target and time.time() - target.stat().st_mtime < LISTS_MAX_AGE:
+                return
+            self._run(
+                container, "apt-get -q update >/dev/null", f"apt-get update ({self.release.suite}, {self.mirror})"
+            )
+            self._keep_lists(mount / "var" / "lib" / "apt" / "lists", key)
 
     def _run(self, container: str, script: str, what: str) -> None:
         # -e: the first failing command stops the step (and so the build).
@@ -350,12 +441,12 @@ class Builder:
         if layer.pre_install:
             self._run(container, layer.pre_install, f"{layer.name}/pre-install.sh")
         if layer.packages:
+            self._apt_lists(container, mount)
             if layer.pins:
                 self._check_pins(layer, container)
             self._run(
                 container,
                 "export DEBIAN_FRONTEND=noninteractive\n"
-                "apt-get -q update >/dev/null\n"
                 f"apt-get install -y -q --no-install-recommends {' '.join(layer.install)} >/dev/null\n"
                 "rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* /var/log/dpkg.log\n",
                 f"apt-get install {' '.join(layer.install)} ({self.release.suite}, {self.mirror})",
@@ -378,12 +469,12 @@ class Builder:
     def _check_pins(self, layer: Layer, container: str) -> None:
         """Stop, naming every pinned package and version the mirror no longer has, before apt
         would install anything (apt-get names only the first, and not what is there instead)."""
-        script = "apt-get -q update >/dev/null\n" + recipe.pin_check_script(layer.pins)
+        script = recipe.pin_check_script(layer.pins)
         argv = self._argv("run", "--isolation", "chroot", container, "--", "/bin/sh", "-euc", script)
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()][-4:]
-            raise BuildError(f"apt-get update ({self.release.suite}, {self.mirror}) failed: " + " | ".join(tail))
+            raise BuildError(f"apt-cache ({self.release.suite}, {self.mirror}) failed: " + " | ".join(tail))
         missing = recipe.missing_pins(done.stdout)
         if missing:
             raise BuildError(recipe.missing_pins_message(missing, self.release, self.mirror))
@@ -470,36 +561,116 @@ class Builder:
 
     def build(self, role: str, variant: str | None = None) -> Built:
         """The role's image as an oci-archive (built, or from the cache)."""
-        if role not in ROLES:
-            raise BuildError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
-        if self._family(role) is not self:
-            return self._family(role).build(role, variant)
-        layer = role
+        return self.build_many([role], variant)[0]
+
+    def build_many(self, roles: Sequence[str], variant: str | None = None, *, unpack: bool = False) -> list[Built]:
+        """Each role's image as an oci-archive (built, or from the cache), in the order asked;
+        with `unpack`, each also unpacked as rootfs() does (a variant's image is not).
+
+        The layers they need (across image families: mariadb's Debian base builds beside the
+        Slurm one) are built in parallel, each as soon as its parent exists, PARALLEL at a time."""
+        if unpack:
+            require_tools("skopeo", "umoci")
+        try:
+            cache.budget_bytes()  # a bad bound is refused before anything is built
+        except cache.CacheError as err:
+            raise BuildError(str(err)) from None
+        targets: list[tuple[Builder, str, str]] = []
+        for role in roles:
+            if role not in ROLES:
+                raise BuildError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+            layer = role
+            if variant is not None:
+                if role not in recipe.VARIANTS.get(variant, ()):
+                    raise BuildError(
+                        f"--with {variant} applies to {', '.join(recipe.VARIANTS.get(variant, ()))}, not {role}"
+                    )
+                layer = f"{role}+{variant}"
+            targets.append((self._family(role), role, layer))
         if variant is not None:
-            if role not in recipe.VARIANTS.get(variant, ()):
-                raise BuildError(
-                    f"--with {variant} applies to {', '.join(recipe.VARIANTS.get(variant, ()))}, not {role}"
-                )
             probe_sources(variant)
-            layer = f"{role}+{variant}"
         started = time.monotonic()
-        ref = reference(role, arch=self.arch, variant=variant, release=self.release.version)
+        nodes: dict[tuple[str, str], Builder] = {}
+        for family, _role, layer in targets:
+            for name in recipe.chain(layer):  # base first: a parent is always listed before its child
+                nodes[(family.release.version, name)] = family
+        for (_version, name), family in nodes.items():  # hashes and stamps here, not in the threads
+            _used(family._stamp(family.tag(name)))
+        gate = threading.Semaphore(PARALLEL)
+        layers: dict[tuple[str, str], Future[None]] = {}
+
+        def make(key: tuple[str, str]) -> None:
+            family, name = nodes[key], key[1]
+            parent = recipe.parent_of(name)
+            if parent is not None:
+                layers[(key[0], parent)].result()
+            if not family._has_image(family.tag(name)):
+                with gate:
+                    family._build_layer(name)
+
+        def finish(family: Builder, role: str, layer: str) -> Built:
+            layers[(family.release.version, layer)].result()
+            with gate:
+                built = family._archive(role, layer, variant, started)
+                if unpack and variant is None:
+                    family._unpack(role, built.archive)
+                return built
+
         with self._locked():
-            archive = self.archive_path(layer)
-            fresh = not archive.is_file()
-            tag = self.ensure_layer(layer)
-            if fresh:
-                partial = archive.with_suffix(f".{os.getpid()}.partial")
-                try:
-                    self.buildah("push", "--quiet", tag, f"oci-archive:{partial}:{ref}")
-                    partial.rename(archive)
-                finally:
-                    partial.unlink(missing_ok=True)
-                pattern = f"{layer.replace('+', '-')}-{self._prefix}-*.oci.tar"
-                for old in reclaimable(self.images.glob(pattern), archive, lambda path: path):
-                    old.unlink(missing_ok=True)
-            os.utime(archive)  # used now: kept while any checkout uses it
-            size = self._size(layer, tag)
+            with ThreadPoolExecutor(max_workers=len(nodes) + len(targets)) as pool:
+                for key in nodes:
+                    layers[key] = pool.submit(make, key)
+                done = [pool.submit(finish, *target) for target in targets]
+                built = [future.result() for future in done]
+            if any(b.seconds for b in built):
+                self._bound_cache()
+        return built
+
+    def prune(self, *, keep_seconds: float, budget: int | None, dry_run: bool = False) -> tuple[Plan, list[str]]:
+        """Deletes the cache's builds prune.plan picks (none with dry_run); returns the plan and
+        what could not be deleted."""
+        with self._locked():
+            plan = cache.make_plan(self, self.current_keys(), keep_seconds=keep_seconds, budget=budget)
+            failed = [] if dry_run else [f for b in plan.delete for f in cache.delete(self, b)]
+        return plan, failed
+
+    def _bound_cache(self) -> None:
+        """After a build added to the cache (lock held): stale builds go, and past the byte budget
+        (SUNK_IMAGE_CACHE_GIB) the least recently used others too."""
+        try:
+            budget = cache.budget_bytes()
+        except cache.CacheError as err:
+            raise BuildError(str(err)) from None
+        plan = cache.make_plan(self, self.current_keys(), keep_seconds=KEEP_UNUSED_SECONDS, budget=budget)
+        for build in plan.delete:
+            cache.delete(self, build)
+        if plan.delete:
+            self.log(f"image cache: removed {len(plan.delete)} unused build(s), {plan.freed / 2**30:.1f} GiB")
+        left = plan.total - plan.freed
+        if budget is not None and left > budget:
+            self.log(
+                f"image cache: {left / 2**30:.1f} GiB, over its {budget / 2**30:.0f} GiB bound ({cache.BUDGET_ENV}) "
+                "with builds that are current, in use or just made: see `sunk images prune --dry-run`"
+            )
+
+    def _archive(self, role: str, layer: str, variant: str | None, started: float) -> Built:
+        """The role's oci-archive from its built layer (pushed once), with its size."""
+        tag = self.tag(layer)
+        ref = reference(role, arch=self.arch, variant=variant, release=self.release.version)
+        archive = self.archive_path(layer)
+        fresh = not archive.is_file()
+        if fresh:
+            partial = archive.with_suffix(f".{os.getpid()}.partial")
+            try:
+                self.buildah("push", "--quiet", tag, f"oci-archive:{partial}:{ref}")
+                partial.rename(archive)
+            finally:
+                partial.unlink(missing_ok=True)
+            pattern = f"{layer.replace('+', '-')}-{self._prefix}-*.oci.tar"
+            for old in reclaimable(self.images.glob(pattern), archive, lambda path: path):
+                old.unlink(missing_ok=True)
+        os.utime(archive)  # used now: kept while any checkout uses it
+        size = self._size(layer, tag)
         return Built(
             role=role,
             arch=self.arch,
@@ -546,20 +717,26 @@ class Builder:
             return target / "rootfs"
         require_tools("skopeo", "umoci")
         with self._locked():
-            if (target / "rootfs").is_dir():
-                return target / "rootfs"
+            self._unpack(role, built.archive)
+            self._bound_cache()
+        return target / "rootfs"
+
+    def _unpack(self, role: str, archive: Path) -> Path:
+        """Unpacks the role's archive into its root filesystem unless there (images lock held)."""
+        target = self.unpacked(role).parent
+        if not (target / "rootfs").is_dir():
             target.parent.mkdir(parents=True, exist_ok=True)
             work = Path(tempfile.mkdtemp(prefix=f".{role}-", dir=target.parent))
             try:
                 layout = work / "oci"
-                _check(["skopeo", "copy", "-q", f"oci-archive:{built.archive}", f"oci:{layout}:image"], "skopeo copy")
+                _check(["skopeo", "copy", "-q", f"oci-archive:{archive}", f"oci:{layout}:image"], "skopeo copy")
                 _check(["umoci", "unpack", "--image", f"{layout}:image", str(work / "bundle")], "umoci unpack")
                 (work / "bundle").rename(target)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-            _used(target / "used")
             for old in reclaimable(target.parent.glob(f"{role}-{self._prefix}-*"), target, lambda path: path / "used"):
                 shutil.rmtree(old, ignore_errors=True)
+        _used(target / "used")
         return target / "rootfs"
 
 

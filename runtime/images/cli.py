@@ -11,7 +11,8 @@ from pathlib import Path
 
 from sunk.images import ROLES, repository, tag_for
 
-from .build import Builder, BuildError, Built, require_tools
+from . import cache
+from .build import KEEP_UNUSED_SECONDS, Builder, BuildError, Built, require_tools
 
 
 def _mib(size: int) -> str:
@@ -29,7 +30,7 @@ def _build(args: argparse.Namespace) -> list[Built]:
     require_tools("buildah", "mmdebstrap")
     roles = _roles(args.roles)
     builder = Builder(args.arch, release=args.slurm)
-    return [builder.build(role, variant=args.variant) for role in roles]
+    return builder.build_many(roles, variant=args.variant, unpack=getattr(args, "unpack", False))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -80,3 +81,34 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{role.name:<11} {repository(role.name)}:{tag_for(role, args.arch, release=args.slurm)}  ({role.description})"
         )
     return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Removes cached builds that no supported release's current inputs name and nothing used for
+    --older-than hours (and, with --max-gib, the least recently used others past that bound)."""
+    hours = KEEP_UNUSED_SECONDS / 3600 if args.older_than is None else args.older_than
+    if hours < 0:
+        print(f"sunk images prune: --older-than {hours:g}: give hours, 0 or more", file=sys.stderr)
+        return 2
+    if args.max_gib is not None and args.max_gib <= 0:
+        print(f"sunk images prune: --max-gib {args.max_gib:g}: give a positive number of GiB", file=sys.stderr)
+        return 2
+    try:
+        require_tools("buildah")
+        builder = Builder(args.arch)
+        budget = None if args.max_gib is None else int(args.max_gib * 2**30)
+        plan, failed = builder.prune(keep_seconds=hours * 3600, budget=budget, dry_run=args.dry_run)
+    except (BuildError, cache.CacheError) as err:
+        print(f"sunk images prune: {err}", file=sys.stderr)
+        return 1
+    verb = "would remove" if args.dry_run else "removed"
+    for build in plan.delete:
+        kinds = ", ".join(sorted({e.kind for e in build.entries}))
+        print(f"{verb} {build.key:<52} {_mib(build.size):>9}  ({kinds})")
+    print(
+        f"{verb} {len(plan.delete)} build(s), {plan.freed / 2**30:.2f} GiB of {plan.total / 2**30:.2f} GiB "
+        f"in {builder.cache}; kept {len(plan.kept)}"
+    )
+    for line in failed:
+        print(f"sunk images prune: could not remove {line}", file=sys.stderr)
+    return 1 if failed else 0

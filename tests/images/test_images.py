@@ -25,8 +25,8 @@ SLURM_ROLES = ("slurmctld", "slurmdbd", "slurmrestd", "slurmd", "login")
 
 @pytest.fixture(scope="module")
 def images() -> dict[str, Built]:
-    builder = Builder()
-    return {role: builder.build(role) for role in ROLES}
+    builder = Builder()  # every role at once: the layers they need are built in parallel
+    return dict(zip(ROLES, builder.build_many(list(ROLES)), strict=True))
 
 
 def _config(built: Built) -> dict[str, object]:
@@ -110,6 +110,21 @@ def test_runtime_image_runs_the_controllers_without_pulumi(runtime_image: Runtim
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "(3, 14) None None [1]"  # Debian sid's python3, the 26.05 family's
+
+
+def test_build_unpack_leaves_each_root_where_the_harness_and_local_cluster_take_it(
+    images: dict[str, Built],
+) -> None:
+    done = _sunk("images", "build", "slurmctld", "mariadb", "--unpack")
+    assert done.returncode == 0, done.stderr
+    builder = Builder()
+    for role in ("slurmctld", "mariadb"):
+        assert images[role].reference in done.stdout
+        root = builder.unpacked(role)
+        assert (root / "usr" / "bin").is_dir() and (root.parent / "used").is_file()
+    # (slurmctld is Debian's alternatives link: its absolute target resolves inside the root only)
+    assert "slurmctld" in os.listdir(builder.unpacked("slurmctld") / "usr" / "sbin")
+    assert "mariadbd" in os.listdir(builder.unpacked("mariadb") / "usr" / "sbin")
 
 
 def test_bad_input_gets_one_line_naming_the_cause(tmp_path: Path) -> None:
