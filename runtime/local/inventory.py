@@ -247,9 +247,10 @@ def _compute_pool(nodeset: Obj) -> list[Obj]:
     }
     if spec.instance_type:
         labels.setdefault("node.kubernetes.io/instance-type", spec.instance_type)
-    levels = spec.topology.label_keys if spec.topology.plugin != "none" else []
-    for level, key in enumerate(levels):
-        labels[key] = "0" if level == 0 and len(levels) > 1 else spec.name
+    single = [spec.topology.label_keys] if spec.topology.plugin != "none" else []
+    for levels in [*single, *(t.label_keys for t in spec.topologies)]:
+        for level, key in enumerate(levels):
+            labels[key] = "0" if level == 0 and len(levels) > 1 else spec.name
     devices: list[str] = []
     if spec.gpus is not None:
         gpus = spec.gpus

@@ -146,6 +146,21 @@ def config_map(namespace: str, cluster: str, text: str, written: str, key: str =
     }
 
 
+def _missing_yaml(observed: TopologyObserved, now: datetime) -> list[TopologyAction]:
+    """Slurm unreadable under a block topology: nothing, unless the ConfigMap lacks topology.yaml
+    altogether (a stack that moved from `topology` to `topologies`: Pulumi leaves the data of the
+    ConfigMap it created to the operator). slurmctld and slurmd cannot start without that key, and
+    Slurm stays unreadable until they do, so the file goes in with every block flat (as if no
+    node had registered: safe whatever registered), and the blocks follow once Slurm answers."""
+    cm = observed.config_map
+    if not observed.topologies or (cm is not None and observed.key in (cm.get("data") or {})):
+        return []
+    nodes = sorted(observed.nodes, key=lambda n: n.name)
+    text = render_topology_yaml(observed.topologies, nodes, frozenset(), observed.release)
+    name = naming.topology_config_map(observed.cluster)
+    return [WriteTopology(observed.namespace, observed.cluster, name, text, rfc3339(now), cm is None, observed.key)]
+
+
 def plan_topology(
     observed: TopologyObserved, now: datetime, delay: timedelta, retry: timedelta | None = None
 ) -> list[TopologyAction]:
@@ -156,7 +171,7 @@ def plan_topology(
     if observed.blocks and observed.registered is None:
         # Which blocks are safe depends on which nodes registered: slurmctld exits on a block with
         # fewer registered nodes than the base block size (24.11, measured 2026-11). Fail closed.
-        return []
+        return _missing_yaml(observed, now)
     nodes = sorted(observed.nodes, key=lambda n: n.name)
     text = observed.render(nodes)
     name = naming.topology_config_map(observed.cluster)

@@ -159,3 +159,26 @@ def test_a_bad_nodes_file_names_the_field(tmp_path: Path, text: str, message: st
     with pytest.raises(ConfigError) as err:
         inventory.from_file(path)
     assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_compute_nodes_carry_the_label_keys_of_every_named_topology() -> None:
+    from sunk.spec import load_spec
+    from tests.support.nodeset_objects import nodeset_object, resource_spec
+
+    cluster = load_spec(
+        {
+            "name": "topos",
+            "tenant": "test",
+            "nodesets": [{"name": "cpu", "replicas": 2, "cpus": 2, "memoryMib": 2048}],
+            "topologies": [
+                {"name": "fabric", "plugin": "tree", "labelKeys": ["ex.com/spine", "ex.com/leaf"], "default": True},
+                {"name": "nvl", "plugin": "block", "labelKeys": ["nvidia.com/gpu.clique"]},
+            ],
+            "partitions": [{"name": "all", "nodesets": ["cpu"], "default": True, "topology": "nvl"}],
+        }
+    )
+    pool = inventory.derive([nodeset_object(resource_spec(cluster, "cpu"), namespace="test-topos")])
+    labels = [n["metadata"]["labels"] for n in pool if n["metadata"]["name"].startswith("local-topos-cpu-")]
+    assert labels and all(
+        (lab["ex.com/spine"], lab["ex.com/leaf"], lab["nvidia.com/gpu.clique"]) == ("0", "cpu", "cpu") for lab in labels
+    )

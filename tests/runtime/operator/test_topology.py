@@ -154,7 +154,10 @@ def test_named_topologies_write_topology_yaml_from_the_registered_nodes() -> Non
 
 
 def test_named_topologies_with_a_block_one_wait_for_slurm() -> None:
-    assert plan_topology(observe_named(None, None), NOW, DELAY) == []
+    (created,) = plan_topology(observe_named(None, None), NOW, DELAY)  # nothing can start without it
+    assert isinstance(created, WriteTopology) and created.create and "block:" not in created.text
+    stale = config_map("ns", "research", "old", written(1000), "topology.yaml")
+    assert plan_topology(observe_named(stale, None), NOW, DELAY) == []
 
 
 def test_a_block_not_yet_full_is_flat_until_its_nodes_register() -> None:
@@ -171,3 +174,15 @@ def test_named_topologies_reconfigure_once_the_yaml_is_current() -> None:
     assert isinstance(action, Reconfigure)
     old = config_map("ns", "research", write.text, written(100))  # the same text under topology.conf
     assert isinstance(plan_topology(observe_named(old, registered), NOW, DELAY)[0], WriteTopology)
+
+
+def test_a_stack_moving_to_named_topologies_gets_its_yaml_even_while_slurm_is_unreadable() -> None:
+    # The ConfigMap still holds only the topology.conf Pulumi created: slurmctld cannot mount
+    # topology.yaml, so Slurm stays unreadable until the operator writes it, with no block yet.
+    old = config_map("ns", "research", "SwitchName=root\n", written(1000))
+    (action,) = plan_topology(observe_named(old, None), NOW, DELAY)
+    assert isinstance(action, WriteTopology) and not action.create and action.key == "topology.yaml"
+    assert "block:" not in action.text and "flat: true" in action.text
+    assert 'switch: "s1-l1"' in action.text  # the tree needs no registration to be safe
+    current = config_map("ns", "research", action.text, written(1000), action.key)
+    assert plan_topology(observe_named(current, None), NOW, DELAY) == []  # then it waits for Slurm
