@@ -222,12 +222,12 @@ ROLES: Mapping[str, Role] = MappingProxyType(
             _role(
                 Role(
                     "accounting",
-                    # backup: an init container during a release upgrade, the database's dump.
-                    containers={"slurmdbd": _NO_CAPS, "backup": _NO_CAPS, **_MUNGE, **_SSSD},
+                    # db-guard: a sidecar during a release upgrade, the database's dump and restore.
+                    containers={"slurmdbd": _NO_CAPS, "db-guard": _NO_CAPS, **_MUNGE, **_SSSD},
                     # slurmdbd: the auth key, the JWT key (AuthAltParameters) and the DB password.
                     container_secrets={
                         "slurmdbd": frozenset({"auth", "jwt", "database"}),
-                        "backup": frozenset({"database"}),
+                        "db-guard": frozenset({"database"}),
                         **_MUNGE_SECRETS,
                         **_SSSD_SECRETS,
                     },

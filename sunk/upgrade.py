@@ -99,8 +99,9 @@ def upgrade_plan(spec: ClusterSpec, source: str) -> UpgradePlan:
                 f"slurmdbd answers sacctmgr and reports {target}; slurmctld {source} keeps running and "
                 "queues its accounting records meanwhile",
                 CONVERT_TIMEOUT,
-                f"stop slurmdbd; restore the dump into the database; start slurmdbd {source} "
-                "(before this gate passes nothing else has moved)",
+                f"by itself: slurmdbd's db-guard restores the dump and holds slurmdbd {new} from starting "
+                f'again; then set the stack back (slurm: {{version: "{source}", upgradeFrom: "{source}"}}) and '
+                f"slurmdbd {source} starts on the restored database (before this gate passes nothing else has moved)",
             ),
         ]
     steps += [

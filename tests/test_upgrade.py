@@ -27,7 +27,7 @@ def test_slurmd_wait_as_long_as_jobs_run_and_every_other_gate_is_bounded() -> No
 
 def test_each_rollback_names_its_copy() -> None:
     plan = upgrade_plan(_spec(), "24.11")
-    assert "restore the dump" in plan.step("slurmdbd").rollback
+    assert "db-guard restores the dump" in plan.step("slurmdbd").rollback
     assert "restore StateSaveLocation from the snapshot" in plan.step("slurmctld").rollback
 
 

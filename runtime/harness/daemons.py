@@ -84,14 +84,21 @@ def start_mariadb(jail: Jail, spec: ClusterSpec, port: int, slurmdbd_conf: str, 
 
 
 def start_slurmdbd(
-    jail: Jail, port: int, password: str, args: tuple[str, ...] = (), *, timeout: float = START_TIMEOUT
+    jail: Jail,
+    port: int,
+    password: str,
+    args: tuple[str, ...] = (),
+    *,
+    timeout: float = START_TIMEOUT,
+    script: str | None = None,
 ) -> None:
     """slurmdbd from the slurmdbd image, by the manifest's own start script (it adds the password
     from the mounted Secret to a private copy of slurmdbd.conf), as the slurm user; `args` go to
-    slurmdbd after `-D` (`-vvv` logs every setting it read, at debug2)."""
+    slurmdbd after `-D` (`-vvv` logs every setting it read, at debug2). `script`: the start
+    script as an upgrade's pod has it (marking the conversion's outcome for the database guard)."""
     root = jail.root("slurmdbd")
     write_file(root / scripts.DB_PASSWORD_FILE.lstrip("/"), password, 0o400, lookup_ids(root, "slurm"))
-    argv = ["/bin/sh", "-c", scripts.slurmdbd_start(), "slurmdbd", *args]
+    argv = ["/bin/sh", "-c", script or scripts.slurmdbd_start(), "slurmdbd", *args]
     proc = jail.spawn("slurmdbd", argv, role="slurmdbd", user=f"{SLURM_UID}:{SLURM_UID}")
     wait_until(
         "slurmdbd", lambda: listening(port), timeout=timeout, alive=proc, on_fail=lambda: _fail(jail, "slurmdbd")

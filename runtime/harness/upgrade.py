@@ -15,6 +15,7 @@ run (UpgradeStopped says which failed and what was rolled back).
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import signal
 import time
@@ -24,10 +25,10 @@ from functools import partial
 from pathlib import Path
 
 from sunk import naming
-from sunk.images import release_of
+from sunk.images import SLURM_UID, release_of
 from sunk.manifests import upgrade as scripts
 from sunk.manifests.accounting import MARIADB_SOCKET
-from sunk.manifests.scripts import SLURMDBD_RUN
+from sunk.manifests.scripts import SLURMDBD_RUN, slurmdbd_start
 from sunk.render import render_slurm_files
 from sunk.spec.cluster import ClusterSpec
 from sunk.upgrade import DRAIN_REASON, UpgradePlan, upgrade_plan
@@ -130,12 +131,21 @@ class Upgrade:
         self.timeline = Timeline()
         self.backup = slurm.jail.workdir / "shared" / "backup"
         self.backup.mkdir(parents=True, exist_ok=True)
+        # slurmdbd's start script, run as the slurm user, marks the conversion's outcome there
+        # (a pod's fsGroup makes the volume writable to it).
+        os.chmod(self.backup, 0o777)
         self.done: list[str] = []
         self.new_slurmd = f"slurmd-{target}"
         self.restored = False
         """With the slurmctld fault: StateSaveLocation matched the snapshot after the restore."""
         self.guard_log = ""
         """With the slurmctld fault: what the old release's state guard said when it restored."""
+        self.db_guard: dict[str, str] = {}
+        """With the slurmdbd fault: what each look of the database guard said, and slurmdbd's
+        start script after the failure ("failed": its mark, "restore": the sidecar's restore,
+        "refused": slurmdbd started again, "new pod": the guard of a new pod on the new release,
+        "back": the guard of the old release's pod, "schema before"/"schema after": the schema
+        recorded before the dump and the one 24.11 runs on)."""
         self.rewritten: list[str] = []
         """With the slurmctld fault: the state files the crashed start had rewritten."""
         self.hooks: dict[str, Callable[[], None]] = {}
@@ -217,14 +227,25 @@ class Upgrade:
     def dump_name(self) -> str:
         return f"{self.database().name}-{self.source}"
 
-    def _backup(self) -> None:
-        self._bind_backup("mariadb")
-        script = scripts.db_backup(self.database(), self.dump_name)
-        self._timed("backup", "mariadb-dump to the backup volume", "mariadb-dump", lambda: self._in("mariadb", script))
+    def _guard(self, spec: ClusterSpec, mode: str) -> str:
+        """db-guard.sh as slurmdbd's pod for `spec` runs it (sunk.dbguard), `mode` start or watch."""
+        return scripts.db_guard(spec, "", mode, db=self.database())
 
-    def restore_database(self) -> None:
+    def _backup(self) -> None:
+        # The database guard of slurmdbd's new pod, before slurmdbd starts: the schema recorded
+        # and the dump taken (once).
         self._bind_backup("mariadb")
-        self._in("mariadb", scripts.db_restore(self.database(), self.dump_name), timeout=300)
+        script = self._guard(self.target_spec, "start")
+        self._timed(
+            "backup",
+            "db-guard: schema recorded, mariadb-dump",
+            "mariadb-dump",
+            lambda: self._in("mariadb", script),
+        )
+
+    def schema(self) -> str:
+        """The accounting database's schema, as the database guard records it."""
+        return self._in("mariadb", scripts.db_schema(self.database())).strip()
 
     def _slurmdbd(self) -> None:
         jail = self.slurm.jail
@@ -238,6 +259,7 @@ class Upgrade:
             "munged",
             lambda: self._move_root("slurmdbd", []),
         )
+        self._bind_backup("slurmdbd")
         try:
             self._timed(
                 "slurmdbd",
@@ -247,16 +269,29 @@ class Upgrade:
             )
         except (RuntimeError, TimeoutError) as failed:
             log = self.slurm.log("slurmdbd", 40)
-            self._timed("slurmdbd", "rollback", "restore", lambda: self._rollback_slurmdbd(password))
+            self.slurm.jail.stop("slurmdbd", 30)
+            self._guard_after_failure()
+            self._timed(
+                "slurmdbd",
+                f"stack set back: slurmdbd {self.source} on the restored database",
+                "db-guard, slurmdbd listening",
+                lambda: self._back_slurmdbd(password),
+            )
             raise UpgradeStopped(
                 "slurmdbd",
                 str(failed).splitlines()[0],
-                f"database restored from {self.dump_name}.sql; slurmdbd {self.source} runs",
+                f"database restored from {self.dump_name}.sql by the db-guard; slurmdbd {self.source} runs",
                 log,
             ) from failed
 
     def _start_slurmdbd(self, password: str) -> None:
-        daemons.start_slurmdbd(self.slurm.jail, self.slurm.ports.slurmdbd, password, timeout=self.gate_timeout)
+        daemons.start_slurmdbd(
+            self.slurm.jail,
+            self.slurm.ports.slurmdbd,
+            password,
+            timeout=self.gate_timeout,
+            script=self._slurmdbd_script(self.target_spec),
+        )
         self._gate_version("slurmdbd", SLURMDBD_VERSION)
         wait_until(
             "sacctmgr through slurmdbd",
@@ -265,17 +300,54 @@ class Upgrade:
             interval=0.2,
         )
 
-    def _rollback_slurmdbd(self, password: str) -> None:
+    def _guard_after_failure(self) -> None:
+        """What slurmdbd's pod does by itself after the conversion failed, the cause still in
+        place: the start script has marked the failure; the db-guard sidecar's next look restores
+        the dump; slurmdbd started again by the kubelet refuses, and so does the guard of any new
+        pod on the new release."""
         jail = self.slurm.jail
-        jail.stop("slurmdbd", 30)
+        failed = self.backup / f"{self.dump_name}.failed"
+        self.db_guard["failed"] = failed.read_text() if failed.exists() else ""
+
+        def restore() -> None:
+            self.db_guard["restore"] = self._in("mariadb", self._guard(self.target_spec, "watch"))
+
+        self._timed("slurmdbd", "db-guard restores the dump", "its next look (10 s in a pod)", restore)
+
+        def refused() -> None:
+            again = jail.run(
+                ["/bin/sh", "-c", self._slurmdbd_script(self.target_spec)],
+                role="slurmdbd",
+                user=f"{SLURM_UID}:{SLURM_UID}",
+                timeout=60,
+            )
+            self.db_guard["refused"] = f"exit {again.returncode}: {again.stdout}{again.stderr}"
+            new_pod = jail.run(["/bin/sh", "-c", self._guard(self.target_spec, "start")], role="mariadb", timeout=120)
+            self.db_guard["new pod"] = f"exit {new_pod.returncode}: {new_pod.stdout}{new_pod.stderr}"
+
+        self._timed("slurmdbd", f"slurmdbd {self.target} started again: refused", "start script, db-guard", refused)
+
+    def _back_slurmdbd(self, password: str) -> None:
+        """The operator's answer to the refusal: the cause fixed and slurm.version set back. The
+        old release's pod: its guard sets the dump and the marks aside, slurmdbd starts."""
+        jail = self.slurm.jail
         if "slurmdbd" in self.faults:
-            self._grant("GRANT ALTER")  # the fault is the database's, not the backup's
-        self.restore_database()
+            self._grant("GRANT ALTER")
+        self.db_guard["schema before"] = (self.backup / f"{self.dump_name}.schema").read_text().strip()
         jail.stop("munged-slurmdbd")
         jail.replace_lower("slurmdbd", self.images_before["slurmdbd"])
         prepare_role(jail.root("slurmdbd"), "slurmdbd", host=self.slurm.host, munge_key=self._munge_key())
+        self.db_guard["back"] = self._in("mariadb", self._guard(self.back_spec, "start"))
+        self.db_guard["schema after"] = self.schema()
         daemons.start_munged(jail, "slurmdbd")
-        daemons.start_slurmdbd(jail, self.slurm.ports.slurmdbd, password)
+        daemons.start_slurmdbd(jail, self.slurm.ports.slurmdbd, password, script=self._slurmdbd_script(self.back_spec))
+
+    def _slurmdbd_script(self, spec: ClusterSpec) -> str:
+        """slurmdbd's start script as the pod for `spec` has it: while it converts, marking the
+        outcome beside the dump."""
+        converting = spec.slurm.version != spec.slurm.upgrade_from
+        guard = f"{scripts.BACKUP_DIR}/{self.dump_name}" if converting else ""
+        return slurmdbd_start(guard=guard, release=spec.slurm.version)
 
     def _grant(self, verb: str) -> None:
         """GRANT or REVOKE ALTER on the accounting database for slurmdbd's user, as MariaDB's root

@@ -148,7 +148,7 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     container: Manifest = {
         "name": "slurmdbd",
         "image": image,
-        "command": scripts.sh(scripts.slurmdbd_start()),
+        "command": scripts.sh(scripts.slurmdbd_start(guard=upgrade.slurmdbd_guard(spec), release=spec.slurm.version)),
         "ports": [{"name": "slurmdbd", "containerPort": naming.SLURMDBD_PORT, "protocol": "TCP"}],
         "securityContext": read_only(SLURM_UID),
         "resources": resources(spec.accounting.resources),
@@ -183,11 +183,15 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     ]
     # slurmdbd resolves the uids of the users it records (accounts, associations).
     sssd_hash = with_sssd(spec, image, sidecars, volumes, container["volumeMounts"])
-    if upgrade.upgrading(spec):
-        # Before slurmdbd of the new release converts the database: its dump (upgrade.py).
+    if upgrade.guarded(spec):
+        # Before slurmdbd of the new release converts the database, its dump; after a failed
+        # conversion, the restore; going back, the check (sunk.dbguard).
         password_mount = next(m for m in container["volumeMounts"] if m["name"] == "db-password")
-        sidecars.insert(0, upgrade.backup_container(spec, password_mount, scripts.DB_PASSWORD_FILE))
+        sidecars.insert(0, upgrade.db_guard_container(spec, password_mount, scripts.DB_PASSWORD_FILE))
         volumes.append(upgrade.backup_volume(spec, COMPONENT))
+        if upgrade.upgrading(spec):
+            # slurmdbd's start script marks the conversion's outcome beside the dump.
+            container["volumeMounts"].append({"name": upgrade.BACKUP_VOLUME, "mountPath": upgrade.BACKUP_DIR})
     annotations = {keys.CONFIG_HASH: accounting_hash(spec), **({keys.SSSD_HASH: sssd_hash} if sssd_hash else {})}
     pod = {
         "metadata": {"labels": labels(spec, COMPONENT), "annotations": annotations},

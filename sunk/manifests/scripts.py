@@ -67,10 +67,19 @@ DB_PASSWORD_FILE = "/etc/slurm-db/password"
 
 
 def slurmdbd_start(
-    etc: str = naming.SLURM_ETC, password_file: str = DB_PASSWORD_FILE, run_dir: str = SLURMDBD_RUN
+    etc: str = naming.SLURM_ETC,
+    password_file: str = DB_PASSWORD_FILE,
+    run_dir: str = SLURMDBD_RUN,
+    *,
+    guard: str = "",
+    release: str = "",
 ) -> str:
-    """What sunk.render.finalize_slurmdbd_conf does, at container start (slurmdbd-start.sh)."""
-    return render("slurmdbd-start.sh", SLURM_ETC=etc, PASSWORD_FILE=password_file, RUN_DIR=run_dir)
+    """What sunk.render.finalize_slurmdbd_conf does, at container start (slurmdbd-start.sh).
+    `guard`: while slurmdbd of `release` converts the database (an upgrade), the dump's path on
+    the backup volume, beside which it marks how the conversion went (sunk.dbguard)."""
+    return render(
+        "slurmdbd-start.sh", SLURM_ETC=etc, PASSWORD_FILE=password_file, RUN_DIR=run_dir, GUARD=guard, RELEASE=release
+    )
 
 
 def accounting_setup() -> str:

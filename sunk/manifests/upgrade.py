@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sunk import naming, roles
+from sunk import dbguard, naming, roles
 from sunk.images import RELEASES
-from sunk.manifests.meta import SLURM_UID, Manifest, fixed_resources, metadata, obj, read_only
+from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj, read_only
 from sunk.manifests.scripts import sh
 from sunk.render.script import render
 from sunk.spec.cluster import ClusterSpec
+from sunk.upgrade import BACKUP_TIMEOUT
 
 BACKUP_DIR = "/backup"
 """Where the backup volume (a PVC) is mounted: the dumps and the state snapshots."""
@@ -57,6 +58,11 @@ def db_restore(db: Database, name: str, directory: str = BACKUP_DIR) -> str:
     return _db("restore", db, name, directory)
 
 
+def db_schema(db: Database, directory: str = BACKUP_DIR) -> str:
+    """accounting-db.sh printing the database's schema as the database guard records it."""
+    return _db("schema", db, "-", directory)
+
+
 def state_snapshot(name: str, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:
     """state-snapshot.sh: `<directory>/<name>/` and `<name>.sha256` (every file's checksum)."""
     return render("state-snapshot.sh", STATE=state, DIR=directory, NAME=name)
@@ -73,11 +79,13 @@ def state_restore(name: str, directory: str = BACKUP_DIR, state: str = naming.ST
 # (`pulumi up`, whose dependencies order the rollouts, or a GitOps `kubectl apply` of the render,
 # where every object changes at once): each daemon's pod holds itself until what must come first
 # is done, and takes its own copy before it converts anything.
-#   slurmdbd's pod    `backup`: dumps the database (accounting-db.sh, once) before slurmdbd of
-#                     the new release starts and converts it. An init container of that pod, not
-#                     a separate Job: the dump then precedes the conversion by construction, and
-#                     the backup volume (ReadWriteOnce) has one user, so no two pods on different
-#                     Nodes wait for each other's volume.
+#   slurmdbd's pod    `db-guard`: dumps the database (accounting-db.sh, once) before slurmdbd of
+#                     the new release starts and converts it, and restores the dump when that
+#                     conversion fails (sunk.dbguard; slurmdbd's start script marks the outcome).
+#                     A native sidecar of that pod, not a separate Job: the dump then precedes the
+#                     conversion by construction, the restore follows a failure while slurmdbd
+#                     is held, and the backup volume (ReadWriteOnce) has one user, so no two pods
+#                     on different Nodes wait for each other's volume.
 #   slurmctld's pod   `wait-slurmdbd`: until slurmdbd answers at the new release (its conversion
 #                     done); `state-guard`: the state snapshot before the conversion, or the
 #                     restore when the stack goes back (state-guard.sh).
@@ -140,21 +148,70 @@ def snapshot_name(release: str) -> str:
     return f"{STATE_SNAPSHOT_PREFIX}-{release}"
 
 
-def backup_container(spec: ClusterSpec, password_mount: Manifest, password_file: str) -> Manifest:
-    """slurmdbd's `backup` init container (mariadb image): the dump, once per upgrade."""
+DB_GUARD_PERIOD = 10
+"""Seconds between the database guard's looks after slurmdbd started (two small queries each)."""
+DB_GUARD_READY = "/tmp/db-guard.ready"
+"""Written once the guard's start phase passed: its startup probe, which holds slurmdbd."""
+
+
+def db_guard(
+    spec: ClusterSpec,
+    password_file: str,
+    mode: str = "sidecar",
+    directory: str = BACKUP_DIR,
+    db: Database | None = None,
+    ready: str = DB_GUARD_READY,
+) -> str:
+    """db-guard.sh for spec's release and slurm.upgradeFrom, its tables filled from sunk.dbguard.plan.
+    `mode`: start, watch (each once) or sidecar (start, then watch for as long as the pod runs).
+    `db`: the database where it is not the stack's own (the harness's); `ready`: the file its
+    startup probe waits for (in the pod's emptyDir, so a restarted sidecar finds it)."""
+    source = spec.slurm.upgrade_from or spec.slurm.version
+    release = spec.slurm.version
+    start_table, start_messages = dbguard.table("start", source=source, release=release)
+    watch_table, watch_messages = dbguard.table("watch", source=source, release=release)
+    db = db or database(spec, password_file)
+    name = f"{db.name}-{source}"
+    return render(
+        "db-guard.sh",
+        MODE=mode,
+        DIR=directory,
+        NAME=name,
+        PERIOD=str(DB_GUARD_PERIOD),
+        READY=ready,
+        START_TABLE=start_table,
+        START_MESSAGES=start_messages,
+        WATCH_TABLE=watch_table,
+        WATCH_MESSAGES=watch_messages,
+        DB=_db("argument", db, name, directory),
+    )
+
+
+def db_guard_container(spec: ClusterSpec, password_mount: Manifest, password_file: str) -> Manifest:
+    """slurmdbd's `db-guard` (mariadb image), a native sidecar: the dump before slurmdbd of the
+    new release starts, then the restore if its conversion fails (sunk.dbguard)."""
     return {
-        "name": "backup",
+        "name": "db-guard",
         "image": spec.images.mariadb.ref,
-        "command": sh(db_backup(database(spec, password_file), dump_name(spec), keep=True)),
+        "restartPolicy": "Always",
+        "command": sh(db_guard(spec, password_file)),
         "securityContext": read_only(SLURM_UID),
-        # mariadb-dump streams rows; a large table's rows pass through it, not its memory.
+        # mariadb-dump and mariadb stream rows; a large table's rows pass through them, not their memory.
         "resources": fixed_resources("50m", "64Mi", "512Mi"),
+        # Held as long as the upgrade plan gives the dump (the start phase takes it).
+        "startupProbe": exec_probe(["test", "-e", DB_GUARD_READY], period=2, failures=BACKUP_TIMEOUT // 2),
         "volumeMounts": [
             password_mount,
             {"name": BACKUP_VOLUME, "mountPath": BACKUP_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
+
+
+def slurmdbd_guard(spec: ClusterSpec, directory: str = BACKUP_DIR) -> str:
+    """Where slurmdbd's start script marks how the conversion went (slurmdbd_start's `guard`):
+    the dump's path without `.sql` while slurmdbd converts, else nothing."""
+    return f"{directory}/{dump_name(spec)}" if upgrading(spec) else ""
 
 
 def state_guard(spec: ClusterSpec, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:

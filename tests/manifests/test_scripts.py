@@ -40,6 +40,7 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
     assert names == [
         "accounting-db.sh",
         "accounting-setup-job.sh",
+        "db-guard.sh",
         "health-check.sh",
         "login-start.sh",
         "munge-start.sh",

@@ -42,15 +42,20 @@ def test_upgrading_each_pod_copies_first_and_waits_for_what_moves_before_it() ->
         "PersistentVolumeClaim/research-accounting-backup-24.11",
         "PersistentVolumeClaim/research-controller-backup-24.11",
     } <= set(objects)
-    # slurmdbd: the dump before slurmdbd of the new release starts (it converts the database).
+    # slurmdbd: the database guard dumps before slurmdbd of the new release starts (it converts
+    # the database), and restores if that conversion fails; slurmdbd marks how it went.
     dbd = objects["Deployment/research-accounting"]["spec"]["template"]["spec"]
-    assert _init(objects, "Deployment/research-accounting") == ["backup", "munge"]
-    backup = dbd["initContainers"][0]
-    assert backup["image"].startswith("ghcr.io/") and "mariadb" in backup["image"]
-    assert "action=backup-once" in backup["command"][2] and "name=slurm_acct_db-24.11" in backup["command"][2]
+    assert _init(objects, "Deployment/research-accounting") == ["db-guard", "munge"]
+    guard = dbd["initContainers"][0]
+    assert guard["image"].startswith("ghcr.io/") and "mariadb" in guard["image"]
+    assert guard["restartPolicy"] == "Always" and guard["startupProbe"]["exec"]["command"][0] == "test"
+    assert "mode=sidecar" in guard["command"][2] and "name=slurm_acct_db-24.11" in guard["command"][2]
     assert {"name": "backup", "persistentVolumeClaim": {"claimName": "research-accounting-backup-24.11"}} in dbd[
         "volumes"
     ]
+    slurmdbd = dbd["containers"][0]
+    assert {"name": "backup", "mountPath": "/backup"} in slurmdbd["volumeMounts"]
+    assert "guard=/backup/slurm_acct_db-24.11" in slurmdbd["command"][2] and "release=26.05" in slurmdbd["command"][2]
     # slurmctld: slurmdbd at 26.05 first, then the state guard, then the QOS.
     assert _init(objects, "StatefulSet/research-controller") == ["munge", "wait-slurmdbd", "state-guard", "wait-qos"]
     ctld = objects["StatefulSet/research-controller"]["spec"]["template"]["spec"]
@@ -63,12 +68,16 @@ def test_upgrading_each_pod_copies_first_and_waits_for_what_moves_before_it() ->
     assert _init(objects, "Deployment/research-login") == ["munge", "wait-slurmctld"]
 
 
-def test_going_back_keeps_the_guard_and_the_volumes_but_nothing_waits() -> None:
-    """slurm.version set back to the release upgradeFrom names: the guard restores the state."""
+def test_going_back_keeps_the_guards_and_the_volumes_but_nothing_waits() -> None:
+    """slurm.version set back to the release upgradeFrom names: the guards restore the state and
+    check the database."""
     objects = _workloads({"slurm": {"version": "24.11", "upgradeFrom": "24.11"}})
     assert "PersistentVolumeClaim/research-controller-backup-24.11" in objects
+    assert "PersistentVolumeClaim/research-accounting-backup-24.11" in objects
     assert _init(objects, "StatefulSet/research-controller") == ["munge", "state-guard", "wait-qos"]
-    assert _init(objects, "Deployment/research-accounting") == ["munge"]
+    assert _init(objects, "Deployment/research-accounting") == ["db-guard", "munge"]
+    slurmdbd = objects["Deployment/research-accounting"]["spec"]["template"]["spec"]["containers"][0]
+    assert "guard=''" in slurmdbd["command"][2]  # nothing to mark: no conversion
 
 
 def _state_file(protocol: int, body: bytes = b"jobs") -> bytes:

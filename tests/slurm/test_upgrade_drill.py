@@ -150,6 +150,21 @@ def test_slurmdbd_conversion_fails_and_the_dump_restores_the_database(live: Live
     assert stopped.value.step == "slurmdbd"
     assert "ALTER command denied" in stopped.value.log  # the conversion itself failed
     assert upgrade.done == ["backup"]  # nothing after slurmdbd ran
+    # The product's database guard, not the drill, did the rest: slurmdbd's start script marked
+    # the failure, the db-guard restored the dump while the cause (ALTER refused) was still in
+    # place, and checked the schema against the one recorded before the dump.
+    guard = upgrade.db_guard
+    print("\n".join(f"{k}: {v.strip()}" for k, v in guard.items()))
+    assert "slurmdbd 26.05 exited with" in guard["failed"] and "before it served" in guard["failed"]
+    assert "the one recorded before the dump" in guard["restore"]
+    # Neither slurmdbd 26.05 started again nor a new pod of it starts until the stack goes back.
+    assert guard["refused"].startswith("exit 1:") and "not started again" in guard["refused"]
+    assert guard["new pod"].startswith("exit 1:")
+    assert 'Set the stack back: slurm: {version: "24.11", upgradeFrom: "24.11"}' in guard["new pod"]
+    # The stack set back: 24.11's guard set the copies aside, and 24.11 runs on the schema recorded.
+    assert "set aside" in guard["back"]
+    assert guard["schema after"] == guard["schema before"]
+    assert not (upgrade.backup / f"{upgrade.dump_name}.sql").exists()
     assert not (upgrade.backup / upgrade.snapshot_name).exists()
     versions = reported_versions(slurm)
     assert "is UP" in versions.pop("scontrol ping")
@@ -191,6 +206,12 @@ def test_the_upgrade_loses_nothing(live: Live) -> None:
     timeline = upgrade.run()
     print(f"\nupgrade drill, Slurm {SOURCE} -> {TARGET}:\n{timeline.text()}")
     assert upgrade.done == list(upgrade.plan.names)
+    # The schema the guard recorded before the conversion is 24.11's; the converted one differs
+    # (same convert version, other table definitions).
+    recorded = (upgrade.backup / f"{upgrade.dump_name}.schema").read_text().strip()
+    converted = upgrade.schema()
+    print(f"schema recorded on {SOURCE}: {recorded}; on {TARGET}: {converted}")
+    assert recorded.split(":")[0] == converted.split(":")[0] and recorded != converted
     new = release_of(TARGET).slurm
     versions = reported_versions(slurm)
     assert "is UP" in versions.pop("scontrol ping")

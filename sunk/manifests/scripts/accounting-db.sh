@@ -9,6 +9,9 @@
 #                never be replaced by one of the converted database
 #   restore      the database dropped and loaded from the dump, once its checksum matches
 #                (slurmdbd must be stopped)
+#   schema       prints the database's schema: `<convert version>:<digest of the table
+#                definitions slurmdbd recorded>` (sunk/dbguard.py says why both), or `none`
+#                where slurmdbd has created no tables yet
 set -eu
 action=@ACTION@
 host=@HOST@
@@ -18,6 +21,8 @@ user=@USER@
 password_file=@PASSWORD_FILE@
 dir=@DIR@
 name=@NAME@
+# `argument`: the action is the first argument (db-guard.sh runs one copy of this script each way).
+if [ "$action" = argument ]; then action=$1; fi
 umask 077
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -33,7 +38,9 @@ connected() {
 backup() {
   mkdir -p "$dir"
   partial="$dir/.$name.sql.partial"
-  connected mariadb-dump --single-transaction --routines --triggers --databases "$database" > "$partial"
+  # No `ALTER TABLE ... DISABLE KEYS` lines (InnoDB ignores them): the restore then needs no ALTER
+  # grant, which a failed conversion may be about (the drill revokes it).
+  connected mariadb-dump --single-transaction --routines --triggers --skip-disable-keys --databases "$database" > "$partial"
   # mariadb-dump ends a complete dump with this line; a dump cut short (disk full, killed) lacks it.
   if ! tail -n 1 "$partial" | grep -q '^-- Dump completed'; then
     echo "db-backup: $partial is incomplete (no closing line)" >&2
@@ -56,6 +63,15 @@ restore() {
   echo "db-restore: $database restored from $dir/$name.sql"
 }
 
+schema() {
+  found=$(connected mariadb -N -B -e "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '$database' AND table_name IN ('convert_version_table', 'table_defs_table')")
+  if [ "$found" != 2 ]; then
+    echo none
+    return
+  fi
+  connected mariadb -N -B "$database" -e "SELECT CONCAT(IFNULL((SELECT MAX(version) FROM convert_version_table), 0), ':', IFNULL((SELECT MD5(GROUP_CONCAT(table_name, ' ', MD5(definition) ORDER BY table_name SEPARATOR ' ')) FROM table_defs_table), '-'))"
+}
+
 case "$action" in
   backup) backup ;;
   backup-once)
@@ -65,5 +81,6 @@ case "$action" in
       backup
     fi ;;
   restore) restore ;;
+  schema) schema ;;
   *) echo "accounting-db: unknown action $action" >&2; exit 2 ;;
 esac

@@ -54,8 +54,8 @@ RUNNING_JOB = (
 )
 
 
-UPGRADE_INIT = ("backup", "wait-slurmdbd", "state-guard", "wait-slurmctld")
-"""The init containers an upgrade adds (sunk.manifests.upgrade)."""
+UPGRADE_INIT = ("db-guard", "wait-slurmdbd", "state-guard", "wait-slurmctld")
+"""The init containers an upgrade adds (sunk.manifests.upgrade); db-guard is a native sidecar."""
 
 
 def _seconds(stamp: str) -> float:
@@ -140,14 +140,23 @@ class Drill:
         }
 
     def init_containers(self, component: str) -> dict[str, tuple[float, str]]:
-        """The upgrade's init containers of the component's pod: name -> (seconds it ran, its log)."""
+        """The upgrade's init containers of the component's pod: name -> (seconds it held the pod,
+        its log). A sidecar still running held it until the main container started."""
         listed = self.kubectl("get", "pods", "-n", NS, "-l", f"app.kubernetes.io/component={component}", "-o", "json")
         [pod] = [p for p in json.loads(listed.stdout)["items"] if not p["metadata"].get("deletionTimestamp")]
+        main = (pod["status"].get("containerStatuses") or [{}])[0].get("state") or {}
+        main_started = (main.get("running") or main.get("terminated") or {}).get("startedAt")
         out = {}
         for status in pod["status"].get("initContainerStatuses") or []:
             ended = (status.get("state") or {}).get("terminated")
-            if status["name"] in UPGRADE_INIT and ended:
-                seconds = _seconds(ended["finishedAt"]) - _seconds(ended["startedAt"])
+            running = (status.get("state") or {}).get("running")
+            if status["name"] in UPGRADE_INIT and (ended or running):
+                if ended:
+                    seconds = _seconds(ended["finishedAt"]) - _seconds(ended["startedAt"])
+                elif running and main_started:
+                    seconds = _seconds(main_started) - _seconds(running["startedAt"])
+                else:
+                    seconds = 0.0
                 log = self.kubectl("logs", "-n", NS, pod["metadata"]["name"], "-c", status["name"]).stdout
                 out[status["name"]] = (seconds, log)
         return out
@@ -239,8 +248,10 @@ def test_the_upgrade_applied_at_once_loses_nothing(drill: Drill, tmp_path: Path)
     print(f"  versions: {versions}")
 
     # The copies were taken in the cluster, before each conversion, and each wait ended on 26.05.
-    assert set(pods["accounting"]) == {"backup"} and set(pods["login"]) == {"wait-slurmctld"}
-    assert "db-backup: /backup/slurm_acct_db-24.11.sql " in pods["accounting"]["backup"][1]
+    assert set(pods["accounting"]) == {"db-guard"} and set(pods["login"]) == {"wait-slurmctld"}
+    dbguard = pods["accounting"]["db-guard"][1]
+    assert "db-guard: schema before the conversion: 16:" in dbguard
+    assert "db-backup: /backup/slurm_acct_db-24.11.sql " in dbguard
     assert set(pods["controller"]) == {"wait-slurmdbd", "state-guard"}
     assert pods["controller"]["wait-slurmdbd"][1].strip().endswith(f"slurmdbd answers at Slurm {new}")
     guard = pods["controller"]["state-guard"][1]
