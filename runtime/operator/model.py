@@ -13,6 +13,7 @@ from sunk import keys
 from sunk.naming import OPERATOR_REASON_PREFIX
 from sunk.nodeset_resource import NodeSetResourceSpec
 
+from ..common.timefmt import parse_rfc3339
 from ..slurmrest.models import Node as SlurmNode
 from ..slurmrest.models import Reservation
 from .admission import allocatable
@@ -80,6 +81,11 @@ class Pod:
     uid: str = ""
     terminal: bool = False
     """Phase Failed or Succeeded (evicted, say): its containers will never run again."""
+    started: int | None = None
+    """When its slurmd container last started (epoch seconds of the container status's
+    state.running.startedAt; None while it does not run)."""
+    restarts: int = 0
+    """Its slurmd container's restartCount."""
 
     @property
     def scheduled(self) -> bool:
@@ -96,6 +102,9 @@ class Pod:
         labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
         ordinal = ann.get(keys.ORDINAL)
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        containers = status.get("containerStatuses") or []
+        slurmd = next((c for c in containers if c.get("name") == "slurmd"), containers[0] if containers else {})
+        running = ((slurmd.get("state") or {}).get("running") or {}).get("startedAt")
         return cls(
             name=meta["name"],
             slurm_node=labels.get(keys.NODE) or spec.get("hostname") or meta["name"],
@@ -107,7 +116,20 @@ class Pod:
             template_hash=ann.get(keys.TEMPLATE_HASH, ""),
             uid=meta.get("uid", ""),
             terminal=status.get("phase") in ("Failed", "Succeeded"),
+            started=_epoch(running),
+            restarts=int(slurmd.get("restartCount") or 0),
         )
+
+
+def _epoch(stamp: Any) -> int | None:
+    """An RFC 3339 stamp as epoch seconds; None when absent or unreadable (a pod status is the
+    kubelet's word, never a reason to stop reconciling)."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return int(parse_rfc3339(stamp).timestamp())
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ from .topology import (
     WriteTopology,
     config_map,
     plan_topology,
+    slurmd_identities,
 )
 
 log = logging.getLogger("sunk.operator")
@@ -326,7 +327,10 @@ class Reconciler:
             nodes=nodes,
             config_map=self._topology_config_map(namespace, naming.topology_config_map(cluster), now),
             registered=frozenset(slurm) if slurm is not None else None,
-            started={n: s.slurmd_start_time for n, s in (slurm or {}).items() if s.slurmd_start_time is not None},
+            started=slurmd_identities(
+                (p for nodeset in sets for p in pods_by.get((namespace, cluster, nodeset.spec.name), [])),
+                {n: node.slurmd_start_time for n, node in (slurm or {}).items() if node.slurmd_start_time is not None},
+            ),
         )
         for action in plan_topology(observed, now, self.topology_delay, self.topology_retry):
             self._apply_topology(action, api, now, report)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,6 +41,7 @@ from sunk.render import TopologyNode, render_topology_conf, render_topology_yaml
 from sunk.spec.scheduling import NamedTopologySpec, TopologySpec
 
 from ..common.timefmt import parse_rfc3339, rfc3339
+from .model import Pod
 
 TOPOLOGY_KEY = "topology.conf"
 TOPOLOGY_YAML_KEY = "topology.yaml"
@@ -59,10 +60,11 @@ class TopologyObserved:
     """Slurm nodes slurmctld knows; None when Slurm could not be read."""
     release: str = DEFAULT_SLURM
     """The cluster's Slurm release (what a node-less tree looks like differs)."""
-    started: Mapping[str, int] | None = None
-    """Registered node -> when its slurmd started. A node whose pod was replaced registers afresh
-    under the same name, and slurmctld 26.05 then leaves it out of its switches until the next
-    reconfigure (24.11 kept it in; both measured by the operator's real-Slurm rolling update)."""
+    started: Mapping[str, str] | None = None
+    """Registered node -> which slurmd registered it (slurmd_identities). A node whose pod was
+    replaced registers afresh under the same name, and slurmctld 26.05 then leaves it out of its
+    switches until the next reconfigure (24.11 kept it in; both measured by the operator's
+    real-Slurm rolling update)."""
     topologies: tuple[NamedTopologySpec, ...] = ()
     """The cluster's named topologies: when given, topology.yaml with them replaces topology.conf."""
 
@@ -121,11 +123,32 @@ def _parse(stamp: str | None) -> datetime | None:
         return None
 
 
+def slurmd_identities(pods: Iterable[Pod], slurmd_started: Mapping[str, int]) -> dict[str, str]:
+    """Registered node -> which slurmd registered it: its pod's uid and its container's restart
+    count, once slurmctld's record of the node comes from that container (slurmctld's
+    SlurmdStartTime not before the container started: the same Node's clock, whole seconds).
+
+    Not SlurmdStartTime itself: `scontrol reconfigure` makes every slurmd re-exec itself inside
+    its container, which moves SlurmdStartTime to the reconfigure's second. A key built from it
+    changed with every reconfigure it caused, and the operator reconfigured at each resync (10 s)
+    for ever (measured on the local cluster, 26.05.5), so slurmctld re-exec'd before it scheduled
+    and a job waited with reason None. A re-exec keeps the container; a replaced pod or a
+    restarted container is a new identity, seen only once its slurmd registered."""
+    out: dict[str, str] = {}
+    for pod in pods:
+        registered_at = slurmd_started.get(pod.slurm_node)
+        if pod.leaving or registered_at is None or pod.started is None or registered_at < pod.started:
+            continue  # no record, or the record is an earlier slurmd's: this one has not registered
+        out[pod.slurm_node] = f"{pod.uid}/{pod.restarts}"
+    return out
+
+
 def reconfigure_key(
-    text: str, registered: frozenset[str], nodes: Sequence[TopologyNode], started: Mapping[str, int] | None = None
+    text: str, registered: frozenset[str], nodes: Sequence[TopologyNode], started: Mapping[str, str] | None = None
 ) -> str:
-    """What a reconfigure covered: the text, the registered nodes it names, and when each of their
-    slurmd started (a re-registration changes the key, so it gets its reconfigure)."""
+    """What a reconfigure covered: the text, the registered nodes it names, and which slurmd
+    registered each (slurmd_identities: a replaced pod's registration changes the key, so it gets
+    its reconfigure; a reconfigure's own re-exec does not)."""
     named = sorted({n.name for n in nodes} & registered)
     if started:
         named = [f"{name}@{started[name]}" if name in started else name for name in named]

@@ -64,8 +64,7 @@ def footprint(marker: str) -> dict[str, int]:
     for holder in holders:
         with contextlib.suppress(OSError):
             _seen_netns.add(os.readlink(f"/proc/{holder}/ns/net"))
-    namespaces = subprocess.run(["lsns", "-t", "net", "-n", "-o", "NS"], capture_output=True, text=True, check=True)
-    alive = {f"net:[{ns.strip()}]" for ns in namespaces.stdout.split()}
+    alive = _live_net_namespaces()
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines() if ":" in line]
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=True).stdout
@@ -78,6 +77,22 @@ def footprint(marker: str) -> dict[str, int]:
         "rules": sum(1 for line in rules.splitlines() if any(f"sunk-local {b}" in line for b in bridges)),
         "chains": sum(1 for line in rules.splitlines() if any(line.startswith(f"-N {b}-") for b in bridges)),
     }
+
+
+def _live_net_namespaces() -> set[str]:
+    """Every network namespace the host still holds, as `net:[inode]`: one some process is in, or one
+    a bind mount keeps (`ip netns add`). Read from /proc directly, skipping processes that exit
+    meanwhile: `lsns` gives up (exit 1) when one vanishes between its listing and its read, which
+    happens exactly while `sunk local down` tears pods down."""
+    alive = set()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            alive.add(os.readlink(f"/proc/{pid}/ns/net"))
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3].startswith("net:["):  # an nsfs mount: its root names the namespace
+            alive.add(fields[3])
+    return alive
 
 
 _seen_bridges: set[str] = set()
@@ -145,7 +160,36 @@ def wait_for(
         return waiting.wait_for(what, check, timeout=timeout, interval=2)[0]
     except AssertionError:
         pods = cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout if cluster else ""
-        pytest.fail(f"{what}: not after {timeout:.0f} s; last: {str(seen[0] if seen else None)[:2000]}\n{pods}")
+        slurm = _slurm_picture(cluster) if cluster else ""
+        pytest.fail(f"{what}: not after {timeout:.0f} s; last: {str(seen[0] if seen else None)[:2000]}\n{pods}{slurm}")
+
+
+def _slurm_picture(cluster: Cluster) -> str:
+    """What a person debugging a timed-out wait reads first: the queue with reasons, every node's
+    state and reason, the topology slurmctld holds, and the end of slurmctld's and the operator's logs
+    (each best effort: the cluster may be the thing that broke)."""
+    logins = {
+        "squeue": "squeue -o '%i %T %r %N %S %V'",
+        "nodes": "sinfo -N -h -o '%N %T %E %f'",
+        "jobs": "scontrol show job | grep -E 'JobId|JobState|ReqNodeList|Reason'",
+        "topology": "scontrol show topology",
+    }
+    logs = {
+        "slurmctld log": ("-n", NS, "research-controller-0", "-c", "slurmctld", "--tail=60"),
+        "operator log": ("-n", "sunk-system", "deploy/sunk-operator", "--tail=40"),
+    }
+    parts = []
+    for title in [*logins, *logs]:
+        try:
+            done = (
+                cluster.login(logins[title], check=False)
+                if title in logins
+                else cluster.kubectl("logs", *logs[title], check=False)
+            )
+            parts.append(f"--- {title}\n{(done.stdout + done.stderr)[-4000:]}")
+        except Exception as error:  # a diagnostic must not hide the failure it explains
+            parts.append(f"--- {title}: {error}")
+    return "\n" + "\n".join(parts)
 
 
 @pytest.fixture(scope="module")

@@ -97,9 +97,17 @@ class Kubelet(threading.Thread):
             elif not pod["spec"].get("nodeName"):
                 patch = {"metadata": {"finalizers": [FINALIZER]}, "spec": {"nodeName": "node-0"}}
                 self.core.patch_namespaced_pod(name, NS, patch, _preload_content=False)
+                # As a kubelet reports it: the container's start, which its slurmd's start follows
+                # (the operator tells a slurmd's own registration from an earlier one's by it).
+                started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 self.slurm.start_slurmd(SimNode(host, meta["labels"][keys.NODESET], LABELS))
                 self.running[name] = host
-                status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+                running = {"name": "slurmd", "restartCount": 0, "state": {"running": {"startedAt": started}}}
+                status = {
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "containerStatuses": [running],
+                }
                 self.core.patch_namespaced_pod_status(name, NS, {"status": status}, _preload_content=False)
         for name in [n for n in self.running if n not in seen]:
             self.slurm.stop_slurmd(self.running.pop(name))

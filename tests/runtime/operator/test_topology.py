@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sunk.runtime.operator.model import Pod
 from sunk.runtime.operator.topology import (
     Reconfigure,
     TopologyObserved,
@@ -13,6 +14,7 @@ from sunk.runtime.operator.topology import (
     config_map,
     plan_topology,
     reconfigure_key,
+    slurmd_identities,
 )
 
 from sunk import keys
@@ -186,3 +188,64 @@ def test_a_stack_moving_to_named_topologies_gets_its_yaml_even_while_slurm_is_un
     assert 'switch: "s1-l1"' in action.text  # the tree needs no registration to be safe
     current = config_map("ns", "research", action.text, written(1000), action.key)
     assert plan_topology(observe_named(current, None), NOW, DELAY) == []  # then it waits for Slurm
+
+
+def test_a_reconfigures_own_slurmd_re_exec_asks_for_no_other_reconfigure() -> None:
+    # `scontrol reconfigure` re-execs every slurmd in its container: SlurmdStartTime moves to the
+    # reconfigure's second. The key must not move with it, or each reconfigure causes the next.
+    text = current_text()
+    registered = frozenset({"cpu-0", "cpu-1"})
+    pods = [
+        Pod("research-cpu-0", "cpu-0", node_name="n0", uid="a", started=1_000),
+        Pod("research-cpu-1", "cpu-1", node_name="n1", uid="b", started=1_000),
+    ]
+
+    def plan(slurmd_started: dict[str, int], done: str | None, live: list[Pod] = pods) -> list[Any]:
+        cm = config_map("ns", "research", text, written(1000))
+        if done is not None:
+            cm["metadata"]["annotations"][keys.TOPOLOGY_RECONFIGURED] = done
+        started = slurmd_identities(live, slurmd_started)
+        observed = TopologyObserved("ns", "research", TREE, (), NODES, cm, registered, started=started)
+        return plan_topology(observed, NOW, DELAY)
+
+    (first,) = plan({"cpu-0": 1_002, "cpu-1": 1_003}, None)
+    assert isinstance(first, Reconfigure)
+    assert plan({"cpu-0": 5_000, "cpu-1": 5_000}, first.key) == []  # the re-exec it caused
+    # cpu-1's pod replaced: slurmctld still holds the old slurmd's record until the new one
+    # registers, which then calls for a reconfigure (26.05 leaves it out of its switches).
+    replaced = [pods[0], Pod("research-cpu-1", "cpu-1", node_name="n1", uid="c", started=6_000)]
+    (early,) = plan({"cpu-0": 5_000, "cpu-1": 5_000}, first.key, replaced)
+    (registered_again,) = plan({"cpu-0": 5_000, "cpu-1": 6_001}, early.key, replaced)
+    assert isinstance(registered_again, Reconfigure) and registered_again.key not in (first.key, early.key)
+    assert plan({"cpu-0": 9_000, "cpu-1": 9_000}, registered_again.key, replaced) == []
+
+
+def test_slurmd_identities_follow_pod_and_container_not_the_slurmd_process() -> None:
+    pod = Pod("research-cpu-0", "cpu-0", node_name="n0", uid="a", started=1_000)
+    assert slurmd_identities([pod], {"cpu-0": 1_000}) == {"cpu-0": "a/0"}
+    assert slurmd_identities([pod], {"cpu-0": 999}) == {}  # an earlier slurmd's record
+    assert slurmd_identities([pod], {}) == {}  # not registered
+    assert slurmd_identities([Pod("p", "cpu-0", uid="a")], {"cpu-0": 1_000}) == {}  # not running
+    assert slurmd_identities([Pod("p", "cpu-0", uid="a", started=1, deleting=True)], {"cpu-0": 2}) == {}
+    restarted = Pod("research-cpu-0", "cpu-0", node_name="n0", uid="a", started=2_000, restarts=1)
+    assert slurmd_identities([restarted], {"cpu-0": 2_001}) == {"cpu-0": "a/1"}
+
+
+def test_a_pod_reads_its_slurmd_containers_start_and_restarts() -> None:
+    obj: dict[str, Any] = {
+        "metadata": {"name": "research-cpu-0", "uid": "u"},
+        "spec": {"hostname": "cpu-0", "nodeName": "n0"},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "other", "restartCount": 7, "state": {"running": {"startedAt": "2026-11-01T00:00:00Z"}}},
+                {"name": "slurmd", "restartCount": 2, "state": {"running": {"startedAt": "2026-11-01T12:00:00Z"}}},
+            ],
+        },
+    }
+    pod = Pod.from_object(obj)
+    assert (pod.started, pod.restarts) == (int(NOW.timestamp()), 2)
+    obj["status"]["containerStatuses"] = [{"name": "slurmd", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
+    assert Pod.from_object(obj).started is None
+    obj["status"]["containerStatuses"] = [{"name": "slurmd", "state": {"running": {"startedAt": "yesterday"}}}]
+    assert Pod.from_object(obj).started is None  # unreadable: not a reason to stop reconciling
