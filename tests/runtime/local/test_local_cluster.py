@@ -957,6 +957,27 @@ def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
     assert "research-controller-0" in _sunk("local", "status", env=cluster.env).stdout
 
 
+def test_a_settled_cluster_gets_no_more_topology_reconfigures(cluster: Cluster) -> None:
+    """Once its nodes have registered, the operator leaves slurmctld alone: the topology
+    ConfigMap's reconfigured-key stays put for 40 s (four resyncs). Each reconfigure re-execs
+    slurmctld and every slurmd; a key that moved with them reconfigured every 10 s for ever, and a
+    job pended with reason None past 300 s."""
+    history: list[tuple[float, str]] = []
+
+    def settled() -> bool:
+        cm = json.loads(cluster.kubectl("get", "configmap", "-n", NS, "research-topology", "-o", "json").stdout)
+        history.append(
+            (time.monotonic(), (cm["metadata"].get("annotations") or {}).get(keys.TOPOLOGY_RECONFIGURED, ""))
+        )
+        last = history[-1][0]
+        recent = {key for at, key in history if at >= last - 40}
+        return last - history[0][0] >= 40 and len(recent) == 1 and "" not in recent
+
+    wait_for("no topology reconfigure for 40 s", lambda: settled(), lambda quiet: quiet, 400, cluster)
+    distinct = [key for i, (_, key) in enumerate(history) if i == 0 or key != history[i - 1][1]]
+    assert len(distinct) <= 8, distinct  # a few right after the lost-node test's re-registrations, no stream
+
+
 def test_down_leaves_nothing_behind(cluster: Cluster, marker: str, before: dict[str, int]) -> None:
     up = footprint(marker)  # the cluster is up: the counts see it
     assert up["processes"] > 0 and up["netns"] > 0 and up["bridges"] == 1 and up["veths"] > 0 and up["rules"] == 8
