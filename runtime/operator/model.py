@@ -102,9 +102,7 @@ class Pod:
         labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
         ordinal = ann.get(keys.ORDINAL)
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        containers = status.get("containerStatuses") or []
-        slurmd = next((c for c in containers if c.get("name") == "slurmd"), containers[0] if containers else {})
-        running = ((slurmd.get("state") or {}).get("running") or {}).get("startedAt")
+        started, restarts = _slurmd_container(status)
         return cls(
             name=meta["name"],
             slurm_node=labels.get(keys.NODE) or spec.get("hostname") or meta["name"],
@@ -116,9 +114,18 @@ class Pod:
             template_hash=ann.get(keys.TEMPLATE_HASH, ""),
             uid=meta.get("uid", ""),
             terminal=status.get("phase") in ("Failed", "Succeeded"),
-            started=_epoch(running),
-            restarts=int(slurmd.get("restartCount") or 0),
+            started=started,
+            restarts=restarts,
         )
+
+
+def _slurmd_container(status: Mapping[str, Any]) -> tuple[int | None, int]:
+    """The slurmd container's status (the first container's when none is named slurmd): when it
+    last started running and how often it restarted."""
+    containers = status.get("containerStatuses") or []
+    slurmd = next((c for c in containers if c.get("name") == "slurmd"), containers[0] if containers else {})
+    running = ((slurmd.get("state") or {}).get("running") or {}).get("startedAt")
+    return _epoch(running), int(slurmd.get("restartCount") or 0)
 
 
 def _epoch(stamp: Any) -> int | None:
