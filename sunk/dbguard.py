@@ -5,8 +5,8 @@ db-guard.sh looks up, so the script only measures and executes, and the decision
 What the guard sees, on the backup volume beside the dump `<database>-<upgradeFrom>.sql`:
 - `.schema`: the database's schema as it was before the dump (convert_version_table's version
   and a digest of table_defs_table's definitions). Measured on real slurmdbd: 24.11 and 26.05
-  both write convert version 16, and differ in the definitions (26.05 adds txn_table's
-  archive_delete key and columns to the m_*_table; 30 of 37 definitions change), so the version
+  both write convert version 16, and differ in the definitions (21 of 33: 26.05 adds txn_table's
+  archive_delete key and changes 20 of the 22 per-cluster tables), so the version
   alone can't tell one release's schema from the other's;
 - `.failed`: slurmdbd of the new release exited non-zero before it ever listened (its conversion
   failed); written by slurmdbd's start script (slurmdbd-start.sh);
