@@ -47,10 +47,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the clone and its image cache")
     parser.add_argument("--under", type=Path, help="folder for the clone and the cache (default: the temp dir)")
+    parser.add_argument("--rev", help="check this revision out in the clone (an earlier one, to compare)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="sunk-demo-fresh-", dir=args.under))
     clone = base / "sunk"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+    if args.rev:
+        subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", args.rev], check=True)
     head = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     env = {
         **os.environ,
@@ -87,6 +90,8 @@ def main() -> int:
             if echo in line and step not in marks:
                 marks[step] = time.monotonic() - started
         tail = [*tail[-60:], line.rstrip()]
+        if line.startswith("sunk images: layer ") or ("built in" in line and line.startswith("ghcr.io")):
+            print(f"  [{time.monotonic() - started:5.0f} s] {line.rstrip()}", flush=True)
     code = make.wait()
     total = time.monotonic() - started
     if code != 0 or stopped:
