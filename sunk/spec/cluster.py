@@ -420,7 +420,8 @@ class ClusterSpec(Model):
                     "topology.plugin",
                     f"block is not supported with slurm.version {self.slurm.version!r}: slurmctld 26.05 exits "
                     "at start unless a block holds a registered node, and NodeSet nodes register after it "
-                    'starts; use plugin tree, or slurm.version "24.11"',
+                    'starts; use plugin tree, slurm.version "24.11", or a block topology under `topologies` '
+                    "(written flat until a block fills)",
                 )
             )
         return problems
