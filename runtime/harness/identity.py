@@ -5,12 +5,15 @@ login root started by the login container's own script (sunk.manifests.login), o
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sunk.manifests import login
+from sunk.manifests import accounting, controller, login
 from sunk.manifests.auth import auth_refs
+from sunk.manifests.meta import Manifest
 from sunk.manifests.sssd import (
     CLIENT_CERT_PATH,
     CLIENT_KEY_PATH,
@@ -51,12 +54,63 @@ class DirectorySecrets:
     client_key: str | None = None
 
 
+def _pod(spec: ClusterSpec, role: str) -> Manifest | None:
+    """The rendered pod spec of the pod that runs `role`'s daemon (None for slurmd: the operator
+    builds those pods, and they set no fsGroup)."""
+    refs = auth_refs(spec)
+    if role == "slurmctld":
+        workload = controller.statefulset(spec, refs)
+    elif role == "slurmdbd":
+        workload = next(m for m in accounting.slurmdbd_manifests(spec, refs) if m["kind"] == "Deployment")
+    elif role == "login":
+        workload = login.deployment(spec, refs)
+    else:
+        return None
+    return dict(workload["spec"]["template"]["spec"])
+
+
+def sssd_empty_dirs(spec: ClusterSpec, role: str) -> tuple[list[str], int | None]:
+    """The emptyDir folders of `role`'s sssd sidecar and its pod's fsGroup: with an fsGroup the
+    kubelet makes each emptyDir root-owned with that group and setgid (mode 2777)."""
+    pod = _pod(spec, role)
+    if pod is None:
+        return [], None
+    empty = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    sssd = next(c for c in pod["initContainers"] if c["name"] == "sssd")
+    group = (pod.get("securityContext") or {}).get("fsGroup")
+    return [m["mountPath"] for m in sssd["volumeMounts"] if m["name"] in empty], None if group is None else int(group)
+
+
+def confined(container: Manifest, fs_group: int | None = None) -> list[str]:
+    """The container's command held to its securityContext as the pod's runtime holds it: the
+    bounding set only what it adds to a dropped ALL (root then has just those, as in the pod),
+    no_new_privs where privilege escalation is off, and the pod's fsGroup among its groups (the
+    kubelet adds it to every container's). util-linux's setpriv is in every image."""
+    security = container.get("securityContext") or {}
+    caps = security.get("capabilities") or {}
+    if "ALL" not in (caps.get("drop") or []):
+        raise ValueError(f"{container['name']}: the harness confines only containers that drop ALL")
+    bounding = ",".join(["-all", *(f"+{cap.lower()}" for cap in caps.get("add") or [])])
+    escalation = ["--no-new-privs"] if security.get("allowPrivilegeEscalation") is False else []
+    groups = [f"--groups={fs_group}"] if fs_group is not None else []
+    return ["setpriv", *groups, f"--bounding-set={bounding}", *escalation, "--", *container["command"]]
+
+
 def start_sssd(jail: Jail, role: str, spec: ClusterSpec, secrets: DirectorySecrets) -> None:
-    """sssd in one role's root, by the sidecar's script, with the Secrets' files where it mounts them."""
+    """sssd in one role's root, by the sidecar's script, with the Secrets' files where it mounts
+    them, and its emptyDir folders as its pod's fsGroup would leave them."""
     refs = sssd_refs(spec)
     if refs is None or spec.auth.ldap is None:
         raise ValueError("the spec has no auth.ldap")
     root = jail.root(role)
+    folders, group = sssd_empty_dirs(spec, role)
+    for folder in folders:  # empty, as a new pod's emptyDir: the image's files there are hidden
+        empty = root / folder.lstrip("/")
+        shutil.rmtree(empty, ignore_errors=True)
+        empty.mkdir(parents=True)
+        if group is not None:
+            os.chown(empty, 0, group)
+            empty.chmod(0o2777)
     write_file(root / TEMPLATE_DIR.lstrip("/") / SSSD_CONF_KEY, render_sssd_conf(spec.auth.ldap), 0o400)
     files = (
         (refs.bind_password_secret, LDAP_BIND_PASSWORD_PATH, secrets.bind_password, 0o400),
@@ -71,7 +125,7 @@ def start_sssd(jail: Jail, role: str, spec: ClusterSpec, secrets: DirectorySecre
             raise ValueError(f"the spec references {path} (from {ref}) but DirectorySecrets has no value for it")
         write_file(root / path.lstrip("/"), text, mode)
     name = f"sssd-{role}"
-    proc = jail.spawn(name, sssd_sidecar("", refs)["command"], role=role)
+    proc = jail.spawn(name, confined(sssd_sidecar("", refs), group), role=role)
     socket = root / NSS_SOCKET.lstrip("/")
     wait_until(
         name, socket.exists, timeout=START_TIMEOUT, alive=proc, on_fail=lambda: f"--- {name} ---\n{jail.log_tail(name)}"

@@ -9,6 +9,7 @@ would mount; sshd runs by the login container's own script."""
 
 from __future__ import annotations
 
+import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from sunk.runtime.harness.directory import DirectoryGroup, DirectoryUser, LocalL
 from sunk.runtime.harness.identity import DirectorySecrets, start_sshd
 from sunk.runtime.harness.ports import free_ports
 
+from sunk.images import SLURM_UID
 from sunk.manifests.login import HOST_KEY_FILES
+from sunk.manifests.sssd import MEMCACHE, NSS_SOCKET, PIPES, SSSD_DIR
 from sunk.spec.cluster import ClusterSpec
 
 pytestmark = pytest.mark.slurm
@@ -163,6 +166,20 @@ def test_id_and_getent_agree_on_login_compute_and_the_controllers(site: Site) ->
     assert site.slurm.run("getent", "group", "hpc", role="slurmd").stdout == f"hpc:*:{HPC}:alice\n"
     # Unknown names stay unknown (no wildcard or enumeration answers).
     assert site.slurm.run("id", "nobody-here", role="slurmd").returncode != 0
+
+
+def test_sssd_serves_from_folders_an_fsgroup_made_setgid(site: Site) -> None:
+    """slurmctld's and slurmdbd's pods have an fsGroup, so their sssd's emptyDirs are setgid to
+    it, as the harness makes them (sssd.conf's folder stays so); sssd refuses sockets of that
+    group, and serves: its start keeps the socket folders root's."""
+    for role in ("slurmctld", "slurmdbd"):
+        root = site.slurm.jail.root(role)
+        conf = (root / SSSD_DIR.lstrip("/")).stat()
+        assert (conf.st_gid, conf.st_mode & stat.S_ISGID) == (SLURM_UID, stat.S_ISGID), role
+        for folder in (PIPES, f"{PIPES}/private", MEMCACHE):
+            made = (root / folder.lstrip("/")).stat()
+            assert (made.st_uid, made.st_gid, made.st_mode & stat.S_ISGID) == (0, 0, 0), (role, folder)
+        assert (root / NSS_SOCKET.lstrip("/")).is_socket(), role
 
 
 def test_group_restricted_partition_admits_members_and_rejects_others(site: Site) -> None:

@@ -15,6 +15,11 @@ umask 077
 rm -f /run/sssd.pid "$pipes/nss" "$pipes/pam" "$pipes/ssh"
 install -d -m 0755 "$pipes" "$memcache"
 install -d -m 0700 "$pipes/private" /var/lib/sss/db
+# A pod's fsGroup (slurmctld's, slurmdbd's) makes each emptyDir setgid to that group, so the
+# sockets sssd makes there would carry it, and sssd checks each socket it makes for root:root
+# ("check_file failed for [.../sbus-master]", then it exits). Root's folders, without setgid.
+chown 0:0 "$pipes" "$memcache" "$pipes/private"
+chmod g-s "$pipes" "$memcache" "$pipes/private"
 cp "$template" "$conf"
 if [ -n "$bind_password" ]; then
   password=$(cat "$bind_password")
