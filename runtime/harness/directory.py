@@ -81,10 +81,10 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise RuntimeError(f"openssl {' '.join(args[:2])} failed: {done.stderr.strip()}")
 
 
-def make_test_ca(folder: Path, host: str = HOST) -> TlsFiles:
+def make_test_ca(folder: Path, host: str = HOST, address: str = "127.0.0.1") -> TlsFiles:
     """A CA, a server certificate for `host`, this machine's short name (libldap checks the name
-    127.0.0.1 resolves to, which /etc/hosts may give as the machine's) and 127.0.0.1, and a
-    client certificate (P-256 keys, valid for a day: long enough for a test run, useless after)."""
+    127.0.0.1 resolves to, which /etc/hosts may give as the machine's), 127.0.0.1 and `address`,
+    and a client certificate (P-256 keys, valid for a day: long enough for a test run, useless after)."""
     folder.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1"]
     _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=sunk test CA", cwd=folder)
@@ -92,7 +92,7 @@ def make_test_ca(folder: Path, host: str = HOST) -> TlsFiles:
         (
             "server",
             f"/CN={host}",
-            f"subjectAltName=DNS:{host},DNS:{short_hostname()},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+            f"subjectAltName=DNS:{host},DNS:{short_hostname()},IP:127.0.0.1,IP:{address}\nextendedKeyUsage=serverAuth\n",
         ),
         ("client", "/CN=sunk-sssd-client", "extendedKeyUsage=clientAuth\n"),
     ):
@@ -201,8 +201,19 @@ class LocalLdap:
     base_dn = "dc=sunk,dc=test"
     service_dn = "cn=sssd,ou=services,dc=sunk,dc=test"
 
-    def __init__(self, work: Path, tls: TlsFiles, password: str, ports: Sequence[int], client_cert: bool) -> None:
+    def __init__(
+        self,
+        work: Path,
+        tls: TlsFiles,
+        password: str,
+        ports: Sequence[int],
+        client_cert: bool,
+        address: str = "127.0.0.1",
+        netns: str | None = None,
+    ) -> None:
         self.work = work
+        self.address = address
+        self.netns = netns
         self.tls = tls
         self.bind_password = password
         self.port, self.tls_port = ports
@@ -217,15 +228,19 @@ class LocalLdap:
         *,
         require_client_cert: bool = False,
         workdir: Path | None = None,
+        address: str = "127.0.0.1",
+        netns: str | None = None,
     ) -> Self:
-
+        """`address`, `netns`: slapd listens on `address` inside the named network namespace
+        (`ip netns`) instead of on the host's loopback: a directory on another host of a network,
+        such as the local cluster's bridge, that this process reaches through the bridge."""
         if not Path(SLAPD).exists():
             raise RuntimeError("slapd is not installed: apt-get install slapd ldap-utils (bash .ci/bootstrap does)")
         work = Path(tempfile.mkdtemp(prefix="sunk-ldap-", dir=workdir))
         try:
-            tls = make_test_ca(work / "tls")
+            tls = make_test_ca(work / "tls", address=address)
             password = secrets.token_urlsafe(18)
-            self = cls(work, tls, password, free_ports(2), require_client_cert)
+            self = cls(work, tls, password, free_ports(2), require_client_cert, address, netns)
             (work / "data").mkdir()
             (work / "lpk.schema").write_text(OPENSSH_LPK)
             conf = slapd_conf(work, cls.base_dn, service_dn=cls.service_dn, require_client_cert=require_client_cert)
@@ -246,11 +261,12 @@ class LocalLdap:
         return self
 
     def _spawn(self) -> None:
-        urls = f"ldap://127.0.0.1:{self.port}/ ldaps://127.0.0.1:{self.tls_port}/"
+        urls = f"ldap://{self.address}:{self.port}/ ldaps://{self.address}:{self.tls_port}/"
+        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         log = (self.work / "slapd.log").open("ab")
         # -d keeps slapd in the foreground (tracked by PID); level 0 logs little.
         self._proc = subprocess.Popen(
-            [SLAPD, "-d", "0", "-h", urls, "-f", str(self.work / "slapd.conf")],
+            [*inside, SLAPD, "-d", "0", "-h", urls, "-f", str(self.work / "slapd.conf")],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -259,7 +275,7 @@ class LocalLdap:
         log.close()
         wait_until(
             "slapd",
-            lambda: listening(self.port) and listening(self.tls_port),
+            lambda: listening(self.port, self.address) and listening(self.tls_port, self.address),
             timeout=30,
             alive=self._proc,
             on_fail=lambda: (self.work / "slapd.log").read_text(errors="replace")[-2000:],
@@ -269,6 +285,12 @@ class LocalLdap:
     def uri(self) -> str:
         """ldap:// (StartTLS) by host name, as the certificate names it."""
         return f"ldap://{HOST}:{self.port}"
+
+    @property
+    def address_uri(self) -> str:
+        """ldap:// (StartTLS) by address (the certificate names it too): for clients that do not
+        resolve this machine's names, as pods on the local cluster's bridge."""
+        return f"ldap://{self.address}:{self.port}"
 
     @property
     def ldaps_uri(self) -> str:

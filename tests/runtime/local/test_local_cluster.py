@@ -4,15 +4,18 @@ from the slurmctld image with its volumes, user and probes as rendered, `kubectl
 `kubectl exec`, the render applied a second time, no way out of the cluster's network; then the
 scenarios a user runs (the operator's slurmd pods on their NodeSets' Nodes, a 2-node job, a pod
 placed by Slurm beside a job, cordon, scale, slurmctld's pod replaced, crash loops, RBAC, a stack
-change through `sunk local apply`, a Node lost and brought back), and `sunk local down` leaving
-nothing behind.
+change through `sunk local apply`, a Node lost and brought back, a directory user's job submitted
+over ssh with auth.ldap applied), and `sunk local down` leaving nothing behind.
 
-One cluster for the module, its scenarios in order (each leaves it as it found it); the slow part
+One cluster for the module, its scenarios in order (each leaves it as it found it, but the last,
+the directory user's, leaves auth.ldap applied with its directory gone); the slow part
 is its pods starting, about a minute, and the scale-down waiting for a job."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import ipaddress
 import json
 import os
 import pty
@@ -29,6 +32,8 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
+from sunk.runtime.harness.directory import DirectoryGroup, DirectoryUser, LocalLdap
+from sunk.runtime.local.cli import _why as cli_why
 
 from sunk import keys
 from tests.support import waiting
@@ -976,6 +981,132 @@ def test_a_settled_cluster_gets_no_more_topology_reconfigures(cluster: Cluster) 
     wait_for("no topology reconfigure for 40 s", lambda: settled(), lambda quiet: quiet, 400, cluster)
     distinct = [key for i, (_, key) in enumerate(history) if i == 0 or key != history[i - 1][1]]
     assert len(distinct) <= 8, distinct  # a few right after the lost-node test's re-registrations, no stream
+
+
+ALICE, RESEARCH = 20001, 20000
+
+
+@contextlib.contextmanager
+def host_on_bridge(marker: str, last_octet: int) -> Iterator[tuple[str, str]]:
+    """A network namespace on the cluster's bridge at address .`last_octet` of its subnet, which
+    no pod takes (pods get .2 to .251): a machine of the pods' network that is not a pod, as a
+    site's directory server is. Yields (namespace, address); removed afterwards."""
+    (state,) = [json.loads(p.read_text()) for p in Path(marker).glob("*/state.json")]
+    subnet = ipaddress.IPv4Network(state["subnet"])
+    address = str(subnet.network_address + last_octet)
+    tag = hashlib.sha256(state["bridge"].encode()).hexdigest()[:8]
+    name, veth = f"sunk-ldap-{tag}", f"sldap{tag}"
+
+    def ip(*args: str, check: bool = True) -> None:
+        subprocess.run(["ip", *args], check=check, capture_output=True)
+
+    ip("link", "del", veth, check=False)  # left by a run that was killed
+    ip("netns", "del", name, check=False)
+    try:
+        ip("netns", "add", name)
+        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
+        ip("link", "set", veth, "master", state["bridge"], "up")
+        ip("-n", name, "addr", "add", f"{address}/{subnet.prefixlen}", "dev", "eth0")
+        ip("-n", name, "link", "set", "eth0", "up")
+        ip("-n", name, "link", "set", "lo", "up")
+        yield name, address
+    finally:
+        ip("link", "del", veth, check=False)
+        ip("netns", "del", name, check=False)
+
+
+def test_a_directory_user_submits_over_ssh_and_the_job_runs_as_that_user(
+    cluster: Cluster, marker: str, tmp_path: Path
+) -> None:
+    """The stack with auth.ldap, applied with `sunk local apply`: a real slapd (the identity
+    tests' directory, TLS only) on a host of the cluster's network; alice logs in over
+    `ssh -p PORT alice@127.0.0.1` (the login NodePort) with the key the directory serves,
+    submits a job, and it runs as her: the uid and gid in its output are the directory's, and
+    sacct names her."""
+    key = tmp_path / "alice"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", str(key)], check=True)
+    alice = DirectoryUser("alice", ALICE, RESEARCH, (key.with_suffix(".pub").read_text().strip(),))
+    with (
+        host_on_bridge(marker, 253) as (netns, address),
+        LocalLdap.start(
+            [alice], [DirectoryGroup("research", RESEARCH, ("alice",))], address=address, netns=netns
+        ) as ldap,
+    ):
+        # As a manifest through apply: `kubectl create secret generic` sends protobuf, which the
+        # local API server does not speak.
+        secret = tmp_path / "secret.json"
+        secret.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "research-ldap", "namespace": NS},
+                    "stringData": {"password": ldap.bind_password, "ca.crt": ldap.tls.ca},
+                }
+            )
+        )
+        cluster.kubectl("apply", "-f", str(secret))
+        stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.acme-dev.yaml").read_text())
+        config = stack["config"]["sunk:cluster"]
+        config["login"]["serviceType"] = "NodePort"  # a port on 127.0.0.1, as a LoadBalancer gets
+        config["accounts"] = [{"name": "research", "users": ["alice"]}]  # associations are enforced
+        config["auth"] = {
+            "ldap": {
+                "uris": [ldap.address_uri],  # StartTLS, the server verified against the CA
+                "baseDn": ldap.base_dn,
+                "bindDn": ldap.service_dn,
+                "bindPasswordSecret": {"name": "research-ldap", "key": "password"},
+                "caSecret": {"name": "research-ldap", "key": "ca.crt"},
+            }
+        }
+        changed = tmp_path / "Pulumi.acme-dev.yaml"
+        changed.write_text(yaml.safe_dump(stack, sort_keys=False))
+        done = _sunk("local", "apply", str(changed), env=cluster.env)
+        assert done.returncode == 0, done.stderr
+
+        def with_sssd() -> list[str]:
+            """Pods of the cluster's Slurm roles still without a ready sssd (the operator replaces
+            the slurmd pods one by one), each with what it waits for."""
+            pods = json.loads(cluster.kubectl("get", "pods", "-n", NS, "-o", "json").stdout)["items"]
+            roles = {"controller", "login", "slurmd"}
+            left = []
+            for pod in pods:
+                if pod["metadata"]["labels"].get(keys.APP_COMPONENT) not in roles:
+                    continue
+                status = pod.get("status") or {}
+                sssd = [c for c in status.get("initContainerStatuses") or [] if c["name"] == "sssd"]
+                ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+                if pod["metadata"].get("deletionTimestamp") or not ready or not sssd or not sssd[0].get("ready"):
+                    left.append(f"{pod['metadata']['name']}: {status.get('message') or cli_why(pod)}")
+            return left
+
+        wait_for("every Slurm pod with a ready sssd", with_sssd, lambda left: not left, 300, cluster)
+        service = json.loads(cluster.kubectl("get", "-n", NS, "service/research-login", "-o", "json").stdout)
+        port = service["spec"]["ports"][0]["nodePort"]
+        ssh = ["ssh", "-F", "/dev/null", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
+               "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+               "-o", "ConnectTimeout=10", "alice@127.0.0.1"]  # fmt: skip
+        submit = "sbatch --parsable -D /tmp -p batch -N1 -o /tmp/ldap-%j.out --wrap 'id -u; id -g; id -un'"
+        job = wait_for(
+            "alice's sbatch over ssh",
+            lambda: subprocess.run([*ssh, submit], capture_output=True, text=True, timeout=60),
+            lambda d: d.returncode == 0 and d.stdout.strip().isdigit(),
+            180,
+            cluster,
+        ).stdout.strip()
+        line = wait_for(
+            f"job {job} in sacct",
+            lambda: cluster.login(
+                f"sacct -n -X -P -j {job} -o State,User,UID,GID,NodeList", check=False
+            ).stdout.strip(),
+            lambda text: text.startswith(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")),
+            180,
+            cluster,
+        )
+        state, user, uid, gid, node = line.split("|")
+        assert (state, user, uid, gid) == ("COMPLETED", "alice", str(ALICE), str(RESEARCH)), line
+        out = cluster.kubectl("exec", "-n", NS, f"research-{node}", "-c", "slurmd", "--", "cat", f"/tmp/ldap-{job}.out")
+        assert out.stdout.split() == [str(ALICE), str(RESEARCH), "alice"], out.stdout
 
 
 def test_down_leaves_nothing_behind(cluster: Cluster, marker: str, before: dict[str, int]) -> None:
