@@ -75,6 +75,20 @@ def _file(lines: Iterable[str], extra: Iterable[str]) -> str:
     return conf_file(HEADER, lines, extra, file="topology.conf")
 
 
+def _by_label_path(nodes: Iterable[TopologyNode], label_keys: Sequence[str]) -> tuple[dict[Path, list[str]], list[str]]:
+    """Nodes grouped by their values of `label_keys` (top of the fabric down), in the order given;
+    a node missing any of them (or with an empty value) is unlabeled."""
+    by_path: dict[Path, list[str]] = {}
+    unlabeled: list[str] = []
+    for n in nodes:
+        values = [n.labels.get(k) or "" for k in label_keys]
+        if all(values):
+            by_path.setdefault(tuple(values), []).append(n.name)
+        else:
+            unlabeled.append(n.name)
+    return by_path, unlabeled
+
+
 def render_topology_conf(
     spec: ClusterSpec | TopologySpec,
     nodes: Iterable[TopologyNode],
@@ -97,14 +111,7 @@ def render_topology_conf(
     if topo.plugin == "none":
         return _file(["# topology plugin: none"], extra)
     reserved = {m.group(1) for line in extra if (m := _DEFINED.match(line))}
-    by_path: dict[Path, list[str]] = {}
-    unlabeled: list[str] = []
-    for n in nodes:
-        values = [n.labels.get(k) or "" for k in topo.label_keys]
-        if all(values):
-            by_path.setdefault(tuple(values), []).append(n.name)
-        else:
-            unlabeled.append(n.name)
+    by_path, unlabeled = _by_label_path(nodes, topo.label_keys)
     if topo.plugin == "block":
         known = None if registered is None else set(registered)
         return _file(_blocks(topo, by_path, unlabeled, reserved, known), extra)
@@ -235,14 +242,7 @@ def render_topology_yaml(
         if topo.plugin == "flat":
             out.append("  flat: true")
             continue
-        by_path: dict[Path, list[str]] = {}
-        unlabeled: list[str] = []
-        for n in nodes:
-            values = [n.labels.get(k) or "" for k in topo.label_keys]
-            if all(values):
-                by_path.setdefault(tuple(values), []).append(n.name)
-            else:
-                unlabeled.append(n.name)
+        by_path, unlabeled = _by_label_path(nodes, topo.label_keys)
         if topo.plugin == "block":
             known = None if registered is None else set(registered)
             out += _yaml_block(_blocks(single, by_path, unlabeled, set(), known), topo.label_keys[0])
