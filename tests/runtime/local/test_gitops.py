@@ -11,7 +11,6 @@ minutes on a loaded machine)."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import subprocess
@@ -20,9 +19,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from sunk.runtime.local import cli
 
+from tests.support import waiting
 from tests.support.stacks import FIXTURE_PROJECT
 
 pytestmark = pytest.mark.slurm
@@ -43,33 +45,12 @@ class Empty:
     stopped by `sunk local down` run in that folder."""
 
     def __init__(self, base: Path, project: Path) -> None:
-        self.env = {**os.environ, "SUNK_LOCAL_DIR": str(base)}
+        self.env = {**os.environ, cli.BASE_ENV: str(base)}
         self.project = project
-        folder = base / hashlib.sha256(str(project).encode()).hexdigest()[:12]  # `sunk local`'s folder
-        folder.mkdir(parents=True)
-        with (folder / "cluster.log").open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "sunk.runtime.local",
-                    "serve",
-                    "--workdir",
-                    str(folder),
-                    "--project",
-                    str(project),
-                ],
-                cwd=ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 120
-        while not (folder / "state.json").is_file():
-            assert self.proc.poll() is None and time.monotonic() < deadline, (folder / "cluster.log").read_text()
-            time.sleep(0.3)
-        self.kubeconfig = json.loads((folder / "state.json").read_text())["kubeconfig"]
+        with mock.patch.dict(os.environ, {cli.BASE_ENV: str(base)}):
+            self.folder = cli.workdir(project)  # the folder `sunk local down` in `project` finds
+        self.state = cli._start(self.folder, project, timeout=120)  # as `sunk local up` starts it
+        self.kubeconfig = self.state.kubeconfig
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -109,7 +90,7 @@ class Empty:
     def down(self) -> None:
         done = _sunk("local", "down", env=self.env, cwd=self.project)
         assert done.returncode == 0, done.stderr
-        self.proc.wait(timeout=30)
+        waiting.wait_for("the cluster's process to exit", lambda: cli.running(self.folder) is None, timeout=30)
 
 
 @pytest.fixture(scope="module")
