@@ -58,6 +58,15 @@ def test_the_public_names_are_all_still_there() -> None:
     assert set(PUBLIC) <= set(dir(sunk.api))
 
 
+def test_the_lazy_names_are_exactly_what_the_components_package_exports() -> None:
+    # sunk.api lists them itself so that importing it never imports Pulumi; this keeps that list
+    # and sunk.components.__all__ from drifting apart (a component added there and forgotten here
+    # would be missing from the public API).
+    import sunk.components
+
+    assert sorted(sunk.api.PULUMI_BOUND) == sorted(sunk.components.__all__)
+
+
 def test_each_public_name_is_the_object_its_home_module_defines() -> None:
     from sunk.components import Controller, Operator, late
 
