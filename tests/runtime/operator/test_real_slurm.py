@@ -60,6 +60,16 @@ def slurm() -> Iterator[LocalSlurm]:
 
 
 class Kubelet(threading.Thread):
+    """A stand-in for the scheduler and kubelet of one Node, `node-0`: it binds each new pod there,
+    starts the pod's slurmd in the harness, and reports the pod Running and Ready with its slurmd
+    container's start and restart count as a kubelet would; a pod with a deletionTimestamp gets its
+    slurmd stopped, then its finalizer removed.
+
+    What it can't model, so no test here relies on it: the pod spec itself (images, volumes, env,
+    probes, users: the local cluster's tests run those), several Nodes and their capacity, a
+    container that crashes or restarts (restartCount stays 0), readiness that lags the start,
+    grace periods and preStop hooks, and a kubelet that is down or slow."""
+
     def __init__(self, url: str, slurm: LocalSlurm) -> None:
         super().__init__(name="kubelet", daemon=True)
         self.core = client.CoreV1Api(client.ApiClient(client.Configuration(host=url)))
