@@ -486,6 +486,11 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = verbs.add_parser("node", help="stop one Node's agent as if the Node lost power, or start it again")
     p.add_argument("action", choices=["stop", "start"])
     p.add_argument("name", help="the Node's name (kubectl get nodes)")
+    p.add_argument(
+        "--keep-containers",
+        action="store_true",
+        help="stop: only the agent stops (a kubelet crash); the Node's containers keep running until it starts again",
+    )
     p.set_defaults(func=_local_node)
     for verb, helptext, handler in (
         ("status", "is this project's local cluster running; its pods", _local_status),

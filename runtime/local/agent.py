@@ -20,6 +20,13 @@ Names resolve through /etc/hosts, rewritten when pods or Services change: pod FQ
 Services, and each Service's names (short, namespaced and cluster.local) to its first ready
 endpoint, which stands in for a ClusterIP (offcluster.py lists it).
 
+A Node's agent can stop two ways (`stop_node`): as a Node losing power (its containers and sandboxes
+go, nothing reaches the API), or as a kubelet that crashed (`keep_containers`: the containers run
+on, unwatched, and API deletions don't reach them; when the agent starts again it kills the
+containers of pods the API no longer has, stops the Terminating ones, and takes the rest back
+without restarting them). While it is stopped, logs and exec of its pods fail, as they go through
+the kubelet.
+
 Not modelled: resource limits (no cgroups: offcluster.py), image pulls, postStart hooks, httpGet
 hooks, ephemeral containers, `kubectl attach`, a pod's shared PID namespace, the kubelet's
 eviction under pressure, static pods.
@@ -217,7 +224,7 @@ class Agent:
         if uid in self.kept:
             self._free.append(self.kept.pop(uid))
         runner = self.pods.get(uid)
-        if runner is not None and runner.stopping is None and not runner.lost:
+        if runner is not None and runner.stopping is None and not runner.lost and not runner.detached:
             runner.stopping = self._spawn(runner.stop(KILL_GRACE))
 
     async def _forget(self, pod: Obj) -> None:
@@ -268,25 +275,55 @@ class Agent:
                 self.store.resource("v1/nodes"), None, name, "merge", {"status": {"conditions": conditions}}, "status"
             )
 
-    async def stop_node(self, name: str) -> None:
+    async def stop_node(self, name: str, keep_containers: bool = False) -> str:
         """The Node's agent stops, as on a Node that lost power: no more heartbeats, its pods'
-        containers and sandboxes go without a word to the API (their pods keep the status they had)."""
+        containers and sandboxes go without a word to the API (their pods keep the status they had).
+        With `keep_containers`, only the kubelet stops (it crashed, or `systemctl stop kubelet`): the
+        containers run on, unwatched: no probe, no restart, no status, and a deletion in the API
+        reaches none of them until the agent starts again. Returns what happened, in words."""
         self._node(name)
         self.stopped.add(name)
-        lost = [r for r in self.pods.values() if r.node == name]
-        await asyncio.gather(*(r.lose() for r in lost), return_exceptions=True)
-        log.info("node %s: agent stopped (%d pods lost)", name, len(lost))
+        on_node = [r for r in self.pods.values() if r.node == name]
+        if keep_containers:
+            for runner in on_node:
+                runner.detached = True
+            said = f"node {name}: agent stopped ({len(on_node)} pods' containers left running)"
+        else:
+            await asyncio.gather(*(r.lose() for r in on_node), return_exceptions=True)
+            said = f"node {name}: agent stopped ({len(on_node)} pods lost)"
+        log.info("%s", said)
+        return said
 
     async def start_node(self, name: str) -> None:
-        """The Node's agent starts again, as a kubelet after a reboot: it posts Ready, confirms the
-        deletion of its pods that were deleted meanwhile and starts the others again."""
+        """The Node's agent starts again, as a kubelet after a reboot or a restart: it posts Ready,
+        kills the containers of pods that left the API meanwhile, confirms the deletion of its pods
+        that were deleted meanwhile, takes back the running ones as they are (no restart) and starts
+        the others again."""
         node = self._node(name)
         self.stopped.discard(name)
         self.heartbeat(node)
+        for runner in [r for r in self.pods.values() if r.node == name and r.detached]:
+            self._take_back(runner)
         for pod in list(self.store.items(self._pods)):
             if (pod.get("spec") or {}).get("nodeName") == name:
                 self._consider(pod)
         log.info("node %s: agent started", name)
+
+    def _take_back(self, runner: PodRunner) -> None:
+        """A pod whose containers ran on while the agent was stopped: if the API no longer has it
+        (force-deleted, collected), its containers are orphans and are killed; otherwise the agent
+        reports it again (a deletion meanwhile is then acted on by `_consider`)."""
+        runner.detached = False
+        current = self.store.find(self._pods, runner.namespace, runner.name)
+        if current is None or current["metadata"]["uid"] != runner.uid:
+            log.info("pod %s/%s: gone from the API while the agent was stopped; killing its containers",
+                     runner.namespace, runner.name)  # fmt: skip
+            if runner.stopping is None:
+                runner.stopping = self._spawn(runner.stop(KILL_GRACE))
+            return
+        runner.pod = current
+        runner.published = None
+        runner.publish()
 
     def _node(self, name: str) -> Obj:
         node = self.store.find(self.store.resource("v1/nodes"), None, name)
@@ -334,7 +371,14 @@ class Agent:
                     runner.refresh()
 
     # -- what the API server asks -------------------------------------------------------------
+    def _reachable(self, runner: PodRunner | None) -> None:
+        """Logs and exec go through the Node's kubelet: none while its agent is stopped."""
+        node = runner.node if runner else ""
+        if runner is not None and (runner.detached or node in self.stopped):
+            raise ApiError(502, "InternalError", f"error dialing backend: the node agent of {node} is stopped")
+
     def log_path(self, pod: Obj, container: str, previous: bool) -> Path | None:
+        self._reachable(self.pods.get(pod["metadata"]["uid"]))
         folder = self.workdir / "pods" / pod["metadata"]["uid"] / "logs" / container
         found = sorted(int(p.stem) for p in folder.glob("*.log")) if folder.is_dir() else []
         if not found:
@@ -346,6 +390,7 @@ class Agent:
 
     def exec_argv(self, pod: Obj, container: str, command: Sequence[str]) -> list[str]:
         runner = self.pods.get(pod["metadata"]["uid"])
+        self._reachable(runner)
         running = runner.containers.get(container) if runner else None
         if runner is None or running is None or running.pid is None:
             raise ApiError(400, "BadRequest", f"container {container} is not running")
@@ -470,6 +515,9 @@ class PodRunner:
         self._carry_restarts(pod)
         self.lost = False
         """The Node's agent stopped under this pod: nothing of it reaches the API any more."""
+        self.detached = False
+        """The Node's agent stopped, its containers still running (`stop_node(keep_containers=True)`):
+        no status is written, no probe runs, no container is restarted, until the agent is back."""
         self.jail: Jail | None = None
         self.task: asyncio.Task[Any] | None = None
         self.stopping: asyncio.Task[Any] | None = None
@@ -788,7 +836,9 @@ class PodRunner:
     def refresh(self) -> None:
         if not self.sandbox or self.jail is None:
             return
-        self.write_hosts()
+        self.write_hosts()  # names stand in for cluster DNS, which lives on without the kubelet
+        if self.detached:  # volume contents are the kubelet's to refresh
+            return
         base = self.folder / "volumes"
         for name, volume in self.volume_sources.items():
             with contextlib.suppress(spec_of.ConfigError):
@@ -918,6 +968,8 @@ class PodRunner:
                 }
             }
             running.ready, running.pid = False, None
+            while self.detached and self.stopping is None and not self.finishing:
+                await asyncio.sleep(0.5)  # no kubelet to see the exit or restart it
             if self.stopping is not None or self.finishing:
                 self.publish()
                 return
@@ -1011,6 +1063,8 @@ class PodRunner:
                 return
 
     async def _check(self, running: Running, probe: Obj) -> bool:
+        while self.detached:  # the kubelet is the prober
+            await asyncio.sleep(0.5)
         timeout = float(probe.get("timeoutSeconds", 1))
         try:
             if "exec" in probe:
@@ -1175,7 +1229,7 @@ class PodRunner:
         return status
 
     def publish(self) -> None:
-        if self.lost:
+        if self.lost or self.detached:
             return
         status = self.status()
         compare = json.dumps(

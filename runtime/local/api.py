@@ -58,7 +58,7 @@ class Agent(Protocol):
 
     def exec_argv(self, pod: Obj, container: str, command: Sequence[str]) -> list[str]: ...
 
-    async def stop_node(self, name: str) -> None: ...
+    async def stop_node(self, name: str, keep_containers: bool = False) -> str: ...
 
     async def start_node(self, name: str) -> None: ...
 
@@ -333,23 +333,22 @@ class ApiServer:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     async def _node_agent(self, request: aiohttp.web.Request, node: str, verb: str) -> aiohttp.web.StreamResponse:
-        """POST /sunk-local/v1/nodes/NAME/stop|start: one Node's agent stops (as a Node losing
-        power) or starts again (`sunk local node`). The local cluster's own verb: the admin's only."""
-        if request.method != "POST" or verb not in ("stop", "start"):
-            raise ApiError(405, "MethodNotAllowed", "POST /sunk-local/v1/nodes/NAME/stop or .../start")
+        """POST /sunk-local/v1/nodes/NAME/stop|stop-keep-containers|start: one Node's agent stops
+        (as a Node losing power, or only its kubelet, its containers running on) or starts again
+        (`sunk local node`). The local cluster's own verb: the admin's only."""
+        verbs = ("stop", "stop-keep-containers", "start")
+        if request.method != "POST" or verb not in verbs:
+            raise ApiError(405, "MethodNotAllowed", "POST /sunk-local/v1/nodes/NAME/" + "|".join(verbs))
         if request.get(USER, "") != rbac.ADMIN:
             raise ApiError(403, "Forbidden", f"only the local cluster's admin may {verb} a Node's agent")
         if self.agent is None:
             raise ApiError(404, "NotFound", "this API server has no node agent")
-        await (self.agent.stop_node(node) if verb == "stop" else self.agent.start_node(node))
-        return aiohttp.web.json_response(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "status": "Success",
-                "message": f"node {node}: agent {'stopped' if verb == 'stop' else 'started'}",
-            }
-        )
+        if verb == "start":
+            await self.agent.start_node(node)
+            said = f"node {node}: agent started"
+        else:
+            said = await self.agent.stop_node(node, keep_containers=verb == "stop-keep-containers")
+        return aiohttp.web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success", "message": said})
 
     def _groups(self) -> Obj:
         groups: dict[str, list[str]] = {}
@@ -627,18 +626,19 @@ class ApiServer:
 
     async def _exec(self, request: aiohttp.web.Request, pod: Obj) -> aiohttp.web.StreamResponse:
         protocols = ("v5.channel.k8s.io", "v4.channel.k8s.io")
-        if request.headers.get("Upgrade", "").lower() != "websocket":
-            raise ApiError(400, "BadRequest", "exec is served over WebSocket (v5.channel.k8s.io) only; SPDY is not")
         container = self._container(pod, request.query.get("container"))
         command = request.query.getall("command", [])
         if not command:
             raise ApiError(400, "BadRequest", "you must specify at least one command for the container")
         if self.agent is None or (pod.get("status") or {}).get("phase") != "Running":
             raise ApiError(400, "BadRequest", f"pod {pod['metadata']['name']} is not running")
+        # The Node's agent refuses before the upgrade (a plain error, whichever protocol kubectl tries).
+        argv = self.agent.exec_argv(pod, container, command)
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            raise ApiError(400, "BadRequest", "exec is served over WebSocket (v5.channel.k8s.io) only; SPDY is not")
         ws = aiohttp.web.WebSocketResponse(protocols=protocols)
         await ws.prepare(request)
         stdin = request.query.get("stdin") in ("true", "1")
-        argv = self.agent.exec_argv(pod, container, command)
         if request.query.get("tty") in ("true", "1"):
             code = await _exec_tty(ws, argv)
         else:

@@ -9,8 +9,9 @@ pod is Ready, every Job complete and every registered Slurm node in slurmctld's 
 multi-node job then runs at once), and prints the pods. `down` stops the process, which stops
 every pod and removes the bridge, its veths and firewall rules, then deletes the cluster's folder.
 `node stop NAME` stops one Node's agent as if the Node lost power (its heartbeats and containers
-stop; the control plane then marks it Unknown, taints it and evicts, lifecycle.py), `node start
-NAME` brings it back.
+stop; the control plane then marks it Unknown, taints it and evicts, lifecycle.py); with
+`--keep-containers` only the agent stops, as a kubelet that crashed: the containers run on, and
+what the API did to their pods meanwhile reaches them when `node start NAME` brings it back.
 
 The cluster's folder is ~/.cache/sunk/local/<hash of the project folder> ($SUNK_LOCAL_DIR instead of
 ~/.cache/sunk/local when set): the same project folder always finds its cluster, two projects get two.
@@ -333,15 +334,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    """`sunk local node stop|start NAME`: one Node's agent stops (the Node as if it lost power) or
-    starts again (as after a reboot)."""
+    """`sunk local node stop|start NAME [--keep-containers]`: one Node's agent stops (the Node as if it
+    lost power, or with --keep-containers only its kubelet) or starts again."""
     state = running(workdir(project_dir()))
     if state is None:
         print("no local cluster for this project; `sunk local up` starts one", file=sys.stderr)
         return 1
     body = workdir(project_dir()) / "node-request.json"
     body.write_text("{}")
-    done = _kubectl(state, "create", "--raw", f"/sunk-local/v1/nodes/{args.name}/{args.action}", "-f", str(body),
+    verb = "stop-keep-containers" if args.action == "stop" and getattr(args, "keep_containers", False) else args.action
+    done = _kubectl(state, "create", "--raw", f"/sunk-local/v1/nodes/{args.name}/{verb}", "-f", str(body),
                     check=False)  # fmt: skip
     body.unlink(missing_ok=True)
     if done.returncode != 0:
