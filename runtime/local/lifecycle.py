@@ -429,9 +429,9 @@ def _nodes(
         actions += marks
         if EXCLUDE_DISRUPTION not in (node["metadata"].get("labels") or {}):
             sizes.setdefault(zone_key(node), []).append(readies[name])
-        else:
-            sizes.setdefault(zone_key(node), [])
     states, buckets, stop_all = disruption(sizes, memory, now, settings)
+    for zone in {zone_key(n) for n in nodes} - set(buckets):  # only excluded Nodes: no state, a limiter
+        buckets[zone] = memory.buckets.get(zone) or Bucket(settings.eviction_rate, 1.0, now)
     state: dict[str, NodeState] = {}
     for node in nodes:
         name, zone, ready = node["metadata"]["name"], zone_key(node), readies[node["metadata"]["name"]]

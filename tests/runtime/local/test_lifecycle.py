@@ -588,3 +588,12 @@ def test_the_controller_deletes_the_pods_of_a_deleted_node_marked_failed() -> No
     assert gone["status"]["phase"] == "Failed"
     assert any(c["type"] == "DisruptionTarget" and c["reason"] == "DeletionByPodGC"
                and c["message"] == "PodGC: node no longer exists" for c in gone["status"]["conditions"])  # fmt: skip
+
+
+def test_a_zone_of_excluded_nodes_only_has_no_state_but_still_taints() -> None:
+    nodes = _zone("a", 1, 1, zone="z-a") + _zone("x", 1, 1, zone="z-x") + _zone("b", 1, 0, zone="z-b")
+    nodes[1]["metadata"]["labels"][lifecycle.EXCLUDE_DISRUPTION] = ""
+    when, _ = _run(nodes, 0)
+    assert when == {0.0: {"a0", "x0"}}
+    _, _, memory = lifecycle.plan(nodes, {}, [], T0, SETTINGS)
+    assert sorted(memory.zones.values()) == [lifecycle.FULL, lifecycle.NORMAL] and len(memory.buckets) == 3
