@@ -413,12 +413,35 @@ def _queued_order(node: Obj) -> tuple[str, str]:
     return (str(ready.get("lastTransitionTime") or ""), node["metadata"]["name"])
 
 
+def _taint(
+    ready: str | None, current: tuple[Obj, ...], bucket: Bucket, stop_all: bool, now: datetime
+) -> tuple[tuple[Obj, ...], Bucket, bool]:
+    """One Node's taints after this pass, its zone's limiter after it, and whether the Node still
+    waits for its NoExecute taint: TaintNodesByCondition's NoSchedule taint at once; the NoExecute
+    one off when Ready (or when the whole cluster just went fully down), swapped at once when the
+    other key is there, else added when the limiter lets it through."""
+    taints = no_schedule_taints(ready, current)
+    want = {"False": NOT_READY, "Unknown": UNREACHABLE}.get(ready or "")
+    has = {t.get("key") for t in taints if t.get("effect") == "NoExecute"} & {NOT_READY, UNREACHABLE}
+    added = {"key": want, "effect": "NoExecute", "timeAdded": rfc3339(now)}
+    if ready == "True" or stop_all or not want:
+        return tuple(_without_no_execute(taints) if ready == "True" or stop_all else taints), bucket, False
+    if has and want not in has:
+        return (*_without_no_execute(taints), added), bucket, False
+    if has:
+        return tuple(taints), bucket, False
+    bucket = bucket.refill(now)
+    if bucket.tokens >= 1:
+        return (*taints, added), Bucket(bucket.qps, bucket.tokens - 1, now), False
+    return tuple(taints), bucket, True
+
+
 def _nodes(
     nodes: Iterable[Obj], leases: Mapping[str, Obj], now: datetime, settings: Settings, memory: Memory
 ) -> tuple[list[Action], dict[str, NodeState], Memory, datetime | None]:
     """Node health; zone states and their limiters; the taints each Node's Ready condition calls
     for, the NoExecute ones as each zone's limiter lets them through (in the order the Nodes went
-    not Ready); and when the next queued one may go."""
+    not Ready); and when the next waiting one may go."""
     nodes = sorted(nodes, key=_queued_order)
     actions: list[Action] = []
     readies: dict[str, str | None] = {}
@@ -433,35 +456,17 @@ def _nodes(
     for zone in {zone_key(n) for n in nodes} - set(buckets):  # only excluded Nodes: no state, a limiter
         buckets[zone] = memory.buckets.get(zone) or Bucket(settings.eviction_rate, 1.0, now)
     state: dict[str, NodeState] = {}
+    waiting: set[str] = set()
     for node in nodes:
-        name, zone, ready = node["metadata"]["name"], zone_key(node), readies[node["metadata"]["name"]]
+        name, zone = node["metadata"]["name"], zone_key(node)
         current = tuple((node.get("spec") or {}).get("taints") or [])
-        taints = no_schedule_taints(ready, current)
-        want = {"False": NOT_READY, "Unknown": UNREACHABLE}.get(ready or "")
-        has = {t.get("key") for t in taints if t.get("effect") == "NoExecute"} & {NOT_READY, UNREACHABLE}
-        if ready == "True" or stop_all:
-            taints = _without_no_execute(taints)
-        elif want and has and want not in has:  # the other one: swapped at once, not queued
-            taints = [*_without_no_execute(taints), {"key": want, "effect": "NoExecute", "timeAdded": rfc3339(now)}]
-        elif want and not has:
-            bucket = buckets[zone].refill(now)
-            if bucket.tokens >= 1:
-                bucket = Bucket(bucket.qps, bucket.tokens - 1, now)
-                taints = [*taints, {"key": want, "effect": "NoExecute", "timeAdded": rfc3339(now)}]
-            buckets[zone] = bucket
-        final = tuple(taints)
+        final, buckets[zone], waits = _taint(readies[name], current, buckets[zone], stop_all, now)
         if final != current:
             actions.append(SetTaints(name, final))
-        state[name] = (ready, final)
-    waiting = [
-        buckets[zone_key(n)].next_token()
-        for n in nodes
-        if state[n["metadata"]["name"]][0] != "True"
-        and readies[n["metadata"]["name"]] is not None
-        and not any(t.get("effect") == "NoExecute" and t.get("key") in (NOT_READY, UNREACHABLE)
-                    for t in state[n["metadata"]["name"]][1])
-    ]  # fmt: skip
-    next_token = min((t for t in waiting if t is not None), default=None)
+        state[name] = (readies[name], final)
+        if waits:
+            waiting.add(zone)
+    next_token = min((t for t in (buckets[z].next_token() for z in waiting) if t is not None), default=None)
     return actions, state, Memory(states, buckets, memory.missing), next_token
 
 
