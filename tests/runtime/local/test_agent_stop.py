@@ -13,7 +13,6 @@ Its own cluster (the cluster's process, no stack; one Node, the default inventor
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -23,9 +22,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
+from sunk.runtime.local import cli
 from sunk.runtime.local.inventory import DEFAULT_NODE
 
 from tests.support import waiting
@@ -43,23 +44,14 @@ def _sunk(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.C
 
 
 class One:
-    """The cluster's process for this checkout's folder under a temporary SUNK_LOCAL_DIR."""
+    """An empty cluster for this checkout's folder under a temporary SUNK_LOCAL_DIR, started as
+    `sunk local up` starts one (cli._start) and stopped by `sunk local down`."""
 
     def __init__(self, base: Path) -> None:
-        self.env = {**os.environ, "SUNK_LOCAL_DIR": str(base)}
-        self.folder = base / hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]  # `sunk local`'s folder
-        self.folder.mkdir(parents=True)
-        with (self.folder / "cluster.log").open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sunk.runtime.local", "serve", "--workdir", str(self.folder),
-                 "--project", str(ROOT)],
-                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-        deadline = time.monotonic() + 120
-        while not (self.folder / "state.json").is_file():
-            assert self.proc.poll() is None and time.monotonic() < deadline, (self.folder / "cluster.log").read_text()
-            time.sleep(0.3)
-        self.kubeconfig = json.loads((self.folder / "state.json").read_text())["kubeconfig"]
+        self.env = {**os.environ, cli.BASE_ENV: str(base)}
+        with mock.patch.dict(os.environ, {cli.BASE_ENV: str(base)}):
+            self.folder = cli.workdir(ROOT)  # the folder `sunk local down` here finds
+        self.kubeconfig = cli._start(self.folder, ROOT, timeout=120).kubeconfig
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = 200) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -77,7 +69,7 @@ class One:
     def down(self) -> None:
         done = _sunk("local", "down", env=self.env)
         assert done.returncode == 0, done.stderr
-        self.proc.wait(timeout=60)
+        waiting.wait_for("the cluster's process to exit", lambda: cli.running(self.folder) is None, timeout=30)
 
 
 @pytest.fixture(scope="module")
