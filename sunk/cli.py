@@ -423,7 +423,8 @@ def _register_images(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             p.add_argument(
                 "--unpack",
                 action="store_true",
-                help="also unpack each image's root filesystem now, as `sunk local` and the harness run them",
+                help="write each image's root filesystem now, as `sunk local` and the harness run them, "
+                "and no oci-archive (unless --out)",
             )
             p.set_defaults(func=_images_build)
         else:

@@ -1,11 +1,12 @@
 """Builds sunk's images without a daemon: mmdebstrap for the Debian base, buildah (vfs storage,
-chroot isolation) for every layer above it, skopeo and umoci to export and unpack.
+chroot isolation) for every layer above it.
 
 Each layer is a buildah image tagged by the hash of its inputs (recipe.layer_hash), so a layer is
-built once per content and shared by the roles above it. Each role is also written as an
-oci-archive under the cache and, for the local harness, unpacked into a root filesystem: the
-tests boot exactly what `sunk images push` ships. A build that fails leaves no container, tag,
-archive or root filesystem behind.
+built once per content and shared by the roles above it. Each role is written as an oci-archive
+under the cache (what `sunk images push` ships) and, for the local harness and cluster, as a root
+filesystem taken straight from its built layer, with the runtime config umoci would write beside it:
+the tests boot exactly the layers that are pushed. `make demo` writes only the roots. A build that
+fails leaves no container, tag, archive or root filesystem behind.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 import sunk
 from sunk.images import DEFAULT_ARCH, DEFAULT_SLURM, RELEASES, ROLES, Arch, reference, tag_for
 
+from . import bundle as bundle_config
 from . import cache, recipe
 from .prune import Plan
 from .recipe import EXCLUDED, Layer
@@ -563,14 +565,17 @@ class Builder:
         """The role's image as an oci-archive (built, or from the cache)."""
         return self.build_many([role], variant)[0]
 
-    def build_many(self, roles: Sequence[str], variant: str | None = None, *, unpack: bool = False) -> list[Built]:
+    def build_many(
+        self, roles: Sequence[str], variant: str | None = None, *, unpack: bool = False, archives: bool = True
+    ) -> list[Built]:
         """Each role's image as an oci-archive (built, or from the cache), in the order asked;
-        with `unpack`, each also unpacked as rootfs() does (a variant's image is not).
+        with `unpack`, each also unpacked as rootfs() does (a variant's image is not); without
+        `archives`, no oci-archive is written (Built.archive is where it would go).
 
         The layers they need (across image families: mariadb's Debian base builds beside the
         Slurm one) are built in parallel, each as soon as its parent exists, PARALLEL at a time."""
-        if unpack:
-            require_tools("skopeo", "umoci")
+        roots = unpack and variant is None
+        archives = archives or not roots  # a variant's image is only ever an archive
         try:
             cache.budget_bytes()  # a bad bound is refused before anything is built
         except cache.CacheError as err:
@@ -597,24 +602,26 @@ class Builder:
         for (_version, name), family in nodes.items():  # hashes and stamps here, not in the threads
             _used(family._stamp(family.tag(name)))
         gate = threading.Semaphore(PARALLEL)
-        layers: dict[tuple[str, str], Future[None]] = {}
+        layers: dict[tuple[str, str], Future[bool]] = {}
 
-        def make(key: tuple[str, str]) -> None:
+        def make(key: tuple[str, str]) -> bool:
+            """Whether this layer or one below it was built now."""
             family, name = nodes[key], key[1]
             parent = recipe.parent_of(name)
-            if parent is not None:
-                layers[(key[0], parent)].result()
-            if not family._has_image(family.tag(name)):
-                with gate:
-                    family._build_layer(name)
+            below = layers[(key[0], parent)].result() if parent is not None else False
+            if family._has_image(family.tag(name)):
+                return below
+            with gate:
+                family._build_layer(name)
+            return True
 
         def finish(family: Builder, role: str, layer: str) -> Built:
-            layers[(family.release.version, layer)].result()
+            new = layers[(family.release.version, layer)].result()
             with gate:
-                built = family._archive(role, layer, variant, started)
-                if unpack and variant is None:
-                    family._unpack(role, built.archive)
-                return built
+                if roots:
+                    new = not family.unpacked(role).is_dir() or new
+                    family._unpack(role)
+                return family._archive(role, layer, variant, started, write=archives, new=new)
 
         with self._locked():
             with ThreadPoolExecutor(max_workers=len(nodes) + len(targets)) as pool:
@@ -653,12 +660,15 @@ class Builder:
                 "with builds that are current, in use or just made: see `sunk images prune --dry-run`"
             )
 
-    def _archive(self, role: str, layer: str, variant: str | None, started: float) -> Built:
-        """The role's oci-archive from its built layer (pushed once), with its size."""
+    def _archive(
+        self, role: str, layer: str, variant: str | None, started: float, *, write: bool = True, new: bool = False
+    ) -> Built:
+        """The role's oci-archive from its built layer (pushed once; not at all without `write`),
+        with its size; `new`: something of this image was made by this call."""
         tag = self.tag(layer)
         ref = reference(role, arch=self.arch, variant=variant, release=self.release.version)
         archive = self.archive_path(layer)
-        fresh = not archive.is_file()
+        fresh = write and not archive.is_file()
         if fresh:
             partial = archive.with_suffix(f".{os.getpid()}.partial")
             try:
@@ -669,7 +679,8 @@ class Builder:
             pattern = f"{layer.replace('+', '-')}-{self._prefix}-*.oci.tar"
             for old in reclaimable(self.images.glob(pattern), archive, lambda path: path):
                 old.unlink(missing_ok=True)
-        os.utime(archive)  # used now: kept while any checkout uses it
+        if archive.is_file():
+            os.utime(archive)  # used now: kept while any checkout uses it
         size = self._size(layer, tag)
         return Built(
             role=role,
@@ -679,7 +690,7 @@ class Builder:
             archive=archive,
             reference=ref,
             size=size,
-            seconds=time.monotonic() - started if fresh else 0.0,
+            seconds=time.monotonic() - started if fresh or new else 0.0,
         )
 
     def _size(self, layer: str, tag: str) -> int:
@@ -701,36 +712,30 @@ class Builder:
             return self._family(role).unpacked(role)
         return self.cache / "rootfs" / f"{role}-{self._prefix}-{self.digest(role)}" / "rootfs"
 
-    def has_archive(self, role: str) -> bool:
-        """Whether the role's image was built (its oci-archive is in the cache)."""
-        return self._family(role).archive_path(role).is_file()
+    def is_built(self, role: str) -> bool:
+        """Whether the role's image was built (its layer or its oci-archive is in the cache)."""
+        family = self._family(role)
+        return family.archive_path(role).is_file() or family._has_image(family.tag(role))
 
     def rootfs(self, role: str) -> Path:
-        """The role's image unpacked (from its oci-archive, with umoci): a read-only root
-        filesystem that harness instances mount under a private overlay."""
+        """The role's image unpacked: a read-only root filesystem that harness instances and the
+        local cluster mount under a private overlay (built first if need be; no oci-archive)."""
         if self._family(role) is not self:
             return self._family(role).rootfs(role)
-        built = self.build(role)
-        target = self.unpacked(role).parent
-        if (target / "rootfs").is_dir():
-            _used(target / "used")
-            return target / "rootfs"
-        require_tools("skopeo", "umoci")
-        with self._locked():
-            self._unpack(role, built.archive)
-            self._bound_cache()
-        return target / "rootfs"
+        target = self.unpacked(role)
+        if not target.is_dir():
+            self.build_many([role], unpack=True, archives=False)
+        _used(target.parent / "used")
+        return target
 
-    def _unpack(self, role: str, archive: Path) -> Path:
-        """Unpacks the role's archive into its root filesystem unless there (images lock held)."""
+    def _unpack(self, role: str) -> Path:
+        """The role's root filesystem from its built layer, unless there (images lock held)."""
         target = self.unpacked(role).parent
         if not (target / "rootfs").is_dir():
             target.parent.mkdir(parents=True, exist_ok=True)
             work = Path(tempfile.mkdtemp(prefix=f".{role}-", dir=target.parent))
             try:
-                layout = work / "oci"
-                _check(["skopeo", "copy", "-q", f"oci-archive:{archive}", f"oci:{layout}:image"], "skopeo copy")
-                _check(["umoci", "unpack", "--image", f"{layout}:image", str(work / "bundle")], "umoci unpack")
+                self.write_bundle(role, work / "bundle")
                 (work / "bundle").rename(target)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
@@ -738,6 +743,39 @@ class Builder:
                 shutil.rmtree(old, ignore_errors=True)
         _used(target / "used")
         return target / "rootfs"
+
+    def write_bundle(self, role: str, bundle: Path) -> None:
+        """The role's built layer as a bundle: `rootfs` and the `config.json` umoci would write.
+
+        buildah copies the layer into a container (vfs keeps whole roots); the root takes that
+        copy's files by hard links and the container goes, so nothing is archived, compressed or
+        unpacked on the way. Its size note is written from it too (no other walk of the layer)."""
+        tag = self.tag(role)
+        container = f"sunk-root-{role}-{self.digest(role)}-{os.getpid()}-{threading.get_ident()}"
+        self.buildah("from", "--name", container, "--pull-never", tag)
+        try:
+            mount = Path(self.buildah("mount", container))
+            bundle.mkdir(parents=True)
+            root = bundle / "rootfs"
+            done = subprocess.run(["cp", "-al", f"{mount}/.", str(root)], capture_output=True, text=True, check=False)
+            if done.returncode != 0:  # another filesystem than the build storage's: copy
+                shutil.rmtree(root, ignore_errors=True)
+                _check(["cp", "-a", f"{mount}/.", str(root)], "copying the image's root")
+            root.chmod(0o755)
+            image = json.loads(self.buildah("inspect", "--type", "image", tag))["OCIv1"]
+            etc = root / "etc"
+            texts = [(etc / name).read_text() if (etc / name).is_file() else "" for name in ("passwd", "group")]
+            try:
+                config = bundle_config.runtime_config(image, *texts)
+            except bundle_config.ConfigError as err:
+                raise BuildError(f"{role}: {err}") from None
+            (bundle / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+        finally:
+            self.buildah("rm", container, check=False)
+        note = self.images / f"{role}-{self._prefix}-{self.digest(role)}.size"
+        if not note.is_file():
+            self.images.mkdir(parents=True, exist_ok=True)
+            note.write_text(str(_tree_size(root)))
 
 
 def _check(cmd: list[str], what: str) -> None:

@@ -30,7 +30,11 @@ def _build(args: argparse.Namespace) -> list[Built]:
     require_tools("buildah", "mmdebstrap")
     roles = _roles(args.roles)
     builder = Builder(args.arch, release=args.slurm)
-    return builder.build_many(roles, variant=args.variant, unpack=getattr(args, "unpack", False))
+    unpack = getattr(args, "unpack", False)
+    # Roots are what the local cluster and the harness run; an oci-archive only what is pushed or
+    # copied out (--out), so --unpack alone writes none.
+    archives = not unpack or bool(getattr(args, "out", None))
+    return builder.build_many(roles, variant=args.variant, unpack=unpack, archives=archives)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -40,7 +44,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
         for b in built:
-            line = f"{b.reference:<48} rootfs {_mib(b.size):>8}  archive {_mib(b.archive_size):>7}"
+            archive = _mib(b.archive_size) if b.archive.is_file() else "-"
+            line = f"{b.reference:<48} rootfs {_mib(b.size):>8}  archive {archive:>7}"
             line += f"  built in {b.seconds:.0f} s" if b.seconds else "  cached"
             if out is not None:
                 target = out / f"{b.role}-{b.tag_name}.oci.tar"

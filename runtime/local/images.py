@@ -94,7 +94,7 @@ class Images:
         unpacked = builder.unpacked(role)
         if unpacked.is_dir():  # without the builder's lock, which a build elsewhere may hold for minutes
             rootfs = unpacked
-        elif builder.has_archive(role):
+        elif builder.is_built(role):
             rootfs = builder.rootfs(role)
         else:
             raise ImageMissing(

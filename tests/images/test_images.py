@@ -127,6 +127,43 @@ def test_build_unpack_leaves_each_root_where_the_harness_and_local_cluster_take_
     assert "mariadbd" in os.listdir(builder.unpacked("mariadb") / "usr" / "sbin")
 
 
+def _tree(root: Path) -> dict[str, tuple[int, int, int, int, str]]:
+    """Every path under root: (mode, uid, gid, size of a file, link target)."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            st = path.lstat()
+            size = st.st_size if path.is_file() and not path.is_symlink() else 0
+            link = os.readlink(path) if path.is_symlink() else ""
+            found[str(path.relative_to(root))] = (st.st_mode, st.st_uid, st.st_gid, size, link)
+    return found
+
+
+@pytest.mark.parametrize("role", ["slurmrestd", "runtime", "mariadb"])
+def test_a_root_taken_from_its_layer_is_what_umoci_unpacks_from_the_archive(
+    images: dict[str, Built], role: str, tmp_path: Path
+) -> None:
+    """The local cluster and the harness run roots written straight from the built layers (no
+    archive, no unpack): the same files, owners, modes and links, and the same process, as the
+    oci-archive that is pushed gives under umoci."""
+    builder = Builder()._family(role)
+    builder.write_bundle(role, tmp_path / "direct")
+    layout = tmp_path / "oci"
+    subprocess.run(["skopeo", "copy", "-q", f"oci-archive:{images[role].archive}", f"oci:{layout}:image"], check=True)
+    subprocess.run(["umoci", "unpack", "--image", f"{layout}:image", str(tmp_path / "umoci")], check=True)
+    direct, unpacked = _tree(tmp_path / "direct" / "rootfs"), _tree(tmp_path / "umoci" / "rootfs")
+    assert len(direct) > 1000
+    assert sorted(set(direct) ^ set(unpacked)) == []
+    assert {p: v for p, v in direct.items() if unpacked[p] != v} == {}
+    assert os.stat(tmp_path / "direct" / "rootfs").st_mode == os.stat(tmp_path / "umoci" / "rootfs").st_mode
+    mine = json.loads((tmp_path / "direct" / "config.json").read_text())["process"]
+    theirs = json.loads((tmp_path / "umoci" / "config.json").read_text())["process"]
+    assert {k: mine[k] for k in ("user", "args", "env", "cwd")} == {
+        k: theirs[k] for k in ("user", "args", "env", "cwd")
+    }
+
+
 def test_bad_input_gets_one_line_naming_the_cause(tmp_path: Path) -> None:
     done = _sunk("images", "build", "slurmctl")
     assert done.returncode == 1
