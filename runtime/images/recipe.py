@@ -32,7 +32,7 @@ def mirror() -> str:
     return os.environ.get("SUNK_DEBIAN_MIRROR") or DEFAULT_MIRROR
 
 
-RECIPE = "4"
+RECIPE = "5"
 """Bump when the build steps in build.py change, so layers built the old way are not reused."""
 EXCLUDED = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 """Docs, manuals and translations: nothing in a container reads them (dpkg never unpacks them)."""
