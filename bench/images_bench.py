@@ -4,7 +4,7 @@ harness boots Slurm from the images.
 Run: .venv/bin/python -m bench.images_bench [--keep-cache]
 
 Cold: a new, empty cache (SUNK_CACHE_DIR in a temporary folder): the Debian base from the mirror
-with mmdebstrap, each layer with buildah, each role's oci-archive, each role unpacked with umoci.
+with mmdebstrap, each layer with buildah, each role's oci-archive, each role's root taken from its layer.
 Cached: the same builds again (hash lookups only). Then acme-dev boots on the harness from those
 images (every daemon from its own role's root). Nothing is asserted about time; GOAL lines compare
 with the targets in bench/RESULTS.md. The temporary cache is deleted unless --keep-cache.
