@@ -446,6 +446,36 @@ class Builder:
     def _install(self, layer: Layer, container: str, mount: Path) -> None:
         if layer.pre_install:
             self._run(container, layer.pre_install, f"{layer.name}/pre-install.sh")
+        # pip runs on the host (for the image's Python), so its downloads and the sunk wheel's
+        # build go on beside apt's; what it installs is moved into the image once apt is done.
+        with contextlib.ExitStack() as stack:
+            stage = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".pip-", dir=self.cache)))
+            side = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+            wheels = side.submit(self._python_packages, layer, stage) if layer.name in ("python", "runtime") else None
+            self._apt_install(layer, container, mount)
+            for path, mode, content in layer.files:
+                target = mount / path.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+                target.chmod(mode)
+            if wheels is not None:
+                wheels.result()
+                move_into(stage, mount / self.site_packages.lstrip("/"))
+        if layer.name in ("python", "runtime"):
+            # Bytecode at build time: the processes start faster and never write into the image.
+            self._run(container, f"python3 -m compileall -q {self.site_packages} >/dev/null", "compileall")
+        if layer.post_install:
+            self._run(container, layer.post_install, f"{layer.name}/post-install.sh")
+
+    def _python_packages(self, layer: Layer, target: Path) -> None:
+        """What pip installs into the layer's site-packages, into `target`: the python layer's
+        pinned dependencies, the runtime layer's sunk wheel."""
+        if layer.name == "python":
+            self._pip(target, ["-r", str(layer.folder / "requirements.txt")], constraints=_lock_file())
+        else:
+            self._install_sunk(target)
+
+    def _apt_install(self, layer: Layer, container: str, mount: Path) -> None:
         if layer.packages:
             self._apt_lists(container, mount)
             if layer.pins:
@@ -457,20 +487,6 @@ class Builder:
                 "rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* /var/log/dpkg.log\n",
                 f"apt-get install {' '.join(layer.install)} ({self.release.suite}, {self.mirror})",
             )
-        for path, mode, content in layer.files:
-            target = mount / path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-            target.chmod(mode)
-        if layer.name == "python":
-            self._pip(mount, ["-r", str(layer.folder / "requirements.txt")], constraints=_lock_file())
-        if layer.name == "runtime":
-            self._install_sunk(mount)
-        if layer.name in ("python", "runtime"):
-            # Bytecode at build time: the processes start faster and never write into the image.
-            self._run(container, f"python3 -m compileall -q {self.site_packages} >/dev/null", "compileall")
-        if layer.post_install:
-            self._run(container, layer.post_install, f"{layer.name}/post-install.sh")
 
     def _check_pins(self, layer: Layer, container: str) -> None:
         """Stop, naming every pinned package and version the mirror no longer has, before apt
@@ -485,11 +501,12 @@ class Builder:
         if missing:
             raise BuildError(recipe.missing_pins_message(missing, self.release, self.mirror))
 
-    def _pip(self, mount: Path, args: list[str], *, constraints: Path | None = None, binary: bool = True) -> None:
+    def _pip(self, target: Path, args: list[str], *, constraints: Path | None = None, binary: bool = True) -> None:
+        """pip install into `target`, a site-packages folder for the image's Python."""
         machine = "aarch64" if self.arch == "arm64" else "x86_64"
         python = self.release.python
         cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
-        cmd += ["--target", str(mount / self.site_packages.lstrip("/"))]
+        cmd += ["--target", str(target)]
         if binary:
             cmd += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
             cmd += ["--abi", f"cp{python.replace('.', '')}", "--abi", "abi3", "--abi", "none"]
@@ -503,10 +520,9 @@ class Builder:
             tail = [line for line in done.stderr.splitlines() if line.strip()][-3:]
             raise BuildError("pip install into the image failed: " + " | ".join(tail))
 
-    def _install_sunk(self, mount: Path) -> None:
-        """The sunk package alone (its dependencies are the python layer's)."""
+    def _install_sunk(self, target: Path) -> None:
+        """The sunk package alone into `target` (its dependencies are the python layer's)."""
         top = _source_root()
-        target = mount / self.site_packages.lstrip("/")
         if top is None:
             shutil.copytree(
                 Path(sunk.__file__).resolve().parent, target / "sunk", ignore=shutil.ignore_patterns("__pycache__")
@@ -519,7 +535,7 @@ class Builder:
             if done.returncode != 0:
                 raise BuildError("building the sunk wheel failed: " + done.stderr.strip().splitlines()[-1])
             wheel = next(Path(tmp).glob("sunk-*.whl"))
-            self._pip(mount, ["--no-deps", str(wheel)], binary=False)
+            self._pip(target, ["--no-deps", str(wheel)], binary=False)
         # pip writes a bin/ with the console script into the target; the image runs python -m.
         shutil.rmtree(target / "bin", ignore_errors=True)
         # Build leftovers in the checkout (setuptools' build/ and egg-info) are not ours to keep.
@@ -780,6 +796,18 @@ class Builder:
         if not note.is_file():
             self.images.mkdir(parents=True, exist_ok=True)
             note.write_text(str(_tree_size(root)))
+
+
+def move_into(source: Path, target: Path) -> None:
+    """Moves what `source` holds into the folder `target` (made if missing), merging folders that
+    are there already."""
+    target.mkdir(parents=True, exist_ok=True)
+    for child in sorted(source.iterdir()):
+        there = target / child.name
+        if child.is_dir() and not child.is_symlink() and there.is_dir():
+            move_into(child, there)
+        else:
+            shutil.move(child, there)
 
 
 def _check(cmd: list[str], what: str) -> None:

@@ -1,10 +1,14 @@
 """The runtime config written beside a root taken from its built layer: the process umoci would
 give the image (user from the image's own accounts, arguments, environment, folder). Pure; the
-comparison with umoci on real images is in test_images.py."""
+comparison with umoci on real images is in test_images.py. And the move of what pip staged
+beside apt into the image's site-packages."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from sunk.runtime.images.build import move_into
 from sunk.runtime.images.bundle import ConfigError, environment, runtime_config, user_of
 
 PASSWD = (
@@ -87,3 +91,29 @@ def test_an_image_without_a_config_runs_as_root_in_the_top_folder() -> None:
         "env": [PATH, "TERM=xterm", "HOME=/root"],
         "cwd": "/",
     }
+
+
+def test_what_pip_staged_is_moved_into_the_images_site_packages_merging_folders(tmp_path: Path) -> None:
+    """The layer's pip install runs beside apt into a staging folder; its content then joins the
+    image's site-packages, which apt (or the layer below) may have made already."""
+    stage, site = tmp_path / "stage", tmp_path / "root" / "usr/local/lib/python3.14/dist-packages"
+    (stage / "sunk" / "runtime").mkdir(parents=True)
+    (stage / "sunk" / "runtime" / "loop.py").write_text("new")
+    (stage / "sunk-0.1.0.dist-info").mkdir()
+    (stage / "sunk-0.1.0.dist-info" / "RECORD").write_text("r")
+    (site / "sunk").mkdir(parents=True)
+    (site / "sunk" / "old.py").write_text("kept")
+    (site / "msgspec").mkdir()
+    move_into(stage, site)
+    assert sorted(str(p.relative_to(site)) for p in site.rglob("*")) == [
+        "msgspec",
+        "sunk",
+        "sunk-0.1.0.dist-info",
+        "sunk-0.1.0.dist-info/RECORD",
+        "sunk/old.py",
+        "sunk/runtime",
+        "sunk/runtime/loop.py",
+    ]
+    assert not [p for p in stage.rglob("*") if p.is_file()]  # every file moved, none copied
+    move_into(stage, tmp_path / "fresh" / "site")  # a site-packages not there yet is made
+    assert (tmp_path / "fresh" / "site").is_dir()
