@@ -8,8 +8,11 @@ the pod the API no longer has are killed, the Terminating pod is stopped and goe
 was left alone is taken back as it runs (no restart). This is what controller HA's split brain
 rests on: an old slurmctld still running on a lost Node.
 
-Its own cluster (the cluster's process, no stack; one Node, the default inventory) and one image
-(slurmctld, built and cached by `sunk images build slurmctld`): about a minute."""
+The same cluster shows pod GC of a deleted Node's pods (after the 40 s quarantine) through kubectl.
+
+Its own cluster (the cluster's process, no stack; one Node, the default inventory, and one made by
+a test) and one image (slurmctld, built and cached by `sunk images build slurmctld`): about a
+minute."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from unittest import mock
 
 import pytest
 import yaml
-from sunk.runtime.local import cli
+from sunk.runtime.local import cli, inventory
 from sunk.runtime.local.inventory import DEFAULT_NODE
 
 from tests.support import waiting
@@ -143,3 +146,24 @@ def test_a_stopped_agent_leaves_containers_running_and_reconciles_them_when_it_s
     (status,) = again["status"]["containerStatuses"]
     assert status["restartCount"] == 0 and status["ready"] and "running" in status["state"]
     assert one.kubectl("exec", "-n", "default", "kept", "--", "true").returncode == 0
+
+
+def test_the_pods_of_a_deleted_node_are_collected_after_the_quarantine(one: One, tmp_path: Path) -> None:
+    """`kubectl delete node`: pod GC waits out its 40 s quarantine, then deletes the pods bound to
+    that Node (the agent then kills their containers, as a kubelet does for a pod gone from the API)."""
+    marker = f"sunk-agent-stop-orphan-{secrets.token_hex(4)}"
+    node = {"apiVersion": "v1", "kind": "Node", **inventory.node("short-lived", {"cpu": "4", "memory": "8Gi"})}
+    pod = _ticker("orphan", marker)
+    pod["spec"]["nodeName"] = "short-lived"
+    manifest = tmp_path / "node.yaml"
+    manifest.write_text(yaml.safe_dump_all([node, pod]))
+    one.kubectl("apply", "-f", str(manifest))
+    one.kubectl("wait", "-n", "default", "--for=condition=Ready", "pod/orphan", "--timeout=180s")
+    assert _alive(marker)
+    one.kubectl("delete", "node", "short-lived")
+    assert one.pod("orphan")["spec"]["nodeName"] == "short-lived"  # not at once: the quarantine
+
+    def collected() -> bool:
+        return one.pod("orphan") == {} and not _alive(marker)
+
+    waiting.wait_for("the orphaned pod collected and its containers killed", collected, timeout=180, interval=2)
