@@ -114,8 +114,13 @@ def test_a_stopped_agent_leaves_containers_running_and_reconciles_them_when_it_s
     one.kubectl("apply", "-f", str(manifest))
     one.kubectl("wait", "-n", "default", "--for=condition=Ready", *(f"pod/{n}" for n in names), "--timeout=180s")
     kept = one.pod("kept")
-    pids = {name: _alive(markers[name]) for name in names}
-    assert all(pids.values()), pids
+
+    def shells() -> dict[str, set[int]] | None:
+        seen = {name: _alive(markers[name]) for name in names}
+        return seen if all(seen.values()) else None
+
+    # Ready comes as the container starts; its shell's exec may come a moment later
+    pids = waiting.wait_for("every container's shell", shells, timeout=60, interval=1)
 
     stopped = _sunk("local", "node", "stop", DEFAULT_NODE, "--keep-containers", env=one.env)
     assert stopped.returncode == 0, stopped.stderr
@@ -159,7 +164,7 @@ def test_the_pods_of_a_deleted_node_are_collected_after_the_quarantine(one: One,
     manifest.write_text(yaml.safe_dump_all([node, pod]))
     one.kubectl("apply", "-f", str(manifest))
     one.kubectl("wait", "-n", "default", "--for=condition=Ready", "pod/orphan", "--timeout=180s")
-    assert _alive(marker)
+    waiting.wait_for("the container's shell", lambda: _alive(marker), timeout=60, interval=1)
     one.kubectl("delete", "node", "short-lived")
     assert one.pod("orphan")["spec"]["nodeName"] == "short-lived"  # not at once: the quarantine
 
