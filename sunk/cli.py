@@ -244,6 +244,17 @@ def _local_node(args: argparse.Namespace) -> int:
     return cmd_node(args)
 
 
+def _rate(text: str) -> float:
+    """An argparse type: a rate per second, above 0, else a one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number per second") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text}: give a rate above 0 per second")
+    return value
+
+
 def _seconds(minimum: float) -> Callable[[str], float]:
     """An argparse type: a number of seconds of at least `minimum`, else a one-line error."""
 
@@ -473,6 +484,18 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=lambda text: int(_seconds(0)(text)),
         default=300,
         help="tolerationSeconds of the not-ready/unreachable tolerations added to pods without one (default 300)",
+    )
+    p.add_argument(
+        "--node-startup-grace-period",
+        type=_seconds(1),
+        default=60.0,
+        help="seconds a Node that never posted Ready has before it turns Unknown (default 60, Kubernetes 1.32's)",
+    )
+    p.add_argument(
+        "--node-eviction-rate",
+        type=_rate,
+        default=0.1,
+        help="Nodes per second and zone that get the NoExecute taint while the zone is healthy (default 0.1)",
     )
     p.set_defaults(func=with_default_stack(_local_up))
     p = verbs.add_parser("apply", help="re-render STACK and apply the difference to the running local cluster")

@@ -188,6 +188,9 @@ def test_validate_outside_any_project_finds_no_stack_of_this_repository(
         ("--node-monitor-grace-period", "0", "argument --node-monitor-grace-period: 0 s: give at least 1 s"),
         ("--node-monitor-grace-period", "soon", "'soon' is not a number of seconds"),
         ("--default-toleration-seconds", "-5", "argument --default-toleration-seconds: -5 s: give at least 0 s"),
+        ("--node-startup-grace-period", "0.5", "argument --node-startup-grace-period: 0.5 s: give at least 1 s"),
+        ("--node-eviction-rate", "0", "argument --node-eviction-rate: 0: give a rate above 0 per second"),
+        ("--node-eviction-rate", "fast", "'fast' is not a number per second"),
     ],
 )
 def test_local_up_refuses_bad_lifecycle_seconds_before_anything_starts(

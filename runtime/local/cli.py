@@ -110,6 +110,10 @@ def _start(folder: Path, project: Path, timeout: float = 60, settings: Settings 
             str(settings.node_monitor_grace),
             "--default-toleration-seconds",
             str(settings.unreachable_toleration),
+            "--node-startup-grace-period",
+            str(settings.node_startup_grace),
+            "--node-eviction-rate",
+            str(settings.eviction_rate),
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -248,6 +252,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         getattr(args, "node_monitor_grace_period", Settings.node_monitor_grace),
         not_ready_toleration=seconds,
         unreachable_toleration=seconds,
+        node_startup_grace=getattr(args, "node_startup_grace_period", Settings.node_startup_grace),
+        eviction_rate=getattr(args, "node_eviction_rate", Settings.eviction_rate),
     )
     state = _start(folder, project, settings=settings)
     print(f"local cluster up: https://127.0.0.1:{state.port} (pods on {state.subnet}, bridge {state.bridge})")

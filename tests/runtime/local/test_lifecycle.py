@@ -597,3 +597,37 @@ def test_a_zone_of_excluded_nodes_only_has_no_state_but_still_taints() -> None:
     assert when == {0.0: {"a0", "x0"}}
     _, _, memory = lifecycle.plan(nodes, {}, [], T0, SETTINGS)
     assert sorted(memory.zones.values()) == [lifecycle.FULL, lifecycle.NORMAL] and len(memory.buckets) == 3
+
+
+def test_the_cluster_process_takes_the_lifecycle_flags_sunk_local_up_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`sunk local up --node-startup-grace-period 30 --node-eviction-rate 0.5` reaches the
+    cluster's Settings: the flags cli._start writes are the ones `python -m sunk.runtime.local` reads."""
+    import sys
+
+    from sunk.runtime.local import __main__ as entry
+    from sunk.runtime.local import cli as local_cli
+
+    want = Settings(20.0, 40, 40, node_startup_grace=30.0, eviction_rate=0.5)
+    started: list[list[str]] = []
+
+    class Started(Exception):
+        pass
+
+    def popen(argv: list[str], **_: Any) -> None:
+        started.append(argv)
+        raise Started
+
+    monkeypatch.setattr("subprocess.Popen", popen)
+    with pytest.raises(Started):
+        local_cli._start(tmp_path, tmp_path, settings=want)
+    got: list[Settings] = []
+
+    async def serve(workdir: Any, project: Any, settings: Settings) -> None:
+        got.append(settings)
+
+    monkeypatch.setattr(entry, "serve", serve)
+    monkeypatch.setattr(sys, "argv", ["python -m sunk.runtime.local", *started[0][3:]])
+    entry.main()
+    assert got == [want]
