@@ -624,10 +624,11 @@ def test_the_cluster_process_takes_the_lifecycle_flags_sunk_local_up_passes(
         local_cli._start(tmp_path, tmp_path, settings=want)
     got: list[Settings] = []
 
-    async def serve(workdir: Any, project: Any, settings: Settings) -> None:
+    def serve(workdir: Any, project: Any, settings: Settings) -> None:
         got.append(settings)
 
     monkeypatch.setattr(entry, "serve", serve)
+    monkeypatch.setattr("asyncio.run", lambda ran: ran)  # no loop made and closed in the test process
     monkeypatch.setattr(sys, "argv", ["python -m sunk.runtime.local", *started[0][3:]])
     entry.main()
     assert got == [want]
