@@ -119,6 +119,30 @@ def test_the_guard_copies_older_state_once_and_restores_it_when_going_back(tmp_p
     assert "nothing to do" in _guard(tmp_path, "24.11", "24.11").stdout
 
 
+def test_the_guard_restores_when_any_state_file_is_newer_not_only_job_state(tmp_path: Path) -> None:
+    """slurmctld rewrites a state file only when what it holds changes: 26.05 that registered the
+    nodes and then crashed leaves node_state in its format beside job_state of 24.11 (measured on
+    a local cluster), which 24.11 can't read. Going back restores the copy all the same."""
+    state = tmp_path / "state"
+    state.mkdir()
+    for name in ("job_state", "node_state", "part_state"):
+        (state / name).write_bytes(_state_file(42, f"24.11 {name}".encode()))
+    (state / "assoc_usage").write_bytes(b"\x2a\x00 no header")  # other files: not read
+    assert _guard(tmp_path, "26.05", "24.11").returncode == 0
+    (state / "node_state").write_bytes(_state_file(45, b"26.05 nodes"))
+    (state / "node_state.old").write_bytes(_state_file(42, b"24.11 node_state"))
+    assert "nothing to do" in _guard(tmp_path, "26.05", "24.11").stdout
+    back = _guard(tmp_path, "24.11", "24.11")
+    assert back.returncode == 0, back.stderr
+    assert "written by Slurm 26.05, newer than this slurmctld in node_state:" in back.stdout
+    assert (state / "node_state").read_bytes() == _state_file(42, b"24.11 node_state")
+    assert sorted(os.listdir(state)) == ["assoc_usage", "job_state", "node_state", "part_state"]
+    # Without the copy, the same state is refused, naming the file.
+    (state / "part_state").write_bytes(_state_file(45))
+    refused = _guard(tmp_path, "24.11", "24.11")
+    assert refused.returncode == 1 and "(24.11) in part_state, and" in refused.stderr, refused.stderr
+
+
 def test_the_guard_refuses_newer_state_without_a_copy_and_a_wrong_upgrade_from(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()

@@ -7,9 +7,13 @@
 #          put back the copy this release took (state-restore.sh), then set that copy aside so
 #          a later upgrade takes a fresh one; without a copy, refuse (this slurmctld can't read it)
 #   same   nothing to do
-# slurmctld writes each state file as the packed string "PROTOCOL_VERSION" (a 4-byte length, 17
-# bytes with its NUL) followed by its protocol version, whose first byte numbers the release
-# (measured: 42 on 24.11, 45 on 26.05; `protocols` lists every release sunk supports).
+# slurmctld writes job_state, node_state, part_state, resv_state and trigger_state (and their
+# .old copies) as the packed string "PROTOCOL_VERSION" (a 4-byte length, 17 bytes with its NUL)
+# followed by its protocol version, whose first byte numbers the release (measured: 42 on 24.11,
+# 45 on 26.05; `protocols` lists every release sunk supports). It rewrites each file only when
+# what it holds changes, so the state's release is the newest any of them carries (measured on a
+# local cluster: slurmctld 26.05 had rewritten node_state once the nodes registered, and
+# job_state not after five minutes; a crash then leaves both releases' files).
 set -eu
 state=@STATE@
 dir=@DIR@
@@ -27,7 +31,20 @@ if [ "$(dd if="$file" bs=1 skip=4 count=16 2>/dev/null)" != PROTOCOL_VERSION ]; 
   echo "state-guard: $file does not start as slurmctld's state files do; not touching it" >&2
   exit 1
 fi
-written=$(od -An -tu1 -j21 -N1 "$file" | tr -d ' ')
+written=0
+files=""
+for f in "$state"/*; do
+  if [ ! -f "$f" ] || [ "$(dd if="$f" bs=1 skip=4 count=16 2>/dev/null)" != PROTOCOL_VERSION ]; then
+    continue
+  fi
+  v=$(od -An -tu1 -j21 -N1 "$f" | tr -d ' ')
+  if [ -z "$v" ]; then continue; fi
+  if [ "$v" -gt "$written" ]; then
+    written=$v files=${f##*/}
+  elif [ "$v" -eq "$written" ]; then
+    files="$files ${f##*/}"
+  fi
+done
 name_of() {
   for pair in $protocols; do
     [ "${pair%%=*}" = "$1" ] && { echo "${pair#*=}"; return; }
@@ -56,9 +73,10 @@ elif [ "$written" -lt "$mine" ]; then
   echo "state-guard: slurmctld $release converts the state of $source"
 else
   if [ ! -e "$dir/statesave-$release.sha256" ]; then
-    echo "state-guard: $state was written by Slurm $by, newer than this slurmctld ($release), and $dir holds no copy taken on $release (statesave-$release): slurmctld $release can't read it; set slurm.version back to the newer release" >&2
+    echo "state-guard: $state was written by Slurm $by, newer than this slurmctld ($release) in $files, and $dir holds no copy taken on $release (statesave-$release): slurmctld $release can't read it; set slurm.version back to the newer release" >&2
     exit 1
   fi
+  echo "state-guard: $state was written by Slurm $by, newer than this slurmctld in $files: the copy taken on $release goes back"
   sh -c "$restore"
   aside="$dir/statesave-$release.restored-$(date -u +%Y%m%dT%H%M%SZ)"
   mv "$dir/statesave-$release" "$aside"
