@@ -85,7 +85,9 @@ def _refusal(source: str, release: str, restored: str) -> str:
         f"slurmdbd {release} failed its conversion of the accounting database before it served "
         f"({restored}); this pod will not start slurmdbd {release} again. Set the stack back: "
         f'slurm: {{version: "{source}", upgradeFrom: "{source}"}}, and deploy; slurmdbd {source} then '
-        "starts on the restored database. Fix the cause (slurmdbd's log before the failure says it), "
+        f"starts on the restored database (slurmctld's pod of {release}, held by its wait-slurmdbd, is never "
+        "Ready, so its StatefulSet replaces it only once deleted: kubectl delete pod <cluster>-controller-0). "
+        "Fix the cause (slurmdbd's log before the failure says it), "
         f'then upgrade again (slurm: {{version: "{release}", upgradeFrom: "{source}"}}): a fresh dump is taken'
     )
 
