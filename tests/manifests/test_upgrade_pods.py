@@ -191,3 +191,21 @@ def test_wait_release_holds_until_the_daemon_answers_at_the_release(tmp_path: Pa
         "waiting for slurmctld at Slurm 26.05; it answers 24.11.5",
         "slurmctld answers at Slurm 26.05.5",
     ]
+
+
+def test_wait_release_ends_on_sigterm(tmp_path: Path) -> None:
+    """It is its container's PID 1, which ignores a signal it has no handler for: a deleted pod
+    would wait out its grace period. It exits 143 on SIGTERM (after its current sleep)."""
+    fake = tmp_path / "scontrol"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    proc = subprocess.Popen(
+        ["sh", "-c", upgrade.wait_release("slurmctld", "26.05", period=0.2)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("waiting for slurmctld at Slurm 26.05")
+    proc.terminate()
+    assert proc.wait(timeout=60) == 143

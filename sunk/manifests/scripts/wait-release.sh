@@ -8,6 +8,9 @@ set -u
 daemon=@DAEMON@
 release=@RELEASE@
 period=@PERIOD@
+# The container's PID 1: without a handler SIGTERM does nothing, and a pod deleted while it waits
+# (going back after a failed upgrade) would wait out its whole grace period (slurmctld's is 120 s).
+trap 'exit 143' TERM INT
 said=""
 while :; do
   case "$daemon" in
