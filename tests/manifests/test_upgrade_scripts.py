@@ -68,3 +68,20 @@ def test_backup_once_keeps_the_dump_taken_before_the_conversion(tmp_path: Path) 
     again = _run(upgrade.db_backup(db, "slurm_acct_db-24.11", str(tmp_path)))
     assert again.returncode != 0
     assert (tmp_path / "slurm_acct_db-24.11.sql").read_text() == "-- the dump before\n"
+
+
+def test_the_restore_fills_the_state_folder_without_touching_the_folder_itself(tmp_path: Path) -> None:
+    """In a pod StateSaveLocation is its volume's root, owned by root (setgid, the pod's fsGroup),
+    and the restore runs as slurmctld's user, who may not set that folder's times or mode: on the
+    local cluster `cp -a SNAPSHOT/. STATE/` failed there. The folder keeps its own mode."""
+    state, backup = tmp_path / "state", tmp_path / "backup"
+    state.mkdir()
+    (state / "job_state").write_bytes(b"old jobs")
+    state.chmod(0o2777)
+    assert _run(upgrade.state_snapshot("s", str(backup), str(state))).returncode == 0
+    (state / "job_state").write_bytes(b"new format")
+    state.chmod(0o2775)
+    done = _run(upgrade.state_restore("s", str(backup), str(state)))
+    assert done.returncode == 0, done.stderr
+    assert state.stat().st_mode & 0o7777 == 0o2775
+    assert (state / "job_state").read_bytes() == b"old jobs"

@@ -11,6 +11,9 @@ name=@NAME@
 }
 # Every file the failed start wrote goes: the state is the snapshot's, nothing more.
 find "$state" -mindepth 1 -delete
-cp -a "$dir/$name/." "$state/"
+# What the folder holds, not the folder itself: in a pod StateSaveLocation is its volume's root,
+# owned by root, whose times and mode slurmctld's user may not set (`cp -a SNAPSHOT/. STATE/`
+# failed there: "preserving times for '/var/spool/slurmctld/.': Operation not permitted").
+find "$dir/$name" -mindepth 1 -maxdepth 1 -exec cp -a {} "$state/" \;
 (cd "$state" && sha256sum -c --quiet "$dir/$name.sha256")
 echo "state-restore: $state is $dir/$name again ($(wc -l < "$dir/$name.sha256") files, checksums match)"
