@@ -143,6 +143,43 @@ def test_the_guard_restores_when_any_state_file_is_newer_not_only_job_state(tmp_
     assert refused.returncode == 1 and "(24.11) in part_state, and" in refused.stderr, refused.stderr
 
 
+def test_a_restore_stopped_midway_is_finished_at_the_next_start(tmp_path: Path) -> None:
+    """The pod deleted (or its Node lost) while state-restore.sh ran: StateSaveLocation is part
+    emptied, part copied. Without the restore's mark that reads as a new cluster (nothing left) or
+    as the old release's own state (only old files left), and slurmctld would start from it."""
+    state, backup = tmp_path / "state", tmp_path / "backup"
+    state.mkdir()
+    jobs, nodes = _state_file(42, b"24.11 jobs"), _state_file(42, b"24.11 nodes")
+    (state / "job_state").write_bytes(jobs)
+    (state / "node_state").write_bytes(nodes)
+    assert _guard(tmp_path, "26.05", "24.11").returncode == 0  # the copy, before the conversion
+    (state / "job_state").write_bytes(_state_file(45, b"26.05 jobs"))
+    # The restore going back marks itself, then empties the state... and is stopped there.
+    (backup / "statesave-24.11.restoring").touch()
+    for f in state.iterdir():
+        f.unlink()
+    again = _guard(tmp_path, "24.11", "24.11")
+    assert again.returncode == 0, again.stderr
+    assert "stopped before it finished: it runs again" in again.stdout, again.stdout
+    assert {f.name: f.read_bytes() for f in state.iterdir()} == {"job_state": jobs, "node_state": nodes}
+    assert not (backup / "statesave-24.11.restoring").exists() and not (backup / "statesave-24.11").exists()
+    assert "nothing to do" in _guard(tmp_path, "24.11", "24.11").stdout
+    # Stopped later, with only some of the old files back: finished all the same.
+    assert "statesave-24.11" in _guard(tmp_path, "26.05", "24.11").stdout  # a fresh copy, next attempt
+    assert (backup / "statesave-24.11" / "node_state").read_bytes() == nodes
+    (state / "node_state").write_bytes(_state_file(45, b"26.05 nodes"))
+    (backup / "statesave-24.11.restoring").touch()
+    (state / "node_state").unlink()  # job_state copied back (24.11's), node_state not yet
+    assert "nothing to do" not in (finished := _guard(tmp_path, "24.11", "24.11")).stdout, finished.stdout
+    assert finished.returncode == 0 and (state / "node_state").read_bytes() == nodes
+    # A mark left after the copy was set aside: the restore had finished; only the mark goes.
+    (backup / "statesave-24.11.restoring").touch()
+    done = _guard(tmp_path, "24.11", "24.11")
+    assert done.returncode == 0 and "had finished before it was stopped" in done.stdout, done.stdout
+    assert not (backup / "statesave-24.11.restoring").exists()
+    assert {f.name: f.read_bytes() for f in state.iterdir()} == {"job_state": jobs, "node_state": nodes}
+
+
 def test_the_guard_refuses_newer_state_without_a_copy_and_a_wrong_upgrade_from(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()

@@ -7,6 +7,10 @@
 #          put back the copy this release took (state-restore.sh), then set that copy aside so
 #          a later upgrade takes a fresh one; without a copy, refuse (this slurmctld can't read it)
 #   same   nothing to do
+# A restore marks itself first (statesave-<release>.restoring) and clears the mark once its copy
+# is set aside: a restore stopped midway (the pod deleted, the Node lost) has left StateSaveLocation
+# part emptied, part copied, in the old release's format or empty, which would read as "same" or
+# as "a new cluster"; the mark makes the next start finish it instead.
 # slurmctld writes job_state, node_state, part_state, resv_state and trigger_state (and their
 # .old copies) as the packed string "PROTOCOL_VERSION" (a 4-byte length, 17 bytes with its NUL)
 # followed by its protocol version, whose first byte numbers the release (measured: 42 on 24.11,
@@ -22,6 +26,25 @@ source=@SOURCE@
 protocols=@PROTOCOLS@
 snapshot=@SNAPSHOT@
 restore=@RESTORE@
+copy="$dir/statesave-$release"
+marker="$copy.restoring"
+set_aside() {
+  aside="$copy.restored-$(date -u +%Y%m%dT%H%M%SZ)"
+  if [ -e "$copy.sha256" ]; then mv "$copy.sha256" "$aside.sha256"; fi
+  if [ -e "$copy" ]; then mv "$copy" "$aside"; fi
+  rm -f "$marker"
+  echo "state-guard: $state is the copy taken on $release again (set aside as $aside)"
+}
+if [ -e "$marker" ]; then
+  if [ -e "$copy.sha256" ] && [ -d "$copy" ]; then
+    echo "state-guard: the restore of $copy into $state was stopped before it finished: it runs again"
+    sh -c "$restore"
+  else
+    echo "state-guard: the restore of $copy into $state had finished before it was stopped"
+  fi
+  set_aside
+  exit 0
+fi
 file="$state/job_state"
 if [ ! -s "$file" ]; then
   echo "state-guard: no saved state in $state (a new cluster): nothing to copy or restore"
@@ -77,9 +100,7 @@ else
     exit 1
   fi
   echo "state-guard: $state was written by Slurm $by, newer than this slurmctld in $files: the copy taken on $release goes back"
+  : > "$marker"
   sh -c "$restore"
-  aside="$dir/statesave-$release.restored-$(date -u +%Y%m%dT%H%M%SZ)"
-  mv "$dir/statesave-$release" "$aside"
-  mv "$dir/statesave-$release.sha256" "$aside.sha256"
-  echo "state-guard: $state is the copy taken on $release again (set aside as $aside)"
+  set_aside
 fi
