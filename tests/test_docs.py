@@ -32,6 +32,7 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda _loader, _suffix, _node: None)
+_Loader.add_constructor("!relative", lambda _loader, _node: None)
 
 
 def _nav() -> list[str]:
@@ -67,6 +68,7 @@ def test_the_pages_the_docs_promise_are_in_the_nav() -> None:
     promised = {
         "getting-started.md",
         "troubleshooting.md",
+        "changelog.md",
         *(f"concepts/{part}.md" for part in ("operator", "syncer", "scheduler", "exporter", "images", "local-cluster")),
         *(
             f"how-to/{page}.md"
@@ -154,3 +156,13 @@ def test_the_readme_links_resolve() -> None:
     assert targets, "the README links to the docs"
     missing = [t for t in targets if not t.startswith("http") and not (ROOT / t).is_file()]
     assert not missing, f"README links to files that do not exist: {missing}"
+
+
+def test_the_changelog_is_one_file_on_github_and_on_the_site() -> None:
+    """CHANGELOG.md lives at the top level; the site's page includes it (pymdownx.snippets), so the
+    two can't differ, and it holds no relative link (one that works on GitHub breaks on the site)."""
+    assert (ROOT / "docs" / "changelog.md").read_text() == '--8<-- "CHANGELOG.md"\n'
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    relative = [t for t in re.findall(r"\]\(([^)]+)\)", changelog) if not t.startswith(("http", "#"))]
+    assert not relative, f"CHANGELOG.md links {relative}: name the file in backticks instead"
+    assert "[changelog](CHANGELOG.md)" in (ROOT / "README.md").read_text()
