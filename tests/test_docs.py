@@ -68,7 +68,10 @@ def test_the_pages_the_docs_promise_are_in_the_nav() -> None:
     promised = {
         "getting-started.md",
         "troubleshooting.md",
+        "upgrading.md",
         "changelog.md",
+        "commands.md",
+        "concepts/architecture.md",
         *(f"concepts/{part}.md" for part in ("operator", "syncer", "scheduler", "exporter", "images", "local-cluster")),
         *(
             f"how-to/{page}.md"
@@ -80,7 +83,7 @@ def test_the_pages_the_docs_promise_are_in_the_nav() -> None:
                 "power-saving",
                 "health-checks",
                 "sharing-nodes",
-                "upgrades",
+                "rolling-updates",
                 "ha",
                 "gitops-render",
                 "platform-program",
@@ -156,6 +159,24 @@ def test_the_readme_links_resolve() -> None:
     assert targets, "the README links to the docs"
     missing = [t for t in targets if not t.startswith("http") and not (ROOT / t).is_file()]
     assert not missing, f"README links to files that do not exist: {missing}"
+
+
+def _cli_commands() -> list[str]:
+    """The anchors of the commands the generated CLI reference lists, groups (`sunk images`) left out."""
+    sections = (ROOT / "docs" / "reference" / "cli.md").read_text().split('<a id="')[1:]
+    return [s.split('"', 1)[0] for s in sections if "Subcommands:" not in s]
+
+
+def test_commands_by_task_names_every_command_and_no_flag() -> None:
+    """docs/commands.md is the task-oriented page over the generated CLI reference: it links every
+    command there (it lacked two when it repeated the reference by hand) and repeats no option."""
+    page = (ROOT / "docs" / "commands.md").read_text()
+    commands = _cli_commands()
+    assert "cmd-sunk-local-up" in commands and "cmd-sunk-images" not in commands
+    missing = [c for c in commands if f"reference/cli.md#{c})" not in page]
+    assert not missing, f"docs/commands.md does not link {missing}"
+    flags = re.findall(r"(?<![\w-])--[a-z][\w-]*", page)
+    assert not flags, f"docs/commands.md repeats options of the CLI reference: {flags}"
 
 
 def test_the_changelog_is_one_file_on_github_and_on_the_site() -> None:
