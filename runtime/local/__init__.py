@@ -7,8 +7,10 @@ It is not a Kubernetes distribution. Its parts, each a module with its own limit
   the patch types;
 - controllers.py: scheduler, StatefulSet, Deployment, Job, claims; inventory.py the Nodes (derived
   from the render, or a file);
-- agent.py: the node agent (pods in namespaces of their own, on a bridge: net.py), with
-  container.py deciding what runs and volumes.py the volumes; enter.py starts each container;
+- agent.py: the node agent (heartbeats, the pod watch, names), podrunner.py one pod's life on its
+  Node (containers, restarts, termination, status), sandbox.py its namespaces, volumes and mounts
+  (on a bridge: net.py), probes.py its probes; container.py decides what runs, volumes.py the
+  volumes, enter.py starts each container;
 - ports.py: NodePort and LoadBalancer Services on 127.0.0.1;
 - offcluster.py: every difference from a real cluster a pod can see, with its reason;
 - cluster.py: the process holding them; cli.py: `sunk local up|status|kubeconfig|down`.

@@ -127,7 +127,7 @@ def test_volume_files_of_projected_configmaps_secrets_and_downward_api() -> None
 
 def test_mount_points_resolve_inside_the_root(tmp_path: Path) -> None:
     """/var/run -> /run in Debian images: a mount point under it must land in the root's /run."""
-    from sunk.runtime.local.agent import in_root
+    from sunk.runtime.local.sandbox import in_root
 
     (tmp_path / "run").mkdir()
     (tmp_path / "var").mkdir()

@@ -1,11 +1,11 @@
-"""The kubelet's restart back-off as the node agent keeps it (runtime/local/agent.py), on a fake
+"""The kubelet's restart back-off as the node agent keeps it (runtime/local/podrunner.py), on a fake
 clock: the first exit restarts at once, then 10 s doubling to 5 minutes, and an entry that has not
 moved for more than 10 minutes starts over. restartCount counts the containers started after the
-first (agent.py raises it when a container starts again, not when one exits)."""
+first (podrunner.py raises it when a container starts again, not when one exits)."""
 
 from __future__ import annotations
 
-from sunk.runtime.local.agent import BACKOFF_CAP, Backoff, backoff_after_restart, restart_wait
+from sunk.runtime.local.podrunner import BACKOFF_CAP, Backoff, backoff_after_restart, restart_wait
 
 
 def _crash_loop(exits: int, runs_for: float = 1.0) -> list[float]:
