@@ -41,7 +41,7 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.slurmrest import JobSubmit, JwtMinter, SlurmRestClient
 from sunk.runtime.slurmrest.jobtext import SqueueJobs, job_row, parse_squeue, parse_squeue_json
 
-from sunk.images import SUPPORTED_SLURM
+from sunk.images import SUPPORTED_SLURM, release_of
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
 from tests.support.fakes.exporter import FakeSlurm, job, node, partition
@@ -158,7 +158,7 @@ def _spec(release: str) -> ClusterSpec:
     """acme-dev on `release`; on a release with slurmctld's own metrics endpoints, with them on."""
     data = load_stack("acme-dev").spec.model_dump(by_alias=True, exclude_unset=True)
     data["slurm"] = {"version": release}
-    if release != "24.11":
+    if release_of(release).metrics:
         data["controller"] = {**data.get("controller", {}), "metrics": True}
     return ClusterSpec.model_validate(data)
 

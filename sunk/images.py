@@ -15,13 +15,16 @@ Layers, each a buildah commit on its parent, so registries and nodes store the s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 
 @dataclass(frozen=True)
 class Release:
-    """One supported Slurm release: the Debian suite its image family is built from, whole."""
+    """One supported Slurm release: everything sunk does differently for it, in one row. Code asks
+    the row (`release_of(spec.slurm.version).named_topologies`); nothing else compares release
+    strings (tests/test_releases.py greps for such comparisons)."""
 
     version: str
     """Slurm's major release, as `slurm.version` in a stack names it: "26.05"."""
@@ -36,6 +39,40 @@ class Release:
     """The first byte of the release's SLURM_PROTOCOL_VERSION, which slurmctld writes at the head
     of each state file (measured: 42 for 24.11, 45 for 26.05): how an upgrade's state guard tells
     which release wrote StateSaveLocation (sunk/manifests/scripts/state-guard.sh)."""
+    rest_api: tuple[str, ...]
+    """The data_parser versions its slurmrestd serves, newest first (measured 2026-11: 24.11 serves
+    v0.0.40-v0.0.42, 26.05 v0.0.42-v0.0.45). The runtime's client uses the newest it speaks among
+    those the server's own document lists (runtime/slurmrest/versions.py)."""
+    metrics: bool
+    """slurmctld has its own OpenMetrics endpoints (MetricsType, Slurm 25.11 and later); an older
+    slurmctld exits on the key, so `controller.metrics` is refused."""
+    named_topologies: bool
+    """slurmctld reads several named topologies from topology.yaml (Slurm 25.05 and later); an older
+    one reads one topology, from topology.conf, so `topologies` and a partition's `topology` are refused."""
+    block_plugin_at_start: bool
+    """topology/block in topology.conf starts with no registered node (24.11). slurmctld 26.05 exits
+    at start ("No blocks configured") unless a block holds a node that exists then, and a NodeSet's
+    nodes are dynamic, registering after it: `topology.plugin: block` is refused there (a block
+    topology under `topologies` is written flat until a block fills)."""
+    node_less_tree_root: bool
+    """A tree topology with no node yet (deploy time) is written as the root switch alone:
+    slurmctld 26.05 exits on a tree without a switch ("No switches configured"), 24.11 on a switch
+    without nodes or switches ("neither child switches nor nodes"), both measured 2026-11."""
+    probes_gpus: bool
+    """slurmd probes every GPU library at start on a node without GPUs when GresTypes=gpu, logging
+    "System GPU detection failed" twice (26.05, measured 2026-11; 24.11 probes only with AutoDetect
+    set): so a GPU-less NodeSet of a GPU cluster gets a gres.conf with `AutoDetect=off`."""
+
+    @property
+    def pins(self) -> str:
+        """The file, beside the image builder (runtime/images/pins/), holding the exact Debian
+        version of every Slurm package the family installs."""
+        return f"{self.version}.txt"
+
+    def debs(self, arch: str) -> str:
+        """The file beside the pins holding the archive's Packages stanzas (SHA256 included) of the
+        pinned packages and their Slurm dependencies on `arch`: what a verified copy is checked against."""
+        return f"{self.version}-{arch}.Packages"
 
 
 RELEASES: dict[str, Release] = {
@@ -43,9 +80,34 @@ RELEASES: dict[str, Release] = {
     for r in (
         # sid (unstable), not forky (testing): forky lacks slurm-wlm-nvml-plugin 26.05 (measured 2026-11
         # 2026-11-26: only sid contrib has it), and a plugin from one suite beside the slurmd of
-        # another risks version skew. Exact package versions are pinned in runtime/images/pins/.
-        Release("26.05", "26.05.5", "sid", "3.14", 45),
-        Release("24.11", "24.11.5", "trixie", "3.13", 42),
+        # another risks version skew. Exact package versions are pinned in runtime/images/pins/; when
+        # sid drops them, the build installs a verified copy (docs/slurm-releases.md).
+        Release(
+            "26.05",
+            "26.05.5",
+            "sid",
+            "3.14",
+            45,
+            rest_api=("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42"),
+            metrics=True,
+            named_topologies=True,
+            block_plugin_at_start=False,
+            node_less_tree_root=True,
+            probes_gpus=True,
+        ),
+        Release(
+            "24.11",
+            "24.11.5",
+            "trixie",
+            "3.13",
+            42,
+            rest_api=("v0.0.42", "v0.0.41", "v0.0.40"),
+            metrics=False,
+            named_topologies=False,
+            block_plugin_at_start=True,
+            node_less_tree_root=False,
+            probes_gpus=False,
+        ),
     )
 }
 """Every Slurm release sunk supports, newest first; exact Debian package versions per release
@@ -169,14 +231,32 @@ LAYERS = ("base", "slurm", "python")
 
 def supported_release(value: str) -> str:
     """`value` if it names a supported release (a field validator: the error lists them)."""
-    if value not in SUPPORTED_SLURM:
-        raise ValueError(f"{value!r} is not a Slurm release sunk supports; supported: {', '.join(SUPPORTED_SLURM)}")
+    if value not in RELEASES:
+        raise ValueError(f"{value!r} is not a Slurm release sunk supports; supported: {', '.join(RELEASES)}")
     return value
 
 
 def release_of(version: str = DEFAULT_SLURM) -> Release:
     """The supported release `version` names (KeyError for any other: the spec refuses those)."""
     return RELEASES[version]
+
+
+def releases_where(has: Callable[[Release], bool]) -> list[str]:
+    """The supported releases that have a feature, for a message saying what would be valid:
+    `releases_where(lambda r: r.metrics)` -> ["26.05"]."""
+    return [r.version for r in RELEASES.values() if has(r)]
+
+
+def shared_rest_api(spoken: Iterable[str] | None = None) -> str:
+    """The newest data_parser version every supported release serves (and, given, that `spoken`
+    holds): what a tool uses without asking the server, and a client that can't read the
+    server's document falls back to. ValueError when the releases share none."""
+    common = set.intersection(*(set(r.rest_api) for r in RELEASES.values()))
+    if spoken is not None:
+        common &= set(spoken)
+    if not common:
+        raise ValueError(f"the Slurm releases {', '.join(RELEASES)} serve no data_parser version in common")
+    return max(common, key=lambda v: tuple(int(part) for part in v.lstrip("v").split(".")))
 
 
 def tag_for(role: Role, arch: Arch = DEFAULT_ARCH, variant: str | None = None, release: str = DEFAULT_SLURM) -> str:

@@ -6,6 +6,7 @@ import hashlib
 import re
 
 from sunk import roles
+from sunk.images import shared_rest_api
 from sunk.spec.cluster import ClusterSpec
 
 SLURM_ETC = "/etc/slurm"
@@ -24,10 +25,10 @@ SLURMCTLD_PORT = roles.SLURMCTLD_PORT
 SLURMD_PORT = roles.SLURMD_PORT
 SLURMDBD_PORT = roles.SLURMDBD_PORT
 SLURMRESTD_PORT = roles.SLURMRESTD_PORT
-SLURMRESTD_API = "v0.0.42"
-"""The slurmrestd data_parser version both supported releases serve (24.11: v0.0.40-v0.0.42,
-26.05: v0.0.42-v0.0.45). The runtime's client picks the newest it speaks from the server's own
-document (runtime/slurmrest/versions.py); this one is for tools and tests that need one fixed."""
+SLURMRESTD_API = shared_rest_api()
+"""The newest slurmrestd data_parser version every supported release serves (each release's row,
+sunk.images.RELEASES: v0.0.42). The runtime's client picks the newest it speaks from the server's
+own document (runtime/slurmrest/versions.py); this one is for tools and tests that need one fixed."""
 RUNTIME_SLURM_USER = "slurm"
 """The Slurm user the runtime (scheduler, syncer, operator) acts as through slurmrestd: SlurmUser,
 so it may drain and resume nodes, and the owner of every placeholder job."""

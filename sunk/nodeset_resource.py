@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, model_validator
 
-from sunk.images import supported_release
+from sunk.images import DEFAULT_SLURM, supported_release
 from sunk.spec.base import DnsLabel, DnsSubdomain, Model, SecretRef
 from sunk.spec.identity import ClientCertRef, ConfigMapRef
 from sunk.spec.nodeset import NodeSetSpec
@@ -81,9 +81,9 @@ class NodeSetResourceSpec(NodeSetSpec):
     """Hash of everything rendered into the pods; a change rolls them (maxUnavailable at a time)."""
     shared_volumes: list[SharedVolumeSpec] = []
     """The cluster's shared volumes that mount on compute."""
-    slurm_version: Annotated[str, AfterValidator(supported_release)] = "24.11"
+    slurm_version: Annotated[str, AfterValidator(supported_release)] = DEFAULT_SLURM
     """The cluster's Slurm release (slurm.version), for what the operator renders (topology.conf).
-    Default: 24.11, the release of every NodeSet written before sunk knew another."""
+    Default: a cluster's default (sunk.images.DEFAULT_SLURM); sunk writes the cluster's in every NodeSet."""
     topology: TopologySpec = TopologySpec()
     """The cluster's topology (the same on every NodeSet of a cluster). The operator renders
     topology.conf from it and the labels of the Nodes its pods run on. Default: none."""

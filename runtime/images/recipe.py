@@ -85,9 +85,10 @@ def read_packages(path: Path) -> tuple[str, ...]:
 
 
 def read_pins(release: str, root: Path = HERE) -> dict[str, str]:
-    """pins/<release>.txt: `package version` per line; blank lines and # comments ignored."""
+    """pins/<release>.txt (the release row's `pins`): `package version` per line; blank lines and
+    # comments ignored."""
     pins = {}
-    for line in read_packages(root / "pins" / f"{release}.txt"):
+    for line in read_packages(root / "pins" / release_of(release).pins):
         package, _, version = line.partition(" ")
         pins[package] = version.strip()
     return pins

@@ -21,13 +21,13 @@ from .auth import TokenProvider
 from .errors import CONTROLLER_UNREACHABLE, INVALID_NODE_NAME, SlurmApiError, SlurmError, SlurmUnavailable
 from .models import DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, Reservation
 from .nodestate import NodeState, NodeStates, decode_node_states
-from .versions import FALLBACK, choose, served_versions
+from .versions import choose, fallback, served_versions
 
 T = TypeVar("T", bound=BaseModel)
 
 _RETRY_STATUS = frozenset({502, 503, 504})
 REDISCOVER = 30.0
-"""Seconds a client that could not read the server's OpenAPI document keeps FALLBACK before asking
+"""Seconds a client that could not read the server's OpenAPI document keeps fallback() before asking
 again (slurmrestd restarting, say): not once per request."""
 
 
@@ -105,11 +105,11 @@ class SlurmRestClient:
     def api(self) -> str:
         """The data_parser version in use, read from GET /openapi/v3 the first time it is needed.
         A server that serves no version this client speaks is an error naming both (NoCommonVersion);
-        one whose document can't be read gets FALLBACK, the version both supported releases serve,
+        one whose document can't be read gets fallback(), the newest version every supported release serves,
         and the document is asked for again after REDISCOVER seconds."""
         if self._api is None:
             if time.monotonic() < self._fallback_until:
-                return FALLBACK
+                return fallback()
             try:
                 reply = self._http.get(
                     "/openapi/v3", headers={"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self._token.token()}
@@ -119,7 +119,7 @@ class SlurmRestClient:
                 document = None
             if not isinstance(document, dict):
                 self._fallback_until = time.monotonic() + REDISCOVER
-                return FALLBACK
+                return fallback()
             self._api = choose(served_versions(document))
         return self._api
 

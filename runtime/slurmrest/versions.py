@@ -13,11 +13,25 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sunk.images import release_of, shared_rest_api
+
 SPOKEN = ("v0.0.45", "v0.0.42")
 """The versions the client speaks, newest first: each one proven on the real daemons of a
-supported release (tests/runtime/slurmrest/test_real_slurm.py on 26.05 and 24.11)."""
-FALLBACK = "v0.0.42"
-"""What a client uses when it can't read the OpenAPI document: the one both releases serve."""
+supported release (tests/runtime/slurmrest/test_real_slurm.py on 26.05 and 24.11). Which ones
+a release serves is its row's (sunk.images.Release.rest_api)."""
+
+
+def fallback() -> str:
+    """What a client uses when it can't read the OpenAPI document: the newest version it speaks
+    that every supported release serves (the releases' rows)."""
+    return shared_rest_api(SPOKEN)
+
+
+def preferred(release: str) -> str:
+    """The version the client uses with a server of `release`: the newest it speaks that the
+    release's row says its slurmrestd serves (what `choose` finds in that server's document)."""
+    return choose(release_of(release).rest_api)
+
 
 _PATH = re.compile(r"^/slurm(?:db)?/(v\d+\.\d+\.\d+)/")
 

@@ -88,10 +88,9 @@ def render_gres_conf(spec: ClusterSpec, ns: NodeSetSpec | None, gres: Gres | Non
     Node's labels; else the spec's)."""
     if gres is None and ns is not None and ns.gpus is not None:
         gres = spec_gres(ns.gpus)
-    if gres is None and ns is not None and spec.slurm.version != "24.11" and spec.has_gpus:
-        # A node without GPUs in a cluster with GresTypes=gpu: slurmd 26.05 probes every GPU
-        # library for it and logs "error: System GPU detection failed" twice per start (measured 2026-11;
-        # 24.11 probes only with AutoDetect set).
+    if gres is None and ns is not None and spec.release.probes_gpus and spec.has_gpus:
+        # A node without GPUs in a cluster with GresTypes=gpu, on a release whose slurmd probes
+        # every GPU library for it (Release.probes_gpus): AutoDetect off keeps its log clean.
         return _file("gres.conf", ["AutoDetect=off"], spec.extra_config.gres_conf)
     return gres_file(gres, spec.extra_config.gres_conf)
 

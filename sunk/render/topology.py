@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sunk.hostlist import compress
-from sunk.images import DEFAULT_SLURM
+from sunk.images import DEFAULT_SLURM, release_of
 from sunk.render.slurm_conf import HEADER
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.scheduling import NamedTopologySpec, TopologySpec
@@ -173,10 +173,8 @@ def _tree(by_path: dict[Path, list[str]], unlabeled: list[str], reserved: set[st
     tops = sorted({names[path[:1]] for path in by_path} | ({UNLABELED} if unlabeled else set()))
     if len(tops) > 1:
         lines.append(f"SwitchName={ROOT_SWITCH} Switches={','.join(tops)}")
-    if not lines and release != "24.11":
-        # No node yet (deploy time): slurmctld 26.05 exits on a tree without a switch ("No
-        # switches configured"), 24.11 on a switch without nodes or switches ("neither child
-        # switches nor nodes"), both measured 2026-11; so from 26.05 on the file has the root switch alone.
+    if not lines and release_of(release).node_less_tree_root:
+        # No node yet (deploy time): what slurmctld accepts differs by release (Release.node_less_tree_root).
         lines.append(f"SwitchName={ROOT_SWITCH}")
     return lines
 

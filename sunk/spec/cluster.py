@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, model_validator
 
-from sunk.images import DEFAULT_SLURM, PYXIS_VARIANT, supported_release
+from sunk.images import DEFAULT_SLURM, PYXIS_VARIANT, Release, release_of, releases_where, supported_release
 from sunk.problem import Problem, Problems
 from sunk.spec.base import DnsLabel, Image, Model, SecretRef, dns_label
 from sunk.spec.health import HealthCheckSpec
@@ -71,6 +71,15 @@ RESERVED_NAMES = (
 volume's claim (`<cluster>-<volume>`) must not take one of those names."""
 RESERVED_NAMESPACES = ("sunk-system", "default")
 """The operator's namespace, and `default`, where nothing of a tenant belongs; `kube-*` too."""
+
+
+def _quoted(version: str) -> str:
+    return f'"{version}"'
+
+
+def _either(versions: list[str]) -> str:
+    """`"26.05"`, or `"26.05" or "26.11"`: the releases a message offers (none: says so)."""
+    return " or ".join(_quoted(v) for v in versions) or "(none sunk supports has it)"
 
 
 def _reserved(name: str) -> str | None:
@@ -400,28 +409,36 @@ class ClusterSpec(Model):
             raise Problems(errors)
         return self
 
+    @property
+    def release(self) -> Release:
+        """The row of the cluster's Slurm release (sunk.images.RELEASES): what it can run."""
+        return release_of(self.slurm.version)
+
     def _release_problems(self) -> list[Problem]:
-        """What the chosen Slurm release can't run."""
+        """What the chosen Slurm release can't run (its row says)."""
         problems = []
-        if self.controller.metrics and self.slurm.version == "24.11":
+        release = self.release
+        if self.controller.metrics and not release.metrics:
             problems.append(
                 Problem(
                     "controller.metrics",
                     "slurmctld's metrics endpoints (MetricsType) came with Slurm 25.11; slurm.version "
-                    "'24.11' has none (slurmctld exits on the key): set it false, or slurm.version \"26.05\"",
+                    f"{release.version!r} has none (slurmctld exits on the key): set it false, or "
+                    f"slurm.version {_either(releases_where(lambda r: r.metrics))}",
                 )
             )
         problems += self._topologies_release_problems()
-        if self.topology.plugin == "block" and self.slurm.version != "24.11":
-            # Measured on 26.05.5: "fatal: No blocks configured" unless a block holds a node that
-            # exists when slurmctld starts, and a NodeSet's nodes are dynamic, registering after.
+        if self.topology.plugin == "block" and not release.block_plugin_at_start:
             problems.append(
                 Problem(
                     "topology.plugin",
-                    f"block is not supported with slurm.version {self.slurm.version!r}: slurmctld 26.05 exits "
+                    f"block is not supported with slurm.version {release.version!r}: slurmctld {release.version} exits "
                     "at start unless a block holds a registered node, and NodeSet nodes register after it "
-                    'starts; use plugin tree, slurm.version "24.11", or a block topology under `topologies` '
-                    "(written flat until a block fills)",
+                    "starts; use plugin tree, "
+                    + "".join(
+                        f"slurm.version {_quoted(v)}, " for v in releases_where(lambda r: r.block_plugin_at_start)
+                    )
+                    + "or a block topology under `topologies` (written flat until a block fills)",
                 )
             )
         return problems
@@ -435,12 +452,13 @@ class ClusterSpec(Model):
     def _topologies_release_problems(self) -> list[Problem]:
         """Several topologies need topology.yaml (26.05), and replace the single one and its lines."""
         problems = []
-        if self.topologies and self.slurm.version == "24.11":
+        if self.topologies and not self.release.named_topologies:
             problems.append(
                 Problem(
                     "topologies",
-                    "Slurm 24.11 reads one topology, from topology.conf, and no topology.yaml: describe one "
-                    'topology under `topology` (plugin, labelKeys), or set slurm.version "26.05" for several',
+                    f"Slurm {self.slurm.version} reads one topology, from topology.conf, and no topology.yaml: "
+                    "describe one topology under `topology` (plugin, labelKeys), or set slurm.version "
+                    f"{_either(releases_where(lambda r: r.named_topologies))} for several",
                 )
             )
         elif self.topologies and self.topology.plugin != "none":
@@ -463,7 +481,8 @@ class ClusterSpec(Model):
                 Problem(
                     f"partitions[{i}].topology",
                     f"{p.topology!r} names a topology of `topologies`, which the spec has none of; add it "
-                    '(slurm.version "26.05"), or drop the partition\'s topology',
+                    f"(slurm.version {_either(releases_where(lambda r: r.named_topologies))}), or drop the "
+                    "partition's topology",
                 )
                 for i, p in enumerate(self.partitions)
                 if p.topology is not None
