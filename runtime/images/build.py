@@ -32,7 +32,8 @@ import sunk
 from sunk.images import DEFAULT_ARCH, DEFAULT_SLURM, RELEASES, ROLES, Arch, reference, tag_for
 
 from . import bundle as bundle_config
-from . import cache, recipe
+from . import cache, debs, recipe
+from .cache import cache_dir
 from .prune import Plan
 from .recipe import EXCLUDED, Layer
 
@@ -111,10 +112,6 @@ def probe_sources(variant: str, timeout: float = 10) -> None:
                 f"--with {variant}: cannot fetch {url} ({reason}); {variant} is not a Debian package, "
                 "so this stage needs a host that reaches github.com (or use a NodeSet image of your own)"
             ) from None
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SUNK_CACHE_DIR") or Path.home() / ".cache" / "sunk")
 
 
 def host_arch() -> Arch:
@@ -478,18 +475,33 @@ class Builder:
     def _apt_install(self, layer: Layer, container: str, mount: Path) -> None:
         if layer.packages:
             self._apt_lists(container, mount)
-            if layer.pins:
-                self._check_pins(layer, container)
+            if layer.pins and (missing := self._missing_pins(layer, container)):
+                self._use_verified_copy(layer, missing, container, mount)
             self._run(
                 container,
                 "export DEBIAN_FRONTEND=noninteractive\n"
-                f"apt-get install -y -q --no-install-recommends {' '.join(layer.install)} >/dev/null\n"
-                "rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* /var/log/dpkg.log\n",
+                f"apt-get install -y -q --no-install-recommends {' '.join(layer.install)} >/dev/null\n",
                 f"apt-get install {' '.join(layer.install)} ({self.release.suite}, {self.mirror})",
             )
+            if layer.pins:
+                # What apt just downloaded of the recorded packages is kept, verified, for the day
+                # the archive drops them (runtime/images/debs.py).
+                debs.harvest(
+                    mount / "var/cache/apt/archives",
+                    debs.read_record(self.release.version, self.arch),
+                    debs.cache_folder(self.cache, self.release.version, self.arch),
+                )
+            for leftover in ("var/lib/apt/lists", "var/cache/apt", "var/log/apt", debs.LOCAL_REPO.lstrip("/")):
+                shutil.rmtree(mount / leftover, ignore_errors=True)
+            for leftover in ("var/log/dpkg.log", debs.LOCAL_SOURCE.lstrip("/")):
+                (mount / leftover).unlink(missing_ok=True)
 
-    def _check_pins(self, layer: Layer, container: str) -> None:
-        """Stop, naming every pinned package and version the mirror no longer has, before apt
+    pool = True
+    """Whether a package missing from the archive's index may be fetched from the mirror's pool
+    (verified like any copy); a test turns it off to prove the copy on disk alone."""
+
+    def _missing_pins(self, layer: Layer, container: str) -> list[recipe.MissingPin]:
+        """Every pinned package and version the mirror's index no longer has, found before apt
         would install anything (apt-get names only the first, and not what is there instead)."""
         script = recipe.pin_check_script(layer.pins)
         argv = self._argv("run", "--isolation", "chroot", container, "--", "/bin/sh", "-euc", script)
@@ -497,9 +509,41 @@ class Builder:
         if done.returncode != 0:
             tail = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()][-4:]
             raise BuildError(f"apt-cache ({self.release.suite}, {self.mirror}) failed: " + " | ".join(tail))
-        missing = recipe.missing_pins(done.stdout)
-        if missing:
-            raise BuildError(recipe.missing_pins_message(missing, self.release, self.mirror))
+        return recipe.missing_pins(done.stdout)
+
+    def _use_verified_copy(self, layer: Layer, missing: list[recipe.MissingPin], container: str, mount: Path) -> None:
+        """Makes the pinned versions the archive lost installable from their verified copy: a
+        flat apt repository in the layer (removed after the install) of the recorded files, each
+        checked against the SHA256 the archive's index gave when the pins were recorded."""
+        version, arch = self.release.version, self.arch
+        record = debs.read_record(version, arch)
+        lost = recipe.missing_pins_message(missing, self.release, self.mirror).split(". ", 1)[0]
+        unrecorded = [f"{m.package} {m.version}" for m in missing if record.get(m.package, None) is None
+                      or record[m.package].version != m.version]  # fmt: skip
+        if unrecorded:
+            raise BuildError(
+                f"{lost}; no verified copy either: {debs.record_path(version, arch)} does not record "
+                f"{', '.join(unrecorded)} (docs/slurm-releases.md)"
+            )
+        pins = {p: v for p, v in layer.pins if p in record and record[p].version == v}
+        needed = debs.closure(pins, record.values())
+        places = debs.folders(self.cache, version, arch)
+        try:
+            files = debs.locate(needed, places, self.mirror if self.pool else None, places[-1])
+        except debs.CopyError as e:
+            raise BuildError(f"{lost}; {e}") from None
+        debs.local_repo(needed, files, mount / debs.LOCAL_REPO.lstrip("/"))
+        (mount / debs.LOCAL_SOURCE.lstrip("/")).write_text(debs.source_line())
+        where = sorted({str(path.parent) for path in files.values()})
+        self.log(
+            f"{lost}: layer {layer.name} installs {len(needed)} package(s) from the verified copy in {', '.join(where)}"
+        )
+        self._run(
+            container,
+            f"apt-get -q update -o Dir::Etc::SourceList={debs.LOCAL_SOURCE} -o Dir::Etc::SourceParts=- "
+            "-o APT::Get::List-Cleanup=false >/dev/null",
+            f"apt-get update (the verified copy in {debs.LOCAL_REPO})",
+        )
 
     def _pip(self, target: Path, args: list[str], *, constraints: Path | None = None, binary: bool = True) -> None:
         """pip install into `target`, a site-packages folder for the image's Python."""

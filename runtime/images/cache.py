@@ -41,6 +41,11 @@ class CacheError(ValueError):
     """A cache setting that cannot be used; the message names it and what would be valid."""
 
 
+def cache_dir() -> Path:
+    """The image cache: SUNK_CACHE_DIR, else ~/.cache/sunk."""
+    return Path(os.environ.get("SUNK_CACHE_DIR") or Path.home() / ".cache" / "sunk")
+
+
 def budget_bytes(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
     """The byte bound from SUNK_IMAGE_CACHE_GIB (default 30; 0 or "off": no bound)."""
     raw = environ.get(BUDGET_ENV, "").strip()

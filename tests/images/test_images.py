@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sunk.runtime.harness.image_process import RuntimeImage
 from sunk.runtime.harness.ports import free_ports, listening, wait_until
-from sunk.runtime.images import build, recipe
+from sunk.runtime.images import build, debs, recipe
 from sunk.runtime.images.build import Builder, BuildError, Built
 
 from sunk.images import MUNGE_UID, ROLES, SLURM_UID, tag_for
@@ -209,6 +212,10 @@ def test_a_pinned_version_the_mirror_lost_stops_the_build_naming_it_and_keeps_th
     assert str(caught.value).startswith(
         "Slurm 26.05 images: Debian sid at http://deb.debian.org/debian no longer has slurmctld 26.05.99-1 (it has 26.05.5-1)"
     ), caught.value
+    assert "; no verified copy either: " in str(caught.value)
+    assert str(caught.value).endswith(
+        "26.05-amd64.Packages does not record slurmctld 26.05.99-1 (docs/slurm-releases.md)"
+    )
     assert builder.buildah("containers", "--quiet") == ""
     assert images["slurmctld"].archive.is_file()  # the image built from the real pins stays
     monkeypatch.undo()
@@ -288,3 +295,94 @@ def test_push_to_an_unreachable_registry_fails_in_one_line(images: dict[str, Bui
         f"sunk images push: pushing 127.0.0.1:{closed}/hpc/slurmd:{tag_for(ROLES['slurmd'])} failed: "
     )
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _without(index: str, version: str) -> str:
+    """A Packages index as the archive's will read once it dropped the Slurm packages of `version`."""
+    stanzas = index.split("\n\n")
+    kept = [
+        s for s in stanzas if not (f"\nVersion: {version}\n" in s and re.search(r"^(Source|Package): slurm", s, re.M))
+    ]
+    return "\n\n".join(kept)
+
+
+def test_an_archive_that_lost_the_pinned_slurm_builds_from_the_verified_copy_and_refuses_a_tampered_one(
+    images: dict[str, Built], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The day sid moves to 26.11, seen by apt: the archive's index no longer lists 26.05.5-1 (the
+    package lists the build reads are the real ones with those entries removed). The slurm layer,
+    on the base already built, installs every pinned package from a verified copy (SUNK_SLURM_DEBS),
+    with nothing from the mirror's pool; a copy with one byte changed stops the build naming the
+    package, its version and each place looked at."""
+    builder = Builder(release="26.05")
+    version = recipe.read_pins("26.05")["slurmd"]
+    # Fresh lists, filtered: the build reads them as they are (younger than LISTS_MAX_AGE).
+    lists = tmp_path / "apt"
+    shutil.copytree(builder._lists_home(), lists)
+    for index in lists.glob("*/*_Packages"):
+        index.write_text(_without(index.read_text(), version))
+    for folder in lists.iterdir():
+        os.utime(folder)
+    monkeypatch.setattr(Builder, "_lists_home", lambda self: lists)
+    # Another slurm layer than the cached one (its post-install differs by a comment), on the same base.
+    real_load = recipe.load
+    monkeypatch.setattr(
+        recipe,
+        "load",
+        lambda name, root=recipe.HERE, release=None: (
+            replace(layer, post_install=layer.post_install + "\n# the verified-copy proof\n")
+            if (layer := real_load(name, root, release)).name == "slurm"
+            else layer
+        ),
+    )
+    monkeypatch.setattr(Builder, "_prune", lambda self, name, keep: None)
+    monkeypatch.setattr(debs, "cache_folder", lambda cache, release, arch: tmp_path / "cache-debs")
+    # The copy: the recorded files, fetched once from the pool and verified.
+    record = debs.read_record("26.05", "amd64")
+    copy = tmp_path / "copy"
+    slurm = recipe.load("slurm", release="26.05")
+    needed = debs.closure(dict(slurm.pins), record.values())
+    debs.locate(needed, [], builder.mirror, copy)
+    monkeypatch.setenv(debs.ENV, str(copy))
+    logs: list[str] = []
+    builder = Builder(release="26.05", log=logs.append)
+    builder.pool = False
+    assert builder.digest("base") == Builder(release="26.05").digest("base")  # the base built before
+    tag = builder.tag("slurm")
+    try:
+        started = time.monotonic()
+        builder._build_layer("slurm")
+        print(f"slurm layer from the verified copy: {time.monotonic() - started:.1f} s")
+        assert any(
+            line.startswith(f"Slurm 26.05 images: Debian sid at {builder.mirror} no longer has slurm-client {version}")
+            and line.endswith(f"installs {len(needed)} package(s) from the verified copy in {copy}")
+            for line in logs
+        ), logs
+        container = builder.buildah("from", "--pull-never", tag)
+        try:
+            shown = builder.buildah(
+                "run", "--isolation", "chroot", container, "--", "dpkg-query", "-W", *(d.package for d in needed)
+            )
+        finally:
+            builder.buildah("rm", container, check=False)
+        assert sorted(shown.splitlines()) == sorted(f"{d.package}\t{version}" for d in needed)
+        assert builder.remove_image(tag)
+        # One byte changed in one file of the copy: refused before apt runs.
+        client = copy / record["slurm-client"].basename
+        data = bytearray(client.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        client.write_bytes(bytes(data))
+        started = time.monotonic()
+        with pytest.raises(BuildError) as caught:
+            builder._build_layer("slurm")
+        print(f"tampered copy refused in {time.monotonic() - started:.1f} s")
+        assert str(caught.value) == (
+            f"Slurm 26.05 images: Debian sid at {builder.mirror} no longer has "
+            + "; ".join(f"{p} {version} (it has none)" for p, _ in slurm.pins)
+            + f"; no verified copy of slurm-client {version} ({client}: not the recorded file (SHA256 or size "
+            f"differ); {tmp_path / 'cache-debs' / client.name}: absent)"
+        )
+        mine = f"sunk-build-slurm-{builder.digest('slurm')}-"
+        assert mine not in builder.buildah("containers", "--format", "{{.ContainerName}}")  # others may build beside
+    finally:
+        builder.remove_image(tag)
