@@ -12,6 +12,17 @@ from __future__ import annotations
 
 DOMAIN = "slurm.sunk.dev"
 PREFIX = f"{DOMAIN}/"
+OWN_DOMAIN = "sunk.dev"
+"""Every key whose prefix is this domain or one under it is sunk's: today's PREFIX, the legacy
+`sunk.dev/` spelling, and any it may add."""
+
+
+def is_sunks(key: str) -> bool:
+    """Whether a label or annotation key is under sunk's own domain (slurm.sunk.dev/, the legacy
+    sunk.dev/, or any other subdomain of sunk.dev): users may neither set nor shadow those."""
+    prefix, slash, _ = key.rpartition("/")
+    return bool(slash) and (prefix == OWN_DOMAIN or prefix.endswith("." + OWN_DOMAIN))
+
 
 # --- the recommended Kubernetes labels, on every object --------------------------------------
 APP_NAME = "app.kubernetes.io/name"

@@ -10,6 +10,7 @@ a field added next month is checked the day it reaches a pod. It checks:
 - every container against its role's row: capabilities it adds, privilege, hostNetwork, hostPath
   (only on roles whose row allows the operator's policy to grant it); containers the row does not
   list (users' sidecars) add no capability and run unprivileged;
+- a ServiceAccount token (automounted or projected) only in pods whose row grants one;
 - every one of the cluster's own Secrets a container reaches (a volume it mounts, a projected
   source, env, envFrom), against what its role's row allows that container
   (`Role.container_secrets`): the LDAP bind password in the sssd sidecar only, sshd's host keys
@@ -162,9 +163,27 @@ def _pod_problems(spec: ClusterSpec, operator: OperatorSpec | None, meta: Manife
     row = roles.ROLES.get(component)
     if row is None:
         return [f"pod of role {component!r}, which the role table does not know"]
-    problems = _shape_problems(row, pod) + _secret_problems(spec, row, pod)
+    problems = _shape_problems(row, pod) + _secret_problems(spec, row, pod) + _token_problems(row, pod)
     if row.host_paths == roles.POLICY and operator is not None:
         problems += pod_problems(operator.policy, {"spec": pod})
+    return problems
+
+
+def _token_problems(row: roles.Role, pod: Manifest) -> list[str]:
+    """A ServiceAccount token only in the pods whose row grants one (`Role.token`): automounted
+    (Kubernetes mounts one unless the pod says false) or in a projected volume."""
+    if row.token:
+        return []
+    problems = []
+    if pod.get("automountServiceAccountToken", True) is not False:
+        problems.append(f"automountServiceAccountToken is not false, and role {row.name} gets no token")
+    projected = [
+        v["name"]
+        for v in pod.get("volumes", [])
+        if any("serviceAccountToken" in s for s in (v.get("projected") or {}).get("sources", []))
+    ]
+    if projected:
+        problems.append(f"volumes {projected} project a ServiceAccount token, and role {row.name} gets none")
     return problems
 
 

@@ -136,26 +136,24 @@ class _Loader(
         _Constructor.__init__(self)
         _Resolver.__init__(self)
         self._depth = 0
-        self.tags: list[Problem] = []
+        self.refused_at: dict[tuple[int, int], str] = {}
+        """(line, column) of each explicit tag and alias -> its refusal."""
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        """The node, with explicit tags and aliases noted by their place (`marks`) for `_check`
+        to refuse at the field that holds them; an alias is never expanded (a small file of nested
+        aliases would expand to gigabytes): it stands as an empty scalar at the alias's place."""
+        if self.check_event(yaml.AliasEvent):
+            event = self.get_event()  # type: ignore[no-untyped-call]
+            self.refused_at[_place(event.start_mark)] = (
+                f"aliases (*{event.anchor}) are not accepted; write the value out"
+            )
+            return yaml.ScalarNode("tag:yaml.org,2002:null", "", event.start_mark, event.end_mark)
         event = self.peek_event()  # type: ignore[no-untyped-call]
         tag = getattr(event, "tag", None)
         if tag is not None:
-            self.tags.append(
-                _refusal(
-                    event.start_mark.line + 1,
-                    f"explicit tag {tag!r} is not accepted; write the value plainly (quote it for text)",
-                )
-            )
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise StrictYamlError(
-                [
-                    _refusal(
-                        event.start_mark.line + 1, f"aliases (*{event.anchor}) are not accepted; write the value out"
-                    )
-                ]
+            self.refused_at[_place(event.start_mark)] = (
+                f"explicit tag {tag!r} is not accepted; write the value plainly (quote it for text)"
             )
         self._depth += 1
         if self._depth > MAX_DEPTH:
@@ -167,41 +165,61 @@ class _Loader(
             self._depth -= 1
 
 
+def _place(mark: Any) -> tuple[int, int]:
+    return int(mark.line), int(mark.column)
+
+
 def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
-def _check(node: yaml.Node, path: str, problems: list[Problem], refused: list[yaml.ScalarNode] | None = None) -> None:
+def _check(
+    node: yaml.Node,
+    path: str,
+    problems: list[Problem],
+    refused: list[yaml.ScalarNode] | None = None,
+    marks: dict[tuple[int, int], str] | None = None,
+) -> None:
+    """Every refusal under `node`, each with its line and the path of the field that holds it."""
     where = path or "(top)"
+    marked = (marks or {}).get(_place(node.start_mark))
+    if marked is not None:
+        problems.append(_refusal(_line(node), marked, where))
+        return
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode) or key.tag != "tag:yaml.org,2002:str":
-                shown = key.value if isinstance(key, yaml.ScalarNode) else "a collection"
-                problems.append(_refusal(_line(key), f"keys must be strings, not {shown!r}; quote it", where))
-                continue
-            if key.value == "<<" and key.style is None:
-                problems.append(_refusal(_line(key), "merge keys (<<) are not accepted; write the keys out", where))
-                continue
-            if key.value in seen:
-                problems.append(
-                    _refusal(
-                        _line(key),
-                        f"duplicate key {key.value!r} (first at line {seen[key.value]}); each key once",
-                        where,
-                    )
-                )
+            refusal = _key_refusal(key, seen, where, marks or {})
+            if refusal is not None:
+                problems.append(refusal)
                 continue
             seen[key.value] = _line(key)
-            _check(value, f"{path}.{key.value}" if path else key.value, problems, refused)
+            _check(value, f"{path}.{key.value}" if path else key.value, problems, refused, marks)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _check(item, f"{path}[{i}]", problems, refused)
+            _check(item, f"{path}[{i}]", problems, refused, marks)
     elif isinstance(node, yaml.ScalarNode) and node.style is None:
         before = len(problems)
         _check_scalar(node, where, problems)
         if len(problems) > before and refused is not None:
             refused.append(node)
+
+
+def _key_refusal(key: yaml.Node, seen: dict[str, int], where: str, marks: dict[tuple[int, int], str]) -> Problem | None:
+    """Why a mapping's key is refused (a tag or alias, not a string, a merge key, a repeat), or None."""
+    marked = marks.get(_place(key.start_mark))
+    if marked is not None:
+        return _refusal(_line(key), f"a key: {marked}", where)
+    if not isinstance(key, yaml.ScalarNode) or key.tag != "tag:yaml.org,2002:str":
+        shown = key.value if isinstance(key, yaml.ScalarNode) else "a collection"
+        return _refusal(_line(key), f"keys must be strings, not {shown!r}; quote it", where)
+    if key.value == "<<" and key.style is None:
+        return _refusal(_line(key), "merge keys (<<) are not accepted; write the keys out", where)
+    if key.value in seen:
+        return _refusal(
+            _line(key), f"duplicate key {key.value!r} (first at line {seen[key.value]}); each key once", where
+        )
+    return None
 
 
 def _check_scalar(node: yaml.ScalarNode, where: str, problems: list[Problem]) -> None:
@@ -276,9 +294,9 @@ def load(text: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        problems: list[Problem] = list(loader.tags)
+        problems: list[Problem] = []
         refused: list[yaml.ScalarNode] = []
-        _check(node, "", problems, refused)
+        _check(node, "", problems, refused, loader.refused_at)
         if problems and len(problems) == len(refused):
             # Only scalars were refused: the rest of the document is still read, so the checks
             # of everything around them run in the same round.

@@ -21,7 +21,7 @@ from sunk.manifests.podsettings import apply_pod
 from sunk.manifests.runtime import METRICS_PORT, RBAC
 from sunk.nodeset_resource import GROUP, PLURAL
 from sunk.policy import TenantPolicy
-from sunk.spec.base import DnsLabel, Image, Resources, resources
+from sunk.spec.base import Image, OwnNamespace, Resources, resources
 from sunk.spec.pod import PodRole, PodSettings
 from sunk.spec.services import Images, NetworkSpec
 
@@ -34,8 +34,9 @@ class OperatorSpec(PodSettings):
 
     POD_ROLE: ClassVar[PodRole] = "operator"
 
-    namespace: DnsLabel = "sunk-system"
-    """Namespace of the operator. Default: sunk-system."""
+    namespace: OwnNamespace = "sunk-system"
+    """Namespace of the operator; not default or kube-* (sunk enforces Pod Security `restricted` on it).
+    Default: sunk-system."""
     create_namespace: bool = True
     """Default: true."""
     image: Image = Images().runtime

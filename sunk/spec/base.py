@@ -79,6 +79,24 @@ def dns_label(max_len: int = 63) -> AfterValidator:
 DnsLabel = Annotated[str, dns_label()]
 """Kubernetes object name (RFC 1123 label)."""
 
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+"""Namespaces Kubernetes itself owns (with every other kube-*): nothing of sunk's belongs there."""
+
+
+def _own_namespace(value: str) -> str:
+    """A namespace sunk may create, label and enforce Pod Security on: not `default` and no kube-*
+    (labelling kube-system `enforce: restricted` would stop the cluster's own DaemonSets)."""
+    if value in SYSTEM_NAMESPACES or value.startswith("kube-"):
+        raise ValueError(
+            f"{value!r} is Kubernetes' own namespace (default, kube-*); sunk labels and enforces Pod Security on "
+            "its namespaces: choose one of its own, such as sunk-system"
+        )
+    return value
+
+
+OwnNamespace = Annotated[str, dns_label(), AfterValidator(_own_namespace)]
+"""A namespace sunk creates or takes over: a DNS label, not default and not kube-*."""
+
 DnsSubdomain = Annotated[
     str,
     _matcher(
@@ -274,15 +292,54 @@ PositiveInt = Annotated[int, Field(gt=0)]
 
 
 def _cidr(value: str) -> str:
-    """A CIDR such as 203.0.113.0/24 (no host bits set)."""
+    """A CIDR as the Kubernetes API server takes it in loadBalancerSourceRanges and a NetworkPolicy's
+    ipBlock: an address, '/', a prefix length, in canonical form (203.0.113.0/24, 2001:db8::/32).
+
+    Python's ipaddress is kinder than the API server: it reads a bare address as /32, netmask and
+    hostmask forms (10.0.0.0/255.255.0.0), a prefix with leading zeros (/08) and an IPv6 zone
+    (fe80::1%eth0/128), and each of these would reach the render as written and be refused at
+    deploy (or read differently by another parser). Only the one spelling every parser agrees on is
+    accepted, and the error gives it."""
     try:
-        ipaddress.ip_network(value, strict=True)
+        net = ipaddress.ip_network(value, strict=True)
     except ValueError as err:
         raise ValueError(f"{value!r} is not a CIDR such as 203.0.113.0/24 ({err})") from None
+    if "/" not in value:
+        raise ValueError(f"{value!r} is an address, not a CIDR: write {net.with_prefixlen!r} (address/prefix length)")
+    if "%" in value:
+        raise ValueError(f"{value!r} carries an IPv6 zone ('%...'), which Kubernetes refuses: drop it")
+    canonical = net.with_prefixlen
+    if value != canonical:
+        raise ValueError(
+            f"{value!r} is not in the form Kubernetes accepts (address/prefix length, canonical): write {canonical!r}"
+        )
     return value
 
 
 Cidr = Annotated[str, AfterValidator(_cidr)]
+
+
+def _object_key(what: str) -> AfterValidator:
+    """A key of a Secret's or ConfigMap's data, as Kubernetes validates it (IsConfigMapKey): at most
+    253 of letters, digits, '-', '_', '.'; not '.' or '..', and not starting with '..' (the kubelet's
+    atomic writer keeps its own `..data` link and `..<timestamp>` folders beside the keys in a
+    mounted volume, so such a key would be refused by the API server or shadow them)."""
+    rx = re.compile(r"[-._a-zA-Z0-9]+")
+
+    def check(value: str) -> str:
+        if len(value) > 253:
+            raise ValueError(f"{value!r} is {len(value)} characters; at most 253 allowed")
+        if not rx.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}: letters, digits, '-', '_', '.'")
+        if value in (".", "..") or value.startswith(".."):
+            raise ValueError(f"{value!r} is not {what}: Kubernetes refuses '.', '..' and keys starting with '..'")
+        return value
+
+    return AfterValidator(check)
+
+
+SecretKey = Annotated[str, _object_key("a Secret key")]
+ConfigMapKey = Annotated[str, _object_key("a ConfigMap key")]
 
 
 class SecretRef(Model):
@@ -290,7 +347,7 @@ class SecretRef(Model):
 
     name: DnsSubdomain
     """Secret name. Required."""
-    key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a Secret key: letters, digits, '-', '_', '.'", 253)]
+    key: SecretKey
     """Key inside the Secret. Required."""
 
 

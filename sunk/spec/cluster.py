@@ -10,8 +10,9 @@ from pydantic import AfterValidator, Field, model_validator
 
 from sunk.images import DEFAULT_SLURM, PYXIS_VARIANT, Release, release_of, releases_where, supported_release
 from sunk.problem import Problem, Problems
-from sunk.spec.base import DnsLabel, Image, Model, SecretRef, dns_label
+from sunk.spec.base import DnsLabel, Image, Model, dns_label
 from sunk.spec.health import HealthCheckSpec
+from sunk.spec.keyuse import key_use_problems
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
 from sunk.spec.pod import UserLabels, secret_references
 from sunk.spec.scheduling import (
@@ -130,6 +131,28 @@ def contradiction_problems(spec: ClusterSpec) -> list[Problem]:
         *_oci_problems(spec),
         *_power_problems(spec),
         *_matching_problems(spec),
+        *_cgroup_problems(spec),
+    ]
+
+
+def _cgroup_problems(spec: ClusterSpec) -> list[Problem]:
+    """GPUs that Slurm hands out (gres/gpu) but cgroup.conf doesn't fence: without the device
+    constraint a job reaches every GPU of its node, those Slurm gave another job or a pod included."""
+    gpus = [ns.name for ns in spec.nodesets if ns.gpus is not None]
+    if not gpus:
+        return []
+    if spec.cgroup.plugin == "disabled":
+        field, what = "cgroup.plugin", "disabled turns off every cgroup constraint"
+    elif not spec.cgroup.constrain_devices:
+        field, what = "cgroup.constrainDevices", "false leaves the GPU devices open"
+    else:
+        return []
+    return [
+        Problem(
+            field,
+            f"{what}, while NodeSets {', '.join(gpus)} have GPUs that Slurm allocates per job: each job would reach "
+            "every GPU of its node; keep cgroup/v2 with constrainDevices true",
+        )
     ]
 
 
@@ -566,11 +589,39 @@ class ClusterSpec(Model):
         return errors
 
     def _partition_settings(self, i: int, p: PartitionSpec, nodesets: set[str]) -> list[Problem]:
-        """Per-GPU defaults only over GPU nodesets; a preemption mode only under partition_prio."""
+        """Per-GPU defaults only over GPU nodesets, and no larger than a GPU node's share; a
+        preemption mode only under partition_prio."""
         errors = []
-        for field, value in (("defCpuPerGpu", p.def_cpu_per_gpu), ("defMemPerGpu", p.def_mem_per_gpu)):
-            if value is not None and not any(self.nodeset(n).gpus for n in p.nodesets if n in nodesets):
+        for field, value, unit, column in (
+            ("defCpuPerGpu", p.def_cpu_per_gpu, "CPUs", 1),
+            ("defMemPerGpu", p.def_mem_per_gpu, "MiB", 2),
+        ):
+            if value is None:
+                continue
+            # (name, CPUs, MiB, GPUs) of each GPU node kind in the partition; read only when a
+            # per-GPU default asks (a rule that reads a field still refused waits for it).
+            gpu_nodes = [
+                (ns.name, ns.cpus, ns.memory_mib, ns.gpus.count)
+                for n in p.nodesets
+                if n in nodesets and (ns := self.nodeset(n)).gpus is not None
+            ]
+            if not gpu_nodes:
                 errors.append(Problem(f"partitions[{i}].{field}", "none of the partition's nodesets has GPUs; drop it"))
+                continue
+            # A default no node can give leaves a job that asks only for GPUs pending forever
+            # ("Requested node configuration is not available"): per GPU, at most a node's share.
+            roomiest = max(gpu_nodes, key=lambda node: int(node[column]) // node[3])
+            have = int(roomiest[column])
+            most = have // roomiest[3]
+            if value > most:
+                advice = f"use at most {most}" if most else "drop it"
+                errors.append(
+                    Problem(
+                        f"partitions[{i}].{field}",
+                        f"{value} {unit} per GPU is more than any of its GPU nodes has ({roomiest[0]}: {have} {unit} / "
+                        f"{roomiest[3]} GPUs); a job asking only for GPUs could start nowhere: {advice}",
+                    )
+                )
         if p.preempt_mode not in (None, "off") and self.scheduling.preempt_type != "partition_prio":
             errors.append(Problem(f"partitions[{i}].preemptMode", "needs scheduling.preemptType partition_prio"))
         return errors
@@ -663,32 +714,20 @@ class ClusterSpec(Model):
         return out
 
     def _shared_key_problems(self) -> list[Problem]:
-        """Two secrets of different purposes in one Secret key would be the same bytes: the munge
-        key as the JWT signing key lets whoever holds one forge the other."""
-        refs: list[tuple[str, SecretRef | None]] = [
-            ("auth.key.existingSecret", self.auth.key.existing_secret),
-            ("auth.jwt.existingSecret", self.auth.jwt.existing_secret),
-            (
-                "accounting.external.passwordSecret",
-                self.accounting.external.password_secret if self.accounting.external else None,
-            ),
-            ("auth.ldap.bindPasswordSecret", self.auth.ldap.bind_password_secret if self.auth.ldap else None),
-        ]
-        seen: dict[tuple[str, str], str] = {}
-        problems = []
-        for path, ref in refs:
-            if ref is None:
-                continue
-            first = seen.setdefault((ref.name, ref.key), path)
-            if first != path:
-                problems.append(
-                    Problem(
-                        path,
-                        f"Secret {ref.name} key {ref.key} is also {first}; two secrets of different purposes "
-                        "must be different bytes (give each its own key)",
-                    )
-                )
-        return problems
+        """One key, one purpose (sunk.spec.keyuse): no Secret key named by two fields, and no field
+        naming a Secret sunk makes."""
+        made: dict[str, str] = {}
+        if self.auth.key.existing_secret is None:
+            made[f"{self.name}-auth"] = f"the cluster's {self.auth.type} key"
+        if self.auth.jwt.existing_secret is None:
+            made[f"{self.name}-jwt"] = "the JWT signing key"
+        if self.accounting.enabled and self.accounting.external is None:
+            made[f"{self.name}-mariadb"] = "the accounting database passwords"
+        if self.auth.ldap is not None:
+            made[f"{self.name}-sssd"] = "SSSD's configuration"
+        if self.login.enabled:
+            made[f"{self.name}-login-host-keys"] = "login's SSH host private keys"
+        return key_use_problems(self, made)
 
     def _user_facing_secret_problems(self) -> list[Problem]:
         """Login pods run users' shells and slurmd pods users' jobs: a Secret holding a cluster key

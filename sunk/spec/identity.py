@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from sunk.problem import Problem, Problems
-from sunk.spec.base import Cidr, DnsSubdomain, Model, Resources, SecretRef, _matcher, resources
+from sunk.spec.base import Cidr, ConfigMapKey, DnsSubdomain, Model, Resources, SecretKey, SecretRef, _matcher, resources
 from sunk.spec.pod import ExtraArgs, PodRole, PodSettings, ServiceSettings
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
@@ -303,7 +303,7 @@ class ConfigMapRef(Model):
 
     name: DnsSubdomain
     """ConfigMap name. Required."""
-    key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a ConfigMap key: letters, digits, '-', '_', '.'", 253)]
+    key: ConfigMapKey
     """Key inside the ConfigMap. Required."""
 
 
@@ -312,13 +312,9 @@ class ClientCertRef(Model):
 
     name: DnsSubdomain
     """Secret name. Required."""
-    cert_key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a Secret key: letters, digits, '-', '_', '.'", 253)] = (
-        "tls.crt"
-    )
+    cert_key: SecretKey = "tls.crt"
     """Key of the PEM certificate (chain). Default: tls.crt."""
-    key_key: Annotated[str, _matcher(r"[-._a-zA-Z0-9]+", "a Secret key: letters, digits, '-', '_', '.'", 253)] = (
-        "tls.key"
-    )
+    key_key: SecretKey = "tls.key"
     """Key of the PEM private key. Default: tls.key."""
 
     @model_validator(mode="after")

@@ -158,10 +158,102 @@ def _file_modes(value: dict[str, Any], path: str) -> list[Problem]:
     ]
 
 
+def _label_problems(key: Any, value: Any, path: str) -> list[Problem]:
+    """A label key and, when given, its value, as the API server checks them in selectors."""
+    from sunk.spec.base import _label_key, _label_value  # base imports nothing of this module's users
+
+    out = []
+    for check, item in ((_label_key, key), (_label_value, value)):
+        if isinstance(item, str):
+            try:
+                check(item)
+            except ValueError as err:
+                out.append(Problem(path, str(err)))
+    return out
+
+
+def _label_selector(value: dict[str, Any], path: str) -> list[Problem]:
+    """matchLabels keys and values, matchExpressions keys and In/NotIn values: label syntax."""
+    out = []
+    for key, val in (value.get("matchLabels") or {}).items():
+        out += _label_problems(key, val, _join(_join(path, "matchLabels"), key))
+    for i, expr in enumerate(value.get("matchExpressions") or ()):
+        if not isinstance(expr, dict):
+            continue
+        where = _join(_join(path, "matchExpressions"), i)
+        out += _label_problems(expr.get("key"), None, _join(where, "key"))
+        if expr.get("operator") in ("In", "NotIn"):
+            for j, val in enumerate(expr.get("values") or ()):
+                out += _label_problems(None, val, _join(_join(where, "values"), j))
+    return out
+
+
+def _weight(value: dict[str, Any], path: str) -> list[Problem]:
+    """A preferred term's weight: 1 to 100."""
+    weight = value.get("weight")
+    if isinstance(weight, int) and not 1 <= weight <= 100:
+        return [Problem(_join(path, "weight"), f"{weight} is not a weight from 1 to 100")]
+    return []
+
+
+def _topology_key(value: dict[str, Any], path: str) -> list[Problem]:
+    """A pod (anti-)affinity term's or spread constraint's topologyKey: a non-empty label key."""
+    key = value.get("topologyKey")
+    if isinstance(key, str):
+        found = _label_problems(key, None, _join(path, "topologyKey")) if key else []
+        return found or (
+            [Problem(_join(path, "topologyKey"), "required: a Node label key such as kubernetes.io/hostname")]
+            if not key
+            else []
+        )
+    return []
+
+
+def _spread_rules(value: dict[str, Any], path: str) -> list[Problem]:
+    return _spread(value, path) + _topology_key(value, path)
+
+
+def _linux_only(value: dict[str, Any], path: str) -> list[Problem]:
+    """Windows options on a Linux pod: the API server refuses them beside Linux-only fields, and no
+    sunk pod runs on Windows."""
+    if value.get("windowsOptions") is not None:
+        return [Problem(_join(path, "windowsOptions"), "Windows options; sunk's pods run on Linux Nodes only")]
+    return []
+
+
+def _key_to_path(value: dict[str, Any], path: str) -> list[Problem]:
+    """A volume item: a key Kubernetes allows (not '.', '..' or '..*': the kubelet keeps its own
+    `..data` link there) and a relative path without '..' segments; its file mode."""
+    out = _file_modes(value, path)
+    key = value.get("key")
+    if isinstance(key, str) and (
+        key in (".", "..") or key.startswith("..") or not re.fullmatch(r"[-._a-zA-Z0-9]+", key)
+    ):
+        out.append(
+            Problem(
+                _join(path, "key"),
+                f"{key!r} is not a key Kubernetes allows: letters, digits, '-', '_', '.', not '.', '..' or starting with '..'",
+            )
+        )
+    item = value.get("path")
+    if isinstance(item, str) and (not item or item.startswith("/") or ".." in item.split("/") or item.startswith("..")):
+        out.append(
+            Problem(_join(path, "path"), f"{item!r} must be a relative path without '..' (a file inside the volume)")
+        )
+    return out
+
+
 _RULES: dict[str, Any] = {
     "io.k8s.apimachinery.pkg.api.resource.Quantity": _quantity,
     "io.k8s.api.core.v1.EnvVarSource": _env_source,
-    "io.k8s.api.core.v1.TopologySpreadConstraint": _spread,
+    "io.k8s.api.core.v1.TopologySpreadConstraint": _spread_rules,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector": _label_selector,
+    "io.k8s.api.core.v1.WeightedPodAffinityTerm": _weight,
+    "io.k8s.api.core.v1.PreferredSchedulingTerm": _weight,
+    "io.k8s.api.core.v1.PodAffinityTerm": _topology_key,
+    "io.k8s.api.core.v1.SecurityContext": _linux_only,
+    "io.k8s.api.core.v1.PodSecurityContext": _linux_only,
+    "io.k8s.api.core.v1.KeyToPath": _key_to_path,
     "io.k8s.api.core.v1.NodeSelector": _node_selector,
     "io.k8s.api.core.v1.Toleration": _toleration,
     "io.k8s.api.core.v1.ResourceRequirements": _resources,
@@ -170,7 +262,7 @@ _RULES: dict[str, Any] = {
         (
             "io.k8s.api.core.v1.SecretVolumeSource", "io.k8s.api.core.v1.ConfigMapVolumeSource",
             "io.k8s.api.core.v1.DownwardAPIVolumeSource", "io.k8s.api.core.v1.ProjectedVolumeSource",
-            "io.k8s.api.core.v1.KeyToPath", "io.k8s.api.core.v1.DownwardAPIVolumeFile",
+            "io.k8s.api.core.v1.DownwardAPIVolumeFile",
         ),
         _file_modes,
     ),

@@ -62,9 +62,9 @@ rest is sunk's (hashes, s6 scripts on slurmd pods)."""
 def _user_label_keys(values: dict[str, str]) -> dict[str, str]:
     """Not a label sunk sets itself (slurm.sunk.dev/*, app.kubernetes.io/name, instance, component, part-of, managed-by)."""
     for key in values:
-        if key.startswith(keys.PREFIX) or key in SELECTOR_LABELS or key in keys.LEGACY.values():
+        if keys.is_sunks(key) or key in SELECTOR_LABELS:
             raise ValueError(
-                f"{key}: sunk sets this label itself (slurm.sunk.dev/* and app.kubernetes.io/name, instance, "
+                f"{key}: sunk sets this label itself (slurm.sunk.dev/*, any sunk.dev domain, and app.kubernetes.io/name, instance, "
                 "component, part-of, managed-by: selectors and ownership use them); choose a key of your own, "
                 "such as team or example.com/owner"
             )
@@ -76,9 +76,10 @@ def _annotations(values: dict[str, str]) -> dict[str, str]:
     size = 0
     for key, value in values.items():
         _label_key(key)  # annotation keys have the syntax of label keys
-        if key.startswith(keys.PREFIX):
+        if keys.is_sunks(key):
             raise ValueError(
-                f"{key}: annotations under slurm.sunk.dev/ are sunk's own (config hashes roll pods with them); "
+                f"{key}: annotations under slurm.sunk.dev/ are sunk's own, as are those of every other sunk.dev "
+                "domain (config hashes roll pods with them); "
                 "choose a key of your own, such as example.com/owner"
             )
         size += len(key.encode()) + len(value.encode())
@@ -386,6 +387,68 @@ def _host_path_problem(value: str) -> str | None:
 SecurityContext = Annotated[dict[str, Any], _schema("SecurityContext")]
 
 
+SLURM_OWN_ENV: dict[str, str] = {
+    "SLURM_CONF": "points Slurm's daemons and clients at another slurm.conf than the one sunk renders "
+    "(configless slurmd, the controller's and login's /etc/slurm)",
+    "SLURMRESTD_SECURITY": "turns off slurmrestd's own safety checks (running as root or SlurmUser, "
+    "unsharing its namespaces)",
+}
+"""Slurm's own environment that would take a daemon out of the configuration sunk renders: refused
+in every role's env, with why."""
+
+
+def _env_problems(env: list[EnvVar], rules: RoleRules) -> list[Problem]:
+    """Slurm's own environment, what sunk sets on the container (and every SUNK_*), names given twice."""
+    errors: list[Problem] = []
+    seen_env: dict[str, int] = {}
+    for i, e in enumerate(env):
+        if e.name in SLURM_OWN_ENV:
+            errors.append(Problem(f"env[{i}].name", f"{e.name} {SLURM_OWN_ENV[e.name]}; sunk sets what it must itself"))
+        elif e.name.startswith("SUNK_") or e.name in rules.env:
+            own = ", ".join(sorted(rules.env)) or "none besides those"
+            errors.append(
+                Problem(
+                    f"env[{i}].name",
+                    f"{e.name} is set by sunk on {rules.container} (its own: {own}, and every SUNK_*)",
+                )
+            )
+        if e.name in seen_env:
+            errors.append(Problem(f"env[{i}].name", f"{e.name} repeats env[{seen_env[e.name]}]"))
+        seen_env.setdefault(e.name, i)
+    return errors
+
+
+POD_ROLE_ROWS: dict[str, tuple[str, ...]] = {
+    "controller": ("controller",),
+    "accounting": ("accounting",),
+    "mariadb": ("mariadb",),
+    "restapi": ("restapi",),
+    "login": ("login",),
+    "compute": ("slurmd",),
+    "runtime": ("syncer", "scheduler", "exporter"),
+    "operator": ("operator",),
+}
+"""The role table's rows (sunk.roles.ROLES) each spec section's pod settings reach."""
+
+
+def _token_problems(role: str, i: int, volume: VolumeSpec) -> list[Problem]:
+    """A ServiceAccount token in a projected volume, on a role whose every row keeps the token
+    out of its pods (sunk.roles: `token`): in login's shells and slurmd's jobs any user could read
+    it and act as the pod's ServiceAccount."""
+    if all(roles.role(row).token for row in POD_ROLE_ROWS[role]):
+        return []
+    sources = (volume.projected or {}).get("sources") or []
+    return [
+        Problem(
+            f"volumes[{i}].projected.sources[{j}].serviceAccountToken",
+            f"a ServiceAccount token; the {role} pods get none (sunk.roles grants tokens only to the pods that "
+            "call the Kubernetes API: syncer, scheduler, keygen, operator), and users' shells or jobs could read it",
+        )
+        for j, source in enumerate(sources)
+        if isinstance(source, dict) and source.get("serviceAccountToken") is not None
+    ]
+
+
 @dataclass(frozen=True)
 class RoleRules:
     """What a role's main container already uses and what its securityContext must keep."""
@@ -683,25 +746,14 @@ class PodSettings(Model):
                 )
             seen_names.setdefault(v.name, i)
             seen_paths.setdefault(v.mount_path, i)
+            errors += _token_problems(role, i, v)
             if v.mount_propagation == "Bidirectional" and not rules.privileged:
                 errors.append(
                     Problem(
                         f"volumes[{i}].mountPropagation", "Bidirectional needs a privileged container; only slurmd is"
                     )
                 )
-        seen_env: dict[str, int] = {}
-        for i, e in enumerate(self.env):
-            if e.name.startswith("SUNK_") or e.name in rules.env:
-                own = ", ".join(sorted(rules.env)) or "none besides those"
-                errors.append(
-                    Problem(
-                        f"env[{i}].name",
-                        f"{e.name} is set by sunk on {rules.container} (its own: {own}, and every SUNK_*)",
-                    )
-                )
-            if e.name in seen_env:
-                errors.append(Problem(f"env[{i}].name", f"{e.name} repeats env[{seen_env[e.name]}]"))
-            seen_env.setdefault(e.name, i)
+        errors += _env_problems(self.env, rules)
         if self.security_context is not None:
             errors += security_problems(role, self.security_context)
         both = set(self.labels) & set(self.pod_labels)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 from sunk.problem import Problem, Problems
 from sunk.spec import lua
@@ -58,6 +59,7 @@ _PARTITION_RENDERED = {
     "allowqos": "allowQos",
     "allowgroups": "allowGroups",
     "defcpupergpu": "defCpuPerGpu",
+    "defmempergpu": "defMemPerGpu",
     "qos": "qos",
     "topology": "topology",
     "state": "the partition is UP while it is in the spec",
@@ -560,6 +562,18 @@ class CgroupSpec(Model):
     """Percent of the allocation a job may use. Default: 100."""
     ignore_systemd: bool = True
     """IgnoreSystemd: pods have no systemd. Default: true."""
+
+    @model_validator(mode="after")
+    def _settings_need_a_plugin(self) -> CgroupSpec:
+        # With CgroupPlugin=disabled sunk renders none of them (slurmd would not start with them):
+        # a setting given beside it would silently do nothing.
+        given = sorted(self.model_fields_set - {"plugin"})
+        if self.plugin == "disabled" and given:
+            names = ", ".join(to_camel(name) for name in given)
+            raise Problems(
+                [Problem(to_camel(given[0]), f"{names}: no effect with plugin disabled; drop them or choose cgroup/v2")]
+            )
+        return self
 
 
 CONFIG_MAP_BYTES = 1_000_000

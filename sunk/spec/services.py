@@ -352,10 +352,23 @@ class RuntimeSpec(PodSettings):
     """Each controller's container. Default: requests 50m/128Mi, limit 512Mi memory."""
 
 
+GO_DURATION_MAX_S = (2**63 - 1) // 10**9
+"""The longest duration Go holds (time.Duration: int64 nanoseconds, about 292 years): Prometheus
+and the runtime parse these intervals as one, and refuse what overflows it."""
+
+
+def _interval(value: str) -> str:
+    """Whole seconds or minutes (30s, 1m) that Go's time.Duration holds."""
+    if not re.fullmatch(r"[1-9][0-9]{0,11}(s|m)", value):
+        raise ValueError(f"{value!r} is not an interval: whole seconds or minutes, e.g. 30s or 1m")
+    if int(value[:-1]) * (60 if value.endswith("m") else 1) > GO_DURATION_MAX_S:
+        raise ValueError(f"{value!r} is longer than a Go duration holds ({GO_DURATION_MAX_S}s); Prometheus refuses it")
+    return value
+
+
 def _exporter_interval(value: str) -> str:
     """Whole seconds or minutes (30s, 1m), at least 5s."""
-    if not re.fullmatch(r"[1-9][0-9]*(s|m)", value):
-        raise ValueError(f"{value!r} is not an interval: whole seconds or minutes, e.g. 30s or 1m")
+    _interval(value)
     seconds = int(value[:-1]) * (60 if value.endswith("m") else 1)
     if seconds < 5:
         raise ValueError(f"{value!r} is shorter than 5s; every read lists all jobs and nodes from slurmctld")
@@ -393,8 +406,8 @@ class MonitoringSpec(Model):
     """A PrometheusRule with the runtime's alerts (Slurm unreachable, nodes drained for hours, a
     stuck queue, runtime errors, syncer and scheduler lag, a metrics endpoint down), when enabled.
     Default: true."""
-    interval: Annotated[str, Field(pattern=r"^[1-9][0-9]*(s|m)$")] = "30s"
-    """Scrape interval. Default: 30s."""
+    interval: Annotated[str, AfterValidator(_interval)] = "30s"
+    """Scrape interval: whole seconds or minutes. Default: 30s."""
     labels: Labels = {}
     """Extra labels on the ServiceMonitor, e.g. the `release` your Prometheus selects. Default: none."""
     dashboard_labels: Labels = {"grafana_dashboard": "1"}

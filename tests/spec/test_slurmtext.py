@@ -276,7 +276,12 @@ def test_topology_label_key_prefix_must_be_a_dns_subdomain(key: str) -> None:
 
 
 def test_cgroup_disabled_renders_plugins_that_need_no_cgroup() -> None:
-    spec = load_spec({**BASE, "cgroup": {"plugin": "disabled"}})
+    # CPU nodes only: with GPUs, a disabled plugin is refused (jobs would reach every GPU).
+    cpu = {
+        "nodesets": [{"name": "cpu", "cpus": 8, "memoryMib": 8192}],
+        "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+    }
+    spec = load_spec({**BASE, **cpu, "cgroup": {"plugin": "disabled"}})
     conf = render_slurm_files(spec)["slurm.conf"]
     assert "ProctrackType=proctrack/linuxproc\n" in conf and "TaskPlugin=task/affinity\n" in conf
     assert "JobAcctGatherType=jobacct_gather/linux\n" in conf and "cgroup" not in conf.replace("cgroup.conf", "")
