@@ -336,13 +336,19 @@ def test_an_archive_that_lost_the_pinned_slurm_builds_from_the_verified_copy_and
         ),
     )
     monkeypatch.setattr(Builder, "_prune", lambda self, name, keep: None)
-    monkeypatch.setattr(debs, "cache_folder", lambda cache, release, arch: tmp_path / "cache-debs")
-    # The copy: the recorded files, fetched once from the pool and verified.
+    # The copy: the recorded files, verified, from this machine's cache of them (every build keeps
+    # what it downloaded), else fetched from the mirror's pool.
     record = debs.read_record("26.05", "amd64")
     copy = tmp_path / "copy"
+    copy.mkdir()
     slurm = recipe.load("slurm", release="26.05")
     needed = debs.closure(dict(slurm.pins), record.values())
-    debs.locate(needed, [], builder.mirror, copy)
+    found = debs.locate(needed, [debs.cache_folder(builder.cache, "26.05", "amd64")], builder.mirror, copy)
+    for deb in needed:
+        if found[deb.package] != copy / deb.basename:
+            shutil.copyfile(found[deb.package], copy / deb.basename)
+    # From here on the build sees no cache of its own: the copy in SUNK_SLURM_DEBS alone.
+    monkeypatch.setattr(debs, "cache_folder", lambda cache, release, arch: tmp_path / "cache-debs")
     monkeypatch.setenv(debs.ENV, str(copy))
     logs: list[str] = []
     builder = Builder(release="26.05", log=logs.append)
