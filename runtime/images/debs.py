@@ -4,8 +4,9 @@ The 26.05 images come from Debian sid, pinned to exact versions (pins/<release>.
 to the next Slurm, the archive's index no longer lists those versions and a fresh machine could not
 build the images. So, beside the pins, pins/<release>-<arch>.Packages holds the archive's own index
 entries (Debian's Packages stanzas, SHA256 and size included) of every pinned package and of the
-Slurm packages they depend on at the same version, recorded from the index apt fetched and checked
-against the suite's signed InRelease (`python -m sunk.runtime.images.debs record 26.05`).
+Slurm packages they depend on at the same version, recorded from the suite's index as the archive
+signed it (`python -m sunk.runtime.images.debs record 26.05 amd64`: InRelease checked with gpgv
+against Debian's keys, each Packages.xz against its SHA256 there).
 
 Where a copy is looked for, in this order, each file checked against its recorded SHA256 and size
 before use (a file that doesn't match is passed over and named in the error):
@@ -20,10 +21,13 @@ A package missing everywhere is an error naming the package, its version and eve
 from __future__ import annotations
 
 import hashlib
+import lzma
 import os
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +36,6 @@ from pathlib import Path
 from sunk.images import release_of
 
 from . import recipe
-from .cache import cache_dir
 
 ENV = "SUNK_SLURM_DEBS"
 """A folder of .deb files (flat) the build may install the pinned Slurm packages from."""
@@ -148,7 +151,7 @@ def record_text(release: str, arch: str, debs: Sequence[Deb]) -> str:
         f"# The archive's index entries (Debian {release_of(release).suite}, {arch}) of the Slurm {release} packages\n"
         "# the images install (pins/" + release_of(release).pins + ") and of the Slurm packages they depend on:\n"
         "# what a verified copy is checked against when the archive no longer has them (runtime/images/debs.py).\n"
-        f"# Written by `python -m sunk.runtime.images.debs record {release}` from the index apt verified.\n"
+        f"# Written by `python -m sunk.runtime.images.debs record {release} {arch}` from the suite's signed index.\n"
     )
     return head + "\n\n".join(d.stanza for d in debs) + "\n"
 
@@ -247,30 +250,62 @@ def source_line() -> str:
     return f"deb [trusted=yes] file:{LOCAL_REPO} ./\n"
 
 
-def _record(release: str, lists: Path, arch: str) -> str:
-    index = [d for path in sorted(lists.glob(f"*binary-{arch}_Packages")) for d in parse(path.read_text())]
-    return record_text(release, arch, closure(recipe.read_pins(release), index))
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+"""Debian's archive keys (package debian-archive-keyring), which sign each suite's InRelease."""
+COMPONENTS = ("main", "contrib")
+
+
+def signed_index(mirror: str, suite: str, arch: str, work: Path, keyring: Path = KEYRING) -> list[Deb]:
+    """The suite's Packages entries on `arch` (main and contrib), as the archive signed them: its
+    InRelease checked with gpgv against Debian's keys, each Packages.xz against the SHA256 the
+    InRelease gives it. CopyError names what failed."""
+    base = f"{mirror.rstrip('/')}/dists/{suite}"
+    fetch(f"{base}/InRelease", work / "InRelease")
+    done = subprocess.run(["gpgv", "--keyring", str(keyring), str(work / "InRelease")], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CopyError(f"{base}/InRelease: no good signature by {keyring}: {done.stderr.strip().splitlines()[-1:]}")
+    release = work / "InRelease"
+    sums = dict(
+        (m.group(3), (m.group(1), int(m.group(2))))
+        for m in re.finditer(r"^ ([0-9a-f]{64}) +(\d+) (\S+)$", release.read_text(), re.M)
+    )
+    out = []
+    for component in COMPONENTS:
+        name = f"{component}/binary-{arch}/Packages.xz"
+        if name not in sums:
+            continue
+        target = work / name.replace("/", "_")
+        fetch(f"{base}/{name}", target)
+        if hashlib.sha256(target.read_bytes()).hexdigest() != sums[name][0]:
+            raise CopyError(f"{base}/{name}: not the file {base}/InRelease names (SHA256 differs)")
+        out += parse(lzma.decompress(target.read_bytes()).decode())
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`record RELEASE [ARCH]`: writes pins/<release>-<arch>.Packages from the package lists the
-    last build fetched (the image cache's apt folder: indexes apt checked against the signed InRelease)."""
+    """`record RELEASE [ARCH]`: writes pins/<release>-<arch>.Packages from the release's suite as
+    the mirror serves it now (SUNK_DEBIAN_MIRROR, else Debian's), signature and hashes checked."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) not in (2, 3) or args[0] != "record":
         print("usage: python -m sunk.runtime.images.debs record RELEASE [ARCH]", file=sys.stderr)
         return 2
     release, arch = args[1], (args[2] if len(args) == 3 else "amd64")
-    home = cache_dir() / "apt" / f"{arch}-{release}"
-    # The lists of the sources with contrib (the slurmd layer's): they hold every recorded package.
-    candidates = sorted(
-        (p for p in home.glob("*") if any(p.glob("*contrib_binary-*"))), key=lambda p: p.stat().st_mtime
-    )
-    if not candidates:
-        print(f"no package lists with contrib under {home}: build the {release} images first", file=sys.stderr)
-        return 1
+    suite = release_of(release).suite
+    with tempfile.TemporaryDirectory() as work:
+        try:
+            index = signed_index(recipe.mirror(), suite, arch, Path(work))
+            pins = recipe.read_pins(release)
+            # A pin the architecture has no build of (slurm-wlm-nvml-plugin on arm64: NVIDIA's
+            # library is amd64-only in Debian) is one its images can't install either.
+            have = {(d.package, d.version) for d in index}
+            absent = sorted(p for p, v in pins.items() if (p, v) not in have)
+            debs = closure({p: v for p, v in pins.items() if p not in absent}, index)
+        except (CopyError, KeyError, OSError) as e:
+            print(f"record {release} {arch}: {e}", file=sys.stderr)
+            return 1
     path = record_path(release, arch)
-    path.write_text(_record(release, candidates[-1], arch))
-    print(f"wrote {path}")
+    path.write_text(record_text(release, arch, debs))
+    print(f"wrote {path}" + (f" (no {arch} build of {', '.join(absent)})" if absent else ""))
     return 0
 
 
