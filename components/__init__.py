@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .nodesets import NodeSets
     from .operator import Operator
     from .operator import Operator as SunkOperator  # noqa: F401  (deprecated name)
+    from .program import stack_program
     from .restapi import RestApi
     from .runtime import Runtime
 
@@ -46,6 +47,7 @@ _WHERE = {
     "NetworkPolicies": "network",
     "NodeSets": "nodesets",
     "Operator": "operator",
+    "stack_program": "program",
     "RestApi": "restapi",
     "Runtime": "runtime",
 }
@@ -65,6 +67,7 @@ __all__ = [
     "SlurmCluster",
     "SlurmConfig",
     "late",
+    "stack_program",
 ]
 
 

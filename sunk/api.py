@@ -55,6 +55,7 @@ PULUMI_BOUND = (
     "SlurmCluster",
     "SlurmConfig",
     "late",
+    "stack_program",
 )
 """Names that load from sunk.components on first use."""
 

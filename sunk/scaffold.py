@@ -1,8 +1,8 @@
 """`sunk init [DIR]`: a Pulumi project that uses sunk as an installed library.
 
-Pulumi.yaml (stack files under stacks/), the program (stack config -> spec -> components, the
-same composition as sunk's own project), requirements.txt naming this very sunk, and one stack
-that validates and that an ordinary user can run jobs on. In an existing project it adds a stack.
+Pulumi.yaml (stack files under stacks/), the program (two lines that call sunk's program body,
+sunk.components.program.stack_program, as sunk's own project does), requirements.txt naming this
+very sunk, and one stack that validates and that an ordinary user can run jobs on. In an existing project it adds a stack.
 Existing files are never overwritten: the command refuses and names them."""
 
 from __future__ import annotations
@@ -20,29 +20,9 @@ PROGRAM = '''"""Pulumi program: one Slurm cluster per stack (stacks/Pulumi.<tena
 
 `sunk validate`, `sunk render STACK --out DIR` and `sunk stacks preview` work in this folder."""
 
-import pulumi
+from sunk.api import stack_program
 
-from sunk.api import Operator, SlurmCluster, SpecError
-from sunk.stackfile import KEYS, allows_state_replacement, parse_config
-
-config = pulumi.Config("sunk")
-settings = {key: config.get(key.split(":", 1)[1]) for key in KEYS}
-settings = {k: v for k, v in settings.items() if v is not None}
-try:
-    spec, operator_spec = parse_config(settings, f"stack {pulumi.get_stack()}")
-except SpecError as err:
-    raise pulumi.RunError(str(err)) from None
-
-crd = Operator("sunk-operator", operator_spec).crd if operator_spec is not None else None
-cluster = SlurmCluster(spec.name, spec, nodeset_crd=crd, allow_state_replacement=allows_state_replacement(settings))
-
-pulumi.export("namespace", cluster.namespace)
-if cluster.login_endpoint is not None:
-    pulumi.export("loginEndpoint", cluster.login_endpoint)
-if cluster.slurmrestd_url is not None:
-    pulumi.export("slurmrestdUrl", cluster.slurmrestd_url)
-pulumi.export("controllerHost", cluster.controller_host)
-pulumi.export("clusterName", spec.name)
+stack_program()
 '''
 
 PROJECT = """name: {name}

@@ -46,6 +46,7 @@ PUBLIC = [
     "keys",
     "late",
     "load_spec",
+    "stack_program",
 ]
 """Programs import these. Removing or renaming one breaks them: keep the old name as a deprecated
 alias for a release instead, and add the new one here."""

@@ -224,10 +224,14 @@ def _exports(program: str) -> list[str]:
 
 
 def test_the_scaffolded_program_exports_what_the_docs_say() -> None:
+    """Both programs are the library's program body (tests/components/test_program_parity.py
+    compares what they deploy); its exports are the ones the how-to lists."""
     page = (ROOT / "docs" / "how-to" / "deploy-pulumi.md").read_text()
     (line,) = [ln for ln in page.splitlines() if ln.startswith("pulumi stack output -s acme-dev")]
     documented = sorted(re.findall(r"\b(namespace|loginEndpoint|slurmrestdUrl|controllerHost|clusterName)\b", line))
-    assert _exports(scaffold.PROGRAM) == _exports((ROOT / "__main__.py").read_text()) == documented
+    for program in (scaffold.PROGRAM, (ROOT / "__main__.py").read_text()):
+        assert "\nstack_program()\n" in program
+    assert _exports((ROOT / "components" / "program.py").read_text()) == documented
 
 
 def test_stacks_list_has_a_header_and_the_env_of_any_stack_name(

@@ -190,7 +190,8 @@ def test_allow_state_replacement_is_a_known_setting() -> None:
 def test_the_docs_show_this_program() -> None:
     """The docs' platform program page (docs/how-to/platform-program.md) shows the program tested here."""
     page = (ROOT / "docs" / "how-to" / "platform-program.md").read_text()
-    shown = page.split("```python\n", 1)[1].split("```", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in page.split("```python\n")[1:]]
+    (shown,) = [b for b in blocks if b.startswith("import pulumi\n")]
     program = (ROOT / "tests" / "components" / "library_program" / "__main__.py").read_text()
     assert shown == program[program.index("import pulumi") :]
 
