@@ -15,60 +15,32 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ._k8s import late
-    from .accounting import Accounting
-    from .auth import Auth
-    from .cluster import SlurmCluster
-    from .config import SlurmConfig
-    from .controller import Controller
+from sunk.manifests.parts import components
+
+if TYPE_CHECKING:  # what type checkers read; tests/test_api.py holds it equal to _WHERE
+    from ._k8s import late as late
+    from .accounting import Accounting as Accounting
+    from .auth import Auth as Auth
+    from .cluster import SlurmCluster as SlurmCluster
+    from .config import SlurmConfig as SlurmConfig
     from .controller import Controller as ControlPlane  # noqa: F401  (deprecated name)
-    from .keygen import KeyGenerator
-    from .login import Login
-    from .monitoring import Monitoring
-    from .network import NetworkPolicies
-    from .nodesets import NodeSets
-    from .operator import Operator
+    from .controller import Controller as Controller
+    from .keygen import KeyGenerator as KeyGenerator
+    from .login import Login as Login
+    from .monitoring import Monitoring as Monitoring
+    from .network import NetworkPolicies as NetworkPolicies
+    from .nodesets import NodeSets as NodeSets
+    from .operator import Operator as Operator
     from .operator import Operator as SunkOperator  # noqa: F401  (deprecated name)
-    from .program import stack_program
-    from .restapi import RestApi
-    from .runtime import Runtime
+    from .program import stack_program as stack_program
+    from .restapi import RestApi as RestApi
+    from .runtime import Runtime as Runtime
 
-_WHERE = {
-    "late": "_k8s",
-    "Accounting": "accounting",
-    "Auth": "auth",
-    "SlurmCluster": "cluster",
-    "SlurmConfig": "config",
-    "Controller": "controller",
-    "KeyGenerator": "keygen",
-    "Login": "login",
-    "Monitoring": "monitoring",
-    "NetworkPolicies": "network",
-    "NodeSets": "nodesets",
-    "Operator": "operator",
-    "stack_program": "program",
-    "RestApi": "restapi",
-    "Runtime": "runtime",
-}
+_WHERE = {**components(), "late": "_k8s", "stack_program": "program"}
+"""Each public name -> its module here: the parts' components and the two a program creates come
+from the table of the cluster's parts (sunk.manifests.parts), so no list here can miss one."""
 
-__all__ = [
-    "Accounting",
-    "Auth",
-    "Controller",
-    "KeyGenerator",
-    "Login",
-    "Monitoring",
-    "NetworkPolicies",
-    "NodeSets",
-    "Operator",
-    "RestApi",
-    "Runtime",
-    "SlurmCluster",
-    "SlurmConfig",
-    "late",
-    "stack_program",
-]
+__all__ = sorted(_WHERE)
 
 
 _RENAMED = {"ControlPlane": "Controller", "SunkOperator": "Operator"}

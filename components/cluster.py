@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from sunk.manifests.cluster import namespace as namespace_manifest
+from sunk.manifests import parts
 from sunk.manifests.pods import shared_claim_manifest
 from sunk.podgate import gate_problems
 from sunk.problem import Problem
@@ -81,120 +84,30 @@ class SlurmCluster(Component):
         them and the state keeps them encrypted (stack setting `sunk:keys`).
         Raises SpecError, before any resource exists, for what the pod gate (sunk.podgate) refuses
         in the pods this spec makes; a stack file's program got the same refusals from validate."""
+        missing = [p.name for p in parts.PARTS if p.name not in _PARTS]
+        if missing:
+            # A part of the table (sunk.manifests.parts) that the render and the pod gate have
+            # but no constructor here would be rendered and checked, and never deployed.
+            raise TypeError(f"SlurmCluster has no constructor for the part(s) {missing} of sunk.manifests.parts.PARTS")
         gate = gate_problems(spec)
         if gate:
             raise SpecError([Problem("pods", p) for p in gate], f"SlurmCluster {name}")
         super().__init__("sunk:index:SlurmCluster", name, opts)
-        ns: pulumi.Input[str] = spec.ns
-        self.namespace_resource = None
-        if spec.create_namespace:
-            self.namespace_resource = typed(
-                # Retained like the state it holds: deleting the Namespace would delete its PVCs.
-                k8s.core.v1.Namespace,
-                create(
-                    f"{name}-namespace",
-                    namespace_manifest(spec),
-                    child(self, retain_on_delete=not allow_state_replacement),
-                ),
-            )
-            ns = self.namespace_resource.metadata.name
-        self.config = SlurmConfig(f"{name}-config", spec, namespace=ns, opts=child(self))
-        self.auth = auth = Auth(f"{name}-auth", spec, namespace=ns, keys_in_cluster=keys_in_cluster, opts=child(self))
-        self.keygen = None
-        if keys_in_cluster:
-            self.keygen = KeyGenerator(f"{name}-keygen", spec, namespace=ns, refs=auth.refs, opts=child(self))
-        # Shared volumes sunk creates hold users' data (home, scratch): state, like slurmctld's.
-        keep = state_options(allow_state_replacement)
-        claims = [
-            create(f"{name}-volume-{v.name}", shared_claim_manifest(spec, v), child(self, **keep), namespace=ns)
-            for v in spec.shared_volumes
-            if v.create is not None
-        ]
-        # Workloads wait for their files, keys and volumes so first pods start complete.
-        keyed: list[pulumi.Resource] = [auth, *([self.keygen] if self.keygen is not None else [])]
-        ready = [self.config, *keyed, *claims]
-        refs = auth.refs
-        # A release upgrade (slurm.upgradeFrom, sunk.upgrade's order): slurmdbd moves first and
-        # converts the database, slurmctld once slurmdbd's rollout is ready, everything else once
-        # slurmctld's is (Pulumi waits for a workload's rollout before updating what depends on
-        # it; the operator then replaces each slurmd once it runs no job).
-        upgrading = spec.slurm.upgrade_from not in (None, spec.slurm.version)
-
-        def accounting() -> Accounting:
-            return Accounting(
-                f"{name}-accounting",
-                spec,
-                namespace=ns,
-                refs=refs,
-                allow_state_replacement=allow_state_replacement,
-                keys_in_cluster=keys_in_cluster,
-                opts=child(self, depends_on=ready),
-            )
-
-        self.accounting = accounting() if upgrading and spec.accounting.enabled else None
-        first: list[pulumi.Resource] = [self.accounting] if self.accounting is not None else []
-        self.controller = Controller(
-            f"{name}-controller",
-            spec,
-            namespace=ns,
-            refs=refs,
+        self.namespace_resource = self.keygen = self.accounting = self.restapi = self.login = self.monitoring = None
+        self.login_endpoint = self.slurmrestd_url = None
+        build = _Build(
+            cluster=self,
+            name=name,
+            ctx=parts.context(spec, operator_namespace, keys_in_cluster=keys_in_cluster),
+            namespace=spec.ns,
             allow_state_replacement=allow_state_replacement,
-            # Its name and type were `<name>-controlplane` and ControlPlane: one alias naming both
-            # keeps it, and through it every child (their names start with its name), in place.
-            opts=child(
-                self,
-                depends_on=[*ready, *first],
-                aliases=[pulumi.Alias(name=f"{name}-controlplane", type_="sunk:index:ControlPlane")],
-            ),
+            nodeset_crd=nodeset_crd,
         )
-        if spec.accounting.enabled and self.accounting is None:
-            self.accounting = accounting()
-        after: list[pulumi.Resource] = [self.controller] if upgrading else []
-        self.restapi = self.slurmrestd_url = None
-        if spec.restapi.enabled:
-            self.restapi = RestApi(
-                f"{name}-restapi", spec, namespace=ns, refs=refs, opts=child(self, depends_on=[*ready, *after])
-            )
-            self.slurmrestd_url = self.restapi.url
-        self.login = self.login_endpoint = None
-        if spec.login.enabled:
-            self.login = Login(
-                f"{name}-login",
-                spec,
-                namespace=ns,
-                refs=refs,
-                keys_in_cluster=keys_in_cluster,
-                opts=child(self, depends_on=[*ready, *after]),
-            )
-            self.login_endpoint = self.login.endpoint
-        self.nodesets = NodeSets(
-            f"{name}-nodesets",
-            spec,
-            namespace=ns,
-            refs=refs,
-            opts=child(self, depends_on=[*ready, *([nodeset_crd] if nodeset_crd is not None else []), *after]),
-        )
-        self.runtime = Runtime(
-            f"{name}-runtime",
-            spec,
-            namespace=ns,
-            refs=refs,
-            operator_namespace=operator_namespace,
-            opts=child(self, depends_on=[*keyed, *after]),
-        )
-        self.network = NetworkPolicies(
-            f"{name}-network",
-            spec,
-            namespace=ns,
-            operator_namespace=operator_namespace,
-            keys_in_cluster=keys_in_cluster,
-            opts=child(self),
-        )
-        self.monitoring = None
-        if spec.monitoring.enabled:
-            self.monitoring = Monitoring(
-                f"{name}-monitoring", spec, namespace=ns, refs=refs, opts=child(self, depends_on=keyed)
-            )
+        made: dict[str, list[pulumi.Resource]] = {}
+        for part in parts.in_order(build.ctx):
+            waits = [r for other in part.waits(build.ctx) for r in made.get(other, [])]
+            made[part.name] = _PARTS[part.name](build, waits)
+        ns = build.namespace
         self.namespace = text(ns) if isinstance(ns, str) else pulumi.Output.from_input(ns)
         self.controller_host = self.controller.host
         self.register_outputs(
@@ -213,3 +126,170 @@ class SlurmCluster(Component):
             "SlurmCluster.control_plane is deprecated: use SlurmCluster.controller", DeprecationWarning, stacklevel=2
         )
         return self.controller
+
+
+@dataclass
+class _Build:
+    """What each part's constructor needs: the cluster, its name, the table's context, the
+    namespace (the Namespace's Output once the cluster creates it) and the deploy-only settings."""
+
+    cluster: SlurmCluster
+    name: str
+    ctx: parts.Context
+    namespace: pulumi.Input[str]
+    allow_state_replacement: bool
+    nodeset_crd: pulumi.Resource | None
+
+    @property
+    def spec(self) -> ClusterSpec:
+        return self.ctx.spec
+
+    def child(self, part: str) -> str:
+        return f"{self.name}-{part}"
+
+    def opts(self, waits: list[pulumi.Resource] | None = None, **kwargs: Any) -> pulumi.ResourceOptions:
+        return child(self.cluster, depends_on=waits, **kwargs) if waits is not None else child(self.cluster, **kwargs)
+
+
+def _namespace(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    manifest = parts.namespace(b.spec)
+    # Retained like the state it holds: deleting the Namespace would delete its PVCs.
+    made = typed(
+        k8s.core.v1.Namespace,
+        create(b.child("namespace"), manifest, b.opts(retain_on_delete=not b.allow_state_replacement)),
+    )
+    b.cluster.namespace_resource = made
+    b.namespace = made.metadata.name
+    return [made]
+
+
+def _config(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.config = SlurmConfig(b.child("config"), b.spec, namespace=b.namespace, opts=b.opts())
+    return [b.cluster.config]
+
+
+def _auth(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.auth = Auth(
+        b.child("auth"), b.spec, namespace=b.namespace, keys_in_cluster=b.ctx.keys_in_cluster, opts=b.opts()
+    )
+    return [b.cluster.auth]
+
+
+def _keygen(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.keygen = KeyGenerator(b.child("keygen"), b.spec, namespace=b.namespace, refs=b.ctx.refs, opts=b.opts())
+    return [b.cluster.keygen]
+
+
+def _volumes(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    # Shared volumes sunk creates hold users' data (home, scratch): state, like slurmctld's.
+    keep = state_options(b.allow_state_replacement)
+    return [
+        create(b.child(f"volume-{v.name}"), shared_claim_manifest(b.spec, v), b.opts(**keep), namespace=b.namespace)
+        for v in b.spec.shared_volumes
+        if v.create is not None
+    ]
+
+
+def _controller(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.controller = Controller(
+        b.child("controller"),
+        b.spec,
+        namespace=b.namespace,
+        refs=b.ctx.refs,
+        allow_state_replacement=b.allow_state_replacement,
+        # Its name and type were `<name>-controlplane` and ControlPlane: one alias naming both
+        # keeps it, and through it every child (their names start with its name), in place.
+        opts=b.opts(waits, aliases=[pulumi.Alias(name=b.child("controlplane"), type_="sunk:index:ControlPlane")]),
+    )
+    return [b.cluster.controller]
+
+
+def _accounting(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.accounting = Accounting(
+        b.child("accounting"),
+        b.spec,
+        namespace=b.namespace,
+        refs=b.ctx.refs,
+        allow_state_replacement=b.allow_state_replacement,
+        keys_in_cluster=b.ctx.keys_in_cluster,
+        opts=b.opts(waits),
+    )
+    return [b.cluster.accounting]
+
+
+def _restapi(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.restapi = RestApi(b.child("restapi"), b.spec, namespace=b.namespace, refs=b.ctx.refs, opts=b.opts(waits))
+    b.cluster.slurmrestd_url = b.cluster.restapi.url
+    return [b.cluster.restapi]
+
+
+def _login(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.login = Login(
+        b.child("login"),
+        b.spec,
+        namespace=b.namespace,
+        refs=b.ctx.refs,
+        keys_in_cluster=b.ctx.keys_in_cluster,
+        opts=b.opts(waits),
+    )
+    b.cluster.login_endpoint = b.cluster.login.endpoint
+    return [b.cluster.login]
+
+
+def _nodesets(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    # The NodeSets wait for the CRD too, when the same program installs the operator.
+    crd = [b.nodeset_crd] if b.nodeset_crd is not None else []
+    b.cluster.nodesets = NodeSets(
+        b.child("nodesets"), b.spec, namespace=b.namespace, refs=b.ctx.refs, opts=b.opts([*waits, *crd])
+    )
+    return [b.cluster.nodesets]
+
+
+def _runtime(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.runtime = Runtime(
+        b.child("runtime"),
+        b.spec,
+        namespace=b.namespace,
+        refs=b.ctx.refs,
+        operator_namespace=b.ctx.operator_namespace,
+        opts=b.opts(waits),
+    )
+    return [b.cluster.runtime]
+
+
+def _network(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.network = NetworkPolicies(
+        b.child("network"),
+        b.spec,
+        namespace=b.namespace,
+        operator_namespace=b.ctx.operator_namespace,
+        keys_in_cluster=b.ctx.keys_in_cluster,
+        opts=b.opts(),
+    )
+    return [b.cluster.network]
+
+
+def _monitoring(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.monitoring = Monitoring(
+        b.child("monitoring"), b.spec, namespace=b.namespace, refs=b.ctx.refs, opts=b.opts(waits)
+    )
+    return [b.cluster.monitoring]
+
+
+_PARTS: dict[str, Callable[[_Build, list[pulumi.Resource]], list[pulumi.Resource]]] = {
+    "namespace": _namespace,
+    "config": _config,
+    "auth": _auth,
+    "keygen": _keygen,
+    "volumes": _volumes,
+    "controller": _controller,
+    "accounting": _accounting,
+    "restapi": _restapi,
+    "login": _login,
+    "nodesets": _nodesets,
+    "runtime": _runtime,
+    "network": _network,
+    "monitoring": _monitoring,
+}
+"""Each part of sunk.manifests.parts.PARTS -> what creates it, given the resources it waits for
+(the table's `waits`); it returns what the parts that wait for it wait for."""

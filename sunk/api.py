@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sunk import keys
+from sunk import components, keys
 from sunk.manifests.operator import OperatorSpec
 from sunk.nodeset_resource import NodeSetResourceSpec, NodeSetStatus
 from sunk.policy import TenantPolicy
@@ -40,24 +40,10 @@ if TYPE_CHECKING:
 PULUMI_EXTRA = "sunk[pulumi]"
 """The extra that installs what the components and `late` need."""
 
-PULUMI_BOUND = (
-    "Accounting",
-    "Auth",
-    "Controller",
-    "KeyGenerator",
-    "Login",
-    "Monitoring",
-    "NetworkPolicies",
-    "NodeSets",
-    "Operator",
-    "RestApi",
-    "Runtime",
-    "SlurmCluster",
-    "SlurmConfig",
-    "late",
-    "stack_program",
-)
-"""Names that load from sunk.components on first use."""
+PULUMI_BOUND = tuple(components.__all__)
+"""Names that load from sunk.components on first use: its components (from the table of the
+cluster's parts, sunk.manifests.parts), `late` and `stack_program`. Importing the package
+sunk.components imports no Pulumi; each name's module does, when the name is first used."""
 
 __all__ = [
     "ClusterSpec",

@@ -59,13 +59,29 @@ def test_the_public_names_are_all_still_there() -> None:
     assert set(PUBLIC) <= set(dir(sunk.api))
 
 
-def test_the_lazy_names_are_exactly_what_the_components_package_exports() -> None:
-    # sunk.api lists them itself so that importing it never imports Pulumi; this keeps that list
-    # and sunk.components.__all__ from drifting apart (a component added there and forgotten here
-    # would be missing from the public API).
+def test_the_lazy_names_are_the_table_of_parts_and_what_type_checkers_read() -> None:
+    """sunk.api and sunk.components take the component names from the table of the cluster's
+    parts (sunk.manifests.parts); type checkers can read only literal imports, so the package's
+    TYPE_CHECKING block is held equal to them here (a component added to the table and missing
+    there would type-check as an unknown name)."""
+    import ast
+
     import sunk.components
 
+    from sunk.manifests.parts import components
+
     assert sorted(sunk.api.PULUMI_BOUND) == sorted(sunk.components.__all__)
+    assert set(components()) | {"late", "stack_program"} == set(sunk.components.__all__)
+    tree = ast.parse((ROOT / "components" / "__init__.py").read_text())
+    (block,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    typed = {
+        (a.asname, imp.module)
+        for imp in block.body
+        if isinstance(imp, ast.ImportFrom)
+        for a in imp.names
+        if a.asname == a.name
+    }
+    assert typed == {(name, module) for name, module in sunk.components._WHERE.items()}
 
 
 def test_each_public_name_is_the_object_its_home_module_defines() -> None:

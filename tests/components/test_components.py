@@ -8,27 +8,16 @@ from typing import Any
 import pytest
 from sunk.components.offline import Evaluation, Registration, is_secret, plain
 
+from sunk.manifests import parts
+from sunk.manifests.parts import components
 from sunk.spec.cluster import ClusterSpec
 
 from .conftest import LIBRARY, STACKS
 
 ALL = [*STACKS, LIBRARY]
-COMPONENT_TYPES = {
-    "sunk:index:SlurmCluster",
-    "sunk:index:Operator",
-    "sunk:index:SlurmConfig",
-    "sunk:index:Auth",
-    "sunk:index:Controller",
-    "sunk:index:Accounting",
-    "sunk:index:KeyGenerator",
-    "sunk:index:RestApi",
-    "sunk:index:Login",
-    "sunk:index:NodeSets",
-    "sunk:index:Runtime",
-    "sunk:index:NetworkPolicies",
-    "sunk:index:Monitoring",
-}
-TOP_LEVEL = {"sunk:index:SlurmCluster", "sunk:index:Operator"}
+COMPONENT_TYPES = {f"sunk:index:{c}" for c in components()}
+"""Every component: the parts' (sunk.manifests.parts) and the two a program creates."""
+TOP_LEVEL = {f"sunk:index:{c}" for c in parts.TOP_LEVEL}
 
 
 def _programs_own(r: Registration) -> bool:
