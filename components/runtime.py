@@ -6,12 +6,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from sunk.manifests.auth import AuthRefs
+from sunk.manifests.operator import OPERATOR_NAME
 from sunk.manifests.runtime import CONTROLLERS, deployment, metrics_service, operator_access, rbac
 from sunk.spec.cluster import ClusterSpec
 
 from ._k8s import Component, child, create, typed
-
-OPERATOR_ACCOUNT = "sunk-operator"
 
 
 class Runtime(Component):
@@ -54,7 +53,7 @@ class Runtime(Component):
             )
             self.metrics_services[controller] = typed(k8s.core.v1.Service, metrics)
         if operator_namespace is not None:
-            for manifest in operator_access(spec, refs, operator_namespace, OPERATOR_ACCOUNT):
+            for manifest in operator_access(spec, refs, operator_namespace, OPERATOR_NAME):
                 suffix = manifest["kind"].lower()
                 create(f"{name}-operator-access-{suffix}", manifest, child(self), namespace=namespace)
         self.register_outputs({})

@@ -29,10 +29,8 @@ from sunk.manifests import (
 )
 from sunk.manifests.auth import AuthRefs, auth_refs
 from sunk.manifests.meta import Manifest, labels, obj
+from sunk.manifests.operator import OPERATOR_NAME
 from sunk.spec.cluster import ClusterSpec
-
-OPERATOR_ACCOUNT = "sunk-operator"
-"""The operator's ServiceAccount, which each tenant's Runtime lets read its JWT key."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def _auth(ctx: Context) -> list[Manifest]:
 def _runtime(ctx: Context) -> list[Manifest]:
     out = [m for c in runtime.CONTROLLERS for m in runtime.runtime_manifests(ctx.spec, ctx.refs, c)]
     if ctx.operator_namespace is not None:
-        out += runtime.operator_access(ctx.spec, ctx.refs, ctx.operator_namespace, OPERATOR_ACCOUNT)
+        out += runtime.operator_access(ctx.spec, ctx.refs, ctx.operator_namespace, OPERATOR_NAME)
     return out
 
 
