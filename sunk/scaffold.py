@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from sunk.images import DEFAULT_SLURM
 from sunk.install import requirement
 from sunk.spec.errors import SpecError
 from sunk.stackfile import OPERATOR_KEY, STACK_NAME, list_stacks, read_stack_file, stacks_dir
@@ -37,6 +38,9 @@ config:
 {operator}  sunk:cluster:
     name: slurm
     tenant: {tenant}
+    # The Slurm release, pinned: a new sunk with another default never upgrades this cluster unasked
+    # (moving it is an upgrade: docs/upgrading.md).
+    slurm: {{version: "{release}"}}
     # Every role (controller, accounting, restapi, login, each NodeSet, runtime) takes pod settings:
     # nodeSelector, tolerations, affinity, priorityClassName, imagePullSecrets, labels, env, volumes...
     # (sunk docs: Pod and Service settings). For example:
@@ -91,13 +95,15 @@ def scaffold(directory: Path, name: str, stack: str) -> list[Path]:
         folder = stacks_dir(directory)
         installs = [s for s in list_stacks(folder) if _installs_operator(folder / f"Pulumi.{s}.yaml")]
         operator = OPERATOR_ELSEWHERE.format(stack=installs[0]) if installs else OPERATOR
-        files = {folder / f"Pulumi.{stack}.yaml": STACK.format(tenant=tenant, operator=operator)}
+        files = {folder / f"Pulumi.{stack}.yaml": STACK.format(tenant=tenant, operator=operator, release=DEFAULT_SLURM)}
     else:
         files = {
             directory / "Pulumi.yaml": PROJECT.format(name=name),
             directory / "__main__.py": PROGRAM,
             directory / "requirements.txt": requirements(),
-            directory / "stacks" / f"Pulumi.{stack}.yaml": STACK.format(tenant=tenant, operator=OPERATOR),
+            directory / "stacks" / f"Pulumi.{stack}.yaml": STACK.format(
+                tenant=tenant, operator=OPERATOR, release=DEFAULT_SLURM
+            ),
         }
     present = [str(p) for p in files if p.exists()]
     if present:

@@ -13,6 +13,17 @@ ASSOCIATION_ENFORCING = ("associations", "limits", "qos", "safe")
 
 def warnings(spec: ClusterSpec) -> list[Problem]:
     found = []
+    if "version" not in spec.slurm.model_fields_set:
+        # The default moves with sunk (24.11 to 26.05 once): a stack that never named its release
+        # would be upgraded by a sunk upgrade, not by its own change.
+        found.append(
+            Problem(
+                "slurm.version",
+                f"unset, so this stack runs Slurm {spec.slurm.version}, sunk's default today; pin it "
+                f'(slurm: {{version: "{spec.slurm.version}"}}) so that a new sunk never upgrades it unasked '
+                "(docs/upgrading.md)",
+            )
+        )
     login = spec.login
     if login.enabled and login.service_kind == "LoadBalancer":
         field = "service.sourceRanges" if login.service.source_ranges else "sourceRanges"

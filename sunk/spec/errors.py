@@ -80,7 +80,18 @@ def _model_at(loc: tuple[int | str, ...], root: type[BaseModel] = ClusterSpec) -
     return _model_in(tp)
 
 
+RENAMED: dict[tuple[str, ...], tuple[str, str]] = {
+    ("slurmVersion",): ("slurm.version", "2026-11-26"),
+}
+"""A cluster spec's fields that moved, by their old path: (the new path, since when). A stack
+written for an earlier sunk learns where its value went instead of only that the field is
+unknown (CHANGELOG.md lists each)."""
+
+
 def _unknown(loc: tuple[int | str, ...], root: type[BaseModel] = ClusterSpec) -> str:
+    moved = RENAMED.get(tuple(str(p) for p in loc)) if root is ClusterSpec else None
+    if moved is not None:
+        return f"renamed: it is {moved[0]} since sunk's landing of {moved[1]}; move the value there (CHANGELOG.md)"
     model = _model_at(loc[:-1], root)
     if model is None:
         return "unknown field (check spelling; fields are camelCase)"

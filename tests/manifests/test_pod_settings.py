@@ -433,7 +433,7 @@ def test_security_context_merges_over_sunks() -> None:
 
 def test_the_scaffolds_commented_examples_validate(tmp_path: Path) -> None:
     """`sunk init` shows pod settings as comments; uncommented, they are a valid stack."""
-    text = STACK.format(tenant="demo", operator=OPERATOR)
+    text = STACK.format(tenant="demo", operator=OPERATOR, release="26.05")
     examples = re.findall(r"^( *)# ((?:sunk:operator|images|service|tolerations|volumes):.*)$", text, flags=re.M)
     assert len(examples) == 5
     uncommented = text.replace("      service: {type: ClusterIP}\n", "")  # the example takes its place
