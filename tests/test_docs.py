@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from sunk.spec.errors import RENAMED
 from sunk.stackfile import load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,3 +188,17 @@ def test_the_changelog_is_one_file_on_github_and_on_the_site() -> None:
     relative = [t for t in re.findall(r"\]\(([^)]+)\)", changelog) if not t.startswith(("http", "#"))]
     assert not relative, f"CHANGELOG.md links {relative}: name the file in backticks instead"
     assert "[changelog](CHANGELOG.md)" in (ROOT / "README.md").read_text()
+
+
+def test_the_changelog_lists_every_renamed_field() -> None:
+    """A field the spec refuses with its new place (sunk.spec.errors.RENAMED) has its row in the
+    changelog's table, old and new, so the error's pointer to CHANGELOG.md finds it."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    table = changelog.split("## Renames, removals and deprecations", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    missing = [
+        ".".join(old)
+        for old, (new, _since) in RENAMED.items()
+        if not any(f"`{'.'.join(old)}`" in row and f"`{new}`" in row for row in rows)
+    ]
+    assert not missing, f"CHANGELOG.md's renames table lacks {missing}"
