@@ -87,6 +87,7 @@ class SlurmRestClient:
         self._sleep = sleep
         self.requests = 0
         self._api = api
+        self._pinned = api is not None
         self._fallback_until = 0.0
         self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport)
 
@@ -193,6 +194,41 @@ class SlurmRestClient:
         body: Any = None,
         idempotent: bool = True,
         fast: Callable[[bytes], Any] | None = None,
+    ) -> Any:
+        try:
+            return self._attempts(method, path, params, body, idempotent, fast)
+        except SlurmApiError as err:
+            moved = self._renegotiated(path, err)
+            if moved is None:
+                raise
+            # The server no longer serves the version this client chose (a slurmrestd of an earlier
+            # release after a set-back, or of a later one): it found no handler, so nothing ran,
+            # and the request is sent again, once, in the version the server serves now.
+            return self._attempts(method, moved, params, body, idempotent, fast)
+
+    def _renegotiated(self, path: str, err: SlurmApiError) -> str | None:
+        """`path` in the version the server's document names now, when `err` is the 404 of a
+        version it no longer serves and the version was found from the server (not given); else None."""
+        used = self._api
+        # A 404 naming a job or node Slurm doesn't have is an answer, not a missing handler.
+        if err.status != 404 or err.not_found or self._pinned or used is None:
+            return None
+        prefix = next((p for p in (f"/slurm/{used}/", f"/slurmdb/{used}/") if path.startswith(p)), None)
+        if prefix is None:
+            return None
+        self._api = None
+        if self.api == used:
+            return None
+        return prefix.replace(used, self.api) + path[len(prefix) :]
+
+    def _attempts(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        body: Any,
+        idempotent: bool,
+        fast: Callable[[bytes], Any] | None,
     ) -> Any:
         last = ""
         for attempt in range(self.retries + 1):

@@ -402,3 +402,54 @@ def test_served_versions_sort_by_number_not_text() -> None:
     assert versions.served_versions(doc) == ["v0.0.42", "v0.0.10", "v0.0.9"]
     assert versions.served_versions({"paths": None}) == []
     assert versions.choose(["v0.0.42", "v0.0.45"], ["v0.0.42"]) == "v0.0.42"
+
+
+def test_after_a_set_back_the_client_renegotiates_on_the_first_404_without_a_restart() -> None:
+    # slurmrestd 26.05 served v0.0.45; the stack set back to 24.11 brings a slurmrestd that serves
+    # v0.0.40-v0.0.42 at the same address. The cached version answers 404 (no handler, so nothing
+    # ran): the client reads the document again and sends the request once more, in v0.0.42.
+    served = ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(200, json=_openapi(*served))
+        if request.url.path.split("/")[2] not in served:
+            return httpx.Response(404, text="Unable to find handler")
+        if request.method == "POST":
+            return httpx.Response(200, json={"job_id": 7, "errors": [], "warnings": []})
+        return httpx.Response(200, json={"nodes": [NODE], "errors": [], "warnings": []})
+
+    client, _ = make(handler, api=None)
+    client.list_nodes()
+    assert client.api == "v0.0.45"
+    served[:] = ["v0.0.40", "v0.0.41", "v0.0.42"]
+    seen.clear()
+    assert [n.name for n in client.list_nodes()] == [NODE["name"]]
+    assert seen == ["GET /slurm/v0.0.45/nodes/", "GET /openapi/v3", "GET /slurm/v0.0.42/nodes/"]
+    assert client.api == "v0.0.42"
+    # A submission too: a 404 means no handler took it, so sending it again can't run it twice.
+    served[:] = ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]
+    client._api = "v0.0.40"  # as if discovered from an older server
+    seen.clear()
+    assert client.submit_job(JobSubmit(script="#!/bin/sh\ntrue\n")) == 7
+    assert seen == ["POST /slurm/v0.0.40/job/submit", "GET /openapi/v3", "POST /slurm/v0.0.45/job/submit"]
+
+
+def test_a_404_of_a_missing_job_or_a_pinned_version_is_an_answer_not_a_renegotiation() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(200, json=_openapi("v0.0.42"))
+        return httpx.Response(404, json=slurm_error(2017, "Invalid job id specified"))
+
+    client, _ = make(handler, api=None)
+    with pytest.raises(SlurmApiError) as err:
+        client.get_job(99)
+    assert err.value.not_found and seen == ["/openapi/v3", "/slurm/v0.0.42/job/99"]  # no second read
+    pinned, _ = make(lambda request: httpx.Response(404, text="Unable to find handler"))
+    with pytest.raises(SlurmApiError):
+        pinned.list_nodes()  # the version the caller gave is kept: nothing to renegotiate

@@ -156,3 +156,16 @@ def test_the_client_speaks_the_newest_version_the_servers_document_lists(
     assert rest.api == {"26.05": "v0.0.45", "24.11": "v0.0.42"}[slurm.spec.slurm.version]
     assert {n.name for n in rest.list_nodes()} >= {"cpu-0", "cpu-1"}
     assert any(p.responding for p in rest.ping())
+
+
+def test_a_version_the_server_no_longer_serves_is_renegotiated_at_the_first_404(slurm: LocalSlurm) -> None:
+    """A set-back (26.05 to 24.11) leaves a client that chose v0.0.45 talking to a slurmrestd that
+    serves v0.0.40-v0.0.42 at the same address: the real slurmrestd answers the old version's path
+    with 404, and the client reads the document again and goes on in the version served now, with
+    no restart. (Run on 24.11 by `make test-compat`, v0.0.45 is that very case; on 26.05, v0.0.41.)"""
+    release = slurm.spec.slurm.version
+    gone, now = {"26.05": ("v0.0.41", "v0.0.45"), "24.11": ("v0.0.45", "v0.0.42")}[release]
+    with SlurmRestClient(slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm")) as c:
+        c._api = gone  # what it had discovered from the release before
+        assert {n.name for n in c.list_nodes()} >= {"cpu-0", "cpu-1"}
+        assert c.api == now
