@@ -27,13 +27,6 @@ EXCEPTIONS: dict[str, str] = {
     ),
     "runtime/local/agent.py:Agent.hosts": _LOCAL
     + "the /etc/hosts lines per Service kind (ClusterIP, headless, StatefulSet pod names)",
-    "runtime/local/api.py:_pod_cells": _LOCAL + "kubectl's pod table columns, one branch per status reason it shows",
-    "runtime/local/api.py:eviction_refusal": _LOCAL
-    + "the eviction subresource's PDB rules (minAvailable/maxUnavailable, int or percent, unhealthy policy)",
-    "runtime/local/api.py:ApiServer._route": _LOCAL
-    + "the URL router (version, discovery, openapi, resources); a table-driven router is the planned split",
-    "runtime/local/api.py:ApiServer._resource": _LOCAL
-    + "one handler for every verb on every resource and subresource; split per verb next",
     "runtime/local/container.py:environment": _LOCAL
     + "the env sources in Kubernetes' order (image, services, envFrom, env with four valueFrom kinds)",
     "runtime/local/container.py:launch": _LOCAL

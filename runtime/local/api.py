@@ -5,7 +5,11 @@ Served: discovery (/api, /apis and each group version, CRDs' kinds included), /v
 `openapi_v3`), create/get/list/watch/update/patch/delete of every resource in resources.py,
 the status and scale subresources, server-side printing (kubectl's tables) and, through the
 node agent, pods/log (follow too) and pods/exec over WebSocket (the v5 and v4 channel
-protocols kubectl 1.32 tries first), with a terminal for `kubectl exec -it`.
+protocols kubectl 1.32 tries first), with a terminal for `kubectl exec -it`. A request on a
+resource is read (`_address`), authorized, then served by its verb's handler: `_list` (and watch),
+`_create`, `_delete_collection` on a collection; `_get`, `_update`, `_patch`, `_delete` on an object
+or its status; the subresources with handlers of their own (`_subresource`). Beside it:
+printing.py the tables, eviction.py the disruption budgets' check, podexec.py exec's channels.
 
 Every request needs a bearer token from `tokens` (kubectl's comes from the kubeconfig); a missing
 or unknown one gets 401. Requests for resources are then authorized by the RBAC objects in the
@@ -19,24 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import logging
-import os
 import ssl
-import struct
-import termios
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 import aiohttp.web
 import yaml
 
-from ..common.timefmt import parse_rfc3339, rfc3339
-from . import rbac
+from ..common.timefmt import rfc3339
+from . import podexec, rbac
+from .eviction import eviction_refusal
+from .printing import table
 from .resources import Resource
 from .store import ApiError, Obj, Store
 
@@ -65,126 +67,6 @@ class Agent(Protocol):
 
 def _status(err: ApiError) -> aiohttp.web.Response:
     return aiohttp.web.json_response(err.status(), status=err.code)
-
-
-def _age(stamp: str | None) -> str:
-    if not stamp:
-        return "<unknown>"
-    seconds = int((datetime.now(UTC) - parse_rfc3339(stamp)).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * 2:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
-def _jsonpath(obj: Any, path: str) -> Any:
-    for part in path.strip(".").split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else None
-    return obj
-
-
-def _pod_cells(pod: Obj) -> list[Any]:
-    status = pod.get("status") or {}
-    statuses = status.get("containerStatuses") or []
-    ready = sum(1 for s in statuses if s.get("ready"))
-    total = len((pod.get("spec") or {}).get("containers") or [])
-    reason = status.get("reason") or status.get("phase", "Pending")
-    for s in status.get("initContainerStatuses") or []:
-        waiting = (s.get("state") or {}).get("waiting")
-        if waiting and waiting.get("reason") not in (None, "PodInitializing"):
-            reason = f"Init:{waiting['reason']}"
-    for s in statuses:
-        state = s.get("state") or {}
-        if state.get("waiting", {}).get("reason"):
-            reason = state["waiting"]["reason"]
-        elif state.get("terminated", {}).get("reason") and reason == "Running":
-            reason = state["terminated"]["reason"]
-    if pod["metadata"].get("deletionTimestamp"):
-        reason = "Terminating"
-    restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
-    return [
-        pod["metadata"]["name"],
-        f"{ready}/{total}",
-        reason,
-        restarts,
-        _age(pod["metadata"].get("creationTimestamp")),
-        status.get("podIP") or "<none>",
-        (pod.get("spec") or {}).get("nodeName") or "<none>",
-    ]
-
-
-def _node_cells(node: Obj) -> list[Any]:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    ready = next((c.get("status") for c in conditions if c.get("type") == "Ready"), "Unknown")
-    state = "Ready" if ready == "True" else "NotReady"
-    if (node.get("spec") or {}).get("unschedulable"):
-        state += ",SchedulingDisabled"
-    roles = ",".join(
-        sorted(
-            k.rpartition("/")[2]
-            for k in node["metadata"].get("labels") or {}
-            if k.startswith("node-role.kubernetes.io/")
-        )
-    )
-    info = (node.get("status") or {}).get("nodeInfo") or {}
-    return [
-        node["metadata"]["name"],
-        state,
-        roles or "<none>",
-        _age(node["metadata"].get("creationTimestamp")),
-        info.get("kubeletVersion", ""),
-    ]
-
-
-def _column(name: str, kind: str = "string", priority: int = 0, fmt: str = "") -> Obj:
-    return {"name": name, "type": kind, "format": fmt, "description": name, "priority": priority}
-
-
-def table(res: Resource, items: list[Obj], version: str) -> Obj:
-    """Server-side printing: what `kubectl get` shows."""
-    if res.kind == "Pod":
-        columns = [
-            _column("Name", fmt="name"),
-            _column("Ready"),
-            _column("Status"),
-            _column("Restarts", "integer"),
-            _column("Age"),
-            _column("IP", priority=1),
-            _column("Node", priority=1),
-        ]
-        cells = [_pod_cells(o) for o in items]
-    elif res.kind == "Node":
-        columns = [_column("Name", fmt="name"), _column("Status"), _column("Roles"), _column("Age"), _column("Version")]
-        cells = [_node_cells(o) for o in items]
-    elif res.printer_columns:
-        columns = [_column("Name", fmt="name")] + [
-            _column(c["name"], c.get("type", "string"), int(c.get("priority", 0))) for c in res.printer_columns
-        ]
-        cells = [
-            [o["metadata"]["name"]]
-            + [
-                _age(_jsonpath(o, c["jsonPath"])) if c.get("type") == "date" else _jsonpath(o, c["jsonPath"])
-                for c in res.printer_columns
-            ]
-            for o in items
-        ]
-    else:
-        columns = [_column("Name", fmt="name"), _column("Age")]
-        cells = [[o["metadata"]["name"], _age(o["metadata"].get("creationTimestamp"))] for o in items]
-    rows = [
-        {
-            "cells": c,
-            "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]},
-        }
-        for c, o in zip(cells, items, strict=True)
-    ]
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": version},
-        "columnDefinitions": columns,
-        "rows": rows,
-    }
 
 
 def _wants_table(request: aiohttp.web.Request) -> bool:
@@ -296,34 +178,13 @@ class ApiServer:
             return _status(ApiError(500, "InternalError", f"the local API server failed: {err!r}"))
 
     async def _route(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
+        """Discovery and OpenAPI first, then a group version's resources, then the local cluster's
+        own verbs on Nodes."""
         path = request.path.rstrip("/")
-        if path == "/version":
-            return aiohttp.web.json_response(VERSION)
-        if path == "/api":
-            return aiohttp.web.json_response(
-                {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
-            )
-        if path == "/apis":
-            return aiohttp.web.json_response(self._groups())
-        if path == "/api/v1":
-            return aiohttp.web.json_response(
-                _resource_list("v1", [r for r in self.store.registry.all() if not r.group])
-            )
-        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
-            index, docs = openapi_v3(self.store)
-            if path == "/openapi/v3":
-                return aiohttp.web.json_response(index)
-            doc = docs.get(path.removeprefix("/openapi/v3/"))
-            if doc is None:
-                raise ApiError(404, "NotFound", f"no OpenAPI document at {path}")
-            return aiohttp.web.json_response(doc)
+        found = self._discovery(path)
+        if found is not None:
+            return aiohttp.web.json_response(found)
         parts = path.strip("/").split("/")
-        if parts[0] == "apis" and len(parts) == 3:
-            gv = f"{parts[1]}/{parts[2]}"
-            found = [r for r in self.store.registry.all() if r.api_version == gv]
-            if not found:
-                raise ApiError(404, "NotFound", f"the server could not find the requested resource ({gv})")
-            return aiohttp.web.json_response(_resource_list(gv, found))
         if parts[0] == "api" and len(parts) >= 3 and parts[1] == "v1":
             return await self._resource(request, "v1", parts[2:])
         if parts[:3] == ["sunk-local", "v1", "nodes"] and len(parts) == 5:
@@ -331,6 +192,34 @@ class ApiServer:
         if parts[0] == "apis" and len(parts) >= 4:
             return await self._resource(request, f"{parts[1]}/{parts[2]}", parts[3:])
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _discovery(self, path: str) -> Obj | None:
+        """/version, /api, /apis, /api/v1, /apis/GROUP/VERSION and /openapi/v3[/...]; None for
+        other paths."""
+        if path == "/version":
+            return VERSION
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        if path == "/apis":
+            return self._groups()
+        if path == "/api/v1":
+            return _resource_list("v1", [r for r in self.store.registry.all() if not r.group])
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            index, docs = openapi_v3(self.store)
+            if path == "/openapi/v3":
+                return index
+            doc = docs.get(path.removeprefix("/openapi/v3/"))
+            if doc is None:
+                raise ApiError(404, "NotFound", f"no OpenAPI document at {path}")
+            return doc
+        parts = path.strip("/").split("/")
+        if parts[0] == "apis" and len(parts) == 3:
+            gv = f"{parts[1]}/{parts[2]}"
+            found = [r for r in self.store.registry.all() if r.api_version == gv]
+            if not found:
+                raise ApiError(404, "NotFound", f"the server could not find the requested resource ({gv})")
+            return _resource_list(gv, found)
+        return None
 
     async def _node_agent(self, request: aiohttp.web.Request, node: str, verb: str) -> aiohttp.web.StreamResponse:
         """POST /sunk-local/v1/nodes/NAME/stop|stop-keep-containers|start: one Node's agent stops
@@ -363,6 +252,29 @@ class ApiServer:
 
     # -- resources ---------------------------------------------------------------------------
     async def _resource(self, request: aiohttp.web.Request, gv: str, parts: list[str]) -> aiohttp.web.StreamResponse:
+        """A request on a resource: its address read, authorized, then handed to its verb's handler
+        (a collection's, a subresource's or an object's)."""
+        res, namespace, name, sub = self._address(gv, parts)
+        self._authorize(request, res, namespace, name, sub)
+        if name is None:
+            on_collection = {"GET": self._list, "POST": self._create, "DELETE": self._delete_collection}
+            handler = on_collection.get(request.method)
+            if handler is None:
+                raise ApiError(405, "MethodNotAllowed", f"{request.method} is not allowed on a collection")
+            return await handler(request, res, namespace)
+        served = await self._subresource(request, res, namespace, name, sub)
+        if served is not None:
+            return served
+        if sub not in ("", "status"):
+            raise ApiError(404, "NotFound", f"{res.plural}/{sub} is not served by the local cluster")
+        on_object = {"GET": self._get, "PUT": self._update, "PATCH": self._patch, "DELETE": self._delete}
+        verb = on_object.get(request.method)
+        if verb is None:
+            raise ApiError(405, "MethodNotAllowed", f"{request.method} is not allowed on {res.plural}/{name}")
+        return await verb(request, res, namespace, name, sub)
+
+    def _address(self, gv: str, parts: list[str]) -> tuple[Resource, str | None, str | None, str]:
+        """The resource, namespace, name and subresource a path's parts after the group version name."""
         namespace: str | None = None
         if parts[0] == "namespaces" and len(parts) >= 3 and self.store.registry.get(gv, parts[2]) is not None:
             namespace, parts = parts[1], parts[2:]
@@ -373,28 +285,45 @@ class ApiServer:
         sub = parts[2] if len(parts) > 2 else ""
         if res.namespaced and name is not None and namespace is None and res.kind != "Namespace":
             raise ApiError(404, "NotFound", f"{res.plural} is namespaced: /namespaces/<ns>/{res.plural}/{name}")
-        method, query = request.method, request.query
-        self._authorize(request, res, namespace, name, sub)
-        if name is None:
-            if method == "GET" and query.get("watch") in ("true", "1"):
-                return await self._watch(request, res, namespace)
-            if method == "GET":
-                listed = self.store.list(res, namespace, query.get("labelSelector", ""), query.get("fieldSelector", ""))
-                if _wants_table(request):
-                    return aiohttp.web.json_response(table(res, listed["items"], listed["metadata"]["resourceVersion"]))
-                return aiohttp.web.json_response(listed)
-            if method == "POST":
-                body = await self._body(request)
-                created = self.store.create(res, namespace, body) if query.get("dryRun") is None else body
-                return aiohttp.web.json_response(created, status=201)
-            if method == "DELETE":
-                listed = self.store.list(res, namespace, query.get("labelSelector", ""), query.get("fieldSelector", ""))
-                for item in listed["items"]:
-                    with contextlib.suppress(ApiError):
-                        self.store.delete(res, namespace, item["metadata"]["name"])
-                return aiohttp.web.json_response(listed)
-            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
-        if res.kind == "Pod" and sub in ("binding", "eviction") and method == "POST":
+        return res, namespace, name, sub
+
+    # -- verbs on a collection ---------------------------------------------------------------
+    async def _list(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None
+    ) -> aiohttp.web.StreamResponse:
+        """list, or watch (`?watch=true`), as JSON or as kubectl's table."""
+        query = request.query
+        if query.get("watch") in ("true", "1"):
+            return await self._watch(request, res, namespace)
+        listed = self.store.list(res, namespace, query.get("labelSelector", ""), query.get("fieldSelector", ""))
+        if _wants_table(request):
+            return aiohttp.web.json_response(table(res, listed["items"], listed["metadata"]["resourceVersion"]))
+        return aiohttp.web.json_response(listed)
+
+    async def _create(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None
+    ) -> aiohttp.web.StreamResponse:
+        body = await self._body(request)
+        created = self.store.create(res, namespace, body) if request.query.get("dryRun") is None else body
+        return aiohttp.web.json_response(created, status=201)
+
+    async def _delete_collection(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None
+    ) -> aiohttp.web.StreamResponse:
+        query = request.query
+        listed = self.store.list(res, namespace, query.get("labelSelector", ""), query.get("fieldSelector", ""))
+        for item in listed["items"]:
+            with contextlib.suppress(ApiError):
+                self.store.delete(res, namespace, item["metadata"]["name"])
+        return aiohttp.web.json_response(listed)
+
+    # -- subresources with handlers of their own -------------------------------------------------
+    async def _subresource(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str, sub: str
+    ) -> aiohttp.web.StreamResponse | None:
+        """pods/binding, pods/eviction, pods/log, pods/exec and scale; None for the object itself
+        and its status, which the object's verbs serve."""
+        if res.kind == "Pod" and sub in ("binding", "eviction") and request.method == "POST":
             body = await self._body(request)
             return (
                 self._bind(res, namespace, name, body) if sub == "binding" else self._evict(res, namespace, name, body)
@@ -404,32 +333,44 @@ class ApiServer:
             return await (self._log(request, pod) if sub == "log" else self._exec(request, pod))
         if sub == "scale" and res.scale:
             return await self._scale(request, res, namespace, name)
-        if sub not in ("", "status"):
-            raise ApiError(404, "NotFound", f"{res.plural}/{sub} is not served by the local cluster")
-        if method == "GET":
-            obj = self.store.get(res, namespace, name)
-            if _wants_table(request):
-                return aiohttp.web.json_response(table(res, [obj], obj["metadata"]["resourceVersion"]))
-            return aiohttp.web.json_response(obj)
-        if method == "PUT":
-            return aiohttp.web.json_response(self.store.update(res, namespace, name, await self._body(request), sub))
-        if method == "PATCH":
-            kind = _patch_kind(request.content_type)
-            body = json.loads(await request.read() or b"{}")
-            if query.get("dryRun") is not None:
-                return aiohttp.web.json_response(self.store.get(res, namespace, name))
-            return aiohttp.web.json_response(self.store.patch(res, namespace, name, kind, body, sub))
-        if method == "DELETE":
-            raw = await request.read()
-            try:
-                options = json.loads(raw) if raw else {}
-            except ValueError:  # DeleteOptions in another encoding: the query's are enough
-                options = {}
-            grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
-            uid = ((options.get("preconditions") or {}).get("uid")) or None
-            gone = self.store.delete(res, namespace, name, grace=None if grace is None else int(grace), uid=uid)
-            return aiohttp.web.json_response(gone)
-        raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {res.plural}/{name}")
+        return None
+
+    # -- verbs on an object (or its status) ----------------------------------------------------
+    async def _get(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str, sub: str
+    ) -> aiohttp.web.StreamResponse:
+        obj = self.store.get(res, namespace, name)
+        if _wants_table(request):
+            return aiohttp.web.json_response(table(res, [obj], obj["metadata"]["resourceVersion"]))
+        return aiohttp.web.json_response(obj)
+
+    async def _update(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str, sub: str
+    ) -> aiohttp.web.StreamResponse:
+        return aiohttp.web.json_response(self.store.update(res, namespace, name, await self._body(request), sub))
+
+    async def _patch(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str, sub: str
+    ) -> aiohttp.web.StreamResponse:
+        kind = _patch_kind(request.content_type)
+        body = json.loads(await request.read() or b"{}")
+        if request.query.get("dryRun") is not None:
+            return aiohttp.web.json_response(self.store.get(res, namespace, name))
+        return aiohttp.web.json_response(self.store.patch(res, namespace, name, kind, body, sub))
+
+    async def _delete(
+        self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str, sub: str
+    ) -> aiohttp.web.StreamResponse:
+        """delete, with DeleteOptions from the body (grace period, uid precondition) or the query."""
+        raw = await request.read()
+        try:
+            options = json.loads(raw) if raw else {}
+        except ValueError:  # DeleteOptions in another encoding: the query's are enough
+            options = {}
+        grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+        uid = ((options.get("preconditions") or {}).get("uid")) or None
+        gone = self.store.delete(res, namespace, name, grace=None if grace is None else int(grace), uid=uid)
+        return aiohttp.web.json_response(gone)
 
     def _authorize(
         self, request: aiohttp.web.Request, res: Resource, namespace: str | None, name: str | None, sub: str
@@ -640,9 +581,9 @@ class ApiServer:
         await ws.prepare(request)
         stdin = request.query.get("stdin") in ("true", "1")
         if request.query.get("tty") in ("true", "1"):
-            code = await _exec_tty(ws, argv)
+            code = await podexec.exec_tty(ws, argv)
         else:
-            code = await _exec_pipes(ws, argv, stdin)
+            code = await podexec.exec_pipes(ws, argv, stdin)
         if code == 0:
             result: Obj = {"metadata": {}, "status": "Success"}
         else:
@@ -656,95 +597,6 @@ class ApiServer:
         await ws.send_bytes(b"\x03" + json.dumps(result).encode())
         await ws.close()
         return ws
-
-
-async def _exec_pipes(ws: aiohttp.web.WebSocketResponse, argv: list[str], stdin: bool) -> int:
-    """A command with stdin (channel 0), stdout (1) and stderr (2) as pipes; its exit status."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-    async def pump(stream: asyncio.StreamReader | None, channel: int) -> None:
-        assert stream is not None
-        while chunk := await stream.read(65536):
-            await ws.send_bytes(bytes([channel]) + chunk)
-
-    async def feed() -> None:
-        assert proc.stdin is not None
-        async for message in ws:
-            if message.type != aiohttp.WSMsgType.BINARY or not message.data:
-                continue
-            channel, data = message.data[0], message.data[1:]
-            if channel == 0 and data:
-                proc.stdin.write(data)
-                await proc.stdin.drain()
-            elif channel == 255 and data[:1] == b"\x00":  # v5: the client closed stdin
-                proc.stdin.close()
-        with contextlib.suppress(Exception):
-            proc.stdin.close()
-
-    feeder = asyncio.create_task(feed()) if stdin else None
-    await asyncio.gather(pump(proc.stdout, 1), pump(proc.stderr, 2))
-    code = await proc.wait()
-    if feeder is not None:
-        feeder.cancel()
-    return code
-
-
-async def _exec_tty(ws: aiohttp.web.WebSocketResponse, argv: list[str]) -> int:
-    """`kubectl exec -it`: the command on a new pseudo-terminal (its controlling terminal, as a
-    container runtime gives one), stdin from channel 0, the terminal's output on channel 1, and
-    window sizes from channel 4 ({"Width", "Height"}); its exit status."""
-    master, slave = os.openpty()
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "SUNK_LOCAL_TTY": "1"}
-    )
-    os.close(slave)
-    loop = asyncio.get_running_loop()
-    output: asyncio.Queue[bytes] = asyncio.Queue()
-
-    def readable() -> None:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: every process holding the terminal is gone
-            chunk = b""
-        if not chunk:
-            loop.remove_reader(master)
-        output.put_nowait(chunk)
-
-    loop.add_reader(master, readable)
-
-    async def pump() -> None:
-        while chunk := await output.get():
-            await ws.send_bytes(b"\x01" + chunk)
-
-    async def feed() -> None:
-        async for message in ws:
-            if message.type != aiohttp.WSMsgType.BINARY or not message.data:
-                continue
-            channel, data = message.data[0], message.data[1:]
-            if channel == 0 and data:
-                with contextlib.suppress(OSError):
-                    os.write(master, data)
-            elif channel == 4 and data:
-                with contextlib.suppress(ValueError, OSError):
-                    size = json.loads(data)
-                    winsize = struct.pack("HHHH", int(size.get("Height", 24)), int(size.get("Width", 80)), 0, 0)
-                    fcntl.ioctl(master, termios.TIOCSWINSZ, winsize)
-
-    feeder = asyncio.create_task(feed())
-    try:
-        await pump()
-        code = await proc.wait()
-    finally:
-        feeder.cancel()
-        with contextlib.suppress(ValueError, OSError):
-            loop.remove_reader(master)
-        os.close(master)
-    return code
 
 
 def _patch_kind(content_type: str) -> str:
@@ -763,46 +615,3 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(str(cert), str(key))
     return context
-
-
-def _ready_pod(pod: Obj) -> bool:
-    return not pod["metadata"].get("deletionTimestamp") and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
-
-
-def _budget(value: Any, expected: int) -> int:
-    text = str(value)
-    if text.endswith("%"):
-        return -(-int(text[:-1]) * expected // 100)  # rounded up, as the disruption controller does
-    return int(text)
-
-
-def eviction_refusal(pod: Obj, budgets: Iterable[Obj], pods: list[Obj]) -> str | None:
-    """Why evicting `pod` would break a PodDisruptionBudget of its namespace, or None when it may
-    go (pods/eviction's check): Pending and terminal pods always may; with
-    unhealthyPodEvictionPolicy AlwaysAllow, so may a pod that is not Ready."""
-    if (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed"):
-        return None
-    labels = pod["metadata"].get("labels") or {}
-    for pdb in budgets:
-        spec = pdb.get("spec") or {}
-        selector = (spec.get("selector") or {}).get("matchLabels") or {}
-        if not selector or any(labels.get(k) != v for k, v in selector.items()):
-            continue
-        if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow" and not _ready_pod(pod):
-            continue
-        matching = [
-            p for p in pods if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
-        ]
-        healthy = sum(1 for p in matching if _ready_pod(p))
-        after = healthy - (1 if _ready_pod(pod) else 0)
-        name = pdb["metadata"]["name"]
-        if "minAvailable" in spec and after < _budget(spec["minAvailable"], len(matching)):
-            return f"The disruption budget {name} needs {_budget(spec['minAvailable'], len(matching))} healthy pods and has {healthy} currently"
-        if "maxUnavailable" in spec and len(matching) - after > _budget(spec["maxUnavailable"], len(matching)):
-            return (
-                f"The disruption budget {name} allows {_budget(spec['maxUnavailable'], len(matching))} unavailable pods"
-            )
-    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.runtime.local.api import eviction_refusal
+from sunk.runtime.local.eviction import eviction_refusal
 
 
 def _pod(name: str, ready: bool, phase: str = "Running") -> dict[str, Any]:
