@@ -31,16 +31,6 @@ EXCEPTIONS: dict[str, str] = {
     + "the env sources in Kubernetes' order (image, services, envFrom, env with four valueFrom kinds)",
     "runtime/local/container.py:launch": _LOCAL
     + "the container start: user, capabilities, read-only root, mounts, devices; split by phase next",
-    "runtime/local/controllers.py:unfit": _LOCAL
-    + "the default scheduler's filters (resources, selector, affinity, taints), one branch each",
-    "runtime/local/controllers.py:Controllers._statefulsets": _LOCAL
-    + "the StatefulSet controller: ordered create, PVCs, rolling replace, status",
-    "runtime/local/controllers.py:Controllers._deployments": _LOCAL
-    + "the Deployment controller: create, replace on a template change, status",
-    "runtime/local/controllers.py:Controllers._jobs": _LOCAL
-    + "the Job controller: completions, backoffLimit, ttl, status",
-    "runtime/local/controllers.py:Controllers._schedule": _LOCAL
-    + "the binding loop over pods and Nodes with its preference order",
     "runtime/local/patch.py:strategic_merge": _LOCAL
     + "strategic merge patch's directives ($patch, $retainKeys, $deleteFromPrimitiveList)",
     "runtime/local/patch.py:_merge_list": _LOCAL

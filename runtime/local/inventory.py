@@ -19,7 +19,7 @@ Derived (`derive`), from what the rendered objects ask of the Nodes under them:
   given them, as the NVIDIA device plugin does (fakes: /dev/null, which is all Slurm checks).
   Each compute Node also carries a PreferNoSchedule taint (keys.LOCAL_COMPUTE) so that the control plane's
   pods, which tolerate none of it, prefer the system pool while it has room, as on a cluster with
-  a dedicated node pool; the default scheduler scores such taints (controllers.py).
+  a dedicated node pool; the default scheduler scores such taints (controllers/scheduler.py).
 
 A file (`sunk local up --nodes FILE`) replaces the derived inventory: YAML with a `nodes` list,
 each `{name, labels, taints, capacity, devices}` (see `NodeFile`).
