@@ -12,8 +12,6 @@ from radon.complexity import cc_rank, cc_visit
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sunk", "components", "runtime")
 
-_LOCAL = "sunk local's emulated Kubernetes, still growing (2026-11): "
-
 EXCEPTIONS: dict[str, str] = {
     "sunk/manifests/nodeset_pod.py:nodeset_pod": (
         "one branch per optional part of the slurmd pod (GPUs, LDAP sidecar, containers, health, s6, "
@@ -25,16 +23,6 @@ EXCEPTIONS: dict[str, str] = {
         "security, placement, sidecars); the per-container Secret rules landed in it the week of the "
         "split; the test_pod_settings table pins each branch"
     ),
-    "runtime/local/agent.py:Agent.hosts": _LOCAL
-    + "the /etc/hosts lines per Service kind (ClusterIP, headless, StatefulSet pod names)",
-    "runtime/local/container.py:environment": _LOCAL
-    + "the env sources in Kubernetes' order (image, services, envFrom, env with four valueFrom kinds)",
-    "runtime/local/container.py:launch": _LOCAL
-    + "the container start: user, capabilities, read-only root, mounts, devices; split by phase next",
-    "runtime/local/patch.py:strategic_merge": _LOCAL
-    + "strategic merge patch's directives ($patch, $retainKeys, $deleteFromPrimitiveList)",
-    "runtime/local/patch.py:_merge_list": _LOCAL
-    + "list merging by patchMergeKey, primitive lists and the replace directive",
 }
 """`file:function` -> why it is still graded D to F."""
 

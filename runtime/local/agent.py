@@ -351,31 +351,48 @@ class Agent:
         pods = [p for p in self.store.items(self._pods) if (p.get("status") or {}).get("podIP")]
         out: list[tuple[str, list[str]]] = []
         for svc in self.store.items(self.store.resource("v1/services")):
-            meta, spec = svc["metadata"], svc.get("spec") or {}
-            selector = spec.get("selector") or {}
-            if not selector:
-                continue
-            ns = meta["namespace"]
-            members = [
-                p
-                for p in pods
-                if p["metadata"]["namespace"] == ns
-                and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
-                and not p["metadata"].get("deletionTimestamp")
-            ]
-            ready = [p for p in members if _ready(p)] or (members if spec.get("publishNotReadyAddresses") else [])
-            names = [f"{meta['name']}.{ns}.svc.cluster.local", f"{meta['name']}.{ns}.svc", f"{meta['name']}.{ns}"]
-            if ns == namespace:
-                names.append(meta["name"])
-            if ready:
-                out.append((ready[0]["status"]["podIP"], names))
-            if spec.get("clusterIP") == "None":
-                for p in members:
-                    pspec = p.get("spec") or {}
-                    if pspec.get("subdomain") == meta["name"] and pspec.get("hostname"):
-                        fqdn = f"{pspec['hostname']}.{meta['name']}.{ns}.svc.cluster.local"
-                        out.append((p["status"]["podIP"], [fqdn, f"{pspec['hostname']}.{meta['name']}"]))
+            out += service_hosts(svc, pods, namespace)
         return out
+
+
+def service_hosts(svc: Obj, pods: list[Obj], namespace: str) -> list[tuple[str, list[str]]]:
+    """The (address, names) lines one Service gives the pods of `namespace`: its names (the short
+    one only in its own namespace) at its first ready endpoint (any endpoint with
+    publishNotReadyAddresses), and for a headless Service each member's hostname under it. A
+    Service without a selector has no lines (its endpoints are not modelled)."""
+    meta, spec = svc["metadata"], svc.get("spec") or {}
+    selector = spec.get("selector") or {}
+    if not selector:
+        return []
+    ns = meta["namespace"]
+    members = [
+        p
+        for p in pods
+        if p["metadata"]["namespace"] == ns
+        and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    ready = [p for p in members if _ready(p)] or (members if spec.get("publishNotReadyAddresses") else [])
+    names = [f"{meta['name']}.{ns}.svc.cluster.local", f"{meta['name']}.{ns}.svc", f"{meta['name']}.{ns}"]
+    if ns == namespace:
+        names.append(meta["name"])
+    out: list[tuple[str, list[str]]] = []
+    if ready:
+        out.append((ready[0]["status"]["podIP"], names))
+    if spec.get("clusterIP") == "None":
+        out += _headless_hosts(meta["name"], ns, members)
+    return out
+
+
+def _headless_hosts(service: str, ns: str, members: list[Obj]) -> list[tuple[str, list[str]]]:
+    """A headless Service's members that name it as their subdomain, by hostname (StatefulSet pods)."""
+    out: list[tuple[str, list[str]]] = []
+    for p in members:
+        pspec = p.get("spec") or {}
+        if pspec.get("subdomain") == service and pspec.get("hostname"):
+            fqdn = f"{pspec['hostname']}.{service}.{ns}.svc.cluster.local"
+            out.append((p["status"]["podIP"], [fqdn, f"{pspec['hostname']}.{service}"]))
+    return out
 
 
 def _ready(pod: Obj) -> bool:

@@ -147,37 +147,49 @@ def environment(
     env["HOSTNAME"] = (pod.get("spec") or {}).get("hostname") or (pod.get("metadata") or {}).get("name", "")
     env.update(cluster)
     for source in container.get("envFrom") or []:
-        prefix = source.get("prefix", "")
-        for kind, lookup, key in (("configmap", configmaps, "configMapRef"), ("secret", secrets, "secretRef")):
-            ref = source.get(key)
-            if ref is None:
-                continue
-            data = lookup(namespace, ref.get("name", ""))
-            if data is None:
-                if not ref.get("optional"):
-                    raise ConfigError(f'{kind} "{ref.get("name")}" not found')
-                continue
-            env.update({f"{prefix}{k}": v for k, v in data.items()})
+        env.update(_env_from(source, namespace, configmaps, secrets))
     for var in container.get("env") or []:
         name = var["name"]
         if "value" in var:
             env[name] = expand(str(var["value"]), env)
             continue
-        source = var.get("valueFrom") or {}
-        value: str | None
-        if "configMapKeyRef" in source:
-            value = _key_ref("configmap", source["configMapKeyRef"], namespace, configmaps)
-        elif "secretKeyRef" in source:
-            value = _key_ref("secret", source["secretKeyRef"], namespace, secrets)
-        elif "fieldRef" in source:
-            value = field_ref(pod, source["fieldRef"].get("fieldPath", ""))
-        elif "resourceFieldRef" in source:
-            value = resource_ref(container, source["resourceFieldRef"])
-        else:
-            value = ""
+        value = _value_from(pod, container, var.get("valueFrom") or {}, namespace, configmaps, secrets)
         if value is not None:
             env[name] = value
     return env
+
+
+def _env_from(source: Mapping[str, Any], namespace: str, configmaps: Lookup, secrets: Lookup) -> dict[str, str]:
+    """One envFrom entry: every key of its ConfigMap or Secret, with its prefix."""
+    prefix = source.get("prefix", "")
+    out: dict[str, str] = {}
+    for kind, lookup, key in (("configmap", configmaps, "configMapRef"), ("secret", secrets, "secretRef")):
+        ref = source.get(key)
+        if ref is None:
+            continue
+        data = lookup(namespace, ref.get("name", ""))
+        if data is None:
+            if not ref.get("optional"):
+                raise ConfigError(f'{kind} "{ref.get("name")}" not found')
+            continue
+        out.update({f"{prefix}{k}": v for k, v in data.items()})
+    return out
+
+
+def _value_from(
+    pod: Obj, container: Obj, source: Mapping[str, Any], namespace: str, configmaps: Lookup, secrets: Lookup
+) -> str | None:
+    """An env variable's valueFrom: a ConfigMap or Secret key (None when optional and missing), a
+    field of the pod, or a resource of the container."""
+    if "configMapKeyRef" in source:
+        return _key_ref("configmap", source["configMapKeyRef"], namespace, configmaps)
+    if "secretKeyRef" in source:
+        return _key_ref("secret", source["secretKeyRef"], namespace, secrets)
+    if "fieldRef" in source:
+        return field_ref(pod, source["fieldRef"].get("fieldPath", ""))
+    if "resourceFieldRef" in source:
+        return resource_ref(container, source["resourceFieldRef"])
+    return ""
 
 
 def capabilities(security: Mapping[str, Any]) -> tuple[str, ...]:
@@ -200,14 +212,31 @@ def launch(
     secrets: Lookup,
     cluster: Mapping[str, str],
 ) -> Launch:
-    spec = pod.get("spec") or {}
-    pod_security = spec.get("securityContext") or {}
+    """What starts for `container`: its environment, its argv, the user and groups it runs as, its
+    capabilities and the rest of its security context, and its working directory."""
+    pod_security = (pod.get("spec") or {}).get("securityContext") or {}
     security = container.get("securityContext") or {}
-
-    def pick(key: str) -> Any:
-        return security.get(key, pod_security.get(key))
-
     env = environment(pod, container, image, configmaps, secrets, cluster)
+    argv = _argv(container, image, env)
+    uid, gid, groups = _identity(pod_security, security, image)
+    privileged = bool(security.get("privileged"))
+    escalation = security.get("allowPrivilegeEscalation")
+    return Launch(
+        argv=tuple(argv),
+        env=env,
+        uid=uid,
+        gid=gid,
+        groups=tuple(dict.fromkeys(groups)),
+        capabilities=capabilities(security),
+        no_new_privs=escalation is False and not privileged,
+        read_only_root=bool(security.get("readOnlyRootFilesystem")),
+        cwd=container.get("workingDir") or image.workdir or "/",
+    )
+
+
+def _argv(container: Obj, image: Image, env: Mapping[str, str]) -> list[str]:
+    """command and args over the image's entrypoint and cmd, as Kubernetes combines them, each
+    $(VAR)-expanded."""
     command = container.get("command")
     args = container.get("args")
     if command is not None:
@@ -218,6 +247,17 @@ def launch(
         argv = [*image.entrypoint, *image.cmd]
     if not argv:
         raise ConfigError("no command specified")
+    return argv
+
+
+def _identity(pod_security: Mapping[str, Any], security: Mapping[str, Any], image: Image) -> tuple[int, int, list[int]]:
+    """The uid, gid and groups: the container's securityContext over the pod's over the image's
+    user (its primary group and the groups /etc/group gives it), then fsGroup and
+    supplementalGroups; runAsNonRoot refuses root."""
+
+    def pick(key: str) -> Any:
+        return security.get(key, pod_security.get(key))
+
     uid = pick("runAsUser")
     uid = image.uid if uid is None else int(uid)
     gid = pick("runAsGroup")
@@ -228,20 +268,7 @@ def launch(
     if pod_security.get("fsGroup") is not None:
         groups.append(int(pod_security["fsGroup"]))
     groups += [int(g) for g in pod_security.get("supplementalGroups") or []]
-    caps = capabilities(security)
-    privileged = bool(security.get("privileged"))
-    escalation = security.get("allowPrivilegeEscalation")
-    return Launch(
-        argv=tuple(argv),
-        env=env,
-        uid=uid,
-        gid=gid,
-        groups=tuple(dict.fromkeys(groups)),
-        capabilities=caps,
-        no_new_privs=escalation is False and not privileged,
-        read_only_root=bool(security.get("readOnlyRootFilesystem")),
-        cwd=container.get("workingDir") or image.workdir or "/",
-    )
+    return uid, gid, groups
 
 
 # -- volumes of files -----------------------------------------------------------------------------

@@ -67,7 +67,9 @@ def _list_key(field: str, items: list[Any]) -> str | None:
 
 
 def strategic_merge(original: Any, patch: Any) -> Any:
-    """Apply a strategic merge patch to `original` (neither is changed)."""
+    """Apply a strategic merge patch to `original` (neither is changed): the patch's own
+    directives first ($patch, $retainKeys), then each key merged or a list directive applied,
+    then the lists reordered as $setElementOrder asks."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     if not isinstance(original, dict):
@@ -85,35 +87,51 @@ def strategic_merge(original: Any, patch: Any) -> Any:
                 del out[key]
     orders: dict[str, list[Any]] = {}
     for key, value in patch.items():
-        if key in ("$patch", "$retainKeys"):
-            continue
-        if key.startswith("$setElementOrder/"):
-            orders[key.partition("/")[2]] = value
-            continue
-        if key.startswith("$deleteFromPrimitiveList/"):
-            field = key.partition("/")[2]
-            if isinstance(out.get(field), list):
-                out[field] = [v for v in out[field] if v not in value]
-            continue
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, list):
-            out[key] = _merge_list(key, out.get(key), value)
-        elif isinstance(value, dict):
-            merged = strategic_merge(out.get(key), value)
-            if merged is None:
-                out.pop(key, None)
-            else:
-                out[key] = merged
-        else:
-            out[key] = value
+        if not _list_directive(out, orders, key, value):
+            _merge_key(out, key, value)
     for field, order in orders.items():
         if isinstance(out.get(field), list):
             out[field] = _ordered(field, out[field], order)
     return out
 
 
+def _list_directive(out: dict[str, Any], orders: dict[str, list[Any]], key: str, value: Any) -> bool:
+    """True when `key` is a directive, not a field: $patch and $retainKeys (done already),
+    $setElementOrder/FIELD (kept in `orders` for the end) and $deleteFromPrimitiveList/FIELD
+    (applied to `out` now)."""
+    if key in ("$patch", "$retainKeys"):
+        return True
+    if key.startswith("$setElementOrder/"):
+        orders[key.partition("/")[2]] = value
+        return True
+    if key.startswith("$deleteFromPrimitiveList/"):
+        field = key.partition("/")[2]
+        if isinstance(out.get(field), list):
+            out[field] = [v for v in out[field] if v not in value]
+        return True
+    return False
+
+
+def _merge_key(out: dict[str, Any], key: str, value: Any) -> None:
+    """One field of the patch into `out`: null deletes, lists merge, maps merge deeply."""
+    if value is None:
+        out.pop(key, None)
+    elif isinstance(value, list):
+        out[key] = _merge_list(key, out.get(key), value)
+    elif isinstance(value, dict):
+        merged = strategic_merge(out.get(key), value)
+        if merged is None:
+            out.pop(key, None)
+        else:
+            out[key] = merged
+    else:
+        out[key] = value
+
+
 def _merge_list(field: str, original: Any, patch: list[Any]) -> list[Any]:
+    """A list field: replaced whole by a $patch: replace element, merged as a set when it is one of
+    the primitive lists Kubernetes merges, merged element by element on its patch merge key, or
+    else replaced."""
     current = list(original) if isinstance(original, list) else []
     if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
         return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and i.get("$patch") == "replace")]
@@ -122,6 +140,12 @@ def _merge_list(field: str, original: Any, patch: list[Any]) -> list[Any]:
     key = _list_key(field, current + patch)
     if key is None or not all(isinstance(i, dict) for i in patch):
         return copy.deepcopy(patch)
+    return _merge_by_key(field, key, current, patch)
+
+
+def _merge_by_key(field: str, key: str, current: list[Any], patch: list[Any]) -> list[Any]:
+    """Each map of the patch merged into the element with the same `key`, appended when there is
+    none, or that element deleted ($patch: delete)."""
     for item in patch:
         if key not in item:
             raise PatchError(f"map in the {field} list has no {key!r} (its patch merge key)")
