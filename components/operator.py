@@ -5,7 +5,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from sunk.manifests.operator import OperatorSpec, namespace, operator_manifests
+from sunk.manifests.operator import namespace, operator_manifests
+from sunk.spec.operator import OperatorSpec
 
 from ._k8s import Component, child, create, text, typed
 

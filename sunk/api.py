@@ -17,9 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sunk import components, keys
-from sunk.manifests.operator import OperatorSpec
 from sunk.nodeset_resource import NodeSetResourceSpec, NodeSetStatus
-from sunk.policy import TenantPolicy
 from sunk.spec import (
     ClusterSpec,
     GpuSpec,
@@ -33,6 +31,7 @@ from sunk.spec import (
     TopologySpec,
     load_spec,
 )
+from sunk.spec.operator import OperatorSpec, TenantPolicy
 
 if TYPE_CHECKING:
     pass

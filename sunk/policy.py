@@ -5,49 +5,17 @@ ClusterRole may create pods in any namespace: without a policy, the right to cre
 would be root on the Nodes with any image and any host path. The operator therefore serves
 NodeSets only in tenant namespaces (a label only cluster administrators set), and refuses, creating
 no pod, a NodeSet whose pods would run an image or mount a host path the platform did not allow.
-Pure: the operator calls these on the pod it would create."""
+Pure: the operator calls these on the pod it would create. The policy's model, TenantPolicy, lives
+in sunk.spec.operator (still importable from here, deprecated: import it from sunk.api)."""
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any
 
 from sunk import keys
-from sunk.images import DEFAULT_REGISTRY
-from sunk.spec.base import AbsPath, LabelKey, Model, _matcher
-
-
-class TenantPolicy(Model):
-    """The operator's tenant policy (`sunk:operator: {policy: ...}` in the stack that installs it)."""
-
-    namespace_label: LabelKey | None = keys.TENANT
-    """NodeSets are served only in namespaces carrying this label; tenant stacks put it on the
-    namespaces they create (label a namespace you bring yourself). null: any namespace.
-    Default: slurm.sunk.dev/tenant."""
-    image_prefixes: list[
-        Annotated[
-            str,
-            _matcher(
-                r"[a-z0-9.:-]+(/[a-z0-9._-]+)*/",
-                "a registry or repository path ending in '/', such as ghcr.io/acme/ (so ghcr.io/acme "
-                "can't admit ghcr.io/acme-evil)",
-                255,
-            ),
-        ]
-    ] = Field(default_factory=lambda: [f"{DEFAULT_REGISTRY}/"])
-    """Every container image of a slurmd pod (slurmd, sidecars, init containers) must start with
-    one of these. Default: sunk's own registry, ghcr.io/sunk-dev/."""
-    host_paths: list[AbsPath] = []
-    """hostPath volumes a NodeSet may mount: these paths or paths under them. Default: none.
-
-    What the policy does not confine: slurmd is privileged and runs, as root, the scripts a tenant
-    supplies (prolog and epilog, the NodeSet's s6 scripts), and a NodeSet chooses its Nodes
-    (nodeSelector, tolerations). Whoever may write NodeSets and the Slurm ConfigMaps in a tenant
-    namespace is trusted with root on the Nodes its NodeSets reach: keep tenants on Nodes of their
-    own (taints and a nodeSelector the platform sets) where that trust is not given."""
+from sunk.spec.operator import TenantPolicy as TenantPolicy  # re-exported for old imports (deprecated)
 
 
 def _under(path: str, allowed: str) -> bool:

@@ -14,11 +14,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from sunk import stacklines, strictyaml
-from sunk.manifests.operator import OperatorSpec
 from sunk.podgate import gate_problems
 from sunk.problem import Problem
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, format_errors, load_spec
+from sunk.spec.operator import OperatorSpec
 
 PROJECT = "sunk"
 CLUSTER_KEY = f"{PROJECT}:cluster"

@@ -88,15 +88,24 @@ def test_each_public_name_is_the_object_its_home_module_defines() -> None:
     from sunk.components import Controller, Operator, late
 
     from sunk import keys
-    from sunk.manifests.operator import OperatorSpec
     from sunk.nodeset_resource import NodeSetResourceSpec
-    from sunk.policy import TenantPolicy
     from sunk.spec.cluster import ClusterSpec
+    from sunk.spec.operator import OperatorSpec, TenantPolicy
 
     assert sunk.api.ClusterSpec is ClusterSpec and sunk.api.OperatorSpec is OperatorSpec
     assert sunk.api.TenantPolicy is TenantPolicy and sunk.api.NodeSetResourceSpec is NodeSetResourceSpec
     assert sunk.api.keys is keys and sunk.api.late is late
     assert sunk.api.Controller is Controller and sunk.api.Operator is Operator
+
+
+def test_the_operator_models_old_homes_still_import() -> None:
+    """OperatorSpec and TenantPolicy moved to sunk.spec.operator; a program that imported them from
+    their old modules keeps working (deprecated: sunk.api is the public surface)."""
+    import sunk.manifests.operator
+    import sunk.policy
+
+    assert sunk.manifests.operator.OperatorSpec is sunk.api.OperatorSpec
+    assert sunk.policy.TenantPolicy is sunk.api.TenantPolicy
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

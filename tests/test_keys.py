@@ -13,8 +13,9 @@ from sunk.runtime.slurmrest.podref import PodRef, read_pod_ref, write_pod_ref
 
 from sunk import keys
 from sunk.manifests.cluster import cluster_manifests
-from sunk.manifests.operator import OperatorSpec, operator_manifests
-from sunk.policy import TenantPolicy, namespace_problem
+from sunk.manifests.operator import operator_manifests
+from sunk.policy import namespace_problem
+from sunk.spec.operator import OperatorSpec, TenantPolicy
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.stacks import FIXTURE_STACKS
 

@@ -15,8 +15,9 @@ from sunk.manifests.auth import allowed_secret_names, secret_purposes
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset_pod import nodeset_pod
-from sunk.manifests.operator import OperatorSpec, operator_manifests
+from sunk.manifests.operator import operator_manifests
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.operator import OperatorSpec
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.nodeset_objects import resource_spec
 from tests.support.stacks import FIXTURE_STACKS

@@ -23,9 +23,10 @@ from pydantic import ValidationError
 from sunk import keys, naming
 from sunk.manifests.nodeset_pod import nodeset_pod, service_name
 from sunk.nodeset_resource import API_VERSION, KIND, NodeSetResourceSpec
-from sunk.policy import TenantPolicy, namespace_problem, pod_problems
+from sunk.policy import namespace_problem, pod_problems
 from sunk.render import TopologyNode
 from sunk.spec.errors import format_errors
+from sunk.spec.operator import TenantPolicy
 
 from ..common.conditions import Condition
 from ..common.events import event

@@ -8,8 +8,8 @@ import socket
 from pydantic import Field, ValidationError, field_validator
 
 from sunk import naming
-from sunk.policy import TenantPolicy
 from sunk.spec.errors import format_errors
+from sunk.spec.operator import TenantPolicy
 
 from ..common.settings import EnvSettings
 

@@ -3,14 +3,14 @@ namespace, ServiceAccount, RBAC and Deployment.
 
 The ClusterRole holds only what turning NodeSets into pods takes in any tenant namespace; leader
 election leases live in a Role in the operator's own namespace; each tenant grants read access
-to its JWT Secret alone (sunk.manifests.runtime.operator_access). No cluster-admin."""
+to its JWT Secret alone (sunk.manifests.runtime.operator_access). No cluster-admin.
+
+The operator's options, OperatorSpec, live in sunk.spec.operator (still importable from here,
+deprecated: import it from sunk.api)."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, ClassVar
-
-from pydantic import Field
 
 from sunk import keys, naming, roles
 from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
@@ -20,44 +20,11 @@ from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.manifests.podsettings import apply_pod
 from sunk.manifests.runtime import METRICS_PORT, RBAC
 from sunk.nodeset_resource import GROUP, PLURAL
-from sunk.policy import TenantPolicy
-from sunk.spec.base import Image, OwnNamespace, Resources, resources
-from sunk.spec.pod import PodRole, PodSettings
-from sunk.spec.services import Images, NetworkSpec
+from sunk.spec.operator import OperatorSpec as OperatorSpec  # re-exported for old imports (deprecated)
+from sunk.spec.operator import TenantPolicy
 
 OPERATOR_NAME = "sunk-operator"
 CLUSTER_ROLE = "sunk-operator"
-
-
-class OperatorSpec(PodSettings):
-    """Options of the cluster-wide operator, and its pod settings (sunk.spec.pod.PodSettings)."""
-
-    POD_ROLE: ClassVar[PodRole] = "operator"
-
-    namespace: OwnNamespace = "sunk-system"
-    """Namespace of the operator; not default or kube-* (sunk enforces Pod Security `restricted` on it).
-    Default: sunk-system."""
-    create_namespace: bool = True
-    """Default: true."""
-    image: Image = Images().runtime
-    """The runtime image. Default: the cluster default runtime image."""
-    replicas: Annotated[int, Field(ge=1, le=3)] = 1
-    """More than one waits on the leader-election lease. Default: 1."""
-    resources: Resources = resources("100m", "256Mi", "1Gi")
-    """Default: requests 100m/256Mi, limit 1Gi memory."""
-    monitoring: bool = False
-    """A ServiceMonitor for the operator's metrics and a PrometheusRule with its alerts (no leader,
-    a tenant's Slurm unreadable, failing actions); needs the Prometheus Operator CRDs. Default: false."""
-    monitoring_labels: dict[str, str] = {}
-    """Extra labels on them, e.g. the `release` your Prometheus selects. Default: none."""
-    network: NetworkSpec = NetworkSpec()
-    """The operator's NetworkPolicy (from the role table) and where the Kubernetes API is.
-    Default: rendered, the API anywhere on 443 and 6443."""
-    policy: TenantPolicy = TenantPolicy()
-    """What a tenant's NodeSet may ask of the Nodes (slurmd pods are privileged): tenant namespaces
-    only, images from allowed prefixes, hostPath volumes under allowed paths; the operator refuses
-    the others and says why on the NodeSet. Default: namespaces labelled slurm.sunk.dev/tenant, images
-    from ghcr.io/sunk-dev/, no hostPath."""
 
 
 def policy_json(policy: TenantPolicy) -> str:

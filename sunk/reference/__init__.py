@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sunk.cli import build_parser
-from sunk.manifests.operator import OperatorSpec
-from sunk.policy import TenantPolicy
 from sunk.spec import ClusterSpec
+from sunk.spec.operator import OperatorSpec, TenantPolicy
 
 from .commands import cli_page
 from .environment import environment_page

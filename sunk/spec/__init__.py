@@ -5,6 +5,7 @@ from sunk.spec.base import Image, Model, Resources, SecretRef
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, load_spec
 from sunk.spec.nodeset import INSTANCE_TYPES, GpuSpec, NodeSetSpec
+from sunk.spec.operator import OperatorSpec, TenantPolicy
 from sunk.spec.scheduling import PartitionSpec, QosSpec, TopologySpec
 
 __all__ = [
@@ -15,11 +16,13 @@ __all__ = [
     "Image",
     "Model",
     "NodeSetSpec",
+    "OperatorSpec",
     "PartitionSpec",
     "QosSpec",
     "Resources",
     "SecretRef",
     "SpecError",
+    "TenantPolicy",
     "TopologySpec",
     "load_spec",
 ]

@@ -12,7 +12,8 @@ from sunk.runtime.images import recipe
 
 from sunk.images import DEFAULT_REGISTRY, RELEASES, ROLES, SLURM_UID, reference, repository, tag_for
 from sunk.manifests.cluster import cluster_manifests
-from sunk.manifests.operator import OperatorSpec, operator_manifests
+from sunk.manifests.operator import operator_manifests
+from sunk.spec.operator import OperatorSpec
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.stacks import FIXTURE_STACKS
 

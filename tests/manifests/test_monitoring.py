@@ -256,7 +256,8 @@ def test_the_exporter_alerts_fire_on_synthetic_series(tmp_path: Path) -> None:
 
 
 def test_the_operator_is_scraped_and_alerted_on_like_the_tenants(tmp_path: Path) -> None:
-    from sunk.manifests.operator import OperatorSpec, operator_manifests
+    from sunk.manifests.operator import operator_manifests
+    from sunk.spec.operator import OperatorSpec
 
     assert not [m for m in operator_manifests(OperatorSpec()) if m["kind"] in ("ServiceMonitor", "PrometheusRule")]
     made = {m["kind"]: m for m in operator_manifests(OperatorSpec(monitoring=True, monitoring_labels={"release": "p"}))}

@@ -21,14 +21,15 @@ from sunk.manifests.config import config_maps
 from sunk.manifests.network import network_policies
 from sunk.manifests.nodeset import resource_spec
 from sunk.manifests.nodeset_pod import nodeset_pod
-from sunk.manifests.operator import OperatorSpec, operator_manifests
+from sunk.manifests.operator import operator_manifests
 from sunk.nodeset_resource import NodeSetResourceSpec
-from sunk.policy import TenantPolicy, pod_problems
+from sunk.policy import pod_problems
 from sunk.scaffold import OPERATOR, STACK
 from sunk.spec import kubeschema
 from sunk.spec.base import RESERVED_MOUNTS
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError, load_spec
+from sunk.spec.operator import OperatorSpec, TenantPolicy
 from sunk.spec.pod import ROLE_RULES, VOLUME_SOURCES, PodRole, reserved_mount
 from sunk.stackfile import list_stacks, load_stack
 from tests.support.stacks import FIXTURE_STACKS

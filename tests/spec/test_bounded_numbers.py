@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.manifests.operator import OperatorSpec
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.operator import OperatorSpec
 
 BOUNDED_ELSEWHERE = {"ClusterSpec.nodesets[].updateStrategy.maxUnavailable"}
 """Bounded by a validator (a count or a percentage), not the schema."""

@@ -12,7 +12,8 @@ import pytest
 from sunk.runtime.operator.reconcile import Reconciler
 
 from sunk import keys
-from sunk.policy import TenantPolicy, namespace_problem, pod_problems
+from sunk.policy import namespace_problem, pod_problems
+from sunk.spec.operator import TenantPolicy
 from sunk.stackfile import load_stack
 from tests.support.fakes.operator import FakeKube, FakeSlurm
 from tests.support.nodeset_objects import config_map_objects, nodeset_object, resource_spec
