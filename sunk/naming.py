@@ -1,13 +1,29 @@
-"""Names and in-cluster paths every layer agrees on. Suffixes never change once released."""
+"""Names and in-cluster paths every layer agrees on. Suffixes never change once released.
+
+Every Kubernetes object name sunk builds is built here (tests/test_naming_home.py fails on a
+name-building f-string elsewhere). The functions take the cluster as anything with a `name` and a
+namespace `ns` (a ClusterSpec), so the spec itself may ask for its objects' names."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from typing import Protocol
 
 from sunk import roles
 from sunk.images import shared_rest_api
-from sunk.spec.cluster import ClusterSpec
+
+
+class ClusterSpec(Protocol):
+    """What names are built from: the cluster's name and namespace (sunk.spec.cluster.ClusterSpec).
+    A protocol, not the model, so the spec may import this module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ns(self) -> str: ...
+
 
 SLURM_ETC = "/etc/slurm"
 STATE_SAVE = "/var/spool/slurmctld"
@@ -39,8 +55,33 @@ OPERATOR_REASON_PREFIX = f"{OWNED_REASON_PREFIX}operator"
 resumes them; the syncer must neither resume nor reword them (they have no Kubernetes cause)."""
 
 
+OPERATOR = "sunk-operator"
+"""The cluster-wide operator's Deployment, ServiceAccount, ClusterRole (and its binding), metrics
+Service and leader-election Lease."""
+
+
+def operator_alerts() -> str:
+    """The operator's PrometheusRule."""
+    return f"{OPERATOR}-alerts"
+
+
+def operator_leader_election() -> str:
+    """The Role (and its binding) on the operator's leader-election Lease."""
+    return f"{OPERATOR}-leader-election"
+
+
+def namespace(tenant: str, cluster_name: str) -> str:
+    """A cluster's namespace when the stack names none: `<tenant>-<cluster>`."""
+    return f"{tenant}-{cluster_name}"
+
+
 def controller(spec: ClusterSpec) -> str:
     return f"{spec.name}-controller"
+
+
+def controller_state_claim(spec: ClusterSpec) -> str:
+    """slurmctld's StateSaveLocation volume claim."""
+    return f"{controller(spec)}-state"
 
 
 def controller_host(spec: ClusterSpec) -> str:
@@ -56,8 +97,109 @@ def accounting(spec: ClusterSpec) -> str:
     return f"{spec.name}-accounting"
 
 
+def accounting_setup_job(spec: ClusterSpec, digest: str) -> str:
+    """The Job that loads accounts and QOS, named by a hash of what it does (Jobs are immutable)."""
+    return f"{spec.name}-accounting-setup-{digest}"
+
+
 def mariadb(spec: ClusterSpec) -> str:
+    """The bundled MariaDB's StatefulSet and Service, and the Secret of its passwords."""
     return f"{spec.name}-mariadb"
+
+
+def mariadb_data_claim(spec: ClusterSpec) -> str:
+    return f"{mariadb(spec)}-data"
+
+
+def backup_claim(cluster_name: str, component: str, release: str) -> str:
+    """The claim one daemon's copy (accounting: the dump; controller: the state snapshot) is kept
+    on before an upgrade from `release`: one per release moved from."""
+    return f"{cluster_name}-{component}-backup-{release}"
+
+
+def database_dump(database: str, release: str) -> str:
+    """The dump of the accounting database taken on `release`, in the backup volume."""
+    return f"{database}-{release}"
+
+
+STATE_SNAPSHOT_PREFIX = "statesave"
+"""A state snapshot's name: statesave-<release that wrote it>."""
+
+
+def state_snapshot(release: str) -> str:
+    """The copy of StateSaveLocation taken on `release`, beside it in slurmctld's state volume."""
+    return f"{STATE_SNAPSHOT_PREFIX}-{release}"
+
+
+def auth_secret(spec: ClusterSpec) -> str:
+    """The munge or slurm key sunk generates (no existingSecret)."""
+    return f"{spec.name}-auth"
+
+
+def jwt_secret(spec: ClusterSpec) -> str:
+    """The JWT signing key sunk generates (no existingSecret)."""
+    return f"{spec.name}-jwt"
+
+
+def db_secret(spec: ClusterSpec) -> str:
+    """The accounting database's passwords: named as the database it opens."""
+    return mariadb(spec)
+
+
+def login_host_keys(spec: ClusterSpec) -> str:
+    """login's SSH host keys Secret."""
+    return f"{spec.name}-login-host-keys"
+
+
+def sssd_secret(cluster_name: str) -> str:
+    """sssd.conf with the LDAP bind password."""
+    return f"{cluster_name}-sssd"
+
+
+def keygen(spec: ClusterSpec) -> str:
+    """The key generator's ServiceAccount, Role and binding."""
+    return f"{spec.name}-keygen"
+
+
+def keygen_job(spec: ClusterSpec, digest: str) -> str:
+    """The key generator's Job, named by a hash of its pod (a Job's template is immutable)."""
+    return f"{keygen(spec)}-{digest}"
+
+
+def runtime_controller(spec: ClusterSpec, controller: str) -> str:
+    """A tenant's runtime controller (syncer, scheduler) or exporter: Deployment, ServiceAccount,
+    Role, metrics Service."""
+    return f"{spec.name}-{controller}"
+
+
+def operator_access(spec: ClusterSpec) -> str:
+    """The Role (and binding) granting the cluster-wide operator what it reads in this tenant."""
+    return f"{spec.name}-operator"
+
+
+def runtime_monitor(spec: ClusterSpec) -> str:
+    """The ServiceMonitor of the runtime's metrics Services."""
+    return f"{spec.name}-runtime"
+
+
+def alerts(spec: ClusterSpec) -> str:
+    """The cluster's PrometheusRule."""
+    return f"{spec.name}-alerts"
+
+
+def dashboard(spec: ClusterSpec, board: str) -> str:
+    """A Grafana dashboard's ConfigMap; the runtime board keeps the name it always had."""
+    return f"{spec.name}-dashboard" if board == "runtime" else f"{spec.name}-dashboard-{board}"
+
+
+def default_deny(spec: ClusterSpec) -> str:
+    """The NetworkPolicy that closes every pod of the cluster."""
+    return f"{spec.name}-default-deny"
+
+
+def role_policy(spec: ClusterSpec, role: str) -> str:
+    """The NetworkPolicy of one role (sunk.roles)."""
+    return f"{spec.name}-{role}"
 
 
 def restapi(spec: ClusterSpec) -> str:
@@ -69,12 +211,42 @@ def login(spec: ClusterSpec) -> str:
 
 
 def nodeset(spec: ClusterSpec, name: str) -> str:
-    return f"{spec.name}-{name}"
+    return nodeset_service(spec.name, name)
+
+
+def nodeset_service(cluster_name: str, nodeset: str) -> str:
+    """A NodeSet's headless Service (each slurmd pod's DNS name is `<node>.<service>`)."""
+    return f"{cluster_name}-{nodeset}"
+
+
+def nodeset_pod(cluster_name: str, nodeset: str, slurm_node: str, *, replicas: bool) -> str:
+    """`<cluster>-<slurm node>` in replicas mode (the node already starts with the NodeSet name);
+    `<cluster>-<nodeset>-<slurm node>` in all-matching-nodes, where the node is a Kubernetes Node
+    name that two NodeSets may share."""
+    if replicas:
+        return f"{cluster_name}-{slurm_node}"
+    return f"{cluster_name}-{nodeset}-{slurm_node}"
+
+
+def shared_claim(cluster_name: str, volume: str) -> str:
+    """The PersistentVolumeClaim sunk creates for a shared volume with `create:`."""
+    return f"{cluster_name}-{volume}"
 
 
 def slurm_node_name(nodeset: str, ordinal: int) -> str:
     """Slurm node (and pod hostname) of ordinal `ordinal` in a replicas-mode NodeSet."""
     return f"{nodeset}-{ordinal}"
+
+
+def slurm_node_for_kube_node(kube_node: str) -> str:
+    """all-matching-nodes: the Slurm node (and pod hostname) on Kubernetes Node `kube_node`.
+
+    The Node name itself when it is a DNS label (a hostname must be one); otherwise (dots, over
+    63 characters) a label made from it plus a hash of the full name, so it stays unique."""
+    if len(kube_node) <= 63 and _DNS_LABEL.fullmatch(kube_node):
+        return kube_node
+    base = re.sub(r"[^a-z0-9-]+", "-", kube_node.lower()).strip("-")[:54].rstrip("-") or "node"
+    return f"{base}-{hashlib.sha256(kube_node.encode()).hexdigest()[:8]}"
 
 
 def shared_volume(name: str) -> str:

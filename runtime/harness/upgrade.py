@@ -88,9 +88,6 @@ SLURMDBD_VERSION = ["env", f"SLURM_CONF={SLURMDBD_RUN}/slurm.conf", "slurmdbd", 
 """slurmdbd reads slurmdbd.conf even for -V, and refuses the shared one (no password, mode 0644):
 the start script's private copy."""
 
-SNAPSHOT_PREFIX = "statesave"
-"""The state snapshot's name: statesave-<source release>."""
-
 
 class Upgrade:
     """`Upgrade(slurm, "26.05").run()` on a cluster booted on an older release."""
@@ -225,7 +222,7 @@ class Upgrade:
 
     @property
     def dump_name(self) -> str:
-        return f"{self.database().name}-{self.source}"
+        return naming.database_dump(self.database().name, self.source)
 
     def _guard(self, spec: ClusterSpec, mode: str) -> str:
         """db-guard.sh as slurmdbd's pod for `spec` runs it (sunk.dbguard), `mode` start or watch."""
@@ -372,7 +369,7 @@ class Upgrade:
     # -- the controller ------------------------------------------------------------------
     @property
     def snapshot_name(self) -> str:
-        return f"{SNAPSHOT_PREFIX}-{self.source}"
+        return naming.state_snapshot(self.source)
 
     def _snapshot(self) -> None:
         jail = self.slurm.jail

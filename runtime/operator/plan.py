@@ -56,7 +56,6 @@ from sunk.manifests.nodeset_pdb import protection_budget, protection_name
 from sunk.manifests.nodeset_pod import (
     headless_service,
     nodeset_pod,
-    slurm_node_for_kube_node,
     template_hash,
 )
 from sunk.nodeset_resource import NodeSetResourceSpec
@@ -176,7 +175,7 @@ def _matching_members(observed: Observed) -> tuple[dict[str, Member], list[Pod]]
     want: dict[str, Member] = {}
     for kn in sorted(observed.kube_nodes.values(), key=lambda n: n.name):
         if eligible(spec, kn):
-            m = Member(slurm_node_for_kube_node(kn.name), kube_node=kn.name)
+            m = Member(naming.slurm_node_for_kube_node(kn.name), kube_node=kn.name)
             want[m.slurm_node] = m
     return want, [p for p in observed.pods if p.slurm_node not in want]
 

@@ -45,7 +45,7 @@ DB_USER = "slurm"
 
 
 def mariadb_claim_name(spec: ClusterSpec) -> str:
-    return f"{naming.mariadb(spec)}-data"
+    return naming.mariadb_data_claim(spec)
 
 
 def mariadb_manifests(spec: ClusterSpec) -> list[Manifest]:
@@ -244,7 +244,7 @@ def setup_job_name(spec: ClusterSpec) -> str:
     """The name carries a hash of what the Job does, so a new QOS list runs a new Job (Jobs are
     immutable) and an unchanged one is left alone."""
     script = slurm_files(spec).get(ACCOUNTING_SETUP, "")
-    return f"{spec.name}-accounting-setup-{content_hash(spec.name, script)[:8]}"
+    return naming.accounting_setup_job(spec, content_hash(spec.name, script)[:8])
 
 
 def setup_job(spec: ClusterSpec, refs: AuthRefs) -> Manifest:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sunk import keys
+from sunk import keys, naming
 from sunk.manifests.config import SecretKey
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.manifests.sssd import SSSD_CONF_KEY, render_sssd_conf, sssd_secret_name
@@ -29,19 +29,19 @@ class AuthRefs:
 
 
 def auth_secret_name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-auth"
+    return naming.auth_secret(spec)
 
 
 def jwt_secret_name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-jwt"
+    return naming.jwt_secret(spec)
 
 
 def db_secret_name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-mariadb"
+    return naming.db_secret(spec)
 
 
 def host_keys_secret_name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-login-host-keys"
+    return naming.login_host_keys(spec)
 
 
 def auth_key_name(spec: ClusterSpec) -> str:

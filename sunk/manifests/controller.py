@@ -29,7 +29,7 @@ COMPONENT = "controller"
 
 
 def state_claim_name(spec: ClusterSpec) -> str:
-    return f"{naming.controller(spec)}-state"
+    return naming.controller_state_claim(spec)
 
 
 def state_claim(spec: ClusterSpec) -> Manifest:

@@ -8,6 +8,7 @@ scheduling cycle, and it exists only where monitoring is enabled."""
 
 from __future__ import annotations
 
+from sunk import naming
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.meta import Manifest, metadata, obj, selector
 from sunk.manifests.monitoring import SERVICE_MONITOR_API
@@ -27,7 +28,7 @@ MODULE = "sunk.runtime.exporter"
 
 
 def name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-{COMPONENT}"
+    return naming.runtime_controller(spec, COMPONENT)
 
 
 def interval_seconds(spec: ClusterSpec) -> int:

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from sunk import keys, roles
+from sunk import keys, naming, roles
 from sunk.manifests.auth import AuthRefs, auth_refs, db_secret_name, host_keys_secret_name
 from sunk.manifests.meta import (
     RUNTIME_UID,
@@ -108,13 +108,13 @@ def secrets_json(wanted: list[WantedSecret]) -> str:
 
 
 def keygen_name(spec: ClusterSpec) -> str:
-    return f"{spec.name}-keygen"
+    return naming.keygen(spec)
 
 
 def job_name(spec: ClusterSpec, pod: Manifest) -> str:
     """Named by a hash of its pod (what it makes included): a Job's template is immutable, so a
     change is a new Job, and an unchanged one is left alone."""
-    return f"{keygen_name(spec)}-{content_hash(pod)[:8]}"
+    return naming.keygen_job(spec, content_hash(pod)[:8])
 
 
 def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Manifest]:

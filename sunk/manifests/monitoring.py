@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk import keys
+from sunk import keys, naming
 from sunk.manifests.dashboards import boards, dashboard_json
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.spec.cluster import ClusterSpec
@@ -22,7 +22,7 @@ records are dropped, is at least 10,000."""
 
 def service_monitor(spec: ClusterSpec) -> Manifest:
     m = spec.monitoring
-    meta = metadata(spec, f"{spec.name}-runtime", COMPONENT, extra_labels=dict(m.labels))
+    meta = metadata(spec, naming.runtime_monitor(spec), COMPONENT, extra_labels=dict(m.labels))
     return obj(
         SERVICE_MONITOR_API,
         "ServiceMonitor",
@@ -151,7 +151,7 @@ def alert_rules(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 
 def prometheus_rule(spec: ClusterSpec) -> Manifest:
-    meta = metadata(spec, f"{spec.name}-alerts", COMPONENT, extra_labels=dict(spec.monitoring.labels))
+    meta = metadata(spec, naming.alerts(spec), COMPONENT, extra_labels=dict(spec.monitoring.labels))
     return obj(
         SERVICE_MONITOR_API,
         "PrometheusRule",
@@ -161,9 +161,7 @@ def prometheus_rule(spec: ClusterSpec) -> Manifest:
 
 
 def dashboard_config_map(spec: ClusterSpec, board: str) -> Manifest:
-    # The runtime board keeps the ConfigMap it always had; the others are named after theirs.
-    name = f"{spec.name}-dashboard" if board == "runtime" else f"{spec.name}-dashboard-{board}"
-    meta = metadata(spec, name, COMPONENT, extra_labels=dict(spec.monitoring.dashboard_labels))
+    meta = metadata(spec, naming.dashboard(spec, board), COMPONENT, extra_labels=dict(spec.monitoring.dashboard_labels))
     return obj("v1", "ConfigMap", meta, data={f"sunk-{spec.name}-{board}.json": dashboard_json(spec, board)})
 
 

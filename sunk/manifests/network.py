@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from sunk import keys, roles
+from sunk import keys, naming, roles
 from sunk.manifests.keygen import wanted_secrets
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.spec.cluster import ClusterSpec
@@ -145,7 +145,7 @@ def default_deny(spec: ClusterSpec) -> Manifest:
     return obj(
         API,
         "NetworkPolicy",
-        metadata(spec, f"{spec.name}-default-deny", "network"),
+        metadata(spec, naming.default_deny(spec), "network"),
         spec={"podSelector": {"matchLabels": {keys.CLUSTER: spec.name}}, "policyTypes": ["Ingress", "Egress"]},
     )
 
@@ -156,7 +156,7 @@ def role_policy(spec: ClusterSpec, role: str, operator_namespace: str | None) ->
     return obj(
         API,
         "NetworkPolicy",
-        metadata(spec, f"{spec.name}-{role}", role),
+        metadata(spec, naming.role_policy(spec, role), role),
         spec={
             "podSelector": pods_of(spec.name, role),
             "policyTypes": ["Ingress", "Egress"],

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -53,41 +52,21 @@ GRES_FILE = "gres.conf"
 
 _EXECUTABLE = 0o755
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
 
 def _short_hash(text: str, n: int = 8) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
-
-
-def slurm_node_for_kube_node(kube_node: str) -> str:
-    """all-matching-nodes: the Slurm node (and pod hostname) on Kubernetes Node `kube_node`.
-
-    The Node name itself when it is a DNS label (a hostname must be one); otherwise (dots, over
-    63 characters) a label made from it plus a hash of the full name, so it stays unique."""
-    if len(kube_node) <= 63 and _DNS_LABEL.fullmatch(kube_node):
-        return kube_node
-    base = re.sub(r"[^a-z0-9-]+", "-", kube_node.lower()).strip("-")[:54].rstrip("-") or "node"
-    return f"{base}-{_short_hash(kube_node)}"
 
 
 def pod_name(spec: NodeSetResourceSpec, slurm_node: str) -> str:
     """`<cluster>-<slurm node>` in replicas mode (the node already starts with the NodeSet name);
     `<cluster>-<nodeset>-<slurm node>` in all-matching-nodes, where the node is a Kubernetes Node
     name that two NodeSets may share."""
-    if spec.mode == "replicas":
-        return f"{spec.cluster_name}-{slurm_node}"
-    return f"{spec.cluster_name}-{spec.name}-{slurm_node}"
+    return naming.nodeset_pod(spec.cluster_name, spec.name, slurm_node, replicas=spec.mode == "replicas")
 
 
 def service_name(spec: NodeSetResourceSpec) -> str:
     """Headless Service giving each slurmd pod a DNS name `<node>.<service>` (pod subdomain)."""
-    return f"{spec.cluster_name}-{spec.name}"
-
-
-def shared_claim_name(cluster_name: str, volume: str) -> str:
-    """PersistentVolumeClaim sunk creates for a shared volume with `create:`."""
-    return f"{cluster_name}-{volume}"
+    return naming.nodeset_service(spec.cluster_name, spec.name)
 
 
 def selector_labels(spec: NodeSetResourceSpec) -> dict[str, str]:
@@ -239,7 +218,7 @@ def _volumes(spec: NodeSetResourceSpec, config_keys: ConfigKeys, own_gres: bool 
     for sv in spec.shared_volumes:
         if "compute" not in sv.mount_on:
             continue
-        claim = sv.existing_claim or shared_claim_name(spec.cluster_name, sv.name)
+        claim = sv.existing_claim or naming.shared_claim(spec.cluster_name, sv.name)
         vname = naming.shared_volume(sv.name)
         volumes.append({"name": vname, "persistentVolumeClaim": {"claimName": claim, "readOnly": sv.read_only}})
         mounts.append({"name": vname, "mountPath": sv.mount_path, "readOnly": sv.read_only})
@@ -343,7 +322,9 @@ def nodeset_pod(
     if (ordinal is not None) != (spec.mode == "replicas"):
         raise ValueError(f"mode {spec.mode}: {'ordinal' if spec.mode == 'replicas' else 'kube_node'} required")
     node = (
-        naming.slurm_node_name(spec.name, ordinal) if ordinal is not None else slurm_node_for_kube_node(kube_node or "")
+        naming.slurm_node_name(spec.name, ordinal)
+        if ordinal is not None
+        else naming.slurm_node_for_kube_node(kube_node or "")
     )
     # gpus.fromNodeLabels: this node's GRES from its Node's GPU feature discovery labels (raises
     # ValueError, which the operator reports, for MIG without autodetect nvml).

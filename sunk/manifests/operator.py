@@ -23,8 +23,8 @@ from sunk.nodeset_resource import GROUP, PLURAL
 from sunk.spec.operator import OperatorSpec as OperatorSpec  # re-exported for old imports (deprecated)
 from sunk.spec.operator import TenantPolicy
 
-OPERATOR_NAME = "sunk-operator"
-CLUSTER_ROLE = "sunk-operator"
+OPERATOR_NAME = naming.OPERATOR
+CLUSTER_ROLE = naming.OPERATOR
 
 
 def policy_json(policy: TenantPolicy) -> str:
@@ -170,7 +170,7 @@ def operator_monitoring(op: OperatorSpec) -> list[Manifest]:
     rules = obj(
         "monitoring.coreos.com/v1",
         "PrometheusRule",
-        {**meta, "name": f"{OPERATOR_NAME}-alerts"},
+        {**meta, "name": naming.operator_alerts()},
         spec={"groups": [{"name": "sunk-operator", "rules": operator_alert_rules()}]},
     )
     return [monitor, rules]
@@ -230,12 +230,12 @@ def operator_manifests(op: OperatorSpec) -> list[Manifest]:
             roleRef={"apiGroup": RBAC, "kind": "ClusterRole", "name": CLUSTER_ROLE},
             subjects=subject,
         ),
-        obj(f"{RBAC}/v1", "Role", _meta(op, f"{OPERATOR_NAME}-leader-election"), rules=LEASE_RULES),
+        obj(f"{RBAC}/v1", "Role", _meta(op, naming.operator_leader_election()), rules=LEASE_RULES),
         obj(
             f"{RBAC}/v1",
             "RoleBinding",
-            _meta(op, f"{OPERATOR_NAME}-leader-election"),
-            roleRef={"apiGroup": RBAC, "kind": "Role", "name": f"{OPERATOR_NAME}-leader-election"},
+            _meta(op, naming.operator_leader_election()),
+            roleRef={"apiGroup": RBAC, "kind": "Role", "name": naming.operator_leader_election()},
             subjects=subject,
         ),
         deployment,

@@ -125,7 +125,7 @@ def slurm_pod_security(fs_group: int = SLURM_UID) -> Manifest:
 
 def shared_claim(spec: ClusterSpec, vol: SharedVolumeSpec) -> str:
     """The PVC a shared volume mounts: the existing one, or `<cluster>-<volume>` created by sunk."""
-    return vol.existing_claim if vol.existing_claim is not None else f"{spec.name}-{vol.name}"
+    return vol.existing_claim if vol.existing_claim is not None else naming.shared_claim(spec.name, vol.name)
 
 
 def shared_volumes(spec: ClusterSpec, role: Role) -> tuple[list[Manifest], list[Manifest]]:

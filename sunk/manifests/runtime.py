@@ -75,7 +75,7 @@ def _node_rules(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
 
 
 def name(spec: ClusterSpec, controller: Controller) -> str:
-    return f"{spec.name}-{controller}"
+    return naming.runtime_controller(spec, controller)
 
 
 def cluster_role_name(spec: ClusterSpec, controller: Controller) -> str:
@@ -260,7 +260,7 @@ def operator_access(
     the ConfigMaps of the Slurm files the NodeSets mount, and keep the topology ConfigMap in step
     with the Nodes. `create` cannot be limited by name; the operator only creates the topology
     ConfigMap if it is gone."""
-    n = f"{spec.name}-operator"
+    n = naming.operator_access(spec)
     rules: list[Manifest] = [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": [refs.jwt.secret]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": nodeset_config_maps(spec)},

@@ -14,6 +14,7 @@ their Secret or ConfigMap where sssd.conf names them.
 
 from __future__ import annotations
 
+from sunk import naming
 from sunk.manifests.meta import Manifest, content_hash, exec_probe, resources
 from sunk.manifests.scripts import render, sh
 from sunk.nodeset_resource import SssdRefs
@@ -104,7 +105,7 @@ class SssdTextError(ValueError):
 
 
 def sssd_secret_name(cluster: str) -> str:
-    return f"{cluster}-sssd"
+    return naming.sssd_secret(cluster)
 
 
 def sssd_refs(spec: ClusterSpec) -> SssdRefs | None:

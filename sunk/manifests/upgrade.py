@@ -96,8 +96,6 @@ def state_restore(name: str, directory: str = BACKUP_DIR, state: str = naming.ST
 BACKUP_VOLUME = "backup"
 WAIT_PERIOD = 5
 """Seconds between the wait containers' asks (each ask is one Slurm RPC)."""
-STATE_SNAPSHOT_PREFIX = "statesave"
-"""A state snapshot's name: statesave-<release that wrote it>."""
 
 
 def upgrading(spec: ClusterSpec) -> bool:
@@ -116,7 +114,7 @@ def backup_claim_name(spec: ClusterSpec, component: str) -> str:
     (the snapshot). One volume per release moved from: a later upgrade gets a new one, beside the
     copies of the earlier ones (kept in the cluster; Pulumi forgets a retained claim, and would
     meet the old one if the name came back)."""
-    return f"{spec.name}-{component}-backup-{spec.slurm.upgrade_from}"
+    return naming.backup_claim(spec.name, component, spec.slurm.upgrade_from or "")
 
 
 def backup_claim(spec: ClusterSpec, component: str, size: str, storage_class: str | None) -> Manifest:
@@ -141,11 +139,11 @@ def database(spec: ClusterSpec, password_file: str) -> Database:
 
 def dump_name(spec: ClusterSpec) -> str:
     """`<database>-<the release it was dumped on>`."""
-    return f"{database(spec, '').name}-{spec.slurm.upgrade_from}"
+    return naming.database_dump(database(spec, "").name, spec.slurm.upgrade_from or "")
 
 
 def snapshot_name(release: str) -> str:
-    return f"{STATE_SNAPSHOT_PREFIX}-{release}"
+    return naming.state_snapshot(release)
 
 
 DB_GUARD_PERIOD = 10
@@ -171,7 +169,7 @@ def db_guard(
     start_table, start_messages = dbguard.table("start", source=source, release=release)
     watch_table, watch_messages = dbguard.table("watch", source=source, release=release)
     db = db or database(spec, password_file)
-    name = f"{db.name}-{source}"
+    name = naming.database_dump(db.name, source)
     return render(
         "db-guard.sh",
         MODE=mode,

@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, model_validator
 
+from sunk import naming
 from sunk.images import DEFAULT_SLURM, PYXIS_VARIANT, Release, release_of, releases_where, supported_release
 from sunk.problem import Problem, Problems
 from sunk.spec.base import DnsLabel, Image, Model, dns_label
@@ -371,7 +372,7 @@ class ClusterSpec(Model):
 
     @property
     def ns(self) -> str:
-        return self.namespace or f"{self.tenant}-{self.name}"
+        return self.namespace or naming.namespace(self.tenant, self.name)
 
     def nodeset(self, name: str) -> NodeSetSpec:
         return self._nodesets_by_name[name]
@@ -640,7 +641,9 @@ class ClusterSpec(Model):
                     )
                 )
             # Pods (and their Slurm node names) are <cluster>-<nodeset>-<ordinal>: a DNS label.
-            longest = f"{self.name}-{n.name}-{max(n.node_bound - 1, 0)}"
+            longest = naming.nodeset_pod(
+                self.name, n.name, naming.slurm_node_name(n.name, max(n.node_bound - 1, 0)), replicas=True
+            )
             if len(longest) > 63:
                 errors.append(
                     Problem(
@@ -698,15 +701,15 @@ class ClusterSpec(Model):
         """The Secrets holding the cluster's keys and passwords, by name: what each holds."""
         auth, jwt = self.auth.key.existing_secret, self.auth.jwt.existing_secret
         out = {
-            auth.name if auth is not None else f"{self.name}-auth": f"the cluster's {self.auth.type} key",
-            jwt.name if jwt is not None else f"{self.name}-jwt": "the JWT signing key (tokens for any user)",
-            f"{self.name}-mariadb": "the accounting database passwords",
+            auth.name if auth is not None else naming.auth_secret(self): f"the cluster's {self.auth.type} key",
+            jwt.name if jwt is not None else naming.jwt_secret(self): "the JWT signing key (tokens for any user)",
+            naming.db_secret(self): "the accounting database passwords",
         }
         if self.accounting.external is not None:
             out.setdefault(self.accounting.external.password_secret.name, "the accounting database password")
         ldap = self.auth.ldap
         if ldap is not None:
-            out.setdefault(f"{self.name}-sssd", "SSSD's configuration with the LDAP bind password")
+            out.setdefault(naming.sssd_secret(self.name), "SSSD's configuration with the LDAP bind password")
             if ldap.bind_password_secret is not None:
                 out.setdefault(ldap.bind_password_secret.name, "the LDAP bind password")
             if ldap.client_cert_secret is not None:
@@ -718,22 +721,22 @@ class ClusterSpec(Model):
         naming a Secret sunk makes."""
         made: dict[str, str] = {}
         if self.auth.key.existing_secret is None:
-            made[f"{self.name}-auth"] = f"the cluster's {self.auth.type} key"
+            made[naming.auth_secret(self)] = f"the cluster's {self.auth.type} key"
         if self.auth.jwt.existing_secret is None:
-            made[f"{self.name}-jwt"] = "the JWT signing key"
+            made[naming.jwt_secret(self)] = "the JWT signing key"
         if self.accounting.enabled and self.accounting.external is None:
-            made[f"{self.name}-mariadb"] = "the accounting database passwords"
+            made[naming.db_secret(self)] = "the accounting database passwords"
         if self.auth.ldap is not None:
-            made[f"{self.name}-sssd"] = "SSSD's configuration"
+            made[naming.sssd_secret(self.name)] = "SSSD's configuration"
         if self.login.enabled:
-            made[f"{self.name}-login-host-keys"] = "login's SSH host private keys"
+            made[naming.login_host_keys(self)] = "login's SSH host private keys"
         return key_use_problems(self, made)
 
     def _user_facing_secret_problems(self) -> list[Problem]:
         """Login pods run users' shells and slurmd pods users' jobs: a Secret holding a cluster key
         mounted or exposed there would let any user forge Slurm credentials or tokens."""
         secrets = self._key_secrets
-        on_slurmd = {**secrets, f"{self.name}-login-host-keys": "login's SSH host private keys"}
+        on_slurmd = {**secrets, naming.login_host_keys(self): "login's SSH host private keys"}
         refs = [("login", path, name) for path, name in secret_references(self.login)]
         for i, ns in enumerate(self.nodesets):
             refs += [(f"nodesets[{i}]", path, name) for path, name in secret_references(ns)]

@@ -8,13 +8,12 @@ import kubernetes_validate
 import pytest
 from sunk.runtime.operator.admission import pod_requests, shortfalls
 
-from sunk import keys
+from sunk import keys, naming
 from sunk.images import S6_INIT
 from sunk.manifests.config import config_maps, nodeset_hash
 from sunk.manifests.nodeset_pod import (
     headless_service,
     nodeset_pod,
-    slurm_node_for_kube_node,
     template_hash,
 )
 from sunk.render import node_conf
@@ -311,11 +310,11 @@ def test_all_matching_nodes_pins_to_the_node() -> None:
 
 
 def test_kube_node_names_that_are_not_hostnames() -> None:
-    assert slurm_node_for_kube_node("node-1") == "node-1"
-    dotted = slurm_node_for_kube_node("ip-10-0-0-1.ec2.internal")
+    assert naming.slurm_node_for_kube_node("node-1") == "node-1"
+    dotted = naming.slurm_node_for_kube_node("ip-10-0-0-1.ec2.internal")
     assert dotted.startswith("ip-10-0-0-1-ec2-internal-") and len(dotted) <= 63
-    long = slurm_node_for_kube_node("a" * 80)
-    assert len(long) <= 63 and long != slurm_node_for_kube_node("a" * 81)
+    long = naming.slurm_node_for_kube_node("a" * 80)
+    assert len(long) <= 63 and long != naming.slurm_node_for_kube_node("a" * 81)
 
 
 def test_mode_and_member_must_agree() -> None:
