@@ -1,7 +1,8 @@
 """No function outside the tests grows past radon's grade C (cyclomatic complexity 20): one that
 does is split along the phases its docstring names (read, decide, build...), each phase a function
-a reader takes in at once. The few that are still over it are named below with their reason; the
-list only shrinks (an entry whose function is split, renamed or gone fails too, so it is removed)."""
+a reader takes in at once. None is over it today; one that had to be would be named below with
+its reason, and the list only shrinks (an entry whose function is split, renamed or gone fails too,
+so it is removed)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,7 @@ from radon.complexity import cc_rank, cc_visit
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sunk", "components", "runtime")
 
-EXCEPTIONS: dict[str, str] = {
-    "sunk/manifests/nodeset_pod.py:nodeset_pod": (
-        "one branch per optional part of the slurmd pod (GPUs, LDAP sidecar, containers, health, s6, "
-        "user pod settings); the read-only-root and local-cluster work changed it the week of the split, "
-        "so it splits by part once those settle (its goldens pin every branch meanwhile)"
-    ),
-    "sunk/manifests/podsettings.py:apply_pod": (
-        "one branch per user pod setting merged into a rendered template (resources, env, volumes, "
-        "security, placement, sidecars); the per-container Secret rules landed in it the week of the "
-        "split; the test_pod_settings table pins each branch"
-    ),
-}
+EXCEPTIONS: dict[str, str] = {}
 """`file:function` -> why it is still graded D to F."""
 
 

@@ -40,7 +40,7 @@ from sunk.render.files import gres_file
 from sunk.render.gres import Gres, node_gres
 from sunk.roles import MUNGE_CAPABILITIES
 from sunk.spec.base import ResourceList, Resources
-from sunk.spec.nodeset import MUNGE_RESOURCES
+from sunk.spec.nodeset import MUNGE_RESOURCES, Sidecar
 
 SLURMD = "slurmd"
 MUNGE = "munge"
@@ -303,34 +303,31 @@ DAEMON_TOLERATIONS = (
 )
 
 
-def nodeset_pod(
-    spec: NodeSetResourceSpec,
-    *,
-    namespace: str,
-    config_keys: ConfigKeys,
-    ordinal: int | None = None,
-    kube_node: str | None = None,
-    owner: Mapping[str, str] | None = None,
-    node_labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The slurmd pod of ordinal `ordinal` (replicas mode) or of Kubernetes Node `kube_node`
-    (all-matching-nodes). `config_keys` are the keys of the ConfigMaps spec.config_files names;
-    `owner` is the NodeSet's metadata (name, uid) for the owner reference; `node_labels` are
-    kube_node's labels (gpus.fromNodeLabels reads them)."""
+def _slurm_node(spec: NodeSetResourceSpec, ordinal: int | None, kube_node: str | None) -> str:
+    """The Slurm node (and pod hostname) of the pod asked for: exactly one of `ordinal` (replicas
+    mode) or `kube_node` (all-matching-nodes)."""
     if (ordinal is None) == (kube_node is None):
         raise ValueError("give exactly one of ordinal (replicas mode) or kube_node (all-matching-nodes)")
     if (ordinal is not None) != (spec.mode == "replicas"):
         raise ValueError(f"mode {spec.mode}: {'ordinal' if spec.mode == 'replicas' else 'kube_node'} required")
-    node = (
-        naming.slurm_node_name(spec.name, ordinal)
-        if ordinal is not None
-        else naming.slurm_node_for_kube_node(kube_node or "")
-    )
-    # gpus.fromNodeLabels: this node's GRES from its Node's GPU feature discovery labels (raises
-    # ValueError, which the operator reports, for MIG without autodetect nvml).
-    gres = None
-    if spec.gpus is not None and spec.gpus.from_node_labels and kube_node is not None:
-        gres = node_gres(spec.gpus, node_labels or {})
+    if ordinal is not None:
+        return naming.slurm_node_name(spec.name, ordinal)
+    return naming.slurm_node_for_kube_node(kube_node or "")
+
+
+def _pod_metadata(
+    spec: NodeSetResourceSpec,
+    node: str,
+    gres: Gres | None,
+    *,
+    namespace: str,
+    config_keys: ConfigKeys,
+    ordinal: int | None,
+    kube_node: str | None,
+    owner: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """Name, labels (the node's, for the operator's selectors) and the annotations the operator
+    and the pod's s6 read: hashes, ordinal or Node, s6 scripts, this Node's own gres.conf."""
     labels = {
         **selector_labels(spec),
         keys.NODE: node,
@@ -353,11 +350,16 @@ def nodeset_pod(
     }
     if owner is not None:
         metadata["ownerReferences"] = owner_references(owner)
-    volumes, mounts = _volumes(spec, config_keys, own_gres=gres is not None)
+    return metadata
+
+
+def _slurmd_container(
+    spec: NodeSetResourceSpec, node: str, gres: Gres | None, mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
     # Exclusive: the GPUs are the slurmd pod's. Shared: none, so the device plugin hands them to
     # pods (slurmd is privileged and sees every device; Slurm's GRES accounting splits them).
     gpus = spec.slurmd_extended or None
-    slurmd: dict[str, Any] = {
+    return {
         "name": SLURMD,
         "image": spec.slurmd_image,
         "command": slurmd_command(spec, node, gres),
@@ -368,33 +370,30 @@ def nodeset_pod(
         # Privileged because slurmd must create a cgroup per job and constrain its devices (cgroup
         # v2 device filters are BPF programs), start job steps as the job's user, and let
         # pyxis/enroot mount container filesystems: a reduced capability set breaks each of these.
-        # Privileged (per-job cgroups and device filters, job steps as the user): no seccomp
-        # filter applies to it either way; Unconfined says so instead of implying one.
+        # No seccomp filter applies to a privileged container either way; Unconfined says so
+        # instead of implying one.
         "securityContext": {"privileged": True, "seccompProfile": {"type": "Unconfined"}},
         "volumeMounts": mounts,
     }
-    containers: list[dict[str, Any]] = [slurmd]
-    for sc in spec.sidecars:
-        c: dict[str, Any] = {"name": sc.name, "image": sc.image.ref, "resources": _resources(sc.resources)}
-        if sc.command:
-            c["command"] = list(sc.command)
-        if sc.args:
-            c["args"] = list(sc.args)
-        if sc.env:
-            c["env"] = [{"name": e.name, "value": e.value} for e in sc.env]
-        containers.append(c)
-    pod_spec: dict[str, Any] = {
-        "hostname": node,
-        "subdomain": service_name(spec),
-        # Every other container (munge, sssd, the NodeSet's own sidecars) runs under the
-        # container runtime's default seccomp profile.
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": containers,
-        "volumes": volumes,
-        "enableServiceLinks": False,
-        # slurmd never talks to the Kubernetes API.
-        "automountServiceAccountToken": False,
-    }
+
+
+def _sidecar(sc: Sidecar) -> dict[str, Any]:
+    """One of the NodeSet's own sidecars."""
+    c: dict[str, Any] = {"name": sc.name, "image": sc.image.ref, "resources": _resources(sc.resources)}
+    if sc.command:
+        c["command"] = list(sc.command)
+    if sc.args:
+        c["args"] = list(sc.args)
+    if sc.env:
+        c["env"] = [{"name": e.name, "value": e.value} for e in sc.env]
+    return c
+
+
+def _init_containers(
+    spec: NodeSetResourceSpec, volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """sssd and munge, as native sidecars; sssd's volumes and slurmd's client mounts are added to
+    `volumes` and `mounts`."""
     init: list[dict[str, Any]] = []
     if spec.sssd is not None:
         # Job steps run as the user, with the user's groups: slurmd resolves them through sssd.
@@ -403,17 +402,73 @@ def nodeset_pod(
         mounts.extend(CLIENT_MOUNTS)
     if spec.auth_type == "munge":
         init.append(_munge_sidecar(spec))
-    if init:
-        pod_spec["initContainers"] = init
-    pod_spec["nodeSelector"] = spec.pod_node_selector
+    return init
+
+
+def _placement(spec: NodeSetResourceSpec, kube_node: str | None) -> dict[str, Any]:
+    """nodeSelector, affinity and tolerations (a DaemonSet's, for all-matching-nodes)."""
+    placement: dict[str, Any] = {"nodeSelector": spec.pod_node_selector}
     affinity = _affinity(spec, kube_node)
     if affinity:
-        pod_spec["affinity"] = affinity
+        placement["affinity"] = affinity
     tolerations = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in spec.tolerations]
     if kube_node is not None:
         tolerations += [t for t in DAEMON_TOLERATIONS if t not in tolerations]
     if tolerations:
-        pod_spec["tolerations"] = tolerations
+        placement["tolerations"] = tolerations
+    return placement
+
+
+def nodeset_pod(
+    spec: NodeSetResourceSpec,
+    *,
+    namespace: str,
+    config_keys: ConfigKeys,
+    ordinal: int | None = None,
+    kube_node: str | None = None,
+    owner: Mapping[str, str] | None = None,
+    node_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The slurmd pod of ordinal `ordinal` (replicas mode) or of Kubernetes Node `kube_node`
+    (all-matching-nodes). `config_keys` are the keys of the ConfigMaps spec.config_files names;
+    `owner` is the NodeSet's metadata (name, uid) for the owner reference; `node_labels` are
+    kube_node's labels (gpus.fromNodeLabels reads them).
+
+    In phases: the Slurm node, its GRES, the metadata, the volumes, the containers (slurmd, the
+    NodeSet's sidecars, sssd and munge), the placement, then the NodeSet's pod settings."""
+    node = _slurm_node(spec, ordinal, kube_node)
+    # gpus.fromNodeLabels: this node's GRES from its Node's GPU feature discovery labels (raises
+    # ValueError, which the operator reports, for MIG without autodetect nvml).
+    gres = None
+    if spec.gpus is not None and spec.gpus.from_node_labels and kube_node is not None:
+        gres = node_gres(spec.gpus, node_labels or {})
+    metadata = _pod_metadata(
+        spec,
+        node,
+        gres,
+        namespace=namespace,
+        config_keys=config_keys,
+        ordinal=ordinal,
+        kube_node=kube_node,
+        owner=owner,
+    )
+    volumes, mounts = _volumes(spec, config_keys, own_gres=gres is not None)
+    init = _init_containers(spec, volumes, mounts)
+    pod_spec: dict[str, Any] = {
+        "hostname": node,
+        "subdomain": service_name(spec),
+        # Every other container (munge, sssd, the NodeSet's own sidecars) runs under the
+        # container runtime's default seccomp profile.
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [_slurmd_container(spec, node, gres, mounts), *(_sidecar(sc) for sc in spec.sidecars)],
+        "volumes": volumes,
+        "enableServiceLinks": False,
+        # slurmd never talks to the Kubernetes API.
+        "automountServiceAccountToken": False,
+    }
+    if init:
+        pod_spec["initContainers"] = init
+    pod_spec.update(_placement(spec, kube_node))
     # The NodeSet's pod settings (sunk.spec.pod): labels, annotations, pulls, priority, spread,
     # and slurmd's env, volumes and securityContext; its images.pullSecrets are already in the spec.
     pod = apply_pod({"metadata": metadata, "spec": pod_spec}, spec, main=SLURMD)

@@ -54,26 +54,18 @@ def _args(container: Manifest, extra: Sequence[str]) -> None:
         container["args"] = [*(container.get("args") or []), *extra]
 
 
-def apply_pod(
-    template: Manifest,
-    settings: PodSettings,
-    *,
-    main: str | None,
-    pull_secrets: Sequence[str] = (),
-    extra_args: Sequence[str] = (),
-) -> Manifest:
-    """A pod template (or Pod) `{metadata, spec}` with the role's settings: pod metadata,
-    scheduling, image pulls for every container, and, on container `main` (None: a pod that only
-    takes scheduling and pull settings, such as the accounting setup Job), env, extraArgs, volumes
-    and securityContext. Returns a new dict."""
-    pod = copy.deepcopy(template)
-    meta = pod.setdefault("metadata", {})
+def _pod_meta(meta: Manifest, settings: PodSettings) -> None:
+    """The role's `labels`, `podLabels` and `podAnnotations` under sunk's own keys."""
     labels = {**settings.labels, **settings.pod_labels}
     if labels:
         meta["labels"] = {**labels, **(meta.get("labels") or {})}
     if settings.pod_annotations:
         meta["annotations"] = {**settings.pod_annotations, **(meta.get("annotations") or {})}
-    spec = pod["spec"]
+
+
+def _scheduling(spec: Manifest, settings: PodSettings) -> None:
+    """nodeSelector (merged, sunk's keys win), tolerations (added), affinity (where sunk set
+    none), spread, priority and runtime class."""
     if settings.node_selector:
         spec["nodeSelector"] = dict(sorted({**settings.node_selector, **(spec.get("nodeSelector") or {})}.items()))
     if settings.tolerations:
@@ -91,37 +83,72 @@ def apply_pod(
         spec["priorityClassName"] = settings.priority_class_name
     if settings.runtime_class_name is not None:
         spec["runtimeClassName"] = settings.runtime_class_name
+
+
+def _pulls(spec: Manifest, settings: PodSettings, pull_secrets: Sequence[str]) -> None:
+    """imagePullSecrets (the builder's, then the role's, once each) and every container's pull policy."""
     secrets = list(dict.fromkeys([*pull_secrets, *settings.image_pull_secrets]))
     if secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in secrets]
     if settings.image_pull_policy is not None:
         for c in _containers(spec):
             c["imagePullPolicy"] = settings.image_pull_policy
+
+
+def _env(container: Manifest, settings: PodSettings, main: str) -> None:
+    """The role's env after sunk's; a name sunk sets is a builder's bug (the spec refused it)."""
+    if not settings.env:
+        return
+    env = list(container.get("env") or [])
+    taken = {e["name"] for e in env}
+    for e in settings.env:
+        if e.name in taken:
+            raise ValueError(f"env {e.name} is sunk's on {main}")
+        env.append(e.manifest())
+    container["env"] = env
+
+
+def _volumes(spec: Manifest, container: Manifest, settings: PodSettings, main: str) -> None:
+    """The role's volumes on the pod and mounted in `main`."""
+    if not settings.volumes:
+        return
+    volumes = list(spec.get("volumes") or [])
+    mounts = list(container.get("volumeMounts") or [])
+    names = {v["name"] for v in volumes}
+    for v in settings.volumes:
+        if v.name in names:
+            raise ValueError(f"volume {v.name!r} is used twice in the {main} pod")
+        volumes.append(v.volume())
+        mounts.append(v.mount())
+    spec["volumes"] = volumes
+    container["volumeMounts"] = mounts
+
+
+def apply_pod(
+    template: Manifest,
+    settings: PodSettings,
+    *,
+    main: str | None,
+    pull_secrets: Sequence[str] = (),
+    extra_args: Sequence[str] = (),
+) -> Manifest:
+    """A pod template (or Pod) `{metadata, spec}` with the role's settings: pod metadata,
+    scheduling, image pulls for every container, and, on container `main` (None: a pod that only
+    takes scheduling and pull settings, such as the accounting setup Job), env, extraArgs, volumes
+    and securityContext. Returns a new dict."""
+    pod = copy.deepcopy(template)
+    _pod_meta(pod.setdefault("metadata", {}), settings)
+    spec = pod["spec"]
+    _scheduling(spec, settings)
+    _pulls(spec, settings, pull_secrets)
     if main is None:
         return pod
     container = next((c for c in spec.get("containers") or [] if c["name"] == main), None)
     if container is None:
         raise ValueError(f"no container {main!r} in the pod")
-    if settings.env:
-        env = list(container.get("env") or [])
-        taken = {e["name"] for e in env}
-        for e in settings.env:
-            if e.name in taken:
-                raise ValueError(f"env {e.name} is sunk's on {main}")
-            env.append(e.manifest())
-        container["env"] = env
+    _env(container, settings, main)
     _args(container, extra_args)
-    if settings.volumes:
-        volumes = list(spec.get("volumes") or [])
-        mounts = list(container.get("volumeMounts") or [])
-        names = {v["name"] for v in volumes}
-        for v in settings.volumes:
-            if v.name in names:
-                raise ValueError(f"volume {v.name!r} is used twice in the {main} pod")
-            volumes.append(v.volume())
-            mounts.append(v.mount())
-        spec["volumes"] = volumes
-        container["volumeMounts"] = mounts
+    _volumes(spec, container, settings, main)
     if settings.security_context:
         container["securityContext"] = _security(container.get("securityContext") or {}, settings.security_context)
     return pod
