@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import shutil
 import sys
 import threading
 import time
@@ -11,35 +9,30 @@ import time
 from prometheus_client import CollectorRegistry
 
 from ..common.process import Process, run
-from ..slurmrest import JwtMinter, SlurmRestClient
+from ..slurmrest.connect import LONG_READ_RETRIES, LONG_READ_TIMEOUT, SlurmAccess, slurm_command
 from ..slurmrest.jobtext import SqueueJobs
 from .loop import Exporter
 from .settings import Settings
 from .slurm import SlurmApi, TextJobReads
 
-log = logging.getLogger(__name__)
-
 
 def build(settings: Settings) -> Process:
-    token = JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user)
-    rest = SlurmRestClient(
+    access = SlurmAccess.from_key_file(
         settings.slurmrestd_url,
-        user=settings.slurm_user,
-        token=token,
-        # slurmrestd waits ~9 s for an unreachable slurmctld before answering 502: one retry,
-        # the next interval is the real retry.
-        timeout=30.0,
-        retries=1,
+        settings.slurm_user,
+        settings.jwt_key_file,
+        timeout=LONG_READ_TIMEOUT,
+        retries=LONG_READ_RETRIES,
     )
+    rest = access.client()
     registry = CollectorRegistry()
     slurm: SlurmApi = rest
-    squeue = shutil.which("squeue")
-    if settings.slurm_conf_file is not None and squeue is not None:
+    squeue = slurm_command("squeue", settings.slurm_conf_file)
+    if squeue is not None:
         # Every job through squeue (2,000 jobs in ~0.03 s where slurmrestd spends ~1 s serialising
         # them); nodes, partitions, diag, and the jobs when squeue fails, through slurmrestd.
-        slurm = TextJobReads(rest, SqueueJobs(token, settings.slurm_conf_file, command=(squeue,)), registry=registry)
-    elif settings.slurm_conf_file is not None:
-        log.warning("no squeue in this image: every job read goes through slurmrestd")
+        jobs = SqueueJobs(access.token, squeue.slurm_conf, command=squeue.command)
+        slurm = TextJobReads(rest, jobs, registry=registry)
     exporter = Exporter(slurm, per_user=settings.per_user_metrics, registry=registry)
     stale_after = max(120.0, 5 * settings.collect_interval)
 

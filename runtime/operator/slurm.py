@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..slurmrest.auth import JwtMinter
+from ..slurmrest.connect import SlurmAccess
 from ..slurmrest.errors import INVALID_NODE_NAME, SlurmApiError
 from ..slurmrest.models import Node as SlurmNode
 from ..slurmrest.models import Reservation
@@ -104,9 +104,7 @@ class SlurmClients:
         key = base64.b64decode(secret[ref.jwt_key])
         url = self.url_template.format(cluster=ref.cluster, namespace=ref.namespace)
         # One retry only: a resync reads every cluster in turn, and the next resync is the retry.
-        from ..slurmrest.client import SlurmRestClient
-
-        client = SlurmRestClient(url, user=self.user, token=JwtMinter(key, self.user), retries=1, timeout=10.0)
+        client = SlurmAccess.from_key(url, self.user, key, retries=1).client()
         if hit is not None:
             hit[1].client.close()
         api = RestSlurm(client)

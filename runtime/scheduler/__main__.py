@@ -9,7 +9,7 @@ from typing import Any
 from ..common.informer import Informer
 from ..common.kubewatch import KubeListWatch
 from ..common.process import Process, run
-from ..slurmrest import JwtMinter, SlurmRestClient
+from ..slurmrest.connect import SlurmAccess
 from .cache import POD_SELECTOR, WatchedCluster, node_entry, pod_entry
 from .kube import OfficialKube
 from .loop import SUBMIT_WORKERS, Scheduler
@@ -20,11 +20,8 @@ from .slurm import RestSlurm
 
 def build(settings: Settings) -> Process:
     kube = OfficialKube.from_environment(component=settings.scheduler_name)
-    token = JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user)
-
-    def connect() -> SlurmRestClient:
-        return SlurmRestClient(settings.slurmrestd_url, user=settings.slurm_user, token=token)
-
+    access = SlurmAccess.from_key_file(settings.slurmrestd_url, settings.slurm_user, settings.jwt_key_file)
+    connect = access.client
     rest = connect()
     metrics = Metrics()
     slurm = RestSlurm(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import shutil
 import sys
 import threading
 import time
@@ -11,7 +9,7 @@ import time
 from prometheus_client import CollectorRegistry
 
 from ..common.process import Process, run
-from ..slurmrest import JwtMinter, SlurmRestClient
+from ..slurmrest.connect import LONG_READ_RETRIES, LONG_READ_TIMEOUT, SlurmAccess, slurm_command
 from ..slurmrest.nodetext import ScontrolNodes
 from .cache import InformerCache
 from .kube import KubernetesApi
@@ -19,31 +17,24 @@ from .loop import Syncer
 from .settings import Settings
 from .slurm import SlurmApi, TextNodeReads
 
-log = logging.getLogger(__name__)
-
 
 def build(settings: Settings) -> Process:
-    token = JwtMinter.from_file(settings.jwt_key_file, settings.slurm_user)
-    rest = SlurmRestClient(
+    access = SlurmAccess.from_key_file(
         settings.slurmrestd_url,
-        user=settings.slurm_user,
-        token=token,
-        # slurmrestd itself waits ~9 s for an unreachable slurmctld before answering 502, and a
-        # 10,000-node list takes seconds: a long timeout, one retry; the next cycle is the retry.
-        timeout=30.0,
-        retries=1,
+        settings.slurm_user,
+        settings.jwt_key_file,
+        timeout=LONG_READ_TIMEOUT,
+        retries=LONG_READ_RETRIES,
     )
+    rest = access.client()
     registry = CollectorRegistry()
     slurm: SlurmApi = rest
-    scontrol = shutil.which("scontrol")
-    if settings.slurm_conf_file is not None and scontrol is not None:
+    scontrol = slurm_command("scontrol", settings.slurm_conf_file)
+    if scontrol is not None:
         # Each cycle's read of every node through scontrol (30x cheaper at 10,000 nodes than
         # slurmrestd serialising them); writes, and the read when scontrol fails, through slurmrestd.
-        slurm = TextNodeReads(
-            rest, ScontrolNodes(token, settings.slurm_conf_file, command=(scontrol,)), registry=registry
-        )
-    elif settings.slurm_conf_file is not None:
-        log.warning("no scontrol in this image: every node read goes through slurmrestd")
+        nodes = ScontrolNodes(access.token, scontrol.slurm_conf, command=scontrol.command)
+        slurm = TextNodeReads(rest, nodes, registry=registry)
     kube = KubernetesApi.from_environment()
     # Nodes and this tenant's slurmd pods come from watches: listed once, then kept current.
     cache = InformerCache(kube.api_client, settings.namespace).start()
