@@ -25,7 +25,6 @@ from sunk.spec.errors import SpecError
 from sunk.stackfile import list_stacks, load_stack, no_stacks_reason, project_dir, stacks_dir
 
 Action = Literal["preview", "up", "refresh", "destroy"]
-ACTIONS: tuple[Action, ...] = ("preview", "up", "refresh", "destroy")
 MISSING_CLI = (
     "sunk stacks: the Pulumi CLI (`pulumi`) is not on PATH. The Automation API drives it, so "
     "nothing was previewed or deployed. Install it (https://www.pulumi.com/docs/install/) and "

@@ -26,7 +26,6 @@ from enum import StrEnum
 from typing import Literal
 
 Phase = Literal["start", "watch"]
-PHASES: tuple[Phase, ...] = ("start", "watch")
 Schema = Literal["none", "unrecorded", "same", "other"]
 """The database's schema now, against the record taken before the dump: `none` (no Slurm tables:
 a new database), `unrecorded` (no record to compare with), `same` or `other`."""

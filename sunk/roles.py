@@ -56,16 +56,6 @@ SecretPurpose = Literal[
 """What a Secret holds: the Slurm auth key (munge.key or slurm.key), the JWT key, the accounting
 database's passwords, the login host keys, SSSD's configuration, the LDAP bind password, the LDAP
 CA certificate, the LDAP client certificate and key."""
-SECRET_PURPOSES: tuple[SecretPurpose, ...] = (
-    "auth",
-    "jwt",
-    "database",
-    "ssh-host-keys",
-    "sssd-config",
-    "ldap-bind",
-    "ldap-ca",
-    "ldap-client",
-)
 
 HostPaths = Literal["none", "policy"]
 NONE: HostPaths = "none"
@@ -124,9 +114,6 @@ class Role:
     def capabilities(self, container: str) -> frozenset[str]:
         """What `container` adds (KeyError: the role has no such container)."""
         return self.containers[container]
-
-    def peers_in(self) -> frozenset[str]:
-        return frozenset(p for link in self.listens for p in link.peers)
 
     def peers_out(self) -> frozenset[str]:
         return frozenset(p for link in self.talks_to for p in link.peers)

@@ -30,10 +30,6 @@ def node_condition(namespace: str) -> str:
     return keys.tenant_key(namespace, "SlurmDrain")
 
 
-# Written on slurmd pods: the Slurm view of the pod's node.
-POD_ANNOTATIONS = (keys.SLURM_STATE, keys.SLURM_STATE_DETAIL, keys.SLURM_REASON)
-
-
 class SlurmNode(Protocol):
     """What the syncer reads of a Slurm node: the cycle's NodeState (msgspec, decoded from the
     reply's bytes) and the full pydantic `Node` both are one."""

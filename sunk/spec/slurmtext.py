@@ -29,8 +29,6 @@ passes to a 32-bit field stays below both."""
 MAX_U32 = NO_VAL - 1
 MAX_U16 = 0xFFFE - 1
 """Below NO_VAL16 (0xFFFE) and INFINITE16."""
-MAX_INT32 = 2**31 - 1
-"""Slurm's time parsing (time_str2mins, time_str2secs) returns a C int: more wraps."""
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 """Every C0 control (tab too: no value needs one), DEL, every C1 control (U+0085 among them), the
