@@ -14,7 +14,7 @@ start-up free of the models they do not use and of any path to Pulumi."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sunk import components, keys
 from sunk.nodeset_resource import NodeSetResourceSpec, NodeSetStatus
@@ -32,9 +32,6 @@ from sunk.spec import (
     load_spec,
 )
 from sunk.spec.operator import OperatorSpec, TenantPolicy
-
-if TYPE_CHECKING:
-    pass
 
 PULUMI_EXTRA = "sunk[pulumi]"
 """The extra that installs what the components and `late` need."""
