@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pulumi
 
-from sunk.manifests.operator import OperatorSpec
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError
+from sunk.spec.operator import OperatorSpec
 from sunk.stackfile import KEYS, PROJECT, allows_state_replacement, keys_from, parse_config
 
 from .cluster import SlurmCluster

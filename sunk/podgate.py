@@ -31,10 +31,11 @@ from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset import resource_spec
 from sunk.manifests.nodeset_pod import headless_service, nodeset_pod
-from sunk.manifests.operator import OperatorSpec, operator_manifests
+from sunk.manifests.operator import operator_manifests
 from sunk.policy import pod_problems
 from sunk.spec import kubeschema
 from sunk.spec.cluster import ClusterSpec
+from sunk.spec.operator import OperatorSpec
 
 WORKLOADS = ("Deployment", "StatefulSet", "Job", "DaemonSet", "ReplicaSet", "CronJob")
 MAX_ANNOTATION_BYTES = 256 * 1024

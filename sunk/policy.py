@@ -6,16 +6,32 @@ would be root on the Nodes with any image and any host path. The operator theref
 NodeSets only in tenant namespaces (a label only cluster administrators set), and refuses, creating
 no pod, a NodeSet whose pods would run an image or mount a host path the platform did not allow.
 Pure: the operator calls these on the pod it would create. The policy's model, TenantPolicy, lives
-in sunk.spec.operator (still importable from here, deprecated: import it from sunk.api)."""
+in sunk.spec.operator (importable from here for one release, with a DeprecationWarning: import it
+from sunk.api)."""
 
 from __future__ import annotations
 
 import posixpath
+import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sunk import keys
-from sunk.spec.operator import TenantPolicy as TenantPolicy  # re-exported for old imports (deprecated)
+from sunk.spec import operator as _spec
+
+if TYPE_CHECKING:
+    from sunk.spec.operator import TenantPolicy as TenantPolicy  # the old path, deprecated (__getattr__)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TenantPolicy":
+        warnings.warn(
+            "sunk.policy.TenantPolicy moved: import TenantPolicy from sunk.api (or sunk.spec.operator)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _spec.TenantPolicy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _under(path: str, allowed: str) -> bool:

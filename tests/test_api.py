@@ -100,12 +100,16 @@ def test_each_public_name_is_the_object_its_home_module_defines() -> None:
 
 def test_the_operator_models_old_homes_still_import() -> None:
     """OperatorSpec and TenantPolicy moved to sunk.spec.operator; a program that imported them from
-    their old modules keeps working (deprecated: sunk.api is the public surface)."""
+    their old modules keeps working for one release, warned (sunk.api is the public surface)."""
     import sunk.manifests.operator
     import sunk.policy
 
-    assert sunk.manifests.operator.OperatorSpec is sunk.api.OperatorSpec
-    assert sunk.policy.TenantPolicy is sunk.api.TenantPolicy
+    with pytest.warns(DeprecationWarning, match="import OperatorSpec from sunk.api"):
+        assert sunk.manifests.operator.OperatorSpec is sunk.api.OperatorSpec
+    with pytest.warns(DeprecationWarning, match="import TenantPolicy from sunk.api"):
+        assert sunk.policy.TenantPolicy is sunk.api.TenantPolicy
+    with pytest.raises(AttributeError):
+        _ = sunk.policy.NoSuchName
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

@@ -5,12 +5,14 @@ The ClusterRole holds only what turning NodeSets into pods takes in any tenant n
 election leases live in a Role in the operator's own namespace; each tenant grants read access
 to its JWT Secret alone (sunk.manifests.runtime.operator_access). No cluster-admin.
 
-The operator's options, OperatorSpec, live in sunk.spec.operator (still importable from here,
-deprecated: import it from sunk.api)."""
+The operator's options, OperatorSpec, live in sunk.spec.operator (importable from here for one
+release, with a DeprecationWarning: import it from sunk.api)."""
 
 from __future__ import annotations
 
 import json
+import warnings
+from typing import TYPE_CHECKING, Any
 
 from sunk import keys, naming, roles
 from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
@@ -20,11 +22,25 @@ from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.manifests.podsettings import apply_pod
 from sunk.manifests.runtime import METRICS_PORT, RBAC
 from sunk.nodeset_resource import GROUP, PLURAL
-from sunk.spec.operator import OperatorSpec as OperatorSpec  # re-exported for old imports (deprecated)
-from sunk.spec.operator import TenantPolicy
+from sunk.spec import operator as _spec
+
+if TYPE_CHECKING:
+    from sunk.spec.operator import OperatorSpec as OperatorSpec  # the old path, deprecated (__getattr__)
+    from sunk.spec.operator import TenantPolicy
 
 OPERATOR_NAME = naming.OPERATOR
 CLUSTER_ROLE = naming.OPERATOR
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OperatorSpec":
+        warnings.warn(
+            "sunk.manifests.operator.OperatorSpec moved: import OperatorSpec from sunk.api (or sunk.spec.operator)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _spec.OperatorSpec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def policy_json(policy: TenantPolicy) -> str:
