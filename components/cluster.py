@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from sunk.manifests import parts
 from sunk.manifests.pods import shared_claim_manifest
-from sunk.podgate import gate_problems
+from sunk.podgate import admitted, gate_problems
 from sunk.problem import Problem
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.errors import SpecError
@@ -89,7 +89,7 @@ class SlurmCluster(Component):
             # A part of the table (sunk.manifests.parts) that the render and the pod gate have
             # but no constructor here would be rendered and checked, and never deployed.
             raise TypeError(f"SlurmCluster has no constructor for the part(s) {missing} of sunk.manifests.parts.PARTS")
-        gate = gate_problems(spec)
+        gate = [] if admitted(spec) else gate_problems(spec)  # once per deploy: validation gated it
         if gate:
             raise SpecError([Problem("pods", p) for p in gate], f"SlurmCluster {name}")
         super().__init__("sunk:index:SlurmCluster", name, opts)

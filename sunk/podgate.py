@@ -32,6 +32,7 @@ from sunk.manifests.config import config_maps
 from sunk.manifests.nodeset import resource_spec
 from sunk.manifests.nodeset_pod import headless_service, nodeset_pod
 from sunk.manifests.operator import operator_manifests
+from sunk.memo import PerObject
 from sunk.policy import pod_problems
 from sunk.spec import kubeschema
 from sunk.spec.cluster import ClusterSpec
@@ -210,9 +211,15 @@ def _shape_problems(row: roles.Role, pod: Manifest) -> list[str]:
 
 def _selector_problems(objs: list[Manifest]) -> list[str]:
     """A Service selecting pods of another role sends its traffic there (a user label equal to
-    one of sunk's selectors would do it)."""
+    one of sunk's selectors would do it). Pods are indexed by label, so each Service reads only
+    the pods carrying its selector's rarest label, not every pod (a NodeSet's Service selects one
+    NodeSet's pods: without the index, N NodeSets cost N x N)."""
     problems = []
     pods = [(name, meta.get("labels") or {}) for name, meta, _ in _pods(objs)]
+    by_label: dict[tuple[str, str], list[int]] = {}
+    for i, (_, labels) in enumerate(pods):
+        for pair in labels.items():
+            by_label.setdefault(pair, []).append(i)
     for m in objs:
         if m["kind"] != "Service":
             continue
@@ -223,7 +230,8 @@ def _selector_problems(objs: list[Manifest]) -> list[str]:
         )
         if not selector or own is None:
             continue
-        for name, labels in pods:
+        fewest = min((by_label.get(pair, []) for pair in selector.items()), key=len)
+        for name, labels in (pods[i] for i in fewest):
             if labels.get(keys.APP_COMPONENT) != own and all(labels.get(k) == v for k, v in selector.items()):
                 problems.append(
                     f"Service/{m['metadata']['name']} selects {name}, a {labels.get(keys.APP_COMPONENT)} pod; "
@@ -232,8 +240,27 @@ def _selector_problems(objs: list[Manifest]) -> list[str]:
     return problems
 
 
+_passed: PerObject[ClusterSpec, list[bool]] = PerObject(lambda _spec: [])
+"""Holds True once the spec object has passed the gate."""
+
+
+def admitted(spec: ClusterSpec) -> bool:
+    """Whether this spec object has passed the gate already, with or without an operator: the gate
+    runs once per deploy. Passing with an operator covers the gate without one (the operator only
+    adds objects and its policy's checks), so the program's SlurmCluster does not gate again the
+    spec its stack's validation (sunk.stackfile.parse_config) gated."""
+    return bool(_passed(spec))
+
+
 def gate_problems(spec: ClusterSpec, operator: OperatorSpec | None = None) -> list[str]:
     """Every problem of every object the stack would create (see the module docstring)."""
+    problems = _problems(spec, operator)
+    if not problems:
+        _passed(spec)[:] = [True]
+    return problems
+
+
+def _problems(spec: ClusterSpec, operator: OperatorSpec | None) -> list[str]:
     objs, problems = stack_objects(spec, operator)
     seen: dict[tuple[str, str, str], int] = {}
     for m in objs:

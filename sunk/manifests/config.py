@@ -17,11 +17,14 @@ pod template's hash."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from sunk import keys, naming
 from sunk.manifests.meta import Manifest, content_hash, metadata, obj
+from sunk.memo import PerObject
 from sunk.render import gres_conf_key, render_slurm_files
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
@@ -87,9 +90,35 @@ def topology_config_name(spec: ClusterSpec) -> str:
     return naming.topology_config_map(spec.name)
 
 
-def slurm_files(spec: ClusterSpec) -> dict[str, str]:
-    """The deploy-time files: exactly render_slurm_files(spec), the set the real-Slurm tests boot."""
-    return render_slurm_files(spec)
+@dataclass(frozen=True)
+class RenderedFiles:
+    """A spec's deploy-time Slurm files and what every consumer reads from all of them, rendered
+    once per spec (sunk.memo): the ConfigMaps, each role's projection, each NodeSet's files and
+    hash, and the pod gate share one render. Per NodeSet, only its own gres file differs."""
+
+    files: Mapping[str, str]
+    """Exactly render_slurm_files(spec), the set the real-Slurm tests boot; read-only, it is shared."""
+    restart: tuple[str, ...]
+    """restart_lines of slurm.conf."""
+    node_paths: tuple[str, ...]
+    """What every slurmd mounts besides its NodeSet's gres.conf (sorted)."""
+
+
+def _render(spec: ClusterSpec) -> RenderedFiles:
+    files = render_slurm_files(spec)
+    extra = spec.extra_config.files
+    node = [path for path in files if path in _NODE_FILES or path in extra or path.startswith(_SCRIPT_DIRS)]
+    return RenderedFiles(MappingProxyType(files), tuple(restart_lines(files["slurm.conf"])), tuple(node))
+
+
+rendered_files = PerObject(_render)
+"""The spec's RenderedFiles, rendered on the first call for that spec object."""
+
+
+def slurm_files(spec: ClusterSpec) -> Mapping[str, str]:
+    """The deploy-time files: exactly render_slurm_files(spec), the set the real-Slurm tests boot,
+    rendered once per spec object (read-only: every consumer shares it)."""
+    return rendered_files(spec).files
 
 
 def config_maps(spec: ClusterSpec) -> list[Manifest]:
@@ -141,9 +170,7 @@ def role_files(spec: ClusterSpec, role: Role) -> list[str]:
 def nodeset_files(spec: ClusterSpec, ns: NodeSetSpec) -> dict[str, str]:
     """What slurmd pods of `ns` mount: path under /etc/slurm -> rendered file. The NodeSet's own
     `gres-<nodeset>.conf` becomes its `gres.conf`; prolog and epilog scripts keep their folders."""
-    files = slurm_files(spec)
-    extra = spec.extra_config.files
-    out = {path: path for path in files if path in _NODE_FILES or path in extra or path.startswith(_SCRIPT_DIRS)}
+    out = {path: path for path in rendered_files(spec).node_paths}
     out["gres.conf"] = gres_conf_key(ns.name)  # rendered for every NodeSet, empty without GRES
     return dict(sorted(out.items()))
 
@@ -211,28 +238,29 @@ def restart_lines(slurm_conf: str) -> list[str]:
 
 def controller_hash(spec: ClusterSpec) -> str:
     """slurmctld restarts only for restart-class settings; the watcher reconfigures the rest."""
-    return content_hash("controller", restart_lines(slurm_files(spec)["slurm.conf"]), spec.auth.type)
+    return content_hash("controller", list(rendered_files(spec).restart), spec.auth.type)
 
 
 def accounting_hash(spec: ClusterSpec) -> str:
     """slurmdbd reads its file once at start and has no file-triggered reconfigure: any change rolls it."""
-    files = slurm_files(spec)
-    return content_hash("accounting", files.get("slurmdbd.conf", ""), restart_lines(files["slurm.conf"]))
+    done = rendered_files(spec)
+    return content_hash("accounting", done.files.get("slurmdbd.conf", ""), list(done.restart))
 
 
 def client_hash(spec: ClusterSpec, *extra: str) -> str:
     """Pods that only run clients (slurmrestd, login) reread slurm.conf on each call."""
-    return content_hash("client", restart_lines(slurm_files(spec)["slurm.conf"]), spec.auth.type, *extra)
+    return content_hash("client", list(rendered_files(spec).restart), spec.auth.type, *extra)
 
 
 def nodeset_hash(spec: ClusterSpec, ns: NodeSetSpec) -> str:
     """What the NodeSet resource carries as configHash: restart-class slurm.conf lines and the
     files slurmd sets devices and cgroups up from. The node line itself (CPUs, GRES) is in the
     resource's spec, so the operator sees those changes without the hash."""
-    files = slurm_files(spec)
+    done = rendered_files(spec)
+    files = done.files
     return content_hash(
         "nodeset",
-        restart_lines(files["slurm.conf"]),
+        list(done.restart),
         files[gres_conf_key(ns.name)],
         files["cgroup.conf"],
         files["plugstack.conf"],
