@@ -14,6 +14,7 @@ from sunk.problem import Problem, Problems
 from sunk.spec.base import DnsLabel, Image, Model, dns_label
 from sunk.spec.health import HealthCheckSpec
 from sunk.spec.keyuse import key_use_problems
+from sunk.spec.limits import MAX_ACCOUNTS, MAX_NODESETS
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
 from sunk.spec.pod import UserLabels, secret_references
 from sunk.spec.scheduling import (
@@ -328,15 +329,16 @@ class ClusterSpec(Model):
     """SSH login pods. Default: 1 replica behind a LoadBalancer."""
     auth: AuthSpec = AuthSpec()
     """Default: auth/munge with generated munge and JWT keys, no LDAP."""
-    nodesets: Annotated[list[NodeSetSpec], Field(min_length=1)]
-    """Groups of identical compute nodes; at least one. Required."""
+    nodesets: Annotated[list[NodeSetSpec], Field(min_length=1, max_length=MAX_NODESETS)]
+    """Groups of identical compute nodes; at least one, at most 1,000 (sunk.spec.limits). Required."""
     partitions: Annotated[list[PartitionSpec], Field(min_length=1)]
     """Slurm partitions over the nodesets; at least one. Required."""
     qos: list[QosSpec] = []
     """QOS created in accounting; `normal` always exists. Default: none."""
-    accounts: list[AccountSpec] = []
-    """Slurm accounts and their users, created in accounting. With accounting.enforce (the
-    default) a user needs an association to run jobs. Default: none (only root)."""
+    accounts: Annotated[list[AccountSpec], Field(max_length=MAX_ACCOUNTS)] = []
+    """Slurm accounts and their users, created in accounting; at most 30,000 (sunk.spec.limits).
+    With accounting.enforce (the default) a user needs an association to run jobs. Default: none
+    (only root)."""
     scheduling: SchedulingSpec = SchedulingSpec()
     """Default: preempt/qos with requeue, priority/multifactor."""
     topology: TopologySpec = TopologySpec()
