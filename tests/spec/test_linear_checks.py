@@ -1,6 +1,6 @@
 """The checks that compare NodeSets with each other and walk account chains are linear in practice
-(bench/validate_bench.py measures 10,000 NodeSets and 30,000 accounts); here they give the answers
-the quadratic ones gave."""
+(bench/validate_bench.py times `sunk validate` at 1,000 NodeSets and 30,000 accounts, the caps);
+here they give the answers the quadratic ones gave."""
 
 from __future__ import annotations
 
