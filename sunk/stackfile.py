@@ -140,7 +140,7 @@ def _operator(value: Any, source: str) -> OperatorSpec | None:
         return None  # the YAML reader named it, with its line
     if isinstance(value, str) and value.strip().startswith("{"):  # Pulumi passes objects as JSON text
         try:
-            value = strictyaml.load(value)
+            value = strictyaml.load(value, json_text=True)
         except strictyaml.StrictYamlError as err:
             raise SpecError(_in_text(OPERATOR_KEY, err), source) from None
     if isinstance(value, str) and value.strip() in ("true", "false"):
@@ -226,7 +226,7 @@ def _cluster_document(config: dict[str, Any], source: str) -> Any:
         )
     if isinstance(raw, str):  # Pulumi passes structured config as JSON text
         try:
-            raw = strictyaml.load(raw)
+            raw = strictyaml.load(raw, json_text=True)
         except strictyaml.StrictYamlError as err:
             raise SpecError(_in_text(CLUSTER_KEY, err), source) from None
     secure = _find_secure(raw, "")

@@ -34,6 +34,10 @@ from sunk.problem import Problem
 
 MAX_BYTES = 1024 * 1024
 """A stack file is configuration: the shipped ones are under 4 KB."""
+MAX_JSON_BYTES = 2 * MAX_BYTES
+"""The JSON text Pulumi hands a program for one setting: the same document as the stack file's, with
+every key and string quoted (30,000 one-line accounts: 0.94 MB of YAML, 1.18 MB of JSON), so a file
+within MAX_BYTES is read by the program too."""
 MAX_DEPTH = 32
 """Deeper than any spec field (affinity terms nest about 8 levels)."""
 
@@ -281,11 +285,13 @@ def decode(data: bytes) -> str:
         ) from None
 
 
-def load(text: str) -> Any:
-    """One YAML (or JSON) document, strictly. Raises StrictYamlError."""
+def load(text: str, *, json_text: bool = False) -> Any:
+    """One YAML (or JSON) document, strictly. `json_text`: the JSON Pulumi hands a program for a
+    setting (bounded by MAX_JSON_BYTES, not MAX_BYTES). Raises StrictYamlError."""
     size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_BYTES:
-        raise StrictYamlError([_refusal(None, f"{size} bytes; a stack file may hold at most {MAX_BYTES}", "(file)")])
+    limit, what = (MAX_JSON_BYTES, "Pulumi's JSON text of a setting") if json_text else (MAX_BYTES, "a stack file")
+    if size > limit:
+        raise StrictYamlError([_refusal(None, f"{size} bytes; {what} may hold at most {limit}", "(file)")])
     unreadable = _unreadable(text)
     if unreadable:
         raise StrictYamlError(unreadable)

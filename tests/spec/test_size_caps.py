@@ -5,6 +5,7 @@ Slurm file is rendered or any object built (the caps are where bench/validate_be
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def _refused(document: dict[str, Any]) -> list[str]:
 
 def test_the_caps_are_the_documented_ones() -> None:
     assert (MAX_NODESETS, MAX_ACCOUNTS, strictyaml.MAX_BYTES) == (1_000, 30_000, 1024 * 1024)
+    assert strictyaml.MAX_JSON_BYTES == 2 * strictyaml.MAX_BYTES
 
 
 def test_the_most_nodesets_validate() -> None:
@@ -93,7 +95,25 @@ def test_a_stack_file_one_byte_past_the_cap_is_refused_naming_the_limit(tmp_path
         load_stack(str(_stack_file(tmp_path, strictyaml.MAX_BYTES + 1)))
 
 
+def test_the_largest_stack_file_reaches_the_program_as_pulumis_longer_json(tmp_path: Path) -> None:
+    """30,000 accounts in a flow sequence fit the file's 1 MiB; the JSON text Pulumi hands the
+    program for them is longer (every key and string quoted) and must be read there too."""
+    chain = ", ".join(["{name: a0}", *(f"{{name: a{i}, parent: a{i - 1}}}" for i in range(1, MAX_ACCOUNTS))])
+    head = "config:\n  sunk:cluster:\n    name: research\n    tenant: acme\n"
+    head += "    nodesets: [{name: cpu, cpus: 4, memoryMib: 4096}]\n"
+    head += "    partitions: [{name: batch, nodesets: [cpu], default: true}]\n"
+    path = tmp_path / "Pulumi.acme-dev.yaml"
+    path.write_text(f"{head}    accounts: [{chain}]\n")
+    assert path.stat().st_size <= strictyaml.MAX_BYTES
+    text = json.dumps(strictyaml.load(path.read_text())["config"]["sunk:cluster"], sort_keys=True)
+    assert strictyaml.MAX_BYTES < len(text) <= strictyaml.MAX_JSON_BYTES
+    spec, _ = parse_config({"sunk:cluster": text}, "stack")
+    assert len(spec.accounts) == MAX_ACCOUNTS
+
+
 def test_pulumis_text_past_the_cap_is_refused_naming_the_limit() -> None:
-    text = '{"name": "research"' + " " * strictyaml.MAX_BYTES + "}"
-    with pytest.raises(SpecError, match=r"\(file\): 1048\d+ bytes; a stack file may hold at most 1048576"):
+    text = '{"name": "research"' + " " * strictyaml.MAX_JSON_BYTES + "}"
+    with pytest.raises(
+        SpecError, match=r"\(file\): 2097\d+ bytes; Pulumi's JSON text of a setting may hold at most 2097152"
+    ):
         parse_config({"sunk:cluster": text}, "stack")
