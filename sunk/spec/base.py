@@ -319,20 +319,29 @@ def _cidr(value: str) -> str:
 Cidr = Annotated[str, AfterValidator(_cidr)]
 
 
-def _object_key(what: str) -> AfterValidator:
-    """A key of a Secret's or ConfigMap's data, as Kubernetes validates it (IsConfigMapKey): at most
-    253 of letters, digits, '-', '_', '.'; not '.' or '..', and not starting with '..' (the kubelet's
-    atomic writer keeps its own `..data` link and `..<timestamp>` folders beside the keys in a
-    mounted volume, so such a key would be refused by the API server or shadow them)."""
-    rx = re.compile(r"[-._a-zA-Z0-9]+")
+_OBJECT_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
+
+def object_key_problem(value: str, what: str) -> str | None:
+    """Why `value` is not a key of a Secret's or ConfigMap's data, as Kubernetes validates it
+    (IsConfigMapKey): at most 253 of letters, digits, '-', '_', '.'; not '.' or '..', and not starting
+    with '..' (the kubelet's atomic writer keeps its own `..data` link and `..<timestamp>` folders beside
+    the keys in a mounted volume, so such a key would be refused by the API server or shadow them).
+    None when it is one."""
+    if len(value) > 253:
+        return f"{value!r} is {len(value)} characters; at most 253 allowed"
+    if not _OBJECT_KEY.fullmatch(value):
+        return f"{value!r} is not {what}: letters, digits, '-', '_', '.'"
+    if value in (".", "..") or value.startswith(".."):
+        return f"{value!r} is not {what}: Kubernetes refuses '.', '..' and keys starting with '..'"
+    return None
+
+
+def _object_key(what: str) -> AfterValidator:
     def check(value: str) -> str:
-        if len(value) > 253:
-            raise ValueError(f"{value!r} is {len(value)} characters; at most 253 allowed")
-        if not rx.fullmatch(value):
-            raise ValueError(f"{value!r} is not {what}: letters, digits, '-', '_', '.'")
-        if value in (".", "..") or value.startswith(".."):
-            raise ValueError(f"{value!r} is not {what}: Kubernetes refuses '.', '..' and keys starting with '..'")
+        problem = object_key_problem(value, what)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     return AfterValidator(check)

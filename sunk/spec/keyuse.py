@@ -77,16 +77,7 @@ USES: tuple[tuple[str, str, Callable[[ClusterSpec], Ref]], ...] = (
 )  # fmt: skip
 """Every field of a stack that names a Secret key: (path, purpose, its value in a spec)."""
 
-FIELDS: frozenset[str] = frozenset(
-    {
-        "auth.key.existingSecret",
-        "auth.jwt.existingSecret",
-        "accounting.external.passwordSecret",
-        "auth.ldap.bindPasswordSecret",
-        "auth.ldap.caSecret",
-        "auth.ldap.clientCertSecret",
-    }
-)
+FIELDS: frozenset[str] = frozenset(path.removesuffix(".certKey").removesuffix(".keyKey") for path, _, _ in USES)
 """The SecretRef and ClientCertRef fields USES covers, as paths of the spec's models; the test that
 walks the models compares its findings with this set."""
 

@@ -26,6 +26,7 @@ from importlib import resources
 from typing import Any
 
 from sunk.problem import Problem, Problems
+from sunk.spec.base import _label_key, _label_value, object_key_problem
 
 KUBERNETES_VERSION = "1.33"
 """The schema version the definitions come from (the oldest the manifests are validated against)."""
@@ -160,8 +161,6 @@ def _file_modes(value: dict[str, Any], path: str) -> list[Problem]:
 
 def _label_problems(key: Any, value: Any, path: str) -> list[Problem]:
     """A label key and, when given, its value, as the API server checks them in selectors."""
-    from sunk.spec.base import _label_key, _label_value  # base imports nothing of this module's users
-
     out = []
     for check, item in ((_label_key, key), (_label_value, value)):
         if isinstance(item, str):
@@ -199,14 +198,9 @@ def _weight(value: dict[str, Any], path: str) -> list[Problem]:
 def _topology_key(value: dict[str, Any], path: str) -> list[Problem]:
     """A pod (anti-)affinity term's or spread constraint's topologyKey: a non-empty label key."""
     key = value.get("topologyKey")
-    if isinstance(key, str):
-        found = _label_problems(key, None, _join(path, "topologyKey")) if key else []
-        return found or (
-            [Problem(_join(path, "topologyKey"), "required: a Node label key such as kubernetes.io/hostname")]
-            if not key
-            else []
-        )
-    return []
+    if key == "":
+        return [Problem(_join(path, "topologyKey"), "required: a Node label key such as kubernetes.io/hostname")]
+    return _label_problems(key, None, _join(path, "topologyKey"))
 
 
 def _spread_rules(value: dict[str, Any], path: str) -> list[Problem]:
@@ -226,15 +220,9 @@ def _key_to_path(value: dict[str, Any], path: str) -> list[Problem]:
     `..data` link there) and a relative path without '..' segments; its file mode."""
     out = _file_modes(value, path)
     key = value.get("key")
-    if isinstance(key, str) and (
-        key in (".", "..") or key.startswith("..") or not re.fullmatch(r"[-._a-zA-Z0-9]+", key)
-    ):
-        out.append(
-            Problem(
-                _join(path, "key"),
-                f"{key!r} is not a key Kubernetes allows: letters, digits, '-', '_', '.', not '.', '..' or starting with '..'",
-            )
-        )
+    problem = object_key_problem(key, "a key Kubernetes allows") if isinstance(key, str) else None
+    if problem is not None:
+        out.append(Problem(_join(path, "key"), problem))
     item = value.get("path")
     if isinstance(item, str) and (not item or item.startswith("/") or ".." in item.split("/") or item.startswith("..")):
         out.append(
