@@ -185,8 +185,9 @@ class _Mocks(pulumi.runtime.Mocks):
     """Providers stand-in: Kubernetes objects echo their inputs; every generated value is the
     MADE_AT_DEPLOY marker, which no manifest keeps."""
 
-    def __init__(self, stack: str) -> None:
+    def __init__(self, stack: str, previous_outputs: Mapping[str, Any] | None = None) -> None:
         self.stack = stack
+        self.previous_outputs = previous_outputs
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         outputs = dict(args.inputs)
@@ -200,8 +201,12 @@ class _Mocks(pulumi.runtime.Mocks):
             )
         return f"{args.name}-id", outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
-        return {}, None
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
+        if args.token == "pulumi:pulumi:readStackOutputs" and self.previous_outputs is not None:
+            # The stack's previous deployment, as the engine hands it to a stack reading itself.
+            name = args.args.get("name", "")
+            return {"name": name, "outputs": dict(self.previous_outputs), "secretOutputNames": []}, []
+        return {}, []
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -281,9 +286,14 @@ def _described(err: BaseException, program: Path) -> str:
 
 
 def _evaluate(
-    program: Path, project: str, stack: str, config: Mapping[str, str], secret_keys: Sequence[str]
+    program: Path,
+    project: str,
+    stack: str,
+    config: Mapping[str, str],
+    secret_keys: Sequence[str],
+    previous_outputs: Mapping[str, Any] | None,
 ) -> Evaluation:
-    mocks = _Mocks(stack)
+    mocks = _Mocks(stack, previous_outputs)
     monitor = _RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
     # set_mocks installs a root Stack for unit tests; the real entry point makes its own.
@@ -312,11 +322,14 @@ def evaluate(
     config: Mapping[str, str],
     project: str = PROJECT,
     secret_keys: Sequence[str] = (),
+    previous_outputs: Mapping[str, Any] | None = None,
 ) -> Evaluation:
     """Run `program` (a Pulumi __main__.py) for `stack` with `config` (Pulumi's flat
     `project:key` -> string form). Each call runs in a fresh context, so stacks evaluated one
-    after another in one process never see each other's settings, config or root resource."""
-    return contextvars.Context().run(_evaluate, program, project, stack, config, secret_keys)
+    after another in one process never see each other's settings, config or root resource.
+    `previous_outputs`: the outputs of the stack's previous deployment, as the program reads them back
+    (sunk.components.program.previous_release); None: a first deploy."""
+    return contextvars.Context().run(_evaluate, program, project, stack, config, secret_keys, previous_outputs)
 
 
 def stack_config(path: Path, project: str = PROJECT) -> tuple[dict[str, str], list[str]]:

@@ -228,7 +228,9 @@ def test_the_scaffolded_program_exports_what_the_docs_say() -> None:
     compares what they deploy); its exports are the ones the how-to lists."""
     page = (ROOT / "docs" / "how-to" / "deploy-pulumi.md").read_text()
     (line,) = [ln for ln in page.splitlines() if ln.startswith("pulumi stack output -s acme-dev")]
-    documented = sorted(re.findall(r"\b(namespace|loginEndpoint|slurmrestdUrl|controllerHost|clusterName)\b", line))
+    documented = sorted(
+        re.findall(r"\b(namespace|loginEndpoint|slurmrestdUrl|controllerHost|clusterName|slurmRelease)\b", line)
+    )
     for program in (scaffold.PROGRAM, (ROOT / "__main__.py").read_text()):
         assert "\nstack_program()\n" in program
     assert _exports((ROOT / "components" / "program.py").read_text()) == documented

@@ -47,3 +47,39 @@ def upgrade_problems(source: str | None, target: str) -> list[Problem]:
             )
         ]
     return []
+
+
+RELEASE_OUTPUT = "slurmRelease"
+"""The stack output naming the release a deployment ran (slurm.version): the next `pulumi up`
+reads it back (release_change_problems)."""
+
+
+def release_change_problems(previous: str | None, version: str, upgrade_from: str | None) -> list[Problem]:
+    """Why a deploy of `version` is refused where the stack's previous deployment ran `previous`
+    (its `slurmRelease` output; None: a first deploy, or one by a sunk that didn't export it).
+    A change of release is allowed only where `slurm.upgradeFrom` announces it: forward with
+    upgradeFrom the previous release, or back (after a failed upgrade) with upgradeFrom and
+    version both the release gone back to, older than the previous one. Without that, a stack
+    that left slurm.version to a default that moved, or a plain set-back, would convert (or meet
+    converted) state and database with no dump, no snapshot and no gate."""
+    if previous is None or previous == version:
+        return []
+    if upgrade_from == previous:
+        return []
+    if upgrade_from == version and release_index(previous) > release_index(version):
+        return []
+    back = release_index(version) < release_index(previous)
+    way = (
+        f'to go back after a failed upgrade, say so: slurm: {{version: "{version}", upgradeFrom: "{version}"}}'
+        if back
+        else f'to upgrade, announce it: slurm: {{version: "{version}", upgradeFrom: "{previous}"}}'
+    )
+    said = "unset" if upgrade_from is None else repr(upgrade_from)
+    return [
+        Problem(
+            "version",
+            f"{version!r} differs from the release the previous deployment ran ({previous!r}, its "
+            f"{RELEASE_OUTPUT} output) and slurm.{UPGRADE_FROM} is {said}: a change of release nobody announced "
+            f'is refused. To keep running {previous}, set slurm: {{version: "{previous}"}}; {way}',
+        )
+    ]
