@@ -39,6 +39,7 @@ from sunk.spec.slurmtext import (
     SacctmgrName,
     SlurmText,
     TopologyConfLines,
+    is_secret_key,
     secret_keys,
 )
 
@@ -145,6 +146,16 @@ class PartitionSpec(Model):
                         f"extra[{i}]",
                         f"{word.partition('=')[0]} is rendered by sunk on every PartitionName line; "
                         f"set it through its own field ({_PARTITION_RENDERED[key]})",
+                    )
+                )
+            elif is_secret_key(key):
+                # The schema-drawn fuzzer found `StoragePass=x` here: rendered into slurm.conf, a
+                # ConfigMap every Slurm pod mounts.
+                errors.append(
+                    Problem(
+                        f"extra[{i}]",
+                        f"{word.partition('=')[0]} holds a password, which would render into slurm.conf's "
+                        "ConfigMap; a PartitionName line takes no password",
                     )
                 )
             elif key == "defmempercpu":

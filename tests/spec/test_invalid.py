@@ -179,6 +179,7 @@ CASES = [
     Bad("def-mem-per-cpu-zero", {"partitions[0].defMemPerCpu": 0}, "partitions[0].defMemPerCpu", "greater than or equal to 1"),
     Bad("def-mem-per-cpu-in-extra", {"partitions[0].extra": ["OverSubscribe=NO", "DefMemPerCPU=512"]}, "partitions[0].extra[1]", "set defMemPerCpu instead of DefMemPerCPU=512"),
     Bad("def-mem-per-node-in-extra", {"partitions[0].extra": ["defmempernode=2048"]}, "partitions[0].extra[0]", "excludes the DefMemPerCPU every partition gets; set defMemPerCpu instead"),
+    Bad("partition-extra-password", {"partitions[0].extra": ["JobCompPass=1"]}, "partitions[0].extra[0]", "JobCompPass holds a password, which would render into slurm.conf's ConfigMap"),
     Bad("partition-extra-with-space", {"partitions[0].extra": ["OverSubscribe=YES LLN=YES"]}, "partitions[0].extra[0]", "one `Key=Value` word without spaces"),
     Bad("qos-negative-usage-factor", {"qos": [{"name": "low", "usageFactor": -1}]}, "qos[0].usageFactor", "greater than or equal to 0"),
     Bad("qos-bad-max-wall", {"qos": [{"name": "low", "maxWall": "forever"}]}, "qos[0].maxWall", "a Slurm time: UNLIMITED"),
