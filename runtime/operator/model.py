@@ -86,6 +86,8 @@ class Pod:
     state.running.startedAt; None while it does not run)."""
     restarts: int = 0
     """Its slurmd container's restartCount."""
+    ip: str = ""
+    """status.podIP: the address its slurmd registers from ("" until the kubelet gives one)."""
 
     @property
     def scheduled(self) -> bool:
@@ -116,6 +118,7 @@ class Pod:
             terminal=status.get("phase") in ("Failed", "Succeeded"),
             started=started,
             restarts=restarts,
+            ip=str(status.get("podIP") or ""),
         )
 
 

@@ -22,6 +22,13 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
   someone deletes is created again from the new template); a rolling-update drain left from
   before is resumed; status.outdated counts them.
 - A pod that ended (phase Failed or Succeeded, e.g. evicted) is deleted and then replaced.
+- A pod whose Slurm node is another slurmd's record is replaced: Slurm says NOT_RESPONDING, the
+  record's address is not the pod's, and its SlurmdStartTime is before the pod's slurmd container
+  started (that slurmd ran STALE_GRACE and more, Ready). slurmd -Z registers once, at start: when
+  it registered with a controller whose state was then replaced (a set-back restores the
+  snapshot, whose record holds the old pod's address), slurmctld pings a dead address and the
+  node stays DOWN. Slurm can't reach it, so it runs nothing; the pod is deleted, its node removed,
+  and the new pod registers afresh.
 - Slurm unreadable: only pods are created; nothing is deleted, drained, resumed or removed.
 - all-matching-nodes: a pod is created only if a kubelet would admit it: its requests plus those
   of the non-terminated pods already on its Node (observed.node_usage: the glue adds slurmd pods
@@ -88,6 +95,9 @@ from .model import (
 from .status import compute_status, unfit_message
 
 SCALE_IN = f"{naming.OPERATOR_REASON_PREFIX} scale-in"
+STALE_GRACE = 60
+"""Seconds a Ready slurmd runs before a NOT_RESPONDING record from before it counts as stale: a
+slurmd registers within seconds of its start (slurmctld answering)."""
 UPDATE = f"{naming.OPERATOR_REASON_PREFIX} rolling update"
 
 
@@ -256,6 +266,26 @@ def _ended(observed: Observed) -> list[Action]:
     ]
 
 
+def _stale_registrations(observed: Observed, now: datetime) -> list[Action]:
+    """0b. Pods whose Slurm node is an earlier slurmd's record that Slurm can't reach (the rule in
+    the module docstring). Only with Slurm read, like every deletion."""
+    slurm = observed.slurm
+    if slurm is None:
+        return []
+    out: list[Action] = []
+    for p in observed.pods:
+        node = slurm.get(p.slurm_node)
+        if p.leaving or not p.ready or p.started is None or not p.ip or node is None:
+            continue
+        if not dynamic(node) or "NOT_RESPONDING" not in node.flags or node.address in ("", p.ip):
+            continue
+        registered = node.slurmd_start_time
+        if (registered is None or registered < p.started) and now.timestamp() - p.started >= STALE_GRACE:
+            why = f"Slurm reaches its node at {node.address}, a slurmd before this pod's ({p.ip}); it registers afresh"
+            out.append(DeletePod(p.name, p.slurm_node, why))
+    return out
+
+
 @dataclass
 class _Creation:
     actions: list[Action]
@@ -346,7 +376,7 @@ def plan(observed: Observed, now: datetime) -> list[Action]:
     want, victims = members(observed)
     pods = current_pods(observed)
     desired_hash = None if observed.missing_config else template_hash(ns.spec, observed.config_keys)
-    actions = _ended(observed)
+    actions = _ended(observed) + _stale_registrations(observed, now)
     if not observed.service_exists:
         actions.append(CreateService(headless_service(ns.spec, namespace=ns.namespace, owner=ns.owner)))
     created = _create_missing(observed, want, pods, desired_hash)

@@ -35,13 +35,15 @@ import yaml
 from sunk.runtime.harness.directory import DirectoryGroup, DirectoryUser, LocalLdap
 from sunk.runtime.local.cli import _why as cli_why
 
-from sunk import keys
+from sunk import keys, naming
 from tests.support import waiting
 
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[3]
 NS = "acme-research"
+STATE = naming.STATE_SAVE
+"""slurmctld's StateSaveLocation."""
 T = TypeVar("T")
 
 
@@ -622,6 +624,72 @@ def test_slurmctld_recreated_keeps_running_and_pending_jobs(cluster: Cluster) ->
         assert f"{running} RUNNING" in queue and f"{pending} PENDING" in queue
     finally:
         cluster.login(f"scancel {running} {pending}", check=False)
+
+
+def test_a_slurmd_whose_registration_a_restored_state_forgot_is_replaced_and_registers_again(cluster: Cluster) -> None:
+    """The set-back race: a new slurmd pod registered with a slurmctld whose state was then replaced
+    by an older one (the upgrade drill's set-back restores its snapshot), so slurmctld holds the
+    old pod's address and pings nobody, and slurmd -Z never registers again. Made here on purpose:
+    node_state is copied, the node's pod replaced (it registers from a new address), then the old
+    node_state put back under a slurmctld killed so it can't save over it. The operator must see the
+    record is an earlier slurmd's (NOT_RESPONDING, another address, SlurmdStartTime before the pod's
+    slurmd started) and replace the pod, whose slurmd registers afresh.
+
+    What this can't model: a real set-back's snapshot differs from the live state in jobs too; here
+    only node_state goes back, so the other tests' jobs are untouched."""
+    idle = cluster.login("sinfo -h -N -p batch -t idle -o %N", check=False).stdout.split()
+    node = next(n for n in idle if n.startswith("cpu-"))
+    name = f"research-{node}"
+    first = cluster.pod(name)
+    cluster.sh(f"cp {STATE}/node_state /tmp/node_state.kept")
+    cluster.kubectl("delete", "pod", "-n", NS, name, timeout=180)
+
+    def address() -> tuple[str, str, str]:
+        p = cluster.pod(name)
+        shown = cluster.login(f"scontrol show node {node}", check=False).stdout
+        addr = next((w.split("=", 1)[1] for w in shown.split() if w.startswith("NodeAddr=")), "")
+        state = next((w.split("=", 1)[1] for w in shown.split() if w.startswith("State=")), "")
+        return p["metadata"].get("uid", ""), f"{(p.get('status') or {}).get('podIP')}/{addr}", state
+
+    uid, pair, _ = wait_for(
+        f"{name} again, registered from its new address",
+        address,
+        lambda u: u[0] not in ("", first["metadata"]["uid"]) and len(set(u[1].split("/"))) == 1,
+        400,
+        cluster,
+    )
+    assert pair.split("/")[0] != first["status"]["podIP"]
+    # Put the old record back under a slurmctld that can't save over it: SIGKILL, sent from the
+    # host (slurmctld is its pod's PID 1, which ignores SIGKILL from inside its namespace); the
+    # kubelet restarts the container and slurmctld reads the old node_state.
+    cluster.sh(f"cp /tmp/node_state.kept {STATE}/node_state")
+    assert _kill_slurmctld(cluster) == 1
+    final = wait_for(
+        f"{name} replaced by the operator and {node} idle at the new pod's address",
+        address,
+        lambda u: u[0] not in ("", uid) and len(set(u[1].split("/"))) == 1 and u[2].startswith("IDLE"),
+        600,
+        cluster,
+    )
+    assert final[1].split("/")[0] not in ("None", "")
+    items = json.loads(cluster.kubectl("get", "events", "-n", NS, "-o", "json").stdout)["items"]
+    said = [e["message"] for e in items if e["involvedObject"].get("name") == "research-cpu"]
+    assert any(f"pod {name} (Slurm node {node})" in m and "registers afresh" in m for m in said), said
+
+
+def _kill_slurmctld(cluster: Cluster) -> int:
+    """SIGKILL this cluster's slurmctld processes from the host: those whose root is under the
+    cluster's folder (other clusters on the machine are left alone). How many were killed."""
+    mine = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            ours = proc.name.isdigit() and (proc / "comm").read_text().startswith("slurmctld")
+            if ours and os.readlink(proc / "root").startswith(cluster.env["SUNK_LOCAL_DIR"]):
+                os.kill(int(proc.name), 9)
+                mine += 1
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return mine
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +22,7 @@ from sunk.runtime.operator.model import (
     Taint,
     WriteStatus,
 )
-from sunk.runtime.operator.plan import SCALE_IN, UPDATE, max_unavailable, members, plan
+from sunk.runtime.operator.plan import SCALE_IN, STALE_GRACE, UPDATE, max_unavailable, members, plan
 from sunk.runtime.slurmrest import Node as SlurmNode
 
 from sunk.manifests.config import config_maps
@@ -316,6 +317,65 @@ def test_slurm_nodes_of_removed_pods_are_removed_but_only_ours() -> None:
 def test_node_of_a_terminating_pod_is_not_removed() -> None:
     slurm = [node(0), node(1, "IDLE", "DRAIN", reason=SCALE_IN)]
     assert acts(observe([pod(0), pod(1, deleting=True)], slurm, spec=cpu(replicas=1))) == []
+
+
+def _stale_case(
+    *,
+    address: str = "10.233.0.14",
+    registered: int | None = None,
+    state: tuple[str, ...] = ("DOWN", "NOT_RESPONDING"),
+    ran: float = STALE_GRACE,
+    ready: bool = True,
+    ip: str = "10.233.0.45",
+) -> list[tuple[str, str]]:
+    """cpu-1's pod (at `ip`, slurmd started `ran` seconds before NOW) and its Slurm record (at
+    `address`, SlurmdStartTime `registered` seconds relative to that start; None: never)."""
+    started = int(NOW.timestamp() - ran)
+    p1 = dataclasses.replace(pod(1, ready=ready), ip=ip, started=started)
+    record = node(1, *state).model_copy(
+        update={"address": address, "slurmd_start_time": None if registered is None else started + registered}
+    )
+    return summary(acts(observe([pod(0), p1], [node(0), record], spec=cpu(replicas=2))))
+
+
+def test_a_slurm_record_left_by_an_earlier_slurmd_that_slurm_cant_reach_replaces_the_pod() -> None:
+    # The set-back race: the new slurmd registered with the controller that was going away; the
+    # restored snapshot holds the old pod's address and SlurmdStartTime, and slurmd won't register again.
+    assert _stale_case(registered=-600) == [("DeletePod", "cpu-1")]
+    assert _stale_case(registered=None) == [("DeletePod", "cpu-1")]
+    assert _stale_case(registered=-600, state=("IDLE", "NOT_RESPONDING")) == [("DeletePod", "cpu-1")]
+    # Then the existing rule clears the record before the new pod is created.
+    assert summary(acts(observe([pod(0)], [node(0), node(1, "DOWN", "NOT_RESPONDING")], spec=cpu(replicas=2)))) == [
+        ("RemoveSlurmNode", "cpu-1")
+    ]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"registered": 0},  # this slurmd's own record: Slurm lost it for another reason
+        {"registered": 5},
+        {"registered": -600, "state": ("DOWN",)},  # not NOT_RESPONDING: an admin's DOWN, say
+        {"registered": -600, "address": "10.233.0.45"},  # Slurm has the pod's address
+        {"registered": -600, "ran": STALE_GRACE - 1},  # a slurmd just started: it registers within seconds
+        {"registered": -600, "ready": False},
+        {"registered": -600, "ip": ""},
+    ],
+)
+def test_a_record_that_is_this_slurmds_or_may_still_be_replaced_leaves_the_pod_alone(case: dict[str, Any]) -> None:
+    assert _stale_case(**case) == []
+
+
+def test_a_stale_record_is_never_acted_on_without_reading_slurm() -> None:
+    p1 = dataclasses.replace(pod(1), ip="10.233.0.45", started=int(NOW.timestamp()) - 600)
+    assert summary(acts(observe([pod(0), p1], None, spec=cpu(replicas=2)))) == []
+
+
+def test_a_pod_reads_its_address_from_the_kubelets_status() -> None:
+    obj = {"metadata": {"name": "research-cpu-1"}, "spec": {"hostname": "cpu-1"},
+           "status": {"phase": "Running", "podIP": "10.233.0.45"}}  # fmt: skip
+    assert Pod.from_object(obj).ip == "10.233.0.45"
+    assert Pod.from_object({"metadata": {"name": "p"}, "spec": {}, "status": {}}).ip == ""
 
 
 # --- rolling update ---------------------------------------------------------------------------
