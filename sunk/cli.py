@@ -270,6 +270,12 @@ def _seconds(minimum: float) -> Callable[[str], float]:
     return parse
 
 
+def _local_controlplane_build(args: argparse.Namespace) -> int:
+    from sunk.runtime.local.kubebuild import cmd_build
+
+    return cmd_build(args)
+
+
 @needs_extra
 def _local_down(args: argparse.Namespace) -> int:
     from sunk.runtime.local.cli import cmd_down
@@ -516,6 +522,13 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stop: only the agent stops (a kubelet crash); the Node's containers keep running until it starts again",
     )
     p.set_defaults(func=_local_node)
+    p = verbs.add_parser("controlplane", help="the real Kubernetes control plane built from tools/controlplane's pins")
+    p.add_argument(
+        "action",
+        choices=["build"],
+        help="build: etcd, kube-apiserver, kube-controller-manager, kube-scheduler into ~/.cache/sunk/controlplane",
+    )
+    p.set_defaults(func=_local_controlplane_build)
     for verb, helptext, handler in (
         ("status", "is this project's local cluster running; its pods", _local_status),
         ("kubeconfig", "print the path of the local cluster's kubeconfig", _local_kubeconfig),
