@@ -1,5 +1,4 @@
-"""slurmdbd's database guard while slurm.upgradeFrom is set: what it does, decided from what it
-sees. `plan` is pure; the render turns it into a table (every state's actions) that the shipped
+"""slurmdbd's database guard, in every render: what it does, decided from what it sees. `plan` is pure; the render turns it into a table (every state's actions) that the shipped
 db-guard.sh looks up, so the script only measures and executes, and the decisions are tested here.
 
 What the guard sees, on the backup volume beside the dump `<database>-<upgradeFrom>.sql`:
@@ -12,6 +11,14 @@ What the guard sees, on the backup volume beside the dump `<database>-<upgradeFr
   failed); written by slurmdbd's start script (slurmdbd-start.sh);
 - `.served`: slurmdbd of the new release listened (its conversion was done), also written there;
 - `.restored`: the guard loaded the dump after a failure.
+
+And in the database itself, the release that last ran on it: sunk's own table `sunk_release`
+(one row, written by the guard: `mark`), since the schema number can't tell 24.11's database
+from 26.05's. A database from before that table is judged by cluster_table's rpc_version (the
+protocol of the slurmctld that registered last). Without upgradeFrom the backup volume isn't
+mounted (the markers are absent: nothing is dumped or restored), and the guard only refuses a
+database that another release ran, and records its own release: a first deploy and a
+same-release restart cost a few reads and one write.
 
 Two phases: `start`, before slurmdbd starts (the pod's start), and `watch`, every few seconds
 after, while slurmdbd runs or crash-loops (the sidecar's loop). The acknowledgement a failure
@@ -26,6 +33,13 @@ from enum import StrEnum
 from typing import Literal
 
 Phase = Literal["start", "watch"]
+Recorded = Literal["none", "release", "source", "other"]
+"""The release that last ran on the database, against this pod's: `none` (nothing recorded, no
+slurmctld registered: a new database), `release` (this pod's), `source` (slurm.upgradeFrom's,
+where it differs from this pod's), `other` (any other: nobody announced the move)."""
+RECORDS: tuple[Recorded, ...] = ("none", "release", "source", "other")
+RELEASE_TABLE = "sunk_release"
+"""sunk's table in the accounting database: the release that last ran on it."""
 Schema = Literal["none", "unrecorded", "same", "other"]
 """The database's schema now, against the record taken before the dump: `none` (no Slurm tables:
 a new database), `unrecorded` (no record to compare with), `same` or `other`."""
@@ -43,6 +57,9 @@ class Act(StrEnum):
     SET_ASIDE = "set-aside"
     """The dump, its record and the markers moved to `<name>.aside-<time>/`: a later upgrade
     takes a fresh dump, and a failure is not found again."""
+    MARK = "mark"
+    """This pod's release written to sunk's table in the database (RELEASE_TABLE), before slurmdbd
+    starts on it: the next pod of another release knows what ran."""
     REFUSE = "refuse"
     """The guard exits non-zero with its message: slurmdbd does not start."""
 
@@ -54,12 +71,13 @@ class Seen:
     failed: bool
     restored: bool
     served: bool
+    recorded: Recorded = "release"
 
     @property
     def key(self) -> str:
-        """The state as db-guard.sh spells it: `<dump>-<schema>-<failed>-<restored>-<served>`,
+        """The state as db-guard.sh spells it: `<dump>-<schema>-<failed>-<restored>-<served>-<recorded>`,
         each flag 0 or 1."""
-        flags = (int(self.dump), self.schema, int(self.failed), int(self.restored), int(self.served))
+        flags = (int(self.dump), self.schema, int(self.failed), int(self.restored), int(self.served), self.recorded)
         return "-".join(str(f) for f in flags)
 
 
@@ -74,9 +92,48 @@ def plan(phase: Phase, seen: Seen, *, source: str, release: str) -> Decision:
     """What the guard of slurmdbd's pod for `release` does in `phase`, the cluster having run
     `source` (slurm.upgradeFrom) before. `release` newer than `source`: this pod converts the
     database; equal: the stack went back (or never moved)."""
+    refusal = _unannounced(phase, seen, source, release)
+    if refusal:
+        return Decision((Act.REFUSE,), refusal)
+    decision = _upgrading(phase, seen, source, release) if release != source else _back(phase, seen, source)
+    if _marks(phase, seen, decision, source, release):
+        return Decision((*decision.acts, Act.MARK), decision.say)
+    return decision
+
+
+def _unannounced(phase: Phase, seen: Seen, source: str, release: str) -> str:
+    """Why the database may not be touched: another release than the stack says ran on it."""
+    if phase != "start" or seen.recorded != "other":
+        return ""
     if release != source:
-        return _upgrading(phase, seen, source, release)
-    return _back(phase, seen, source)
+        return (
+            f"the accounting database last ran another Slurm release (above) than slurm.upgradeFrom's {source}: "
+            f"slurmdbd {release} would convert a database the stack doesn't describe, and the dump would be "
+            "taken of it as if it were; set slurm.upgradeFrom to the release above (docs/upgrading.md)"
+        )
+    if seen.dump or seen.failed or seen.served:
+        return ""  # an upgrade's copies are here: going back decides (_back)
+    return (
+        f"the accounting database last ran another Slurm release (above) than this slurmdbd's {release}, and "
+        "slurm.upgradeFrom announces no change: a newer slurmdbd would convert it with no dump taken, an older one "
+        "can't read what a newer one converted. To keep running that release, set slurm.version to it; to upgrade "
+        f'from it, announce it: slurm: {{version: "{release}", upgradeFrom: <that release>}}; going back to {release} '
+        f'after an upgrade is announced too: slurm: {{version: "{release}", upgradeFrom: "{release}"}} '
+        "(docs/upgrading.md)"
+    )
+
+
+def _marks(phase: Phase, seen: Seen, decision: Decision, source: str, release: str) -> bool:
+    """Whether the guard writes this pod's release into the database after `decision`'s acts:
+    not where it refuses, not into a database with no Slurm tables yet (it may not exist: the
+    watch marks it once slurmdbd made them), not over a failed conversion (the restored
+    database is the old release's, its record with it); at each start otherwise (one write),
+    and in the watch where nothing is recorded yet."""
+    if Act.REFUSE in decision.acts or seen.schema == "none":
+        return False
+    if release != source and seen.failed:
+        return False
+    return phase == "start" or seen.recorded == "none"
 
 
 def _refusal(source: str, release: str, restored: str) -> str:
@@ -107,6 +164,8 @@ def _upgrading(phase: Phase, seen: Seen, source: str, release: str) -> Decision:
         return Decision((), "")
     if seen.served:
         return Decision((), f"slurmdbd {release} has converted the database already: nothing to do")
+    if not seen.dump and seen.recorded == "release":
+        return Decision((), f"the database ran slurmdbd {release} already (sunk's record): nothing to dump")
     if not seen.dump:
         return Decision(
             (Act.RECORD, Act.DUMP),
@@ -151,9 +210,9 @@ def _back(phase: Phase, seen: Seen, source: str) -> Decision:
 
 def every_state() -> list[Seen]:
     return [
-        Seen(dump, schema, failed, restored, served)
-        for dump, schema, failed, restored, served in itertools.product(
-            (False, True), SCHEMAS, (False, True), (False, True), (False, True)
+        Seen(dump, schema, failed, restored, served, recorded)
+        for dump, schema, failed, restored, served, recorded in itertools.product(
+            (False, True), SCHEMAS, (False, True), (False, True), (False, True), RECORDS
         )
     ]
 
@@ -168,5 +227,7 @@ def table(phase: Phase, *, source: str, release: str) -> tuple[str, str]:
         number = messages.setdefault(decision.say, len(messages))
         acts = ",".join(decision.acts) or "-"
         lines.append(f"{seen.key} {acts} {number}")
-    said = [f"{number} {text}" for text, number in messages.items()]
+    # An empty message is its number alone: no line of the rendered script ends in a space (YAML
+    # would then quote the whole script instead of writing it as a block).
+    said = [f"{number} {text}".rstrip() for text, number in messages.items()]
     return "\n".join(lines), "\n".join(said)

@@ -3,6 +3,8 @@ table rendered from them (tests/manifests/test_db_guard_script.py runs it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sunk.dbguard import Act, Seen, every_state, plan, table
@@ -10,14 +12,20 @@ from sunk.dbguard import Act, Seen, every_state, plan, table
 SOURCE, TARGET = "24.11", "26.05"
 
 
+def _unmarked(acts: tuple[Act, ...]) -> tuple[Act, ...]:
+    """The acts without the release's record (test_the_release_is_recorded... has those)."""
+    return tuple(a for a in acts if a != Act.MARK)
+
+
 def _up(phase: str, **seen: object) -> tuple[Act, ...]:
-    state = {"dump": True, "schema": "same", "failed": False, "restored": False, "served": False, **seen}
-    return plan(phase, Seen(**state), source=SOURCE, release=TARGET).acts  # type: ignore[arg-type]
+    state = {"dump": True, "schema": "same", "failed": False, "restored": False, "served": False, "recorded": "source"}
+    state.update(seen)
+    return _unmarked(plan(phase, Seen(**state), source=SOURCE, release=TARGET).acts)  # type: ignore[arg-type]
 
 
 def _back(**seen: object) -> tuple[Act, ...]:
     state = {"dump": True, "schema": "same", "failed": False, "restored": False, "served": False, **seen}
-    return plan("start", Seen(**state), source=SOURCE, release=SOURCE).acts  # type: ignore[arg-type]
+    return _unmarked(plan("start", Seen(**state), source=SOURCE, release=SOURCE).acts)  # type: ignore[arg-type]
 
 
 def test_the_first_start_of_the_new_release_records_the_schema_then_dumps() -> None:
@@ -43,8 +51,8 @@ def test_a_failed_conversion_is_restored_by_the_watch_and_refused_at_each_start(
 def test_the_watch_does_nothing_else() -> None:
     for seen in every_state():
         acts = plan("watch", seen, source=SOURCE, release=TARGET).acts
-        assert acts == ((Act.RESTORE,) if seen.failed and not seen.restored else ()), seen
-        assert plan("watch", seen, source=SOURCE, release=SOURCE).acts == (), seen
+        assert _unmarked(acts) == ((Act.RESTORE,) if seen.failed and not seen.restored else ()), seen
+        assert _unmarked(plan("watch", seen, source=SOURCE, release=SOURCE).acts) == (), seen
 
 
 def test_an_interrupted_conversion_starts_over_from_the_dump() -> None:
@@ -82,7 +90,61 @@ def test_a_refusal_comes_last_and_says_why(phase: str, release: str) -> None:
 def test_the_table_has_one_row_per_state_and_each_message_once() -> None:
     rows, messages = table("start", source=SOURCE, release=TARGET)
     keys = [row.split(" ")[0] for row in rows.splitlines()]
-    assert len(keys) == len(set(keys)) == len(every_state()) == 64
-    assert "1-same-0-0-0 - " in rows and "0-unrecorded-0-0-0 record,dump " in rows
+    assert len(keys) == len(set(keys)) == len(every_state()) == 256
+    assert "1-same-0-0-0-source mark " in rows and "0-unrecorded-0-0-0-source record,dump,mark " in rows
+    assert "0-same-0-0-0-other refuse " in rows
     texts = [line.split(" ", 1)[1] for line in messages.splitlines()]
     assert len(texts) == len(set(texts))
+
+
+def test_without_upgrade_from_a_database_another_release_ran_is_refused() -> None:
+    """The default moved under a stack that never pinned its release, or a plain set-back: the
+    database's record (or cluster_table's rpc_version) names another release than this pod's."""
+    for release in (SOURCE, TARGET):
+        for seen in every_state():
+            decision = plan("start", seen, source=release, release=release)
+            if seen.recorded == "other" and not (seen.dump or seen.failed or seen.served):
+                assert decision.acts == (Act.REFUSE,), seen
+                assert "slurm.upgradeFrom announces no change" in decision.say
+                assert f'slurm: {{version: "{release}", upgradeFrom: "{release}"}}' in decision.say
+            # The watch never refuses: the pod was let start.
+            assert Act.REFUSE not in plan("watch", seen, source=release, release=release).acts
+
+
+def test_an_upgrade_from_a_release_the_database_did_not_run_is_refused() -> None:
+    decision = plan("start", Seen(False, "unrecorded", False, False, False, "other"), source=SOURCE, release=TARGET)
+    assert decision.acts == (Act.REFUSE,)
+    assert "than slurm.upgradeFrom's 24.11" in decision.say
+    # Nothing dumped, nothing marked: the database is left as it is.
+    for seen in every_state():
+        if seen.recorded == "other":
+            acts = plan("start", seen, source=SOURCE, release=TARGET).acts
+            assert acts == (Act.REFUSE,) or seen.failed, (seen, acts)
+
+
+def test_the_release_is_recorded_at_each_start_and_by_the_watch_when_missing() -> None:
+    # A first deploy: no Slurm tables yet, nothing to write into; the watch records it once
+    # slurmdbd made them.
+    new = Seen(False, "none", False, False, False, "none")
+    assert plan("start", new, source=TARGET, release=TARGET).acts == ()
+    assert plan("watch", replace(new, schema="unrecorded"), source=TARGET, release=TARGET).acts == (Act.MARK,)
+    # A same-release restart: one write, no copy.
+    same = Seen(False, "unrecorded", False, False, False, "release")
+    assert plan("start", same, source=TARGET, release=TARGET).acts == (Act.MARK,)
+    assert plan("watch", same, source=TARGET, release=TARGET).acts == ()
+    # An upgrade records its release after the dump (the dump keeps the old record).
+    up = Seen(False, "unrecorded", False, False, False, "source")
+    assert plan("start", up, source=SOURCE, release=TARGET).acts == (Act.RECORD, Act.DUMP, Act.MARK)
+    # Never over a failed conversion: the restored database is the old release's.
+    for seen in every_state():
+        if seen.failed:
+            for phase in ("start", "watch"):
+                assert Act.MARK not in plan(phase, seen, source=SOURCE, release=TARGET).acts, seen
+
+
+def test_an_upgrade_whose_database_already_ran_the_new_release_dumps_nothing() -> None:
+    """upgradeFrom left set after the move, the backup volume new: a dump now would be of the
+    converted database, restored later as if it were the old one."""
+    seen = Seen(False, "unrecorded", False, False, False, "release")
+    decision = plan("start", seen, source=SOURCE, release=TARGET)
+    assert decision.acts == (Act.MARK,) and "nothing to dump" in decision.say

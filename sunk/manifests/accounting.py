@@ -183,11 +183,12 @@ def slurmdbd_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
     ]
     # slurmdbd resolves the uids of the users it records (accounts, associations).
     sssd_hash = with_sssd(spec, image, sidecars, volumes, container["volumeMounts"])
+    # Every render: the release that last ran on the database checked and recorded; with
+    # slurm.upgradeFrom, before slurmdbd of the new release converts the database, its dump; after
+    # a failed conversion, the restore; going back, the check (sunk.dbguard).
+    password_mount = next(m for m in container["volumeMounts"] if m["name"] == "db-password")
+    sidecars.insert(0, upgrade.db_guard_container(spec, password_mount, scripts.DB_PASSWORD_FILE))
     if upgrade.guarded(spec):
-        # Before slurmdbd of the new release converts the database, its dump; after a failed
-        # conversion, the restore; going back, the check (sunk.dbguard).
-        password_mount = next(m for m in container["volumeMounts"] if m["name"] == "db-password")
-        sidecars.insert(0, upgrade.db_guard_container(spec, password_mount, scripts.DB_PASSWORD_FILE))
         volumes.append(upgrade.backup_volume(spec, COMPONENT))
         if upgrade.upgrading(spec):
             # slurmdbd's start script marks the conversion's outcome beside the dump.

@@ -119,8 +119,8 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     if upgrade.upgrading(spec) and spec.accounting.enabled:
         # After munge (sacctmgr authenticates), before the state is touched: slurmdbd converts first.
         sidecars.append(upgrade.wait_release_container(spec, "slurmdbd", image, [config_mount, *auth_mounts(spec)]))
-    if upgrade.guarded(spec):
-        sidecars.append(upgrade.state_guard_container(spec, image))
+    # Every render: a release change nobody announced is refused before slurmctld reads the state.
+    sidecars.append(upgrade.state_guard_container(spec, image))
     qos = scripts.partition_qos(spec)
     if spec.accounting.enabled and qos:
         # After the auth sidecars (munge answers sacctmgr), before slurmctld: see wait-qos.sh.

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from sunk import dbguard, naming, roles
 from sunk.images import RELEASES
 from sunk.manifests.meta import SLURM_UID, Manifest, exec_probe, fixed_resources, metadata, obj, read_only
-from sunk.manifests.scripts import sh
+from sunk.manifests.scripts import heartbeat_probe_command, sh
 from sunk.render.script import render
 from sunk.spec.cluster import ClusterSpec
-from sunk.upgrade import BACKUP_TIMEOUT
+from sunk.upgrade import BACKUP_TIMEOUT, CONVERT_TIMEOUT
 
 BACKUP_DIR = "/backup"
 """Where the backup volume (a PVC) is mounted: the dumps and the state snapshots."""
@@ -75,7 +75,10 @@ def state_restore(name: str, directory: str = BACKUP_DIR, state: str = naming.ST
 
 
 # -- in the cluster: the copies taken, and the order held, by the pods themselves -----------------
-# With slurm.upgradeFrom set, the render adds what makes the upgrade safe whatever applies it
+# In every render, slurmdbd's `db-guard` and slurmctld's `state-guard` refuse a release change
+# nobody announced (another release ran on the database, or wrote the state files) and record
+# what runs; without slurm.upgradeFrom they mount no backup volume and copy nothing, so a first
+# deploy and a same-release restart cost a few reads. With slurm.upgradeFrom set, the render adds what makes the upgrade safe whatever applies it
 # (`pulumi up`, whose dependencies order the rollouts, or a GitOps `kubectl apply` of the render,
 # where every object changes at once): each daemon's pod holds itself until what must come first
 # is done, and takes its own copy before it converts anything.
@@ -146,24 +149,33 @@ def snapshot_name(release: str) -> str:
     return naming.state_snapshot(release)
 
 
+GUARD_SCRATCH = "/tmp/db-guard"
+"""The database guard's folder without slurm.upgradeFrom: in the pod's scratch space, so it holds no
+dump and no marker (the guard then only checks and records the release)."""
 DB_GUARD_PERIOD = 10
 """Seconds between the database guard's looks after slurmdbd started (two small queries each)."""
 DB_GUARD_READY = "/tmp/db-guard.ready"
 """Written once the guard's start phase passed: its startup probe, which holds slurmdbd."""
+DB_GUARD_ALIVE = "/tmp/db-guard.alive"
+"""Touched before each look of the watch: its liveness probe. A look may restore the dump, which
+takes as long as a conversion may (CONVERT_TIMEOUT), so only a guard silent longer is restarted."""
 
 
 def db_guard(
     spec: ClusterSpec,
     password_file: str,
     mode: str = "sidecar",
-    directory: str = BACKUP_DIR,
+    directory: str | None = None,
     db: Database | None = None,
     ready: str = DB_GUARD_READY,
+    alive: str = DB_GUARD_ALIVE,
 ) -> str:
     """db-guard.sh for spec's release and slurm.upgradeFrom, its tables filled from sunk.dbguard.plan.
     `mode`: start, watch (each once) or sidecar (start, then watch for as long as the pod runs).
     `db`: the database where it is not the stack's own (the harness's); `ready`: the file its
-    startup probe waits for (in the pod's emptyDir, so a restarted sidecar finds it)."""
+    startup probe waits for (in the pod's emptyDir, so a restarted sidecar finds it). `directory`:
+    by default the backup volume while slurm.upgradeFrom is set, else scratch space (GUARD_SCRATCH)."""
+    directory = directory or (BACKUP_DIR if guarded(spec) else GUARD_SCRATCH)
     source = spec.slurm.upgrade_from or spec.slurm.version
     release = spec.slurm.version
     start_table, start_messages = dbguard.table("start", source=source, release=release)
@@ -175,8 +187,12 @@ def db_guard(
         MODE=mode,
         DIR=directory,
         NAME=name,
+        RELEASE=release,
+        SOURCE=source,
+        PROTOCOLS=_protocols(),
         PERIOD=str(DB_GUARD_PERIOD),
         READY=ready,
+        ALIVE=alive,
         START_TABLE=start_table,
         START_MESSAGES=start_messages,
         WATCH_TABLE=watch_table,
@@ -185,9 +201,16 @@ def db_guard(
     )
 
 
+def _protocols() -> str:
+    """`<protocol>=<release>` of every release sunk supports, as the guards read them."""
+    return " ".join(f"{r.protocol}={r.version}" for r in RELEASES.values())
+
+
 def db_guard_container(spec: ClusterSpec, password_mount: Manifest, password_file: str) -> Manifest:
-    """slurmdbd's `db-guard` (mariadb image), a native sidecar: the dump before slurmdbd of the
-    new release starts, then the restore if its conversion fails (sunk.dbguard)."""
+    """slurmdbd's `db-guard` (mariadb image), a native sidecar in every render: the release check
+    and record; with slurm.upgradeFrom, the dump before slurmdbd of the new release starts, then
+    the restore if its conversion fails (sunk.dbguard)."""
+    backup = [{"name": BACKUP_VOLUME, "mountPath": BACKUP_DIR}] if guarded(spec) else []
     return {
         "name": "db-guard",
         "image": spec.images.mariadb.ref,
@@ -198,11 +221,10 @@ def db_guard_container(spec: ClusterSpec, password_mount: Manifest, password_fil
         "resources": fixed_resources("50m", "64Mi", "512Mi"),
         # Held as long as the upgrade plan gives the dump (the start phase takes it).
         "startupProbe": exec_probe(["test", "-e", DB_GUARD_READY], period=2, failures=BACKUP_TIMEOUT // 2),
-        "volumeMounts": [
-            password_mount,
-            {"name": BACKUP_VOLUME, "mountPath": BACKUP_DIR},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "livenessProbe": exec_probe(heartbeat_probe_command(DB_GUARD_ALIVE, CONVERT_TIMEOUT), period=60),
+        # A refusal's reason in the pod's status (kubectl describe), not only in its log.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [password_mount, *backup, {"name": "tmp", "mountPath": "/tmp"}],
     }
 
 
@@ -214,7 +236,8 @@ def slurmdbd_guard(spec: ClusterSpec, directory: str = BACKUP_DIR) -> str:
 
 def state_guard(spec: ClusterSpec, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:
     """state-guard.sh for spec's release and slurm.upgradeFrom: the snapshot before a conversion,
-    the restore when going back."""
+    the restore when going back (unless it would lose jobs: slurm.acceptJobLoss), the refusal of
+    a change nobody announced."""
     source = spec.slurm.upgrade_from or spec.slurm.version
     release = spec.slurm.version
     return render(
@@ -223,24 +246,27 @@ def state_guard(spec: ClusterSpec, directory: str = BACKUP_DIR, state: str = nam
         DIR=directory,
         RELEASE=release,
         SOURCE=source,
-        PROTOCOLS=" ".join(f"{r.protocol}={r.version}" for r in RELEASES.values()),
+        ANNOUNCED=spec.slurm.upgrade_from or "",
+        ACCEPT_LOSS="yes" if spec.slurm.accept_job_loss else "no",
+        PROTOCOLS=_protocols(),
         SNAPSHOT=state_snapshot(snapshot_name(source), directory, state),
         RESTORE=state_restore(snapshot_name(release), directory, state),
     )
 
 
 def state_guard_container(spec: ClusterSpec, image: str) -> Manifest:
-    """slurmctld's `state-guard` init container."""
+    """slurmctld's `state-guard` init container, in every render; the backup volume with
+    slurm.upgradeFrom only."""
+    backup = [{"name": BACKUP_VOLUME, "mountPath": BACKUP_DIR}] if guarded(spec) else []
     return {
         "name": "state-guard",
         "image": image,
         "command": sh(state_guard(spec)),
         "securityContext": read_only(SLURM_UID),
         "resources": fixed_resources("50m", "32Mi", "128Mi"),
-        "volumeMounts": [
-            {"name": "state", "mountPath": naming.STATE_SAVE},
-            {"name": BACKUP_VOLUME, "mountPath": BACKUP_DIR},
-        ],
+        # A refusal's reason in the pod's status (kubectl describe), not only in its log.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [{"name": "state", "mountPath": naming.STATE_SAVE}, *backup],
     }
 
 

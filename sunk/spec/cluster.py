@@ -295,10 +295,24 @@ class SlurmSpec(Model):
     how a downgrade (refused: the newer slurmdbd and slurmctld have converted the database and
     the state files) or a jump of more than three releases is caught before anything changes;
     `sunk upgrade-plan` prints the steps (docs/upgrading.md). Default: none."""
+    accept_job_loss: bool = False
+    """Going back (upgradeFrom equal to version, after an upgrade), restore slurmctld's state
+    snapshot even where jobs were submitted after it was taken, losing them: without it the
+    state guard refuses that restore, naming the next job id of each (docs/upgrading.md). Only
+    with upgradeFrom equal to version. Default: false."""
 
     @model_validator(mode="after")
     def _upgrade(self) -> SlurmSpec:
         problems = upgrade_problems(self.upgrade_from, self.version)
+        if self.accept_job_loss and self.upgrade_from != self.version:
+            problems.append(
+                Problem(
+                    "acceptJobLoss",
+                    "is only for going back after an upgrade, with slurm.upgradeFrom equal to slurm.version "
+                    f'(slurm: {{version: "{self.version}", upgradeFrom: "{self.version}", acceptJobLoss: true}}); '
+                    f"here upgradeFrom is {'unset' if self.upgrade_from is None else repr(self.upgrade_from)}: remove acceptJobLoss",
+                )
+            )
         if problems:
             raise Problems(problems)
         return self

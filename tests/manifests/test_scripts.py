@@ -149,7 +149,7 @@ def test_the_controller_waits_for_qos_only_where_partitions_name_some() -> None:
     spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     assert scripts.partition_qos(spec) == ["high", "low", "normal"]
     init = {c["name"]: c for c in statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]["initContainers"]}
-    assert list(init) == ["munge", "wait-qos"]
+    assert list(init) == ["munge", "state-guard", "wait-qos"]
     wait = init["wait-qos"]
     assert "qos='high low normal'" in wait["command"][-1]
     assert {m["mountPath"]: m.get("readOnly", False) for m in wait["volumeMounts"]}["/var/spool/slurmctld"] is True

@@ -12,8 +12,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sunk.manifests import upgrade
 from sunk.manifests.cluster import cluster_manifests
+from sunk.spec.errors import SpecError
 from tests.support.specs import build_spec
 
 UPGRADE = {"slurm": {"version": "26.05", "upgradeFrom": "24.11"}}
@@ -28,12 +31,26 @@ def _init(objects: dict[str, dict[str, Any]], key: str) -> list[str]:
     return [c["name"] for c in objects[key]["spec"]["template"]["spec"].get("initContainers") or []]
 
 
-def test_without_upgrade_from_nothing_is_added() -> None:
+def test_without_upgrade_from_the_guards_check_but_nothing_copies_or_waits() -> None:
+    """The guards are in every render (a release change nobody announced is refused by the pods
+    themselves, whatever applies the render), with no backup volume: nothing to copy."""
     objects = _workloads({})
-    assert not any(key.endswith("-backup") for key in objects)
-    assert _init(objects, "StatefulSet/research-controller") == ["munge", "wait-qos"]
-    assert _init(objects, "Deployment/research-accounting") == ["munge"]
+    assert not any("-backup" in key for key in objects)
+    assert _init(objects, "StatefulSet/research-controller") == ["munge", "state-guard", "wait-qos"]
+    assert _init(objects, "Deployment/research-accounting") == ["db-guard", "munge"]
     assert _init(objects, "Deployment/research-login") == ["munge"]
+    ctld = objects["StatefulSet/research-controller"]["spec"]["template"]["spec"]
+    guard = ctld["initContainers"][1]
+    assert [m["name"] for m in guard["volumeMounts"]] == ["state"]
+    assert "announced=''" in guard["command"][2] and "accept_loss=no" in guard["command"][2]
+    assert guard["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    dbd = objects["Deployment/research-accounting"]["spec"]["template"]["spec"]
+    db_guard = dbd["initContainers"][0]
+    assert "backup" not in {m["name"] for m in db_guard["volumeMounts"]}
+    assert "dir=/tmp/db-guard" in db_guard["command"][2] and "release=26.05" in db_guard["command"][2]
+    assert db_guard["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert "backup" not in {v["name"] for v in dbd["volumes"] + ctld["volumes"]}
+    assert "guard=''" in dbd["containers"][0]["command"][2]
 
 
 def test_upgrading_each_pod_copies_first_and_waits_for_what_moves_before_it() -> None:
@@ -80,14 +97,22 @@ def test_going_back_keeps_the_guards_and_the_volumes_but_nothing_waits() -> None
     assert "guard=''" in slurmdbd["command"][2]  # nothing to mark: no conversion
 
 
-def _state_file(protocol: int, body: bytes = b"jobs") -> bytes:
-    """The head slurmctld writes: packstr("PROTOCOL_VERSION"), then the protocol version."""
+def _state_file(protocol: int, body: bytes = b"jobs", next_job: int = 1000, saved: int = 1_796_000_000) -> bytes:
+    """The head slurmctld writes: packstr("PROTOCOL_VERSION"), the protocol version, and (in
+    job_state) the time saved and the next job id."""
     name = b"PROTOCOL_VERSION\0"
-    return struct.pack(">I", len(name)) + name + struct.pack(">H", protocol << 8) + body
+    return struct.pack(">I", len(name)) + name + struct.pack(">HQI", protocol << 8, saved, next_job) + body
 
 
-def _guard(tmp_path: Path, version: str, source: str) -> subprocess.CompletedProcess[str]:
-    spec = build_spec(slurm={"version": version, "upgradeFrom": source})
+def _guard(
+    tmp_path: Path, version: str, source: str | None, *, accept_loss: bool = False
+) -> subprocess.CompletedProcess[str]:
+    slurm: dict[str, Any] = {"version": version}
+    if source is not None:
+        slurm["upgradeFrom"] = source
+    if accept_loss:
+        slurm["acceptJobLoss"] = True
+    spec = build_spec(slurm=slurm)
     script = upgrade.state_guard(spec, str(tmp_path / "backup"), str(tmp_path / "state"))
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
 
@@ -246,3 +271,48 @@ def test_wait_release_ends_on_sigterm(tmp_path: Path) -> None:
     assert proc.stdout.readline().startswith("waiting for slurmctld at Slurm 26.05")
     proc.terminate()
     assert proc.wait(timeout=60) == 143
+
+
+def test_without_upgrade_from_the_guard_refuses_state_another_release_wrote(tmp_path: Path) -> None:
+    """The default moved under a stack that never pinned its release (24.11 state, a 26.05 pod),
+    or a plain set-back (26.05 state, a 24.11 pod): refused, each naming the way that is."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "job_state").write_bytes(_state_file(42))
+    assert "nothing to do" in _guard(tmp_path, "24.11", None).stdout  # the same release: two reads
+    moved = _guard(tmp_path, "26.05", None)
+    assert moved.returncode == 1
+    assert "slurm.upgradeFrom is unset: nobody announced the upgrade" in moved.stderr
+    assert 'slurm: {version: "26.05", upgradeFrom: "24.11"}' in moved.stderr
+    assert (state / "job_state").read_bytes() == _state_file(42) and not (tmp_path / "backup").exists()
+    (state / "job_state").write_bytes(_state_file(45))
+    back = _guard(tmp_path, "24.11", None)
+    assert back.returncode == 1
+    assert 'say so: slurm: {version: "24.11", upgradeFrom: "24.11"}' in back.stderr
+
+
+def test_going_back_to_a_snapshot_older_than_jobs_is_refused_unless_the_loss_is_accepted(tmp_path: Path) -> None:
+    state, backup = tmp_path / "state", tmp_path / "backup"
+    state.mkdir()
+    (state / "job_state").write_bytes(_state_file(42, next_job=1000))
+    assert _guard(tmp_path, "26.05", "24.11").returncode == 0  # the snapshot: next job 1000
+    # slurmctld 26.05 ran on and took jobs 1000 to 1041; then the stack is set back.
+    (state / "job_state").write_bytes(_state_file(45, next_job=1042))
+    refused = _guard(tmp_path, "24.11", "24.11")
+    assert refused.returncode == 1, refused.stdout
+    assert "the next job id is 1042 in" in refused.stderr and "and 1000 in the copy" in refused.stderr
+    assert "restoring it loses every job from 1000 on" in refused.stderr
+    assert "slurm.acceptJobLoss: true" in refused.stderr and "saved 2026-11-30T00:53:20Z" in refused.stderr
+    assert (state / "job_state").read_bytes() == _state_file(45, next_job=1042)  # untouched
+    assert (backup / "statesave-24.11").is_dir()
+    accepted = _guard(tmp_path, "24.11", "24.11", accept_loss=True)
+    assert accepted.returncode == 0, accepted.stderr
+    assert "slurm.acceptJobLoss is set: restoring all the same" in accepted.stdout
+    assert (state / "job_state").read_bytes() == _state_file(42, next_job=1000)
+
+
+def test_accept_job_loss_is_only_for_going_back() -> None:
+    for slurm in ({"version": "26.05"}, {"version": "26.05", "upgradeFrom": "24.11"}):
+        with pytest.raises(SpecError, match=r"slurm\.acceptJobLoss: is only for going back after an upgrade"):
+            build_spec(slurm={**slurm, "acceptJobLoss": True})
+    assert build_spec(slurm={"version": "24.11", "upgradeFrom": "24.11", "acceptJobLoss": True})

@@ -11,6 +11,8 @@ running job, accounts, a user and a QOS limit, and 200 finished jobs in the acco
 
 from __future__ import annotations
 
+import struct
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +22,9 @@ import pytest
 from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.harness.upgrade import Upgrade, UpgradeStopped, reported_versions, target_images
 
+from sunk import naming
 from sunk.images import release_of
+from sunk.manifests import upgrade as scripts
 from sunk.spec.cluster import ClusterSpec
 
 pytestmark = pytest.mark.slurm
@@ -139,6 +143,44 @@ def _intact(live: Live) -> None:
     assert not changed, changed
 
 
+def _db_guard(live: Live, version: str, upgrade_from: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The start of slurmdbd's database guard as the pod of a stack on `version` runs it, on the
+    real MariaDB (without upgradeFrom: no backup volume, its folder scratch space)."""
+    slurm = {"version": version} | ({"upgradeFrom": upgrade_from} if upgrade_from else {})
+    spec = ClusterSpec.model_validate({**SPEC.model_dump(by_alias=True, exclude_unset=True), "slurm": slurm})
+    db = Upgrade(live.slurm, TARGET, images=live.images).database()
+    script = scripts.db_guard(spec, "", "start", db=db, ready="/tmp/db-guard.ready")
+    return live.slurm.jail.run(["/bin/sh", "-c", script], role="mariadb", timeout=120)
+
+
+def _recorded(live: Live) -> str:
+    """sunk's record of the release that runs on the accounting database."""
+    db = Upgrade(live.slurm, TARGET, images=live.images).database()
+    script = scripts.db_schema(db).replace("action=schema", "action=release")
+    return live.slurm.jail.run(["/bin/sh", "-c", script], role="mariadb", timeout=60).stdout.strip()
+
+
+def test_a_release_change_nobody_announced_is_refused_by_the_database_guard(live: Live) -> None:
+    """The default moved to 26.05 under a stack that never pinned 24.11: the database of a cluster
+    an earlier sunk deployed has no record of sunk's, and slurmctld 24.11 registered with it
+    (cluster_table's rpc_version); the guard of a 26.05 pod refuses before slurmdbd starts."""
+    assert _recorded(live).startswith("protocol ")
+    moved = _db_guard(live, TARGET)
+    print(f"\ndb-guard of an unannounced 26.05 pod (exit {moved.returncode}):\n{moved.stdout}{moved.stderr}")
+    assert moved.returncode == 1
+    assert "last ran Slurm 24.11 (cluster_table's rpc_version (nothing recorded yet)); this slurmdbd is 26.05" in (
+        moved.stdout
+    )
+    assert "slurm.upgradeFrom announces no change" in moved.stderr
+    assert _recorded(live) == f"protocol {42 << 8}"  # nothing written
+    # The same release (a restart): one row written; then the record itself refuses the move.
+    same = _db_guard(live, SOURCE)
+    assert same.returncode == 0, same.stderr
+    assert _recorded(live) == "release 24.11"
+    again = _db_guard(live, TARGET)
+    assert again.returncode == 1 and "last ran Slurm 24.11 (sunk's record in the database)" in again.stdout
+
+
 def test_slurmdbd_conversion_fails_and_the_dump_restores_the_database(live: Live) -> None:
     slurm = live.slurm
     queue = _queue(slurm)
@@ -164,6 +206,9 @@ def test_slurmdbd_conversion_fails_and_the_dump_restores_the_database(live: Live
     # The stack set back: 24.11's guard set the copies aside, and 24.11 runs on the schema recorded.
     assert "set aside" in guard["back"]
     assert guard["schema after"] == guard["schema before"]
+    # The guard had recorded 26.05 after the dump; the restore brought 24.11's row back with it.
+    assert "recorded in the database: Slurm 24.11 runs on it" in guard["back"]
+    assert _recorded(live) == "release 24.11"
     assert not (upgrade.backup / f"{upgrade.dump_name}.sql").exists()
     assert not (upgrade.backup / upgrade.snapshot_name).exists()
     versions = reported_versions(slurm)
@@ -241,3 +286,51 @@ def test_the_upgrade_loses_nothing(live: Live) -> None:
     _intact(live)
     assert live.finished.keys() <= accounted.keys()
     assert _refusal(slurm) == live.refusal
+
+
+def _next_job(job_state: Path) -> int:
+    """The next job id slurmctld's job_state carries (after the packed "PROTOCOL_VERSION", the
+    protocol version and the time saved: what state-guard.sh reads)."""
+    head = job_state.read_bytes()[:35]
+    assert head[4:20] == b"PROTOCOL_VERSION", head
+    return int(struct.unpack(">I", head[31:35])[0])
+
+
+def test_after_the_upgrade_a_plain_set_back_is_refused(live: Live) -> None:
+    """On the cluster the drill moved to 26.05: the database guard of a 24.11 pod refuses the
+    database 26.05 runs on; and the state guard of the stack set back refuses the snapshot taken
+    before the upgrade once 26.05 has taken a job since (restoring it would lose that job)."""
+    slurm = live.slurm
+    assert _recorded(live) == "release 26.05"
+    back = _db_guard(live, SOURCE)
+    print(f"\ndb-guard of an unannounced 24.11 pod (exit {back.returncode}):\n{back.stdout}{back.stderr}")
+    assert back.returncode == 1 and "last ran Slurm 26.05 (sunk's record in the database)" in back.stdout
+    assert 'going back to 24.11 after an upgrade is announced too: slurm: {version: "24.11", upgradeFrom: "24.11"}' in (
+        back.stderr
+    )
+    assert _db_guard(live, TARGET).returncode == 0  # the release it runs: nothing to say
+    # The state: the snapshot the upgrade took (next job id as of 24.11), the live state of 26.05.
+    state = slurm.role_root("slurmctld") / "var/spool/slurmctld"
+    backup = slurm.jail.workdir / "shared" / "backup"  # the drill's backup volume
+    snapshot = backup / naming.state_snapshot(SOURCE) / "job_state"
+    kept = _next_job(snapshot)
+    job = slurm.sbatch("#!/bin/sh\ntrue\n", "-o", "/dev/null")
+    assert slurm.wait_job(job, timeout=120) == "COMPLETED"
+    wait_until("slurmctld 26.05 to save the job's id", lambda: _next_job(state / "job_state") > job, 120)
+    assert kept <= job < _next_job(state / "job_state")
+    # The stack set back (24.11, upgradeFrom 24.11): its state guard, on a copy of the live state.
+    copy = "/tmp/state-set-back"
+    slurm.jail.run(
+        ["/bin/sh", "-c", f"rm -rf {copy} && cp -a /var/spool/slurmctld {copy}"], role="slurmctld", timeout=60
+    )
+    set_back = {
+        **SPEC.model_dump(by_alias=True, exclude_unset=True),
+        "slurm": {"version": SOURCE, "upgradeFrom": SOURCE},
+    }
+    script = scripts.state_guard(ClusterSpec.model_validate(set_back), state=copy)
+    refused = slurm.jail.run(["/bin/sh", "-c", script], role="slurmctld", timeout=60)
+    print(f"state-guard of the set-back (exit {refused.returncode}):\n{refused.stdout}{refused.stderr}")
+    assert refused.returncode == 1, refused.stdout
+    assert f"the next job id is {_next_job(state / 'job_state')} in {copy} and {kept} in the copy" in refused.stderr
+    assert "slurm.acceptJobLoss: true" in refused.stderr
+    assert snapshot.exists()  # nothing restored, nothing set aside

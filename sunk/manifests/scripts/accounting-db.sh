@@ -12,6 +12,11 @@
 #   schema       prints the database's schema: `<convert version>:<digest of the table
 #                definitions slurmdbd recorded>` (sunk/dbguard.py says why both), or `none`
 #                where slurmdbd has created no tables yet
+#   release      prints the release that last ran on the database: `release <X>` from sunk's
+#                table sunk_release, else `protocol <rpc_version>` of the slurmctld that
+#                registered last (cluster_table), else `none`
+#   mark X       records release X in sunk_release (created where missing; one row)
+#   ping         exits 0 once the database server answers
 set -eu
 action=@ACTION@
 host=@HOST@
@@ -72,6 +77,33 @@ schema() {
   connected mariadb -N -B "$database" -e "SELECT CONCAT(IFNULL((SELECT MAX(version) FROM convert_version_table), 0), ':', IFNULL((SELECT MD5(GROUP_CONCAT(table_name, ' ', MD5(definition) ORDER BY table_name SEPARATOR ' ')) FROM table_defs_table), '-'))"
 }
 
+has_table() {
+  [ "$(connected mariadb -N -B -e "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '$database' AND table_name = '$1'")" = 1 ]
+}
+
+release() {
+  if has_table sunk_release; then
+    ran=$(connected mariadb -N -B "$database" -e "SELECT slurm_release FROM sunk_release WHERE id = 1")
+    if [ -n "$ran" ]; then
+      echo "release $ran"
+      return
+    fi
+  fi
+  if has_table cluster_table; then
+    rpc=$(connected mariadb -N -B "$database" -e "SELECT IFNULL(MAX(rpc_version), 0) FROM cluster_table WHERE deleted = 0")
+    if [ "${rpc:-0}" -gt 0 ]; then
+      echo "protocol $rpc"
+      return
+    fi
+  fi
+  echo none
+}
+
+# The release is one of sunk's (the spec allows no other): no quoting beyond the SQL literal.
+mark() {
+  connected mariadb "$database" -e "CREATE TABLE IF NOT EXISTS sunk_release (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, slurm_release VARCHAR(16) NOT NULL, since BIGINT UNSIGNED NOT NULL); INSERT INTO sunk_release (id, slurm_release, since) VALUES (1, '$1', UNIX_TIMESTAMP()) ON DUPLICATE KEY UPDATE since = IF(slurm_release = VALUES(slurm_release), since, VALUES(since)), slurm_release = VALUES(slurm_release)"
+}
+
 case "$action" in
   backup) backup ;;
   backup-once)
@@ -82,5 +114,8 @@ case "$action" in
     fi ;;
   restore) restore ;;
   schema) schema ;;
+  release) release ;;
+  mark) mark "$2" ;;
+  ping) connected mariadb -N -B -e "SELECT 1" > /dev/null 2>&1 ;;
   *) echo "accounting-db: unknown action $action" >&2; exit 2 ;;
 esac

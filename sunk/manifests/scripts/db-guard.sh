@@ -1,22 +1,29 @@
 #!/bin/sh
-# slurmdbd's pod while slurm.upgradeFrom is set: the database guard (sunk/dbguard.py decides,
+# slurmdbd's pod, in every render: the database guard (sunk/dbguard.py decides,
 # sunk/manifests/upgrade.py renders; docs/upgrading.md). Run from the mariadb image, beside
-# the backup volume. It measures what it sees (the dump, the database's schema against the
-# record taken before the dump, the markers slurmdbd's start script writes), looks the state up
+# the backup volume while slurm.upgradeFrom is set (else `dir` is in the pod's scratch space and
+# holds nothing). It measures what it sees (the dump, the database's schema against the
+# record taken before the dump, the markers slurmdbd's start script writes, the release that
+# last ran on the database: sunk's record in it, or cluster_table's rpc_version), looks the state up
 # in the table its render filled in from sunk.dbguard.plan, and does what the table says (`db`:
 # accounting-db.sh, its action given as its argument). mode:
 #   start    once, before slurmdbd starts: the dump and its record, or the refusal
 #   watch    once: after a failed conversion, the restore
 #   sidecar  start, then `ready` is written (the container's startup probe), then watch every
-#            `period` seconds for as long as the pod runs. Restarted within its pod (`ready`
+#            `period` seconds for as long as the pod runs, touching `alive` before each look (the
+#            liveness probe). Restarted within its pod (`ready`
 #            there already, in the pod's emptyDir), it skips start: slurmdbd may be converting
 #            right now, and start would take the moved schema for an interrupted conversion
 set -eu
 mode=@MODE@
 dir=@DIR@
 name=@NAME@
+release=@RELEASE@
+source=@SOURCE@
+protocols=@PROTOCOLS@
 period=@PERIOD@
 ready=@READY@
+alive=@ALIVE@
 start_table=@START_TABLE@
 start_messages=@START_MESSAGES@
 watch_table=@WATCH_TABLE@
@@ -26,7 +33,15 @@ base="$dir/$name"
 
 flag() { if [ -e "$1" ]; then echo 1; else echo 0; fi; }
 
-state() {
+name_of() {
+  for pair in $protocols; do
+    [ "${pair%%=*}" = "$1" ] && { echo "${pair#*=}"; return; }
+  done
+  echo "an unknown release (protocol $1)"
+}
+
+# `measure`: the state's key, and `ran`/`how` (recorded's).
+measure() {
   now=$(sh -c "$db" accounting-db schema)
   if [ "$now" = none ]; then
     compared=none
@@ -37,7 +52,22 @@ state() {
   else
     compared=other
   fi
-  echo "$(flag "$base.sql.sha256")-$compared-$(flag "$base.failed")-$(flag "$base.restored")-$(flag "$base.served")"
+  seen=$(sh -c "$db" accounting-db release)
+  case "$seen" in
+    "release "*) ran=${seen#release }; how="sunk's record in the database" ;;
+    "protocol "*) ran=$(name_of "$((${seen#protocol } / 256))"); how="cluster_table's rpc_version (nothing recorded yet)" ;;
+    *) ran=""; how="" ;;
+  esac
+  if [ -z "$ran" ]; then
+    against=none
+  elif [ "$ran" = "$release" ]; then
+    against=release
+  elif [ "$ran" = "$source" ]; then
+    against=source
+  else
+    against=other
+  fi
+  key="$(flag "$base.sql.sha256")-$compared-$(flag "$base.failed")-$(flag "$base.restored")-$(flag "$base.served")-$against"
 }
 
 do_restore() {
@@ -62,9 +92,12 @@ set_aside() {
   echo "db-guard: the dump, its record and the markers set aside in $aside"
 }
 
-# `decide TABLE MESSAGES`: the state's row of the table, done.
+# `decide TABLE MESSAGES [PHASE]`: the state's row of the table, done.
 decide() {
-  key=$(state)
+  measure
+  if [ "${3:-}" = start ] && [ -n "$ran" ]; then
+    echo "db-guard: the accounting database last ran Slurm $ran ($how); this slurmdbd is $release"
+  fi
   row=$(printf '%s\n' "$1" | grep "^$key " || true)
   if [ -z "$row" ]; then
     echo "db-guard: state $key is not in the table" >&2
@@ -82,6 +115,9 @@ decide() {
       dump) sh -c "$db" accounting-db backup ;;
       restore) do_restore ;;
       set-aside) set_aside ;;
+      mark)
+        sh -c "$db" accounting-db mark "$release"
+        echo "db-guard: recorded in the database: Slurm $release runs on it" ;;
       refuse) refuse=yes ;;
       -) ;;
       *) echo "db-guard: unknown action $act" >&2; exit 2 ;;
@@ -95,15 +131,22 @@ decide() {
 }
 
 mkdir -p "$dir"
+# The database server may start beside this pod (the in-cluster MariaDB on a first deploy): wait
+# for it, saying so once, rather than fail and be restarted with a growing back-off.
+if ! sh -c "$db" accounting-db ping; then
+  echo "db-guard: waiting for the database server to answer"
+  until sh -c "$db" accounting-db ping; do sleep 2; done
+fi
 case "$mode" in
-  start) decide "$start_table" "$start_messages" ;;
+  start) decide "$start_table" "$start_messages" start ;;
   watch) decide "$watch_table" "$watch_messages" ;;
   sidecar)
     if [ ! -e "$ready" ]; then
-      decide "$start_table" "$start_messages"
+      decide "$start_table" "$start_messages" start
       touch "$ready"
     fi
     while :; do
+      touch "$alive"
       sleep "$period"
       decide "$watch_table" "$watch_messages"
     done ;;

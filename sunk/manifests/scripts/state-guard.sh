@@ -1,12 +1,16 @@
 #!/bin/sh
-# slurmctld's pod, while slurm.upgradeFrom is set (sunk/manifests/upgrade.py; docs/upgrading.md),
-# before slurmctld starts. It compares the release that wrote StateSaveLocation with this image's:
-#   older  the state is about to be converted: copy it first (state-snapshot.sh), once; a copy
-#          taken before the conversion is never replaced by one of converted files
+# slurmctld's pod, before slurmctld starts, in every render (sunk/manifests/upgrade.py;
+# docs/upgrading.md). It compares the release that wrote StateSaveLocation with this image's:
+#   older  the state is about to be converted: with slurm.upgradeFrom naming that release, copy
+#          it first (state-snapshot.sh), once; a copy taken before the conversion is never
+#          replaced by one of converted files. Otherwise refuse: nobody announced the upgrade
 #   newer  going back (the stack's slurm.version set back after a failed or unwanted upgrade):
 #          put back the copy this release took (state-restore.sh), then set that copy aside so
-#          a later upgrade takes a fresh one; without a copy, refuse (this slurmctld can't read it)
-#   same   nothing to do
+#          a later upgrade takes a fresh one; without a copy, refuse (this slurmctld can't read it).
+#          The copy is refused too where jobs were submitted after it was taken (the next job id
+#          job_state carries differs from the copy's): restoring it would lose them, unless
+#          slurm.acceptJobLoss says so
+#   same   nothing to do (no copy, no volume written: a same-release restart costs two reads)
 # A restore marks itself first (statesave-<release>.restoring) and clears the mark once its copy
 # is set aside: a restore stopped midway (the pod deleted, the Node lost) has left StateSaveLocation
 # part emptied, part copied, in the old release's format or empty, which would read as "same" or
@@ -17,12 +21,15 @@
 # 45 on 26.05; `protocols` lists every release sunk supports). It rewrites each file only when
 # what it holds changes, so the state's release is the newest any of them carries (measured on a
 # local cluster: slurmctld 26.05 had rewritten node_state once the nodes registered, and
-# job_state not after five minutes; a crash then leaves both releases' files).
+# job_state not after five minutes; a crash then leaves both releases' files). job_state goes on
+# with the time it was saved (8 bytes) and the next job id slurmctld will give (4 bytes, big-endian).
 set -eu
 state=@STATE@
 dir=@DIR@
 release=@RELEASE@
 source=@SOURCE@
+announced=@ANNOUNCED@
+accept_loss=@ACCEPT_LOSS@
 protocols=@PROTOCOLS@
 snapshot=@SNAPSHOT@
 restore=@RESTORE@
@@ -34,6 +41,12 @@ set_aside() {
   if [ -e "$copy" ]; then mv "$copy" "$aside"; fi
   rm -f "$marker"
   echo "state-guard: $state is the copy taken on $release again (set aside as $aside)"
+}
+# `next_job FILE`: the next job id a job_state file carries (empty where it is too short).
+next_job() { od -An -tu4 --endian=big -j31 -N4 "$1" 2>/dev/null | tr -d ' \n'; }
+saved_at() {
+  t=$(od -An -tu8 --endian=big -j23 -N8 "$1" 2>/dev/null | tr -d ' \n')
+  if [ -n "$t" ]; then date -u -d "@$t" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo "$t"; else echo "an unknown time"; fi
 }
 if [ -e "$marker" ]; then
   if [ -e "$copy.sha256" ] && [ -d "$copy" ]; then
@@ -84,6 +97,10 @@ by=$(name_of "$written")
 if [ "$written" -eq "$mine" ]; then
   echo "state-guard: $state was written by Slurm $release, this slurmctld's release: nothing to do"
 elif [ "$written" -lt "$mine" ]; then
+  if [ -z "$announced" ]; then
+    echo "state-guard: $state was written by Slurm $by and this slurmctld is $release, but slurm.upgradeFrom is unset: nobody announced the upgrade, and slurmctld $release would convert the state files with no snapshot taken. To keep running $by, set slurm: {version: \"$by\"}; to upgrade, announce it: slurm: {version: \"$release\", upgradeFrom: \"$by\"} (docs/upgrading.md)" >&2
+    exit 1
+  fi
   if [ "$written" -ne "$(number_of "$source")" ]; then
     echo "state-guard: $state was written by Slurm $by, not $source as slurm.upgradeFrom says; set slurm.upgradeFrom to the release the cluster runs" >&2
     exit 1
@@ -96,9 +113,27 @@ elif [ "$written" -lt "$mine" ]; then
   echo "state-guard: slurmctld $release converts the state of $source"
 else
   if [ ! -e "$dir/statesave-$release.sha256" ]; then
-    echo "state-guard: $state was written by Slurm $by, newer than this slurmctld ($release) in $files, and $dir holds no copy taken on $release (statesave-$release): slurmctld $release can't read it; set slurm.version back to the newer release" >&2
+    if [ -z "$announced" ]; then
+      how="; to go back to the copy taken when the upgrade started, say so: slurm: {version: \"$release\", upgradeFrom: \"$release\"}"
+    else
+      how=""
+    fi
+    echo "state-guard: $state was written by Slurm $by, newer than this slurmctld ($release) in $files, and $dir holds no copy taken on $release (statesave-$release): slurmctld $release can't read it; set slurm.version back to the newer release$how" >&2
     exit 1
   fi
+  kept=$(next_job "$copy/job_state")
+  now=$(next_job "$file")
+  lost=""
+  if [ -z "$kept" ] || [ -z "$now" ]; then
+    lost="the next job id of $copy/job_state or of $file can't be read, so the jobs restoring the copy would lose can't be told"
+  elif [ "$kept" != "$now" ]; then
+    lost="jobs were submitted after the copy was taken (saved $(saved_at "$copy/job_state")): the next job id is $now in $state and $kept in the copy, so restoring it loses every job from $kept on"
+  fi
+  if [ -n "$lost" ] && [ "$accept_loss" != yes ]; then
+    echo "state-guard: not restoring $copy: $lost. Keep slurm.version at the newer release ($by), or accept the loss: slurm.acceptJobLoss: true (docs/upgrading.md)" >&2
+    exit 1
+  fi
+  if [ -n "$lost" ]; then echo "state-guard: $lost; slurm.acceptJobLoss is set: restoring all the same"; fi
   echo "state-guard: $state was written by Slurm $by, newer than this slurmctld in $files: the copy taken on $release goes back"
   : > "$marker"
   sh -c "$restore"
