@@ -14,7 +14,7 @@ from sunk.manifests.auth import (
     auth_secret_name,
     empty_secret,
     jwt_secret_name,
-    sssd_secret,
+    sssd_config_map,
 )
 from sunk.spec.cluster import ClusterSpec
 
@@ -29,8 +29,9 @@ JWT_KEY_BYTES = 32
 class Auth(Component):
     """Secrets `<cluster>-auth` and `<cluster>-jwt` from pulumi-random bytes (kept encrypted in
     the Pulumi state), unless the spec points at existing Secrets or the keys are made in the
-    cluster (`keys_in_cluster`: the KeyGenerator's Job creates them); `<cluster>-sssd` with
-    sssd.conf when the cluster uses LDAP. The LDAP bind password is only ever referenced."""
+    cluster (`keys_in_cluster`: the KeyGenerator's Job creates them); the ConfigMap
+    `<cluster>-sssd-conf` with sssd.conf when the cluster uses LDAP (it names no password). The LDAP
+    bind password is only ever referenced."""
 
     refs: AuthRefs
     """Which Secret key every pod mounts, generated or existing."""
@@ -42,7 +43,7 @@ class Auth(Component):
     """The generated auth-key Secret; None when the spec names an existing one or the cluster makes it."""
     jwt_key: k8s.core.v1.Secret | None
     """The generated JWT-key Secret; None when the spec names an existing one or the cluster makes it."""
-    sssd: k8s.core.v1.Secret | None
+    sssd: k8s.core.v1.ConfigMap | None
     """sssd.conf for LDAP users; None without LDAP."""
 
     def __init__(
@@ -82,18 +83,13 @@ class Auth(Component):
                     data={keys.JWT_KEY: pulumi.Output.secret(jwt.base64)},
                 ),
             )
-        sssd = sssd_secret(spec)
+        sssd = sssd_config_map(spec)
         if sssd is not None:
-            data = sssd.pop("stringData")
+            # A ConfigMap, not the Secret `<cluster>-sssd` of earlier releases: sssd.conf holds no
+            # secret, and a plain render must carry it for the sidecars to start. The update
+            # creates this and deletes that (pods roll once, onto the ConfigMap).
             self.sssd = typed(
-                k8s.core.v1.Secret,
-                create(
-                    f"{name}-sssd",
-                    sssd,
-                    child(self),
-                    namespace=namespace,
-                    string_data={k: pulumi.Output.secret(v) for k, v in data.items()},
-                ),
+                k8s.core.v1.ConfigMap, create(f"{name}-sssd-conf", sssd, child(self), namespace=namespace)
             )
         self.auth_secret = text(self.refs.auth.secret)
         self.jwt_secret = text(self.refs.jwt.secret)

@@ -361,7 +361,11 @@ def _register_render(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--jobs", type=_positive_int, default=None, help="worker processes for several stacks (default: CPUs)"
     )
     p.add_argument("--out", required=True, help="folder for the YAML files (earlier renders there are replaced)")
-    p.add_argument("--show-secrets", action="store_true", help="write Secret values (offline placeholders)")
+    p.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="write the values of Secrets your own program writes (a stack's render has none: unchanged)",
+    )
     p.add_argument("--program", type=Path, default=None, help="Pulumi program (default: the project's __main__.py)")
     p.set_defaults(func=_render)
 

@@ -151,9 +151,9 @@ def login_host_keys(spec: ClusterSpec) -> str:
     return f"{spec.name}-login-host-keys"
 
 
-def sssd_secret(cluster_name: str) -> str:
-    """sssd.conf with the LDAP bind password."""
-    return f"{cluster_name}-sssd"
+def sssd_config(cluster_name: str) -> str:
+    """The ConfigMap of sssd.conf (no password: the sidecar appends the bind password at start)."""
+    return f"{cluster_name}-sssd-conf"
 
 
 def keygen(spec: ClusterSpec) -> str:

@@ -41,8 +41,9 @@ class SssdRefs(Model):
     """What the sssd sidecar of a Slurm pod mounts (sunk.manifests.sssd): sssd.conf without the
     bind password, the password's Secret, and the TLS files."""
 
-    config_secret: DnsSubdomain
-    """Secret holding sssd.conf (key `sssd.conf`), rendered from the cluster's auth.ldap."""
+    config_map: DnsSubdomain
+    """ConfigMap holding sssd.conf (key `sssd.conf`), rendered from the cluster's auth.ldap. It holds
+    no secret: the sidecar appends the bind password from its Secret at start."""
     config_hash: str = ""
     """Hash of that sssd.conf: a change rolls the pods (sssd reads its file once, at start)."""
     bind_password_secret: SecretRef | None = None

@@ -50,12 +50,10 @@ MARIADB_PORT = 3306
 METRICS_PORT = 9090
 """The runtime's and the operator's /metrics, /healthz and /readyz."""
 
-SecretPurpose = Literal[
-    "auth", "jwt", "database", "ssh-host-keys", "sssd-config", "ldap-bind", "ldap-ca", "ldap-client"
-]
+SecretPurpose = Literal["auth", "jwt", "database", "ssh-host-keys", "ldap-bind", "ldap-ca", "ldap-client"]
 """What a Secret holds: the Slurm auth key (munge.key or slurm.key), the JWT key, the accounting
-database's passwords, the login host keys, SSSD's configuration, the LDAP bind password, the LDAP
-CA certificate, the LDAP client certificate and key."""
+database's passwords, the login host keys, the LDAP bind password, the LDAP CA certificate, the
+LDAP client certificate and key. (SSSD's configuration holds no secret: a ConfigMap.)"""
 
 HostPaths = Literal["none", "policy"]
 NONE: HostPaths = "none"
@@ -144,8 +142,8 @@ _SIDECAR_REASONS = {
     "sssd.capabilities": "serves NSS and PAM to the other containers through a shared socket folder",
 }
 _LDAP: tuple[SecretPurpose, ...] = ("ldap-bind", "ldap-ca", "ldap-client")
-_SSSD_SECRETS: dict[str, frozenset[SecretPurpose]] = {"sssd": frozenset({"sssd-config", *_LDAP})}
-"""The LDAP bind password, CA, client key and SSSD's configuration: the sssd sidecar's alone."""
+_SSSD_SECRETS: dict[str, frozenset[SecretPurpose]] = {"sssd": frozenset(_LDAP)}
+"""The LDAP bind password, CA and client key: the sssd sidecar's alone."""
 _AUTH: frozenset[SecretPurpose] = frozenset({"auth"})
 _MUNGE_SECRETS: dict[str, frozenset[SecretPurpose]] = {"munge": _AUTH}
 _CTL: frozenset[SecretPurpose] = frozenset({"auth", "jwt"})

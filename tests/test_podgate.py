@@ -58,13 +58,6 @@ def test_ldap_bind_password_stays_out_of_login_and_slurmd_main_containers() -> N
     nodesets = [{**BASE["nodesets"][0], "env": [env]}]
     problems = _problems(_with(auth=auth, nodesets=nodesets))
     assert any(p.startswith("nodesets[0].env[0].valueFrom.secretKeyRef.name: ldap-bind holds") for p in problems)
-    problems = _problems(
-        _with(
-            auth=auth,
-            login={"env": [{**env, "valueFrom": {"secretKeyRef": {"name": "research-sssd", "key": "sssd.conf"}}}]},
-        )
-    )
-    assert any("research-sssd holds SSSD's configuration" in p for p in problems), problems
 
 
 def test_login_host_keys_stay_out_of_slurmd_pods() -> None:
@@ -135,7 +128,7 @@ def test_a_sidecar_named_like_sunks_sssd_is_refused() -> None:
     ("role", "container", "how", "secret"),
     [
         ("controller", "slurmctld", "env", "ldap-bind"),
-        ("controller", "slurmctld", "volumes", "research-sssd"),
+        ("controller", "slurmctld", "volumes", "ldap-bind"),
         ("accounting", "slurmdbd", "env", "ldap-bind"),
         ("accounting", "slurmdbd", "volumes", "ldap-bind"),
     ],

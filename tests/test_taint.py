@@ -26,7 +26,7 @@ STACKS = ("acme-prod", "globex-prod")
 """The richest shipped stacks (LDAP, external DB, policy, sidecars, block topology, pod settings)."""
 OUTSIDE_THE_GATE = {
     # (kind, name suffix) -> the writer that puts spec text into an object the gate does not build.
-    ("Secret", "-sssd"): "sssd.conf from auth.ldap (sunk.manifests.sssd.render_sssd_conf)",
+    ("ConfigMap", "-sssd-conf"): "sssd.conf from auth.ldap (sunk.manifests.sssd.render_sssd_conf)",
     ("CustomResourceDefinition", "nodesets.slurm.sunk.dev"): "none: the CRD schema holds no spec value",
 }
 CANARY = re.compile(r"zq[0-9]+q")

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from sunk import keys
-from sunk.manifests.auth import sssd_secret
+from sunk.manifests.auth import sssd_config_map
 from sunk.podgate import stack_objects
 from sunk.spec import SpecError
 from sunk.spec.cluster import ClusterSpec
@@ -526,7 +526,7 @@ def test_every_field_refuses_text_naming_itself_or_takes_it_only_where_it_goes(s
         doc = _planted(doc, at, key, mark)
     spec, operator = parse_config(_with(config, doc), stack)
     objs, _ = stack_objects(spec, operator)
-    if (sssd := sssd_secret(spec)) is not None:
+    if (sssd := sssd_config_map(spec)) is not None:
         objs.append(sssd)
     found: dict[str, set[Place]] = {}
     for obj in objs:

@@ -1,4 +1,4 @@
-"""Where every key and password lives, and the Secret holding SSSD's configuration.
+"""Where every key and password lives, and the ConfigMap holding SSSD's configuration.
 
 Keys are generated at deploy time (the components fill `data` from pulumi-random, so the values
 live only in the encrypted Pulumi state and the cluster) or referenced in existing Secrets. These
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sunk import keys, naming
 from sunk.manifests.config import SecretKey
 from sunk.manifests.meta import Manifest, metadata, obj
-from sunk.manifests.sssd import SSSD_CONF_KEY, render_sssd_conf, sssd_secret_name
+from sunk.manifests.sssd import SSSD_CONF_KEY, render_sssd_conf, sssd_config_name
 from sunk.roles import ROLES, SecretPurpose
 from sunk.spec.cluster import ClusterSpec
 
@@ -84,14 +84,15 @@ def empty_secret(spec: ClusterSpec, name: str, component: str) -> Manifest:
     return obj("v1", "Secret", metadata(spec, name, component), type="Opaque")
 
 
-def sssd_secret(spec: ClusterSpec) -> Manifest | None:
-    """sssd.conf as a Secret (the issue's choice: SSSD insists on a private file, and the file
-    reveals the directory layout). Holds no password."""
+def sssd_config_map(spec: ClusterSpec) -> Manifest | None:
+    """sssd.conf as a ConfigMap: it names the directory's layout but no password (the sidecar
+    appends the bind password from its Secret into a private copy at start), so a plain render
+    carries it whole and applied as is, the sidecars start. SSSD's demand for a 0600 file is met by
+    that private copy, not by where the template lives."""
     if spec.auth.ldap is None:
         return None
-    shell = empty_secret(spec, sssd_secret_name(spec.name), "login")
-    shell["stringData"] = {SSSD_CONF_KEY: render_sssd_conf(spec.auth.ldap)}
-    return shell
+    meta = metadata(spec, sssd_config_name(spec.name), "login")
+    return obj("v1", "ConfigMap", meta, data={SSSD_CONF_KEY: render_sssd_conf(spec.auth.ldap)})
 
 
 def secret_purposes(spec: ClusterSpec) -> dict[str, frozenset[SecretPurpose]]:
@@ -105,7 +106,6 @@ def secret_purposes(spec: ClusterSpec) -> dict[str, frozenset[SecretPurpose]]:
         named.append((host_keys_secret_name(spec), "ssh-host-keys"))
     ldap = spec.auth.ldap
     if ldap is not None:
-        named.append((sssd_secret_name(spec.name), "sssd-config"))
         if ldap.bind_password_secret is not None:
             named.append((ldap.bind_password_secret.name, "ldap-bind"))
         if ldap.ca_secret is not None:

@@ -101,7 +101,7 @@ def _always(_: Context) -> bool:
 
 
 def _auth(ctx: Context) -> list[Manifest]:
-    sssd = auth.sssd_secret(ctx.spec)
+    sssd = auth.sssd_config_map(ctx.spec)
     return [sssd] if sssd is not None else []
 
 

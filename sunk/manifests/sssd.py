@@ -6,7 +6,8 @@ slurmctld and slurmdbd, and shares two folders with the pod's main container: SS
 nsswitch.conf reads `files sss`, so getpwnam, initgroups and `id` see directory users and groups
 in every one of those containers; SSSD's own cache stays in the sidecar.
 
-The bind password never passes through here: the sidecar mounts its Secret and appends
+sssd.conf holds no secret, so it lives in a ConfigMap (`<cluster>-sssd-conf`) and a plain render
+carries it whole. The bind password never passes through here: the sidecar mounts its Secret and appends
 `ldap_default_authtok` to a private (0600, in-memory) copy of sssd.conf at start, refusing a
 password that would add a line. The TLS files (CA, client certificate and key) are mounted from
 their Secret or ConfigMap where sssd.conf names them.
@@ -104,8 +105,8 @@ class SssdTextError(ValueError):
     refused at load reached the renderer)."""
 
 
-def sssd_secret_name(cluster: str) -> str:
-    return naming.sssd_secret(cluster)
+def sssd_config_name(cluster: str) -> str:
+    return naming.sssd_config(cluster)
 
 
 def sssd_refs(spec: ClusterSpec) -> SssdRefs | None:
@@ -114,7 +115,7 @@ def sssd_refs(spec: ClusterSpec) -> SssdRefs | None:
     if ldap is None:
         return None
     return SssdRefs(
-        config_secret=sssd_secret_name(spec.name),
+        config_map=sssd_config_name(spec.name),
         config_hash=content_hash(render_sssd_conf(ldap)),
         bind_password_secret=ldap.bind_password_secret,
         ca_secret=ldap.ca_secret,
@@ -125,7 +126,7 @@ def sssd_refs(spec: ClusterSpec) -> SssdRefs | None:
 
 def sssd_start(bind_password: bool) -> str:
     """The sidecar's start (sssd-start.sh): SSSD's folders in the shared volumes, sssd.conf from its
-    Secret plus the bind password (refused if it would add a line), 0600, then sssd."""
+    ConfigMap plus the bind password (refused if it would add a line), 0600, then sssd."""
     return render(
         "sssd-start.sh",
         PIPES=PIPES,
@@ -163,8 +164,8 @@ def sssd_volumes(refs: SssdRefs) -> list[Manifest]:
         {"name": "sunk-sssd-conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
         {
             "name": "sunk-sssd-template",
-            "secret": {
-                "secretName": refs.config_secret,
+            "configMap": {
+                "name": refs.config_map,
                 "defaultMode": 0o400,
                 "items": [{"key": SSSD_CONF_KEY, "path": SSSD_CONF_KEY}],
             },

@@ -725,7 +725,6 @@ class ClusterSpec(Model):
             out.setdefault(self.accounting.external.password_secret.name, "the accounting database password")
         ldap = self.auth.ldap
         if ldap is not None:
-            out.setdefault(naming.sssd_secret(self.name), "SSSD's configuration with the LDAP bind password")
             if ldap.bind_password_secret is not None:
                 out.setdefault(ldap.bind_password_secret.name, "the LDAP bind password")
             if ldap.client_cert_secret is not None:
@@ -742,8 +741,6 @@ class ClusterSpec(Model):
             made[naming.jwt_secret(self)] = "the JWT signing key"
         if self.accounting.enabled and self.accounting.external is None:
             made[naming.db_secret(self)] = "the accounting database passwords"
-        if self.auth.ldap is not None:
-            made[naming.sssd_secret(self.name)] = "SSSD's configuration"
         if self.login.enabled:
             made[naming.login_host_keys(self)] = "login's SSH host private keys"
         return key_use_problems(self, made)

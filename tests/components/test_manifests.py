@@ -16,7 +16,7 @@ from sunk.components.offline import Evaluation
 from sunk.images import MARIADB_ENTRYPOINT, MARIADB_UID, reference
 from sunk.manifests import scripts
 from sunk.manifests.accounting import mariadb_manifests
-from sunk.manifests.auth import auth_refs, sssd_secret
+from sunk.manifests.auth import auth_refs, sssd_config_map
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import (
     accounting_hash,
@@ -265,7 +265,7 @@ def test_sssd_conf_never_holds_the_bind_password(specs: dict[str, ClusterSpec]) 
     assert "ldap_default_bind_dn = cn=sssd,ou=services,dc=acme,dc=example" in conf
     assert "ldap_default_authtok =" not in conf
     assert conf.rstrip().splitlines()[-1].startswith("ldap_default_authtok_type")  # appended after, same section
-    assert sssd_secret(specs["acme-dev"]) is None
+    assert sssd_config_map(specs["acme-dev"]) is None
 
 
 def test_network_fences(specs: dict[str, ClusterSpec]) -> None:

@@ -130,6 +130,32 @@ def test_secrets_are_redacted_unless_asked(pulumi_keys: dict[str, Evaluation], n
     assert made, "expected generated keys in a program that has Pulumi make them"
 
 
+@pytest.mark.parametrize("name", [*STACKS, LIBRARY])
+def test_the_flag_changes_only_the_values_of_secrets(evaluations: dict[str, Evaluation], name: str) -> None:
+    """What docs/how-to/gitops-render.md says --show-secrets changes, and nothing else: the same
+    files, byte for byte, but for the values of Secrets a program writes (a stack's own program
+    writes none: its render is the same with or without the flag). No value is redacted outside a
+    Secret, so a plain render applied as is starts every pod that needs no out-of-band Secret."""
+    shown = render_evaluation(evaluations[name], show_secrets=True).files
+    plain = render_evaluation(evaluations[name]).files
+    assert shown.keys() == plain.keys()
+    differ = sorted(n for n in plain if plain[n] != shown[n])
+    assert all("-secret-" in n for n in differ), differ
+    assert [n for n, t in plain.items() if REDACTED in t and "-secret-" not in n] == []
+    if name in STACKS:
+        assert differ == []
+
+
+def test_sssd_conf_is_a_configmap_whole_in_a_plain_render(evaluations: dict[str, Evaluation]) -> None:
+    """A directory stack: sssd.conf reaches the sidecars from a plain render, unredacted."""
+    files = render_evaluation(evaluations["acme-prod"]).files
+    (name,) = [n for n in files if n.endswith("-sssd-conf.yaml")]
+    obj = yaml.safe_load(files[name])
+    assert obj["kind"] == "ConfigMap"
+    conf = obj["data"]["sssd.conf"]
+    assert "ldap_default_bind_dn = " in conf and "ldap_default_authtok =" not in conf
+
+
 def test_a_pulumi_made_key_is_left_out_so_pods_fail_closed(pulumi_keys: dict[str, Evaluation]) -> None:
     """Before: a redacted munge.key was ~106 bytes of text munged takes as a key, and
     --show-secrets wrote the same bytes in every render. Now the key is absent: a pod mounting it
@@ -249,14 +275,13 @@ def test_a_matrix_refuses_the_same_stack_twice_and_bad_job_counts(
 @pytest.mark.parametrize("show_secrets", [False, True])
 def test_no_render_holds_key_material(evaluations: dict[str, Evaluation], name: str, show_secrets: bool) -> None:
     """`sunk render` makes no key, password or host key, placeholder or real, with or without
-    --show-secrets: no generated value is registered, and the only Secrets written hold no key
-    (sssd.conf, which names no password). The key generator's Job makes them in the cluster."""
+    --show-secrets: no generated value is registered, and a stack's render writes no Secret at all
+    (sssd.conf, which names no password, is a ConfigMap). The key generator's Job makes them in the
+    cluster."""
     ev = evaluations[name]
     assert ev.generated() == []
     files = render_evaluation(ev, show_secrets=show_secrets).files
-    secrets = {n: yaml.safe_load(t) for n, t in files.items() if "-secret-" in n}
-    for n, obj in secrets.items():
-        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == "login" and n.endswith("-sssd.yaml"), n
+    assert [n for n in files if "-secret-" in n] == []
     text = "".join(files.values())
     for marker in ("PRIVATE KEY", "OFFLINE", "offline placeholder", "munge.key:", "jwt_hs256.key:"):
         assert marker not in text, marker

@@ -86,14 +86,19 @@ def test_pods_and_nodesets_name_existing_config_maps_and_keys(
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_password_in_any_config_map(rendered: dict[str, Rendered], stack: str) -> None:
+    """slurmdbd.conf's StoragePass and sssd.conf's bind password (ldap_default_authtok; its
+    `_type` names no secret) are appended at start from Secrets, never rendered; sssd.conf itself
+    is a ConfigMap now, so it is scanned here too."""
+    scanned = set()
     for obj in _objects(rendered[stack]):
         if obj["kind"] != "ConfigMap":
             continue
         for key, body in obj["data"].items():
-            lines = body.splitlines()
-            assert not [line for line in lines if line.startswith("StoragePass")], key
-            assert not [line for line in lines if line.startswith("ldap_default_authtok")], key
+            scanned.add(key)
+            settings = {line.split("=", 1)[0].strip() for line in body.splitlines() if "=" in line}
+            assert not settings & {"StoragePass", "ldap_default_authtok"}, key
             assert "PRIVATE KEY" not in body, key
+    assert ("sssd.conf" in scanned) == (stack == "acme-prod"), sorted(scanned)
 
 
 def test_topology_lives_in_its_own_config_map(rendered: dict[str, Rendered], specs: dict[str, ClusterSpec]) -> None:

@@ -67,7 +67,7 @@ def test_every_slurm_pod_that_resolves_users_runs_sssd() -> None:
         assert secret_dirs <= set(mounts(sssd)), component
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         assert volumes["sunk-ldap-bind"]["secret"]["items"] == [{"key": "bind-password", "path": "password"}]
-        assert volumes["sunk-sssd-template"]["secret"]["secretName"] == "research-sssd"
+        assert volumes["sunk-sssd-template"]["configMap"]["name"] == "research-sssd-conf"
 
 
 def test_a_changed_sssd_conf_rolls_the_pods() -> None:
