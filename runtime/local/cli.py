@@ -37,7 +37,7 @@ from sunk import keys
 from sunk.hostlist import expand
 
 from . import inventory, net
-from .cluster import NODES_FILE, State
+from .cluster import NODES_FILE, State, release_host_settings
 from .container import ConfigError
 from .lifecycle import Settings
 from .offcluster import override_render
@@ -406,3 +406,4 @@ def leftovers(folder: Path) -> None:
     net.run([["ip", "link", "del", veth] for veth in net.veths(stale)], check=False)
     if stale.bridge in net.bridges():
         net.run(net.bridge_down(stale), check=False)
+    release_host_settings(stale.bridge)

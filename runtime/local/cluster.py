@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp.web
 
-from . import dns, inventory, lifecycle, net, netpolicy, pki, rbac
+from . import dns, hostsettings, inventory, lifecycle, net, netpolicy, pki, rbac
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
@@ -157,4 +157,12 @@ async def serve(workdir: Path, project: str, settings: lifecycle.Settings | None
             await runner.cleanup()
         net.remove_rules(network)
         net.run(net.bridge_down(network), check=False)
+        release_host_settings(network.bridge)
         (workdir / "state.json").unlink(missing_ok=True)
+
+
+def release_host_settings(bridge: str) -> None:
+    """The host settings this cluster changed, put back unless another running cluster (a bridge
+    still up) holds them."""
+    up = set(net.bridges())
+    hostsettings.release(bridge, lambda other: other in up)

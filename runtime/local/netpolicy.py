@@ -18,7 +18,11 @@ iptables rules on the cluster's bridge, with the semantics Kubernetes defines
 - replies (conntrack ESTABLISHED/RELATED) always pass: a policy governs who opens a connection.
 
 `plan(policies, pods, namespaces)` is that decision, pure: it answers each isolated pod's allowed
-peers. `restore_text` turns a plan into an `iptables-restore --noflush` input that replaces three
+peers. It fails closed, as a policy that can't be read must not widen what passes: a policy whose
+rules can't be read still isolates the pods it selects (for its policyTypes) but admits nothing,
+and one whose podSelector can't be read isolates every pod of its namespace both ways; the plan
+names each such policy in `errors`, which the Enforcer logs. Were iptables to refuse a plan, the
+Enforcer writes a plan that isolates every pod and admits nothing, rather than keep the old rules. `restore_text` turns a plan into an `iptables-restore --noflush` input that replaces three
 chains named after the bridge, at once. `Enforcer` is the thin edge: it watches the store's
 policies, pods and namespaces and rewrites the chains after each burst of changes.
 
@@ -38,7 +42,6 @@ until its rules are written, never admitted by mistake.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import logging
 import subprocess
@@ -46,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import net
+from . import hostsettings, net
 
 log = logging.getLogger("sunk.local.netpolicy")
 
@@ -76,6 +79,8 @@ class Plan:
 
     ingress: Mapping[str, tuple[Allow, ...]]
     egress: Mapping[str, tuple[Allow, ...]]
+    errors: tuple[str, ...] = ()
+    """`<namespace>/<name>: why` for each policy that could not be read (it denies instead)."""
 
 
 @dataclass(frozen=True)
@@ -212,23 +217,71 @@ def plan(policies: Iterable[Obj], pods: Iterable[Obj], namespaces: Iterable[Obj]
     ns_labels = _namespace_labels(namespaces)
     ingress: dict[str, list[Allow]] = {}
     egress: dict[str, list[Allow]] = {}
+    errors: list[str] = []
     for policy in sorted(policies, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"])):
         namespace = policy["metadata"].get("namespace", "default")
-        spec, types = policy.get("spec") or {}, policy_types(policy)
-        selected = [p for p in running if p.namespace == namespace and selects(spec.get("podSelector"), p.labels)]
+        where = f"{namespace}/{policy['metadata']['name']}"
+        try:
+            spec, types = policy.get("spec") or {}, policy_types(policy)
+            selected = [p for p in running if p.namespace == namespace and selects(spec.get("podSelector"), p.labels)]
+        except _UNREADABLE as err:
+            # Which pods it selects is unknown: every pod of its namespace, isolated both ways.
+            errors.append(f"{where}: {err}; every pod of {namespace} isolated, nothing admitted")
+            for pod in running:
+                if pod.namespace == namespace:
+                    ingress.setdefault(pod.ip, [])
+                    egress.setdefault(pod.ip, [])
+            continue
+        try:
+            admits = _policy_allows(spec, types, selected, namespace, running, ns_labels)
+        except _UNREADABLE as err:
+            errors.append(f"{where}: {err}; the pods it selects isolated, nothing of it admitted")
+            admits = {pod.ip: ([], []) for pod in selected}
         for pod in selected:
+            inn, out = admits[pod.ip]
             if "Ingress" in types:
-                allowed = ingress.setdefault(pod.ip, [])
-                for rule in spec.get("ingress") or []:
-                    allowed += _admitted(rule.get("from"), rule.get("ports"), pod, namespace, running, ns_labels, "in")
+                ingress.setdefault(pod.ip, []).extend(inn)
             if "Egress" in types:
-                allowed = egress.setdefault(pod.ip, [])
-                for rule in spec.get("egress") or []:
-                    allowed += _admitted(rule.get("to"), rule.get("ports"), pod, namespace, running, ns_labels, "out")
+                egress.setdefault(pod.ip, []).extend(out)
     return Plan(
         ingress={ip: tuple(dict.fromkeys(a)) for ip, a in sorted(ingress.items())},
         egress={ip: tuple(dict.fromkeys(a)) for ip, a in sorted(egress.items())},
+        errors=tuple(errors),
     )
+
+
+_UNREADABLE = (PolicyError, ValueError, TypeError, KeyError, AttributeError)
+"""What reading a malformed policy raises (the API server would have refused it): the policy denies."""
+
+
+def _policy_allows(
+    spec: Mapping[str, Any],
+    types: set[str],
+    selected: Sequence[_Pod],
+    namespace: str,
+    running: Sequence[_Pod],
+    ns_labels: Mapping[str, Mapping[str, str]],
+) -> dict[str, tuple[list[Allow], list[Allow]]]:
+    """One policy's (ingress, egress) Allows for each pod it selects, all or nothing."""
+    out: dict[str, tuple[list[Allow], list[Allow]]] = {}
+    for pod in selected:
+        inn: list[Allow] = []
+        egr: list[Allow] = []
+        if "Ingress" in types:
+            for rule in spec.get("ingress") or []:
+                inn += _admitted(rule.get("from"), rule.get("ports"), pod, namespace, running, ns_labels, "in")
+        if "Egress" in types:
+            for rule in spec.get("egress") or []:
+                egr += _admitted(rule.get("to"), rule.get("ports"), pod, namespace, running, ns_labels, "out")
+        out[pod.ip] = (inn, egr)
+    return out
+
+
+def deny_all(pods: Iterable[Obj]) -> Plan:
+    """Every pod with an address isolated both ways, nothing admitted (replies to the host's own
+    connections still pass): what the Enforcer writes when iptables refuses a plan."""
+    addresses = sorted({p.ip for p in _pods(pods)})
+    return Plan(ingress=dict.fromkeys(addresses, ()), egress=dict.fromkeys(addresses, ()))
 
 
 def _admitted(
@@ -346,22 +399,14 @@ def hooks(network: net.Network) -> list[tuple[str, list[str]]]:
     ]
 
 
-BRIDGE_NF = "/proc/sys/net/bridge/bridge-nf-call-iptables"
-
-
 def install(network: net.Network) -> None:
     """Empty chains (everything passes until the first plan), the jumps into them, and bridged
-    traffic handed to iptables (without it, pod-to-pod packets never meet a rule)."""
-    with contextlib.suppress(OSError, FileNotFoundError):
-        subprocess.run(["modprobe", "br_netfilter"], capture_output=True, check=False)
+    traffic handed to iptables (without it, pod-to-pod packets never meet a rule), its prior value
+    recorded so that the cluster's stop puts it back (hostsettings.py)."""
     try:
-        with open(BRIDGE_NF) as handle:
-            on = handle.read().strip() == "1"
-        if not on:
-            with open(BRIDGE_NF, "w") as handle:
-                handle.write("1\n")
-    except OSError as err:
-        raise net.NetworkError(f"NetworkPolicy needs bridged traffic to reach iptables ({BRIDGE_NF}): {err}") from None
+        hostsettings.take_bridge_nf(network.bridge)
+    except hostsettings.HostSettingError as err:
+        raise net.NetworkError(str(err)) from None
     write(network, Plan({}, {}))
     net.run([["iptables", "-I", chain, *rule] for chain, rule in hooks(network)])
 
@@ -404,33 +449,52 @@ class Enforcer:
         if event.resource in self.WATCHED:
             self._dirty.set()
 
-    def snapshot(self) -> Plan:
-        res = self.store.resource
+    def pods(self) -> list[Obj]:
+        """The store's pods, each with the address the node agent gave it."""
         known = self.addresses()
         pods = []
-        for pod in self.store.items(res("v1/pods")):
+        for pod in self.store.items(self.store.resource("v1/pods")):
             ip = known.get(pod["metadata"]["uid"])
             if ip and not (pod.get("status") or {}).get("podIP"):
                 pod = {**pod, "status": {**(pod.get("status") or {}), "podIP": ip}}
             pods.append(pod)
+        return pods
+
+    def snapshot(self) -> Plan:
+        res = self.store.resource
         return plan(
             self.store.items(res("networking.k8s.io/v1/networkpolicies")),
-            pods,
+            self.pods(),
             self.store.items(res("v1/namespaces")),
         )
+
+    def write_or_deny(self, decided: Plan, denied: Plan) -> None:
+        """Writes `decided`; where iptables refuses it, `denied` (every pod isolated), never
+        keeping the old rules, which may admit what the new policies don't."""
+        try:
+            write(self.network, decided)
+        except net.NetworkError as err:
+            self.written = None  # unknown until the denial is written
+            log.error("NetworkPolicy rules refused (%s): every pod isolated, nothing admitted", err)
+            write(self.network, denied)
+            self.written = denied
+            return
+        self.written = decided
 
     async def _loop(self) -> None:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
             await asyncio.sleep(0.1)  # an apply is a burst of writes: one rewrite
+            decided = self.snapshot()
+            for error in decided.errors:
+                log.error("NetworkPolicy %s", error)
+            if decided == self.written:
+                continue
             try:
-                decided = self.snapshot()
-                if decided != self.written:
-                    await asyncio.to_thread(write, self.network, decided)
-                    self.written = decided
-            except (PolicyError, net.NetworkError) as err:
-                log.error("NetworkPolicy rules not written: %s", err)
+                await asyncio.to_thread(self.write_or_deny, decided, deny_all(self.pods()))
+            except net.NetworkError as err:
+                log.error("NetworkPolicy rules not written, not even the denial: %s", err)
 
     def close(self) -> None:
         if self._task is not None:

@@ -244,3 +244,62 @@ def test_iptables_restore_accepts_the_rules_in_a_scratch_network_namespace() -> 
     assert done.returncode == 0, done.stderr
     assert "-A sk12345678-in -d 10.233.7.2/32 -j DROP" in done.stdout
     assert done.stdout.count("-N sk12345678-") == 3
+
+
+def test_a_policy_whose_rules_cant_be_read_isolates_its_pods_and_admits_nothing() -> None:
+    """Fail closed: the old rules are not kept, and the unreadable policy widens nothing; the
+    other policies still admit what they admit."""
+    bad = policy("bad", {"podSelector": {"matchLabels": role("controller")}, "policyTypes": ["Ingress", "Egress"],
+                         "ingress": [{"from": [{"ipBlock": {"cidr": "not-a-cidr"}}]}]})  # fmt: skip
+    good = policy("good", {"podSelector": {"matchLabels": role("login")}, "ingress": [{}]})
+    decided = netpolicy.plan([bad, good], PODS[:3], namespaces(NS))
+    assert decided.ingress["10.233.7.2"] == () and decided.egress["10.233.7.2"] == ()
+    assert decided.ingress["10.233.7.4"] == (Allow(ANY_V4),)
+    assert "10.233.7.3" not in decided.ingress  # not selected by either
+    assert len(decided.errors) == 1 and decided.errors[0].startswith(f"{NS}/bad: ipBlock"), decided.errors
+    # Beside a readable policy selecting the same pod, only the readable one's peers pass.
+    also = policy(
+        "also", {"podSelector": {"matchLabels": role("controller")}, "ingress": [{"ports": [{"port": 6817}]}]}
+    )
+    decided = netpolicy.plan([bad, also], PODS[:3], namespaces(NS))
+    assert decided.ingress["10.233.7.2"] == (Allow(ANY_V4, "TCP", 6817, 6817),)
+
+
+def test_a_policy_whose_selector_cant_be_read_isolates_its_whole_namespace() -> None:
+    bad = policy("bad", {"podSelector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}})
+    decided = netpolicy.plan([bad], PODS, namespaces(NS, "other", "sunk-system"))
+    mine = {p["status"]["podIP"] for p in PODS if p["metadata"]["namespace"] == NS}
+    assert set(decided.ingress) == set(decided.egress) == mine
+    assert all(a == () for a in [*decided.ingress.values(), *decided.egress.values()])
+    assert "In, NotIn, Exists, DoesNotExist" in decided.errors[0]
+
+
+class _Store:
+    def __init__(self, policies: list[dict[str, Any]]) -> None:
+        self.objects = {"v1/pods": PODS, "networking.k8s.io/v1/networkpolicies": policies,
+                        "v1/namespaces": namespaces(NS, "other", "sunk-system")}  # fmt: skip
+
+    def resource(self, name: str) -> str:
+        return name
+
+    def items(self, resource: str) -> list[dict[str, Any]]:
+        return self.objects[resource]
+
+
+def test_rules_iptables_refuses_are_replaced_by_a_denial_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list[netpolicy.Plan] = []
+
+    def write(network: net.Network, decided: netpolicy.Plan) -> None:
+        if decided.ingress.get("10.233.7.2"):
+            raise net.NetworkError("iptables-restore: line 9 failed")
+        written.append(decided)
+
+    monkeypatch.setattr(netpolicy, "write", write)
+    enforcer = netpolicy.Enforcer(_Store(acme_dev()), NETWORK, dict)
+    decided = enforcer.snapshot()
+    enforcer.write_or_deny(decided, netpolicy.deny_all(enforcer.pods()))
+    (denied,) = written
+    assert enforcer.written == denied
+    every = {p["status"]["podIP"] for p in PODS}
+    assert set(denied.ingress) == set(denied.egress) == every
+    assert all(a == () for a in [*denied.ingress.values(), *denied.egress.values()])
