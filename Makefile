@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (.ci/bootstrap).
-.PHONY: demo test test-compat check lint bootstrap images docs-ref controlplane
+.PHONY: demo test test-compat check lint bootstrap images docs-ref controlplane test-controlplane
 
 bootstrap:
 	bash .ci/bootstrap
@@ -51,6 +51,13 @@ check: bootstrap lint
 # cluster runs on it (issue 37).
 controlplane: bootstrap
 	.venv/bin/sunk local controlplane build
+
+# The real control plane's own tests (marker `controlplane`): etcd, kube-apiserver, the controllers
+# and the scheduler under the real kubectl, and our node agent as their kubelet (a pod from the
+# slurmctld image, hence the images).
+test-controlplane: controlplane
+	.venv/bin/sunk images build --unpack
+	.venv/bin/python -m pytest -m controlplane tests/runtime/local/controlplane
 
 # The generated reference (docs/reference/: spec fields, CLI, environment variables, metrics and
 # alerts) from the code; tests/docs/test_reference.py fails when the pages and the code disagree.

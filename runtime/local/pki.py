@@ -91,3 +91,53 @@ def kubeconfig(server: str, ca: Path, bearer: str, name: str = "sunk-local") -> 
         f"users:\n- name: {name}-admin\n  user:\n    token: {bearer}\n"
         f"contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-admin\n"
     )
+
+
+def client_certificate(folder: Path, name: str, user: str, groups: Sequence[str] = ()) -> tuple[Path, Path]:
+    """(NAME.crt, NAME.key) in `folder`, signed by its CA (make_certificates first): a client
+    certificate the API server reads as user `user` (CN) in `groups` (O). Made once, reused after."""
+    ca_key, ca = folder / "ca.key", folder / "ca.crt"
+    key, cert = folder / f"{name}.key", folder / f"{name}.crt"
+    if cert.is_file() and key.is_file():
+        return cert, key
+    csr, ext = folder / f"{name}.csr", folder / f"{name}.ext"
+    subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-new", *ec, "-keyout", str(key), "-out", str(csr), "-subj", subject)
+    ext.write_text("extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
+    _openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+        "-out", str(cert), "-days", DAYS, "-extfile", str(ext),
+    )  # fmt: skip
+    csr.unlink()
+    ext.unlink()
+    key.chmod(0o600)
+    cert.chmod(0o600)
+    return cert, key
+
+
+def signing_key_pair(folder: Path, name: str = "sa") -> tuple[Path, Path]:
+    """(NAME.key, NAME.pub): an ECDSA P-256 key pair the API server signs ServiceAccount tokens
+    with (ES256) and checks them by. Made once, reused after."""
+    key, pub = folder / f"{name}.key", folder / f"{name}.pub"
+    if not (key.is_file() and pub.is_file()):
+        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", str(key))
+        _openssl("pkey", "-in", str(key), "-pubout", "-out", str(pub))
+        key.chmod(0o600)
+    return key, pub
+
+
+def client_kubeconfig(server: str, ca: Path, cert: Path, key: Path, name: str = "sunk-local") -> str:
+    """A kubeconfig for `server` trusting the cluster's CA and presenting a client certificate."""
+
+    def data(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()
+
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"current-context: {name}\n"
+        f"clusters:\n- name: {name}\n  cluster:\n    server: {server}\n    certificate-authority-data: {data(ca)}\n"
+        f"users:\n- name: {name}-user\n  user:\n    client-certificate-data: {data(cert)}\n"
+        f"    client-key-data: {data(key)}\n"
+        f"contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-user\n"
+    )

@@ -1,0 +1,254 @@
+"""The real Kubernetes control plane as processes: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler from the cached build (kubebuild.py), on loopback, in one folder.
+
+`ControlPlane(folder).start()` makes the certificates (pki.py: the cluster CA, the API server's
+serving certificate, a client certificate per component, the ServiceAccount signing pair), starts
+the four processes with their logs in the folder, and returns once the API server answers /readyz
+and both controllers /healthz. `stop()` ends them in reverse order (SIGTERM, then SIGKILL past the
+grace). What it serves is Kubernetes' own: protobuf, server-side apply, CRD schema validation,
+TokenRequest JWTs, RBAC with the Node authorizer, Pod Security and ServiceAccount admission, the
+controllers and the scheduler. No kubelet: Nodes are whoever registers them (issue 37 stage 3).
+
+The flags are the ones kubeadm sets for a single-node control plane, less what a loopback-only
+cluster has no use for (no aggregation layer, no leader election: one of each component).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from . import kubebuild, pki
+
+SERVICE_CIDR = "10.96.0.0/16"
+"""ClusterIPs the API server allocates (kubeadm's default range)."""
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+"""The ServiceAccount tokens' `iss`, and their default audience."""
+READY_TIMEOUT = 120.0
+"""Seconds for every component to report healthy: the API server's first start installs its
+bootstrap RBAC and priority levels into an empty etcd, which takes tens of seconds on 2 loaded cores."""
+STOP_GRACE = 15.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+
+    @classmethod
+    def pick(cls) -> Ports:
+        return cls(free_port(), free_port(), free_port(), free_port(), free_port())
+
+
+def commands(binaries: Path, folder: Path, ports: Ports) -> dict[str, list[str]]:
+    """Each component's command line, in start order (pure). Credentials are read from `folder`
+    as make_credentials() leaves them."""
+    pki_dir = folder / "pki"
+
+    def p(name: str) -> str:
+        return str(pki_dir / name)
+
+    etcd_url = f"http://127.0.0.1:{ports.etcd}"
+    peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
+    return {
+        "etcd": [
+            str(binaries / "etcd"),
+            "--name=sunk-local",
+            f"--data-dir={folder / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=sunk-local={peer_url}",
+            # A local cluster's state is thrown away with it: fsync buys nothing and costs
+            # seconds per write on a loaded shared disk.
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ],
+        "kube-apiserver": [
+            str(binaries / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={ports.apiserver}",
+            f"--tls-cert-file={p('server.crt')}",
+            f"--tls-private-key-file={p('server.key')}",
+            f"--client-ca-file={p('ca.crt')}",
+            f"--service-account-key-file={p('sa.pub')}",
+            f"--service-account-signing-key-file={p('sa.key')}",
+            f"--service-account-issuer={ISSUER}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            # On top of the default set (NamespaceLifecycle, LimitRanger, ServiceAccount,
+            # PodSecurity, the webhooks, ...): a Node's credentials may touch only its own Node and pods.
+            "--enable-admission-plugins=NodeRestriction",
+            "--allow-privileged=true",
+            f"--kubelet-client-certificate={p('apiserver-kubelet-client.crt')}",
+            f"--kubelet-client-key={p('apiserver-kubelet-client.key')}",
+            "--kubelet-preferred-address-types=InternalIP",
+            "--profiling=false",
+        ],
+        "kube-controller-manager": [
+            str(binaries / "kube-controller-manager"),
+            *_client_flags(folder, "controller-manager.conf"),
+            f"--secure-port={ports.controller_manager}",
+            f"--service-account-private-key-file={p('sa.key')}",
+            f"--root-ca-file={p('ca.crt')}",
+            f"--cluster-signing-cert-file={p('ca.crt')}",
+            f"--cluster-signing-key-file={p('ca.key')}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Each controller acts as its own ServiceAccount, with the bootstrap roles' rights only.
+            "--use-service-account-credentials=true",
+            "--controllers=*",
+        ],
+        "kube-scheduler": [
+            str(binaries / "kube-scheduler"),
+            *_client_flags(folder, "scheduler.conf"),
+            f"--secure-port={ports.scheduler}",
+        ],
+    }
+
+
+def _client_flags(folder: Path, kubeconfig: str) -> list[str]:
+    path = folder / kubeconfig
+    return [
+        f"--kubeconfig={path}",
+        f"--authentication-kubeconfig={path}",
+        f"--authorization-kubeconfig={path}",
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+        "--profiling=false",
+    ]
+
+
+CLIENTS = {
+    # file stem: (user, groups): the bootstrap RBAC's subjects (kubeadm's names).
+    "admin": ("sunk-local-admin", ("system:masters",)),
+    "controller-manager": ("system:kube-controller-manager", ()),
+    "scheduler": ("system:kube-scheduler", ()),
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
+}
+
+
+def make_credentials(folder: Path, server: str) -> Path:
+    """The CA, certificates, SA key pair and the components' kubeconfigs; the admin kubeconfig's path."""
+    pki_dir = folder / "pki"
+    ca, _, _ = pki.make_certificates(
+        pki_dir,
+        ["127.0.0.1"],
+        [
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ],
+    )
+    pki.signing_key_pair(pki_dir)
+    for stem, (user, groups) in CLIENTS.items():
+        cert, key = pki.client_certificate(pki_dir, stem, user, groups)
+        if stem != "apiserver-kubelet-client":
+            conf = folder / f"{stem}.conf"
+            conf.write_text(pki.client_kubeconfig(server, ca, cert, key))
+            conf.chmod(0o600)
+    return folder / "admin.conf"
+
+
+@dataclass
+class ControlPlane:
+    folder: Path
+    binaries: Path | None = None
+    ports: Ports = field(default_factory=Ports.pick)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.folder / "admin.conf"
+
+    def start(self, timeout: float = READY_TIMEOUT) -> ControlPlane:
+        binaries = self.binaries or kubebuild.locate()
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_credentials(self.folder, self.server)
+        deadline = time.monotonic() + timeout
+        try:
+            for name, argv in commands(binaries, self.folder, self.ports).items():
+                log = (self.folder / f"{name}.log").open("ab")
+                self._logs.append(log)
+                self.processes[name] = subprocess.Popen(
+                    argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+                if name == "kube-apiserver":
+                    self._wait(name, f"{self.server}/readyz", deadline)
+            self._wait(
+                "kube-controller-manager", f"https://127.0.0.1:{self.ports.controller_manager}/healthz", deadline
+            )
+            self._wait("kube-scheduler", f"https://127.0.0.1:{self.ports.scheduler}/healthz", deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait(self, name: str, url: str, deadline: float) -> None:
+        ca = self.folder / "pki" / "ca.crt"
+        context = ssl.create_default_context(cafile=str(ca))
+        if name != "kube-apiserver":
+            # The controllers serve /healthz with a self-signed certificate made at start.
+            context = ssl._create_unverified_context()
+        context.load_cert_chain(self.folder / "pki" / "admin.crt", self.folder / "pki" / "admin.key")
+        last = ""
+        while time.monotonic() < deadline:
+            for other, proc in self.processes.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{other} exited with {proc.returncode}: see {self.folder / (other + '.log')}")
+            try:
+                with urllib.request.urlopen(url, context=context, timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as err:
+                last = str(err)
+            time.sleep(0.5)
+        raise TimeoutError(f"{name} not healthy at {url} in time ({last}): see {self.folder / (name + '.log')}")
+
+    def stop(self) -> None:
+        for name in reversed(list(self.processes)):
+            proc = self.processes.pop(name)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for log in self._logs:
+            with contextlib.suppress(OSError):
+                log.close()
+        self._logs.clear()
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

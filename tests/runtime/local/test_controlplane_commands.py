@@ -1,0 +1,43 @@
+"""The real control plane's command lines, without the binaries: what
+issue 37 asks of each component is on its command line (the processes themselves run in
+tests/runtime/local/controlplane, on demand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sunk.runtime.local.controlplane import Ports, commands
+
+PORTS = Ports(etcd=1, etcd_peer=2, apiserver=3, controller_manager=4, scheduler=5)
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").partition("=")[::2] for a in argv[1:])
+
+
+def test_the_components_start_in_order_from_the_built_binaries() -> None:
+    argv = commands(Path("/bin"), Path("/w"), PORTS)
+    assert list(argv) == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    assert [a[0] for a in argv.values()] == [f"/bin/{n}" for n in argv]
+
+
+def test_the_api_server_authenticates_authorizes_and_admits_as_issue_37_asks() -> None:
+    flags = _flags(commands(Path("/bin"), Path("/w"), PORTS)["kube-apiserver"])
+    assert flags["etcd-servers"] == "http://127.0.0.1:1" and flags["secure-port"] == "3"
+    assert flags["authorization-mode"] == "Node,RBAC"
+    assert flags["client-ca-file"] == "/w/pki/ca.crt"
+    assert flags["service-account-signing-key-file"] == "/w/pki/sa.key"
+    assert flags["service-account-key-file"] == "/w/pki/sa.pub"
+    assert flags["kubelet-client-certificate"] == "/w/pki/apiserver-kubelet-client.crt"
+    # PodSecurity and ServiceAccount are in the default set; disabling either would be a regression.
+    assert "disable-admission-plugins" not in flags
+
+
+def test_the_controllers_sign_tokens_with_the_pair_the_api_server_checks() -> None:
+    argv = commands(Path("/bin"), Path("/w"), PORTS)
+    kcm, scheduler = _flags(argv["kube-controller-manager"]), _flags(argv["kube-scheduler"])
+    assert kcm["service-account-private-key-file"] == "/w/pki/sa.key"
+    assert kcm["root-ca-file"] == "/w/pki/ca.crt"
+    assert kcm["use-service-account-credentials"] == "true"
+    assert kcm["kubeconfig"] == "/w/controller-manager.conf" and scheduler["kubeconfig"] == "/w/scheduler.conf"
+    assert kcm["secure-port"] == "4" and scheduler["secure-port"] == "5"
