@@ -36,7 +36,7 @@ from typing import Any
 from sunk import keys
 from sunk.hostlist import expand
 
-from . import inventory, net
+from . import inventory, net, stuck
 from .cluster import NODES_FILE, State, release_host_settings
 from .container import ConfigError
 from .lifecycle import Settings
@@ -155,6 +155,7 @@ def apply(state: State, rendered: Path) -> str:
 def _unready(state: State) -> list[str]:
     pods = json.loads(_kubectl(state, "get", "pods", "-A", "-o", "json").stdout)["items"]
     jobs = json.loads(_kubectl(state, "get", "jobs", "-A", "-o", "json").stdout)["items"]
+    warnings = stuck.latest_warnings(json.loads(_kubectl(state, "get", "events", "-A", "-o", "json").stdout)["items"])
     waiting = []
     for pod in pods:
         phase = pod.get("status", {}).get("phase")
@@ -166,7 +167,8 @@ def _unready(state: State) -> list[str]:
         if "Job" in owners and phase == "Succeeded":
             continue
         if not ready:
-            waiting.append(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']}: {_why(pod)}")
+            why = stuck.why(pod, warnings.get(pod["metadata"].get("uid", "")))
+            waiting.append(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']}: {why}")
     for job in jobs:
         done = any(
             c.get("type") == "Complete" and c.get("status") == "True"
@@ -175,6 +177,15 @@ def _unready(state: State) -> list[str]:
         if not done:
             waiting.append(f"job {job['metadata']['namespace']}/{job['metadata']['name']}: not complete")
     return waiting
+
+
+def _tell_once(waiting: list[str], told: set[str]) -> None:
+    """Say at once, and once, each wait only the user can end (a Secret, ConfigMap or claim the
+    stack names and sunk doesn't make): `up` keeps waiting, so it can be created meanwhile."""
+    for line in waiting:
+        if "kubectl " in line and line not in told:
+            told.add(line)
+            print(f"waiting on you: {line}", file=sys.stderr, flush=True)
 
 
 def _unbound(state: State) -> list[str]:
@@ -201,17 +212,6 @@ def _unbound(state: State) -> list[str]:
                 f"slurmctld {ns}/{name}: nodes in no switch yet (the operator reconfigures): {' '.join(left)}"
             )
     return waiting
-
-
-def _why(pod: dict[str, Any]) -> str:
-    status = pod.get("status") or {}
-    for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        waiting = (c.get("state") or {}).get("waiting")
-        if waiting and waiting.get("reason") not in (None, "PodInitializing", "ContainerCreating"):
-            return f"{c['name']} {waiting['reason']}" + (f" ({waiting['message']})" if waiting.get("message") else "")
-        if not c.get("ready") and "running" in (c.get("state") or {}):
-            return f"{c['name']} running, not ready"
-    return str(status.get("phase", "Pending"))
 
 
 def node_inventory(rendered: Path, nodes_file: Path | None) -> list[dict[str, Any]]:
@@ -262,7 +262,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 0
     deadline = time.monotonic() + args.timeout
     waiting = _unready(state) or _unbound(state)
+    told: set[str] = set()
     while waiting and time.monotonic() < deadline:
+        _tell_once(waiting, told)
         time.sleep(2)
         waiting = _unready(state) or _unbound(state)
     print(_kubectl(state, "get", "pods", "-A", "-o", "wide").stdout.rstrip())
@@ -336,6 +338,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     print(f"local cluster for {project}: pid {state.pid}, https://127.0.0.1:{state.port}, pods on {state.subnet}")
     print(_kubectl(state, "get", "pods", "-A", "-o", "wide").stdout.rstrip())
+    waiting = _unready(state)
+    if waiting:
+        print("waiting:\n  " + "\n  ".join(waiting))
     return 0
 
 

@@ -38,9 +38,10 @@ from typing import Any
 
 from ..common.timefmt import rfc3339
 from . import container as spec_of
+from . import events
 from .images import ImageMissing
 from .probes import run_probes
-from .sandbox import NodeAgent, PodSandbox, Running
+from .sandbox import MountFailed, NodeAgent, PodSandbox, Running
 from .store import ApiError, Obj
 
 log = logging.getLogger("sunk.local.agent")
@@ -223,15 +224,14 @@ class PodRunner(PodSandbox):
             try:
                 self._volumes()
                 break
-            except (spec_of.ConfigError, ApiError) as err:
-                self.message = f"MountVolume.SetUp failed: {err}"
+            except MountFailed as err:  # as a kubelet: a FailedMount Event, the pod ContainerCreating
+                events.record(self.agent.store, self.pod, "FailedMount", str(err), component="kubelet", host=self.node)
                 for r in self.containers.values():
                     r.state = {"waiting": {"reason": "ContainerCreating"}}
                 self.publish()
                 await asyncio.sleep(2)
                 if self.stopping is not None:
                     return
-        self.message = None
         if self.finishing:
             return
         # In a thread it can't be cancelled half-way; teardown waits for it (see there).

@@ -45,6 +45,11 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
+class MountFailed(Exception):
+    """A volume that can't be set up yet (its ConfigMap, Secret, key or claim missing): the pod
+    waits in ContainerCreating and the kubelet reports FailedMount, as this message says."""
+
+
 class Issuer(Protocol):
     def issue(self, namespace: str, account: str) -> str: ...
 
@@ -178,22 +183,11 @@ class PodSandbox:
         spec = self.pod.get("spec") or {}
         base = self.folder / "volumes"
         for volume in spec.get("volumes") or []:
-            folder = base / volume["name"]
-            files = spec_of.volume_files(self.pod, volume, self._lookup("configmaps"), self._lookup("secrets"))
-            if files is not None:
-                files = self._with_token(volume, files)
-                volumes.write_atomic(folder, files, self.fs_group)
-                self.volume_sources[volume["name"]] = volume
-            elif "emptyDir" in volume:
-                volumes.empty_dir(folder, self.fs_group)
-            elif "persistentVolumeClaim" in volume:
-                claim = volume["persistentVolumeClaim"]["claimName"]
-                pvc = self.agent.store.find(
-                    self.agent.store.resource("v1/persistentvolumeclaims"), self.namespace, claim
-                )
-                if pvc is None:
-                    raise ApiError(404, "NotFound", f'persistentvolumeclaim "{claim}" not found')
-                volumes.claim_ownership(volumes.pvc_dir(self.agent.workdir, self.namespace, claim), self.fs_group)
+            try:
+                self._volume(base / volume["name"], volume)
+            except (spec_of.ConfigError, ApiError) as err:  # the kubelet's FailedMount, naming the volume
+                reason = err.message if isinstance(err, ApiError) else str(err)
+                raise MountFailed(f'MountVolume.SetUp failed for volume "{volume["name"]}" : {reason}') from None
         if self._automount():
             files = {
                 "token": (self._token().encode(), 0o644),
@@ -201,6 +195,21 @@ class PodSandbox:
                 "namespace": (self.namespace.encode(), 0o644),
             }
             volumes.write_atomic(base / "..serviceaccount", files, self.fs_group)
+
+    def _volume(self, folder: Path, volume: Obj) -> None:
+        files = spec_of.volume_files(self.pod, volume, self._lookup("configmaps"), self._lookup("secrets"))
+        if files is not None:
+            files = self._with_token(volume, files)
+            volumes.write_atomic(folder, files, self.fs_group)
+            self.volume_sources[volume["name"]] = volume
+        elif "emptyDir" in volume:
+            volumes.empty_dir(folder, self.fs_group)
+        elif "persistentVolumeClaim" in volume:
+            claim = volume["persistentVolumeClaim"]["claimName"]
+            pvc = self.agent.store.find(self.agent.store.resource("v1/persistentvolumeclaims"), self.namespace, claim)
+            if pvc is None:
+                raise ApiError(404, "NotFound", f'persistentvolumeclaim "{claim}" not found')
+            volumes.claim_ownership(volumes.pvc_dir(self.agent.workdir, self.namespace, claim), self.fs_group)
 
     def _with_token(self, volume: Obj, files: dict[str, spec_of.File]) -> dict[str, spec_of.File]:
         for source in (volume.get("projected") or {}).get("sources") or []:

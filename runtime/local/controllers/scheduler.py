@@ -4,7 +4,7 @@ it tolerates and whose allocatable CPU, memory and pod count fit its requests be
 already there (extended resources such as nvidia.com/gpu too): `unfit` runs those filters in
 turn, as kube-scheduler's filter plugins. Among the Nodes that pass, the one `score` prefers
 (PreferNoSchedule taints, then spreading a controller's pods, then the least allocated); with
-none, PodScheduled=False, Unschedulable, with every Node's reason.
+none, PodScheduled=False, Unschedulable, with every Node's reason, and a FailedScheduling Event.
 
 Not modelled: preferred node affinity, pod affinity and anti-affinity, topologySpreadConstraints
 (the default spread over hostnames is), preemption and priorities, volume topology, scheduling
@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...common.timefmt import rfc3339
+from .. import events
 from ..container import quantity
 from ..inventory import pod_requests
 from ..store import Obj, Store
@@ -205,6 +206,7 @@ def _refuse(store: Store, pod: Obj, nodes: list[Obj], reasons: list[str]) -> Non
         meta = pod["metadata"]
         body = {"status": {"conditions": [refusal]}}
         store.patch(store.resource("v1/pods"), meta["namespace"], meta["name"], "merge", body, "status")
+    events.record(store, pod, "FailedScheduling", message, component="default-scheduler")
 
 
 def _bind(store: Store, pod: Obj, node: str) -> None:

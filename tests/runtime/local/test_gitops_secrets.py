@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import yaml
 from sunk.runtime.harness.directory import DirectoryGroup, DirectoryUser, LocalLdap
-from sunk.runtime.local.cli import _why
+from sunk.runtime.local.stuck import why as stuck_why
 
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.spec import load_spec
@@ -165,7 +165,9 @@ def _not_ready(cluster: Empty) -> list[str]:
         status = pod.get("status") or {}
         if status.get("phase") == "Succeeded":
             continue
-        why = _why(pod) or "; ".join(c.get("message", "") for c in status.get("conditions") or [] if c.get("message"))
+        why = stuck_why(pod, None) or "; ".join(
+            c.get("message", "") for c in status.get("conditions") or [] if c.get("message")
+        )
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
         if not ready or pod["metadata"].get("deletionTimestamp"):
             left.append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}: {why or status.get('phase')}")

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from sunk.runtime.harness.directory import DirectoryGroup, DirectoryUser, LocalLdap
-from sunk.runtime.local.cli import _why as cli_why
+from sunk.runtime.local.stuck import why as stuck_why
 
 from sunk import keys, naming
 from tests.support import waiting
@@ -1100,20 +1100,6 @@ def test_a_directory_user_submits_over_ssh_and_the_job_runs_as_that_user(
             [alice], [DirectoryGroup("research", RESEARCH, ("alice",))], address=address, netns=netns
         ) as ldap,
     ):
-        # As a manifest through apply: `kubectl create secret generic` sends protobuf, which the
-        # local API server does not speak.
-        secret = tmp_path / "secret.json"
-        secret.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": "research-ldap", "namespace": NS},
-                    "stringData": {"password": ldap.bind_password, "ca.crt": ldap.tls.ca},
-                }
-            )
-        )
-        cluster.kubectl("apply", "-f", str(secret))
         stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.acme-dev.yaml").read_text())
         config = stack["config"]["sunk:cluster"]
         config["login"]["serviceType"] = "NodePort"  # a port on 127.0.0.1, as a LoadBalancer gets
@@ -1131,6 +1117,35 @@ def test_a_directory_user_submits_over_ssh_and_the_job_runs_as_that_user(
         changed.write_text(yaml.safe_dump(stack, sort_keys=False))
         done = _sunk("local", "apply", str(changed), env=cluster.env)
         assert done.returncode == 0, done.stderr
+        # The bind Secret is made after the stack, as a new user does once told: the pods that
+        # mount it wait in ContainerCreating with the kubelet's FailedMount Event, and `sunk local
+        # status` names each, with the command that makes the Secret and the keys it must hold.
+        told = wait_for(
+            "sunk local status naming the missing bind Secret",
+            lambda: _sunk("local", "status", env=cluster.env).stdout,
+            lambda out: 'secret "research-ldap" not found' in out,
+            300,
+            cluster,
+        )
+        line = next(x for x in told.splitlines() if 'secret "research-ldap" not found' in x)
+        assert "FailedMount: MountVolume.SetUp failed for volume" in line, line
+        command = line.split("sunk never makes it): ", 1)[1]
+        assert command.startswith(f"kubectl create secret generic research-ldap -n {NS} "), command
+        assert "--from-literal=ca.crt=<value>" in command and "--from-literal=password=<value>" in command, command
+        waiter = line.split(":", 1)[0].removeprefix("pod ").split("/")[1]
+        described = cluster.kubectl("describe", "pod", "-n", NS, waiter).stdout
+        assert "FailedMount" in described and 'secret "research-ldap" not found' in described, described
+        # The command as told, the values filled in (through files: the CA is several lines).
+        (tmp_path / "bind").write_text(ldap.bind_password)
+        (tmp_path / "ca").write_text(ldap.tls.ca)
+        filled = command.replace("--from-literal=ca.crt=<value>", f"--from-file=ca.crt={tmp_path / 'ca'}").replace(
+            "--from-literal=password=<value>", f"--from-file=password={tmp_path / 'bind'}"
+        )
+        made = subprocess.run(
+            ["sh", "-c", filled.replace("kubectl ", f"kubectl --kubeconfig {cluster.kubeconfig} ")],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
 
         def with_sssd() -> list[str]:
             """Pods of the cluster's Slurm roles still without a ready sssd (the operator replaces
@@ -1145,7 +1160,7 @@ def test_a_directory_user_submits_over_ssh_and_the_job_runs_as_that_user(
                 sssd = [c for c in status.get("initContainerStatuses") or [] if c["name"] == "sssd"]
                 ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
                 if pod["metadata"].get("deletionTimestamp") or not ready or not sssd or not sssd[0].get("ready"):
-                    left.append(f"{pod['metadata']['name']}: {status.get('message') or cli_why(pod)}")
+                    left.append(f"{pod['metadata']['name']}: {stuck_why(pod, None)}")
             return left
 
         wait_for("every Slurm pod with a ready sssd", with_sssd, lambda left: not left, 300, cluster)
