@@ -1,13 +1,21 @@
 """`sunk local down` puts back the host settings `up` changed (runtime/local/hostsettings.py), on
 a scratch /proc/sys and record: bridge-nf-call-iptables back to what it was once the last running
-cluster stops, and the module loaded for it taken out."""
+cluster stops, and the module loaded for it taken out; then through `sunk local up` and `down` on
+empty clusters (a few seconds each)."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
+import pytest
 from sunk.runtime.local import hostsettings
+from sunk.runtime.local.cli import _alive
 from sunk.runtime.local.hostsettings import BRIDGE_NF_CALL_IPTABLES, Held
+
+from tests.runtime.local.test_gitops import ROOT, Empty
+from tests.support import waiting
 
 
 def _proc(tmp_path: Path, value: str | None) -> Path:
@@ -71,3 +79,27 @@ def test_the_decision_records_the_first_prior_only() -> None:
     assert record == {"s": Held("0", ("a", "b"))}
     assert hostsettings.released(record, "a", lambda _: True) == ({"s": Held("0", ("b",))}, {})
     assert hostsettings.released(record, "a", lambda _: False) == ({}, {"s": "0"})
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    waiting.wait_for("the killed cluster's process to go", lambda: not _alive(pid), timeout=30)
+
+
+@pytest.mark.slurm
+def test_sunk_local_down_releases_what_up_took_even_after_a_kill(tmp_path: Path) -> None:
+    """Through the real commands, on empty clusters (no pods): `up` holds bridge-nf-call-iptables
+    under its bridge; `down` lets go, and so does `down` after the cluster's process was killed.
+    Other checkouts' clusters may hold it meanwhile, so the host's value is checked only where
+    nobody holds it any more: then it is the value recorded before the first cluster."""
+    for killed in (False, True):
+        cluster = Empty(tmp_path / f"clusters-{killed}", ROOT)
+        held = hostsettings._load(hostsettings.RECORD)[BRIDGE_NF_CALL_IPTABLES]
+        assert cluster.state.bridge in held.holders
+        assert _value(hostsettings.PROC_SYS) == "1"
+        if killed:
+            _kill(cluster.state.pid)
+        cluster.down()
+        assert cluster.state.bridge not in hostsettings.holders()
+        if not list(hostsettings.holders()) and held.prior is not None:
+            assert _value(hostsettings.PROC_SYS) == held.prior
