@@ -13,6 +13,7 @@ from sunk.images import DEFAULT_SLURM, PYXIS_VARIANT, Release, release_of, relea
 from sunk.problem import Problem, Problems
 from sunk.spec.base import DnsLabel, Image, Model, dns_label
 from sunk.spec.health import HealthCheckSpec
+from sunk.spec.inference import InferenceSpec, inference_problems
 from sunk.spec.keyuse import key_use_problems
 from sunk.spec.limits import MAX_ACCOUNTS, MAX_NODESETS
 from sunk.spec.nodeset import SSSD_RESOURCES, NodeSetSpec, _unique
@@ -385,6 +386,10 @@ class ClusterSpec(Model):
     health_check: HealthCheckSpec | None = None
     """Node health: sunk's HealthCheckProgram with built-in and the stack's own checks
     and Node conditions that drain through the syncer (sunk.spec.health). Default: none."""
+    inference: InferenceSpec = InferenceSpec()
+    """Namespaces whose pods (Deployments, Jobs, JobSets, LeaderWorkerSets as users deploy them)
+    run on the shared pool under sunk's scheduler, each charged to a Slurm account, through an
+    admission webhook (sunk.spec.inference). Default: none."""
 
     @property
     def ns(self) -> str:
@@ -809,4 +814,5 @@ ClusterSpec.RULES = (
     ClusterSpec._user_facing_secret_problems,
     ClusterSpec._shared_key_problems,
     ClusterSpec._release_problems,
+    inference_problems,
 )
