@@ -11,6 +11,7 @@ from sunk.runtime.keygen.__main__ import Settings as KeygenSettings
 from sunk.runtime.operator.settings import Settings as OperatorSettings
 from sunk.runtime.scheduler.settings import Settings as SchedulerSettings
 from sunk.runtime.syncer.settings import Settings as SyncerSettings
+from sunk.runtime.webhook.__main__ import Settings as WebhookSettings
 
 from .fields import constraints, default, type_name
 from .markdown import code, page, table
@@ -21,6 +22,7 @@ CONTROLLERS: tuple[tuple[str, str, type[EnvSettings]], ...] = (
     ("scheduler", "each cluster's pod scheduler through Slurm", SchedulerSettings),
     ("exporter", "each cluster's Slurm metrics exporter", ExporterSettings),
     ("keygen", "each cluster's key generator Job (with `sunk:keys: cluster`)", KeygenSettings),
+    ("webhook", "each cluster's pod admission webhook (with `inference.namespaces`)", WebhookSettings),
 )
 HEADER = ("Variable", "Type", "Default", "Constraints", "Description")
 

@@ -17,6 +17,7 @@ from sunk.runtime.scheduler.metrics import Metrics as SchedulerMetrics
 from sunk.runtime.slurmrest.models import Diag
 from sunk.runtime.syncer.metrics import SyncerMetrics
 from sunk.runtime.syncer.slurm import TextNodeReads
+from sunk.runtime.webhook.metrics import Metrics as WebhookMetrics
 
 from sunk.manifests.monitoring import alert_rules
 from sunk.manifests.operator import operator_alert_rules
@@ -70,6 +71,9 @@ def controller_metrics() -> dict[str, list[MetricRow]]:
     ExporterMetrics(registry)
     TextJobReads(cast(Any, None), cast(Any, None), registry=registry)
     out["exporter"] = _registered(registry)
+    registry = CollectorRegistry()
+    WebhookMetrics(registry)
+    out["webhook"] = _registered(registry)
     return out
 
 

@@ -17,6 +17,7 @@ PURE = [
     "sunk.runtime.slurmrest.models",
     "sunk.runtime.exporter.collect",
     "sunk.runtime.exporter.model",
+    "sunk.runtime.webhook.admission",
 ]
 
 

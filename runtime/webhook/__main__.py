@@ -1,0 +1,73 @@
+"""`python -m sunk.runtime.webhook`: the admission webhook process (runtime/common/process.py)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from ..common.process import Process, run
+from ..common.settings import EnvSettings
+from .admission import parse_namespaces, review
+from .metrics import Metrics
+from .server import Certificate, WebhookServer
+
+
+class Settings(EnvSettings):
+    webhook_namespaces: str
+    """The opted-in namespaces and their Slurm account, partition and QOS, as JSON
+    (SUNK_WEBHOOK_NAMESPACES; rendered from the stack's inference.namespaces)."""
+    scheduler_name: str = "sunk-scheduler"
+    """The schedulerName it sets (SUNK_SCHEDULER_NAME)."""
+    webhook_port: int = Field(default=8443, ge=1, le=65535)
+    """HTTPS port of POST /mutate (SUNK_WEBHOOK_PORT)."""
+    tls_cert_file: Path = Path("/etc/sunk/webhook-tls/tls.crt")
+    """The serving certificate, re-read when it changes (SUNK_TLS_CERT_FILE)."""
+    tls_key_file: Path = Path("/etc/sunk/webhook-tls/tls.key")
+    """Its private key (SUNK_TLS_KEY_FILE)."""
+    metrics_port: int = Field(default=8080, ge=1, le=65535)
+    """/metrics, /healthz and /readyz (SUNK_METRICS_PORT)."""
+
+    @field_validator("webhook_namespaces")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        parse_namespaces(value)
+        return value
+
+
+def build(settings: Settings) -> Process:
+    namespaces = parse_namespaces(settings.webhook_namespaces)
+    metrics = Metrics()
+
+    def answer(body: Mapping[str, Any]) -> dict[str, Any]:
+        out = review(body, namespaces, settings.scheduler_name)
+        response = out["response"]
+        metrics.reviews.labels(
+            "refused" if not response["allowed"] else "patched" if "patch" in response else "unchanged"
+        ).inc()
+        return out
+
+    certificate = Certificate(settings.tls_cert_file, settings.tls_key_file)
+    server = WebhookServer(("0.0.0.0", settings.webhook_port), certificate, answer)  # the API server calls the pod IP
+
+    def loop(stop: threading.Event) -> None:
+        thread = threading.Thread(target=server.serve_forever, name="webhook", daemon=True)
+        thread.start()
+        stop.wait()
+        server.shutdown()
+        server.server_close()
+
+    def ready() -> tuple[bool, str]:
+        # Not ready (not in the Service) until the certificate is there: the API server would
+        # get a TLS failure from it, which failurePolicy Fail turns into refused pods.
+        return (True, "serving") if certificate.context() is not None else (False, "no serving certificate yet")
+
+    return Process(registry=metrics.registry, alive=lambda: (True, "alive"), ready=ready, loop=loop)
+
+
+if __name__ == "__main__":
+    sys.exit(run("webhook", Settings, build))
