@@ -33,6 +33,9 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): k8s.apiextensions.v1.CustomResourceDefinition,
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): (
+        k8s.admissionregistration.v1.MutatingWebhookConfiguration
+    ),
 }
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 

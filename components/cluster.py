@@ -29,6 +29,7 @@ from .network import NetworkPolicies
 from .nodesets import NodeSets
 from .restapi import RestApi
 from .runtime import Runtime
+from .webhook import Webhook
 
 
 class SlurmCluster(Component):
@@ -65,6 +66,8 @@ class SlurmCluster(Component):
     runtime: Runtime
     network: NetworkPolicies
     monitoring: Monitoring | None
+    webhook: Webhook | None
+    """The pod admission webhook; None without inference.namespaces."""
 
     def __init__(
         self,
@@ -93,7 +96,9 @@ class SlurmCluster(Component):
         if gate:
             raise SpecError([Problem("pods", p) for p in gate], f"SlurmCluster {name}")
         super().__init__("sunk:index:SlurmCluster", name, opts)
-        self.namespace_resource = self.keygen = self.accounting = self.restapi = self.login = self.monitoring = None
+        self.namespace_resource = self.webhook = self.keygen = self.accounting = self.restapi = self.login = (
+            self.monitoring
+        ) = None
         self.login_endpoint = self.slurmrestd_url = None
         build = _Build(
             cluster=self,
@@ -276,6 +281,11 @@ def _monitoring(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource
     return [b.cluster.monitoring]
 
 
+def _webhook(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    b.cluster.webhook = Webhook(b.child("webhook"), b.spec, namespace=b.namespace, opts=b.opts(waits))
+    return [b.cluster.webhook]
+
+
 _PARTS: dict[str, Callable[[_Build, list[pulumi.Resource]], list[pulumi.Resource]]] = {
     "namespace": _namespace,
     "config": _config,
@@ -290,6 +300,7 @@ _PARTS: dict[str, Callable[[_Build, list[pulumi.Resource]], list[pulumi.Resource
     "runtime": _runtime,
     "network": _network,
     "monitoring": _monitoring,
+    "webhook": _webhook,
 }
 """Each part of sunk.manifests.parts.PARTS -> what creates it, given the resources it waits for
 (the table's `waits`); it returns what the parts that wait for it wait for."""

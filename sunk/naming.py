@@ -172,6 +172,23 @@ def runtime_controller(spec: ClusterSpec, controller: str) -> str:
     return f"{spec.name}-{controller}"
 
 
+def webhook(spec: ClusterSpec) -> str:
+    """The pod admission webhook (inference.namespaces): Deployment, ServiceAccount, Service."""
+    return f"{spec.name}-webhook"
+
+
+def webhook_tls_secret(spec: ClusterSpec) -> str:
+    """The webhook's serving certificate, key and CA (made in the cluster by the key generator)."""
+    return f"{spec.name}-webhook-tls"
+
+
+def cluster_scoped(spec: ClusterSpec, what: str) -> str:
+    """A cluster-scoped object of one tenant's cluster (ClusterRole, ClusterRoleBinding,
+    MutatingWebhookConfiguration), or one it places in a namespace that is not its own: named
+    after its namespace and cluster, so tenants never share or overwrite one."""
+    return f"sunk-{spec.ns}-{spec.name}-{what}"
+
+
 def operator_access(spec: ClusterSpec) -> str:
     """The Role (and binding) granting the cluster-wide operator what it reads in this tenant."""
     return f"{spec.name}-operator"

@@ -49,11 +49,16 @@ SSH_PORT = 22
 MARIADB_PORT = 3306
 METRICS_PORT = 9090
 """The runtime's and the operator's /metrics, /healthz and /readyz."""
+WEBHOOK_PORT = 8443
+"""The admission webhook's HTTPS port (its Service listens on 443)."""
 
-SecretPurpose = Literal["auth", "jwt", "database", "ssh-host-keys", "ldap-bind", "ldap-ca", "ldap-client"]
+SecretPurpose = Literal[
+    "auth", "jwt", "database", "ssh-host-keys", "ldap-bind", "ldap-ca", "ldap-client", "webhook-tls"
+]
 """What a Secret holds: the Slurm auth key (munge.key or slurm.key), the JWT key, the accounting
 database's passwords, the login host keys, the LDAP bind password, the LDAP CA certificate, the
-LDAP client certificate and key. (SSSD's configuration holds no secret: a ConfigMap.)"""
+LDAP client certificate and key, the admission webhook's serving certificate and key. (SSSD's
+configuration holds no secret: a ConfigMap.)"""
 
 HostPaths = Literal["none", "policy"]
 NONE: HostPaths = "none"
@@ -373,6 +378,18 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         Link(SLURMRESTD_PORT, ("restapi",)),
                         *_DNS_OUT,
                     ),
+                )
+            ),
+            _role(
+                Role(
+                    "webhook",
+                    containers={"webhook": _NO_CAPS},
+                    token=True,
+                    container_secrets={"webhook": frozenset({"webhook-tls"})},
+                    # The API server calls it from its own address, on the pod's port.
+                    listens=(Link(WEBHOOK_PORT, (KUBE_API,)), *_METRICS_IN),
+                    talks_to=(Link(None, (KUBE_API,)), *_DNS_OUT),
+                    reasons={"token": "writes its CA into its own MutatingWebhookConfiguration (by name only)"},
                 )
             ),
             _role(

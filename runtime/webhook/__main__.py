@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from ..common.process import Process, run
 from ..common.settings import EnvSettings
 from .admission import parse_namespaces, review
+from .cabundle import CaBundle, KubeConfigurations
 from .metrics import Metrics
 from .server import Certificate, WebhookServer
 
@@ -25,10 +26,15 @@ class Settings(EnvSettings):
     """The schedulerName it sets (SUNK_SCHEDULER_NAME)."""
     webhook_port: int = Field(default=8443, ge=1, le=65535)
     """HTTPS port of POST /mutate (SUNK_WEBHOOK_PORT)."""
-    tls_cert_file: Path = Path("/etc/sunk/webhook-tls/tls.crt")
+    tls_cert_file: Path = Path("/etc/sunk-webhook/tls.crt")
     """The serving certificate, re-read when it changes (SUNK_TLS_CERT_FILE)."""
-    tls_key_file: Path = Path("/etc/sunk/webhook-tls/tls.key")
+    tls_key_file: Path = Path("/etc/sunk-webhook/tls.key")
     """Its private key (SUNK_TLS_KEY_FILE)."""
+    tls_ca_file: Path = Path("/etc/sunk-webhook/ca.crt")
+    """The CA that signed it, written into the configuration's caBundle (SUNK_TLS_CA_FILE)."""
+    webhook_configuration: str = ""
+    """The MutatingWebhookConfiguration whose caBundle it keeps equal to the CA; empty: none
+    (the caller provides the caBundle) (SUNK_WEBHOOK_CONFIGURATION)."""
     metrics_port: int = Field(default=8080, ge=1, le=65535)
     """/metrics, /healthz and /readyz (SUNK_METRICS_PORT)."""
 
@@ -37,6 +43,9 @@ class Settings(EnvSettings):
     def _parses(cls, value: str) -> str:
         parse_namespaces(value)
         return value
+
+
+CA_INTERVAL = 10.0
 
 
 def build(settings: Settings) -> Process:
@@ -54,10 +63,21 @@ def build(settings: Settings) -> Process:
     certificate = Certificate(settings.tls_cert_file, settings.tls_key_file)
     server = WebhookServer(("0.0.0.0", settings.webhook_port), certificate, answer)  # the API server calls the pod IP
 
+    bundle = (
+        CaBundle(KubeConfigurations(), settings.webhook_configuration, settings.tls_ca_file)
+        if settings.webhook_configuration
+        else None
+    )
+
     def loop(stop: threading.Event) -> None:
         thread = threading.Thread(target=server.serve_forever, name="webhook", daemon=True)
         thread.start()
-        stop.wait()
+        # The CA is checked every CA_INTERVAL seconds: a renewed certificate reaches the mount
+        # within the kubelet's sync period (about a minute) anyway.
+        while not stop.is_set():
+            if bundle is not None:
+                bundle.sync()
+            stop.wait(CA_INTERVAL)
         server.shutdown()
         server.server_close()
 

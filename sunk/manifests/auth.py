@@ -112,6 +112,8 @@ def secret_purposes(spec: ClusterSpec) -> dict[str, frozenset[SecretPurpose]]:
             named.append((ldap.ca_secret.name, "ldap-ca"))
         if ldap.client_cert_secret is not None:
             named.append((ldap.client_cert_secret.name, "ldap-client"))
+    if spec.inference.namespaces:
+        named.append((naming.webhook_tls_secret(spec), "webhook-tls"))
     out: dict[str, set[SecretPurpose]] = {}
     for name, purpose in named:
         out.setdefault(name, set()).add(purpose)

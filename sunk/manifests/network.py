@@ -60,6 +60,8 @@ def present_roles(spec: ClusterSpec, keygen: bool = True) -> list[str]:
         out.append("exporter")
     if keygen and wanted_secrets(spec):
         out.append("keygen")
+    if spec.inference.namespaces:
+        out.append("webhook")
     return sorted(out)
 
 
@@ -83,10 +85,9 @@ def rules(links: tuple[roles.Link, ...], side: str, peers: Peers, network: Netwo
         anywhere = False
         for peer in link.peers:
             if peer == roles.KUBE_API:
-                out += [
-                    {side: [{"ipBlock": {"cidr": cidr}}], "ports": _ports(network.api_server_ports)}
-                    for cidr in network.api_server_cidrs
-                ]
+                # Out to the API server: on its ports; in from it (an admission call): on the pod's.
+                api_ports = _ports(network.api_server_ports) if side == "to" or link.port is None else ports
+                out += [{side: [{"ipBlock": {"cidr": cidr}}], "ports": api_ports} for cidr in network.api_server_cidrs]
                 continue
             found = peers(peer)
             if found is OPEN:

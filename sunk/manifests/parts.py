@@ -26,6 +26,7 @@ from sunk.manifests import (
     pods,
     restapi,
     runtime,
+    webhook,
 )
 from sunk.manifests.auth import AuthRefs, auth_refs
 from sunk.manifests.meta import Manifest, labels, obj
@@ -173,6 +174,13 @@ PARTS: tuple[Part, ...] = (
         "Monitoring",
         lambda c: c.spec.monitoring.enabled,
         lambda c: [*monitoring.monitoring_manifests(c.spec), *exporter.exporter_manifests(c.spec, c.refs)],
+        KEYED,
+    ),
+    Part(
+        "webhook",
+        "Webhook",
+        lambda c: bool(c.spec.inference.namespaces),
+        lambda c: webhook.webhook_manifests(c.spec),
         KEYED,
     ),
 )

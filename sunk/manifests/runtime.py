@@ -39,7 +39,7 @@ SLURM_CONF_DIR = f"{naming.SLURM_ETC}/conf"
 exporter (for `squeue`, runtime/slurmrest/jobtext.py), beside JWT_DIR."""
 RBAC = "rbac.authorization.k8s.io"
 
-_POD_RULES: dict[Controller, list[Manifest]] = {
+POD_RULES: dict[Controller, list[Manifest]] = {
     "syncer": [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "patch"]},
@@ -70,8 +70,13 @@ def _node_rules(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
     return [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
-        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"], "resourceNames": [spec.ns]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"], "resourceNames": pod_namespaces(spec)},
     ]
+
+
+def pod_namespaces(spec: ClusterSpec) -> list[str]:
+    """Where the scheduler places pods: its own namespace and the opted-in ones (inference.namespaces)."""
+    return [spec.ns, *sorted(n.name for n in spec.inference.namespaces)]
 
 
 def name(spec: ClusterSpec, controller: Controller) -> str:
@@ -88,7 +93,7 @@ def rbac(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
     cr = cluster_role_name(spec, controller)
     return [
         obj("v1", "ServiceAccount", metadata(spec, n, controller), automountServiceAccountToken=True),
-        obj(f"{RBAC}/v1", "Role", metadata(spec, n, controller), rules=_POD_RULES[controller]),
+        obj(f"{RBAC}/v1", "Role", metadata(spec, n, controller), rules=POD_RULES[controller]),
         obj(
             f"{RBAC}/v1",
             "RoleBinding",
@@ -209,6 +214,8 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
     env = runtime_env(spec)
     if controller == "scheduler":
         env.append({"name": "SUNK_SCHEDULER_NAME", "value": SCHEDULER_NAME})
+        if spec.inference.namespaces:
+            env.append({"name": "SUNK_POD_NAMESPACES", "value": ",".join(pod_namespaces(spec))})
         if immediate_allocation(spec):
             env.append({"name": "SUNK_IMMEDIATE_ALLOCATION", "value": "true"})
     if controller == "syncer":

@@ -260,6 +260,7 @@ RESERVED_MOUNTS = (
     "/etc/ssh",
     "/etc/sssd",
     "/etc/sunk-login",
+    "/etc/sunk-webhook",
     "/run/munge",
     "/run/mysqld",
     "/run/slurm",

@@ -38,7 +38,7 @@ from .conftest import ROOT, STACKS
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 CHECKOV_PYTHON = ROOT / ".venv-checkov" / "bin" / "python"
 ALLOWLIST = ROOT / "tests" / "checkov-allowlist.yaml"
-ALLOWED = 239
+ALLOWED = 244
 """The allowlist's size: a new entry is a decision, made here as well."""
 
 ROLE_GRANTS: dict[str, str] = {

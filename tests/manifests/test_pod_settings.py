@@ -339,6 +339,7 @@ def _pods(spec: ClusterSpec) -> list[tuple[PodRole, str, dict[str, Any], Any]]:
     roles: dict[str, PodRole] = {
         "controller": "controller", "accounting": "accounting", "mariadb": "mariadb", "restapi": "restapi",
         "login": "login", "syncer": "runtime", "scheduler": "runtime", "exporter": "runtime",
+        "webhook": "runtime",
     }  # fmt: skip
     for obj in cluster_manifests(spec):
         if obj["kind"] in {"Deployment", "StatefulSet"}:

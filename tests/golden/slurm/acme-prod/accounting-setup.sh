@@ -3,9 +3,9 @@
 # (edits, cleared fields, removals of what sunk created).
 set -eu
 cluster=research
-wanted_qos='low high'
-wanted_accounts=''
-wanted_pairs=root:slurm
+wanted_qos='low high serving'
+wanted_accounts=serving
+wanted_pairs='root:slurm serving:slurm'
 qos_exists() { sacctmgr -n -P show qos format=name | grep -qx "$1"; }
 assoc_exists() {
   sacctmgr -n -P show assoc where cluster="$cluster" account="$1" user="$2" format=account,user | grep -qx "$1|$2"
@@ -17,6 +17,7 @@ parent_of() {
 # QOS
 qos_exists low || sacctmgr -i add qos low
 qos_exists high || sacctmgr -i add qos high
+qos_exists serving || sacctmgr -i add qos serving
 # QOS limits name gres/gpu, which exists once slurmctld has registered (it may still be
 # waiting for the QOS created above: a partition's QOS).
 tries=0
@@ -28,14 +29,20 @@ while :; do
 done
 sacctmgr -i modify qos where name=low set Description=sunk-managed Priority=10 PreemptMode=requeue MaxWall=-1 UsageFactor=0.5 Flags=DenyOnLimit MaxTRESPerJob=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerUser=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerAccount=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 GrpTRES=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxJobsPerUser=-1 MaxSubmitJobsPerUser=-1 Preempt=
 sacctmgr -i modify qos where name=high set Description=sunk-managed Priority=10000 PreemptMode=cluster MaxWall=3-00:00:00 UsageFactor=1 Flags=DenyOnLimit MaxTRESPerJob=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerUser=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerAccount=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 GrpTRES=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxJobsPerUser=-1 MaxSubmitJobsPerUser=-1 Preempt=
+sacctmgr -i modify qos where name=serving set Description=sunk-managed Priority=100 PreemptMode=cluster MaxWall=-1 UsageFactor=1 Flags=DenyOnLimit MaxTRESPerJob=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerUser=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 MaxTRESPerAccount=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=-1 GrpTRES=cpu=-1,mem=-1,node=-1,billing=-1,gres/gpu=64 MaxJobsPerUser=-1 MaxSubmitJobsPerUser=-1 Preempt=
 sacctmgr -i modify qos where name=high set Preempt=low
-sacctmgr -i modify account where name=root set QOS+=normal,low,high
+sacctmgr -i modify account where name=root set QOS+=normal,low,high,serving
 
 # Accounts, parents first
+assoc_exists serving "" || sacctmgr -i add account serving cluster="$cluster" Description=sunk-managed Parent=root
 # (`modify ... set Parent=` to the parent it has fails: only moves are applied.)
+[ "$(parent_of serving)" = root ] || sacctmgr -i modify account where name=serving cluster="$cluster" set Parent=root
 
 # Users (the runtime's Slurm user on root and every account)
 assoc_exists root slurm || sacctmgr -i add user slurm account=root cluster="$cluster"
+assoc_exists serving slurm || sacctmgr -i add user slurm account=serving cluster="$cluster"
+sacctmgr -i modify account where name=serving cluster=research set Fairshare=1 QOS=serving,low
+sacctmgr -i modify account where name=serving cluster=research set DefaultQOS=serving
 sacctmgr -i modify user where name=slurm cluster=research set DefaultAccount=root
 
 # Associations in the spec's accounts and those marked sunk-managed that the spec no longer lists: other
