@@ -1,5 +1,5 @@
 """Inference on the shared pool: the namespaces whose pods sunk's scheduler places, each charged to
-a Slurm account.
+a Slurm account (docs/how-to/inference.md).
 
 A listed namespace opts in: the admission webhook (runtime/webhook) sets sunk's schedulerName on its
 pods, turns their `nvidia.com/gpu` requests into Slurm's, and writes the account, partition and QOS
