@@ -113,6 +113,11 @@ GROUP = PREFIX + "group"
 """Pods of one namespace sharing this value are placed together by one Slurm job, or not at all."""
 GROUP_SIZE = PREFIX + "group-size"
 """How many pods the group has; the job is submitted once that many are pending."""
+GROUP_START = PREFIX + "group-start"
+"""`first-member`: the group's job (all group-size nodes) is submitted as soon as one member is
+pending, and later members are bound to its free nodes as they come. For controllers that create
+the rest of a group only once its first pod runs (LeaderWorkerSet's LeaderReady, JobSet's
+InOrder): waiting for every member would wait for ever. Default: every member pending first."""
 # Written by the scheduler at binding time.
 JOB_ID = PREFIX + "job-id"
 SLURM_NODE = PREFIX + "slurm-node"

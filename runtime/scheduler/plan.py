@@ -174,6 +174,11 @@ def _group_size(members: Sequence[PodView]) -> int | Invalid:
     return int(value)
 
 
+def _first_member_starts(members: Sequence[PodView]) -> bool:
+    """Whether the group is allocated whole at its first member (keys.GROUP_START)."""
+    return all(p.annotations.get(keys.GROUP_START, "").strip() == "first-member" for p in members)
+
+
 def _submit_or_reject(
     marker: Marker,
     members: Sequence[PodView],
@@ -185,13 +190,14 @@ def _submit_or_reject(
     size = _group_size(members) if marker.kind == "group" else len(members)
     if isinstance(size, Invalid):
         outcome = size
-    elif len(members) < size:
+    elif len(members) < size and not _first_member_starts(members):
         msg = f"waiting for the group: {len(members)} of {size} pods pending"
         return [a for p in members for a in _condition(p, "WaitingForGroup", msg)]
     else:
-        # The oldest pods form the group; any extra waits for a free slot.
+        # The oldest pods form the group; any extra waits for a free slot. A group that starts
+        # at its first member asks for all its nodes now; the members still to come take the rest.
         members = sorted(members, key=lambda p: (p.created, p.name))[:size]
-        outcome = build_request(members, defaults)
+        outcome = build_request(members, defaults, nodes=size)
     digest = spec_hash(outcome, members)
     failure = failures.get(marker.text)
     if failure is not None and failure.spec_hash == digest and now < failure.retry_at:
@@ -415,7 +421,7 @@ def _reroute(
     now: float,
 ) -> list[Action]:
     members = sorted(unbound, key=lambda p: (p.created, p.name))[: len(job.nodes)]
-    request = build_request(members, snap.namespace_defaults.get(marker.namespace, {}))
+    request = build_request(members, snap.namespace_defaults.get(marker.namespace, {}), nodes=len(job.nodes))
     if isinstance(request, Invalid):
         return []  # it was valid when submitted; the pods changed since and will be re-planned
     request = replace(request, exclude=tuple(sorted(set(job.excluded) | misfits)))

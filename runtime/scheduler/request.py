@@ -100,10 +100,13 @@ def _settings(pod: PodView, defaults: Mapping[str, str]) -> dict[str, str]:
     return {k: (pod.annotations.get(k) or defaults.get(k, "")).strip() for k in REQUEST_KEYS}
 
 
-def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRequest | Invalid:
-    """The job for one pod, or for all members of a group (already known to be complete): the
-    members' one set of request annotations, the numbers read from them, the names checked, then
-    the job sized from the pods' resources."""
+def build_request(
+    pods: Sequence[PodView], defaults: Mapping[str, str], *, nodes: int | None = None
+) -> JobRequest | Invalid:
+    """The job for one pod, or for the members of a group (complete, or those there so far of a
+    group that starts at its first member: `nodes` its size): the members' one set of request
+    annotations, the numbers read from them, the names checked, then the job sized from the pods'
+    resources."""
     members = sorted(pods, key=lambda p: p.name)
     s = _group_settings(members, defaults)
     if isinstance(s, Invalid):
@@ -117,7 +120,7 @@ def build_request(pods: Sequence[PodView], defaults: Mapping[str, str]) -> JobRe
         return refused
     res = [p.resources for p in members]
     return JobRequest(
-        nodes=len(members),
+        nodes=max(nodes or 0, len(members)),
         # Slurm allocates whole CPUs; a pod without a CPU request still takes one.
         cpus_per_task=max(1, max(math.ceil(r.cpu_millis / 1000) for r in res)),
         # --mem=0 would mean "the whole node" to Slurm; a pod without a request reserves 1 MiB.

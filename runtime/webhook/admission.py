@@ -14,12 +14,15 @@ What a pod gets (docs/how-to/inference.md):
   which the scheduler's Binding writes with the GPUs Slurm allocated. Every other container gets
   NVIDIA_VISIBLE_DEVICES=void: a CUDA image sets `all` in its own environment, and on a shared
   Node a CPU-only container would otherwise see every GPU, those Slurm gave to jobs included.
+- a LeaderWorkerSet group's pods, one sunk group (`slurm.sunk.dev/group`, `group-size` from the
+  group's size) allocated whole at its first member: placed all together or not at all.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +37,13 @@ MAX_GPUS = 64
 """What the scheduler takes in slurm.sunk.dev/gpus (runtime/scheduler/request.py)."""
 UNCHANGED_SCHEDULERS = frozenset({"", "default-scheduler"})
 """schedulerName values that mean the pod chose none."""
+LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+"""Label of every pod of one LeaderWorkerSet group, a hash unique to the group
+(kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go:57, GroupUniqueHashLabelKey,
+at commit 024af08)."""
+LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+"""Annotation of every pod of a group: the group's size, leader included (same file, line 49,
+SizeAnnotationKey)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +204,20 @@ def _annotations_patch(meta: Mapping[str, Any], wanted: Mapping[str, str]) -> Pa
     ]
 
 
+def _gang(meta: Mapping[str, Any]) -> dict[str, str]:
+    """A LeaderWorkerSet group as one sunk group, allocated whole at its first member: with
+    startupPolicy LeaderReady the workers are created only once the leader runs, and the pods do
+    not say which policy made them. A pod's own slurm.sunk.dev/group wins."""
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    key, size = labels.get(LWS_GROUP_KEY, ""), annotations.get(LWS_SIZE, "").strip()
+    if annotations.get(keys.GROUP) or not key or not size.isdigit() or int(size) < 2:
+        return {}
+    # The group key is a hex digest; the group name must stay a DNS label (the job's marker).
+    name = "lws-" + re.sub(r"[^a-z0-9]", "", key.lower())[:40]
+    return {keys.GROUP: name, keys.GROUP_SIZE: size, keys.GROUP_START: "first-member"}
+
+
 def pod_patch(pod: Mapping[str, Any], defaults: NamespaceDefaults, scheduler_name: str) -> Patch | Refusal:
     """The JSONPatch for one pod being created in an opted-in namespace, or why it is refused."""
     meta = pod.get("metadata") or {}
@@ -223,6 +247,7 @@ def pod_patch(pod: Mapping[str, Any], defaults: NamespaceDefaults, scheduler_nam
             wanted[key] = value
     if count:
         wanted[keys.GPUS] = str(count)
+    wanted.update(_gang(meta))
     patch: Patch = []
     if chosen != scheduler_name:
         op = "replace" if "schedulerName" in spec else "add"

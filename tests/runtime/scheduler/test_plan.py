@@ -417,3 +417,33 @@ def test_a_node_of_an_exclusive_nodeset_is_never_bound_and_the_job_rerouted_at_o
     assert isinstance(unfit, Unfit) and "its NodeSet is exclusive" in unfit.message
     assert unfit.message.endswith("not bound, resubmitting the job without cpu-1")
     assert isinstance(reroute, Reroute) and reroute.request.exclude == ("cpu-1",)
+
+
+# --- groups allocated at their first member (LeaderWorkerSet's LeaderReady) --------------------
+
+
+def leader_first(name: str, size: int = 3, **kw: Any) -> PodView:
+    return member(name, size, annotations={keys.GROUP_START: "first-member"}, **kw)
+
+
+def test_a_group_that_starts_at_its_first_member_asks_for_every_node_at_once() -> None:
+    [action] = run([leader_first("lws-0")])
+    assert isinstance(action, Submit)
+    assert action.request.nodes == 3  # the whole gang, though only the leader exists yet
+    assert [p.name for p in action.pods] == ["lws-0"]
+
+
+def test_its_members_are_bound_as_they_come_to_the_nodes_left() -> None:
+    marker = Marker("group", "ml", "train")
+    running = job(7, marker, "RUNNING", nodes=("cpu-0", "cpu-1", "cpu-2"))
+    leader = bound(
+        "lws-0", 7, "cpu-0", annotations={keys.GROUP: "train", keys.GROUP_SIZE: "3", keys.GROUP_START: "first-member"}
+    )
+    actions = run([leader, leader_first("lws-0-1"), leader_first("lws-0-2")], [running])
+    binds = sorted((a.pod.name, a.slurm_node) for a in actions if isinstance(a, Bind))
+    assert binds == [("lws-0-1", "cpu-1"), ("lws-0-2", "cpu-2")]
+
+
+def test_a_group_whose_members_disagree_on_starting_early_waits_for_all() -> None:
+    actions = run([leader_first("lws-0"), member("lws-0-1")])
+    assert all(isinstance(a, Condition) and a.reason == "WaitingForGroup" for a in actions), actions

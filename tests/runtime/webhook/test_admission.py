@@ -237,3 +237,27 @@ def test_namespace_settings_parse_and_refuse() -> None:
     for bad in ('["a"]', '{"a": {}}', '{"a": {"account": "x", "cluster": "y"}}'):
         with pytest.raises(ValueError):
             parse_namespaces(bad)
+
+
+def test_a_leaderworkerset_group_becomes_one_sunk_group_started_at_its_first_member() -> None:
+    """Labels and annotations as the LeaderWorkerSet controller sets them on a worker (constants of
+    kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go, lines 37-57)."""
+    body = _review()
+    meta = _pod(body)["metadata"]
+    group_key = "9d1b6a4b0d6c3f0e2a7b8c9d0e1f2a3b4c5d6e7f"
+    meta["labels"] = {
+        "leaderworkerset.sigs.k8s.io/name": "vllm",
+        "leaderworkerset.sigs.k8s.io/group-index": "0",
+        "leaderworkerset.sigs.k8s.io/worker-index": "2",
+        "leaderworkerset.sigs.k8s.io/group-key": group_key,
+    }
+    meta["annotations"] = {"leaderworkerset.sigs.k8s.io/size": "4", "leaderworkerset.sigs.k8s.io/leader-name": "vllm-0"}
+    annotations = _patched(body)["metadata"]["annotations"]
+    assert annotations[keys.GROUP] == f"lws-{group_key}"
+    assert annotations[keys.GROUP_SIZE] == "4"
+    assert annotations[keys.GROUP_START] == "first-member"
+    # A group of one is a single pod; a pod's own group wins.
+    meta["annotations"]["leaderworkerset.sigs.k8s.io/size"] = "1"
+    assert keys.GROUP not in _patched(body)["metadata"]["annotations"]
+    meta["annotations"] = {"leaderworkerset.sigs.k8s.io/size": "4", keys.GROUP: "mine", keys.GROUP_SIZE: "4"}
+    assert _patched(body)["metadata"]["annotations"][keys.GROUP] == "mine"
