@@ -1,12 +1,14 @@
 """The StatefulSet controller: pods `<name>-<ordinal>` with hostname and subdomain (its Service),
 claims from volumeClaimTemplates (`<template>-<pod>`, kept when the pod goes), OrderedReady start
-(the next ordinal once the one before is Ready), scale-down from the highest ordinal, and rolling
-replacement, highest ordinal first, of pods whose template revision is not the current one. Each
-pass does at most one step of each, as the real controller with OrderedReady does.
+(the next ordinal once the one before is Ready) or Parallel start (every missing ordinal at once,
+whatever the others' readiness), scale-down from the highest ordinal, and with the RollingUpdate
+strategy the replacement, highest ordinal first, of pods whose template revision is not the
+current one; with OnDelete a pod of an old revision stays until someone deletes it, and its
+replacement is made from the current template. Each pass does at most one step of each, as the
+real controller with OrderedReady does.
 
-Not modelled: ControllerRevision objects (the revision is a hash of the template), Parallel pod
-management (treated as OrderedReady), partitions and maxUnavailable of a rolling update,
-minReadySeconds, PVC retention policies, start ordinals."""
+Not modelled: ControllerRevision objects (the revision is a hash of the template), partitions and
+maxUnavailable of a rolling update, minReadySeconds, PVC retention policies, start ordinals."""
 
 from __future__ import annotations
 
@@ -49,8 +51,19 @@ def _scale_down(store: Store, ns: str, mine: dict[str, Obj], replicas: int) -> N
 
 def _start_in_order(store: Store, sts: Obj, mine: dict[str, Obj], replicas: int, revision: str) -> bool:
     """OrderedReady: the first missing ordinal is made once every one before it is Ready, a
-    finished pod is deleted to be made again; True when every pod is there and Ready."""
+    finished pod is deleted to be made again; Parallel: every missing ordinal is made and every
+    finished pod deleted in the same pass. True when every pod is there and Ready."""
     ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
+    if (sts.get("spec") or {}).get("podManagementPolicy") == "Parallel":
+        settled = True
+        for ordinal in range(replicas):
+            pod = mine.get(f"{name}-{ordinal}")
+            if pod is None:
+                _create_pod(store, sts, ordinal, revision)
+            elif terminal(pod) and not deleting(pod):
+                store.delete(store.resource("v1/pods"), ns, f"{name}-{ordinal}", grace=0)
+            settled = settled and pod is not None and not deleting(pod) and ready(pod)
+        return settled
     for ordinal in range(replicas):
         pod_name = f"{name}-{ordinal}"
         pod = mine.get(pod_name)

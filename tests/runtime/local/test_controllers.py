@@ -83,6 +83,41 @@ def test_statefulset_pods_start_in_order_with_claims_and_stable_names() -> None:
     assert not store.get(pods, "ns", "db-0")["metadata"].get("deletionTimestamp")
 
 
+def test_a_parallel_on_delete_statefulset_starts_together_and_replaces_only_deleted_pods() -> None:
+    """What slurmctld with backups renders: standbys are never Ready, so they can't wait for one
+    another, and an upgrade replaces every controller only once the admin (or the drill) deletes it."""
+    store, controllers = _setup()
+    sts = {
+        "metadata": {"name": "ctl"},
+        "spec": {
+            "replicas": 2,
+            "serviceName": "ctl",
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": {"app": "ctl"}},
+            "template": {"metadata": {"labels": {"app": "ctl"}}, "spec": {"containers": [{"name": "c"}]}},
+        },
+    }
+    store.create(store.resource("apps/v1/statefulsets"), "ns", sts)
+    pods = store.resource("v1/pods")
+    controllers.reconcile()
+    assert sorted(p["metadata"]["name"] for p in store.items(pods)) == ["ctl-0", "ctl-1"]  # neither Ready
+    _ready(store, "ctl-0")
+    _ready(store, "ctl-1")
+    old = store.get(pods, "ns", "ctl-1")["metadata"]["labels"]["controller-revision-hash"]
+    store.patch(store.resource("apps/v1/statefulsets"), "ns", "ctl", "merge",
+                {"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}})  # fmt: skip
+    for _ in range(3):
+        controllers.reconcile()
+    assert not any(p["metadata"].get("deletionTimestamp") for p in store.items(pods))  # OnDelete: none replaced
+    store.delete(pods, "ns", "ctl-1", grace=0)
+    for _ in range(3):
+        controllers.reconcile()
+    new = store.get(pods, "ns", "ctl-1")["metadata"]["labels"]["controller-revision-hash"]
+    assert new != old
+    assert store.get(pods, "ns", "ctl-0")["metadata"]["labels"]["controller-revision-hash"] == old
+
+
 def test_a_job_runs_until_its_completions_and_deployments_replace_on_a_template_change() -> None:
     store, controllers = _setup()
     pods = store.resource("v1/pods")
