@@ -36,6 +36,12 @@ EPILOG_DIR = f"{SLURM_ETC}/epilog.d"
 PROLOG_SLURMCTLD_DIR = f"{SLURM_ETC}/prolog-slurmctld.d"
 EPILOG_SLURMCTLD_DIR = f"{SLURM_ETC}/epilog-slurmctld.d"
 PLUGSTACK_DIR = f"{SLURM_ETC}/plugstack.conf.d"
+HA_DIR = "ha.d"
+"""Under /etc/slurm: the SlurmctldPrimaryOnProg and OffProg of a controller with backups."""
+PRIMARY_MARK = "/run/slurmctld/primary"
+"""Present while this pod's slurmctld is the primary (pod memory: a restarted pod has none)."""
+STANDBY_MARK = "/run/slurmctld/standby"
+"""Present while this pod's slurmctld stands by as a backup."""
 # The ports are the role table's (sunk.roles), which the NetworkPolicies are built from.
 SLURMCTLD_PORT = roles.SLURMCTLD_PORT
 SLURMD_PORT = roles.SLURMD_PORT
@@ -84,13 +90,15 @@ def controller_state_claim(spec: ClusterSpec) -> str:
     return f"{controller(spec)}-state"
 
 
-def controller_host(spec: ClusterSpec) -> str:
-    """Pod 0 of the slurmctld StatefulSet: `hostname -s` inside it, so SlurmctldHost matches."""
-    return f"{controller(spec)}-0"
+def controller_host(spec: ClusterSpec, ordinal: int = 0) -> str:
+    """Pod `ordinal` of the slurmctld StatefulSet: `hostname -s` inside it, so its SlurmctldHost
+    line matches (pod 0 is the primary)."""
+    return f"{controller(spec)}-{ordinal}"
 
 
-def controller_fqdn(spec: ClusterSpec) -> str:
-    return f"{controller_host(spec)}.{controller(spec)}.{spec.ns}.svc.cluster.local"
+def controller_fqdn(spec: ClusterSpec, ordinal: int = 0) -> str:
+    """Pod `ordinal`'s name in the headless Service, which publishes it whether ready or not."""
+    return f"{controller_host(spec, ordinal)}.{controller(spec)}.{spec.ns}.svc.cluster.local"
 
 
 def accounting(spec: ClusterSpec) -> str:

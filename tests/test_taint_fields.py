@@ -229,6 +229,7 @@ SET: dict[str, dict[str, Any]] = {
             "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@admin"
         ],
         "controller.service": {"labels": {"acme.example/team": "hpc"}, "annotations": {"acme.example/owner": "hpc"}},
+        "controller.stateStorage.accessMode": "ReadWriteOnce",
         "auth.ldap": {
             "provider": "openldap",
             "uris": ["ldaps://ldap.globex.example:636"],

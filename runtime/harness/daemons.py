@@ -117,6 +117,23 @@ def start_slurmctld(jail: Jail, port: int) -> None:
     wait_ctld(jail)
 
 
+def start_backup_slurmctld(jail: Jail, name: str, port: int, *, hostname: str, address: str) -> None:
+    """A backup slurmctld (a SlurmctldHost line after the first) from the same image and state
+    folder as the primary, under `hostname` (its pod's name), listening on `address`; up once
+    `scontrol ping` reports it UP."""
+    # Its own /run/slurmctld, as its pod's emptyDir: a shared pid file would make it kill the primary.
+    private = {"/run/slurmctld": SLURM_UID}
+    proc = jail.spawn(name, ["slurmctld", "-D"], role="slurmctld", hostname=hostname, private=private)
+    wait_until(
+        name, lambda: listening(port, address), timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, name)
+    )
+
+    def up() -> bool:
+        return f"at {hostname} is UP" in jail.run(["scontrol", "ping"], timeout=10).stdout
+
+    wait_until(f"{name} ping", up, timeout=START_TIMEOUT, alive=proc, on_fail=lambda: _fail(jail, name), interval=0.2)
+
+
 def wait_ctld(jail: Jail) -> None:
     def up() -> bool:
         return "is UP" in jail.run(["scontrol", "ping"], timeout=10).stdout

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -213,10 +214,14 @@ class Jail:
         user: str | None = None,
         cwd: str = "/tmp",
         inherit: bool = False,
+        hostname: str | None = None,
+        private: Mapping[str, int] | None = None,
     ) -> list[str]:
         """The host command line that runs `argv` inside the role's root with a clean environment
         (`inherit`: with the caller's environment instead, e.g. a secret the caller passes there
-        rather than on the command line)."""
+        rather than on the command line). `hostname`: what `hostname` says inside, if not the jail's;
+        `private`: folders of the root (path -> owner uid) that this process alone sees, empty."""
+        private = private or {}
         if role not in self.lowers:
             raise KeyError(f"no {role} root in this jail (roles: {', '.join(self.lowers)})")
         chroot = ["chroot"]
@@ -224,7 +229,20 @@ class Jail:
             chroot.append(f"--userspec={user}")
         variables = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]
         clean = [] if inherit else ["-i"]
-        return [*self._enter(), *chroot, str(self.real(role)), "/usr/bin/env", *clean, "-C", cwd, *variables, *argv]
+        inner = [*chroot, str(self.real(role)), "/usr/bin/env", *clean, "-C", cwd, *variables, *argv]
+        if hostname is None and not private:
+            return [*self._enter(), *inner]
+        # A pod of its own beside the role's others: a UTS namespace with `hostname` set and a copy
+        # of the jail's mount namespace with fresh folders at `private`, then exec the rest (one
+        # PID throughout). A backup slurmctld on this host needs both: the SlurmctldHost name of its
+        # pod, and its own /run (slurmctld kills the process named in an existing pid file).
+        steps = [f'hostname "{hostname}"'] if hostname is not None else []
+        for folder, uid in private.items():
+            target = self.real(role) / folder.lstrip("/")
+            steps.append(f"mount -t tmpfs -o mode=0755,uid={uid},gid={uid} tmpfs {shlex.quote(str(target))}")
+        script = " && ".join([*steps, 'exec "$@"'])
+        unshare = ["unshare", "--uts", "--mount", "--propagation", "private", "--"]
+        return [*self._enter(), *unshare, "/bin/sh", "-c", script, "sh", *inner]
 
     def run(
         self,
@@ -248,6 +266,14 @@ class Jail:
         )
 
     # -- daemons ---------------------------------------------------------------------------
+    def run_beside(self, name: str, argv: Sequence[str], *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """A command in daemon `name`'s root and namespaces (its own hostname and private folders,
+        see command()), as a probe in its pod runs."""
+        proc = self.processes[name]
+        line = self.command(argv, role=self._role_of[name])[len(self._enter()) :]
+        enter = ["nsenter", f"--target={proc.pid}", "--mount", "--uts", "--"]
+        return subprocess.run([*enter, *line], capture_output=True, text=True, timeout=timeout)
+
     def log_path(self, name: str) -> Path:
         return self.log_dir / f"{name}.log"
 
@@ -259,6 +285,8 @@ class Jail:
         role: str,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
+        hostname: str | None = None,
+        private: Mapping[str, int] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start a long-running daemon (foreground mode) in the role's root; its output goes to
         logs/<name>.log. nsenter, chroot and env all exec, so the PID tracked is the daemon's own."""
@@ -269,7 +297,7 @@ class Jail:
         handle = log.open("ab")
         self._logs[name] = handle
         proc = subprocess.Popen(
-            self.command(argv, role=role, env=env, user=user, cwd="/"),
+            self.command(argv, role=role, env=env, user=user, cwd="/", hostname=hostname, private=private),
             stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.STDOUT,
@@ -290,6 +318,16 @@ class Jail:
         proc = self.processes.pop(name, None)
         if proc is not None:
             _terminate(proc, timeout)
+        handle = self._logs.pop(name, None)
+        if handle is not None:
+            handle.close()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the daemon by PID (no shutdown work at all) and reap it."""
+        proc = self.processes.pop(name, None)
+        if proc is not None:
+            proc.kill()
+            proc.wait()
         handle = self._logs.pop(name, None)
         if handle is not None:
             handle.close()

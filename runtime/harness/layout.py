@@ -132,7 +132,7 @@ def write_slurm_files(etc: Path, files: Mapping[str, str]) -> None:
     ConfigMap; slurmdbd's start script adds the password to a private copy)."""
     for rel, text in files.items():
         executable = rel.startswith(
-            ("prolog.d/", "epilog.d/", "health.d/", "prolog-slurmctld.d/", "epilog-slurmctld.d/")
+            ("prolog.d/", "epilog.d/", "health.d/", "prolog-slurmctld.d/", "epilog-slurmctld.d/", f"{naming.HA_DIR}/")
         )
         executable = executable or rel.endswith(".sh")
         write_file(etc / rel, text, 0o755 if executable else 0o644)

@@ -54,7 +54,7 @@ from .layout import (
     write_node_conf,
     write_slurm_files,
 )
-from .overrides import LocalPorts, directive, gres_device_files, local_files
+from .overrides import LocalPorts, backup_address, controller_hosts, directive, gres_device_files, local_files
 from .ports import free_ports, wait_until
 
 log = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ class LocalSlurm:
             # container and its command), which the setup creates before anything that needs
             # slurmctld registered.
             daemons.create_qos(self.jail, qos)
-        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
+        self._start_controllers()
         if self.accounting and ACCOUNTING_SETUP in self.files:
             daemons.setup_accounting(self.jail, spec.name, f"{naming.SLURM_ETC}/{ACCOUNTING_SETUP}")
         for node in self._wanted:
@@ -304,6 +304,8 @@ class LocalSlurm:
                     self.jail.bind(role, folder, volume.mount_path, read_only=volume.read_only)
             root = self.jail.root(role)
             prepare_role(root, role, host=self.host, munge_key=munge_key, devices=devices if role == "slurmd" else ())
+        for index, name in enumerate(self.controller_hosts[1:], start=1):
+            self.add_hosts_line(f"{backup_address(index)} {name}")  # a backup's pod name resolves
 
     def stop(self) -> None:
         """Cancel jobs, stop daemons by PID, reap, end the namespace (every mount with it) and
@@ -428,6 +430,36 @@ class LocalSlurm:
         """Stop slurmctld (it saves its state) and start it again from StateSaveLocation."""
         self.jail.stop("slurmctld", timeout=30)
         daemons.start_slurmctld(self.jail, self.ports.slurmctld)
+
+    def _start_controllers(self) -> None:
+        """The primary slurmctld, then each backup (controller.replicas 2-3)."""
+        daemons.start_slurmctld(self.jail, self.ports.slurmctld)
+        for index in range(1, len(self.controller_hosts)):
+            self.start_backup(index)
+
+    @property
+    def controller_hosts(self) -> list[str]:
+        """`hostname -s` of each slurmctld, primary first (this host, then the backups' pod names)."""
+        return controller_hosts(self.files["slurm.conf"])
+
+    @staticmethod
+    def controller_process(index: int) -> str:
+        """The daemon name of slurmctld `index` (0: the primary, "slurmctld" as without backups)."""
+        return "slurmctld" if index == 0 else f"slurmctld-{index}"
+
+    def start_backup(self, index: int) -> None:
+        """Start backup slurmctld `index` (1 or 2) under its pod's hostname on its own address."""
+        daemons.start_backup_slurmctld(
+            self.jail,
+            self.controller_process(index),
+            self.ports.slurmctld,
+            hostname=self.controller_hosts[index],
+            address=backup_address(index),
+        )
+
+    def kill_slurmctld(self, index: int = 0) -> None:
+        """SIGKILL slurmctld `index`: it saves nothing and tells no peer, as when its Node loses power."""
+        self.jail.kill(self.controller_process(index))
 
     def reconfigure(self) -> None:
         self.run("scontrol", "reconfigure", check=True)

@@ -71,13 +71,43 @@ def directive(text: str, key: str) -> str | None:
     return found
 
 
+def controller_hosts(text: str) -> list[str]:
+    """The short names of the SlurmctldHost lines, in order (primary first)."""
+    return [
+        line.partition("=")[2].strip().partition("(")[0] for line in text.splitlines() if _key(line) == "slurmctldhost"
+    ]
+
+
+def backup_address(index: int) -> str:
+    """Backup `index` (1, 2) listens on its own loopback address: every slurmctld uses SlurmctldPort."""
+    return f"127.0.0.{index + 1}"
+
+
+def _controllers(text: str, host: str) -> str:
+    """One SlurmctldHost line per rendered one, in place. slurmctld only starts where its
+    SlurmctldHost is `hostname -s`: in-cluster the primary is pod -0 of the controller StatefulSet,
+    here it is this host on loopback; each backup keeps its pod's name (the harness gives its
+    slurmctld that hostname) on an address of its own."""
+    out: list[str] = []
+    index = 0
+    for line in text.splitlines():
+        if _key(line) == "slurmctldhost":
+            name = line.partition("=")[2].strip().partition("(")[0]
+            out.append(
+                f"SlurmctldHost={host}({LOOPBACK})" if index == 0 else f"SlurmctldHost={name}({backup_address(index)})"
+            )
+            index += 1
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: bool) -> str:
     """slurm.conf for daemons that share one host, one filesystem and no cgroup hierarchy."""
     parameters = [p for p in (directive(text, "SlurmdParameters") or "").split(",") if p]
+    backups = len(controller_hosts(text)) > 1
+    text = _controllers(text, host)
     values = {
-        # slurmctld only starts where SlurmctldHost is `hostname -s`; in-cluster that is pod -0 of
-        # the controller StatefulSet, here it is this host, reached over loopback.
-        "SlurmctldHost": f"{host}({LOOPBACK})",
         # Free ports per instance: several harnesses (test sessions) may run at once.
         "SlurmctldPort": str(ports.slurmctld),
         "SlurmdPort": str(ports.slurmd),
@@ -96,6 +126,10 @@ def local_slurm_conf(text: str, *, host: str, ports: LocalPorts, accounting: boo
         # from them). In-cluster the container runtime stamps each line.
         "LogTimeFormat": "iso8601_ms,format_stderr",
     }
+    if backups:
+        # Every slurmctld binds SlurmctldPort on all addresses by default; on one host each must
+        # bind only the address its hostname resolves to (in-cluster each pod has its own IP).
+        values["CommunicationParameters"] = "NoCtldInAddrAny"
     if directive(text, "JobAcctGatherType"):
         values["JobAcctGatherType"] = "jobacct_gather/linux"  # the cgroup one needs cgroups too
     if accounting:

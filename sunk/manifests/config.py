@@ -49,7 +49,7 @@ _ROLE_FILES: dict[Role, tuple[str, ...]] = {
 # What slurmd reads besides its gres.conf and the prolog, epilog and health check scripts.
 _NODE_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "oci.conf")
 _SCRIPT_DIRS = ("prolog.d/", "epilog.d/", "health.d/")
-_CONTROLLER_SCRIPT_DIRS = ("prolog-slurmctld.d/", "epilog-slurmctld.d/")
+_CONTROLLER_SCRIPT_DIRS = ("prolog-slurmctld.d/", "epilog-slurmctld.d/", f"{naming.HA_DIR}/")
 
 RESTART_KEYS = frozenset(
     {

@@ -1,5 +1,7 @@
-"""slurmctld: a one-replica StatefulSet (stable hostname = SlurmctldHost), its state PVC, the
-headless Service that gives it a DNS name, and a PodDisruptionBudget."""
+"""slurmctld: a StatefulSet (stable hostnames = the SlurmctldHost lines: one pod restarted by
+Kubernetes, or with `controller.replicas` 2-3 a primary and backups sharing a ReadWriteMany state
+claim), its state PVC, the headless Service that gives each pod a DNS name, and a
+PodDisruptionBudget."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def state_claim_name(spec: ClusterSpec) -> str:
 
 def state_claim(spec: ClusterSpec) -> Manifest:
     storage = spec.controller.state_storage
-    claim: Manifest = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
+    mode = storage.access_mode or "ReadWriteOnce"
+    claim: Manifest = {"accessModes": [mode], "resources": {"requests": {"storage": storage.size}}}
     if storage.storage_class:
         claim["storageClassName"] = storage.storage_class
     meta = object_meta(metadata(spec, state_claim_name(spec), COMPONENT), spec.controller)
@@ -42,8 +45,10 @@ def state_claim(spec: ClusterSpec) -> Manifest:
 
 
 def headless_service(spec: ClusterSpec) -> Manifest:
-    """Gives `<cluster>-controller-0.<cluster>-controller.<ns>.svc` to the pod. Addresses are
-    published before readiness: slurmd and clients must resolve slurmctld while it starts."""
+    """Gives `<cluster>-controller-<i>.<cluster>-controller.<ns>.svc` to each pod. Addresses are
+    published whatever the readiness: slurmd and clients must resolve slurmctld while it starts,
+    and with backups every SlurmctldHost must resolve while its pod is a standby (not ready) or
+    even dead, or a client's walk down the list would stop at the name it can't resolve."""
     service = obj(
         "v1",
         "Service",
@@ -67,7 +72,9 @@ def headless_service(spec: ClusterSpec) -> Manifest:
 
 def disruption_budget(spec: ClusterSpec) -> Manifest:
     """No automated eviction (node drains, autoscaler) takes the only slurmctld away; an admin
-    deletes the pod deliberately. A crash-looping pod may still be evicted."""
+    deletes the pod deliberately. A crash-looping pod may still be evicted. With backups only the
+    primary is ready (ready_probe), so the same budget lets a drain evict any standby (unhealthy
+    pods may always be evicted) and never the primary: a voluntary disruption costs no takeover."""
     return obj(
         "policy/v1",
         "PodDisruptionBudget",
@@ -78,6 +85,34 @@ def disruption_budget(spec: ClusterSpec) -> Manifest:
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     )
+
+
+def ready_probe(spec: ClusterSpec) -> Manifest:
+    """One slurmctld: ready when `scontrol ping` reaches it. With backups: ready when this pod is
+    the primary, which `scontrol ping` names (`Slurmctld(primary) at <host> is UP`, whatever the
+    others' states; measured on 26.05 in tests/slurm/test_controller_ha.py). A healthy standby is
+    then not ready and a dead one fails liveness too: the TCP probes tell those apart."""
+    if not spec.controller.ha:
+        return exec_probe(["scontrol", "ping"], period=10, timeout=10)
+    return exec_probe(scripts.sh(scripts.primary_probe()), period=5, timeout=10)
+
+
+SPREAD_KEY = "kubernetes.io/hostname"
+
+
+def spread(spec: ClusterSpec) -> Manifest:
+    """At most one slurmctld per Node, or the extra pod stays Pending: a backup on its primary's
+    Node survives no Node loss. A hard topology spread rather than a required pod anti-affinity,
+    with the same effect here (`minDomains` = replicas counts missing Nodes as empty, so a
+    second pod on the only Node is refused), because it adds to the user's `affinity` (a node
+    pool, a zone) where sunk's own affinity would replace it."""
+    return {
+        "maxSkew": 1,
+        "minDomains": spec.controller.replicas,
+        "topologyKey": SPREAD_KEY,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": selector(spec, COMPONENT)},
+    }
 
 
 def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
@@ -91,9 +126,10 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
         "securityContext": read_only(SLURM_UID),
         "resources": resources(spec.controller.resources),
-        # Loading a large state directory can take minutes; liveness starts after it.
+        # Loading a large state directory can take minutes; liveness starts after it. A standby
+        # listens on the port too (it answers pings), so the TCP probes hold for it as well.
         "startupProbe": tcp_probe("slurmctld", period=10, failures=60),
-        "readinessProbe": exec_probe(["scontrol", "ping"], period=10, timeout=10),
+        "readinessProbe": ready_probe(spec),
         "livenessProbe": tcp_probe("slurmctld", period=20, failures=6),
         "volumeMounts": [
             config_mount,
@@ -150,7 +186,7 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     # slurmctld resolves users and groups: AllowGroups, and the uids of accounting associations.
     sssd_hash = with_sssd(spec, image, sidecars, volumes, slurmctld["volumeMounts"])
     annotations = {keys.CONFIG_HASH: controller_hash(spec), **({keys.SSSD_HASH: sssd_hash} if sssd_hash else {})}
-    pod = {
+    pod: Manifest = {
         "metadata": {"labels": labels(spec, COMPONENT), "annotations": annotations},
         "spec": {
             "automountServiceAccountToken": False,
@@ -170,16 +206,25 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         pull_secrets=spec.images.pull_secrets,
         extra_args=spec.controller.extra_args,
     )
+    ha = spec.controller.ha
+    if ha:
+        constraints = pod["spec"].setdefault("topologySpreadConstraints", [])
+        if not any(c.get("topologyKey") == SPREAD_KEY for c in constraints):
+            constraints.append(spread(spec))
     return obj(
         "apps/v1",
         "StatefulSet",
         object_meta(metadata(spec, naming.controller(spec), COMPONENT), spec.controller),
         spec={
-            "replicas": 1,
+            "replicas": spec.controller.replicas,
             "serviceName": naming.controller(spec),
             "selector": {"matchLabels": selector(spec, COMPONENT)},
-            "podManagementPolicy": "OrderedReady",
-            "updateStrategy": {"type": "RollingUpdate"},
+            # Backups start beside the primary, not once it is ready: standbys are never ready.
+            "podManagementPolicy": "Parallel" if ha else "OrderedReady",
+            # A rolling update would run two Slurm releases against one state folder, and the
+            # state-guard would copy it while a peer writes it: with backups every pod is replaced
+            # only when deleted, all of them together (docs/how-to/ha.md, upgrades).
+            "updateStrategy": {"type": "OnDelete" if ha else "RollingUpdate"},
             "template": pod,
         },
     )

@@ -58,6 +58,11 @@ def reconfigure_watcher(
     )
 
 
+def primary_probe() -> str:
+    """With backups: succeed only where this pod's slurmctld is the primary (primary-probe.sh)."""
+    return render("primary-probe.sh", MARK=naming.PRIMARY_MARK)
+
+
 def heartbeat_probe_command(path: str = RECONFIGURE_HEARTBEAT, max_age: int = 120) -> list[str]:
     return sh(f"test $(( $(date +%s) - $(stat -c %Y {path}) )) -lt {max_age}")
 

@@ -15,7 +15,7 @@ from sunk.render.files import (
 )
 from sunk.render.health import render_health_files
 from sunk.render.sacctmgr import render_account_commands, render_sacctmgr, render_sacctmgr_script
-from sunk.render.slurm_conf import node_conf, render_slurm_conf
+from sunk.render.slurm_conf import node_conf, render_primary_marks, render_slurm_conf
 from sunk.render.topology import TopologyNode, render_topology_conf, render_topology_yaml, unique_names
 from sunk.spec.cluster import ClusterSpec
 
@@ -57,6 +57,7 @@ def render_slurm_files(spec: ClusterSpec, nodes: Iterable[TopologyNode] = ()) ->
     for name, body in spec.extra_config.files.items():
         files[name] = body if body.endswith("\n") or not body else body + "\n"
     files.update(render_health_files(spec))
+    files.update(render_primary_marks(spec))
     return dict(sorted(files.items()))
 
 

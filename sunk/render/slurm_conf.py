@@ -5,6 +5,7 @@ from __future__ import annotations
 from sunk import naming
 from sunk.render.gres import Gres, spec_gres
 from sunk.render.health import health_conf_lines
+from sunk.render.script import render
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.nodeset import NodeSetSpec
 from sunk.spec.scheduling import PartitionSpec
@@ -89,10 +90,49 @@ def _power(spec: ClusterSpec) -> list[str]:
     return lines
 
 
+SLURMCTLD_TIMEOUT_HA = 8
+"""SlurmctldTimeout with backups. A backup takes control once the primary has not answered its
+pings for this long, and clients that a standby turned away retry every half of it: measured on
+26.05.5 (tests/slurm/test_controller_ha.py), an sbatch is accepted about 1.5 times this after the
+primary dies (6: 9 s, 8: 12 s, 10: 15 s), against a goal of 15 s; 8 leaves 3 s for clients that
+first wait on the dead primary's address. Lower would let a primary too busy to answer pings for
+a few seconds be taken over. One controller keeps Slurm's 120 s default: it only tells slurmd how
+long to wait for a restarted slurmctld."""
+
+
+PRIMARY_ON = f"{naming.HA_DIR}/primary-on"
+PRIMARY_OFF = f"{naming.HA_DIR}/primary-off"
+
+
+def _takeover(spec: ClusterSpec) -> list[str]:
+    if not spec.controller.ha:
+        return []
+    return [
+        f"SlurmctldTimeout={SLURMCTLD_TIMEOUT_HA}",
+        # Mark the pod whose slurmctld is in control, for its readiness probe (primary-mark.sh).
+        f"SlurmctldPrimaryOnProg={naming.SLURM_ETC}/{PRIMARY_ON}",
+        f"SlurmctldPrimaryOffProg={naming.SLURM_ETC}/{PRIMARY_OFF}",
+    ]
+
+
+def render_primary_marks(spec: ClusterSpec) -> dict[str, str]:
+    """ha.d/primary-on and primary-off with backups, else nothing."""
+    if not spec.controller.ha:
+        return {}
+    return {
+        path: render("primary-mark.sh", MARK=naming.PRIMARY_MARK, STANDBY=naming.STANDBY_MARK, PRIMARY=primary)
+        for path, primary in ((PRIMARY_ON, "yes"), (PRIMARY_OFF, "no"))
+    }
+
+
 def _daemons(spec: ClusterSpec) -> list[str]:
     return [
         f"ClusterName={spec.name}",
-        f"SlurmctldHost={naming.controller_host(spec)}({naming.controller_fqdn(spec)})",
+        *(
+            f"SlurmctldHost={naming.controller_host(spec, i)}({naming.controller_fqdn(spec, i)})"
+            for i in range(spec.controller.replicas)
+        ),
+        *_takeover(spec),
         f"SlurmctldPort={naming.SLURMCTLD_PORT}",
         f"SlurmdPort={naming.SLURMD_PORT}",
         "SlurmUser=slurm",

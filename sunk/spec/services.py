@@ -136,6 +136,18 @@ class StateStorage(Model):
     """Default: 10Gi."""
     storage_class: DnsSubdomain | None = None
     """StorageClass. Default: the cluster's default class."""
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] | None = None
+    """The claim's access mode (https://kubernetes.io/docs/concepts/storage/persistent-volumes/#access-modes),
+    as `storageClass` provides it: sunk can't ask a StorageClass what it supports before the claim
+    exists, so you state it. ReadWriteMany (NFS, CephFS, a cloud file service) is what
+    `controller.replicas` 2 or 3 needs: every slurmctld reads and writes the one StateSaveLocation.
+    Default: ReadWriteOnce."""
+
+
+CONTROLLER_REPLICAS_MAX = 3
+"""Slurm accepts more SlurmctldHost lines, but each backup pings the primary and every client tries
+the list in order while the primary is away: a third copy already covers a Node lost while another
+is drained (docs/how-to/ha.md)."""
 
 
 class ControllerSpec(PodSettings):
@@ -143,6 +155,13 @@ class ControllerSpec(PodSettings):
 
     POD_ROLE: ClassVar[PodRole] = "controller"
 
+    replicas: Annotated[int, Field(ge=1, le=CONTROLLER_REPLICAS_MAX)] = 1
+    """How many slurmctld run (https://slurm.schedmd.com/quickstart_admin.html#HA). 1: one pod
+    that Kubernetes restarts (state on a ReadWriteOnce claim). 2 or 3: a primary and hot
+    backups, one `SlurmctldHost` per pod in order, sharing StateSaveLocation on a ReadWriteMany
+    claim (`stateStorage.accessMode: ReadWriteMany` with a named `stateStorage.storageClass`), one
+    pod per Node; a backup takes control when the primary has been silent for SlurmctldTimeout
+    (8 s with backups, Slurm's 120 s default without). Default: 1. docs/how-to/ha.md says when each wins."""
     resources: Resources = resources("500m", "1Gi", "4Gi")
     """Default: requests 500m/1Gi, limit 4Gi memory."""
     state_storage: StateStorage = StateStorage()
@@ -165,6 +184,42 @@ class ControllerSpec(PodSettings):
     the scrape target (monitoring.exporter): measured on 26.05.5 at 5,000 jobs, one scrape of every
     endpoint costs slurmctld 173 ms of CPU, the exporter's read 17 ms (docs/slurm-releases.md);
     /metrics/nodes has series per node. https://slurm.schedmd.com/metrics.html"""
+
+    @property
+    def ha(self) -> bool:
+        """A primary and backups (replicas 2 or 3), not one restarted pod."""
+        return self.replicas > 1
+
+    @model_validator(mode="after")
+    def _ha_storage(self) -> ControllerSpec:
+        if not self.ha:
+            return self
+        storage = self.state_storage
+        why = (
+            f"replicas {self.replicas} run a primary and backups that read and write one "
+            "StateSaveLocation, so the claim must be ReadWriteMany"
+        )
+        problems = []
+        if storage.access_mode != "ReadWriteMany":
+            stated = "unset (ReadWriteOnce)" if storage.access_mode is None else storage.access_mode
+            problems.append(
+                Problem(
+                    "stateStorage.accessMode",
+                    f"is {stated}: {why}; set ReadWriteMany with a storageClass that provides it, "
+                    "or replicas: 1 (restart-only)",
+                )
+            )
+        if storage.storage_class is None:
+            problems.append(
+                Problem(
+                    "stateStorage.storageClass",
+                    f"is unset: {why}, and the cluster's default class can't be known offline to "
+                    "provide it; name a ReadWriteMany class (NFS, CephFS, a cloud file service), or replicas: 1",
+                )
+            )
+        if problems:
+            raise Problems(problems)
+        return self
 
 
 MARIADB_BUFFER_POOL_MIB = 2048

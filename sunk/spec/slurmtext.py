@@ -112,6 +112,7 @@ RENDERED: dict[str, frozenset[str]] = {
             "AccountingStorageTRES", "AccountingStorageEnforce", "SuspendProgram", "ResumeProgram",
             "SuspendTime", "ResumeTimeout", "SuspendExcStates", "SuspendExcNodes", "SlurmctldParameters",
             "NodeName", "NodeSet", "PartitionName", "DownNodes", "Include", "MetricsType",
+            "SlurmctldPrimaryOnProg", "SlurmctldPrimaryOffProg",
         )
     ),
     "slurmdbd.conf": frozenset(

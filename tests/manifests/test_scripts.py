@@ -44,6 +44,8 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
         "health-check.sh",
         "login-start.sh",
         "munge-start.sh",
+        "primary-mark.sh",
+        "primary-probe.sh",
         "reconfigure-watcher.sh",
         "slurmdbd-start.sh",
         "sssd-start.sh",

@@ -1,0 +1,221 @@
+"""controller.replicas 2-3: the spec's refusals, the StatefulSet, claim, budget and probes it
+renders, the SlurmctldHost list, and the two shell scripts (primary-mark.sh, primary-probe.sh).
+Real daemons prove the rest in tests/slurm/test_controller_ha.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sunk import naming
+from sunk.manifests import scripts
+from sunk.manifests.auth import auth_refs
+from sunk.manifests.config import slurm_projection
+from sunk.manifests.controller import disruption_budget, ready_probe, state_claim, statefulset
+from sunk.render import render_slurm_files
+from sunk.render.script import render
+from sunk.render.slurm_conf import SLURMCTLD_TIMEOUT_HA
+from sunk.spec import ClusterSpec, SpecError
+from tests.support.specs import build_spec
+
+RWX = {"accessMode": "ReadWriteMany", "storageClass": "nfs-client"}
+
+
+def ha(replicas: int = 2, **controller: Any) -> ClusterSpec:
+    return build_spec(controller={"replicas": replicas, "stateStorage": RWX, **controller})
+
+
+def problems(**controller: Any) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        build_spec(controller=controller)
+    return info.value.problems
+
+
+def test_ha_without_read_write_many_is_refused_naming_the_field_and_why() -> None:
+    [problem] = problems(replicas=2, stateStorage={"accessMode": "ReadWriteOnce", "storageClass": "gp3"})
+    path, _, message = problem.partition(": ")
+    assert path == "controller.stateStorage.accessMode"
+    assert "ReadWriteOnce" in message and "must be ReadWriteMany" in message and "replicas: 1" in message
+
+
+def test_ha_where_the_storage_cant_be_known_is_refused() -> None:
+    # Neither the access mode nor the class stated: the default class may be anything.
+    found = problems(replicas=3)
+    assert [p.partition(": ")[0] for p in found] == [
+        "controller.stateStorage.accessMode",
+        "controller.stateStorage.storageClass",
+    ]
+    assert "unset (ReadWriteOnce)" in found[0]
+    assert "can't be known offline" in found[1]
+    [problem] = problems(replicas=2, stateStorage={"accessMode": "ReadWriteMany"})
+    assert problem.startswith("controller.stateStorage.storageClass: ")
+
+
+@pytest.mark.parametrize("replicas", [0, 4])
+def test_replicas_outside_one_to_three_are_refused(replicas: int) -> None:
+    [problem] = problems(replicas=replicas)
+    assert problem.startswith("controller.replicas: ")
+
+
+def test_one_replica_is_restart_only_whatever_the_claim() -> None:
+    spec = build_spec(controller={"stateStorage": RWX})
+    assert not spec.controller.ha
+    assert state_claim(spec)["spec"]["accessModes"] == ["ReadWriteMany"]
+    sts = statefulset(spec, auth_refs(spec))["spec"]
+    assert (sts["replicas"], sts["updateStrategy"], sts["podManagementPolicy"]) == (
+        1,
+        {"type": "RollingUpdate"},
+        "OrderedReady",
+    )
+    assert "topologySpreadConstraints" not in sts["template"]["spec"]
+    text = render_slurm_files(spec)["slurm.conf"]
+    assert "SlurmctldTimeout=" not in text and "SlurmctldPrimaryOnProg=" not in text
+
+
+def test_one_slurmctld_host_line_per_pod_in_order() -> None:
+    spec = ha(3)
+    files = render_slurm_files(spec)
+    lines = files["slurm.conf"].splitlines()
+    hosts = [line for line in lines if line.startswith("SlurmctldHost=")]
+    assert hosts == [
+        f"SlurmctldHost=research-controller-{i}(research-controller-{i}.research-controller.acme-research.svc.cluster.local)"
+        for i in range(3)
+    ]
+    assert f"SlurmctldTimeout={SLURMCTLD_TIMEOUT_HA}" in lines
+    assert "SlurmctldPrimaryOnProg=/etc/slurm/ha.d/primary-on" in lines
+    assert "SlurmctldPrimaryOffProg=/etc/slurm/ha.d/primary-off" in lines
+    assert {"ha.d/primary-on", "ha.d/primary-off"} <= set(files)
+
+
+def test_the_statefulset_of_a_primary_and_backups() -> None:
+    spec = ha(2)
+    sts = statefulset(spec, auth_refs(spec))["spec"]
+    assert sts["replicas"] == 2
+    assert sts["updateStrategy"] == {"type": "OnDelete"}
+    assert sts["podManagementPolicy"] == "Parallel"
+    pod = sts["template"]["spec"]
+    assert pod["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "minDomains": 2,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": sts["selector"]["matchLabels"]},
+        }
+    ]
+    slurmctld = next(c for c in pod["containers"] if c["name"] == "slurmctld")
+    assert slurmctld["readinessProbe"] == ready_probe(spec)
+    assert slurmctld["readinessProbe"]["exec"]["command"] == scripts.sh(scripts.primary_probe())
+    assert state_claim(spec)["spec"]["accessModes"] == ["ReadWriteMany"]
+    # The ha.d programs reach the controller pods, executable by SlurmUser.
+    items = [
+        s["configMap"]["items"][0]
+        for s in slurm_projection(spec, "controller")["projected"]["sources"]
+        if "configMap" in s
+    ]
+    modes = {i["path"]: i.get("mode") for i in items}
+    assert modes["ha.d/primary-on"] == modes["ha.d/primary-off"] == 0o555
+
+
+def test_a_users_own_node_spread_is_kept_and_not_doubled() -> None:
+    own = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}
+    zone = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+    spec = ha(2, topologySpreadConstraints=[own])
+    assert statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]["topologySpreadConstraints"] == [own]
+    spec = ha(2, topologySpreadConstraints=[zone])
+    keys = [
+        c["topologyKey"]
+        for c in statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    ]
+    assert keys == ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+
+
+def test_the_budget_is_the_same_and_keeps_the_only_ready_pod_the_primary() -> None:
+    spec = ha(3)
+    budget = disruption_budget(spec)["spec"]
+    assert budget["minAvailable"] == 1 and budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> dict[str, str]:
+    """A fake `scontrol` (ping answers from $PING; reconfigure leaves a file) and `hostname`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\nif [ "$1" = ping ]; then printf "%b" "$PING"; else echo "$@" >> {tmp_path}/calls; fi\n'
+    )
+    (bin_dir / "hostname").write_text("#!/bin/sh\necho research-controller-1\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMP": str(tmp_path)}
+
+
+def _mark(env: dict[str, str], primary: str) -> None:
+    tmp = env["TMP"]
+    script = render("primary-mark.sh", MARK=f"{tmp}/primary", STANDBY=f"{tmp}/standby", PRIMARY=primary)
+    subprocess.run(["/bin/sh", "-c", script], env=env, check=True)
+
+
+def _wait_for(path: Path) -> bool:
+    for _ in range(100):
+        if path.exists():
+            return True
+        subprocess.run(["sleep", "0.05"], check=True)
+    return False
+
+
+def test_primary_marks_and_a_reconfigure_only_after_a_takeover(sandbox: dict[str, str]) -> None:
+    tmp = Path(sandbox["TMP"])
+    _mark(sandbox, "yes")  # the primary at start: no reconfigure
+    assert (tmp / "primary").exists() and not (tmp / "standby").exists()
+    _mark(sandbox, "no")  # standing by
+    assert not (tmp / "primary").exists() and (tmp / "standby").exists()
+    _mark(sandbox, "yes")  # a takeover: one reconfigure, in the background after 2 s
+    assert (tmp / "primary").exists() and not (tmp / "standby").exists()
+    assert _wait_for(tmp / "calls") or pytest.fail("no reconfigure after the takeover")
+    assert (tmp / "calls").read_text() == "reconfigure\n"
+
+
+@pytest.mark.parametrize(
+    ("marked", "ping", "ready"),
+    [
+        (
+            True,
+            "Slurmctld(primary) at research-controller-0 is DOWN\nSlurmctld(backup) at research-controller-1 is UP\n",
+            True,
+        ),
+        (
+            False,
+            "Slurmctld(primary) at research-controller-0 is UP\nSlurmctld(backup) at research-controller-1 is UP\n",
+            False,
+        ),
+        (
+            True,
+            "Slurmctld(primary) at research-controller-0 is UP\nSlurmctld(backup) at research-controller-1 is DOWN\n",
+            False,
+        ),
+        (
+            True,
+            "Slurmctld(primary) at research-controller-0 is UP\nSlurmctld(backup2) at research-controller-10 is UP\n",
+            False,
+        ),
+    ],
+    ids=["took-over", "standby", "marked-but-not-answering", "a-longer-name-is-not-ours"],
+)
+def test_the_readiness_probe(sandbox: dict[str, str], marked: bool, ping: str, ready: bool) -> None:
+    mark = Path(sandbox["TMP"]) / "primary"
+    if marked:
+        mark.touch()
+    script = render("primary-probe.sh", MARK=str(mark))
+    done = subprocess.run(["/bin/sh", "-c", script], env={**sandbox, "PING": ping}, check=False)
+    assert (done.returncode == 0) is ready
+
+
+def test_the_probe_and_marks_name_the_same_file() -> None:
+    assert f"mark={naming.PRIMARY_MARK}" in scripts.primary_probe()
+    spec = ha(2)
+    assert f"mark={naming.PRIMARY_MARK}" in render_slurm_files(spec)["ha.d/primary-on"]
