@@ -13,6 +13,18 @@ Check = Callable[[], tuple[bool, str]]
 """Returns (ok, why)."""
 
 
+def fresh_view(ok: bool, ended: float, now: float, bound: float) -> tuple[bool, str]:
+    """Readiness of a loop that reads Slurm: its last cycle read everything *and* ended less than
+    `bound` seconds ago (monotonic `ended` and `now`). Without the bound a cycle blocked on a call
+    (a slurmctld failing over, a hung connection) keeps the last verdict, ready while blind."""
+    if not ok:
+        return False, "the last cycle could not read Slurm or Kubernetes"
+    age = now - ended
+    if age >= bound:
+        return False, f"no cycle has ended for {age:.0f}s (bound {bound:.0f}s): the view is stale"
+    return True, f"both sides read {age:.0f}s ago"
+
+
 class HealthServer:
     def __init__(
         self,

@@ -8,6 +8,7 @@ import time
 
 from prometheus_client import CollectorRegistry
 
+from ..common.health import fresh_view
 from ..common.process import Process, run
 from ..slurmrest.connect import LONG_READ_RETRIES, LONG_READ_TIMEOUT, SlurmAccess, slurm_command
 from ..slurmrest.nodetext import ScontrolNodes
@@ -57,8 +58,12 @@ def build(settings: Settings) -> Process:
         age = time.monotonic() - syncer.last_cycle_end if syncer.last_cycle_end else 0.0
         return age < stale_after, f"last cycle ended {age:.0f}s ago"
 
+    # Ready while its view is fresh: a few intervals, and at least long enough for a slurmctld
+    # takeover (SlurmctldTimeout 8 s plus retries) not to flap it.
+    ready_after = max(30.0, 3 * settings.sync_interval)
+
     def ready() -> tuple[bool, str]:
-        return syncer.last_ok, "both sides read" if syncer.last_ok else "last cycle could not read Slurm or Kubernetes"
+        return fresh_view(syncer.last_ok, syncer.last_cycle_end, time.monotonic(), ready_after)
 
     def loop(stop: threading.Event) -> None:
         syncer.last_cycle_end = time.monotonic()

@@ -8,6 +8,7 @@ import pytest
 from pydantic import Field
 from sunk.runtime.common.conditions import Condition, condition_patch, transition
 from sunk.runtime.common.events import MESSAGE_LIMIT, event
+from sunk.runtime.common.health import fresh_view
 from sunk.runtime.common.settings import EnvSettings, SettingsError
 from sunk.runtime.common.timefmt import parse_rfc3339, rfc3339, rfc3339_micro
 
@@ -105,3 +106,11 @@ def test_an_unknown_log_level_stops_the_process_with_its_variable_named(
     monkeypatch.setenv("SUNK_LOG_LEVEL", "chatty")
     assert process.run("example", _Example, lambda s: pytest.fail("built")) == 2
     assert "SUNK_LOG_LEVEL" in capsys.readouterr().err
+
+
+def test_a_loop_that_read_slurm_is_ready_only_while_its_view_is_fresh() -> None:
+    assert fresh_view(True, ended=100.0, now=110.0, bound=30.0)[0]
+    # a cycle blocked on a call (a slurmctld failing over) after a good one: blind, so not ready
+    ok, why = fresh_view(True, ended=100.0, now=130.0, bound=30.0)
+    assert not ok and "stale" in why
+    assert not fresh_view(False, ended=100.0, now=101.0, bound=30.0)[0]
