@@ -4,6 +4,7 @@ Real daemons prove the rest in tests/slurm/test_controller_ha.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from sunk import naming
 from sunk.manifests import scripts
 from sunk.manifests.auth import auth_refs
+from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import slurm_projection
 from sunk.manifests.controller import disruption_budget, ready_probe, state_claim, statefulset
 from sunk.render import render_slurm_files
@@ -219,3 +221,32 @@ def test_the_probe_and_marks_name_the_same_file() -> None:
     assert f"mark={naming.PRIMARY_MARK}" in scripts.primary_probe()
     spec = ha(2)
     assert f"mark={naming.PRIMARY_MARK}" in render_slurm_files(spec)["ha.d/primary-on"]
+
+
+def test_nothing_but_the_slurmctld_host_lines_names_a_controller_pod() -> None:
+    """Everything that talks to slurmctld (slurmd, login, slurmrestd, the runtime's syncer,
+    exporter and scheduler, the operator) reads the SlurmctldHost list from the one slurm.conf, so
+    it follows a takeover; none may hold a pod's own address."""
+    spec = ha(3)
+    pods = [naming.controller_host(spec, i) for i in range(3)]
+    for manifest in cluster_manifests(spec):
+        if manifest["kind"] == "ConfigMap":
+            continue  # the rendered files, below
+        text = json.dumps(manifest)
+        assert not [p for p in pods if f"{p}." in text], manifest["metadata"]["name"]
+    files = render_slurm_files(spec)
+    assert not [path for path, text in files.items() if path != "slurm.conf" and any(f"{p}." in text for p in pods)]
+    conf = files["slurm.conf"]
+    assert [line for line in conf.splitlines() if any(f"{p}." in line for p in pods)] == [
+        line for line in conf.splitlines() if line.startswith("SlurmctldHost=")
+    ]
+
+
+def test_an_upgrade_with_backups_is_refused_until_it_is_built() -> None:
+    with pytest.raises(SpecError) as info:
+        build_spec(
+            slurm={"version": "26.05", "upgradeFrom": "24.11"},
+            controller={"replicas": 2, "stateStorage": RWX},
+        )
+    [problem] = info.value.problems
+    assert problem.startswith("slurm.upgradeFrom: ") and "controller.replicas 1" in problem
