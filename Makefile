@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (.ci/bootstrap).
-.PHONY: demo test test-compat check lint bootstrap images docs-ref controlplane test-controlplane
+.PHONY: demo test test-compat check lint bootstrap images docs-ref controlplane test-controlplane bench-ha
 
 bootstrap:
 	bash .ci/bootstrap
@@ -63,6 +63,11 @@ test-controlplane: controlplane
 # alerts) from the code; tests/docs/test_reference.py fails when the pages and the code disagree.
 docs-ref: bootstrap
 	.venv/bin/python -m sunk.reference
+
+# On demand: slurmctld outages with and without a backup on real daemons (bench/ha_bench.py,
+# a few minutes; root and the cached images). Not part of `make test`.
+bench-ha: bootstrap
+	.venv/bin/python -m bench.ha_bench
 
 # Shell: the pods' start scripts and the image recipes (run by `sh -euc`, see runtime/images/build.py),
 # at shellcheck's strictest severity: they are few and short, and style findings there are real.
