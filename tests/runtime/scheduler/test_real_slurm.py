@@ -124,6 +124,28 @@ def test_deleting_the_pod_cancels_its_job(slurm: LocalSlurm, k8s: Cluster, start
     assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=120) == "CANCELLED"
 
 
+def test_a_group_that_starts_at_its_first_member_gets_all_its_nodes_at_once(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
+    """LeaderWorkerSet's LeaderReady: the worker exists only once the leader runs. The leader alone
+    gets the whole group's job (both shared nodes); the worker, created after, takes the other."""
+    start_scheduler()
+    group = {keys.GROUP: "lws-4f2a", keys.GROUP_SIZE: "2", keys.GROUP_START: "first-member", **SHARED}
+    k8s.create_pod("lws-0", annotations=group)
+    leader = k8s.wait_bound("lws-0")["metadata"]["annotations"]
+    job_id = int(leader[keys.JOB_ID])
+    job = slurm.run("scontrol", "show", "job", "-o", str(job_id), check=True).stdout
+    assert "JobState=RUNNING" in job and " NumNodes=2 " in job, job
+    k8s.create_pod("lws-0-1", annotations=group)
+    worker = k8s.wait_bound("lws-0-1")["metadata"]["annotations"]
+    assert int(worker[keys.JOB_ID]) == job_id
+    assert {leader[keys.SLURM_NODE], worker[keys.SLURM_NODE]} == {"gpu-0", "gpu-1"}
+    assert len([j for j in placeholder_jobs(slurm).values() if "lws-4f2a" in j[0]]) == 1
+    k8s.delete_pod("lws-0")
+    k8s.delete_pod("lws-0-1")
+    assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=120) == "CANCELLED"
+
+
 def test_invalid_requests_are_reported_once_without_a_retry_storm(
     slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
