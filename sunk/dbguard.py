@@ -33,11 +33,12 @@ from enum import StrEnum
 from typing import Literal
 
 Phase = Literal["start", "watch"]
-Recorded = Literal["none", "release", "source", "other"]
+Recorded = Literal["none", "derived", "release", "source", "other"]
 """The release that last ran on the database, against this pod's: `none` (nothing recorded, no
-slurmctld registered: a new database), `release` (this pod's), `source` (slurm.upgradeFrom's,
-where it differs from this pod's), `other` (any other: nobody announced the move)."""
-RECORDS: tuple[Recorded, ...] = ("none", "release", "source", "other")
+slurmctld registered: a new database), `derived` (this pod's, read from cluster_table: sunk's row
+is still to be written), `release` (this pod's, sunk's row), `source` (slurm.upgradeFrom's, where it
+differs from this pod's), `other` (any other: nobody announced the move)."""
+RECORDS: tuple[Recorded, ...] = ("none", "derived", "release", "source", "other")
 RELEASE_TABLE = "sunk_release"
 """sunk's table in the accounting database: the release that last ran on it."""
 Schema = Literal["none", "unrecorded", "same", "other"]
@@ -128,12 +129,12 @@ def _marks(phase: Phase, seen: Seen, decision: Decision, source: str, release: s
     not where it refuses, not into a database with no Slurm tables yet (it may not exist: the
     watch marks it once slurmdbd made them), not over a failed conversion (the restored
     database is the old release's, its record with it); at each start otherwise (one write),
-    and in the watch where nothing is recorded yet."""
+    and in the watch where sunk's row is missing (a new database, once slurmdbd made its tables)."""
     if Act.REFUSE in decision.acts or seen.schema == "none":
         return False
     if release != source and seen.failed:
         return False
-    return phase == "start" or seen.recorded == "none"
+    return phase == "start" or seen.recorded in ("none", "derived")
 
 
 def _refusal(source: str, release: str, restored: str) -> str:
@@ -164,7 +165,7 @@ def _upgrading(phase: Phase, seen: Seen, source: str, release: str) -> Decision:
         return Decision((), "")
     if seen.served:
         return Decision((), f"slurmdbd {release} has converted the database already: nothing to do")
-    if not seen.dump and seen.recorded == "release":
+    if not seen.dump and seen.recorded in ("release", "derived"):
         return Decision((), f"the database ran slurmdbd {release} already (sunk's record): nothing to dump")
     if not seen.dump:
         return Decision(

@@ -260,6 +260,10 @@ def test_a_database_from_before_the_record_is_judged_by_the_last_slurmctld(tmp_p
     kept = pod.guard("start", "24.11", upgrade_from=None)
     assert kept.returncode == 0, kept.stderr
     assert pod.release.read_text().strip() == "24.11"
+    # The watch writes the row too (a pod that started before slurmctld registered).
+    pod.release.write_text("")
+    assert pod.guard("watch", "24.11", upgrade_from=None).returncode == 0
+    assert pod.release.read_text().strip() == "24.11"
 
 
 def test_a_new_database_is_recorded_once_slurmdbd_made_its_tables(tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ measure() {
   esac
   if [ -z "$ran" ]; then
     against=none
+  elif [ "$ran" = "$release" ] && [ "${seen%% *}" = protocol ]; then
+    against=derived
   elif [ "$ran" = "$release" ]; then
     against=release
   elif [ "$ran" = "$source" ]; then

@@ -4,6 +4,8 @@ apply`: the whole render at once), so the order is the pods' own (sunk.manifests
 QOS limit. One cluster boot for the module, its tests in order (each leaves the cluster on 24.11
 with those jobs as they were, which the next expects):
 
+0. the stack without slurm.version applied after the default moved to 26.05: both guards of the
+   26.05 pods refuse, neither daemon starts, and the stack pinned back finds every job as it was;
 1. slurmdbd 26.05's conversion fails (its database user refused ALTER in MariaDB, from outside):
    the db-guard sidecar restores the dump, nothing after slurmdbd moves, and the stack set back
    brings slurmdbd 24.11 up on the restored database with sacct and the QOS as before;
@@ -11,7 +13,9 @@ with those jobs as they were, which the next expects):
    the state files): the stack set back, the 24.11 pod's state-guard restores the snapshot and
    slurmctld 24.11 starts from it with every job as it was;
 3. the upgrade itself: the running job completes on its old slurmd, the pending ones start, sacct
-   keeps every old job, the QOS refuses what it refused, and every daemon reports 26.05.
+   keeps every old job, the QOS refuses what it refused, and every daemon reports 26.05;
+4. a plain set-back after 26.05 took a job: the state guard refuses the stale snapshot, the
+   database guard the converted database.
 
 Each prints its timeline: when each step was seen, and what each pod's upgrade containers did."""
 
@@ -103,12 +107,16 @@ class Drill:
 
     def apply(self, version: str, upgrade_from: str) -> None:
         """The stack with slurm: {version, upgradeFrom}, applied with `sunk local apply`."""
-        cluster = {**STACK["config"]["sunk:cluster"], "slurm": {"version": version, "upgradeFrom": upgrade_from}}
+        what = "set back" if version == upgrade_from else "upgrade"
+        self.apply_slurm({"version": version, "upgradeFrom": upgrade_from}, what)
+
+    def apply_slurm(self, slurm: dict[str, str], what: str) -> None:
+        """The stack with `slurm` as its slurm: mapping, applied with `sunk local apply`."""
+        cluster = {**STACK["config"]["sunk:cluster"], "slurm": slurm}
         stack = {**STACK, "config": {**STACK["config"], "sunk:cluster": cluster}}
         path = self.folder / "Pulumi.acme-drill.yaml"
         path.write_text(yaml.safe_dump(stack, sort_keys=False))
-        what = "set back" if version == upgrade_from else "upgrade"
-        self.mark(f"apply ({what}): slurm.version {version}, upgradeFrom {upgrade_from}")
+        self.mark(f"apply ({what}): slurm {slurm}")
         applied = _sunk("local", "apply", str(path), env=self.env)
         assert applied.returncode == 0, applied.stderr
         self.mark("apply returned")
@@ -317,6 +325,53 @@ def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _image_of(pod: dict[str, Any], container: str) -> str:
     return str(next(c["image"] for c in pod["spec"]["containers"] if c["name"] == container))
+
+
+def _refused(drill: Drill, component: str, container: str) -> tuple[str, str]:
+    """The newest pod of `component` once its guard `container` exited 1: (pod, the guard's log)."""
+
+    def seen() -> tuple[str, str, int]:
+        pod = drill.newest(component)
+        status = _container(pod, container)
+        ends = [(status.get(k) or {}).get("terminated") or {} for k in ("state", "lastState")]
+        code = next((e["exitCode"] for e in ends if "exitCode" in e), -1)
+        name = pod["metadata"]["name"]
+        return name, drill.logs(name, container) + drill.logs(name, container, previous=True), code
+
+    name, log, _ = drill.wait(f"{component}'s {container} refused", seen, lambda s: s[2] == 1, 600)
+    return name, log
+
+
+def test_0_a_stack_that_never_pinned_its_release_is_refused_when_the_default_moves(drill: Drill, live: Live) -> None:
+    """The stack without slurm.version, applied after sunk's default moved from 24.11 to 26.05 (a
+    GitOps apply: no previous deployment to compare with): the 26.05 pods' guards refuse before
+    slurmdbd or slurmctld touches anything (docs/upgrading.md, Every release change guarded); the
+    stack pinned back to 24.11 brings both back, every job as it was."""
+    old = release_of(SOURCE).slurm
+    drill.begin()
+    drill.apply_slurm({}, "the default release, unpinned")
+    dbd, db_log = _refused(drill, "accounting", "db-guard")
+    ctld, state_log = _refused(drill, "controller", "state-guard")
+    assert "the accounting database last ran Slurm 24.11 (sunk's record in the database); this slurmdbd is 26.05" in (
+        db_log
+    )
+    assert "slurm.upgradeFrom announces no change" in db_log
+    assert "slurm.upgradeFrom is unset: nobody announced the upgrade" in state_log
+    assert 'to upgrade, announce it: slurm: {version: "26.05", upgradeFrom: "24.11"}' in state_log
+    # Neither daemon of 26.05 ran: the database and the state are 24.11's.
+    assert not (_container(drill.newest("accounting"), "slurmdbd").get("state") or {}).get("running")
+    assert not (_container(drill.newest("controller"), "slurmctld").get("state") or {}).get("running")
+    drill.mark("26.05's db-guard and state-guard refused; neither slurmdbd nor slurmctld 26.05 started")
+
+    drill.apply_slurm({"version": SOURCE}, "pinned back")
+    drill.kubectl("delete", "pod", "-n", NS, ctld, "--wait=false")  # never Ready: a forced rollback
+    drill.wait("slurmdbd answers at 24.11", lambda: drill.versions().get("slurmdbd"), lambda v: v == old, 600)
+    drill.wait("slurmctld answers at 24.11", lambda: drill.versions().get("slurmctld"), lambda v: v == old, 600)
+    drill.wait("sacct as before", drill.sacct, lambda s: s == live.before, 120)
+    _queue_as_before(drill, live)
+    drill.print_timeline("local cluster, the stack without slurm.version after the default moved to 26.05")
+    print(f"  db-guard ({dbd}): {[line for line in db_log.splitlines() if 'db-guard:' in line][:2]}")
+    print(f"  state-guard ({ctld}): {[line for line in state_log.splitlines() if 'state-guard:' in line][:1]}")
 
 
 def test_a_failed_slurmdbd_conversion_is_restored_and_nothing_after_it_moves(drill: Drill, live: Live) -> None:
@@ -571,3 +626,27 @@ def test_the_upgrade_applied_at_once_loses_nothing(drill: Drill, live: Live) -> 
     }
     assert not changed_lines, changed_lines
     assert drill.refusal() == live.refusal
+
+
+def test_z_a_plain_set_back_with_a_stale_snapshot_is_refused(drill: Drill, live: Live) -> None:
+    """After the upgrade, slurmctld 26.05 takes a job; then the stack is set back (24.11,
+    upgradeFrom 24.11): the 24.11 pod's state-guard refuses the snapshot taken before the
+    upgrade (restoring it would lose that job), and its db-guard refuses the database 26.05
+    converted and served from."""
+    drill.begin()
+    job = drill.sbatch("-A lab --wrap true")
+    ctld = drill.newest("controller")["metadata"]["name"]
+    read = "od -An -tu4 --endian=big -j31 -N4 /var/spool/slurmctld/job_state | tr -d ' '"
+    drill.wait(
+        f"job {job} in slurmctld 26.05's saved state",
+        lambda: drill.exec(ctld, "slurmctld", read, check=False).stdout.strip(),
+        lambda next_id: next_id.isdigit() and int(next_id) > int(job),
+        180,
+    )
+    drill.apply(SOURCE, SOURCE)
+    name, log = _refused(drill, "controller", "state-guard")
+    _, db_log = _refused(drill, "accounting", "db-guard")
+    drill.print_timeline("local cluster, a plain set-back after 26.05 took a job")
+    print(f"  state-guard ({name}): {[line for line in log.splitlines() if 'state-guard:' in line][-1:]}")
+    assert "jobs were submitted after the copy was taken" in log and "slurm.acceptJobLoss: true" in log
+    assert "Slurm can't be downgraded" in db_log
