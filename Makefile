@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (.ci/bootstrap).
-.PHONY: demo test test-compat check lint bootstrap images docs-ref controlplane test-controlplane bench-ha
+.PHONY: demo test test-compat check lint bootstrap images docs-ref controlplane test-controlplane bench-ha bench-ha-soak
 
 bootstrap:
 	bash .ci/bootstrap
@@ -68,6 +68,10 @@ docs-ref: bootstrap
 # a few minutes; root and the cached images). Not part of `make test`.
 bench-ha: bootstrap
 	.venv/bin/python -m bench.ha_bench
+
+# On demand: 30 minutes of a primary and backup under jobs, counting spurious takeovers.
+bench-ha-soak: bootstrap
+	.venv/bin/python -m bench.ha_bench --soak 1800
 
 # Shell: the pods' start scripts and the image recipes (run by `sh -euc`, see runtime/images/build.py),
 # at shellcheck's strictest severity: they are few and short, and style findings there are real.

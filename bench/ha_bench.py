@@ -20,7 +20,12 @@ nor what a client waits on a dead pod's address in a cluster. The shared state f
 host folder (no NFS behaviour).
 
 Run: .venv/bin/python -m bench.ha_bench [--timeout 8 --timeout 6 ...] (make bench-ha). The
-SlurmctldTimeout values after the first are "tuned" runs of the HA rows. Nothing is asserted.
+SlurmctldTimeout values after the first are "tuned" runs of the HA rows. With `--soak 1800`
+(make bench-ha-soak) it only soaks: a primary and backup, jobs arriving in bursts, and
+
+    GOAL ha-spurious-takeovers: <count> (goal 0) ok|short
+
+counting the backup's takeovers while the primary never died. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -109,10 +114,36 @@ def failback() -> float:
                 return max(longest, accepted(slurm))
 
 
+SOAK_BATCH = 20
+"""Jobs per sbatch burst in the soak: enough to keep slurmctld scheduling and saving state."""
+
+
+def soak(seconds: float) -> int:
+    """A primary and backup left alone for `seconds` while jobs arrive in bursts: the takeovers
+    the backup logs ("taking over") with the primary alive, each a spurious one."""
+    with LocalSlurm.start(spec(2)) as slurm:
+        ends = time.monotonic() + seconds
+        bursts = 0
+        while time.monotonic() < ends:
+            for _ in range(SOAK_BATCH):
+                slurm.run("sbatch", "--wrap", "sleep 1", timeout=600)
+            bursts += 1
+            time.sleep(1)
+        log = (slurm.log_dir / f"{slurm.controller_process(1)}.log").read_text(errors="replace")
+        takeovers = log.count("taking over")
+        print(f"soak {seconds:.0f} s: {bursts * SOAK_BATCH} jobs submitted, {takeovers} takeover(s) by the backup")
+        return takeovers
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timeout", type=int, action="append", help="SlurmctldTimeout with a backup (repeatable)")
-    timeouts = parser.parse_args().timeout or [slurm_conf.SLURMCTLD_TIMEOUT_HA]
+    parser.add_argument("--soak", type=float, metavar="SECONDS", help="only the soak, this long (the goal's: 1800)")
+    args = parser.parse_args()
+    if args.soak:
+        goal("ha-spurious-takeovers", soak(args.soak), 0, digits=0)
+        return
+    timeouts = args.timeout or [slurm_conf.SLURMCTLD_TIMEOUT_HA]
 
     def process_death(slurm: LocalSlurm) -> None:
         slurm.kill_slurmctld(0)
