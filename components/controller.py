@@ -14,12 +14,13 @@ from ._k8s import Component, child, create, state_options, text, typed
 
 
 class Controller(Component):
-    """slurmctld as a one-replica StatefulSet (its pod name `<cluster>-controller-0` is the
-    SlurmctldHost), the state PVC, the headless Service giving it DNS, and a PodDisruptionBudget.
-    A reconfigure watcher beside slurmctld applies ConfigMap changes with `scontrol reconfigure`."""
+    """slurmctld as a StatefulSet of `controller.replicas` pods (each pod name `<cluster>-controller-<i>`
+    is a SlurmctldHost: one restarted pod, or a primary and backups on a ReadWriteMany claim), the
+    state PVC, the headless Service giving each pod DNS, and a PodDisruptionBudget. A reconfigure
+    watcher beside slurmctld applies ConfigMap changes with `scontrol reconfigure`."""
 
     host: pulumi.Output[str]
-    """slurmctld's DNS name inside the Kubernetes cluster."""
+    """The DNS name of pod 0, the first SlurmctldHost (with backups, the primary Slurm prefers)."""
     statefulset: k8s.apps.v1.StatefulSet
     service: k8s.core.v1.Service
     """The headless Service giving slurmctld its DNS name."""
