@@ -118,7 +118,14 @@ def _nodeset(name: str, **spec: Any) -> str:
 
 def test_the_nodeset_crd_schema_rejects_a_bad_nodeset(cluster: ControlPlane) -> None:
     kubectl(cluster, "apply", "-f", "-", stdin=json.dumps(nodeset_crd()))
-    kubectl(cluster, "wait", "--for=condition=Established", f"crd/{nodeset_crd()['metadata']['name']}", "--timeout=60s")
+    name = nodeset_crd()["metadata"]["name"]
+    # Polled, not `kubectl wait`: kubectl 1.32 fails at once on a CRD whose status has no conditions yet.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in (get(cluster, "crd", name).get("status") or {}).get("conditions") or []
+    ):
+        time.sleep(1)
     good = kubectl(cluster, "apply", "-f", "-", stdin=_nodeset("good", replicas=2), check=False)
     assert good.returncode == 0, good.stderr
     bad = kubectl(cluster, "apply", "-f", "-", stdin=_nodeset("bad", replicas=20000, cpus="eight"), check=False)
