@@ -40,7 +40,7 @@ from ..common.timefmt import rfc3339, rfc3339_micro
 from . import inventory, lifecycle, net
 from .images import Images
 from .podrunner import PodRunner
-from .sandbox import PodSandbox
+from .sandbox import Issuer, PodSandbox
 from .store import ApiError, Event, Obj, Store
 
 log = logging.getLogger("sunk.local.agent")
@@ -76,7 +76,7 @@ class Agent:
         images: Images,
         cluster_env: Mapping[str, str],
         ca: Path,
-        issuer: TokenIssuer,
+        issuer: Issuer,
     ) -> None:
         self.store = store
         self.workdir = workdir

@@ -456,7 +456,9 @@ class PodRunner(PodSandbox):
                 cond("PodScheduled", True),
             ],
             "containerStatuses": mains,
-            "qosClass": "Burstable",
+            # The API server sets a pod's QoS class at creation, immutable after (a kubelet only
+            # repeats it); the home-made API server sets none, and Burstable stands in there.
+            "qosClass": (self.pod.get("status") or {}).get("qosClass") or "Burstable",
         }
         if inits:
             status["initContainerStatuses"] = inits

@@ -1,4 +1,4 @@
-"""The real control plane's command lines, without the binaries: what
+"""The real control plane's command lines and the remote store's paths, without the binaries: what
 issue 37 asks of each component is on its command line (the processes themselves run in
 tests/runtime/local/controlplane, on demand)."""
 
@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sunk.runtime.local.controlplane import Ports, commands
+from sunk.runtime.local.remote import _path
+from sunk.runtime.local.resources import Registry
 
 PORTS = Ports(etcd=1, etcd_peer=2, apiserver=3, controller_manager=4, scheduler=5)
 
@@ -41,3 +43,15 @@ def test_the_controllers_sign_tokens_with_the_pair_the_api_server_checks() -> No
     assert kcm["use-service-account-credentials"] == "true"
     assert kcm["kubeconfig"] == "/w/controller-manager.conf" and scheduler["kubeconfig"] == "/w/scheduler.conf"
     assert kcm["secure-port"] == "4" and scheduler["secure-port"] == "5"
+
+
+def test_remote_paths_follow_the_api_s_layout() -> None:
+    registry = Registry()
+    pods = registry.get("v1", "pods")
+    leases = registry.get("coordination.k8s.io/v1", "leases")
+    nodes = registry.get("v1", "nodes")
+    assert pods is not None and leases is not None and nodes is not None
+    assert _path(pods, "ns", "p", "status") == "/api/v1/namespaces/ns/pods/p/status"
+    assert _path(pods, None) == "/api/v1/pods"
+    assert _path(leases, "kube-node-lease", "n1") == "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"
+    assert _path(nodes, "ignored", "n1") == "/api/v1/nodes/n1"
