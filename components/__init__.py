@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers read; tests/test_api.py holds it equal t
     from .program import stack_program as stack_program
     from .restapi import RestApi as RestApi
     from .runtime import Runtime as Runtime
+    from .webhook import Webhook as Webhook
 
 _WHERE = {**components(), "late": "_k8s", "stack_program": "program"}
 """Each public name -> its module here: the parts' components and the two a program creates come

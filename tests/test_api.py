@@ -43,6 +43,7 @@ PUBLIC = [
     "SpecError",
     "TenantPolicy",
     "TopologySpec",
+    "Webhook",
     "keys",
     "late",
     "load_spec",
