@@ -92,7 +92,7 @@ def _volume_keys(spec: Mapping[str, Any], kind: str, name: str) -> list[str]:
     for v in spec.get("volumes") or []:
         sources.append(v.get(kind) or {})
         sources += [s.get(kind) or {} for s in (v.get("projected") or {}).get("sources") or []]
-    named = [s for s in sources if s.get("secretName" if kind == "secret" else "name") == name or s.get("name") == name]
+    named = [s for s in sources if name in (s.get("secretName"), s.get("name"))]  # a volume's, a projection's
     return [i["key"] for s in named for i in s.get("items") or [] if i.get("key")]
 
 
