@@ -14,9 +14,6 @@ servers would be. No value of any Secret is in the render or in any ConfigMap of
 from __future__ import annotations
 
 import base64
-import contextlib
-import hashlib
-import ipaddress
 import json
 import os
 import secrets
@@ -35,6 +32,7 @@ from sunk.runtime.local.stuck import why as stuck_why
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.spec import load_spec
 from tests.runtime.local.test_gitops import ROOT, Empty, _sunk
+from tests.support.bridgehost import host_on_bridge
 from tests.support.stacks import FIXTURE_PROJECT
 
 pytestmark = pytest.mark.slurm
@@ -120,33 +118,6 @@ def _site_database(password: str) -> list[dict[str, Any]]:
     return out
 
 
-@contextlib.contextmanager
-def _host_on_bridge(state: Any, last_octet: int) -> Iterator[tuple[str, str]]:
-    """A network namespace on the cluster's bridge at .`last_octet` (pods take .2 to .251): a
-    machine of the pods' network that is not a pod, as a site's directory server is."""
-    subnet = ipaddress.IPv4Network(state.subnet)
-    address = str(subnet.network_address + last_octet)
-    tag = hashlib.sha256(state.bridge.encode()).hexdigest()[:8]
-    name, veth = f"sunk-gdir-{tag}", f"sgdir{tag}"
-
-    def ip(*args: str, check: bool = True) -> None:
-        subprocess.run(["ip", *args], check=check, capture_output=True)
-
-    ip("link", "del", veth, check=False)
-    ip("netns", "del", name, check=False)
-    try:
-        ip("netns", "add", name)
-        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
-        ip("link", "set", veth, "master", state.bridge, "up")
-        ip("-n", name, "addr", "add", f"{address}/{subnet.prefixlen}", "dev", "eth0")
-        ip("-n", name, "link", "set", "eth0", "up")
-        ip("-n", name, "link", "set", "lo", "up")
-        yield name, address
-    finally:
-        ip("link", "del", veth, check=False)
-        ip("netns", "del", name, check=False)
-
-
 def _create_secret(cluster: Empty, *args: str) -> None:
     """`kubectl create secret …`, as the docs say, sent as YAML through apply (the local API
     server reads JSON and YAML, not the protobuf `kubectl create` sends)."""
@@ -183,7 +154,7 @@ def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Empty, Pa
     alice = DirectoryUser("alice", 20001, 20000, ())
     try:
         with (
-            _host_on_bridge(cluster.state, 252) as (netns, address),
+            host_on_bridge(cluster.state.bridge, cluster.state.subnet, 252, "gdir") as (netns, address),
             LocalLdap.start(
                 [alice], [DirectoryGroup("research", 20000, ("alice",))],
                 require_client_cert=True, address=address, netns=netns,

@@ -14,8 +14,6 @@ is its pods starting, about a minute, and the scale-down waiting for a job."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import ipaddress
 import json
 import os
 import pty
@@ -36,7 +34,7 @@ from sunk.runtime.harness.directory import DirectoryGroup, DirectoryUser, LocalL
 from sunk.runtime.local.stuck import why as stuck_why
 
 from sunk import keys, naming
-from tests.support import waiting
+from tests.support import bridgehost, waiting
 
 pytestmark = pytest.mark.slurm
 
@@ -1056,31 +1054,10 @@ ALICE, RESEARCH = 20001, 20000
 
 @contextlib.contextmanager
 def host_on_bridge(marker: str, last_octet: int) -> Iterator[tuple[str, str]]:
-    """A network namespace on the cluster's bridge at address .`last_octet` of its subnet, which
-    no pod takes (pods get .2 to .251): a machine of the pods' network that is not a pod, as a
-    site's directory server is. Yields (namespace, address); removed afterwards."""
+    """The host on the cluster's bridge a site's directory server stands for (bridgehost.py)."""
     (state,) = [json.loads(p.read_text()) for p in Path(marker).glob("*/state.json")]
-    subnet = ipaddress.IPv4Network(state["subnet"])
-    address = str(subnet.network_address + last_octet)
-    tag = hashlib.sha256(state["bridge"].encode()).hexdigest()[:8]
-    name, veth = f"sunk-ldap-{tag}", f"sldap{tag}"
-
-    def ip(*args: str, check: bool = True) -> None:
-        subprocess.run(["ip", *args], check=check, capture_output=True)
-
-    ip("link", "del", veth, check=False)  # left by a run that was killed
-    ip("netns", "del", name, check=False)
-    try:
-        ip("netns", "add", name)
-        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
-        ip("link", "set", veth, "master", state["bridge"], "up")
-        ip("-n", name, "addr", "add", f"{address}/{subnet.prefixlen}", "dev", "eth0")
-        ip("-n", name, "link", "set", "eth0", "up")
-        ip("-n", name, "link", "set", "lo", "up")
-        yield name, address
-    finally:
-        ip("link", "del", veth, check=False)
-        ip("netns", "del", name, check=False)
+    with bridgehost.host_on_bridge(state["bridge"], state["subnet"], last_octet, "ldap") as host:
+        yield host
 
 
 def test_a_directory_user_submits_over_ssh_and_the_job_runs_as_that_user(
