@@ -31,6 +31,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,29 +41,37 @@ from ..common.timefmt import rfc3339, rfc3339_micro
 from . import inventory, lifecycle, net
 from .images import Images
 from .podrunner import PodRunner
-from .sandbox import Issuer, PodSandbox
+from .sandbox import PodSandbox
 from .store import ApiError, Event, Obj, Store
+from .tokens import Issuer, Token
 
 log = logging.getLogger("sunk.local.agent")
 
 LEASE_SECONDS = 40
 """The kubelet's nodeLeaseDurationSeconds; it renews the Lease every quarter of it (10 s)."""
 KILL_GRACE = 2
+SYNC_SECONDS = 60.0
+"""The kubelet's syncFrequency: a running pod's volumes are refreshed at least this often, which is
+when a projected token that is due is renewed (tokens.py), besides after every change seen."""
 """Seconds the kubelet gives a container of a pod removed from the API (force-deleted): its minimum."""
 
 
 class TokenIssuer:
-    """Service account tokens the API server accepts (token -> user)."""
+    """Service account tokens the home-made API server accepts (token -> user): random bearer
+    tokens for the pod's account, living as long as the pod (no audience, no expiry)."""
 
     def __init__(self, tokens: dict[str, str]) -> None:
         self.tokens = tokens
 
-    def issue(self, namespace: str, account: str) -> str:
+    def issue(self, pod: Obj, account: str, audience: str | None, seconds: int) -> Token:
         from .pki import token
 
         value = token()
-        self.tokens[value] = f"system:serviceaccount:{namespace}:{account}"
-        return value
+        self.tokens[value] = f"system:serviceaccount:{pod['metadata']['namespace']}:{account}"
+        return Token(value, time.time(), None)
+
+    def now(self) -> float:
+        return time.time()
 
 
 class Agent:
@@ -77,6 +86,8 @@ class Agent:
         cluster_env: Mapping[str, str],
         ca: Path,
         issuer: Issuer,
+        *,
+        sync_seconds: float = SYNC_SECONDS,
     ) -> None:
         self.store = store
         self.workdir = workdir
@@ -85,6 +96,7 @@ class Agent:
         self.cluster_env = dict(cluster_env)
         self.ca = ca
         self.issuer = issuer
+        self.sync_seconds = sync_seconds
         self.pods: dict[str, PodRunner] = {}
         self.devices: dict[str, dict[str, list[str]]] = {}
         """Node name -> pod uid -> the device files (keys.LOCAL_DEVICES) given to that pod."""
@@ -288,9 +300,11 @@ class Agent:
         return out
 
     async def _refresh_loop(self) -> None:
-        """Rewrites /etc/hosts and the ConfigMap/Secret volumes of running pods after changes."""
+        """Rewrites /etc/hosts and the ConfigMap/Secret volumes of running pods after changes, and
+        every `sync_seconds` (tokens that are due renewed)."""
         while True:
-            await self._dirty.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), self.sync_seconds)
             self._dirty.clear()
             await asyncio.sleep(0.5)  # a burst of writes (an apply) is one refresh
             for runner in list(self.pods.values()):

@@ -172,6 +172,11 @@ def make_credentials(folder: Path, server: str) -> Path:
     return folder / "admin.conf"
 
 
+def node_credentials(folder: Path, node: str) -> tuple[Path, Path]:
+    """A client certificate of the cluster's CA for Node `node`'s kubelet (see ControlPlane)."""
+    return pki.client_certificate(folder / "pki", f"node-{node}", f"system:node:{node}", ("system:nodes",))
+
+
 @dataclass
 class ControlPlane:
     folder: Path
@@ -187,6 +192,11 @@ class ControlPlane:
     @property
     def kubeconfig(self) -> Path:
         return self.folder / "admin.conf"
+
+    def node_credentials(self, node: str) -> tuple[Path, Path]:
+        """(certificate, key) a Node's kubelet presents: user `system:node:NODE` in `system:nodes`,
+        which the Node authorizer and NodeRestriction hold to that Node's own objects and pods."""
+        return node_credentials(self.folder, node)
 
     def start(self, timeout: float = READY_TIMEOUT) -> ControlPlane:
         binaries = self.binaries or kubebuild.locate()

@@ -19,7 +19,9 @@ from .store import ApiError, Obj, Store
 REPEAT = 20.0
 """Seconds between two counts of the same Event (the kubelet retries a mount with back-off)."""
 
-_counted: dict[str, float] = {}
+_counted: dict[str, tuple[float, int]] = {}
+"""Event name -> when it was last counted and its count: a recorder counts from its own memory and
+never reads Events back (a Node may write Events, not read them)."""
 
 
 def record(store: Store, involved: Obj, reason: str, message: str, *, component: str, host: str = "") -> None:
@@ -28,24 +30,26 @@ def record(store: Store, involved: Obj, reason: str, message: str, *, component:
     namespace, uid = meta.get("namespace", "default"), meta.get("uid", "")
     name = f"{meta['name']}.{hashlib.sha256(f'{uid}/{reason}/{message}'.encode()).hexdigest()[:16]}"
     now = time.monotonic()
-    if now - _counted.get(name, -REPEAT) < REPEAT:
+    last, count = _counted.get(name, (-REPEAT, 0))
+    if now - last < REPEAT:
         return
-    _counted[name] = now
+    _counted[name] = (now, count + 1)
     res, stamp = store.resource("v1/events"), rfc3339(datetime.now(UTC))
+    about = {
+        "apiVersion": "v1", "kind": involved.get("kind", "Pod"), "namespace": namespace,
+        "name": meta["name"], "uid": uid,
+    }  # fmt: skip
     try:
-        found = store.find(res, namespace, name)
-        if found is not None:
-            found = {**found, "count": int(found.get("count") or 1) + 1, "lastTimestamp": stamp}
-            store.update(res, namespace, name, found)
+        if count:
+            # involvedObject unchanged, so the API knows (and a remote store routes by) what it is about.
+            body = {"involvedObject": about, "count": count + 1, "lastTimestamp": stamp}
+            store.patch(res, namespace, name, "merge", body)
             return
         store.create(res, namespace, {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "v1", "kind": involved.get("kind", "Pod"), "namespace": namespace,
-                "name": meta["name"], "uid": uid,
-            },
+            "involvedObject": about,
             "reason": reason,
             "message": message,
             "type": "Warning",
@@ -56,5 +60,6 @@ def record(store: Store, involved: Obj, reason: str, message: str, *, component:
             "reportingComponent": component,
             "reportingInstance": host or component,
         })  # fmt: skip
-    except ApiError:  # an Event is best effort, as a recorder's: it never stops the pod's work
-        _counted.pop(name, None)
+    except ApiError as err:  # an Event is best effort, as a recorder's: it never stops the pod's work
+        if err.code != 409:  # one already there (an earlier run's) is counted on from here
+            _counted.pop(name, None)

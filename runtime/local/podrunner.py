@@ -43,6 +43,7 @@ from .images import ImageMissing
 from .probes import run_probes
 from .sandbox import MountFailed, NodeAgent, PodSandbox, Running
 from .store import ApiError, Obj
+from .tokens import Token
 
 log = logging.getLogger("sunk.local.agent")
 
@@ -120,7 +121,7 @@ class PodRunner(PodSandbox):
         self.devices: dict[str, list[str]] = {}
         """Container name -> the Node's (fake) GPU device files bound into its /dev."""
         self.supervisors: list[asyncio.Task[Any]] = []
-        self.token: str | None = None
+        self.tokens: dict[tuple[str | None, int], Token] = {}
         self.finishing = False
         self._sandboxing: concurrent.futures.Future[None] | None = None
 

@@ -1,16 +1,27 @@
 """The seam between the node agent and the real API server: the Store's surface (resource, find,
 items, listen, create, patch, delete) backed by kube-apiserver instead of the in-process store.
 
-Reads come from a cache each watched resource keeps by list + watch (an informer, as client-go's):
-one thread per resource streams the watch, applies each event to the cache, then hands the event
-to the listeners on the agent's event loop, so `find` inside a listener already sees it. A watch
-that ends resumes from its last resourceVersion; one that answers 410 Gone lists again and emits
-the difference. Writes go straight to the API server (one HTTPS request each, on the caller's
-thread: a local cluster's requests take milliseconds) and raise the Store's ApiError with the
-API server's own Status.
+Every request is made as one of the agent's Nodes, with that Node's client certificate
+(`system:node:NAME` in `system:nodes`), so the Node authorizer and the NodeRestriction admission
+plugin hold each Node's kubelet as they hold a real one:
+- reads come from caches kept by list + watch (informers, as client-go's): each Node watches the
+  pods bound to it (fieldSelector spec.nodeName, the only pod list a Node may make) and its own
+  Node object (metadata.name); the Services (any Node may read them) through the first Node;
+- Secrets, ConfigMaps and claims are read one by one (a Node may read only those its pods name):
+  through a Node whose pod names the object, then any other Node with pods in its namespace, until
+  the Node authorizer allows one (its graph follows the binding a moment behind: a refusal is
+  retried by the pod's mount loop);
+- writes go as the Node they concern: a pod's status and final delete as the Node it is bound to,
+  a Node, its status and its Lease as itself, an Event as the Node of the pod it is about.
 
-It also issues ServiceAccount tokens through TokenRequest (`TokenRequestIssuer`), the signed JWTs a
-kubelet mounts for projected volumes, and registers Nodes as a kubelet does (`register_node`).
+One thread per watch streams it, applies each event to the cache, then hands the event to the
+listeners on the agent's event loop, so `find` inside a listener already sees it. A watch that
+ends resumes from its last resourceVersion; one that answers 410 Gone lists again and emits the
+difference. Writes are one HTTPS request each, on the caller's thread (a local cluster's requests
+take milliseconds), and raise the Store's ApiError with the API server's own Status.
+
+What a Node may read and write is noderules.py's; nodeagents.py registers the Nodes and asks
+TokenRequests through `request_token`.
 """
 
 from __future__ import annotations
@@ -21,21 +32,23 @@ import json
 import logging
 import ssl
 import threading
-from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ..common.timefmt import rfc3339
+from .noderules import references
 from .resources import Registry, Resource
 from .store import ApiError, Event, Listener, Obj
 
 log = logging.getLogger("sunk.local.remote")
 
-WATCHED = ("v1/nodes", "v1/pods", "v1/services", "v1/configmaps", "v1/secrets", "v1/persistentvolumeclaims")
-"""What the agent reads: its pods, the Nodes, and what pods mount or resolve."""
+CACHED = ("v1/pods", "v1/nodes", "v1/services")
+"""What the agent reads from its caches; everything else it reads with a GET when it needs it."""
+BY_REFERENCE = ("v1/secrets", "v1/configmaps", "v1/persistentvolumeclaims")
+"""What a Node may read only when one of its pods names it (the Node authorizer's graph)."""
 WATCH_SECONDS = 300
 """A watch's server-side timeout: it then resumes from its last version (what client-go does)."""
 PATCH_TYPES = {
@@ -43,6 +56,7 @@ PATCH_TYPES = {
     "strategic": "application/strategic-merge-patch+json",
     "json": "application/json-patch+json",
 }
+LEASE_NAMESPACE = "kube-node-lease"
 
 
 def _path(res: Resource, namespace: str | None, name: str = "", subresource: str = "") -> str:
@@ -70,17 +84,45 @@ def _error(answer: httpx.Response) -> ApiError:
     )
 
 
-class RemoteStore:
-    """The agent's store, backed by a real API server (see the module's docstring)."""
+@dataclass
+class _Informer:
+    """One list + watch: a resource as one Node may see it."""
 
-    def __init__(self, server: str, ca: Path, cert: Path, key: Path, watched: Iterable[str] = WATCHED) -> None:
+    res: Resource
+    node: str
+    """Whose credentials it uses."""
+    selector: str
+    """Its fieldSelector ("" for all)."""
+    keys: set[tuple[str, str, str]] = field(default_factory=set)
+    """The cache entries it brought: a relist drops those it no longer finds, and only those."""
+
+
+class RemoteStore:
+    """The agent's store, backed by a real API server, acting as its Nodes (see the module's docstring)."""
+
+    def __init__(self, server: str, ca: Path, nodes: Mapping[str, tuple[Path, Path]]) -> None:
+        if not nodes:
+            raise ValueError("a RemoteStore acts as at least one Node: give it a Node's certificate and key")
         self.registry = Registry()
-        context = ssl.create_default_context(cafile=str(ca))
-        context.load_cert_chain(str(cert), str(key))
-        self.client = httpx.Client(base_url=server, verify=context, timeout=30)
-        self._watch_client = httpx.Client(base_url=server, verify=context, timeout=httpx.Timeout(30, read=None))
-        self.watched = [self.resource(k) for k in watched]
+        self.clients: dict[str, httpx.Client] = {}
+        self._watch_clients: dict[str, httpx.Client] = {}
+        for node, (cert, key) in nodes.items():
+            context = ssl.create_default_context(cafile=str(ca))
+            context.load_cert_chain(str(cert), str(key))
+            self.clients[node] = httpx.Client(base_url=server, verify=context, timeout=30)
+            self._watch_clients[node] = httpx.Client(
+                base_url=server, verify=context, timeout=httpx.Timeout(30, read=None)
+            )
+        first = next(iter(nodes))
+        self.informers = [
+            *(_Informer(self.resource("v1/pods"), n, f"spec.nodeName={n}") for n in nodes),
+            *(_Informer(self.resource("v1/nodes"), n, f"metadata.name={n}") for n in nodes),
+            _Informer(self.resource("v1/services"), first, ""),
+        ]
         self._cache: dict[tuple[str, str, str], Obj] = {}
+        self._pod_nodes: dict[tuple[str, str], str] = {}
+        """(namespace, name) -> the Node a pod was last seen bound to: a write about a pod goes as
+        that Node, also after the pod left the cache (its final delete races the watch)."""
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -94,17 +136,36 @@ class RemoteStore:
         return found
 
     def find(self, res: Resource, namespace: str | None, name: str) -> Obj | None:
-        if res.key not in {w.key for w in self.watched}:
-            answer = self.client.get(_path(res, namespace, name))
-            if answer.status_code == 404:
-                return None
-            if answer.status_code != 200:
-                raise _error(answer)
-            found: Obj = answer.json()
-            return found
+        if res.key not in CACHED:
+            return self._get(res, namespace, name)
         with self._lock:
             obj = self._cache.get((res.key, namespace or "", name))
         return json.loads(json.dumps(obj)) if obj is not None else None
+
+    def _get(self, res: Resource, namespace: str | None, name: str) -> Obj | None:
+        refused: ApiError | None = None
+        for node in self._readers(res, namespace or "", name):
+            answer = self.clients[node].get(_path(res, namespace, name))
+            if answer.status_code == 403:
+                refused = _error(answer)
+                continue
+            if answer.status_code == 404:
+                return None
+            found: Obj = self._answer(answer)
+            return found
+        assert refused is not None
+        raise refused
+
+    def _readers(self, res: Resource, namespace: str, name: str) -> list[str]:
+        """The Nodes that may read an object, likeliest first (see the module's docstring)."""
+        if res.key == "coordination.k8s.io/v1/leases" and namespace == LEASE_NAMESPACE and name in self.clients:
+            return [name]
+        with self._lock:
+            pods = [o for (k, ns, _), o in self._cache.items() if k == "v1/pods" and ns == namespace]
+        naming = [p["spec"]["nodeName"] for p in pods if (res.key, name) in references(p)]
+        near = [p["spec"]["nodeName"] for p in pods]
+        ordered = list(dict.fromkeys([*naming, *near, *self.clients]))
+        return [n for n in ordered if n in self.clients]
 
     def items(self, res: Resource, namespace: str | None = None) -> Iterator[Obj]:
         with self._lock:
@@ -114,7 +175,28 @@ class RemoteStore:
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    # -- writes ---------------------------------------------------------------------------------
+    # -- writes, each as the Node it concerns ---------------------------------------------------
+    def acting_node(self, res: Resource, namespace: str | None, name: str, body: Any = None) -> str:
+        """The Node a write about `name` is made as; ApiError 403 when none of the agent's is concerned."""
+        meta = body.get("metadata") or {} if isinstance(body, dict) else {}
+        name = name or str(meta.get("name") or "")
+        node: str | None = None
+        if res.key == "v1/nodes" or (res.key == "coordination.k8s.io/v1/leases" and namespace == LEASE_NAMESPACE):
+            node = name
+        elif res.key == "v1/pods":
+            node = self._pod_node(namespace or "", name) or ((body or {}).get("spec") or {}).get("nodeName")
+        elif res.key == "v1/events":
+            involved = (body or {}).get("involvedObject") or {}
+            if involved.get("kind", "Pod") == "Pod":
+                node = self._pod_node(involved.get("namespace", namespace or ""), involved.get("name", ""))
+        if node not in self.clients:
+            raise ApiError(403, "Forbidden", f"none of this agent's Nodes may write {res.key} {namespace or ''}/{name}")
+        return str(node)
+
+    def _pod_node(self, namespace: str, name: str) -> str | None:
+        with self._lock:
+            return self._pod_nodes.get((namespace, name))
+
     def _answer(self, answer: httpx.Response) -> Obj:
         if answer.status_code >= 300:
             error = _error(answer)
@@ -128,16 +210,19 @@ class RemoteStore:
 
     def create(self, res: Resource, namespace: str | None, obj: Obj) -> Obj:
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
-        return self._answer(self.client.post(_path(res, namespace), json=body))
+        client = self.clients[self.acting_node(res, namespace, "", body)]
+        return self._answer(client.post(_path(res, namespace), json=body))
 
     def update(self, res: Resource, namespace: str | None, name: str, obj: Obj, subresource: str = "") -> Obj:
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
-        return self._answer(self.client.put(_path(res, namespace, name, subresource), json=body))
+        client = self.clients[self.acting_node(res, namespace, name, body)]
+        return self._answer(client.put(_path(res, namespace, name, subresource), json=body))
 
     def patch(
         self, res: Resource, namespace: str | None, name: str, kind: str, body: Any, subresource: str = ""
     ) -> Obj:
-        answer = self.client.patch(
+        client = self.clients[self.acting_node(res, namespace, name, body)]
+        answer = client.patch(
             _path(res, namespace, name, subresource),
             content=json.dumps(body).encode(),
             headers={"Content-Type": PATCH_TYPES[kind]},
@@ -152,29 +237,43 @@ class RemoteStore:
             options["gracePeriodSeconds"] = grace
         if uid:
             options["preconditions"] = {"uid": uid}
-        return self._answer(self.client.request("DELETE", _path(res, namespace, name), json=options))
+        client = self.clients[self.acting_node(res, namespace, name)]
+        return self._answer(client.request("DELETE", _path(res, namespace, name), json=options))
+
+    def request_token(self, pod: Obj, account: str, body: Obj) -> Obj:
+        """POST a TokenRequest for `pod`'s account, as the Node the pod is bound to."""
+        meta = pod["metadata"]
+        node = self._pod_node(meta["namespace"], meta["name"]) or (pod.get("spec") or {}).get("nodeName")
+        if node not in self.clients:
+            raise ApiError(403, "Forbidden", f"pod {meta['namespace']}/{meta['name']} is on none of this agent's Nodes")
+        res = self.resource("v1/serviceaccounts")
+        return self._answer(self.clients[str(node)].post(_path(res, meta["namespace"], account, "token"), json=body))
 
     # -- the informers --------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """List every watched resource into the cache (before returning: the agent's first pass
-        sees the cluster as it is), then keep each current from its watch on a thread."""
+        """List every informer into the cache (before returning: the agent's first pass sees the
+        cluster as it is), then keep each current from its watch on a thread."""
         self._loop = loop or asyncio.get_running_loop()
-        versions = {res.key: self._relist(res) for res in self.watched}
-        for res in self.watched:
-            thread = threading.Thread(
-                target=self._watch, args=(res, versions[res.key]), name=f"watch-{res.plural}", daemon=True
-            )
+        versions = [self._relist(informer) for informer in self.informers]
+        for informer, version in zip(self.informers, versions, strict=True):
+            name = f"watch-{informer.res.plural}-{informer.node}"
+            thread = threading.Thread(target=self._watch, args=(informer, version), name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
 
     def close(self) -> None:
         self._closed.set()
-        self._watch_client.close()
-        self.client.close()
+        for client in [*self._watch_clients.values(), *self.clients.values()]:
+            client.close()
 
-    def _relist(self, res: Resource) -> str:
-        """List `res` into the cache; the events that bring the cache there; the list's version."""
-        listing = self._answer(self.client.get(_path(res, None)))
+    def _params(self, informer: _Informer) -> dict[str, str]:
+        return {"fieldSelector": informer.selector} if informer.selector else {}
+
+    def _relist(self, informer: _Informer) -> str:
+        """List into the cache; deliver the events that bring the cache there; the list's version."""
+        res = informer.res
+        client = self.clients[informer.node]
+        listing = self._answer(client.get(_path(res, None), params=self._params(informer)))
         fresh = {(res.key, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in listing["items"]}
         events: list[Event] = []
         with self._lock:
@@ -182,45 +281,54 @@ class RemoteStore:
                 old = self._cache.get(k)
                 if old is None or old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
                     events.append(Event(0, res.key, "ADDED" if old is None else "MODIFIED", obj, old))
-            for k in [k for k in self._cache if k[0] == res.key and k not in fresh]:
+            for k in [k for k in informer.keys if k not in fresh and k in self._cache]:
                 events.append(Event(0, res.key, "DELETED", self._cache[k], self._cache[k]))
                 del self._cache[k]
+            informer.keys = set(fresh)
             for k, obj in fresh.items():
                 obj.setdefault("apiVersion", res.api_version)
                 obj.setdefault("kind", res.kind)
                 self._cache[k] = obj
+                self._note(res, obj)
         for event in events:
             self._deliver(event)
         return str(listing["metadata"]["resourceVersion"])
 
-    def _watch(self, res: Resource, version: str) -> None:
+    def _note(self, res: Resource, obj: Obj) -> None:
+        node = (obj.get("spec") or {}).get("nodeName")
+        if res.key == "v1/pods" and node:
+            self._pod_nodes[(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])] = node
+
+    def _watch(self, informer: _Informer, version: str) -> None:
         while not self._closed.is_set():
             try:
-                version = self._stream(res, version)
+                version = self._stream(informer, version)
             except _Gone:
-                version = self._relist_quietly(res, version)
-            except (httpx.HTTPError, ValueError) as err:
+                version = self._relist_quietly(informer, version)
+            except (httpx.HTTPError, ValueError, ApiError) as err:
                 if self._closed.is_set():
                     return
-                log.warning("watch of %s broke (%s); resuming", res.key, err)
+                log.warning("watch of %s as %s broke (%s); resuming", informer.res.key, informer.node, err)
                 self._closed.wait(1)
 
-    def _relist_quietly(self, res: Resource, version: str) -> str:
+    def _relist_quietly(self, informer: _Informer, version: str) -> str:
         try:
-            return self._relist(res)
+            return self._relist(informer)
         except (httpx.HTTPError, ApiError) as err:
-            log.warning("list of %s failed (%s); retrying", res.key, err)
+            log.warning("list of %s as %s failed (%s); retrying", informer.res.key, informer.node, err)
             self._closed.wait(1)
             return version
 
-    def _stream(self, res: Resource, version: str) -> str:
+    def _stream(self, informer: _Informer, version: str) -> str:
         params = {
+            **self._params(informer),
             "watch": "1",
             "resourceVersion": version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_SECONDS),
         }
-        with self._watch_client.stream("GET", _path(res, None), params=params) as answer:
+        client = self._watch_clients[informer.node]
+        with client.stream("GET", _path(informer.res, None), params=params) as answer:
             if answer.status_code == 410:
                 raise _Gone
             if answer.status_code != 200:
@@ -237,10 +345,11 @@ class RemoteStore:
                     raise ValueError(obj.get("message", "watch error"))
                 version = obj["metadata"]["resourceVersion"]
                 if event["type"] != "BOOKMARK":
-                    self._apply(res, event["type"], obj)
+                    self._apply(informer, event["type"], obj)
         return version
 
-    def _apply(self, res: Resource, kind: str, obj: Obj) -> None:
+    def _apply(self, informer: _Informer, kind: str, obj: Obj) -> None:
+        res = informer.res
         obj.setdefault("apiVersion", res.api_version)
         obj.setdefault("kind", res.kind)
         meta = obj["metadata"]
@@ -249,8 +358,11 @@ class RemoteStore:
             old = self._cache.get(k)
             if kind == "DELETED":
                 self._cache.pop(k, None)
+                informer.keys.discard(k)
             else:
                 self._cache[k] = obj
+                informer.keys.add(k)
+                self._note(res, obj)
         self._deliver(Event(int(meta.get("resourceVersion") or 0), res.key, kind, obj, old))
 
     def _deliver(self, event: Event) -> None:
@@ -263,43 +375,3 @@ class RemoteStore:
 
 class _Gone(Exception):
     """The watch's version fell out of the API server's history: list again."""
-
-
-class TokenRequestIssuer:
-    """ServiceAccount tokens as a kubelet gets them for a projected volume: TokenRequest, a JWT
-    the API server signs with its key, for its default audience and an hour."""
-
-    EXPIRATION = 3600
-
-    def __init__(self, store: RemoteStore) -> None:
-        self.store = store
-
-    def issue(self, namespace: str, account: str) -> str:
-        res = self.store.resource("v1/serviceaccounts")
-        body = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": self.EXPIRATION},
-        }
-        answer = self.store.client.post(_path(res, namespace, account, "token"), json=body)
-        return str(self.store._answer(answer)["status"]["token"])
-
-
-def register_node(store: RemoteStore, node: Obj, address: str, kubelet_port: int) -> Obj:
-    """Create (or take over) `node` as a kubelet registers itself: its labels and taints from the
-    inventory, then its status: capacity and allocatable, InternalIP, the kubelet's port, Ready."""
-    nodes = store.resource("v1/nodes")
-    meta = node["metadata"]
-    try:
-        store.create(nodes, None, {"metadata": meta, "spec": node.get("spec") or {}})
-    except ApiError as err:
-        if err.code != 409:
-            raise
-    status = dict(node.get("status") or {})
-    stamp = rfc3339(datetime.now(UTC))
-    status["conditions"] = [
-        {**c, "lastHeartbeatTime": stamp, "lastTransitionTime": stamp} for c in status.get("conditions") or []
-    ]
-    status["addresses"] = [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": meta["name"]}]
-    status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": kubelet_port}}
-    return store.patch(nodes, None, meta["name"], "merge", {"status": status}, "status")

@@ -7,7 +7,7 @@ how a container is entered into it.
   /dev (the Node's fake GPU device files among it, as a device plugin gives them), /etc/hosts,
   /etc/hostname and /etc/resolv.conf bound in;
 - the pod's volumes as host folders (volumes.py): ConfigMap, Secret, projected (service account
-  tokens from the API server's issuer), downwardAPI, emptyDir (a tmpfs for medium Memory), claims
+  tokens from the API server's issuer, renewed before they expire: tokens.py), downwardAPI, emptyDir (a tmpfs for medium Memory), claims
   and hostPath, bound at their mount points resolved inside each root (`in_root`), and refreshed
   when their sources change;
 - the launch file of each container (what container.py decides: argv, env, user, groups,
@@ -37,21 +37,22 @@ from typing import Protocol
 
 from ..harness.jail import Jail
 from . import container as spec_of
-from . import net, volumes
+from . import net, tokens, volumes
 from .images import Images, Unpacked
 from .store import ApiError, Obj, Store
+from .tokens import Issuer, Token
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+AUTOMOUNT_SECONDS = 3607
+"""The lifetime of the token mounted where the pod declares no volume for it (the home-made API
+server's admission leaves that to the agent): the real ServiceAccount admission's kube-api-access
+volume asks the same."""
 
 
 class MountFailed(Exception):
     """A volume that can't be set up yet (its ConfigMap, Secret, key or claim missing): the pod
     waits in ContainerCreating and the kubelet reports FailedMount, as this message says."""
-
-
-class Issuer(Protocol):
-    def issue(self, namespace: str, account: str) -> str: ...
 
 
 class NodeAgent(Protocol):
@@ -151,7 +152,8 @@ class PodSandbox:
     volume_sources: dict[str, Obj]
     devices: dict[str, list[str]]
     """Container name -> the Node's (fake) GPU device files bound into its /dev."""
-    token: str | None
+    tokens: dict[tuple[str | None, int], Token]
+    """(audience, expirationSeconds) -> the pod's current token for it."""
 
     def _lookup(self, kind: str) -> Callable[[str, str], Mapping[str, bytes] | None]:
         res = self.agent.store.resource(f"v1/{kind}")
@@ -190,7 +192,7 @@ class PodSandbox:
                 raise MountFailed(f'MountVolume.SetUp failed for volume "{volume["name"]}" : {reason}') from None
         if self._automount():
             files = {
-                "token": (self._token().encode(), 0o644),
+                "token": (self._token(None, AUTOMOUNT_SECONDS).encode(), 0o644),
                 "ca.crt": (self.agent.ca.read_bytes(), 0o644),
                 "namespace": (self.namespace.encode(), 0o644),
             }
@@ -214,15 +216,20 @@ class PodSandbox:
     def _with_token(self, volume: Obj, files: dict[str, spec_of.File]) -> dict[str, spec_of.File]:
         for source in (volume.get("projected") or {}).get("sources") or []:
             if "serviceAccountToken" in source:
-                path = source["serviceAccountToken"].get("path", "token")
-                files[path] = (self._token().encode(), files[path][1])
+                wanted = source["serviceAccountToken"]
+                path = wanted.get("path", "token")
+                seconds = int(wanted.get("expirationSeconds") or tokens.DEFAULT_SECONDS)
+                files[path] = (self._token(wanted.get("audience") or None, seconds).encode(), files[path][1])
         return files
 
-    def _token(self) -> str:
-        if self.token is None:
+    def _token(self, audience: str | None, seconds: int) -> str:
+        """The pod's token for `audience` and lifetime, a new one when the current is due (tokens.py)."""
+        issuer = self.agent.issuer
+        held = self.tokens.get((audience, seconds))
+        if held is None or tokens.due(held, issuer.now()):
             account = (self.pod.get("spec") or {}).get("serviceAccountName") or "default"
-            self.token = self.agent.issuer.issue(self.namespace, account)
-        return self.token
+            held = self.tokens[(audience, seconds)] = issuer.issue(self.pod, account, audience, seconds)
+        return held.value
 
     def _automount(self) -> bool:
         spec = self.pod.get("spec") or {}

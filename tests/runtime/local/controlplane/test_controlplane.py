@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from sunk.runtime.local.controlplane import ISSUER, ControlPlane
 
 from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.nodeset_resource import API_VERSION, KIND
+from tests.support import jwts
 
 pytestmark = pytest.mark.controlplane
 
@@ -133,38 +133,17 @@ def test_the_nodeset_crd_schema_rejects_a_bad_nodeset(cluster: ControlPlane) -> 
     assert "spec.replicas" in bad.stderr and "spec.cpus" in bad.stderr
 
 
-def _der_signature(raw: bytes) -> bytes:
-    """An ES256 JWT signature (r || s, 32 bytes each) as the DER sequence openssl verifies."""
-
-    def integer(half: bytes) -> bytes:
-        half = half.lstrip(b"\0") or b"\0"
-        if half[0] & 0x80:
-            half = b"\0" + half
-        return b"\x02" + bytes([len(half)]) + half
-
-    body = integer(raw[:32]) + integer(raw[32:])
-    return b"\x30" + bytes([len(body)]) + body
-
-
-def _b64(segment: str) -> bytes:
-    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-
-
-def test_token_request_gives_a_signed_jwt_with_audience_and_expiry(cluster: ControlPlane, tmp_path: Path) -> None:
+def test_token_request_gives_a_signed_jwt_with_audience_and_expiry(cluster: ControlPlane) -> None:
     token = kubectl(cluster, "create", "token", "default", "--audience=slurm", "--duration=10m").stdout.strip()
     header, payload, signature = token.split(".")
-    claims = json.loads(_b64(payload))
-    assert json.loads(_b64(header))["alg"] == "ES256"
+    claims = jwts.claims(token)
+    assert json.loads(jwts.b64(header))["alg"] == "ES256"
     assert claims["aud"] == ["slurm"] and claims["iss"] == ISSUER
     assert claims["sub"] == "system:serviceaccount:default:default"
     assert 540 <= claims["exp"] - claims["iat"] <= 600
-    (tmp_path / "signed").write_bytes(f"{header}.{payload}".encode())
-    (tmp_path / "sig").write_bytes(_der_signature(_b64(signature)))
     pub = cluster.folder / "pki" / "sa.pub"
-    verify = ["openssl", "dgst", "-sha256", "-verify", str(pub), "-signature", str(tmp_path / "sig")]
-    assert subprocess.run([*verify, str(tmp_path / "signed")], capture_output=True, check=False).returncode == 0
-    (tmp_path / "signed").write_bytes(f"{header}.{payload}x".encode())
-    assert subprocess.run([*verify, str(tmp_path / "signed")], capture_output=True, check=False).returncode != 0
+    assert jwts.verifies(token, pub)
+    assert not jwts.verifies(f"{header}.{payload}x.{signature}", pub)
 
 
 def test_pod_security_rejects_a_privileged_pod_in_a_restricted_namespace(cluster: ControlPlane) -> None:

@@ -1,13 +1,16 @@
 """Our node agent as the kubelet of the real control plane (runtime/local/nodeagents.py): it registers a
-Node, renews its Lease, and runs a pod from our slurmctld image that the real scheduler bound to it,
-with the ServiceAccount token the real admission asked for, until the pod is Ready; a deletion
-ends with the agent's final delete. On demand (marker `controlplane`, `make test-controlplane`)."""
+Node as that Node (its own certificate, held by the Node authorizer and NodeRestriction), renews its
+Lease, and runs a pod from our slurmctld image that the real scheduler bound to it, with the
+ServiceAccount token the real admission asked for, until the pod is Ready; projected tokens are
+bound to the pod with their audience and lifetime and renewed before they expire; a deletion ends
+with the agent's final delete. On demand (marker `controlplane`, `make test-controlplane`)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+import ssl
 import subprocess
 import threading
 import time
@@ -16,12 +19,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from sunk.runtime.local import inventory
 from sunk.runtime.local.controlplane import ControlPlane
 from sunk.runtime.local.nodeagents import NodeAgents
 
 from sunk.images import ROLES, tag_for
+from tests.support import jwts
 
 pytestmark = pytest.mark.controlplane
 
@@ -46,14 +51,30 @@ class Loop:
         self.thread.join(10)
 
 
+class Clock:
+    """The clock token rotation reads: the real one, moved on by the test."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.ahead
+
+
+CLOCK = Clock()
+
+
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, Path]]:
     folder = tmp_path_factory.mktemp("kubelet")
     with ControlPlane(folder / "plane") as cp:
         loop = Loop()
-        agents = NodeAgents(cp, folder / "agent")
+        # A short sync period: the rotation test waits for one after moving the clock on.
+        agents = NodeAgents(cp, folder / "agent", clock=CLOCK, sync_seconds=2)
         try:
-            loop.run(agents.start([inventory.node(NODE, {"cpu": "4", "memory": "8Gi"})]))
+            # node-role.kubernetes.io is a label only an administrator may set (NodeRestriction).
+            node = inventory.node(NODE, {"cpu": "4", "memory": "8Gi"}, {"node-role.kubernetes.io/slurm": ""})
+            loop.run(agents.start([node]))
             yield cp, folder
         finally:
             loop.run(agents.close())
@@ -85,6 +106,8 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 180) -> 
 def test_the_agent_registers_its_node_and_renews_the_lease(plane: tuple[ControlPlane, Path]) -> None:
     cp, _ = plane
     node = get(cp, "node", NODE)
+    assert node["metadata"]["labels"]["node-role.kubernetes.io/slurm"] == ""  # set by the administrator
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == NODE
     assert {"type": "InternalIP", "address": node["status"]["addresses"][0]["address"]} in node["status"]["addresses"]
     assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
     assert node["status"]["allocatable"]["cpu"] == "4"
@@ -142,3 +165,114 @@ def test_a_pod_the_scheduler_bound_runs_ready_with_a_token_request_token(plane: 
     assert kubectl(cp, "logs", "real", "-c", "c").split()[0] == token
     kubectl(cp, "delete", "pod", "real", "--wait=false")
     wait_for("final delete", lambda: "real" not in kubectl(cp, "get", "pods", "-o", "name"), 60)
+
+
+def as_node(cp: ControlPlane, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """kubectl with the certificate the agent presents for NODE (nothing else is asked)."""
+    cert, key = cp.node_credentials(NODE)
+    ca = cp.folder / "pki" / "ca.crt"
+    argv = ["kubectl", f"--server={cp.server}", f"--certificate-authority={ca}"]
+    argv += [f"--client-certificate={cert}", f"--client-key={key}", *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_node_s_credentials_are_held_by_the_node_authorizer_and_node_restriction(
+    plane: tuple[ControlPlane, Path],
+) -> None:
+    cp, _ = plane
+    who = json.loads(as_node(cp, "auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    assert who["username"] == f"system:node:{NODE}" and "system:nodes" in who["groups"]
+    kubectl(cp, "create", "secret", "generic", "unnamed", "--from-literal=k=v")
+    other = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "someone-else"}}
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(other))
+    # The Node authorizer: no Secret its pods don't name, no list of every pod or of other Nodes.
+    refused = as_node(cp, "get", "secret", "unnamed")
+    assert refused.returncode != 0 and "Forbidden" in refused.stderr
+    assert "can only list/watch pods with spec.nodeName" in as_node(cp, "get", "pods", "-A").stderr
+    assert as_node(cp, "get", "nodes", "-o", "name").returncode != 0
+    # NodeRestriction: no other Node's object, no label outside the kubelet's own.
+    # (kubectl would read the Node first, which the Node authorizer already refuses: a bare PATCH.)
+    cert, key = cp.node_credentials(NODE)
+    context = ssl.create_default_context(cafile=str(cp.folder / "pki" / "ca.crt"))
+    context.load_cert_chain(str(cert), str(key))
+    with httpx.Client(base_url=cp.server, verify=context) as client:
+        label = client.patch(
+            "/api/v1/nodes/someone-else",
+            content=json.dumps({"metadata": {"labels": {"x": "y"}}}),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+    assert label.status_code == 403 and 'is not allowed to modify node "someone-else"' in label.json()["message"]
+    relabel = as_node(cp, "label", "node", NODE, "node-role.kubernetes.io/other=")
+    assert "is not allowed to modify labels: node-role.kubernetes.io/other" in relabel.stderr
+    # A token for an account none of its pods runs as (a Node's TokenRequests are for its pods').
+    unbound = as_node(cp, "create", "token", "default")
+    assert unbound.returncode != 0 and "forbidden" in unbound.stderr.lower()
+
+
+def _tokened(name: str) -> dict[str, Any]:
+    """A pod whose container prints, every second, its projected token for audience `slurm` (ten
+    minutes, the shortest a TokenRequest may ask) and a key of a Secret and a ConfigMap it mounts."""
+    pod = _pod(name)
+    pod["spec"]["volumes"] = [
+        {
+            "name": "slurm-token",
+            "projected": {
+                "sources": [
+                    {"serviceAccountToken": {"audience": "slurm", "expirationSeconds": 600, "path": "token"}},
+                    {"secret": {"name": "mounted", "items": [{"key": "password", "path": "password"}]}},
+                    {"configMap": {"name": "settings"}},
+                ]
+            },
+        }
+    ]
+    container = pod["spec"]["containers"][0]
+    container["volumeMounts"] = [{"name": "slurm-token", "mountPath": "/run/slurm", "readOnly": True}]
+    show = "echo $(cat /run/slurm/password) $(cat /run/slurm/mode) $(cat /run/slurm/token)"
+    loop = f"while true; do {show}; sleep 1; done"
+    container["command"] = ["sh", "-c", loop]
+    return pod
+
+
+def test_projected_tokens_are_bound_to_the_pod_with_their_audience_and_renewed(
+    plane: tuple[ControlPlane, Path],
+) -> None:
+    cp, _ = plane
+    wait_for("default ServiceAccount", lambda: "default" in kubectl(cp, "get", "serviceaccounts", "-o", "name"), 60)
+    kubectl(cp, "create", "secret", "generic", "mounted", "--from-literal=password=hunter2")
+    kubectl(cp, "create", "configmap", "settings", "--from-literal=mode=fast")
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(_tokened("tokened")))
+
+    def printed() -> list[str] | None:
+        done = subprocess.run(
+            ["kubectl", f"--kubeconfig={cp.kubeconfig}", "logs", "tokened", "--tail=1"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        words = done.stdout.split()
+        return words if done.returncode == 0 and len(words) == 3 else None
+
+    password, mode, first = wait_for("the pod's token", printed)
+    # Read as the pod's Node through the Node authorizer's graph (its pod names them).
+    assert (password, mode) == ("hunter2", "fast")
+    pod = get(cp, "pod", "tokened")
+    claims = jwts.claims(first)
+    assert claims["aud"] == ["slurm"] and claims["exp"] - claims["iat"] == 600
+    bound = claims["kubernetes.io"]
+    assert bound["pod"] == {"name": "tokened", "uid": pod["metadata"]["uid"]}
+    assert bound["node"]["name"] == NODE and bound["serviceaccount"]["name"] == "default"
+    assert jwts.verifies(first, cp.folder / "pki" / "sa.pub")
+    # 80 % of its life on, the next sync asks for a new token, which the container then reads.
+    CLOCK.ahead = 0.8 * 600
+
+    def renewed_token() -> str | None:
+        words = printed()
+        return words[2] if words and words[2] != first else None
+
+    try:
+        renewed = wait_for("a renewed token", renewed_token, 60)
+    finally:
+        CLOCK.ahead = 0
+    again = jwts.claims(renewed)
+    assert again["aud"] == ["slurm"] and again["exp"] - again["iat"] == 600
+    assert again["jti"] != claims["jti"] and again["kubernetes.io"]["pod"] == bound["pod"]
+    assert jwts.verifies(renewed, cp.folder / "pki" / "sa.pub")
+    kubectl(cp, "delete", "pod", "tokened", "--wait=false")
