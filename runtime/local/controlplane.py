@@ -9,13 +9,20 @@ grace). What it serves is Kubernetes' own: protobuf, server-side apply, CRD sche
 TokenRequest JWTs, RBAC with the Node authorizer, Pod Security and ServiceAccount admission, the
 controllers and the scheduler. No kubelet: Nodes are whoever registers them (issue 37 stage 3).
 
-The flags are the ones kubeadm sets for a single-node control plane, less what a loopback-only
+The flags are the ones kubeadm sets for a single-node control plane, less what a one-machine
 cluster has no use for (no aggregation layer, no leader election: one of each component).
+
+The API server listens on loopback at a free port (`ControlPlane(folder)`), or for pods
+(`ControlPlane.for_pods(folder, address)`) on the pod network's bridge address at 443, which it
+also advertises: the `kubernetes` Service's endpoint, its ClusterIP translated there by the node
+agents (nodeagents.py). Its certificate names loopback, the address, the ClusterIP and the
+`kubernetes.default.svc` names, so an in-cluster client verifies it whichever it dials.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import signal
 import socket
 import ssl
@@ -31,6 +38,10 @@ from . import kubebuild, pki
 
 SERVICE_CIDR = "10.96.0.0/16"
 """ClusterIPs the API server allocates (kubeadm's default range)."""
+KUBERNETES_SERVICE_IP = str(ipaddress.IPv4Network(SERVICE_CIDR).network_address + 1)
+"""The `kubernetes` Service's ClusterIP: the API server gives it the range's first address."""
+POD_API_PORT = 443
+"""Where pods reach the API server on the bridge address (the `kubernetes` Service's port)."""
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 """The ServiceAccount tokens' `iss`, and their default audience."""
 READY_TIMEOUT = 120.0
@@ -54,13 +65,13 @@ class Ports:
     scheduler: int
 
     @classmethod
-    def pick(cls) -> Ports:
-        return cls(free_port(), free_port(), free_port(), free_port(), free_port())
+    def pick(cls, apiserver: int | None = None) -> Ports:
+        return cls(free_port(), free_port(), apiserver or free_port(), free_port(), free_port())
 
 
-def commands(binaries: Path, folder: Path, ports: Ports) -> dict[str, list[str]]:
-    """Each component's command line, in start order (pure). Credentials are read from `folder`
-    as make_credentials() leaves them."""
+def commands(binaries: Path, folder: Path, ports: Ports, address: str = "127.0.0.1") -> dict[str, list[str]]:
+    """Each component's command line, in start order (pure), the API server on `address`.
+    Credentials are read from `folder` as make_credentials() leaves them."""
     pki_dir = folder / "pki"
 
     def p(name: str) -> str:
@@ -86,8 +97,8 @@ def commands(binaries: Path, folder: Path, ports: Ports) -> dict[str, list[str]]
         "kube-apiserver": [
             str(binaries / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={address}",
+            f"--advertise-address={address}",
             f"--secure-port={ports.apiserver}",
             f"--tls-cert-file={p('server.crt')}",
             f"--tls-private-key-file={p('server.key')}",
@@ -148,12 +159,12 @@ CLIENTS = {
 }
 
 
-def make_credentials(folder: Path, server: str) -> Path:
+def make_credentials(folder: Path, server: str, address: str = "127.0.0.1") -> Path:
     """The CA, certificates, SA key pair and the components' kubeconfigs; the admin kubeconfig's path."""
     pki_dir = folder / "pki"
     ca, _, _ = pki.make_certificates(
         pki_dir,
-        ["127.0.0.1"],
+        list(dict.fromkeys(["127.0.0.1", address, KUBERNETES_SERVICE_IP])),
         [
             "localhost",
             "kubernetes",
@@ -182,12 +193,19 @@ class ControlPlane:
     folder: Path
     binaries: Path | None = None
     ports: Ports = field(default_factory=Ports.pick)
+    address: str = "127.0.0.1"
+    """Where the API server listens and what it advertises."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
+    @classmethod
+    def for_pods(cls, folder: Path, address: str) -> ControlPlane:
+        """The API server on `address` (a bridge address of this host) at 443, where pods reach it."""
+        return cls(folder, ports=Ports.pick(apiserver=POD_API_PORT), address=address)
+
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.ports.apiserver}"
+        return f"https://{self.address}:{self.ports.apiserver}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -201,10 +219,10 @@ class ControlPlane:
     def start(self, timeout: float = READY_TIMEOUT) -> ControlPlane:
         binaries = self.binaries or kubebuild.locate()
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        make_credentials(self.folder, self.server)
+        make_credentials(self.folder, self.server, self.address)
         deadline = time.monotonic() + timeout
         try:
-            for name, argv in commands(binaries, self.folder, self.ports).items():
+            for name, argv in commands(binaries, self.folder, self.ports, self.address).items():
                 log = (self.folder / f"{name}.log").open("ab")
                 self._logs.append(log)
                 self.processes[name] = subprocess.Popen(

@@ -8,9 +8,10 @@ bridge: iptables drops whatever is forwarded from the bridge to any other interf
 reverse, so a pod can reach only other pods and the host's bridge address.
 
 Pure parts (names, the commands for each step) are separate from `run`, so tests check the
-commands without root. NetworkPolicy is enforced by netpolicy.py on this bridge. Not modelled:
-ClusterIP translation (Services are names in each pod's /etc/hosts, see agent.py), multi-host
-networking, IPv6.
+commands without root. NetworkPolicy is enforced by netpolicy.py on this bridge. On the real
+control plane one ClusterIP is translated, the `kubernetes` Service's, to the API server on the
+bridge address (`service_nat`). Not modelled: other ClusterIPs (Services are names in each pod's
+/etc/hosts, see agent.py), multi-host networking, IPv6.
 """
 
 from __future__ import annotations
@@ -91,17 +92,28 @@ def bridge_up(net: Network, api_port: int) -> list[list[str]]:
     return commands + [["iptables", "-I", chain, *rule] for chain, rule in firewall_rules(net, api_port)]
 
 
+def service_nat(net: Network, cluster_ip: str, port: int, target_port: int) -> list[list[str]]:
+    """What kube-proxy writes for a Service whose one endpoint is the bridge address (the API
+    server's `kubernetes` Service): TCP from the bridge to `cluster_ip`:`port` goes to the bridge
+    address at `target_port`, which the INPUT rules already let in. Matched on the bridge, so each
+    cluster on the host translates its own pods' packets to its own API server."""
+    tag = ["-m", "comment", "--comment", net.comment()]
+    rule = ["-i", net.bridge, "-d", cluster_ip, "-p", "tcp", "--dport", str(port), *tag]
+    return [["iptables", "-t", "nat", "-I", "PREROUTING", *rule, "-j", "DNAT", "--to-destination",
+             f"{net.gateway}:{target_port}"]]  # fmt: skip
+
+
 def bridge_down(net: Network) -> list[list[str]]:
     """Removes the bridge and every rule tagged with its comment (whatever port it was made with)."""
     return [["ip", "link", "del", net.bridge]]
 
 
-def tagged_rules(net: Network, listing: str) -> list[list[str]]:
-    """`iptables -D` commands for the rules of `iptables -S` output that carry the bridge's tag."""
+def tagged_rules(net: Network, listing: str, table: str = "filter") -> list[list[str]]:
+    """`iptables -D` commands for the rules of `iptables [-t TABLE] -S` output that carry the bridge's tag."""
     out = []
     for line in listing.splitlines():
         if line.startswith("-A ") and f'"{net.comment()}"' in line:
-            out.append(["iptables", "-D", *shlex.split(line)[1:]])
+            out.append(["iptables", *(["-t", table] if table != "filter" else []), "-D", *shlex.split(line)[1:]])
     return out
 
 
@@ -116,6 +128,8 @@ def remove_rules(net: Network) -> None:
     listing = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=False).stdout
     run(tagged_rules(net, listing), check=False)
     run(own_chains(net, listing), check=False)
+    nat = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True, check=False).stdout
+    run(tagged_rules(net, nat, "nat"), check=False)
 
 
 def pod_up(net: Network, index: int, holder_pid: int) -> list[list[str]]:

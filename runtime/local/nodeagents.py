@@ -1,31 +1,33 @@
 """Our node agent as the kubelet of the real control plane (controlplane.py): the first cut of the
 switch of issue 37.
 
-`NodeAgents(plane, workdir).start(nodes)` brings up a bridge of its own (net.py), a RemoteStore on
-the API server (remote.py) acting as each Node with that Node's own client certificate
-(`system:node:NAME` in `system:nodes`, from the cluster's CA), so the Node authorizer and
-NodeRestriction hold every request as they hold a real kubelet's. It registers each Node as a
-kubelet does (the labels a kubelet may set, capacity, InternalIP, the kubelet port in
-daemonEndpoints; Ready); the labels only an administrator may set (NodeRestriction refuses them to
-the Node) are set with the admin's certificate, as `kubectl label node` would. Then agent.py's
-Agent runs on that store: the Leases in kube-node-lease every 10 s, pods bound by the real
-scheduler run from our images in their network namespaces, their status goes to pods/status, the
-final delete with grace 0 after the grace period, projected tokens through TokenRequest bound to
-the pod with the source's audience and lifetime, renewed before they expire (tokens.py).
+`open_network(workdir)` brings up the pods' bridge (net.py) before the control plane, whose API
+server listens on the bridge address at 443 (`ControlPlane.for_pods`). `NodeAgents(plane, workdir,
+network).start(nodes)` then starts a RemoteStore on the API server (remote.py) acting as each Node
+with that Node's own client certificate (`system:node:NAME` in `system:nodes`, from the cluster's
+CA), so the Node authorizer and NodeRestriction hold every request as they hold a real kubelet's.
+It registers each Node as a kubelet does (the labels a kubelet may set, capacity, InternalIP, the
+kubelet port in daemonEndpoints, ExtendWebSocketsToKubelet in declaredFeatures; Ready); the labels
+only an administrator may set (NodeRestriction refuses them to the Node) are set with the admin's
+certificate, as `kubectl label node` would. The `kubernetes` Service's ClusterIP is translated to
+the API server on the bridge (net.service_nat), and pods get KUBERNETES_SERVICE_HOST and _PORT
+naming it, as a kubelet sets them, so an in-cluster client reaches the API server as on any cluster.
+Then agent.py's Agent runs on that store: the Leases in kube-node-lease every 10 s, pods bound by
+the real scheduler run from our images in their network namespaces, their status goes to
+pods/status, the final delete with grace 0 after the grace period, projected tokens through
+TokenRequest bound to the pod with the source's audience and lifetime, renewed before they expire
+(tokens.py).
 
-The kubelet API the API server calls is served on each Node's InternalIP (the bridge address) at
-10250, as a kubelet serves it: TLS with a serving certificate of its own CA (a kubelet's default is
-self-signed), clients only with a certificate of the cluster's CA (the API server's
---kubelet-client-certificate). `/containerLogs/NS/POD/CONTAINER` is there (`kubectl logs`, with
-`tailLines` and `previous`).
+The kubelet API the API server calls (logs, follow, exec, attach) is kubeletapi.py's, served on
+each Node's InternalIP (the bridge address) at 10250.
 
-Not yet (the list for the switch is in docs/concepts/local-cluster.md): `follow`, exec, attach and
-port-forward on the kubelet API, the API server on the bridge address for pods, DNS and Services,
-NetworkPolicy enforcement and the ports fed from the real API.
+Not yet (the list for the switch is in docs/concepts/local-cluster.md): port-forward, DNS and the
+other Services' addresses, NetworkPolicy enforcement and the ports fed from the real API.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import time
 from collections.abc import Callable, Iterable
@@ -36,10 +38,11 @@ import aiohttp.web
 import httpx
 
 from ..common.timefmt import rfc3339
-from . import net, pki, tokens
+from . import net, tokens
 from .agent import SYNC_SECONDS, Agent
-from .controlplane import ControlPlane
+from .controlplane import POD_API_PORT, ControlPlane
 from .images import Images
+from .kubeletapi import KubeletApi
 from .noderules import own_labels
 from .remote import RemoteStore
 from .store import ApiError, Obj
@@ -51,13 +54,41 @@ WEBSOCKETS_FEATURE = "ExtendWebSocketsToKubelet"
 its kubelet as WebSockets (Kubernetes 1.36) instead of translating them to SPDY."""
 
 
+def open_network(workdir: Path) -> net.Network:
+    """The pods' bridge with its firewall rules (the API server's port for pods let in): made
+    before the control plane, whose API server listens on its address."""
+    network = net.Network(net.bridge_name(str(workdir)), net.free_subnet(net.host_subnets()))
+    net.run(net.bridge_up(network, POD_API_PORT))
+    return network
+
+
+def close_network(network: net.Network) -> None:
+    net.remove_rules(network)
+    net.run(net.bridge_down(network), check=False)
+
+
+def kubernetes_env(cluster_ip: str, port: int) -> dict[str, str]:
+    """What a kubelet puts in every container's environment for the `kubernetes` Service."""
+    return {
+        "KUBERNETES_SERVICE_HOST": cluster_ip,
+        "KUBERNETES_SERVICE_PORT": str(port),
+        "KUBERNETES_SERVICE_PORT_HTTPS": str(port),
+        "KUBERNETES_PORT": f"tcp://{cluster_ip}:{port}",
+        f"KUBERNETES_PORT_{port}_TCP": f"tcp://{cluster_ip}:{port}",
+        f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp",
+        f"KUBERNETES_PORT_{port}_TCP_PORT": str(port),
+        f"KUBERNETES_PORT_{port}_TCP_ADDR": cluster_ip,
+    }
+
+
 class NodeAgents:
-    """The agent and what it stands on, started and stopped together."""
+    """The agent and what it stands on, started and stopped together (the network is the caller's)."""
 
     def __init__(
         self,
         plane: ControlPlane,
         workdir: Path,
+        network: net.Network,
         images: Images | None = None,
         *,
         clock: Callable[[], float] = time.time,
@@ -69,7 +100,12 @@ class NodeAgents:
         self.clock = clock
         """What token rotation reads (a test moves it on)."""
         self.sync_seconds = sync_seconds
-        self.network: net.Network | None = None
+        if plane.address != network.gateway or plane.ports.apiserver != POD_API_PORT:
+            raise ValueError(
+                f"the API server must listen where pods reach it, {network.gateway}:{POD_API_PORT} "
+                f"(ControlPlane.for_pods), not {plane.address}:{plane.ports.apiserver}"
+            )
+        self.network = network
         self.store: RemoteStore | None = None
         self.agent: Agent | None = None
         self.server: aiohttp.web.AppRunner | None = None
@@ -77,9 +113,6 @@ class NodeAgents:
     async def start(self, nodes: Iterable[Obj]) -> Agent:
         self.workdir.mkdir(parents=True, exist_ok=True)
         pki_dir = self.plane.folder / "pki"
-        self.network = net.Network(net.bridge_name(str(self.workdir)), net.free_subnet(net.host_subnets()))
-        # No pod reaches the API server yet (it listens on loopback): any port will do for the rule.
-        net.run(net.bridge_up(self.network, 443))
         nodes = list(nodes)
         credentials = {n["metadata"]["name"]: self.plane.node_credentials(n["metadata"]["name"]) for n in nodes}
         self.store = RemoteStore(self.plane.server, pki_dir / "ca.crt", credentials)
@@ -88,19 +121,36 @@ class NodeAgents:
             if left:
                 self._label(node["metadata"]["name"], left)
         self.store.start()
+        service = await self._kubernetes_service()
+        cluster_ip, port = service["spec"]["clusterIP"], int(service["spec"]["ports"][0]["port"])
+        net.run(net.service_nat(self.network, cluster_ip, port, POD_API_PORT))
         self.agent = Agent(
             self.store,  # type: ignore[arg-type]  # the Store's surface, over HTTPS (remote.py)
             self.workdir,
             self.network,
             self.images,
-            {},
+            kubernetes_env(cluster_ip, port),
             pki_dir / "ca.crt",
             TokenRequestIssuer(self.store, self.clock),
             sync_seconds=self.sync_seconds,
         )
         self.agent.start()
-        self.server = await self._serve(self.network.gateway)
+        api = KubeletApi(self.agent)
+        self.server = await api.serve(
+            self.network.gateway, KUBELET_PORT, self.workdir / "kubelet-pki", pki_dir / "ca.crt"
+        )
         return self.agent
+
+    async def _kubernetes_service(self, timeout: float = 60) -> Obj:
+        """The `kubernetes` Service, which the API server makes soon after it starts."""
+        assert self.store is not None
+        services = self.store.resource("v1/services")
+        deadline = time.monotonic() + timeout
+        while (found := self.store.find(services, "default", "kubernetes")) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the API server made no `kubernetes` Service in default")
+            await asyncio.sleep(0.5)
+        return found
 
     def _label(self, node: str, labels: dict[str, str]) -> None:
         """Labels NodeRestriction refuses to a Node, set as the administrator sets them."""
@@ -115,35 +165,6 @@ class NodeAgents:
             )
             answer.raise_for_status()
 
-    async def _serve(self, address: str) -> aiohttp.web.AppRunner:
-        """The kubelet API on `address`:KUBELET_PORT, for the API server only."""
-        _, cert, key = pki.make_certificates(self.workdir / "kubelet-pki", [address], ["localhost"])
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(self.plane.folder / "pki" / "ca.crt"))
-        context.verify_mode = ssl.CERT_REQUIRED
-        context.load_cert_chain(str(cert), str(key))
-        app = aiohttp.web.Application()
-        app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
-        runner = aiohttp.web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await aiohttp.web.TCPSite(runner, address, KUBELET_PORT, ssl_context=context).start()
-        return runner
-
-    async def _logs(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
-        agent = self.agent
-        assert self.store is not None and agent is not None
-        match = request.match_info
-        pod = self.store.find(self.store.resource("v1/pods"), match["namespace"], match["pod"])
-        if pod is None:
-            return aiohttp.web.Response(status=404, text=f"pod {match['namespace']}/{match['pod']} not found")
-        path = agent.log_path(pod, match["container"], request.query.get("previous") == "true")
-        if path is None or not path.exists():
-            return aiohttp.web.Response(status=400, text=f'container "{match["container"]}" is waiting to start')
-        data = path.read_bytes()
-        tail = request.query.get("tailLines")
-        if tail is not None:
-            data = b"".join(data.splitlines(keepends=True)[-int(tail) :]) if int(tail) > 0 else b""
-        return aiohttp.web.Response(body=data, content_type="text/plain")
-
     async def close(self) -> None:
         if self.server is not None:
             await self.server.cleanup()
@@ -151,9 +172,6 @@ class NodeAgents:
             await self.agent.close()
         if self.store is not None:
             self.store.close()
-        if self.network is not None:
-            net.remove_rules(self.network)
-            net.run(net.bridge_down(self.network), check=False)
 
 
 class TokenRequestIssuer:

@@ -4,7 +4,7 @@ a pseudo-terminal for `kubectl exec -it` (its output on channel 1, window sizes 
 v5.channel.k8s.io's close of stdin (channel 255) too. The API server writes the exit status on
 channel 3.
 
-Not modelled: SPDY (the API server refuses it), `kubectl attach`, `kubectl port-forward`, a
+Not modelled: SPDY (the API server refuses it), `kubectl port-forward`, a
 terminal's stderr apart from its stdout."""
 
 from __future__ import annotations
@@ -108,3 +108,17 @@ async def exec_tty(ws: aiohttp.web.WebSocketResponse, argv: list[str]) -> int:
             loop.remove_reader(master)
         os.close(master)
     return code
+
+
+def exit_status(code: int) -> dict[str, object]:
+    """The Status written on channel 3 once the command ended (what kubectl turns into its own
+    exit code)."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "message": f"command terminated with non-zero exit code: exit status {code}",
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }

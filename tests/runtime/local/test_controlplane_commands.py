@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sunk.runtime.local.controlplane import Ports, commands
+from sunk.runtime.local.controlplane import KUBERNETES_SERVICE_IP, Ports, commands
 from sunk.runtime.local.remote import _path
 from sunk.runtime.local.resources import Registry
 
@@ -55,3 +55,10 @@ def test_remote_paths_follow_the_api_s_layout() -> None:
     assert _path(pods, None) == "/api/v1/pods"
     assert _path(leases, "kube-node-lease", "n1") == "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"
     assert _path(nodes, "ignored", "n1") == "/api/v1/nodes/n1"
+
+
+def test_for_pods_the_api_server_listens_on_and_advertises_the_bridge_address() -> None:
+    flags = _flags(commands(Path("/bin"), Path("/w"), PORTS, "10.233.7.1")["kube-apiserver"])
+    assert flags["bind-address"] == flags["advertise-address"] == "10.233.7.1"
+    assert flags["service-cluster-ip-range"] == "10.96.0.0/16" and KUBERNETES_SERVICE_IP == "10.96.0.1"
+    assert _flags(commands(Path("/bin"), Path("/w"), PORTS)["kube-apiserver"])["bind-address"] == "127.0.0.1"

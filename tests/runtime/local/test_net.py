@@ -48,3 +48,16 @@ def test_a_pods_interface_lives_in_its_namespace() -> None:
     assert all(c[1] == "--net=/proc/4242/ns/net" for c in inside)
     assert inside[1][3:] == ["ip", "addr", "add", "10.233.0.5/24", "dev", "eth0"]
     assert net.pod_down(network, 3) == [["ip", "link", "del", "sk1234567p3"]]
+
+
+def test_the_kubernetes_service_s_clusterip_goes_to_the_api_server_on_the_bridge_and_is_removed_with_it() -> None:
+    network = net.Network("sk12345678", ipaddress.IPv4Network("10.233.0.0/24"))
+    [rule] = net.service_nat(network, "10.96.0.1", 443, 443)
+    assert rule[:5] == ["iptables", "-t", "nat", "-I", "PREROUTING"]
+    assert rule[5:13] == ["-i", "sk12345678", "-d", "10.96.0.1", "-p", "tcp", "--dport", "443"]
+    assert rule[-3:] == ["DNAT", "--to-destination", "10.233.0.1:443"]
+    listing = f'-A PREROUTING -i sk12345678 -d 10.96.0.1/32 -m comment --comment "{network.comment()}" -j DNAT'
+    assert net.tagged_rules(network, listing, "nat") == [
+        ["iptables", "-t", "nat", "-D", "PREROUTING", "-i", "sk12345678", "-d", "10.96.0.1/32", "-m", "comment",
+         "--comment", network.comment(), "-j", "DNAT"],
+    ]  # fmt: skip

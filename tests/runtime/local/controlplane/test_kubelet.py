@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from sunk.runtime.local import inventory
-from sunk.runtime.local.controlplane import ControlPlane
-from sunk.runtime.local.nodeagents import NodeAgents
+from sunk.runtime.local.controlplane import KUBERNETES_SERVICE_IP, ControlPlane
+from sunk.runtime.local.nodeagents import NodeAgents, close_network, open_network
 
 from sunk.images import ROLES, tag_for
 from tests.support import jwts
@@ -67,18 +67,22 @@ CLOCK = Clock()
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, Path]]:
     folder = tmp_path_factory.mktemp("kubelet")
-    with ControlPlane(folder / "plane") as cp:
-        loop = Loop()
-        # A short sync period: the rotation test waits for one after moving the clock on.
-        agents = NodeAgents(cp, folder / "agent", clock=CLOCK, sync_seconds=2)
-        try:
-            # node-role.kubernetes.io is a label only an administrator may set (NodeRestriction).
-            node = inventory.node(NODE, {"cpu": "4", "memory": "8Gi"}, {"node-role.kubernetes.io/slurm": ""})
-            loop.run(agents.start([node]))
-            yield cp, folder
-        finally:
-            loop.run(agents.close())
-            loop.close()
+    network = open_network(folder / "agent")
+    try:
+        with ControlPlane.for_pods(folder / "plane", network.gateway) as cp:
+            loop = Loop()
+            # A short sync period: the rotation test waits for one after moving the clock on.
+            agents = NodeAgents(cp, folder / "agent", network, clock=CLOCK, sync_seconds=2)
+            try:
+                # node-role.kubernetes.io is a label only an administrator may set (NodeRestriction).
+                node = inventory.node(NODE, {"cpu": "4", "memory": "8Gi"}, {"node-role.kubernetes.io/slurm": ""})
+                loop.run(agents.start([node]))
+                yield cp, folder
+            finally:
+                loop.run(agents.close())
+                loop.close()
+    finally:
+        close_network(network)
 
 
 def kubectl(cp: ControlPlane, *args: str, stdin: str | None = None) -> str:
@@ -276,3 +280,90 @@ def test_projected_tokens_are_bound_to_the_pod_with_their_audience_and_renewed(
     assert again["jti"] != claims["jti"] and again["kubernetes.io"]["pod"] == bound["pod"]
     assert jwts.verifies(renewed, cp.folder / "pki" / "sa.pub")
     kubectl(cp, "delete", "pod", "tokened", "--wait=false")
+
+
+IN_CLUSTER = """
+import json, os, ssl, urllib.request
+folder = "/var/run/secrets/kubernetes.io/serviceaccount"
+token = open(folder + "/token").read()
+context = ssl.create_default_context(cafile=folder + "/ca.crt")  # checks the address is in the certificate
+review = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).encode()
+for host in (os.environ["KUBERNETES_SERVICE_HOST"], os.environ["BRIDGE"]):
+    url = f"https://{host}:{os.environ['KUBERNETES_SERVICE_PORT']}/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    request = urllib.request.Request(url, review, {"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, context=context, timeout=20) as answer:
+        print(host, json.load(answer)["status"]["userInfo"]["username"], flush=True)
+"""
+
+
+def test_a_pod_s_in_cluster_client_reaches_the_api_server_at_the_kubernetes_service(
+    plane: tuple[ControlPlane, Path],
+) -> None:
+    cp, _ = plane
+    wait_for("default ServiceAccount", lambda: "default" in kubectl(cp, "get", "serviceaccounts", "-o", "name"), 60)
+    pod = _pod("in-cluster")
+    container = pod["spec"]["containers"][0]
+    container["command"] = ["sh", "-c", 'python3 -c "$PROGRAM" && exec sleep infinity']
+    container["env"] = [{"name": "PROGRAM", "value": IN_CLUSTER}, {"name": "BRIDGE", "value": cp.address}]
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(pod))
+
+    def answered() -> list[str] | None:
+        lines = kubectl(cp, "logs", "in-cluster").splitlines() if _running(cp, "in-cluster") else []
+        return lines if len(lines) == 2 else None
+
+    lines = wait_for("the in-cluster client's answers", answered)
+    account = "system:serviceaccount:default:default"
+    # The ClusterIP a kubelet names in KUBERNETES_SERVICE_HOST, then the bridge address it is translated to.
+    assert lines == [f"{KUBERNETES_SERVICE_IP} {account}", f"{cp.address} {account}"]
+    assert get(cp, "service", "kubernetes")["spec"]["clusterIP"] == KUBERNETES_SERVICE_IP
+    kubectl(cp, "delete", "pod", "in-cluster", "--wait=false")
+
+
+def _running(cp: ControlPlane, name: str) -> bool:
+    return bool(get(cp, "pod", name)["status"].get("containerStatuses", [{}])[0].get("state", {}).get("running"))
+
+
+def test_kubectl_exec_attach_and_logs_follow_go_through_the_kubelet_api(plane: tuple[ControlPlane, Path]) -> None:
+    cp, _ = plane
+    pod = _pod("streams")
+    pod["spec"]["containers"][0]["command"] = [
+        "sh",
+        "-c",
+        "i=0; while true; do i=$((i+1)); echo tick $i; sleep 1; done",
+    ]
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(pod))
+    wait_for("a running container", lambda: _running(cp, "streams"))
+    # exec over WebSocket, proxied by the API server to the kubelet: stdout, stderr, the exit code, stdin.
+    argv = ["kubectl", f"--kubeconfig={cp.kubeconfig}", "exec", "streams", "--"]
+    done = subprocess.run(
+        [*argv, "sh", "-c", "echo out; echo err >&2; exit 3"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.stdout, done.stderr.splitlines()[0], done.returncode) == ("out\n", "err", 3)
+    fed = subprocess.run(
+        ["kubectl", f"--kubeconfig={cp.kubeconfig}", "exec", "-i", "streams", "--", "tr", "a-z", "A-Z"],
+        input="hello\n", capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert fed.returncode == 0 and fed.stdout == "HELLO\n", fed.stderr
+    # logs -f and attach: new lines keep coming while they run.
+    for verb in (["logs", "-f", "--tail=1"], ["attach"]):
+        follow = subprocess.Popen(
+            ["kubectl", f"--kubeconfig={cp.kubeconfig}", *verb, "streams"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        watchdog = threading.Timer(60, follow.kill)  # a stream that stops ends the reads below
+        watchdog.start()
+        try:
+            assert follow.stdout is not None
+            seen = [follow.stdout.readline() for _ in range(4)]
+        finally:
+            watchdog.cancel()
+            follow.kill()
+            follow.wait()
+        ticks = [int(line.split()[1]) for line in seen if line.startswith("tick ")]
+        assert len(ticks) >= 3 and ticks == sorted(ticks) and ticks[-1] > ticks[0], (verb, seen)
+    # The API server called the kubelet with its client certificate; SPDY is refused by name.
+    answer = subprocess.run(
+        ["curl", "-sk", f"https://{cp.address}:10250/containerLogs/default/streams/c"], capture_output=True, timeout=30
+    )
+    assert answer.returncode != 0  # no client certificate of the cluster's CA: the handshake fails
+    kubectl(cp, "delete", "pod", "streams", "--wait=false")
