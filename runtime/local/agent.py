@@ -337,6 +337,14 @@ class Agent:
             raise ApiError(400, "BadRequest", f"container {container} is not running")
         return runner.exec_argv(running, command)
 
+    def netns_argv(self, pod: Obj) -> list[str]:
+        """The argv prefix that runs a host command in the pod's network namespace (port-forward)."""
+        runner = self.pods.get(pod["metadata"]["uid"])
+        self._reachable(runner)
+        if runner is None or runner.jail is None:
+            raise ApiError(400, "BadRequest", f"pod {pod['metadata']['name']} has no sandbox running")
+        return ["nsenter", f"--net=/proc/{runner.jail.holder}/ns/net", "--"]
+
     async def close(self) -> None:
         self.closing = True
         for runner in list(self.pods.values()):

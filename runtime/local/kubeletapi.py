@@ -8,14 +8,16 @@ agent for its Nodes on the real control plane (nodeagents.py):
   server since the Nodes declare ExtendWebSocketsToKubelet (Kubernetes 1.36); the exit status on
   channel 3;
 - `/attach/NS/POD/CONTAINER`: `kubectl attach`, the container's output from now on, over the
-  same channels, until it exits or the client leaves.
+  same channels, until it exits or the client leaves;
+- `/portForward/NS/POD`: `kubectl port-forward`, SPDY tunnelled in a WebSocket (portforward.py),
+  to the port on the pod's own loopback.
 
 TLS with a serving certificate of the agent's own CA (a kubelet's default is self-signed), and only
 clients with a certificate of the cluster's CA (the API server's --kubelet-client-certificate).
 
 Not modelled: SPDY (answered 400: the API server speaks WebSocket to a Node that declares it),
 a container's stdin for attach (containers run with stdin closed: `stdin: true` is not modelled),
-port-forward, the kubelet's other endpoints (/stats, /metrics, /pods, /run).
+the kubelet's other endpoints (/stats, /metrics, /pods, /run).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, BinaryIO
 import aiohttp
 import aiohttp.web
 
-from . import podexec
+from . import podexec, portforward
 from .agent import Agent
 from .store import ApiError, Obj
 
@@ -54,6 +56,7 @@ class KubeletApi:
         for method in ("GET", "POST"):
             self.app.router.add_route(method, "/exec" + route, self._exec)
             self.app.router.add_route(method, "/attach" + route, self._attach)
+            self.app.router.add_route(method, "/portForward/{namespace}/{pod}", self._port_forward)
 
     async def serve(self, address: str, port: int, pki_dir: Path, cluster_ca: Path) -> aiohttp.web.AppRunner:
         from . import pki
@@ -152,6 +155,18 @@ class KubeletApi:
             await ws.send_bytes(b"\x03" + json.dumps(podexec.exit_status(0)).encode())
             await ws.close()
         return ws
+
+    async def _port_forward(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
+        pod = self._pod(request)
+        try:
+            netns = self.agent.netns_argv(pod)
+        except ApiError as err:
+            raise aiohttp.web.HTTPBadRequest(text=err.message) from None
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            raise aiohttp.web.HTTPBadRequest(
+                text="this kubelet forwards ports over WebSocket (SPDY/3.1+portforward.k8s.io) only"
+            )
+        return await portforward.serve(request, lambda: netns)
 
     async def _drain(self, ws: aiohttp.web.WebSocketResponse) -> None:
         """Reads the client's frames (stdin, resizes: not modelled for attach) until it closes."""

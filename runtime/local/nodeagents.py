@@ -18,10 +18,10 @@ pods/status, the final delete with grace 0 after the grace period, projected tok
 TokenRequest bound to the pod with the source's audience and lifetime, renewed before they expire
 (tokens.py).
 
-The kubelet API the API server calls (logs, follow, exec, attach) is kubeletapi.py's, served on
-each Node's InternalIP (the bridge address) at 10250.
+The kubelet API the API server calls (logs, follow, exec, attach, port-forward) is kubeletapi.py's,
+served on each Node's InternalIP (the bridge address) at 10250.
 
-Not yet (the list for the switch is in docs/concepts/local-cluster.md): port-forward, DNS and the
+Not yet (the list for the switch is in docs/concepts/local-cluster.md): DNS and the
 other Services' addresses, NetworkPolicy enforcement and the ports fed from the real API.
 """
 

@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -331,6 +332,7 @@ def test_kubectl_exec_attach_and_logs_follow_go_through_the_kubelet_api(plane: t
         "-c",
         "i=0; while true; do i=$((i+1)); echo tick $i; sleep 1; done",
     ]
+    wait_for("default ServiceAccount", lambda: "default" in kubectl(cp, "get", "serviceaccounts", "-o", "name"), 60)
     kubectl(cp, "apply", "-f", "-", stdin=json.dumps(pod))
     wait_for("a running container", lambda: _running(cp, "streams"))
     # exec over WebSocket, proxied by the API server to the kubelet: stdout, stderr, the exit code, stdin.
@@ -367,3 +369,33 @@ def test_kubectl_exec_attach_and_logs_follow_go_through_the_kubelet_api(plane: t
     )
     assert answer.returncode != 0  # no client certificate of the cluster's CA: the handshake fails
     kubectl(cp, "delete", "pod", "streams", "--wait=false")
+
+
+def test_kubectl_port_forward_reaches_a_port_on_the_pod_s_own_loopback(plane: tuple[ControlPlane, Path]) -> None:
+    cp, _ = plane
+    pod = _pod("served")
+    script = "mkdir -p /tmp/www && echo forwarded > /tmp/www/hello && exec python3 -m http.server 8080 --bind 127.0.0.1 --directory /tmp/www"
+    pod["spec"]["containers"][0]["command"] = ["sh", "-c", script]
+    wait_for("default ServiceAccount", lambda: "default" in kubectl(cp, "get", "serviceaccounts", "-o", "name"), 60)
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(pod))
+    wait_for("a running container", lambda: _running(cp, "served"))
+    forward = subprocess.Popen(
+        ["kubectl", f"--kubeconfig={cp.kubeconfig}", "port-forward", "pod/served", ":8080"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    watchdog = threading.Timer(90, forward.kill)
+    watchdog.start()
+    try:
+        assert forward.stdout is not None
+        line = forward.stdout.readline()  # Forwarding from 127.0.0.1:PORT -> 8080
+        assert "-> 8080" in line, line
+        local = line.split("->")[0].rsplit(":", 1)[1].strip()
+        # Bound to the pod's loopback only: reached inside its network namespace, as a kubelet does.
+        for _ in range(2):  # two connections, each its own pair of streams
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello", timeout=30) as answer:
+                assert answer.read() == b"forwarded\n"
+    finally:
+        watchdog.cancel()
+        forward.kill()
+        forward.wait()
+    kubectl(cp, "delete", "pod", "served", "--wait=false")
