@@ -48,6 +48,13 @@ class Loop:
         return future.result(timeout)
 
     def close(self) -> None:
+        async def drain() -> None:  # the agent's pod tasks end before the loop (no coroutine left unfinished)
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.run(drain(), 30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 
