@@ -13,7 +13,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass, replace
 
 from sunk import keys
 
@@ -62,6 +63,13 @@ placeholder submits took 0.44 s with two at a time against 0.58-0.74 s one at a 
 with four (measured on 24.11, 2 cores). Slurm numbers jobs in the order they reach slurmctld, so
 two pods of a burst may get their job ids in either order; each pod still gets exactly one job."""
 
+STRAGGLERS = 8
+"""Slurm actions that may still be running past their cycle's SUBMIT_BUDGET (threads beyond
+SUBMIT_WORKERS): a submit slurmrestd or slurmctld is slow to answer (a large gang, a controller
+busy with other work) no longer holds the cycle, so the bindings and submits of the pods behind
+it go on. Its workload sits out the cycles until it returns and a job list read after that shows
+its outcome. Past this many stuck at once, new submits queue behind them again."""
+
 FOLLOW_UP = 0.1
 """Poll interval while a job this scheduler submitted (or made room for, by cancelling) may be about
 to start: slurmctld starts batch jobs only in its background pass, once a second (24.11, measured:
@@ -74,6 +82,11 @@ later. A /jobs/state read costs ~5 ms for 200 jobs. A cycle that left submits fo
 START_WATCH = 1.5
 """Seconds after a submit or cancel during which pending jobs are polled every FOLLOW_UP: one
 slurmctld pass (1 s) plus room for a pass that runs late on a busy controller."""
+
+
+def _marker(action: Action) -> str:
+    assert isinstance(action, Submit | Reject | Reroute)
+    return action.marker.text
 
 
 def backoff(attempts: int, base: float = 10.0, cap: float = 300.0) -> float:
@@ -126,13 +139,17 @@ class Scheduler:
         # One thread for Slurm: the slurmrestd client is not thread-safe, slurmctld serialises
         # submits anyway, and this way a burst's submits overlap its bindings.
         self._slurm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sunk-scheduler-slurm")
-        # Submits beyond the first in flight (SUBMIT_WORKERS); `slurm` must then take concurrent submits.
-        self._submit_helpers = submit_workers - 1
-        self._submit_pool = (
-            ThreadPoolExecutor(max_workers=submit_workers - 1, thread_name_prefix="sunk-scheduler-submit")
-            if submit_workers > 1
-            else None
+        # Submits in flight at once (SUBMIT_WORKERS), plus the STRAGGLERS: `slurm` takes
+        # concurrent submits (each thread its own slurmrestd client).
+        self._submit_workers = submit_workers
+        self._submit_pool = ThreadPoolExecutor(
+            max_workers=submit_workers + STRAGGLERS, thread_name_prefix="sunk-scheduler-submit"
         )
+        self._flight_lock = threading.Lock()
+        self._in_flight: set[str] = set()
+        """Markers whose Slurm action (submit, reroute, reject) runs now."""
+        self._landed: dict[str, float] = {}
+        """Markers -> when (monotonic) their last Slurm action returned."""
         self._after: list[Future[None]] = []
         self._after_lock = threading.Lock()
         self._jobs_read = time.monotonic()
@@ -213,7 +230,17 @@ class Scheduler:
             return []
         self._remember(snap, now)
         self.pending = sum(1 for j in snap.jobs if j.state == "PENDING")
-        actions = plan(snap, {k: a.failure for k, a in self.failures.items()}, now, grace=self.grace)
+        # A workload whose Slurm action is still running, or returned after this job list was
+        # read, sits this cycle out: the list can't show what that action did yet.
+        busy = self._busy()
+        if busy:
+            snap = replace(
+                snap,
+                pods=[p for p in snap.pods if p.marker.text not in busy],
+                jobs=[j for j in snap.jobs if j.marker.text not in busy],
+            )
+        failures = {k: a.failure for k, a in dict(self.failures).items()}
+        actions = plan(snap, failures, now, grace=self.grace)
         # Slurm actions in their own thread, one at a time (see _slurm_pool), while the Kubernetes
         # actions (one pod each, independent) overlap their round trips in the pool, bindings
         # first: they end a pod's wait. Events that only report a binding go after every binding.
@@ -238,8 +265,9 @@ class Scheduler:
         return actions
 
     def _slurm_actions(self, cancels: list[Cancel], actions: Sequence[Action], now: float) -> list[Action]:
-        """Cancels, then submits (oldest pods first, by this thread and the submit workers) until
-        SUBMIT_BUDGET is spent; returns the actions left for the next cycle."""
+        """Cancels, then submits (oldest pods first, SUBMIT_WORKERS at a time) until SUBMIT_BUDGET
+        is spent; returns the actions left for the next cycle. An action still running when the
+        budget is spent is not waited for (STRAGGLERS): its workload is busy until it returns."""
         self._cancel(cancels)
         deadline = time.monotonic() + SUBMIT_BUDGET
         queue = deque(actions)
@@ -254,14 +282,30 @@ class Scheduler:
                         return
                     action = queue.popleft()
                     started[0] = True
-                self._apply_counted(action, now)
+                    key = _marker(action)
+                    with self._flight_lock:
+                        self._in_flight.add(key)
+                try:
+                    self._apply_counted(action, now)
+                finally:
+                    with self._flight_lock:
+                        self._in_flight.discard(key)
+                        self._landed[key] = time.monotonic()
 
-        pool, extra = self._submit_pool, min(self._submit_helpers, len(queue) - 1)
-        helpers = [pool.submit(drain) for _ in range(extra)] if pool is not None else []
-        drain()
-        for helper in helpers:
-            helper.result()
-        return list(queue)
+        drains = [self._submit_pool.submit(drain) for _ in range(min(self._submit_workers, len(queue)))]
+        wait_for(drains, timeout=max(0.0, deadline - time.monotonic()))
+        with lock:
+            # Not started by now: the next cycle plans them again (drains still running stop).
+            left = list(queue)
+            queue.clear()
+            started[0] = True
+        return left
+
+    def _busy(self) -> set[str]:
+        """Markers whose Slurm action runs, or returned after this cycle's job list was read."""
+        with self._flight_lock:
+            self._landed = {k: at for k, at in self._landed.items() if at >= self._jobs_read}
+            return self._in_flight | set(self._landed)
 
     def _later(self, fn: Callable[[], None]) -> None:
         """Run after this cycle's bindings (the pool is FIFO), before the cycle ends."""
@@ -295,8 +339,7 @@ class Scheduler:
 
     def close(self) -> None:
         self._slurm_pool.shutdown(wait=True)
-        if self._submit_pool is not None:
-            self._submit_pool.shutdown(wait=True)
+        self._submit_pool.shutdown(wait=True)
         self._pool.shutdown(wait=True)
 
     def _remember(self, snap: Snapshot, now: float) -> None:
@@ -308,7 +351,7 @@ class Scheduler:
             del self.first_seen[uid]
         markers = {p.marker.text for p in snap.pods}
         for key in set(self.failures) - markers:
-            del self.failures[key]
+            self.failures.pop(key, None)  # a straggling submit may have written it meanwhile
         self.metrics.queue.set(sum(1 for p in snap.pods if p.live and not p.node_name))
 
     def run(self, stop: threading.Event, interval: float, wake: threading.Event | None = None) -> None:

@@ -24,7 +24,20 @@ from .request import JobRequest, placeholder_job
 ALREADY_DONE = 2021
 """ESLURM_ALREADY_DONE: cancelling a job that already ended."""
 IMMEDIATE_PAUSE = 1.0
-"""Seconds without immediate allocations after one was refused (RestSlurm.submit)."""
+"""Seconds without immediate allocations of requests no smaller than one that was refused
+(RestSlurm.submit)."""
+
+_Size = tuple[int, int, int, int]
+"""What a placeholder asks for, compared resource by resource: nodes, CPUs per node, MiB per
+node, GPUs per node."""
+
+
+def _size(request: JobRequest) -> _Size:
+    return (request.nodes, request.cpus_per_task, request.memory_mib, request.gpus)
+
+
+def _no_smaller(size: _Size, than: _Size) -> bool:
+    return all(a >= b for a, b in zip(size, than, strict=True))
 
 
 class Rejected(Exception):
@@ -72,7 +85,9 @@ class RestSlurm:
         self._rest = rest
         self._immediate = immediate
         """Try each placeholder as an immediate allocation first (see `submit`)."""
-        self._refused_until = 0.0
+        self._refused: dict[_Size, float] = {}
+        """Sizes of refused allocations -> until when allocations no smaller are not tried."""
+        self._refused_lock = threading.Lock()
         self._on_placed = on_placed
         self._connect = connect
         self._local = threading.local()
@@ -80,7 +95,8 @@ class RestSlurm:
         self._lock = threading.Lock()
         self._cwd = cwd
         self._max_age = max_age
-        """Seconds a cached job is trusted without a state change."""
+        """Seconds a cached job is trusted without a state change; at most `bulk_over` such jobs
+        are read again per pass, so in a queue longer than that a copy may be older."""
         self._bulk_over = bulk_over
         """Up to this many stale jobs are always read one by one (GET /job/{id}, ~4 ms each)."""
         self._clock = clock
@@ -92,19 +108,31 @@ class RestSlurm:
     def jobs(self) -> list[JobView]:
         """Every job of ours, in phases: the state list (one GET /jobs/state); the jobs we
         cancelled that it shows ended, updated in place; the stale rest read again, one by one or
-        as one list, whichever is cheaper; then what the state list no longer has forgotten."""
+        as one list, whichever is cheaper; then what the state list no longer has forgotten.
+        Under the lock: a reroute still in flight from an earlier cycle may cancel through `rest`."""
+        with self._lock:
+            return self._jobs()
+
+    def _jobs(self) -> list[JobView]:
         listed = self._rest.list_job_states()
         # Array tasks ("12_3") are never placeholders: only plain ids can be ours.
         states = {int(j["job_id"]): tuple(j.get("state") or ()) for j in listed if str(j.get("job_id", "")).isdigit()}
         now = self._clock()
         self._end_cancelled(states, now)
-        stale = [
-            job_id
-            for job_id, state in states.items()
-            if job_id not in self._cache
-            or self._cache[job_id][0] != state
-            or now - self._cache[job_id][1] > self._max_age
+        changed = [
+            job_id for job_id, state in states.items() if job_id not in self._cache or self._cache[job_id][0] != state
         ]
+        # Copies only old (a pending reason may have changed) are re-read a few per pass, the
+        # oldest first: a long queue read at once goes stale at once, and re-reading all of it
+        # every max_age seconds would make a pass's reads grow with the queue.
+        aged = sorted(
+            (self._cache[job_id][1], job_id)
+            for job_id, state in states.items()
+            if job_id in self._cache
+            and self._cache[job_id][0] == state
+            and now - self._cache[job_id][1] > self._max_age
+        )
+        stale = changed + [job_id for _, job_id in aged[: self._bulk_over]]
         refreshed = self._refresh(stale, states, now)
         # Purged by slurmctld (MinJobAge), or listed and gone before it could be read: never
         # answer with a stale copy.
@@ -166,16 +194,18 @@ class RestSlurm:
         """With `immediate`: first as an allocation slurmctld grants in the request (no batch step,
         so no slurmstepd; started now rather than at slurmctld's next once-a-second pass), and when
         it can't start now (busy nodes, a job of higher priority waiting, any refusal) as the batch
-        placeholder that waits in the queue. After a refusal, allocations are not tried for
-        IMMEDIATE_PAUSE seconds or until a cancel makes room, so a full cluster costs one extra
-        request a second, not one per pod."""
+        placeholder that waits in the queue. After a refusal, allocations of requests no smaller
+        (in nodes, CPUs, memory and GPUs each) are not tried for IMMEDIATE_PAUSE seconds or until
+        a cancel makes room, so a full cluster costs one extra request a second, not one per pod;
+        and a gang too large to start now (or ever) keeps no smaller pod off the fast path."""
         job = placeholder_job(request, marker, cwd=self._cwd)
         client = self._submitter()
-        if self._immediate and self._clock() >= self._refused_until:
+        if self._immediate and self._may_allocate(_size(request)):
             try:
                 job_id = client.allocate_job(job)
             except SlurmApiError:
-                self._refused_until = self._clock() + IMMEDIATE_PAUSE
+                with self._refused_lock:
+                    self._refused[_size(request)] = self._clock() + IMMEDIATE_PAUSE
             else:
                 if self._on_placed is not None:
                     self._on_placed("allocation")
@@ -190,6 +220,12 @@ class RestSlurm:
             self._on_placed("batch")
         return job_id
 
+    def _may_allocate(self, size: _Size) -> bool:
+        now = self._clock()
+        with self._refused_lock:
+            self._refused = {s: until for s, until in self._refused.items() if now < until}
+            return not any(_no_smaller(size, refused) for refused in self._refused)
+
     def cancel(self, job_ids: Iterable[int]) -> None:
         ids = sorted(set(job_ids))
         if not ids:
@@ -197,7 +233,8 @@ class RestSlurm:
         with self._lock:  # a reroute's cancel may come from any submitting thread
             self._rest.cancel_jobs(ids, ignore=(INVALID_JOB_ID, ALREADY_DONE))
             self._cancelled.update(ids)
-        self._refused_until = 0.0  # room was made: allocations may start again
+        with self._refused_lock:
+            self._refused.clear()  # room was made: allocations may start again
 
     def close(self) -> None:
         """Closes the submitting threads' own clients (not `rest`, which the caller owns)."""

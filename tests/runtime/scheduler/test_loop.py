@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -373,3 +376,66 @@ def test_the_gpu_indices_are_written_with_the_binding() -> None:
     slurm._set(job_id, gpu_indices={"cpu-0": (1, 3)})
     sched.cycle()
     assert kube.pods[("ml", "web")]["metadata"]["annotations"][keys.GPU_INDICES] == "1,3"
+
+
+@dataclass
+class HungSubmit(FakeSlurm):
+    """FakeSlurm whose submit for one marker does not return until `release` is set: a slurmrestd
+    or slurmctld slow to answer for one large gang. What it can't model: why a real submit is slow
+    (slurmctld's locks, a controller busy with other work, slurmrestd's threads) and Slurm's own
+    order between that gang and the pods behind it (priorities, backfill, an immediate allocation
+    refused while a job of higher priority waits): the real-slurmctld test and the bench show those."""
+
+    hold: str = ""
+    release: threading.Event = field(default_factory=threading.Event)
+    reads: int = 0
+
+    def submit(self, request: JobRequest, marker: Marker) -> int:
+        if marker.text == self.hold:
+            self.release.wait(timeout=30)
+        return super().submit(request, marker)
+
+    def jobs(self) -> list[JobView]:
+        self.reads += 1
+        return super().jobs()
+
+
+def test_a_gang_whose_submit_hangs_blocks_none_of_the_pods_behind_it() -> None:
+    group = {keys.GROUP: "big", keys.GROUP_SIZE: "2"}
+    kube, _, _, clock = setup(raw_pod("big-0", **group), raw_pod("big-1", **group), raw_pod("web"), raw_pod("api"))
+    slurm = HungSubmit(hold="sunk-group:ml/big")
+    sched = scheduler(kube, slurm, clock)  # one submit at a time: the gang goes first and hangs
+    try:
+        sched.cycle()
+        assert slurm.submitted == [] and sched.backlog == 2  # the budget ran out behind the gang
+        sched.cycle()  # the gang's submit still runs: the pods behind it go on without it
+        singles = {marker.text: job_id for job_id, _, marker in slurm.submitted}
+        assert sorted(singles) == ["sunk-pod:ml/api/uid-api", "sunk-pod:ml/web/uid-web"]
+        slurm.start(singles["sunk-pod:ml/web/uid-web"], ("cpu-0",))
+        slurm.start(singles["sunk-pod:ml/api/uid-api"], ("cpu-1",))
+        sched.cycle()
+        assert sorted(ref.name for ref, _ in kube.bindings) == ["api", "web"]
+        slurm.release.set()
+        for _ in range(500):  # the gang's submit returns in its own thread
+            if sched.metrics.submits._value.get() == 3:
+                break
+            time.sleep(0.01)
+        for _ in range(3):
+            sched.cycle()
+    finally:
+        slurm.release.set()
+        sched.close()
+    assert [m.text for _, _, m in slurm.submitted].count("sunk-group:ml/big") == 1  # never submitted twice
+
+
+@pytest.mark.parametrize("queue", [1, 300])
+def test_a_cycle_reads_slurm_once_however_long_the_queue(queue: int) -> None:
+    kube, _, _, clock = setup(*(raw_pod(f"web-{i}") for i in range(queue)))
+    slurm = HungSubmit()
+    sched = scheduler(kube, slurm, clock)
+    try:
+        for _ in range(3):
+            sched.cycle()
+    finally:
+        sched.close()
+    assert slurm.reads == 3

@@ -130,6 +130,28 @@ def test_jobs_are_reread_only_when_their_state_changes_or_they_get_old(server: S
     assert sorted(server.paths) == [f"GET {API}/job/1", f"GET {API}/job/2", f"GET {API}/jobs/state/"]
 
 
+@pytest.mark.parametrize("queue", [10, 1000])
+def test_a_pass_reads_as_much_with_a_long_queue_as_with_a_short_one(server: Slurmrestd, queue: int) -> None:
+    """Pending jobs whose copies only got old are re-read a few per pass (bulk_over), the oldest
+    first, so a queue read at once and gone stale at once costs no more a pass than a short one."""
+    clock = [0.0]
+    slurm = client(server, clock)
+    for i in range(queue):
+        server.add(i + 1, "PENDING", f"sunk-pod:ml/p{i}/u{i}")
+    slurm.jobs()
+    seen: set[str] = set()
+    for t in range(queue):  # every copy stale from here on
+        clock[0] = 60.0 + t
+        server.reset()
+        assert len(slurm.jobs()) == queue
+        assert server.paths[0] == f"GET {API}/jobs/state/"
+        assert len(server.paths) == 3  # the state list and two jobs (bulk_over), never the whole list
+        seen.update(server.paths[1:])
+        if len(seen) == queue:
+            break
+    assert len(seen) == queue  # each old copy gets its turn
+
+
 def test_a_job_purged_between_the_two_reads_is_skipped(server: Slurmrestd) -> None:
     slurm = client(server, [0.0])
     server.add(1, "PENDING", "sunk-pod:ml/a/u1")
@@ -289,6 +311,31 @@ def test_an_immediate_allocation_first_and_a_queued_batch_job_when_refused(serve
     server.busy = False
     assert slurm.submit(request, marker) == 78 and server.paths == [f"POST {API}/job/allocate"]
     assert placed == ["allocation", "batch", "batch", "allocation", "batch", "allocation"]
+
+
+def test_a_refused_gang_keeps_no_smaller_pod_off_immediate_allocations(server: Slurmrestd) -> None:
+    """The pause after a refusal covers requests no smaller than the refused one: a 64-node gang
+    that can't start (or never can) at the head of the queue leaves single pods their fast path."""
+    clock = [0.0]
+    rest = SlurmRestClient(
+        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server), api="v0.0.42"
+    )
+    slurm = RestSlurm(rest, clock=lambda: clock[0], immediate=True)
+    gang, marker = JobRequest(nodes=64, cpus_per_task=1, memory_mib=1), Marker("group", "ml", "g")
+    single = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1)
+    server.busy = True
+    assert slurm.submit(gang, marker) == 77
+    server.reset()
+    server.busy = False
+    assert slurm.submit(single, Marker("pod", "ml", "a", "u1")) == 78
+    assert server.paths == [f"POST {API}/job/allocate"]  # not paused by the gang's refusal
+    server.reset()
+    bigger = JobRequest(nodes=64, cpus_per_task=2, memory_mib=1)
+    assert slurm.submit(bigger, Marker("group", "ml", "h")) == 77
+    assert server.paths == [f"POST {API}/job/submit"]  # no smaller than the refused gang: paused
+    server.reset()
+    clock[0] = 1.5
+    assert slurm.submit(bigger, Marker("group", "ml", "h")) == 78  # the pause is over
 
 
 def test_without_immediate_every_placeholder_is_a_batch_job(server: Slurmrestd) -> None:
