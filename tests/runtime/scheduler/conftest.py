@@ -27,7 +27,8 @@ from sunk.runtime.harness.ports import free_ports
 from sunk import keys
 from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.spec.cluster import ClusterSpec
-from sunk.spec.scheduling import AccountSpec
+from sunk.spec.inference import InferenceNamespaceSpec, InferenceSpec
+from sunk.spec.scheduling import AccountSpec, QosSpec
 from sunk.stackfile import load_stack
 from tests.support.kubesim import KubeSim
 from tests.support.nodeset_objects import resource_spec
@@ -179,8 +180,26 @@ def slurm() -> Iterator[LocalSlurm]:
     # Accounting enforces associations: placeholder jobs run as the runtime's user (its association
     # comes with every cluster); `games` gets one to submit jobs of its own (not `nobody`: Slurm
     # 26.05 resolves no user of that name).
+    # Two teams' inference namespaces, each charged to its account and capped by its QOS (GrpTRES,
+    # MaxTRESPerAccount): test_real_slurm.py::test_each_namespace_*.
     spec = load_stack("acme-dev", FIXTURE_STACKS).spec
-    spec = spec.model_copy(update={"accounts": [AccountSpec(name="people", users=["games"])]})
+    accounts = [
+        AccountSpec(name="people", users=["games"]),
+        AccountSpec(name="serving", qos=["serving"], default_qos="serving"),
+        AccountSpec(name="research", qos=["research"], default_qos="research"),
+    ]
+    qos = [
+        *spec.qos,
+        QosSpec(name="serving", grp_tres={"cpu": 2}),
+        QosSpec(name="research", max_tres_per_account={"cpu": 1}),
+    ]
+    inference = InferenceSpec(
+        namespaces=[
+            InferenceNamespaceSpec(name="team-a", account="serving", qos="serving"),
+            InferenceNamespaceSpec(name="team-b", account="research", qos="research"),
+        ]
+    )
+    spec = spec.model_copy(update={"accounts": accounts, "qos": qos, "inference": inference})
     with LocalSlurm.start(spec) as cluster:
         yield cluster
 
@@ -211,7 +230,7 @@ def start_scheduler(
             "SUNK_SLURM_USER": "slurm",
             "SUNK_METRICS_PORT": str(free_ports(1)[0]),
             "SUNK_SCHEDULER_INTERVAL": "0.2",
-            "SUNK_POD_NAMESPACES": "ml",
+            "SUNK_POD_NAMESPACES": ",".join(["ml", *(n.name for n in slurm.spec.inference.namespaces)]),
             "SUNK_BIND_GRACE": "3",  # reroutes within a test's patience (60 s in production)
             # As the Deployment sets it (sunk renders InactiveLimit=0): allocations first.
             "SUNK_IMMEDIATE_ALLOCATION": "true",

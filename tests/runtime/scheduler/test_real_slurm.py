@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 from sunk.runtime.harness import LocalSlurm
+from sunk.runtime.local.patch import json_patch
+from sunk.runtime.webhook.admission import parse_namespaces, pod_patch
 
 from sunk import keys
 from sunk.hostlist import expand
+from sunk.manifests.webhook import namespaces_json
 from tests.support.rawclient import as_body
 
 from .conftest import Cluster, StartScheduler
@@ -342,3 +345,65 @@ def test_binding_reads_nothing_and_a_steady_scheduler_lists_nothing(
     steady = k8s.sim.requests
     k8s.wait_for("10 more cycles", lambda: scheduler.metric("sunk_scheduler_cycle_seconds_count") >= cycles + 10)
     assert k8s.sim.requests - steady == {}  # not one request: no list, no get, no write
+
+
+def test_each_namespace_runs_under_its_account_and_its_qos_caps_it(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
+    """Charged to each team, end to end (issue 35): pods of the stack's two inference namespaces
+    get what the webhook writes for them (its admission on the stack's SUNK_WEBHOOK_NAMESPACES),
+    the scheduler submits their placeholders under that account and QOS, and sacct charges each
+    team's account beside a training job of another. Each QOS caps its namespace: team-a's
+    GrpTRES cpu=2 and team-b's MaxTRESPerAccount cpu=1 leave the pods beyond them pending with
+    Slurm's reason on the pod."""
+    teams = parse_namespaces(namespaces_json(slurm.spec.inference.namespaces))
+    training = slurm.jail.run(
+        ["sbatch", "--parsable", "-A", "people", "-o", "/dev/null"], input=FILL, user="games:games"
+    )
+    assert training.returncode == 0, training.stderr
+    training_job = int(training.stdout.strip().split(";")[0])
+    for ns, count in (("team-a", 3), ("team-b", 2)):
+        k8s.sim.add_namespace(ns)
+        for i in range(count):
+            pod: dict[str, Any] = {
+                "metadata": {"name": f"serve-{i}", "namespace": ns},
+                "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}}]},
+            }
+            patch = pod_patch(pod, teams[ns], "sunk-scheduler")
+            assert isinstance(patch, list)
+            k8s.api.create_namespaced_pod(ns, as_body(json_patch(pod, patch)), _preload_content=False)
+    start_scheduler()
+    caps = {"team-a": 2, "team-b": 1}  # one-CPU pods under GrpTRES cpu=2 and MaxTRESPerAccount cpu=1
+    limits = {"team-a": "QOSGrpCpuLimit", "team-b": "MaxCpuPerAccount"}  # Slurm's pending reasons (26.05)
+
+    def settled(ns: str) -> tuple[list[dict[str, Any]], list[str]] | None:
+        """The namespace's bound pods and the messages of the others, once as many as its QOS
+        allows are bound and every other one says it waits on its QOS's limit."""
+        pods = [k8s.existing_pod(f"serve-{i}", ns) for i in range(3 if ns == "team-a" else 2)]
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        waiting = [k8s.condition(p["metadata"]["name"], ns) or {} for p in pods if not p["spec"].get("nodeName")]
+        seen[ns] = (len(bound), [c.get("message") for c in waiting])
+        # Slurm names the limit once its scheduler has looked at the job (a pending job's copy
+        # is re-read within 15 s): until then the message has no reason.
+        if len(bound) != caps[ns] or any(c.get("reason") != "SlurmJobPending" for c in waiting):
+            return None
+        if not all(f"({limits[ns]})" in str(c.get("message")) for c in waiting):
+            return None
+        return bound, [str(c["message"]) for c in waiting]
+
+    seen: dict[str, tuple[int, list[Any]]] = {}
+    try:
+        outcome = {ns: k8s.wait_for(f"{ns}: {caps[ns]} bound, the rest pending", partial(settled, ns)) for ns in caps}
+    except AssertionError as e:
+        qos = slurm.run("sacctmgr", "-n", "-P", "show", "qos", "format=Name,GrpTRES,MaxTRESPA").stdout
+        raise AssertionError(f"{e}; pods bound and messages: {seen}; QOS: {qos}") from None
+    assert [len(waiting) for _, waiting in outcome.values()] == [1, 1]
+    charged = {
+        ns: {int(p["metadata"]["annotations"][keys.JOB_ID]) for p in bound} for ns, (bound, _) in outcome.items()
+    }
+    ids = ",".join(str(i) for i in [training_job, *charged["team-a"], *charged["team-b"]])
+    out = slurm.run("sacct", "-X", "-n", "-P", "-a", "-o", "JobID,Account,QOS", "-j", ids, check=True).stdout
+    rows = {int(r.split("|")[0]): tuple(r.split("|")[1:]) for r in out.splitlines() if r}
+    assert rows[training_job][0] == "people"
+    assert {rows[j] for j in charged["team-a"]} == {("serving", "serving")}
+    assert {rows[j] for j in charged["team-b"]} == {("research", "research")}
