@@ -180,6 +180,13 @@ QUEUE = (
         ((f"sum by (account) ({m('sunk_slurm_jobs', state='pending')})", "{{account}}"),),
         stacked=True,
     ),
+    # Inference pods run as placeholder jobs under their namespace's account (inference.namespaces),
+    # so each team's share of the pool shows here beside its training jobs.
+    Panel(
+        "CPUs in use by account (training and inference)",
+        ((f"sum by (account) ({m('sunk_slurm_job_cpus', state='running')})", "{{account}}"),),
+        stacked=True,
+    ),
     Panel(
         "CPUs asked for by pending jobs, by partition",
         ((f"sum by (partition) ({m('sunk_slurm_job_cpus', state='pending')})", "{{partition}}"),),
