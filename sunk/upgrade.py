@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sunk import keys
 from sunk.images import release_of
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.upgrade import UPGRADE_FROM, upgrade_problems
@@ -107,22 +108,22 @@ def upgrade_plan(spec: ClusterSpec, source: str) -> UpgradePlan:
     steps += [
         Step(
             "snapshot",
-            f"stop slurmctld {source} (it saves its state) and copy StateSaveLocation with a sha256 of every file",
+            _stop_and_copy(spec, source),
             "slurmdbd on " + target if spec.accounting.enabled else "nothing",
             "the copy's checksums match the files",
             CONTROLLER_TIMEOUT,
-            f"start slurmctld {source} again from the untouched files",
+            f"start {_controllers(spec, source)} again from the untouched files",
         ),
         Step(
             "slurmctld",
-            f"slurmctld {new} starts from the saved state (it converts the state files; pending and "
-            "running jobs are kept)",
+            f"{_controllers(spec, new)} starts from the saved state (it converts the "
+            "state files; pending and running jobs are kept)" + (", pod 0 the primary" if spec.controller.ha else ""),
             "the snapshot",
             f"slurmctld answers and reports {target}, every job it had is known, every node that "
             "answered before answers again",
             CONTROLLER_TIMEOUT,
-            f"stop slurmctld; restore StateSaveLocation from the snapshot (checksums verified); start "
-            f"slurmctld {source}",
+            f"stop {_controllers(spec, new)}; restore StateSaveLocation from the snapshot (checksums verified); start "
+            f"{_controllers(spec, source)}",
         ),
         Step(
             "slurmd",
@@ -143,6 +144,29 @@ def upgrade_plan(spec: ClusterSpec, source: str) -> UpgradePlan:
         ),
     ]
     return UpgradePlan(spec.name, source, target, tuple(steps))
+
+
+def _controllers(spec: ClusterSpec, release: str) -> str:
+    """slurmctld `release`, or with backups every controller of that release: they share one
+    StateSaveLocation, so none may run while it is copied or converted, and two releases never
+    run on it together. The controller StatefulSet is then OnDelete: its pods are replaced only
+    once deleted, all of them (docs/how-to/ha.md), and each pod's state guard waits until no
+    controller answers before it copies (sunk.manifests.upgrade)."""
+    if not spec.controller.ha:
+        return f"slurmctld {release}"
+    backups = spec.controller.replicas - 1
+    return f"every slurmctld {release} (the primary and its {'backup' if backups == 1 else f'{backups} backups'})"
+
+
+def _stop_and_copy(spec: ClusterSpec, source: str) -> str:
+    if not spec.controller.ha:
+        return f"stop slurmctld {source} (it saves its state) and copy StateSaveLocation with a sha256 of every file"
+    return (
+        f"delete every controller pod (kubectl delete pod -n {spec.ns} -l {keys.APP_INSTANCE}={spec.name},"
+        f"{keys.APP_COMPONENT}=controller: the StatefulSet is OnDelete), so {_controllers(spec, source)} stops "
+        "and saves its state; once no controller answers, one new pod's state guard copies StateSaveLocation "
+        "with a sha256 of every file (the others wait their turn and find the copy)"
+    )
 
 
 def plan_text(plan: UpgradePlan) -> str:

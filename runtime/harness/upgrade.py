@@ -18,6 +18,8 @@ import hashlib
 import os
 import shlex
 import signal
+import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +39,7 @@ from ..images.build import Builder
 from . import daemons
 from .layout import SLURM_ROLES, SimNode, prepare_role, write_slurm_files
 from .local import LocalSlurm
-from .overrides import directive, local_files
+from .overrides import LOOPBACK, backup_address, directive, local_files
 from .ports import wait_until
 
 FAULTS = ("slurmdbd", "slurmctld")
@@ -145,6 +147,10 @@ class Upgrade:
         recorded before the dump and the one 24.11 runs on)."""
         self.rewritten: list[str] = []
         """With the slurmctld fault: the state files the crashed start had rewritten."""
+        self.guard_logs: dict[str, str] = {}
+        """What each controller pod's state guard said, by the pod it stands for ("0", "1": with
+        backups, pod 0's guard copies while the old backups are still being stopped, pod 1's
+        follows it; "back": the old release's guard in the rollback)."""
         self.hooks: dict[str, Callable[[], None]] = {}
         """Step name -> called after that step's gate passed; "node replaced": after the first
         slurmd is replaced (the drill lets its running job end there, in the mixed window)."""
@@ -188,9 +194,31 @@ class Upgrade:
         for name in [*daemon_names, f"munged-{role}"]:
             jail.stop(name, timeout=30)
         jail.replace_lower(role, self.images[role])
+        self._new_pod_folders(role)
         prepare_role(jail.root(role), role, host=self.slurm.host, munge_key=self._munge_key())
+        self._backup_names(role)
         if role in SLURM_ROLES and self.slurm.spec.auth.type == "munge":
             daemons.start_munged(jail, role)
+
+    def _backup_names(self, root: str) -> None:
+        """The backups' pod names resolve in a root prepared afresh (as the headless Service's
+        names do in a new pod): every client walks the SlurmctldHost list."""
+        hosts = self.slurm.jail.root(root) / "etc/hosts"
+        lines = [f"{backup_address(i)} {self.slurm.controller_hosts[i]}" for i in self.backups]
+        text = hosts.read_text() if hosts.exists() else ""
+        missing = [line for line in lines if line not in text.splitlines()]
+        if missing:
+            hosts.write_text(text + "".join(f"{line}\n" for line in missing))
+
+    def _new_pod_folders(self, role: str) -> None:
+        """A new pod's emptyDir folders are empty: slurmctld's /run/slurmctld (a primary that
+        stopped left its standby mark there, SlurmctldPrimaryOffProg, which the next primary would
+        read as a takeover and ask for a reconfigure)."""
+        if role == "slurmctld":
+            run = self.slurm.role_root(role) / "run/slurmctld"
+            for path in run.glob("*"):
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
 
     def _munge_key(self) -> bytes | None:
         if self.slurm.spec.auth.type != "munge":
@@ -371,6 +399,19 @@ class Upgrade:
     def snapshot_name(self) -> str:
         return naming.state_snapshot(self.source)
 
+    @property
+    def backups(self) -> list[int]:
+        """The backup controllers' indexes (controller.replicas 2-3), none with one slurmctld."""
+        return list(range(1, len(self.slurm.controller_hosts)))
+
+    def peers(self) -> list[str]:
+        """Every slurmctld's address:port here (the guards' peers: SlurmctldHost names in a cluster)."""
+        port = self.slurm.ports.slurmctld
+        return [f"{LOOPBACK}:{port}", *(f"{backup_address(i)}:{port}" for i in self.backups)]
+
+    def _state_guard(self, spec: ClusterSpec) -> str:
+        return scripts.state_guard(spec, peers=self.peers())
+
     def _snapshot(self) -> None:
         jail = self.slurm.jail
         self.jobs_before = self.job_ids()
@@ -383,11 +424,46 @@ class Upgrade:
         )
         self._bind_backup("slurmctld")
         # The state guard slurmctld's pod of the new release runs first (sunk.manifests.upgrade):
-        # it finds state of the source release and copies it (state-snapshot.sh).
-        script = scripts.state_guard(self.target_spec)
-        self._timed(
-            "snapshot", "StateSaveLocation copied, sha256", "cp + sha256sum", lambda: self._in("slurmctld", script)
+        # it finds state of the source release and copies it (state-snapshot.sh). With backups
+        # it starts as pod 0's would, once pod 0 alone is deleted: the backups still run (the
+        # StatefulSet is OnDelete, deleted one by one), and it must not copy until they stop.
+        script = self._state_guard(self.target_spec)
+        if not self.backups:
+            self._timed(
+                "snapshot", "StateSaveLocation copied, sha256", "cp + sha256sum", lambda: self._record("0", script)
+            )
+            return
+        guard = threading.Thread(target=self._record, args=("0", script))
+        started = time.monotonic()
+        guard.start()
+        time.sleep(self.peer_delay)
+        self.copied_while_a_peer_ran = (self.backup / f"{self.snapshot_name}.sha256").exists()
+        for index in self.backups:
+            self._timed(
+                "snapshot",
+                f"{self.slurm.controller_process(index)} {self.source} stopped",
+                "slurmctld exit",
+                partial(jail.stop, self.slurm.controller_process(index), 60),
+            )
+        guard.join(self.gate_timeout)
+        if guard.is_alive() or "0" not in self.guard_logs:
+            raise RuntimeError(f"pod 0's state guard did not finish: {self.guard_logs}")
+        self.timeline.add(
+            "snapshot",
+            "pod 0's state guard: waited, then copied",
+            "every slurmctld stopped",
+            time.monotonic() - started,
         )
+        # Pod 1's guard takes its turn after pod 0's: it finds the copy and writes nothing.
+        self._timed("snapshot", "pod 1's state guard", "its turn", lambda: self._record("1", script))
+
+    peer_delay: float = 5
+    """With backups: seconds pod 0's state guard runs while the old backups still answer."""
+    copied_while_a_peer_ran: bool = False
+    """With backups: a snapshot existed before the old backups were stopped (the hazard)."""
+
+    def _record(self, pod: str, script: str) -> None:
+        self.guard_logs[pod] = self._in("slurmctld", script, timeout=self.gate_timeout)
 
     def job_ids(self) -> set[str]:
         out = self.slurm.run("squeue", "-h", "-a", "-r", "-o", "%i", check=True).stdout
@@ -436,6 +512,8 @@ class Upgrade:
         if "slurmctld" in self.faults:
             self._crash_after_conversion()
         daemons.start_slurmctld(jail, self.slurm.ports.slurmctld)
+        for index in self.backups:
+            self.slurm.start_backup(index)
         self._gate_version("slurmctld", ["slurmctld", "-V"])
         missing = self.jobs_before - self.job_ids()
         if missing:
@@ -477,21 +555,45 @@ class Upgrade:
         }
         return sorted(p for p in recorded.keys() | now.keys() if recorded.get(p) != now.get(p))
 
+    def _replace_lower_when_free(self, role: str, lower: Path) -> None:
+        """replace_lower once the root's mount is free: a crashed slurmctld's helpers (slurmscriptd,
+        a primary mark's background reconfigure) may outlive it for a moment, as in a container
+        whose PID 1 died."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.slurm.jail.replace_lower(role, lower)
+                return
+            except RuntimeError as busy:
+                if "target is busy" not in str(busy):
+                    raise
+                if time.monotonic() > deadline:
+                    ps = subprocess.run(["ps", "-eo", "pid,ppid,etimes,args"], capture_output=True, text=True)
+                    left = [line for line in ps.stdout.splitlines() if "slurm" in line or "scontrol" in line]
+                    raise RuntimeError(f"{busy}; still running:\n" + "\n".join(left)) from busy
+                time.sleep(0.5)
+
     def _rollback_slurmctld(self) -> None:
         jail = self.slurm.jail
-        jail.stop("slurmctld", 30)
+        for index in [0, *self.backups]:
+            jail.stop(self.slurm.controller_process(index), 30)
         jail.stop("munged-slurmctld")
-        jail.replace_lower("slurmctld", self.images_before["slurmctld"])
+        self._replace_lower_when_free("slurmctld", self.images_before["slurmctld"])
+        self._new_pod_folders("slurmctld")
         prepare_role(jail.root("slurmctld"), "slurmctld", host=self.slurm.host, munge_key=self._munge_key())
+        self._backup_names("slurmctld")
         # The old release's pod (the stack set back to it): its state guard finds state the new
         # release wrote, restores the snapshot (state-restore.sh) and sets the snapshot aside.
         self._bind_backup("slurmctld")
-        self.guard_log = self._in("slurmctld", scripts.state_guard(self.back_spec))
+        self.guard_log = self._in("slurmctld", self._state_guard(self.back_spec))
+        self.guard_logs["back"] = self.guard_log
         [aside] = sorted(self.backup.glob(f"{self.snapshot_name}.restored-*.sha256"))[-1:]
         self.restored = not self.state_changes(aside)
         daemons.start_munged(jail, "slurmctld")
         self._write_files(self.slurm.spec)
         daemons.start_slurmctld(jail, self.slurm.ports.slurmctld)
+        for index in self.backups:
+            self.slurm.start_backup(index)
         daemons.wait_nodes_idle(jail, [n.name for n in self.slurm.nodes], allow_busy=True, timeout=self.gate_timeout)
 
     # -- the nodes -----------------------------------------------------------------------
@@ -544,6 +646,7 @@ class Upgrade:
         jail.bind(self.new_slurmd, self.slurm.jail.workdir / "shared" / "tmp", "/tmp")
         jail.mount_tmpfs(self.new_slurmd, "/sys/fs/cgroup")
         prepare_role(jail.root(self.new_slurmd), "slurmd", host=self.slurm.host, munge_key=self._munge_key())
+        self._backup_names(self.new_slurmd)
         if self.slurm.spec.auth.type == "munge":
             daemons.start_munged(jail, self.new_slurmd)
 

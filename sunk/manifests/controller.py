@@ -231,11 +231,15 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
 
 
 def backup_claims(spec: ClusterSpec) -> list[Manifest]:
-    """The state snapshot's volume while slurm.upgradeFrom is set (sunk.manifests.upgrade)."""
+    """The state snapshot's volume while slurm.upgradeFrom is set (sunk.manifests.upgrade), which
+    also holds the state guards' turns with backups."""
     if not upgrade.guarded(spec):
         return []
     storage = spec.controller.state_storage
-    return [upgrade.backup_claim(spec, COMPONENT, storage.size, storage.storage_class)]
+    # With backups every controller pod mounts it (one state guard copies, the others read that
+    # the copy exists), on Nodes of their own: the state's ReadWriteMany class.
+    mode = "ReadWriteMany" if spec.controller.ha else "ReadWriteOnce"
+    return [upgrade.backup_claim(spec, COMPONENT, storage.size, storage.storage_class, mode)]
 
 
 def controller_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:

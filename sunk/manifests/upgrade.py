@@ -120,9 +120,12 @@ def backup_claim_name(spec: ClusterSpec, component: str) -> str:
     return naming.backup_claim(spec.name, component, spec.slurm.upgrade_from or "")
 
 
-def backup_claim(spec: ClusterSpec, component: str, size: str, storage_class: str | None) -> Manifest:
-    """The backup volume of one daemon: sized as the volume it copies, in its StorageClass."""
-    claim: Manifest = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+def backup_claim(
+    spec: ClusterSpec, component: str, size: str, storage_class: str | None, access_mode: str = "ReadWriteOnce"
+) -> Manifest:
+    """The backup volume of one daemon: sized as the volume it copies, in its StorageClass;
+    ReadWriteMany where every controller pod mounts it (controller.replicas 2-3)."""
+    claim: Manifest = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
     if storage_class:
         claim["storageClassName"] = storage_class
     return obj("v1", "PersistentVolumeClaim", metadata(spec, backup_claim_name(spec, component), component), spec=claim)
@@ -234,10 +237,26 @@ def slurmdbd_guard(spec: ClusterSpec, directory: str = BACKUP_DIR) -> str:
     return f"{directory}/{dump_name(spec)}" if upgrading(spec) else ""
 
 
-def state_guard(spec: ClusterSpec, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:
+def controller_peers(spec: ClusterSpec) -> list[str]:
+    """`address:port` of every SlurmctldHost, which the state guards of a controller with backups
+    wait on before they copy or restore (none answering: every old controller pod deleted), and
+    whose turns they take; none with one controller, or without slurm.upgradeFrom (nothing is
+    then written, and the backup volume that holds the turns is not mounted)."""
+    if not (spec.controller.ha and guarded(spec)):
+        return []
+    return [f"{naming.controller_fqdn(spec, i)}:{naming.SLURMCTLD_PORT}" for i in range(spec.controller.replicas)]
+
+
+def state_guard(
+    spec: ClusterSpec,
+    directory: str = BACKUP_DIR,
+    state: str = naming.STATE_SAVE,
+    peers: list[str] | None = None,
+) -> str:
     """state-guard.sh for spec's release and slurm.upgradeFrom: the snapshot before a conversion,
     the restore when going back (unless it would lose jobs: slurm.acceptJobLoss), the refusal of
-    a change nobody announced."""
+    a change nobody announced. `peers`: the controllers' addresses where they are not the
+    stack's own (the harness's; by default controller_peers)."""
     source = spec.slurm.upgrade_from or spec.slurm.version
     release = spec.slurm.version
     return render(
@@ -249,6 +268,7 @@ def state_guard(spec: ClusterSpec, directory: str = BACKUP_DIR, state: str = nam
         ANNOUNCED=spec.slurm.upgrade_from or "",
         ACCEPT_LOSS="yes" if spec.slurm.accept_job_loss else "no",
         PROTOCOLS=_protocols(),
+        PEERS=" ".join(controller_peers(spec) if peers is None else peers),
         SNAPSHOT=state_snapshot(snapshot_name(source), directory, state),
         RESTORE=state_restore(snapshot_name(release), directory, state),
     )

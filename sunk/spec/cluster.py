@@ -462,16 +462,6 @@ class ClusterSpec(Model):
     def _release_problems(self) -> list[Problem]:
         """What the chosen Slurm release can't run (its row says)."""
         problems = []
-        if self.slurm.upgrade_from is not None and self.controller.ha:
-            # Each controller pod's state-guard would snapshot the one shared folder at once, on a
-            # snapshot claim only one Node mounts: not built yet (docs/how-to/ha.md, upgrades).
-            problems.append(
-                Problem(
-                    "slurm.upgradeFrom",
-                    f"an upgrade of a controller with backups (controller.replicas {self.controller.replicas}) "
-                    "is not supported yet: upgrade with controller.replicas 1, then set it back",
-                )
-            )
         release = self.release
         if self.controller.metrics and not release.metrics:
             problems.append(

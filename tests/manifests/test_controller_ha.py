@@ -240,13 +240,3 @@ def test_nothing_but_the_slurmctld_host_lines_names_a_controller_pod() -> None:
     assert [line for line in conf.splitlines() if any(f"{p}." in line for p in pods)] == [
         line for line in conf.splitlines() if line.startswith("SlurmctldHost=")
     ]
-
-
-def test_an_upgrade_with_backups_is_refused_until_it_is_built() -> None:
-    with pytest.raises(SpecError) as info:
-        build_spec(
-            slurm={"version": "26.05", "upgradeFrom": "24.11"},
-            controller={"replicas": 2, "stateStorage": RWX},
-        )
-    [problem] = info.value.problems
-    assert problem.startswith("slurm.upgradeFrom: ") and "controller.replicas 1" in problem

@@ -23,6 +23,16 @@
 # local cluster: slurmctld 26.05 had rewritten node_state once the nodes registered, and
 # job_state not after five minutes; a crash then leaves both releases' files). job_state goes on
 # with the time it was saved (8 bytes) and the next job id slurmctld will give (4 bytes, big-endian).
+# With backups (controller.replicas 2-3, `peers` the address:port of every SlurmctldHost) the
+# controller pods share StateSaveLocation and the backup volume, and the StatefulSet is OnDelete:
+# an upgrade starts each pod of the new template only once its old one is deleted. So the guards
+# take turns (a lock folder on the backup volume naming its holder; a pod restarted while holding
+# it takes it back), and before a conversion or a restore the first waits until no controller
+# answers at its address: a primary still saving its state, or an old standby that would take
+# over and write the folder while it is copied, or run its release beside the new one. It marks
+# that every old controller stopped (.controllers-moved-<from>-<to>, removed when going back), so
+# the guards that follow, whose peers of the new release answer by then, don't wait on them; they
+# find the copy taken and write nothing.
 set -eu
 state=@STATE@
 dir=@DIR@
@@ -31,15 +41,61 @@ source=@SOURCE@
 announced=@ANNOUNCED@
 accept_loss=@ACCEPT_LOSS@
 protocols=@PROTOCOLS@
+peers=@PEERS@
 snapshot=@SNAPSHOT@
 restore=@RESTORE@
 copy="$dir/statesave-$release"
 marker="$copy.restoring"
+lock="$dir/.state-guard.lock"
+if [ -n "$peers" ]; then
+  me=$(hostname -s)
+  said=""
+  mkdir -p "$dir"
+  until mkdir "$lock" 2>/dev/null; do
+    holder=$(cat "$lock/holder" 2>/dev/null || true)
+    if [ "$holder" = "$me" ]; then
+      echo "state-guard: $lock was left by an earlier start of this pod: taken back"
+      break
+    fi
+    if [ -z "$said" ]; then
+      echo "state-guard: waiting for the state-guard of ${holder:-another controller pod} ($lock; remove it if that pod is gone for good)"
+      said=yes
+    fi
+    sleep 2
+  done
+  echo "$me" > "$lock/holder"
+  trap 'rm -rf "$lock"' EXIT
+  trap 'exit 143' TERM INT
+fi
+# `answering`: the first controller address that accepts a connection (none: every slurmctld stopped).
+answering() {
+  for peer in $peers; do
+    # bash opens /dev/tcp/HOST/PORT as a connection (sh has no such path); $1 and $2 are its own.
+    # shellcheck disable=SC2016
+    if timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' sh "${peer%:*}" "${peer##*:}" 2>/dev/null; then
+      echo "$peer"
+      return
+    fi
+  done
+}
+# Before the state is copied or restored: until no controller answers (without backups, at once:
+# slurmctld's own pod is the only one, and it is not started yet).
+all_stopped() {
+  said=""
+  while alive=$(answering) && [ -n "$alive" ]; do
+    if [ -z "$said" ]; then
+      echo "state-guard: a slurmctld still answers at $alive: waiting until every controller pod of the old template is deleted"
+      said=yes
+    fi
+    sleep 2
+  done
+  if [ -n "$said" ]; then echo "state-guard: no slurmctld answers any more"; fi
+}
 set_aside() {
   aside="$copy.restored-$(date -u +%Y%m%dT%H%M%SZ)"
   if [ -e "$copy.sha256" ]; then mv "$copy.sha256" "$aside.sha256"; fi
   if [ -e "$copy" ]; then mv "$copy" "$aside"; fi
-  rm -f "$marker"
+  rm -f "$marker" "$dir/.controllers-moved-$release-"*
   echo "state-guard: $state is the copy taken on $release again (set aside as $aside)"
 }
 # `next_job FILE`: the next job id a job_state file carries (empty where it is too short).
@@ -51,6 +107,7 @@ saved_at() {
 if [ -e "$marker" ]; then
   if [ -e "$copy.sha256" ] && [ -d "$copy" ]; then
     echo "state-guard: the restore of $copy into $state was stopped before it finished: it runs again"
+    all_stopped
     sh -c "$restore"
   else
     echo "state-guard: the restore of $copy into $state had finished before it was stopped"
@@ -105,6 +162,16 @@ elif [ "$written" -lt "$mine" ]; then
     echo "state-guard: $state was written by Slurm $by, not $source as slurm.upgradeFrom says; set slurm.upgradeFrom to the release the cluster runs" >&2
     exit 1
   fi
+  # With backups: the first guard here waits until every controller of $source stopped (none may
+  # run beside $release, nor write the folder while it is copied) and marks it; the guards of the
+  # other new pods find the mark and do not wait on this release's controllers, which answer by then.
+  moved="$dir/.controllers-moved-$source-$release"
+  if [ -n "$peers" ] && [ -e "$moved" ]; then
+    echo "state-guard: every slurmctld $source had stopped before ($moved)"
+  else
+    all_stopped
+    if [ -n "$peers" ]; then : > "$moved"; fi
+  fi
   if [ -e "$dir/statesave-$source.sha256" ]; then
     echo "state-guard: $dir/statesave-$source exists (taken before the conversion); kept as it is"
   else
@@ -135,6 +202,7 @@ else
   fi
   if [ -n "$lost" ]; then echo "state-guard: $lost; slurm.acceptJobLoss is set: restoring all the same"; fi
   echo "state-guard: $state was written by Slurm $by, newer than this slurmctld in $files: the copy taken on $release goes back"
+  all_stopped
   : > "$marker"
   sh -c "$restore"
   set_aside
