@@ -149,6 +149,26 @@ def test_a_group_that_starts_at_its_first_member_gets_all_its_nodes_at_once(
     assert slurm.wait_job(job_id, {"CANCELLED"}, timeout=120) == "CANCELLED"
 
 
+def test_an_unplaceable_gang_first_in_the_queue_holds_back_no_pod_behind_it(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
+    """No starvation (issue 35): a gang of three, larger than the two shared nodes, is the oldest
+    work when the scheduler starts. slurmctld refuses its job (the immediate allocation and then
+    the batch job); the single pods behind it are bound meanwhile, each on an immediate
+    allocation: the gang's refusal pauses allocations only for requests no smaller than its own."""
+    for i in range(3):
+        k8s.create_pod(f"big-{i}", annotations={keys.GROUP: "big", keys.GROUP_SIZE: "3", **SHARED})
+    for i in range(4):
+        k8s.create_pod(f"web-{i}", annotations=SHARED)
+    proc = start_scheduler()
+    for i in range(4):
+        k8s.wait_bound(f"web-{i}")
+    k8s.wait_for("the gang refused", lambda: (k8s.condition("big-0") or {}).get("reason") == "Unschedulable")
+    assert not any(k8s.existing_pod(f"big-{i}")["spec"].get("nodeName") for i in range(3))
+    assert proc.metric('sunk_scheduler_placeholders_total{kind="allocation"}') == 4
+    assert proc.metric('sunk_scheduler_placeholders_total{kind="batch"}') == 0
+
+
 def test_invalid_requests_are_reported_once_without_a_retry_storm(
     slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
