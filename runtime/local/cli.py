@@ -5,7 +5,7 @@ local cluster per project folder.
 render runs the Pulumi program, which the runtime layer never imports), starts the cluster's
 process (cluster.py) in the background, applies the render with the real kubectl (the
 CustomResourceDefinitions first, so their kinds are known when the rest goes), waits until every
-pod is Ready, every Job complete and every registered Slurm node in slurmctld's topology (a
+pod is Ready (a slurmctld backup: running beside its Ready primary), every Job complete and every registered Slurm node in slurmctld's topology (a
 multi-node job then runs at once), and prints the pods. `down` stops the process, which stops
 every pod and removes the bridge, its veths and firewall rules, then deletes the cluster's folder.
 `node stop NAME` stops one Node's agent as if the Node lost power (its heartbeats and containers
@@ -152,6 +152,27 @@ def apply(state: State, rendered: Path) -> str:
     return _kubectl(state, "apply", "-f", str(rendered)).stdout
 
 
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions") or []
+    )
+
+
+def standing_by(pod: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
+    """A slurmctld backup: a controller pod that is not Ready (with backups the readiness probe
+    passes only on the primary) but runs every container, beside a Ready pod of its StatefulSet."""
+    meta = pod["metadata"]
+    if (meta.get("labels") or {}).get(keys.APP_COMPONENT) != "controller" or _pod_ready(pod):
+        return False
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    if not statuses or not all("running" in (c.get("state") or {}) for c in statuses):
+        return False
+    owners = {o.get("uid") for o in meta.get("ownerReferences") or []}
+    return any(
+        _pod_ready(p) and owners & {o.get("uid") for o in p["metadata"].get("ownerReferences") or []} for p in pods
+    )
+
+
 def _unready(state: State) -> list[str]:
     pods = json.loads(_kubectl(state, "get", "pods", "-A", "-o", "json").stdout)["items"]
     jobs = json.loads(_kubectl(state, "get", "jobs", "-A", "-o", "json").stdout)["items"]
@@ -160,13 +181,9 @@ def _unready(state: State) -> list[str]:
     for pod in pods:
         phase = pod.get("status", {}).get("phase")
         owners = [o.get("kind") for o in pod["metadata"].get("ownerReferences") or []]
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in pod.get("status", {}).get("conditions") or []
-        )
         if "Job" in owners and phase == "Succeeded":
             continue
-        if not ready:
+        if not _pod_ready(pod) and not standing_by(pod, pods):
             why = stuck.why(pod, warnings.get(pod["metadata"].get("uid", "")))
             waiting.append(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']}: {why}")
     for job in jobs:

@@ -7,7 +7,9 @@ Derived (`derive`), from what the rendered objects ask of the Nodes under them:
   NoExecute taints every pod placed there tolerates (acme-prod's `slurm-system` taint). Its size
   is what those pods request, plus the largest of them again (a rolling replacement starts the
   new pod before the old one goes) and a small margin; so a NodeSet's slurmd pod, which asks for
-  a whole Slurm node, does not fit there and goes to its own pool.
+  a whole Slurm node, does not fit there and goes to its own pool. A hard topology spread over
+  hostnames there (`minDomains`: slurmctld with backups) gets that many Nodes, sharing those
+  pods' requests among them, each still with room for the largest and the margin.
 - one **pool per NodeSet**: `replicas` Nodes (all-matching-nodes: ALL_MATCHING_NODES) plus one
   spare, so `kubectl scale nodeset --replicas N+1` has somewhere to go. Each has the labels its
   slurmd pods select (nodeSelector with kubernetes.io/arch, instance type, required node
@@ -205,8 +207,8 @@ def _system_pools(objects: list[Obj]) -> list[Obj]:
         groups.setdefault(tuple(sorted(placement.items())), []).append((spec, _replicas(obj)))
     if not groups:
         groups[()] = []
-    nodes = []
-    for index, (where, members) in enumerate(sorted(groups.items())):
+    nodes: list[Obj] = []
+    for where, members in sorted(groups.items()):
         asked = [pod_requests(spec) for spec, _ in members]
         cpu = sum(r.get("cpu", 0) * n for r, (_, n) in zip(asked, members, strict=True))
         mem = sum(r.get("memory", 0) * n for r, (_, n) in zip(asked, members, strict=True))
@@ -216,13 +218,28 @@ def _system_pools(objects: list[Obj]) -> list[Obj]:
         if where:  # a dedicated pool: the taints all its pods tolerate
             common = [_taints(spec.get("tolerations") or []) for spec, _ in members]
             taints = [t for t in common[0] if all(t in c for c in common[1:])] if common else []
-        name = DEFAULT_NODE if index == 0 else f"{DEFAULT_NODE}-{index}"
-        capacity = {
-            "cpu": _cpu((cpu + largest_cpu) * 1000 + SYSTEM_MARGIN_MILLICORES),
-            "memory": _memory((mem + largest_mem) / 2**20 + SYSTEM_MARGIN_MIB),
+        count = max((_spread_domains(spec) for spec, _ in members), default=1)
+        capacity = {  # the pods shared among the pool's Nodes (the scheduler spreads them)
+            "cpu": _cpu((cpu / count + largest_cpu) * 1000 + SYSTEM_MARGIN_MILLICORES),
+            "memory": _memory((mem / count + largest_mem) / 2**20 + SYSTEM_MARGIN_MIB),
         }
-        nodes.append(node(name, capacity, {**dict(where), keys.LOCAL_POOL: "system"}, taints))
+        for _ in range(count):
+            name = DEFAULT_NODE if not nodes else f"{DEFAULT_NODE}-{len(nodes)}"
+            nodes.append(node(name, capacity, {**dict(where), keys.LOCAL_POOL: "system"}, taints))
     return nodes
+
+
+def _spread_domains(spec: Mapping[str, Any]) -> int:
+    """The Nodes a pod's hard topology spread over hostnames asks for: its `minDomains` (slurmctld
+    with backups: one Node per controller, or the backups stay Pending), else one."""
+    return max(
+        [1]
+        + [
+            int(c.get("minDomains") or 1)
+            for c in spec.get("topologySpreadConstraints") or []
+            if c.get("topologyKey") == "kubernetes.io/hostname" and c.get("whenUnsatisfiable") == "DoNotSchedule"
+        ]
+    )
 
 
 def _compute_pool(nodeset: Obj) -> list[Obj]:

@@ -26,9 +26,9 @@ from typing import Any
 from ..store import ApiError, Event, Store
 from . import claims, deployments, jobs, scheduler, statefulsets
 from .common import template_hash
-from .scheduler import requests, score, unfit
+from .scheduler import place, requests, score, unfit
 
-__all__ = ["RECONCILERS", "Controllers", "requests", "score", "template_hash", "unfit"]
+__all__ = ["RECONCILERS", "Controllers", "place", "requests", "score", "template_hash", "unfit"]
 
 log = logging.getLogger("sunk.local.controllers")
 

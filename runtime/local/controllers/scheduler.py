@@ -6,8 +6,14 @@ turn, as kube-scheduler's filter plugins. Among the Nodes that pass, the one `sc
 (PreferNoSchedule taints, then spreading a controller's pods, then the least allocated); with
 none, PodScheduled=False, Unschedulable, with every Node's reason, and a FailedScheduling Event.
 
-Not modelled: preferred node affinity, pod affinity and anti-affinity, topologySpreadConstraints
-(the default spread over hostnames is), preemption and priorities, volume topology, scheduling
+Hard topology spread constraints (`whenUnsatisfiable: DoNotSchedule`) are a filter too, as
+PodTopologySpread's: a Node is refused when placing the pod there would leave its domain more than
+`maxSkew` pods of the selector ahead of the emptiest domain among the Nodes the pod's node affinity
+admits (fewer such domains than `minDomains`: the emptiest counts 0); terminating pods don't count.
+
+Not modelled: preferred node affinity, pod affinity and anti-affinity, soft topology spread
+constraints and their policies (nodeAffinityPolicy is Honor, nodeTaintsPolicy Ignore, matchLabelKeys
+unread; the default spread over hostnames is scored), preemption and priorities, volume topology, scheduling
 gates, a queue with back-off (every pending pod is tried on each pass)."""
 
 from __future__ import annotations
@@ -150,6 +156,45 @@ def score(pod: Obj, node: Obj, placed: list[Obj]) -> tuple[float, ...]:
     return (soft, siblings, sum(shares) / len(shares) if shares else 0.0)
 
 
+def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A label selector (matchLabels and matchExpressions) over `labels`."""
+    wanted = selector.get("matchLabels") or {}
+    if any(labels.get(k) != v for k, v in wanted.items()):
+        return False
+    return _term_matches({"matchExpressions": selector.get("matchExpressions") or []}, labels, "")
+
+
+def _spread_misfit(pod: Obj, node: Obj, nodes: list[Obj], everything: list[Obj]) -> str | None:
+    """Hard topology spread constraints (PodTopologySpread): see the module's docstring."""
+    namespace = pod["metadata"].get("namespace")
+    for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []:
+        if c.get("whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        key = c.get("topologyKey", "")
+        domain = (node["metadata"].get("labels") or {}).get(key)
+        if domain is None:
+            return (
+                f"node {node['metadata']['name']} didn't match pod topology spread constraints (missing required label)"
+            )
+        eligible = {
+            n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(key)
+            for n in nodes
+            if key in (n["metadata"].get("labels") or {}) and _affinity_misfit(pod, n) is None
+        }
+        counts = dict.fromkeys(eligible.values(), 0)
+        for p in everything:
+            where = eligible.get((p.get("spec") or {}).get("nodeName") or "")
+            meta = p["metadata"]
+            if where is None or meta.get("deletionTimestamp") or terminal(p) or meta.get("namespace") != namespace:
+                continue
+            if _selects(c.get("labelSelector") or {}, meta.get("labels") or {}):
+                counts[where] += 1
+        fewest = 0 if len(counts) < int(c.get("minDomains") or 1) else min(counts.values(), default=0)
+        if counts.get(domain, 0) + 1 - fewest > int(c.get("maxSkew", 1)):
+            return f"node {node['metadata']['name']} didn't match pod topology spread constraints"
+    return None
+
+
 def place(pod: Obj, nodes: list[Obj], everything: list[Obj]) -> tuple[list[tuple[tuple[float, ...], str]], list[str]]:
     """(score, Node name) of every Node `pod` fits, and the reasons of those it doesn't, by name."""
     reasons = []
@@ -160,7 +205,7 @@ def place(pod: Obj, nodes: list[Obj], everything: list[Obj]) -> tuple[list[tuple
             for p in everything
             if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"] and not terminal(p)
         ]
-        why = unfit(pod, node, placed)
+        why = unfit(pod, node, placed) or _spread_misfit(pod, node, nodes, everything)
         if why is None:
             fits.append((score(pod, node, placed), node["metadata"]["name"]))
         else:

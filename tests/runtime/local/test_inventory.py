@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sunk.runtime.local import inventory
 from sunk.runtime.local.container import ConfigError
-from sunk.runtime.local.controllers import Controllers, score, unfit
+from sunk.runtime.local.controllers import Controllers, place, score, unfit
 from sunk.runtime.local.store import Store
 
 from sunk import keys
@@ -182,3 +182,39 @@ def test_compute_nodes_carry_the_label_keys_of_every_named_topology() -> None:
     assert labels and all(
         (lab["ex.com/spine"], lab["ex.com/leaf"], lab["nvidia.com/gpu.clique"]) == ("0", "cpu", "cpu") for lab in labels
     )
+
+
+def _spread_set(replicas: int, min_domains: int | None) -> dict[str, Any]:
+    """A StatefulSet of slurmctld's shape with backups: a hard spread over hostnames."""
+    constraint: dict[str, Any] = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                  "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "c"}}}  # fmt: skip
+    if min_domains is not None:
+        constraint["minDomains"] = min_domains
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "topologySpreadConstraints": [constraint]}  # fmt: skip
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "c"},
+            "spec": {"replicas": replicas, "template": {"metadata": {"labels": {"app": "c"}}, "spec": spec}}}  # fmt: skip
+
+
+def test_a_hard_spread_over_hostnames_gets_its_min_domains_of_system_nodes() -> None:
+    names = [n["metadata"]["name"] for n in inventory.derive([_spread_set(3, 3)])]
+    assert names == ["local-system", "local-system-1", "local-system-2"]
+    assert [n["metadata"]["name"] for n in inventory.derive([_spread_set(3, None)])] == ["local-system"]
+
+
+def test_a_hard_spread_refuses_a_second_pod_on_a_node_until_min_domains_are_used() -> None:
+    """PodTopologySpread as kube-scheduler filters: minDomains 2 over one Node counts the missing
+    Node as empty, so the second pod stays Pending rather than share the first one's Node; with a
+    second Node it goes there; a terminating pod no longer counts."""
+    template = _spread_set(2, 2)["spec"]["template"]
+    pod = {"metadata": {"name": "c-1", "namespace": "ns", "labels": {"app": "c"}}, "spec": template["spec"]}
+    first = {"metadata": {"name": "c-0", "namespace": "ns", "labels": {"app": "c"}},
+             "spec": {**template["spec"], "nodeName": "a"}}  # fmt: skip
+    a, b = (inventory.node(name, {"cpu": "8", "memory": "8Gi"}) for name in ("a", "b"))
+    fits, reasons = place(pod, [a], [first])
+    assert fits == [] and reasons == ["node a didn't match pod topology spread constraints"]
+    assert [name for _, name in place(pod, [a, b], [first])[0]] == ["b"]
+    going = {**first, "metadata": {**first["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert [name for _, name in place(pod, [a], [going])[0]] == ["a"]
+    elsewhere = {**first, "metadata": {**first["metadata"], "namespace": "other"}}
+    assert [name for _, name in place(pod, [a], [elsewhere])[0]] == ["a"]

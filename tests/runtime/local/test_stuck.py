@@ -109,3 +109,27 @@ def test_a_repeated_event_is_one_event_counted_up_and_another_message_is_another
                                                                        ("FailedScheduling", 1, "Warning")]  # fmt: skip
     assert listed[0]["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "namespace": NS, "name": "p", "uid": "u1"}
     assert listed[0]["source"] == {"component": "kubelet", "host": "n1"}
+
+
+def _controller(name: str, ready: bool, running: bool = True, owner: str = "sts-1") -> dict[str, Any]:
+    state = {"running": {}} if running else {"waiting": {"reason": "CrashLoopBackOff"}}
+    return {
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/component": "controller"},
+                     "ownerReferences": [{"kind": "StatefulSet", "uid": owner}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}],
+                   "containerStatuses": [{"name": "slurmctld", "state": state}]},
+    }  # fmt: skip
+
+
+def test_up_counts_a_running_slurmctld_backup_beside_its_ready_primary_as_done() -> None:
+    """With backups only the primary is Ready (its readiness probe): `sunk local up` must not wait
+    for ever on the standby, yet must wait on a crashing one, and on one with no primary beside it."""
+    from sunk.runtime.local.cli import standing_by
+
+    primary, backup = _controller("c-0", True), _controller("c-1", False)
+    assert standing_by(backup, [primary, backup]) and not standing_by(primary, [primary, backup])
+    assert not standing_by(backup, [backup])  # no primary: both wait
+    assert not standing_by(_controller("c-1", False, running=False), [primary])
+    assert not standing_by(_controller("c-1", False, owner="other"), [primary])
+    login = {**backup, "metadata": {**backup["metadata"], "labels": {"app.kubernetes.io/component": "login"}}}
+    assert not standing_by(login, [primary, login])
