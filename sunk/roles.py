@@ -192,13 +192,27 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                     },
                     root=_SIDECAR_ROOT,
                     writable_root=frozenset({"sssd"}),
+                    # controller from and to controller: with backups, each pings the others and a
+                    # returning primary asks the backup in control to give it back. Blocked, a
+                    # failback on the local cluster ran two primaries for 4 s (slurmctld: "Two
+                    # slurmctld daemons are running as primary") and drained a node ("Duplicate jobid").
                     listens=(
                         Link(
                             SLURMCTLD_PORT,
-                            ("slurmd", "login", "accounting", "accounting-setup", "restapi", "syncer", "exporter"),
+                            (
+                                "controller",
+                                "slurmd",
+                                "login",
+                                "accounting",
+                                "accounting-setup",
+                                "restapi",
+                                "syncer",
+                                "exporter",
+                            ),
                         ),
                     ),
                     talks_to=(
+                        Link(SLURMCTLD_PORT, ("controller",)),
                         Link(SLURMD_PORT, ("slurmd",)),
                         Link(SLURMDBD_PORT, ("accounting",)),
                         # srun and salloc on login listen on ephemeral ports slurmctld calls back.
