@@ -1,0 +1,351 @@
+"""slurmctld with a backup (`controller.replicas: 2`) on the local cluster, driven only through
+`sunk local`, the real kubectl and the login pod's Slurm clients, with jobs running, pending and
+arriving at each outage:
+
+1. the primary's Node loses power (`sunk local node stop`): the backup takes control, becomes
+   the Ready pod, accepts `sbatch`; the running job completes, the pending one starts, sacct has
+   every job once;
+2. the primary comes back (`sunk local node start`): it takes control back; the second, shorter
+   outage is measured;
+3. the primary's slurmctld process is killed (SIGKILL from the host: it is its pod's PID 1): the
+   kubelet restarts it, the same guarantees;
+4. both controllers down, then one back: it resumes from the shared state, every job as it was.
+
+The stack's ReadWriteMany claim is, on the local cluster, a plain host folder that both
+controller pods mount (claims are folders under the cluster's folder): it shows slurmctld's own
+coordination through StateSaveLocation, with none of NFS's behaviour (no attribute caching, no
+lost locks, no server to lose). The two controller pods run on two system Nodes because the
+render's hard topology spread asks for them (minDomains 2) and the local scheduler honours it.
+
+One cluster for the module, its scenarios in order; the outages print their figures (never
+asserted: a loaded machine stretches them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from sunk.naming import PRIMARY_MARK
+from tests.support import waiting
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[3]
+NS = "acme-ha"
+CONTROLLERS = ("ha-controller-0", "ha-controller-1")
+CONTROLLER_POOL = "node-role.acme.example/slurmctld"
+STACK: dict[str, Any] = {
+    "config": {
+        "sunk:operator": True,
+        "sunk:cluster": {
+            "name": "ha",
+            "tenant": "acme",
+            "slurm": {"version": "26.05"},
+            "controller": {
+                "replicas": 2,
+                # the local cluster binds any claim to a host folder: the class is a name only
+                "stateStorage": {"accessMode": "ReadWriteMany", "storageClass": "local-rwx"},
+                # Nodes of their own, as production gives slurmctld: a Node lost takes only a
+                # controller (the login pod, MariaDB and the runtime stay on the system pool)
+                "nodeSelector": {CONTROLLER_POOL: "true"},
+                "tolerations": [{"key": CONTROLLER_POOL, "operator": "Exists", "effect": "NoSchedule"}],
+            },
+            "login": {"serviceType": "ClusterIP"},
+            "nodesets": [{"name": "cpu", "replicas": 2, "cpus": 2, "memoryMib": 2048}],
+            "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
+        },
+    }
+}
+T = TypeVar("T")
+
+
+def _sunk(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sunk", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+class Ha:
+    def __init__(self, env: dict[str, str], kubeconfig: str) -> None:
+        self.env, self.kubeconfig = env, kubeconfig
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True, timeout=timeout
+        )
+        if check:
+            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done
+
+    def login(self, script: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """A shell on the login pod, as root (an administrator's Slurm clients)."""
+        return self.kubectl("exec", "-n", NS, "deploy/ha-login", "-c", "sshd", "--", "bash", "-c", script,
+                            check=check, timeout=timeout)  # fmt: skip
+
+    def pod(self, name: str) -> dict[str, Any]:
+        done = self.kubectl("get", "pod", "-n", NS, name, "-o", "json", check=False)
+        return dict(json.loads(done.stdout)) if done.returncode == 0 else {"metadata": {}, "spec": {}, "status": {}}
+
+    def ready(self) -> list[str]:
+        """The controller pods Ready: with backups, the readiness probe passes only on the primary."""
+        return [name for name in CONTROLLERS if _ready(self.pod(name))]
+
+    def sbatch(self, options: str) -> str:
+        done = self.wait("sbatch " + options, lambda: self.login(f"sbatch --parsable -o /dev/null {options}",
+                         check=False), lambda d: d.returncode == 0, 300)  # fmt: skip
+        return done.stdout.strip()
+
+    def until_accepted(self, started: float) -> tuple[str, float]:
+        """`sbatch` from the login pod, again and again, until one is accepted: its job id and the
+        seconds since `started`."""
+        while True:
+            done = self.login("sbatch --parsable -o /dev/null --wrap true", check=False, timeout=180)
+            if done.returncode == 0:
+                return done.stdout.strip(), time.monotonic() - started
+            assert time.monotonic() - started < 300, f"no sbatch accepted in 300 s: {done.stderr}"
+            time.sleep(0.5)
+
+    def states(self, jobs: list[str]) -> dict[str, str]:
+        """sacct's state of each job, and how many records it has (-D: every requeue or
+        duplicate too): {job: 'COMPLETED x1'}."""
+        lines = self.login(f"sacct -D -X -n -P -o JobID,State -j {','.join(jobs)}", check=False).stdout.split()
+        seen: dict[str, list[str]] = {}
+        for line in lines:
+            job, _, state = line.partition("|")
+            seen.setdefault(job, []).append(state)
+        return {job: f"{' '.join(states)} x{len(states)}" for job, states in seen.items()}
+
+    def all_completed_once(self, jobs: list[str], timeout: float = 300) -> None:
+        self.wait(f"jobs {jobs} COMPLETED once each in sacct", lambda: self.states(jobs),
+                  lambda s: s == {job: "COMPLETED x1" for job in jobs}, timeout)  # fmt: skip
+
+    def wait(self, what: str, probe: Callable[[], T], done: Callable[[T], bool], timeout: float) -> T:
+        seen: list[T] = []
+
+        def check() -> tuple[T] | None:
+            seen[:] = [probe()]
+            return (seen[0],) if done(seen[0]) else None
+
+        try:
+            return waiting.wait_for(what, check, timeout=timeout, interval=1)[0]
+        except AssertionError:
+            pods = self.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+            logs = "".join(
+                f"--- {name}\n{self.kubectl('logs', '-n', NS, name, '-c', 'slurmctld', '--tail=30', check=False).stdout}"
+                for name in CONTROLLERS
+            )
+            pytest.fail(
+                f"{what}: not after {timeout:.0f} s; last: {str(seen[0] if seen else None)[:2000]}\n{pods}{logs}"
+            )
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def kill_slurmctld(ha: Ha, pod: str) -> int:
+    """SIGKILL the slurmctld of one controller pod from the host (it is the pod's PID 1, which
+    ignores SIGKILL sent from inside its namespace): the processes whose root is under that pod's
+    folder (pods/<uid>) of this cluster. How many were killed."""
+    uid, base, mine = ha.pod(pod)["metadata"]["uid"], ha.env["SUNK_LOCAL_DIR"], 0
+    for proc in Path("/proc").iterdir():
+        try:
+            if not (proc.name.isdigit() and (proc / "comm").read_text().startswith("slurmctld")):
+                continue
+            root = os.readlink(proc / "root")
+            if root.startswith(base) and f"/pods/{uid}/" in root + "/":
+                os.kill(int(proc.name), 9)
+                mine += 1
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return mine
+
+
+def primaries(ha: Ha) -> list[str]:
+    """Every slurmctld of this cluster that holds the primary mark (SlurmctldPrimaryOnProg's), read
+    from the host through /proc/PID/root: a process whose pod the API no longer has (force-deleted)
+    counts too. Each as 'pid@pod-uid'."""
+    base, seen = ha.env["SUNK_LOCAL_DIR"], []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not (proc.name.isdigit() and (proc / "comm").read_text().startswith("slurmctld")):
+                continue
+            root = os.readlink(proc / "root")
+            if root.startswith(base) and (proc / "root" / PRIMARY_MARK.lstrip("/")).exists():
+                seen.append(f"{proc.name}@{root.split('/pods/')[-1].split('/')[0]}")
+        except OSError:
+            continue
+    return sorted(seen)
+
+
+@pytest.fixture(scope="module")
+def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ha]:
+    folder = tmp_path_factory.mktemp("local-ha")
+    env = {**os.environ, "SUNK_LOCAL_DIR": str(folder / "clusters")}
+    built = _sunk("images", "build", env=env, timeout=1800)
+    assert built.returncode == 0, built.stderr
+    stack = folder / "Pulumi.acme-ha.yaml"
+    stack.write_text(yaml.safe_dump(STACK, sort_keys=False))
+    up = _sunk("local", "up", str(stack), env=env)
+    try:
+        running = Ha(env, _sunk("local", "kubeconfig", env=env).stdout.strip())
+        assert up.returncode == 0, up.stderr[-3000:] + up.stdout[-3000:]
+        running.wait("2 nodes idle", lambda: running.login("sinfo -h -N -o %T", check=False).stdout.split(),
+                     lambda states: states == ["idle", "idle"], 300)  # fmt: skip
+        yield running
+    finally:
+        down = _sunk("local", "down", env=env)
+        assert down.returncode == 0, down.stderr
+
+
+def test_the_controllers_run_on_two_nodes_and_only_the_primary_is_ready(ha: Ha) -> None:
+    nodes = {ha.pod(name)["spec"].get("nodeName") for name in CONTROLLERS}
+    assert len(nodes) == 2 and None not in nodes, nodes
+    assert ha.wait("controller-0 the one Ready pod", ha.ready, lambda r: r == [CONTROLLERS[0]], 120)
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in ha.pod(CONTROLLERS[0])["spec"]["volumes"]
+              if "persistentVolumeClaim" in v}  # fmt: skip
+    claim = json.loads(ha.kubectl("get", "pvc", "-n", NS, *claims, "-o", "json").stdout)
+    modes = [item["spec"]["accessModes"] for item in claim.get("items", [claim])]
+    assert ["ReadWriteMany"] in modes, modes
+
+
+def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
+    ha: Ha, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = ha.sbatch("--wrap 'sleep 30'")
+    pending = ha.sbatch("--begin=now+20 --wrap true")
+    ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
+            lambda s: s == "RUNNING", 120)  # fmt: skip
+    node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
+    time.sleep(4)  # slurmctld saves its job state every few seconds: the two jobs are in the files
+    started = time.monotonic()
+    done = _sunk("local", "node", "stop", node, env=ha.env)
+    assert done.returncode == 0 and f"node {node}: agent stopped" in done.stdout, done.stderr
+    arriving, outage = ha.until_accepted(started)
+    ready = ha.wait("controller-1 the one Ready pod", ha.ready, lambda r: r == [CONTROLLERS[1]], 120)
+    ready_after = time.monotonic() - started
+    assert ready
+    ha.all_completed_once([running, pending, arriving])
+    with capsys.disabled():
+        print(f"\nlocal cluster, HA: {node} (controller-0) stopped to an sbatch accepted from login: {outage:.1f} s; "
+              f"controller-1 Ready after {ready_after:.1f} s")  # fmt: skip
+
+
+def test_the_primary_back_takes_control_again(ha: Ha, capsys: pytest.CaptureFixture[str]) -> None:
+    """Failback: the Node started again, its slurmctld starts and asks the backup for control; the
+    backup hands over after saving its state. The longest run of refused sbatch calls is the
+    second outage."""
+    node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
+    running = ha.sbatch("--wrap 'sleep 40'")
+    ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
+            lambda s: s == "RUNNING", 120)  # fmt: skip
+    started = time.monotonic()
+    done = _sunk("local", "node", "start", node, env=ha.env)
+    assert done.returncode == 0 and f"node {node}: agent started" in done.stdout, done.stderr
+    accepted, gap, refused_since = [], 0.0, None
+    while time.monotonic() - started < 300:
+        tried = time.monotonic()
+        attempt = ha.login("sbatch --parsable -o /dev/null --wrap true", check=False, timeout=180)
+        if attempt.returncode == 0:
+            accepted.append(attempt.stdout.strip())
+            if refused_since is not None:
+                gap, refused_since = max(gap, time.monotonic() - refused_since), None
+        elif refused_since is None:
+            refused_since = tried
+        if ha.ready() == [CONTROLLERS[0]] and refused_since is None:
+            break
+        time.sleep(0.5)
+    assert ha.ready() == [CONTROLLERS[0]], ha.ready()
+    ha.all_completed_once([running, *accepted])
+    with capsys.disabled():
+        print(f"\nlocal cluster, HA failback: controller-0 in control {time.monotonic() - started:.1f} s after its "
+              f"Node started; longest run of refused sbatch: {gap:.1f} s; {len(accepted)} accepted meanwhile")  # fmt: skip
+
+
+def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
+    ha: Ha, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = ha.sbatch("--wrap 'sleep 20'")
+    pending = ha.sbatch("--begin=now+10 --wrap true")
+    ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
+            lambda s: s == "RUNNING", 120)  # fmt: skip
+    restarts = ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
+    before = next(c["restartCount"] for c in restarts if c["name"] == "slurmctld")
+    time.sleep(4)  # the jobs in the state files
+    started = time.monotonic()
+    assert kill_slurmctld(ha, CONTROLLERS[0]) == 1
+    arriving, outage = ha.until_accepted(started)
+    ha.wait("controller-0's slurmctld restarted and the one Ready pod", lambda: (
+        next(c["restartCount"] for c in ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
+             if c["name"] == "slurmctld"), ha.ready()), lambda s: s == (before + 1, [CONTROLLERS[0]]), 180)  # fmt: skip
+    ha.all_completed_once([running, pending, arriving])
+    with capsys.disabled():
+        print(f"\nlocal cluster, HA: controller-0's slurmctld SIGKILLed to an sbatch accepted: {outage:.1f} s")
+
+
+def test_both_controllers_down_then_one_back_resumes_from_the_shared_state(ha: Ha) -> None:
+    """Both controller pods deleted at once, the StatefulSet makes both again (Parallel): whichever
+    takes control reads the one StateSaveLocation; a held job and the job-id sequence go on."""
+    held = ha.sbatch("--hold --wrap true")
+    time.sleep(4)
+    uids = {name: ha.pod(name)["metadata"]["uid"] for name in CONTROLLERS}
+    ha.kubectl("delete", "pod", "-n", NS, *CONTROLLERS, "--wait=false")
+    ha.wait("both controller pods replaced", lambda: {n: ha.pod(n)["metadata"].get("uid") for n in CONTROLLERS},
+            lambda now: all(now[n] not in (None, uids[n]) for n in CONTROLLERS), 240)  # fmt: skip
+    ha.wait("one controller Ready", ha.ready, lambda r: len(r) == 1, 240)
+    queue = ha.wait("the held job still queued", lambda: ha.login(f"squeue -h -j {held} -o %T", check=False).stdout,
+                    lambda text: "PENDING" in text, 120)  # fmt: skip
+    assert queue.strip() == "PENDING"
+    ha.login(f"scontrol release {held}")
+    after = ha.sbatch("--wrap true")
+    assert int(after) > int(held)
+    ha.all_completed_once([held, after])
+
+
+def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -> None:
+    """The hazard of docs/how-to/ha.md's "What you must never do": the primary's Node agent stops
+    and leaves its containers running (`sunk local node stop --keep-containers`, a kubelet crash),
+    then its pod is force-deleted. The old slurmctld runs on, unwatched; the StatefulSet makes a
+    new controller-0. Sampled from the host every second: never more than one slurmctld holds the
+    primary mark, the old one included, until the Node's agent is back (it kills the containers of
+    the pod the API no longer has) and one controller is Ready again.
+
+    What keeps the second primary away here is the placement, not a fence: the hard spread admits
+    the new pod only to the stopped Node (the other holds controller-1; within the 50 s grace it is
+    still Ready), whose agent never starts it. With a spare Node in the pool the new pod would start
+    there and take control beside the old one: sunk holds no Lease yet (docs/how-to/ha.md)."""
+    primary = ha.wait("one primary", ha.ready, lambda r: len(r) == 1, 120)[0]
+    node, old = ha.pod(primary)["spec"]["nodeName"], ha.pod(primary)["metadata"]["uid"]
+    done = _sunk("local", "node", "stop", node, "--keep-containers", env=ha.env)
+    assert done.returncode == 0 and f"node {node}" in done.stdout, done.stderr
+    stopped, samples = True, []
+    try:
+        ha.kubectl("delete", "pod", "-n", NS, primary, "--force", "--grace-period=0")
+        until = time.monotonic() + 20
+        while time.monotonic() < until:
+            samples.append(primaries(ha))
+            time.sleep(1)
+        assert any(old in s for seen in samples for s in seen), "the old slurmctld ran on as primary"
+        again = ha.pod(primary)
+        assert again["metadata"].get("uid") != old and again["spec"].get("nodeName") in (node, None), again["spec"]
+        done = _sunk("local", "node", "start", node, env=ha.env)
+        assert done.returncode == 0, done.stderr
+        stopped = False
+        ha.wait("one controller Ready, the old slurmctld gone", lambda: (ha.ready(), primaries(ha)),
+                lambda s: len(s[0]) == 1 and len(s[1]) == 1 and old not in s[1][0], 240)  # fmt: skip
+        samples.append(primaries(ha))
+    finally:
+        if stopped:
+            _sunk("local", "node", "start", node, env=ha.env)
+    assert max(len(seen) for seen in samples) == 1, samples
+    ha.all_completed_once([ha.sbatch("--wrap true")])
