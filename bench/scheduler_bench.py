@@ -1,6 +1,7 @@
 """The Slurm-backed scheduler binding a burst of pods through real slurmctld + slurmrestd.
 
 Run: .venv/bin/python -m bench.scheduler_bench [--pods 200] [--nodes 25] [--cpus 8] [--hold 0.5] [--shares 2]
+     .venv/bin/python -m bench.scheduler_bench --nodes 64 --cpus 16 --issue35   (issue 35's runs after it)
 
 The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each
 (real slurmctld, slurmdbd, slurmrestd and one slurmd per node, all on this machine); kmock
@@ -43,6 +44,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -255,6 +257,120 @@ def kubelet(api: client.CoreV1Api, sim: KubeSim, hold: float, stop: threading.Ev
         stop.wait(0.05)
 
 
+POD_SPEC: Any = {
+    "schedulerName": "sunk-scheduler",
+    "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "10Mi"}}}],
+}
+
+Pods = list[tuple[str, dict[str, str]]]
+"""Pods to create, in order: name and annotations."""
+
+
+def singles(prefix: str, count: int) -> Pods:
+    return [(f"{prefix}-{i:04d}", {}) for i in range(count)]
+
+
+def gang(name: str, size: int) -> Pods:
+    """An all-or-nothing group of `size` one-CPU pods: one Slurm job of `size` nodes."""
+    return [(f"{name}-{i:03d}", {keys.GROUP: name, keys.GROUP_SIZE: str(size)}) for i in range(size)]
+
+
+def create(api: client.CoreV1Api, pods: Pods) -> dict[str, float]:
+    """Creates the pods one after the other (as a controller scaling up does); their creation times."""
+    created: dict[str, float] = {}
+    for name, notes in pods:
+        pod: Any = {"metadata": {"name": name, "annotations": notes}, "spec": POD_SPEC}
+        reply: Any = api.create_namespaced_pod(NS, pod, _preload_content=False)
+        reply.read()  # (see kubelet())
+        created[name] = time.monotonic()
+    return created
+
+
+def bound_of(sim: KubeSim, names: set[str] | dict[str, float]) -> dict[str, float]:
+    return {name: at for (ns, name), at in sim.bound_at.items() if ns == NS and name in names}
+
+
+def settle(slurm: LocalSlurm) -> None:
+    """Until the last run's placeholders are gone (its pods succeeded, the scheduler cancelled
+    their jobs) and the nodes idle, so the next run starts on the empty cluster the first did."""
+    deadline = time.monotonic() + 300
+    while left := slurm.run("squeue", "-h", "-o", "%T").stdout.split():
+        if time.monotonic() > deadline:  # slurmstepd runs at the lowest weight: a busy machine delays it
+            print(f"  (starting with {len(left)} jobs of the last run still there: {sorted(set(left))})")
+            break
+        time.sleep(0.5)
+    time.sleep(2)
+
+
+@dataclass(frozen=True)
+class Run:
+    latencies: list[float]
+    """Each pod's creation -> the API server accepting its Binding, seconds."""
+    rate: float
+    """Pods bound per second, from the first creation to the last binding."""
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.latencies, 0.99)
+
+
+def scenario(sim: KubeSim, api: client.CoreV1Api, label: str, pods: Pods, timeout: float) -> Run:
+    """Creates `pods` and waits until every one is bound."""
+    created = create(api, pods)
+    wait(f"{label}: {len(pods)} bindings", lambda: len(bound_of(sim, created)) >= len(created), timeout)
+    bound = bound_of(sim, created)
+    first, last = min(created.values()), max(bound.values())
+    latencies = [bound[name] - at for name, at in created.items()]
+    print(
+        f"{label}: {len(pods)} pods bound in {last - first:.2f} s, {len(pods) / (last - first):.1f} pods/s; "
+        f"pending -> bound p50 {percentile(latencies, 0.5):.2f} s, p95 {percentile(latencies, 0.95):.2f} s, "
+        f"p99 {percentile(latencies, 0.99):.2f} s, max {max(latencies):.2f} s"
+    )
+    return Run(latencies, len(pods) / (last - first))
+
+
+@dataclass(frozen=True)
+class Issue35:
+    behind: Run
+    """The base burst behind an unplaceable gang."""
+    again: Run
+    """The base burst once more, without it (how much the base run varies)."""
+    mixed: Run
+    gang_after: float
+    """Seconds from the 64-pod gang's last member created to its last member bound."""
+
+
+def issue35(sim: KubeSim, api: client.CoreV1Api, slurm: LocalSlurm, nodes: int, base: int) -> Issue35:
+    """Issue 35's runs, after the `base`-pod burst on the same cluster and scheduler process:
+    the same burst behind an unplaceable gang (one member more than the cluster has nodes:
+    Slurm refuses it, and it is retried with backoff), the same burst again without it, a
+    1,000-pod burst of singles and 8-pod gangs, and a 64-pod gang."""
+    print("issue 35's runs, after the burst whose figures follow them:")
+    settle(slurm)
+    stuck = gang("stuck", nodes + 1)
+    create(api, stuck)
+    behind = scenario(sim, api, f"{base} pods behind an unplaceable {nodes + 1}-pod gang", singles("behind", base), 120)
+    for name, _ in stuck:
+        reply: Any = api.delete_namespaced_pod(name, NS, _preload_content=False)
+        reply.read()
+    settle(slurm)
+    again = scenario(sim, api, f"{base} pods, no gang (again)", singles("again", base), 120)
+    settle(slurm)
+    mixed: Pods = []
+    for g in range(50):  # 400 gang members and 600 singles, interleaved as several workloads scale at once
+        mixed += gang(f"mix-{g:02d}", 8) + singles(f"mix-{g:02d}-s", 12)
+    burst = scenario(sim, api, "1,000 pods: 600 singles and 50 gangs of 8", mixed, 600)
+    settle(slurm)
+    members = gang("g64", 64)
+    created = create(api, members)
+    wait("the 64-pod gang bound", lambda: len(bound_of(sim, created)) >= 64, 120)
+    bound = bound_of(sim, created)
+    gang_after = max(bound.values()) - max(created.values())
+    spread = max(created.values()) - min(created.values())
+    print(f"64-pod gang: members created in {spread:.2f} s, all bound {gang_after:.2f} s after the last one")
+    return Issue35(behind, again, burst, gang_after)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=200)
@@ -278,6 +394,12 @@ def main() -> int:
         default=LOWEST_SHARES,
         help="cgroup v1 cpu.shares of the slurmd daemons and their jobs together (1024: one ordinary process)",
     )
+    parser.add_argument(
+        "--issue35",
+        action="store_true",
+        help="after the burst, issue 35's runs on the same cluster and scheduler (use --nodes 64 --cpus 16): "
+        "behind an unplaceable gang, 1,000 mixed pods, a 64-pod gang",
+    )
     parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the scheduler's and slurmctld's logs (their folder is printed)"
@@ -287,7 +409,12 @@ def main() -> int:
     load_before = os.getloadavg()[0]  # the burst's own slurmstepd raise it: this is the machine's
     started = time.monotonic()
     nodes = [SimNode(f"cpu-{i}", "cpu") for i in range(args.nodes)]
-    with LocalSlurm.start(spec(args.nodes, args.cpus, max(100, args.pods)), nodes=nodes) as slurm, KubeSim() as sim:
+    with (
+        LocalSlurm.start(
+            spec(args.nodes, args.cpus, max(100, args.pods, 1000 if args.issue35 else 0)), nodes=nodes
+        ) as slurm,
+        KubeSim() as sim,
+    ):
         print(f"harness up in {time.monotonic() - started:.1f} s: {args.nodes} Slurm nodes x {args.cpus} CPUs")
         api = client.CoreV1Api(sim.api_client())
         sim.add_namespace(NS)
@@ -332,31 +459,21 @@ def main() -> int:
             wait("scheduler /readyz", lambda: metrics(port).get("sunk_scheduler_last_success_timestamp_seconds"), 30)
             threading.Thread(target=kubelet, args=(api, sim, args.hold, stop), daemon=True).start()
 
-            created: dict[str, float] = {}
             wall = time.time() - time.monotonic()  # monotonic -> wall clock, as the logs are
             cpu_before = cpu_sample(slurm, proc.pid, steps)
             requests_before = sim.requests
             first = time.monotonic()
-            for i in range(args.pods):
-                name = f"pod-{i:04d}"
-                pod: Any = {
-                    "metadata": {"name": name},
-                    "spec": {
-                        "schedulerName": "sunk-scheduler",
-                        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "10Mi"}}}],
-                    },
-                }
-                created_reply: Any = api.create_namespaced_pod(NS, pod, _preload_content=False)
-                created_reply.read()  # (see kubelet())
-                created[name] = time.monotonic()
+            created = create(api, singles("pod", args.pods))
             creation = time.monotonic() - first
             wait(f"{args.pods} bindings", lambda: len(sim.bound_at) >= args.pods, timeout=60 + 2 * args.pods)
-            bound = {name: at for (ns, name), at in sim.bound_at.items() if ns == NS}
+            bound = bound_of(sim, created)
             last = max(bound.values())
             latencies = [bound[name] - at for name, at in created.items()]
             cpu_after = cpu_sample(slurm, proc.pid, steps)
             requests = sim.requests - requests_before
             counters = metrics(port)
+            binds = sum(1 for ns, _, _ in sim.bindings if ns == NS)
+            later = issue35(sim, api, slurm, args.nodes, args.pods) if args.issue35 else None
         finally:
             stop.set()
             proc.send_signal(signal.SIGTERM)
@@ -368,7 +485,6 @@ def main() -> int:
             log.close()
             steps.close()
 
-        binds = sum(1 for ns, _, _ in sim.bindings if ns == NS)
         slots = args.nodes * args.cpus
         print(f"{args.pods} pods created in {creation:.2f} s; {slots} CPU slots; pods hold {args.hold} s after binding")
         print(
@@ -450,6 +566,26 @@ def main() -> int:
         )
         goal(f"scheduler p50 pending -> bound, {burst}", percentile(latencies, 0.50), 1.0, "s")
         goal(f"scheduler p95 pending -> bound, {burst}", percentile(latencies, 0.95), 2.0, "s")
+        if later is not None:
+            base = Run(latencies, len(bound) / (last - first))
+            # The runs without the gang: the burst above and the same burst once more right after
+            # the one behind the gang (both beside it in this process, on this cluster).
+            without = statistics.fmean([base.p99, later.again.p99])
+            goal(
+                f"scheduler 1,000-pod mixed burst, pods bound per second (goal: the {args.pods}-pod burst's)",
+                later.mixed.rate,
+                round(base.rate, 1),
+                at_least=True,
+                digits=1,
+            )
+            goal("scheduler p99 pending -> bound, 1,000-pod mixed burst", later.mixed.p99, 3.0, "s")
+            goal("scheduler 64-pod gang bound after its last member arrives", later.gang_after, 2.0, "s")
+            goal(
+                f"scheduler p99 behind an unplaceable gang / without it ({later.behind.p99:.2f} s / "
+                f"{base.p99:.2f} and {later.again.p99:.2f} s)",
+                later.behind.p99 / without,
+                1.10,
+            )
     return 0
 
 
