@@ -177,6 +177,8 @@ def _unready(state: State) -> list[str]:
     pods = json.loads(_kubectl(state, "get", "pods", "-A", "-o", "json").stdout)["items"]
     jobs = json.loads(_kubectl(state, "get", "jobs", "-A", "-o", "json").stdout)["items"]
     warnings = stuck.latest_warnings(json.loads(_kubectl(state, "get", "events", "-A", "-o", "json").stdout)["items"])
+    statefulsets = json.loads(_kubectl(state, "get", "statefulsets", "-A", "-o", "json").stdout)["items"]
+    made = stuck.made_in_cluster(jobs, statefulsets)
     waiting = []
     for pod in pods:
         phase = pod.get("status", {}).get("phase")
@@ -184,7 +186,7 @@ def _unready(state: State) -> list[str]:
         if "Job" in owners and phase == "Succeeded":
             continue
         if not _pod_ready(pod) and not standing_by(pod, pods):
-            why = stuck.why(pod, warnings.get(pod["metadata"].get("uid", "")))
+            why = stuck.why(pod, warnings.get(pod["metadata"].get("uid", "")), made)
             waiting.append(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']}: {why}")
     for job in jobs:
         done = any(

@@ -5,13 +5,17 @@ A pod waits on the user when it names a Secret, a ConfigMap, a key of one, or a
 PersistentVolumeClaim that doesn't exist: the stack names it (an LDAP bind Secret, an external
 database's password Secret, a /home claim) and sunk never makes it. The kubelet's FailedMount
 Event or its CreateContainerConfigError says which; `remedy` turns that into the command to run,
-with the keys the pod reads from it."""
+with the keys the pod reads from it. A Secret or claim the cluster makes itself (the key
+generator Job's Secrets, a StatefulSet's claims: `made_in_cluster`) is waited on, not asked for."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from sunk.manifests.keygen import SECRETS_ENV
 
 Obj = dict[str, Any]
 
@@ -30,10 +34,54 @@ def latest_warnings(events: Iterable[Obj]) -> dict[str, Obj]:
     return out
 
 
-def why(pod: Obj, warning: Obj | None) -> str:
+Made = Mapping[tuple[str, str, str], str]
+"""(kind as the kubelet names it: secret, persistentvolumeclaim; namespace; name) -> what makes it."""
+
+
+def made_in_cluster(jobs: Iterable[Obj], statefulsets: Iterable[Obj]) -> dict[tuple[str, str, str], str]:
+    """What the cluster will make without the user: the key generator Jobs' Secrets
+    (`_keygen_secrets`) and the StatefulSets' claims (`_template_claims`)."""
+    made: dict[tuple[str, str, str], str] = {}
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        for name in _keygen_secrets(job):
+            made[("secret", meta.get("namespace", ""), name)] = f"the key generator Job {meta.get('name')}"
+    for sts in statefulsets:
+        meta = sts.get("metadata") or {}
+        for name in _template_claims(sts):
+            made[("persistentvolumeclaim", meta.get("namespace", ""), name)] = f"the StatefulSet {meta.get('name')}"
+    return made
+
+
+def _keygen_secrets(job: Obj) -> list[str]:
+    """The Secrets a key generator Job lists in its SUNK_KEYGEN_SECRETS (sunk.manifests.keygen);
+    none for any other Job, or one whose list doesn't parse (the Job then fails, and says why)."""
+    containers = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
+    values = [e.get("value") or "[]" for c in containers for e in c.get("env") or [] if e.get("name") == SECRETS_ENV]
+    names: list[str] = []
+    for value in values:
+        try:
+            wanted = json.loads(value)
+        except json.JSONDecodeError:
+            continue
+        entries = wanted if isinstance(wanted, list) else []
+        names += [e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    return names
+
+
+def _template_claims(sts: Obj) -> list[str]:
+    """`<template>-<set>-<ordinal>` for each volumeClaimTemplate and each ordinal below replicas."""
+    meta, spec = sts.get("metadata") or {}, sts.get("spec") or {}
+    replicas = int(spec.get("replicas", 1) or 0)
+    templates = [t["metadata"]["name"] for t in spec.get("volumeClaimTemplates") or []]
+    return [f"{t}-{meta.get('name')}-{i}" for t in templates for i in range(replicas)]
+
+
+def why(pod: Obj, warning: Obj | None, made: Made | None = None) -> str:
     """What a pod that is not Ready waits on: a container's specific waiting reason, a running
     container not yet ready, else the newest Warning Event about it (FailedMount,
-    FailedScheduling), else its phase; with the remedy when the user must create something."""
+    FailedScheduling), else its phase; with the remedy when the user must create something, or
+    what will make it when the cluster makes it (`made`)."""
     status = pod.get("status") or {}
     said = ""
     for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
@@ -47,16 +95,19 @@ def why(pod: Obj, warning: Obj | None) -> str:
         said = f"{warning.get('reason')}: {warning.get('message')}"
     if not said:
         return str(status.get("phase", "Pending"))
-    fix = remedy(pod, said)
+    fix = remedy(pod, said, made)
     return f"{said}; {fix}" if fix else said
 
 
-def remedy(pod: Obj, said: str) -> str | None:
-    """The command that creates what `said` names as missing, None when nothing is named."""
+def remedy(pod: Obj, said: str, made: Made | None = None) -> str | None:
+    """The command that creates what `said` names as missing, None when nothing is named; what
+    makes it when the cluster does (`made`: nothing for the user to do but wait)."""
     namespace = (pod.get("metadata") or {}).get("namespace", "default")
     found = _MISSING.search(said)
     if found is not None:
         kind, name = found.groups()
+        if (maker := (made or {}).get((kind, namespace, name))) is not None:
+            return f"{maker} makes it: waiting for it"
         if kind == "persistentvolumeclaim":
             return (
                 f"create the PersistentVolumeClaim {name} in {namespace} (the stack names it and sunk doesn't "

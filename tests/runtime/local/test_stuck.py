@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk.runtime.local.stuck import latest_warnings, reads, remedy, why
+from sunk.runtime.local.stuck import latest_warnings, made_in_cluster, reads, remedy, why
 
 NS = "acme-research"
 
@@ -133,3 +133,36 @@ def test_up_counts_a_running_slurmctld_backup_beside_its_ready_primary_as_done()
     assert not standing_by(_controller("c-1", False, owner="other"), [primary])
     login = {**backup, "metadata": {**backup["metadata"], "labels": {"app.kubernetes.io/component": "login"}}}
     assert not standing_by(login, [primary, login])
+
+
+def test_what_the_cluster_makes_itself_is_waited_on_not_asked_for() -> None:
+    """The demo's first minute: slurmctld's pod mounts the JWT Secret the key generator Job has not
+    written yet. `sunk local up` printed "sunk never makes it" with a `kubectl create` command; the
+    Job's own list of Secrets (the render's SUNK_KEYGEN_SECRETS) says it will come."""
+    from sunk.manifests.cluster import cluster_manifests
+    from sunk.stackfile import load_stack
+    from tests.support.stacks import FIXTURE_STACKS
+
+    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
+    render = cluster_manifests(spec)
+    jobs = [m for m in render if m["kind"] == "Job" and "keygen" in m["metadata"]["name"]]
+    statefulsets = [m for m in render if m["kind"] == "StatefulSet"]
+    made = made_in_cluster(jobs, statefulsets)
+    jwt = ("secret", NS, "research-jwt")
+    assert made[jwt].startswith("the key generator Job research-keygen-")
+    message = 'MountVolume.SetUp failed for volume "slurm-config" : secret "research-jwt" not found'
+    said = why(pod(**LDAP), event("FailedMount", message, "2026-12-05T10:00:00Z"), made)
+    assert said.endswith("makes it: waiting for it") and "kubectl" not in said
+    # A Secret the stack names and nothing in the cluster makes still gets its command.
+    other = 'MountVolume.SetUp failed for volume "sunk-ldap-bind" : secret "research-ldap" not found'
+    assert "kubectl create secret generic research-ldap" in why(pod(**LDAP), event("FailedMount", other, "t"), made)
+    # A StatefulSet's claims are made by its controller, one per ordinal below its replicas.
+    sts = {
+        "metadata": {"name": "db", "namespace": NS},
+        "spec": {"replicas": 2, "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
+    }
+    claims = made_in_cluster([], [sts])
+    assert sorted(claims) == [("persistentvolumeclaim", NS, f"data-db-{i}") for i in (0, 1)]
+    assert remedy(pod(), 'persistentvolumeclaim "data-db-1" not found', claims) == (
+        "the StatefulSet db makes it: waiting for it"
+    )
