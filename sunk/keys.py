@@ -164,6 +164,9 @@ LOCAL_DEVICES = PREFIX + "local-devices"
 MUNGE_KEY = "munge.key"
 SLURM_KEY = "slurm.key"
 JWT_KEY = "jwt_hs256.key"
+LOCAL_PROVISIONER = PREFIX + "local-host-path"
+"""The provisioner of the local cluster's StorageClasses on the real control plane
+(runtime/local/provisioner.py), and its volumes' `pv.kubernetes.io/provisioned-by`."""
 DB_PASSWORD = "password"
 DB_ROOT_PASSWORD = "root-password"
 
