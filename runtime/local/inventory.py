@@ -198,6 +198,8 @@ def _memory(mib: float) -> str:
 
 
 def _system_pools(objects: list[Obj]) -> list[Obj]:
+    """The system Nodes: the render's pods grouped by where they must run (nodeSelector and
+    required node affinity), one pool per group (`_pool`)."""
     groups: dict[tuple[tuple[str, str], ...], list[tuple[Obj, int]]] = {}
     for obj in objects:
         spec = _pod_spec(obj)
@@ -209,24 +211,30 @@ def _system_pools(objects: list[Obj]) -> list[Obj]:
         groups[()] = []
     nodes: list[Obj] = []
     for where, members in sorted(groups.items()):
-        asked = [pod_requests(spec) for spec, _ in members]
-        cpu = sum(r.get("cpu", 0) * n for r, (_, n) in zip(asked, members, strict=True))
-        mem = sum(r.get("memory", 0) * n for r, (_, n) in zip(asked, members, strict=True))
-        largest_cpu = max((r.get("cpu", 0) for r in asked), default=0)
-        largest_mem = max((r.get("memory", 0) for r in asked), default=0)
-        taints: list[Obj] = []
-        if where:  # a dedicated pool: the taints all its pods tolerate
-            common = [_taints(spec.get("tolerations") or []) for spec, _ in members]
-            taints = [t for t in common[0] if all(t in c for c in common[1:])] if common else []
-        count = max((_spread_domains(spec) for spec, _ in members), default=1)
-        capacity = {  # the pods shared among the pool's Nodes (the scheduler spreads them)
-            "cpu": _cpu((cpu / count + largest_cpu) * 1000 + SYSTEM_MARGIN_MILLICORES),
-            "memory": _memory((mem / count + largest_mem) / 2**20 + SYSTEM_MARGIN_MIB),
-        }
-        for _ in range(count):
-            name = DEFAULT_NODE if not nodes else f"{DEFAULT_NODE}-{len(nodes)}"
-            nodes.append(node(name, capacity, {**dict(where), keys.LOCAL_POOL: "system"}, taints))
+        nodes += _pool(where, members, len(nodes))
     return nodes
+
+
+def _pool(where: tuple[tuple[str, str], ...], members: list[tuple[Obj, int]], first: int) -> list[Obj]:
+    """One group's Nodes: as many as its pods' hard hostname spread asks, sharing their requests
+    (the scheduler spreads them) plus the largest pod and a margin each; a dedicated pool (`where`
+    not empty) carries the taints all its pods tolerate. `first`: the Nodes made before it."""
+    asked = [pod_requests(spec) for spec, _ in members]
+    cpu = sum(r.get("cpu", 0) * n for r, (_, n) in zip(asked, members, strict=True))
+    mem = sum(r.get("memory", 0) * n for r, (_, n) in zip(asked, members, strict=True))
+    largest_cpu = max((r.get("cpu", 0) for r in asked), default=0)
+    largest_mem = max((r.get("memory", 0) for r in asked), default=0)
+    taints: list[Obj] = []
+    if where:
+        common = [_taints(spec.get("tolerations") or []) for spec, _ in members]
+        taints = [t for t in common[0] if all(t in c for c in common[1:])] if common else []
+    count = max((_spread_domains(spec) for spec, _ in members), default=1)
+    capacity = {
+        "cpu": _cpu((cpu / count + largest_cpu) * 1000 + SYSTEM_MARGIN_MILLICORES),
+        "memory": _memory((mem / count + largest_mem) / 2**20 + SYSTEM_MARGIN_MIB),
+    }
+    names = [DEFAULT_NODE if first + i == 0 else f"{DEFAULT_NODE}-{first + i}" for i in range(count)]
+    return [node(name, capacity, {**dict(where), keys.LOCAL_POOL: "system"}, taints) for name in names]
 
 
 def _spread_domains(spec: Mapping[str, Any]) -> int:

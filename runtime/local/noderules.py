@@ -11,6 +11,7 @@ plugin/pkg/auth/authorizer/node and plugin/pkg/admission/noderestriction):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from .store import Obj
 
@@ -25,6 +26,19 @@ KUBELET_LABEL_DOMAINS = ("kubelet.kubernetes.io", "node.kubernetes.io")
 """The label domains (and their subdomains) a kubelet may set besides those."""
 
 
+_SECRETS, _CONFIGMAPS, _CLAIMS = "v1/secrets", "v1/configmaps", "v1/persistentvolumeclaims"
+_VOLUME_REFS = {"secret": (_SECRETS, "secretName"), "configMap": (_CONFIGMAPS, "name"),
+                "persistentVolumeClaim": (_CLAIMS, "claimName")}  # fmt: skip
+_PROJECTED_REFS = {"secret": (_SECRETS, "name"), "configMap": (_CONFIGMAPS, "name")}
+_ENV_REFS = {"secretKeyRef": (_SECRETS, "name"), "configMapKeyRef": (_CONFIGMAPS, "name")}
+_ENV_FROM_REFS = {"secretRef": (_SECRETS, "name"), "configMapRef": (_CONFIGMAPS, "name")}
+
+
+def _named(source: Mapping[str, Any], table: Mapping[str, tuple[str, str]]) -> set[tuple[str, str]]:
+    """(resource key, name) of each reference `table` knows in `source`."""
+    return {(res, (source[field] or {}).get(key, "")) for field, (res, key) in table.items() if field in source}
+
+
 def references(pod: Obj) -> set[tuple[str, str]]:
     """(resource key, name) of each Secret, ConfigMap and claim `pod` names: its volumes (projected
     sources too), its containers' env and envFrom, its image pull Secrets. What the Node authorizer's
@@ -32,32 +46,16 @@ def references(pod: Obj) -> set[tuple[str, str]]:
     spec = pod.get("spec") or {}
     out: set[tuple[str, str]] = set()
     for volume in spec.get("volumes") or []:
-        if "secret" in volume:
-            out.add(("v1/secrets", volume["secret"].get("secretName", "")))
-        if "configMap" in volume:
-            out.add(("v1/configmaps", volume["configMap"].get("name", "")))
-        if "persistentVolumeClaim" in volume:
-            out.add(("v1/persistentvolumeclaims", volume["persistentVolumeClaim"].get("claimName", "")))
+        out |= _named(volume, _VOLUME_REFS)
         for source in (volume.get("projected") or {}).get("sources") or []:
-            if "secret" in source:
-                out.add(("v1/secrets", source["secret"].get("name", "")))
-            if "configMap" in source:
-                out.add(("v1/configmaps", source["configMap"].get("name", "")))
+            out |= _named(source, _PROJECTED_REFS)
     containers = (spec.get("initContainers") or []) + (spec.get("containers") or [])
     for c in containers + (spec.get("ephemeralContainers") or []):
         for env in c.get("env") or []:
-            ref = env.get("valueFrom") or {}
-            if "secretKeyRef" in ref:
-                out.add(("v1/secrets", ref["secretKeyRef"].get("name", "")))
-            if "configMapKeyRef" in ref:
-                out.add(("v1/configmaps", ref["configMapKeyRef"].get("name", "")))
+            out |= _named(env.get("valueFrom") or {}, _ENV_REFS)
         for source in c.get("envFrom") or []:
-            if "secretRef" in source:
-                out.add(("v1/secrets", source["secretRef"].get("name", "")))
-            if "configMapRef" in source:
-                out.add(("v1/configmaps", source["configMapRef"].get("name", "")))
-    for secret in spec.get("imagePullSecrets") or []:
-        out.add(("v1/secrets", secret.get("name", "")))
+            out |= _named(source, _ENV_FROM_REFS)
+    out |= {(_SECRETS, secret.get("name", "")) for secret in spec.get("imagePullSecrets") or []}
     return out
 
 

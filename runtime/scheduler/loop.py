@@ -215,35 +215,53 @@ class Scheduler:
     def cycle(self) -> list[Action]:
         started = time.monotonic()
         now = self.clock()
+        snap = self._observed(now, started)
+        if snap is None:
+            return []
+        self._remember(snap, now)
+        self.pending = sum(1 for j in snap.jobs if j.state == "PENDING")
+        snap = self._without_busy(snap)
+        failures = {k: a.failure for k, a in dict(self.failures).items()}
+        actions = self._execute(plan(snap, failures, now, grace=self.grace), snap, now)
+        self.health.attempted(ok=True)
+        self.metrics.last_cycle.set(now)
+        self.metrics.cycle_seconds.observe(time.monotonic() - started)
+        return actions
+
+    def _observed(self, now: float, started: float) -> Snapshot | None:
+        """The cycle's view of the cluster, None when there is none to act on this cycle."""
         try:
             snap = self.observe(now)
-            self.metrics.observe_seconds.observe(time.monotonic() - started)
         except NotSynced as e:
             # The first cycle may come before the informers' first lists: nothing failed.
             self.health.attempted(ok=False)
             log.info("%s; doing nothing this cycle", e)
-            return []
+            return None
         except Exception:
             self.metrics.errors.labels("observe").inc()
             self.health.attempted(ok=False)
             log.exception("observe failed; doing nothing this cycle")
-            return []
-        self._remember(snap, now)
-        self.pending = sum(1 for j in snap.jobs if j.state == "PENDING")
-        # A workload whose Slurm action is still running, or returned after this job list was
-        # read, sits this cycle out: the list can't show what that action did yet.
+            return None
+        self.metrics.observe_seconds.observe(time.monotonic() - started)
+        return snap
+
+    def _without_busy(self, snap: Snapshot) -> Snapshot:
+        """A workload whose Slurm action is still running, or returned after this job list was
+        read, sits this cycle out: the list can't show what that action did yet."""
         busy = self._busy()
-        if busy:
-            snap = replace(
-                snap,
-                pods=[p for p in snap.pods if p.marker.text not in busy],
-                jobs=[j for j in snap.jobs if j.marker.text not in busy],
-            )
-        failures = {k: a.failure for k, a in dict(self.failures).items()}
-        actions = plan(snap, failures, now, grace=self.grace)
-        # Slurm actions in their own thread, one at a time (see _slurm_pool), while the Kubernetes
-        # actions (one pod each, independent) overlap their round trips in the pool, bindings
-        # first: they end a pod's wait. Events that only report a binding go after every binding.
+        if not busy:
+            return snap
+        return replace(
+            snap,
+            pods=[p for p in snap.pods if p.marker.text not in busy],
+            jobs=[j for j in snap.jobs if j.marker.text not in busy],
+        )
+
+    def _execute(self, actions: list[Action], snap: Snapshot, now: float) -> list[Action]:
+        """Slurm actions in their own thread, one at a time (see _slurm_pool), while the Kubernetes
+        actions (one pod each, independent) overlap their round trips in the pool, bindings first:
+        they end a pod's wait. Events that only report a binding go after every binding. Returns
+        the actions done (those deferred to the next cycle left out)."""
         cancels = [a for a in actions if isinstance(a, Cancel)]
         created = {p.uid: p.created for p in snap.pods}
         slurm = sorted(
@@ -257,12 +275,7 @@ class Scheduler:
         deferred = slurm_done.result()
         self.backlog = len(deferred)
         self._wait_after()
-        if deferred:
-            actions = [a for a in actions if not any(a is d for d in deferred)]
-        self.health.attempted(ok=True)
-        self.metrics.last_cycle.set(now)
-        self.metrics.cycle_seconds.observe(time.monotonic() - started)
-        return actions
+        return [a for a in actions if not any(a is d for d in deferred)] if deferred else actions
 
     def _slurm_actions(self, cancels: list[Cancel], actions: Sequence[Action], now: float) -> list[Action]:
         """Cancels, then submits (oldest pods first, SUBMIT_WORKERS at a time) until SUBMIT_BUDGET

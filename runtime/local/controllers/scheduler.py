@@ -164,31 +164,38 @@ def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return _term_matches({"matchExpressions": selector.get("matchExpressions") or []}, labels, "")
 
 
+def _domain_counts(pod: Obj, c: Obj, nodes: list[Obj], everything: list[Obj]) -> dict[Any, int]:
+    """Per domain of constraint `c`'s topologyKey among the Nodes the pod's node affinity admits,
+    the pods of its namespace the constraint's selector matches (terminating and finished ones
+    not counted)."""
+    key, namespace = c.get("topologyKey", ""), pod["metadata"].get("namespace")
+    eligible = {
+        n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(key)
+        for n in nodes
+        if key in (n["metadata"].get("labels") or {}) and _affinity_misfit(pod, n) is None
+    }
+    counts = dict.fromkeys(eligible.values(), 0)
+    for p in everything:
+        where = eligible.get((p.get("spec") or {}).get("nodeName") or "")
+        meta = p["metadata"]
+        if where is None or meta.get("deletionTimestamp") or terminal(p) or meta.get("namespace") != namespace:
+            continue
+        if _selects(c.get("labelSelector") or {}, meta.get("labels") or {}):
+            counts[where] += 1
+    return counts
+
+
 def _spread_misfit(pod: Obj, node: Obj, nodes: list[Obj], everything: list[Obj]) -> str | None:
     """Hard topology spread constraints (PodTopologySpread): see the module's docstring."""
-    namespace = pod["metadata"].get("namespace")
     for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []:
         if c.get("whenUnsatisfiable") != "DoNotSchedule":
             continue
-        key = c.get("topologyKey", "")
-        domain = (node["metadata"].get("labels") or {}).get(key)
+        domain = (node["metadata"].get("labels") or {}).get(c.get("topologyKey", ""))
         if domain is None:
             return (
                 f"node {node['metadata']['name']} didn't match pod topology spread constraints (missing required label)"
             )
-        eligible = {
-            n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(key)
-            for n in nodes
-            if key in (n["metadata"].get("labels") or {}) and _affinity_misfit(pod, n) is None
-        }
-        counts = dict.fromkeys(eligible.values(), 0)
-        for p in everything:
-            where = eligible.get((p.get("spec") or {}).get("nodeName") or "")
-            meta = p["metadata"]
-            if where is None or meta.get("deletionTimestamp") or terminal(p) or meta.get("namespace") != namespace:
-                continue
-            if _selects(c.get("labelSelector") or {}, meta.get("labels") or {}):
-                counts[where] += 1
+        counts = _domain_counts(pod, c, nodes, everything)
         fewest = 0 if len(counts) < int(c.get("minDomains") or 1) else min(counts.values(), default=0)
         if counts.get(domain, 0) + 1 - fewest > int(c.get("maxSkew", 1)):
             return f"node {node['metadata']['name']} didn't match pod topology spread constraints"
