@@ -164,6 +164,10 @@ LOCAL_DEVICES = PREFIX + "local-devices"
 MUNGE_KEY = "munge.key"
 SLURM_KEY = "slurm.key"
 JWT_KEY = "jwt_hs256.key"
+PULUMI_SKIP_AWAIT = "pulumi.com/skipAwait"
+"""Pulumi's Kubernetes provider registers the object without waiting for it to be ready: on the
+controller StatefulSet with backups, whose standbys are never Ready (only the primary passes the
+readiness probe), so the provider's wait (readyReplicas = replicas) would time out every `pulumi up`."""
 LOCAL_PROVISIONER = PREFIX + "local-host-path"
 """The provisioner of the local cluster's StorageClasses on the real control plane
 (runtime/local/provisioner.py), and its volumes' `pv.kubernetes.io/provisioned-by`."""

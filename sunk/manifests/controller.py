@@ -211,10 +211,15 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         constraints = pod["spec"].setdefault("topologySpreadConstraints", [])
         if not any(c.get("topologyKey") == SPREAD_KEY for c in constraints):
             constraints.append(spread(spec))
+    meta = object_meta(metadata(spec, naming.controller(spec), COMPONENT), spec.controller)
+    if ha:
+        # Only the primary is ever Ready: Pulumi's wait for readyReplicas = replicas would time
+        # out every `pulumi up` (sunk.keys.PULUMI_SKIP_AWAIT).
+        meta["annotations"] = {**(meta.get("annotations") or {}), keys.PULUMI_SKIP_AWAIT: "true"}
     return obj(
         "apps/v1",
         "StatefulSet",
-        object_meta(metadata(spec, naming.controller(spec), COMPONENT), spec.controller),
+        meta,
         spec={
             "replicas": spec.controller.replicas,
             "serviceName": naming.controller(spec),
