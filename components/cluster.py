@@ -181,7 +181,14 @@ def _auth(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
 
 
 def _keygen(b: _Build, waits: list[pulumi.Resource]) -> list[pulumi.Resource]:
-    b.cluster.keygen = KeyGenerator(b.child("keygen"), b.spec, namespace=b.namespace, refs=b.ctx.refs, opts=b.opts())
+    b.cluster.keygen = KeyGenerator(
+        b.child("keygen"),
+        b.spec,
+        namespace=b.namespace,
+        refs=b.ctx.refs,
+        keys_in_cluster=b.ctx.keys_in_cluster,
+        opts=b.opts(),
+    )
     return [b.cluster.keygen]
 
 

@@ -12,9 +12,10 @@ from ._k8s import Component, child, create
 
 
 class KeyGenerator(Component):
-    """ServiceAccount, Role (create Secrets, nothing else), RoleBinding and the one-shot Job that
-    creates the cluster's keys and passwords in the cluster (sunk.manifests.keygen). The Job is
-    registered last, so Pulumi waits for it to complete; the workloads wait for this component."""
+    """ServiceAccount, Role (create Secrets; get and update the certificates it made, by name),
+    RoleBinding and the one-shot Job that creates the cluster's keys and passwords in the cluster
+    (sunk.manifests.keygen), and the daily CronJob renewing the webhook's certificate where there is
+    one. Pulumi waits for the Job to complete; the workloads wait for this component."""
 
     def __init__(
         self,
@@ -23,11 +24,14 @@ class KeyGenerator(Component):
         *,
         namespace: pulumi.Input[str],
         refs: AuthRefs,
+        keys_in_cluster: bool = True,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`keys_in_cluster` off: Pulumi makes the keys and passwords; the generator makes only the
+        webhook's certificate (and renews it)."""
         super().__init__("sunk:index:KeyGenerator", name, opts)
         made: list[pulumi.Resource] = []
-        for m in keygen_manifests(spec, refs):
-            suffix = "job" if m["kind"] == "Job" else m["kind"].lower()
+        for m in keygen_manifests(spec, refs, keys_in_cluster):
+            suffix = {"Job": "job", "CronJob": "renew"}.get(m["kind"], m["kind"].lower())
             made.append(create(f"{name}-{suffix}", m, child(self, depends_on=list(made)), namespace=namespace))
         self.register_outputs({})

@@ -169,6 +169,11 @@ def keygen(spec: ClusterSpec) -> str:
     return f"{spec.name}-keygen"
 
 
+def keygen_renew(spec: ClusterSpec) -> str:
+    """The key generator's CronJob that renews the certificates it made (the webhook's)."""
+    return f"{keygen(spec)}-renew"
+
+
 def keygen_job(spec: ClusterSpec, digest: str) -> str:
     """The key generator's Job, named by a hash of its pod (a Job's template is immutable)."""
     return f"{keygen(spec)}-{digest}"

@@ -29,6 +29,7 @@ from sunk import keys, roles
 from sunk.manifests.auth import auth_refs, secret_purposes
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
+from sunk.manifests.keygen import keygen_manifests
 from sunk.manifests.nodeset import resource_spec
 from sunk.manifests.nodeset_pod import headless_service, nodeset_pod
 from sunk.manifests.operator import operator_manifests
@@ -49,6 +50,14 @@ def stack_objects(spec: ClusterSpec, operator: OperatorSpec | None = None) -> tu
     """Every object the stack makes, slurmd pods and their Services as the operator builds them
     included; and the problems of NodeSets whose pod can't be built at all."""
     objs = cluster_manifests(spec, operator.namespace if operator is not None else "sunk-system")
+    # With keys from Pulumi the generator makes only the certificates: a Job of its own (its
+    # name hashes its pod), checked here too whichever way the stack makes its keys.
+    names = {(m["kind"], m["metadata"]["name"]) for m in objs}
+    objs += [
+        m
+        for m in keygen_manifests(spec, keys_in_cluster=False)
+        if m["kind"] == "Job" and (m["kind"], m["metadata"]["name"]) not in names
+    ]
     config_keys = {cm["metadata"]["name"]: list(cm["data"]) for cm in config_maps(spec)}
     refs = auth_refs(spec)
     problems = []

@@ -5,12 +5,13 @@ removed at once."""
 from __future__ import annotations
 
 import secrets
+import ssl
 import string
 import subprocess
 import tempfile
 from pathlib import Path
 
-from sunk.manifests.keygen import Kind
+from sunk.manifests.keygen import TLS_KEYS, Kind
 
 PASSWORD_ALPHABET = string.ascii_letters + string.digits
 """Letters and digits only: a database password ends up in a `Key=Value` line of slurmdbd.conf."""
@@ -43,3 +44,52 @@ def _ssh_key(args: list[str], work_dir: Path) -> bytes:
         if result.returncode != 0:
             raise RuntimeError(f"ssh-keygen {' '.join(args)} failed: {result.stderr.strip()}")
         return path.read_bytes()
+
+
+CA_DAYS = 3650
+"""The webhook's CA lives ten years and is not renewed: its certificate is in the webhook
+configuration's caBundle, and a new CA would be served before the API server trusts it."""
+SERVING_DAYS = 90
+"""The serving certificate's life (cert-manager's default); renewed a third before its end."""
+_EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+
+
+def _openssl(args: list[str], cwd: Path) -> None:
+    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"openssl {args[0]} failed: {done.stderr.strip()[-300:]}")
+
+
+def tls(dns_names: list[str], work_dir: Path, ca: tuple[bytes, bytes] | None = None) -> dict[str, bytes]:
+    """A serving certificate for `dns_names` (the first is its subject) and its key, signed by `ca`
+    (ca.crt, ca.key PEM), or by a new CA made here: the four TLS_KEYS. ECDSA P-256."""
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        folder = Path(tmp)
+        if ca is None:
+            _openssl(["req", "-x509", "-new", *_EC, "-keyout", "ca.key", "-out", "ca.crt",
+                      "-days", str(CA_DAYS), "-subj", f"/CN={dns_names[0]} CA"], folder)  # fmt: skip
+        else:
+            (folder / "ca.crt").write_bytes(ca[0])
+            (folder / "ca.key").write_bytes(ca[1])
+        (folder / "ext.cnf").write_text(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+            "extendedKeyUsage=serverAuth\nsubjectAltName=" + ",".join(f"DNS:{n}" for n in dns_names) + "\n"
+        )
+        _openssl(["req", "-new", *_EC, "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={dns_names[0]}"], folder)
+        _openssl(["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial",
+                  str(int.from_bytes(secrets.token_bytes(15), "big")), "-days", str(SERVING_DAYS),
+                  "-extfile", "ext.cnf", "-out", "tls.crt"], folder)  # fmt: skip
+        return {key: (folder / key).read_bytes() for key in TLS_KEYS}
+
+
+def validity(cert_pem: bytes, work_dir: Path) -> tuple[float, float]:
+    """(notBefore, notAfter) of a PEM certificate, as seconds since the epoch."""
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        path = Path(tmp) / "cert.pem"
+        path.write_bytes(cert_pem)
+        done = subprocess.run(["openssl", "x509", "-noout", "-startdate", "-enddate", "-in", str(path)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the certificate can't be read: {done.stderr.strip()[-300:]}")
+    dates = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return ssl.cert_time_to_seconds(dates["notBefore"]), ssl.cert_time_to_seconds(dates["notAfter"])

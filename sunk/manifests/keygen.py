@@ -9,10 +9,16 @@ changed, whoever made it (an earlier run, ExternalSecrets, SealedSecrets, an adm
 no value is ever logged. Secrets the spec names instead (`existingSecret`, an external database's
 `passwordSecret`) are not the generator's.
 
-Its ServiceAccount may only `create` Secrets in the namespace: it never reads one, so it learns
-nothing of a Secret that exists (its create answers 409 AlreadyExists and it moves on). The Job's
-name carries a hash of its pod, what it makes included, so a change runs a new Job (Jobs are
-immutable) and an unchanged one is left alone."""
+With inference namespaces listed it also makes the webhook's `<cluster>-webhook-tls`: a CA
+(ten years) and a serving certificate for the webhook Service's names (90 days) that it signs, and
+a CronJob runs the same pod daily, renewing that serving certificate (same CA, new key) once less
+than a third of its life is left.
+
+Its ServiceAccount may `create` Secrets in the namespace and nothing else, but for the Secrets
+holding a certificate it made: `get` and `update` those, by name (resourceNames), to renew them.
+It never reads another, so it learns nothing of a Secret that exists (its create answers 409
+AlreadyExists and it moves on). The Job's name carries a hash of its pod, what it makes included,
+so a change runs a new Job (Jobs are immutable) and an unchanged one is left alone."""
 
 from __future__ import annotations
 
@@ -44,12 +50,19 @@ WORK_DIR = "/tmp"
 """A memory-backed folder (the root filesystem is read-only): ssh-keygen writes each host key there
 before it is read and removed."""
 
-Kind = Literal["random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072"]
-KINDS: tuple[Kind, ...] = ("random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072")
+Kind = Literal["random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072", "tls"]
+KINDS: tuple[Kind, ...] = ("random-1024", "random-32", "password-32", "ssh-ed25519", "ssh-rsa-3072", "tls")
 """random-N: N bytes from the kernel's CSPRNG (munge's `mungekey` default and Slurm's slurm.key
 size are 1024; Slurm's JWT guide asks 32 for HS256); password-32: 32 letters and digits (the
 password ends up in a `Key=Value` line of slurmdbd.conf); ssh-*: an OpenSSH private key from
-ssh-keygen."""
+ssh-keygen; tls: one of TLS_KEYS, made together (a CA, and a serving certificate for the Secret's
+DNS names that it signs), the serving certificate renewed before it ends by the renewal CronJob."""
+TLS_KEYS = ("ca.crt", "ca.key", "tls.crt", "tls.key")
+"""The keys of a TLS Secret the generator makes: the CA's certificate and key (kept to sign the
+renewals; the webhook mounts every key but ca.key) and the serving certificate and its key."""
+RENEW_SCHEDULE = "17 3 * * *"
+"""Daily (at an odd minute, away from the hour's crowd): a 90-day serving certificate is renewed
+in its last 30 days, so a month of runs may fail before it lapses."""
 
 
 @dataclass(frozen=True)
@@ -60,14 +73,19 @@ class WantedSecret:
     purpose: roles.SecretPurpose
     items: tuple[tuple[str, Kind], ...]
     labels: tuple[tuple[str, str], ...]
+    dns_names: tuple[str, ...] = ()
+    """A TLS Secret's: the names its serving certificate holds (the first is its subject)."""
 
     def as_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "name": self.name,
             "purpose": self.purpose,
             "items": [{"key": k, "kind": kind} for k, kind in self.items],
             "labels": dict(self.labels),
         }
+        if self.dns_names:
+            out["dnsNames"] = list(self.dns_names)
+        return out
 
 
 def _labels(spec: ClusterSpec, component: str) -> tuple[tuple[str, str], ...]:
@@ -100,7 +118,29 @@ def wanted_secrets(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Want
                 _labels(spec, "login"),
             )
         )
+    if spec.inference.namespaces:
+        out.append(
+            WantedSecret(
+                naming.webhook_tls_secret(spec),
+                "webhook-tls",
+                tuple((key, "tls") for key in TLS_KEYS),
+                _labels(spec, "webhook"),
+                webhook_dns_names(spec),
+            )
+        )
     return out
+
+
+def webhook_dns_names(spec: ClusterSpec) -> tuple[str, ...]:
+    """The names the API server reaches the webhook's Service by: `<service>.<namespace>.svc`
+    (what it verifies), then the shorter forms."""
+    svc = naming.webhook(spec)
+    return (f"{svc}.{spec.ns}.svc", f"{svc}.{spec.ns}", svc)
+
+
+def renewed(wanted: list[WantedSecret]) -> list[WantedSecret]:
+    """Those with a certificate to renew (the renewal CronJob runs while there is one)."""
+    return [w for w in wanted if w.dns_names]
 
 
 def secrets_json(wanted: list[WantedSecret]) -> str:
@@ -117,9 +157,18 @@ def job_name(spec: ClusterSpec, pod: Manifest) -> str:
     return naming.keygen_job(spec, content_hash(pod)[:8])
 
 
-def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Manifest]:
-    """ServiceAccount, Role, RoleBinding and Job; nothing when every Secret is the user's."""
+def made_here(spec: ClusterSpec, refs: AuthRefs | None = None, keys_in_cluster: bool = True) -> list[WantedSecret]:
+    """What the generator makes: every wanted Secret with the keys in the cluster; with keys from
+    Pulumi only the certificates (Pulumi makes the rest), which the generator still makes and
+    renews in the cluster."""
     wanted = wanted_secrets(spec, refs)
+    return wanted if keys_in_cluster else renewed(wanted)
+
+
+def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None, keys_in_cluster: bool = True) -> list[Manifest]:
+    """ServiceAccount, Role, RoleBinding and Job (and the renewal CronJob where it makes a
+    certificate); nothing when every Secret is the user's or Pulumi's."""
+    wanted = made_here(spec, refs, keys_in_cluster)
     if not wanted:
         return []
     name = keygen_name(spec)
@@ -155,14 +204,15 @@ def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Ma
     }
     # Placed and pulled like the runtime, whose image it runs.
     pod = apply_pod(pod, spec.runtime, main=None, pull_secrets=spec.images.pull_secrets)
-    return [
+    rules: list[Manifest] = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
+    certificates = renewed(wanted)
+    if certificates:
+        # Renewal reads and replaces only the Secrets holding a certificate it made, by name.
+        names = sorted(w.name for w in certificates)
+        rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"], "resourceNames": names})
+    out = [
         obj("v1", "ServiceAccount", meta, automountServiceAccountToken=True),
-        obj(
-            f"{RBAC}/v1",
-            "Role",
-            metadata(spec, name, COMPONENT),
-            rules=[{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}],
-        ),
+        obj(f"{RBAC}/v1", "Role", metadata(spec, name, COMPONENT), rules=rules),
         obj(
             f"{RBAC}/v1",
             "RoleBinding",
@@ -177,3 +227,20 @@ def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None) -> list[Ma
             spec={"backoffLimit": 10, "activeDeadlineSeconds": 1800, "template": pod},
         ),
     ]
+    if certificates:
+        # The same pod, daily: it creates what is missing and renews a certificate near its end.
+        out.append(
+            obj(
+                "batch/v1",
+                "CronJob",
+                metadata(spec, naming.keygen_renew(spec), COMPONENT),
+                spec={
+                    "schedule": RENEW_SCHEDULE,
+                    "concurrencyPolicy": "Forbid",
+                    "successfulJobsHistoryLimit": 1,
+                    "failedJobsHistoryLimit": 3,
+                    "jobTemplate": {"spec": {"backoffLimit": 3, "activeDeadlineSeconds": 1800, "template": pod}},
+                },
+            )
+        )
+    return out

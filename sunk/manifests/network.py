@@ -24,7 +24,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from sunk import keys, naming, roles
-from sunk.manifests.keygen import wanted_secrets
+from sunk.manifests.keygen import made_here
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.services import NetworkSpec
@@ -58,7 +58,7 @@ def present_roles(spec: ClusterSpec, keygen: bool = True) -> list[str]:
         out.append("login")
     if spec.monitoring.enabled and spec.monitoring.exporter.enabled:
         out.append("exporter")
-    if keygen and wanted_secrets(spec):
+    if made_here(spec, keys_in_cluster=keygen):
         out.append("keygen")
     if spec.inference.namespaces:
         out.append("webhook")

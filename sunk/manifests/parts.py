@@ -121,7 +121,12 @@ PARTS: tuple[Part, ...] = (
     Part("namespace", None, lambda c: c.spec.create_namespace, lambda c: [namespace(c.spec)]),
     Part("config", "SlurmConfig", _always, lambda c: config.config_maps(c.spec)),
     Part("auth", "Auth", _always, _auth),
-    Part("keygen", "KeyGenerator", lambda c: c.keys_in_cluster, lambda c: keygen.keygen_manifests(c.spec, c.refs)),
+    Part(
+        "keygen",
+        "KeyGenerator",
+        lambda c: bool(keygen.made_here(c.spec, c.refs, c.keys_in_cluster)),
+        lambda c: keygen.keygen_manifests(c.spec, c.refs, c.keys_in_cluster),
+    ),
     Part("volumes", None, _always, lambda c: pods.shared_claims(c.spec)),
     Part(
         "controller",

@@ -28,6 +28,8 @@ MODULE = "sunk.runtime.webhook"
 PORT = roles.WEBHOOK_PORT
 TLS_DIR = "/etc/sunk-webhook"
 PATH = "/mutate"
+SERVED_KEYS = ("ca.crt", "tls.crt", "tls.key")
+"""What the webhook mounts of its TLS Secret (sunk.manifests.keygen.TLS_KEYS but ca.key)."""
 REPLICAS = 2
 """With failurePolicy Fail a pod of a listed namespace is only created while a replica answers:
 two, spread over Nodes, so a Node drain or a rollout (maxUnavailable 0) never stops creation."""
@@ -190,7 +192,13 @@ def deployment(spec: ClusterSpec) -> Manifest:
                     "name": "sunk-webhook-tls",
                     # Optional: until the certificate is there the pod runs, unready, and outside
                     # the Service; the API server's calls fail and failurePolicy refuses the pods.
-                    "secret": {"secretName": naming.webhook_tls_secret(spec), "defaultMode": 0o440, "optional": True},
+                    # Every key but the CA's private key, which only the key generator reads.
+                    "secret": {
+                        "secretName": naming.webhook_tls_secret(spec),
+                        "defaultMode": 0o440,
+                        "optional": True,
+                        "items": [{"key": k, "path": k} for k in SERVED_KEYS],
+                    },
                 }
             ],
         },

@@ -212,12 +212,14 @@ def test_rbac_is_least_privilege(evaluations: dict[str, Evaluation], name: str) 
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"], o["metadata"]["name"]
                 assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"]
                 if "secrets" in rule["resources"]:
-                    # Reads only by name; the key generator may create (and never read) Secrets.
+                    # Reads only by name; the key generator may create Secrets, and get and update
+                    # by name only the certificates it renews.
                     generator = o["metadata"]["labels"]["app.kubernetes.io/component"] == "keygen"
                     assert o["kind"] == "Role" and (
                         (rule["verbs"] == ["get"] and rule.get("resourceNames"))
                         or (generator and rule["verbs"] == ["create"] and not rule.get("resourceNames"))
-                    ), "secrets only by name, only get, only namespaced; the generator only creates"
+                        or (generator and rule["verbs"] == ["get", "update"] and rule.get("resourceNames"))
+                    ), "secrets only by name, only get, only namespaced; the generator creates, renews by name"
         if o["kind"] in {"RoleBinding", "ClusterRoleBinding"}:
             assert o["roleRef"]["name"] not in {"cluster-admin", "admin", "edit"}
     cluster_roles = [o for o in objs if o["kind"] == "ClusterRole"]

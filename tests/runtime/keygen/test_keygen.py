@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 from sunk.runtime.harness.image_process import RuntimeImage
-from sunk.runtime.keygen.__main__ import Settings
-from sunk.runtime.keygen.plan import PlanError, Wanted, parse, secret_body
+from sunk.runtime.keygen.__main__ import OpensslCertificates, Settings, generate
+from sunk.runtime.keygen.plan import PlanError, Wanted, parse, renewal_due, secret_body
 from sunk.runtime.keygen.values import PASSWORD_ALPHABET, make
 
 from sunk.manifests.cluster import cluster_manifests
@@ -161,7 +162,7 @@ def test_secrets_the_spec_names_are_not_the_generators() -> None:
     assert "globex-slurm-key" not in names and "globex-jwt" not in names
 
 
-def test_the_generator_may_only_create_secrets() -> None:
+def test_the_generator_may_only_create_secrets_without_a_webhook() -> None:
     spec = _spec()
     (role,) = [
         m
@@ -220,9 +221,11 @@ def test_settings_read_the_jobs_environment() -> None:
     assert s.namespace == "acme-research" and str(s.work_dir) == "/tmp"
 
 
-def test_the_generator_runs_from_the_runtime_image(runtime_image: RuntimeImage, tmp_path: Path) -> None:
-    """The Job's command from the image the Job names: its python, its wheels, its ssh-keygen."""
-    spec = _spec()
+@pytest.mark.parametrize("stack", ["acme-dev", "acme-prod"])
+def test_the_generator_runs_from_the_runtime_image(runtime_image: RuntimeImage, tmp_path: Path, stack: str) -> None:
+    """The Job's command from the image the Job names: its python, its wheels, its ssh-keygen, and
+    for acme-prod (inference namespaces listed) its openssl, making the webhook's certificate."""
+    spec = _spec(stack)
     with KubeSim() as sim:
         _apply_render(sim, spec)
         # Under the host's /tmp, which the image's user can reach (pytest's own folders are 0700).
@@ -241,5 +244,129 @@ def test_the_generator_runs_from_the_runtime_image(runtime_image: RuntimeImage, 
         secrets = _secrets(sim, spec.ns)
         assert {w.name for w in wanted_secrets(spec)} <= set(secrets)
         assert secrets["research-login-host-keys"]["ssh_host_rsa_key"].startswith(b"-----BEGIN OPENSSH PRIVATE KEY")
+        if stack == "acme-prod":
+            made = secrets["research-webhook-tls"]
+            assert made["tls.crt"].startswith(b"-----BEGIN CERTIFICATE") and b"PRIVATE KEY" in made["ca.key"]
         assert list(work.iterdir()) == []
         work.rmdir()
+
+
+# -- the webhook's serving certificate ---------------------------------------------------------------
+def _openssl(*args: str) -> str:
+    return subprocess.run(["openssl", *args], capture_output=True, text=True, check=True).stdout
+
+
+class _Secrets:
+    """An in-memory SecretApi: create, read, replace (resourceVersion checked)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+
+    def create(self, namespace: str, body: dict[str, Any]) -> bool:
+        name = body["metadata"]["name"]
+        if name in self.objects:
+            return False
+        self.objects[name] = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+        return True
+
+    def read(self, namespace: str, name: str) -> dict[str, Any]:
+        copied: dict[str, Any] = json.loads(json.dumps(self.objects[name]))
+        return copied
+
+    def replace(self, namespace: str, body: dict[str, Any]) -> None:
+        current = self.objects[body["metadata"]["name"]]
+        assert body["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]
+        version = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.objects[body["metadata"]["name"]] = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+
+
+def _pem(secret: dict[str, Any], key: str, folder: Path) -> Path:
+    path = folder / key.replace(".", "-")
+    path.write_bytes(base64.b64decode(secret["data"][key]))
+    return path
+
+
+def test_the_webhook_certificate_is_made_for_its_service_and_renewed_a_third_before_its_end(tmp_path: Path) -> None:
+    """acme-prod lists inference namespaces: the generator makes <cluster>-webhook-tls, a CA and a
+    serving certificate for the webhook Service's names that the CA verifies; later runs keep it
+    until a third of its life is left, then renew it with the same CA and a new key; a TLS Secret
+    without ca.key (cert-manager's) is never touched."""
+    spec = _spec("acme-prod")
+    wanted = parse(secrets_json(wanted_secrets(spec)))
+    (cert,) = [w for w in wanted if w.tls]
+    assert cert.name == f"{spec.name}-webhook-tls"
+    assert cert.dns_names[0] == f"{spec.name}-webhook.{spec.ns}.svc"
+    api, certs = _Secrets(), OpensslCertificates(tmp_path)
+    lines = generate(api, spec.ns, wanted, lambda w, k: make(dict(w.items)[k], tmp_path), certs, time.time())
+    assert f"created Secret {spec.ns}/{cert.name} (ca.crt, ca.key, tls.crt, tls.key)" in lines
+    made = api.objects[cert.name]
+    assert made["type"] == "kubernetes.io/tls" and set(made["data"]) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+    ca, crt = _pem(made, "ca.crt", tmp_path), _pem(made, "tls.crt", tmp_path)
+    assert ": OK" in _openssl("verify", "-CAfile", str(ca), str(crt))
+    text = _openssl("x509", "-noout", "-text", "-in", str(crt))
+    for name in cert.dns_names:
+        assert f"DNS:{name}" in text
+    assert "TLS Web Server Authentication" in text and "CA:FALSE" in text
+    not_before, not_after = certs.validity(base64.b64decode(made["data"]["tls.crt"]))
+    assert round((not_after - not_before) / 86400) == 90
+
+    again = generate(api, spec.ns, [cert], lambda w, k: b"", certs, not_after - 31 * 86400)
+    assert again == [f"kept Secret {spec.ns}/{cert.name}: its certificate is valid until "
+                     f"{time.strftime('%Y-%m-%d', time.gmtime(not_after))}, not yet due for renewal"]  # fmt: skip
+    assert api.objects[cert.name]["data"] == made["data"]
+
+    renewed = generate(api, spec.ns, [cert], lambda w, k: b"", certs, not_after - 29 * 86400)
+    assert renewed[0].startswith(f"renewed the serving certificate of Secret {spec.ns}/{cert.name}")
+    after = api.objects[cert.name]
+    assert after["data"]["ca.crt"] == made["data"]["ca.crt"] and after["data"]["ca.key"] == made["data"]["ca.key"]
+    assert after["data"]["tls.crt"] != made["data"]["tls.crt"] and after["data"]["tls.key"] != made["data"]["tls.key"]
+    assert after["metadata"]["labels"] == made["metadata"]["labels"]
+    assert ": OK" in _openssl("verify", "-CAfile", str(ca), str(_pem(after, "tls.crt", tmp_path)))
+    for line in lines + again + renewed:  # names and dates, never a value
+        assert not any(v in line for v in after["data"].values())
+
+    foreign = _Secrets()
+    foreign.objects[cert.name] = {"metadata": {"name": cert.name, "resourceVersion": "7"},
+                                  "data": {k: made["data"][k] for k in ("ca.crt", "tls.crt", "tls.key")}}  # fmt: skip
+    kept = generate(foreign, spec.ns, [cert], lambda w, k: b"", certs, not_after)
+    assert kept == [
+        f"kept Secret {spec.ns}/{cert.name}: it has no ca.key (not made by the generator), so its maker renews it"
+    ]
+
+
+def test_renewal_is_due_in_the_last_third() -> None:
+    assert not renewal_due(0, 90, 59.9) and renewal_due(0, 90, 60) and renewal_due(0, 90, 100)
+
+
+def test_a_tls_entry_has_the_tls_keys_and_names() -> None:
+    entry = {"name": "t", "items": [{"key": k, "kind": "tls"} for k in ("ca.crt", "ca.key", "tls.crt", "tls.key")]}
+    with pytest.raises(PlanError, match=r"\[0\]: a TLS Secret has exactly the keys ca.crt, ca.key, tls.crt, tls.key"):
+        parse(json.dumps([entry]))  # no dnsNames
+    with pytest.raises(PlanError, match="a TLS Secret has exactly the keys"):
+        parse(json.dumps([{**entry, "items": entry["items"][:2], "dnsNames": ["a"]}]))
+    with pytest.raises(PlanError, match=r"\[0\]\.dnsNames: expected a list of names"):
+        parse(json.dumps([{**entry, "dnsNames": "a"}]))
+    assert parse(json.dumps([{**entry, "dnsNames": ["a.b.svc"]}]))[0].dns_names == ("a.b.svc",)
+
+
+def test_the_renewal_cronjob_runs_the_jobs_pod_and_may_read_only_the_certificate() -> None:
+    spec = _spec("acme-prod")
+    manifests = [
+        m for m in cluster_manifests(spec) if m["metadata"]["labels"].get("app.kubernetes.io/component") == "keygen"
+    ]
+    (job,) = [m for m in manifests if m["kind"] == "Job"]
+    (cron,) = [m for m in manifests if m["kind"] == "CronJob"]
+    assert cron["metadata"]["name"] == f"{spec.name}-keygen-renew"
+    assert cron["spec"]["jobTemplate"]["spec"]["template"] == job["spec"]["template"]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    (role,) = [m for m in manifests if m["kind"] == "Role"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["get", "update"],
+            "resourceNames": [f"{spec.name}-webhook-tls"],
+        },
+    ]
+    assert not [m for m in cluster_manifests(_spec()) if m["kind"] == "CronJob"]  # acme-dev: no webhook
