@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp.web
 
-from . import dns, hostsettings, inventory, lifecycle, net, netpolicy, pki, rbac
+from . import admission, dns, hostsettings, inventory, lifecycle, net, netpolicy, pki, rbac
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
@@ -82,6 +82,7 @@ async def serve(workdir: Path, project: str, settings: lifecycle.Settings | None
     net.run(net.bridge_up(network, POD_API_PORT))
     store = Store()
     store.admission.append(lifecycle.admission(settings))
+    store.admission.append(admission.Webhooks(store))  # after the built-in ones, as kube-apiserver
     agent: Agent | None = None
     nodes_control: lifecycle.LifecycleController | None = None
     enforcer: netpolicy.Enforcer | None = None

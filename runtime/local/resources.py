@@ -59,6 +59,7 @@ BUILTIN: tuple[Resource, ...] = (
     _r("apps", "v1", "deployments", "Deployment", status=True, scale=True, short_names=("deploy",), categories=_ALL),
     _r("apps", "v1", "statefulsets", "StatefulSet", status=True, scale=True, short_names=("sts",), categories=_ALL),
     _r("batch", "v1", "jobs", "Job", status=True, categories=_ALL),
+    _r("batch", "v1", "cronjobs", "CronJob", status=True, short_names=("cj",), categories=_ALL),
     _r("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     _r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
@@ -66,6 +67,7 @@ BUILTIN: tuple[Resource, ...] = (
     _r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", status=True, short_names=("pdb",)),
     _r("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=("netpol",)),
     _r("coordination.k8s.io", "v1", "leases", "Lease"),
+    _r("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False),
     _r(
         "apiextensions.k8s.io",
         "v1",

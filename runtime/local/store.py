@@ -9,7 +9,7 @@ its node agent unless deleted with grace 0; owners' deletion removes their depen
 /status subresource (main writes keep status, status writes keep the rest) follow the API server.
 
 Not modelled: persistence across a restart of the local cluster's process (the store lives as long
-as the cluster), server-side apply, admission webhooks, defaulting and schema validation of
+as the cluster), server-side apply, defaulting and schema validation of
 fields (objects are stored as written), foreground cascading deletion (background only), paging
 of lists (`limit`/`continue` are ignored: one page) and an Event's TTL.
 """

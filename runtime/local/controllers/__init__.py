@@ -11,7 +11,7 @@ One module per controller, each with what it models and what it doesn't:
 renewals) and at least once a `period`. Garbage collection by ownerReferences is the store's
 (store.py); the node lifecycle, taint-eviction and pod GC controllers are lifecycle.py's.
 
-Not modelled: ReplicaSets, DaemonSets, CronJobs, HPA, Endpoints and EndpointSlices objects (names
+Not modelled: ReplicaSets, DaemonSets, CronJobs (stored, never run), HPA, Endpoints and EndpointSlices objects (names
 resolve through /etc/hosts and the cluster's DNS, see agent.py), leader election (one process).
 """
 
