@@ -46,6 +46,12 @@ scheduler reads it from the slurmd pod of a Slurm node and never binds a pod to 
 `exclusive` one."""
 METRICS = PREFIX + "metrics"
 """Services the ServiceMonitor scrapes."""
+SHARED = PREFIX + "shared"
+"""The NoSchedule taint (`slurm.sunk.dev/shared=true`) of the shared NodeSets' Nodes where pods of
+opted-in namespaces run (docs/how-to/inference.md): the default scheduler places no pod there that
+does not tolerate it, so a pod the webhook missed stays Pending; the sunk scheduler's Bindings pass
+it (the kubelet enforces NoExecute taints only). Shared NodeSets' slurmd pods tolerate it."""
+SHARED_TOLERATION = {"key": SHARED, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 MAINTAINED_BY = PREFIX + "maintained-by"
 """ConfigMaps a controller keeps up to date after Pulumi created them (topology.conf)."""
 

@@ -22,6 +22,10 @@ Derived (`derive`), from what the rendered objects ask of the Nodes under them:
   Each compute Node also carries a PreferNoSchedule taint (keys.LOCAL_COMPUTE) so that the control plane's
   pods, which tolerate none of it, prefer the system pool while it has room, as on a cluster with
   a dedicated node pool; the default scheduler scores such taints (controllers/scheduler.py).
+  Where the render lists inference namespaces (it holds sunk's MutatingWebhookConfiguration), the
+  shared NodeSets' Nodes are tainted `slurm.sunk.dev/shared=true:NoSchedule` (keys.SHARED), as
+  docs/how-to/inference.md asks of a real node pool: a pod the webhook missed stays Pending, while
+  the sunk scheduler's Bindings pass (the node agent, as the kubelet, enforces NoExecute only).
 
 A file (`sunk local up --nodes FILE`) replaces the derived inventory: YAML with a `nodes` list,
 each `{name, labels, taints, capacity, devices}` (see `NodeFile`).
@@ -250,7 +254,7 @@ def _spread_domains(spec: Mapping[str, Any]) -> int:
     )
 
 
-def _compute_pool(nodeset: Obj) -> list[Obj]:
+def _compute_pool(nodeset: Obj, inference: bool = False) -> list[Obj]:
     from sunk.nodeset_resource import NodeSetResourceSpec  # the CRD's model: the operator reads it the same way
 
     cr_name = nodeset["metadata"]["name"]
@@ -289,16 +293,30 @@ def _compute_pool(nodeset: Obj) -> list[Obj]:
     labels[keys.LOCAL_POOL] = cr_name
     tolerations = [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
     taints = [*_taints(tolerations), {"key": keys.LOCAL_COMPUTE, "value": cr_name, "effect": "PreferNoSchedule"}]
+    if inference and spec.resource_mode == "shared":
+        taints = _with_shared_taint(taints)
     return [node(f"local-{cr_name}-{i}", capacity, labels, taints, devices) for i in range(count + SPARE_NODES)]
+
+
+def _with_shared_taint(taints: list[Obj]) -> list[Obj]:
+    shared = {k: keys.SHARED_TOLERATION[k] for k in ("key", "value", "effect")}
+    return [t for t in taints if t != shared] + [shared]
 
 
 def derive(objects: Iterable[Mapping[str, Any]]) -> list[Obj]:
     """The Nodes a render's objects need (see the module's docstring)."""
     objs = [dict(o) for o in objects if isinstance(o, Mapping)]
     nodes = _system_pools(objs)
+    inference = any(_is_sunk_webhook(o) for o in objs)
     for nodeset in sorted((o for o in objs if o.get("kind") == "NodeSet"), key=lambda o: o["metadata"]["name"]):
-        nodes += _compute_pool(nodeset)
+        nodes += _compute_pool(nodeset, inference)
     return nodes
+
+
+def _is_sunk_webhook(obj: Mapping[str, Any]) -> bool:
+    """sunk's MutatingWebhookConfiguration: the render lists inference namespaces."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return obj.get("kind") == "MutatingWebhookConfiguration" and labels.get(keys.APP_COMPONENT) == "webhook"
 
 
 def read_render(folder: Path) -> list[Obj]:

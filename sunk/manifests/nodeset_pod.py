@@ -412,6 +412,9 @@ def _placement(spec: NodeSetResourceSpec, kube_node: str | None) -> dict[str, An
     if affinity:
         placement["affinity"] = affinity
     tolerations = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in spec.tolerations]
+    if spec.resource_mode == "shared" and keys.SHARED_TOLERATION not in tolerations:
+        # The shared Nodes' taint keeps pods the webhook missed away; slurmd is the Node's own.
+        tolerations.append(dict(keys.SHARED_TOLERATION))
     if kube_node is not None:
         tolerations += [t for t in DAEMON_TOLERATIONS if t not in tolerations]
     if tolerations:

@@ -172,6 +172,11 @@ def test_shared_requests_only_slurmd_overhead_and_no_gpus() -> None:
     # Slurm knows too: placeholder jobs can ask for --constraint=sunk_shared.
     assert "Feature=gpu,sunk_shared" in container(pod, "slurmd")["command"][-1]
     assert "Feature=gpu " in container(build(gpu(resourceMode="exclusive")), "slurmd")["command"][-1] + " "
+    # The shared Nodes' NoSchedule taint (docs/how-to/inference.md) is tolerated by slurmd, the
+    # Node's own pod, and by no exclusive NodeSet's.
+    assert keys.SHARED_TOLERATION in pod["spec"]["tolerations"]
+    exclusive = build(gpu(resourceMode="exclusive"))["spec"].get("tolerations") or []
+    assert keys.SHARED not in [t.get("key") for t in exclusive]
     tuned = container(build(gpu(slurmdOverhead={"cpu": "2", "memory": "3Gi"})), "slurmd")["resources"]
     assert tuned["requests"] == {"cpu": "2", "memory": "3Gi"}
 
@@ -302,6 +307,7 @@ def test_all_matching_nodes_pins_to_the_node() -> None:
     keys = [t.get("key") for t in pod["spec"]["tolerations"]]
     assert keys == [
         "nvidia.com/gpu",
+        "slurm.sunk.dev/shared",
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
         "node.kubernetes.io/unschedulable",

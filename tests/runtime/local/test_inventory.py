@@ -66,6 +66,28 @@ def test_a_slurmd_pod_fits_its_pool_but_not_the_system_node() -> None:
     assert "Insufficient cpu" in (unfit(slurmd, nodes["local-research-cpu-0"], [slurmd]) or "")
 
 
+def test_shared_nodes_are_tainted_where_the_render_lists_inference_namespaces() -> None:
+    """acme-prod lists acme-serving (its render holds sunk's MutatingWebhookConfiguration): its
+    shared NodeSet's Nodes carry slurm.sunk.dev/shared=true:NoSchedule, which its slurmd pods
+    tolerate; acme-dev lists none, and its shared GPU Nodes are not tainted."""
+    shared = {"key": keys.SHARED, "value": "true", "effect": "NoSchedule"}
+    prod = _nodes("acme-prod")
+    pools = {n["metadata"]["labels"][keys.LOCAL_POOL] for n in prod.values()}
+    tainted = {n["metadata"]["labels"][keys.LOCAL_POOL] for n in prod.values() if shared in n["spec"].get("taints", [])}
+    assert tainted == {"research-h100"} and tainted < pools
+    dev = _nodes("acme-dev")
+    assert not [n for n in dev.values() if shared in n["spec"].get("taints", [])]
+    objects = inventory.read_render(GOLDEN / "acme-dev")
+    webhook = {
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "w", "labels": {keys.APP_COMPONENT: "webhook"}},
+    }
+    with_webhook = inventory.derive([*objects, webhook])
+    assert {n["metadata"]["name"] for n in with_webhook if shared in n["spec"].get("taints", [])} == {
+        "local-research-gpu-0", "local-research-gpu-1", "local-research-gpu-2",
+    }  # fmt: skip
+
+
 def test_acme_prod_system_pool_carries_the_taint_its_roles_tolerate() -> None:
     nodes = _nodes("acme-prod")
     system = [n for n in nodes.values() if n["metadata"]["labels"][keys.LOCAL_POOL] == "system"]
