@@ -144,10 +144,27 @@ def render(stack: str, out: Path) -> None:
         raise SystemExit(f"sunk local: rendering {stack} failed:\n{done.stderr.strip() or done.stdout.strip()}")
 
 
+def outside_namespaces(objects: list[dict[str, Any]]) -> list[str]:
+    """Namespaces the render places objects in without creating them: on a real cluster they are
+    there already (the teams' opted-in inference namespaces, where the scheduler gets its Role)."""
+    made = {(o.get("metadata") or {}).get("name") for o in objects if o.get("kind") == "Namespace"}
+    named = {(o.get("metadata") or {}).get("namespace") for o in objects}
+    return sorted(n for n in named if isinstance(n, str) and n and n not in made)
+
+
 def apply(state: State, rendered: Path) -> str:
     crds = sorted(str(p) for p in rendered.glob("crds/*.yaml"))  # the render's CRD folder, first
     if crds:
         _kubectl(state, "apply", *(arg for path in crds for arg in ("-f", path)))
+    outside = outside_namespaces(inventory.read_render(rendered))
+    if outside:  # applied from a file: `kubectl create namespace` sends protobuf (api.py)
+        made = rendered.parent / f"{rendered.name}-namespaces.yaml"
+        made.write_text(
+            "\n---\n".join(
+                json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}) for n in outside
+            )
+        )
+        _kubectl(state, "apply", "-f", str(made))
     # The keys are made in the cluster by the render's key generator Job, as on any cluster.
     return _kubectl(state, "apply", "-f", str(rendered)).stdout
 

@@ -240,3 +240,13 @@ def test_a_hard_spread_refuses_a_second_pod_on_a_node_until_min_domains_are_used
     assert [name for _, name in place(pod, [a], [going])[0]] == ["a"]
     elsewhere = {**first, "metadata": {**first["metadata"], "namespace": "other"}}
     assert [name for _, name in place(pod, [a], [elsewhere])[0]] == ["a"]
+
+
+def test_up_makes_the_namespaces_the_render_places_objects_in_but_does_not_create() -> None:
+    """acme-prod's scheduler Role and RoleBinding go to acme-serving, the team's namespace, which a
+    real cluster has already: `sunk local up` makes it before applying; acme-dev names none."""
+    from sunk.runtime.local.cli import outside_namespaces
+
+    prod = outside_namespaces(inventory.read_render(GOLDEN / "acme-prod"))
+    assert "acme-serving" in prod
+    assert "acme-serving" not in outside_namespaces(inventory.read_render(GOLDEN / "acme-dev"))
