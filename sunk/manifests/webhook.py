@@ -176,7 +176,14 @@ def deployment(spec: ClusterSpec) -> Manifest:
         "spec": {
             "serviceAccountName": n,
             "enableServiceLinks": False,
-            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            # fsGroup: the certificate files are root's, mode 0440; the group makes them the
+            # webhook user's to read (without it: Permission denied, never ready; found on the
+            # local cluster).
+            "securityContext": {
+                "runAsNonRoot": True,
+                "fsGroup": RUNTIME_UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "containers": [container],
             # Two replicas on two Nodes where there are two (a preference: one Node still serves).
             "topologySpreadConstraints": [

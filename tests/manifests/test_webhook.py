@@ -119,6 +119,12 @@ def test_the_webhook_reads_what_the_render_writes() -> None:
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
     assert [v["secret"]["secretName"] for v in volumes] == ["research-webhook-tls"]
     assert deployment["spec"]["replicas"] == 2
+    # The files are mode 0440, owned by root and the pod's fsGroup: the webhook's user reads them
+    # through that group (the local cluster's proof found it unready with Permission denied).
+    pod = deployment["spec"]["template"]["spec"]
+    assert volumes[0]["secret"]["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == container["securityContext"]["runAsUser"]
+    assert [i["key"] for i in volumes[0]["secret"]["items"]] == ["ca.crt", "tls.crt", "tls.key"]  # never ca.key
 
 
 def test_only_the_api_server_reaches_the_webhook_port() -> None:
