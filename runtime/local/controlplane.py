@@ -10,7 +10,10 @@ TokenRequest JWTs, RBAC with the Node authorizer, Pod Security and ServiceAccoun
 controllers and the scheduler. No kubelet: Nodes are whoever registers them (issue 37 stage 3).
 
 The flags are the ones kubeadm sets for a single-node control plane, less what a one-machine
-cluster has no use for (no aggregation layer, no leader election: one of each component).
+cluster has no use for (no aggregation layer, no leader election: one of each component), plus the
+node lifecycle's knobs `sunk local up` takes (lifecycle.Settings, `lifecycle_flags`): the
+node-lifecycle controller's grace periods, eviction rates and zone thresholds and pod GC's threshold
+for kube-controller-manager, and the DefaultTolerationSeconds admission's seconds for the API server.
 
 The API server listens on loopback at a free port (`ControlPlane(folder)`), or for pods
 (`ControlPlane.for_pods(folder, address)`) on the pod network's bridge address at 443, which it
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from . import kubebuild, pki
+from .lifecycle import Settings
 
 SERVICE_CIDR = "10.96.0.0/16"
 """ClusterIPs the API server allocates (kubeadm's default range)."""
@@ -69,10 +73,41 @@ class Ports:
         return cls(free_port(), free_port(), apiserver or free_port(), free_port(), free_port())
 
 
-def commands(binaries: Path, folder: Path, ports: Ports, address: str = "127.0.0.1") -> dict[str, list[str]]:
-    """Each component's command line, in start order (pure), the API server on `address`.
+def go_duration(seconds: float) -> str:
+    """`seconds` as a Go duration flag takes it: 50.0 -> "50s", 0.5 -> "0.5s"."""
+    return format(seconds, "f").rstrip("0").rstrip(".") + "s"
+
+
+def lifecycle_flags(settings: Settings) -> dict[str, list[str]]:
+    """The node lifecycle's settings as the components' flags (pure): the node-lifecycle
+    controller's and pod GC's for kube-controller-manager, DefaultTolerationSeconds' for the API
+    server. Pod GC's 40 s quarantine of a gone Node (`orphan_quarantine`) is upstream's constant,
+    not a flag, and has none."""
+    return {
+        "kube-apiserver": [
+            f"--default-not-ready-toleration-seconds={settings.not_ready_toleration}",
+            f"--default-unreachable-toleration-seconds={settings.unreachable_toleration}",
+        ],
+        "kube-controller-manager": [
+            f"--node-monitor-grace-period={go_duration(settings.node_monitor_grace)}",
+            f"--node-startup-grace-period={go_duration(settings.node_startup_grace)}",
+            f"--node-eviction-rate={settings.eviction_rate:g}",
+            f"--secondary-node-eviction-rate={settings.secondary_eviction_rate:g}",
+            f"--unhealthy-zone-threshold={settings.unhealthy_zone_threshold:g}",
+            f"--large-cluster-size-threshold={settings.large_cluster_threshold}",
+            f"--terminated-pod-gc-threshold={settings.terminated_pod_gc_threshold}",
+        ],
+    }
+
+
+def commands(
+    binaries: Path, folder: Path, ports: Ports, address: str = "127.0.0.1", settings: Settings | None = None
+) -> dict[str, list[str]]:
+    """Each component's command line, in start order (pure), the API server on `address`, the node
+    lifecycle as `settings` say (`lifecycle_flags`; Kubernetes' defaults when None).
     Credentials are read from `folder` as make_credentials() leaves them."""
     pki_dir = folder / "pki"
+    lifecycle = lifecycle_flags(settings or Settings())
 
     def p(name: str) -> str:
         return str(pki_dir / name)
@@ -116,6 +151,7 @@ def commands(binaries: Path, folder: Path, ports: Ports, address: str = "127.0.0
             f"--kubelet-client-key={p('apiserver-kubelet-client.key')}",
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
+            *lifecycle["kube-apiserver"],
         ],
         "kube-controller-manager": [
             str(binaries / "kube-controller-manager"),
@@ -129,6 +165,7 @@ def commands(binaries: Path, folder: Path, ports: Ports, address: str = "127.0.0
             # Each controller acts as its own ServiceAccount, with the bootstrap roles' rights only.
             "--use-service-account-credentials=true",
             "--controllers=*",
+            *lifecycle["kube-controller-manager"],
         ],
         "kube-scheduler": [
             str(binaries / "kube-scheduler"),
@@ -195,13 +232,15 @@ class ControlPlane:
     ports: Ports = field(default_factory=Ports.pick)
     address: str = "127.0.0.1"
     """Where the API server listens and what it advertises."""
+    settings: Settings = field(default_factory=Settings)
+    """The node lifecycle's knobs (`sunk local up`'s flags), passed to the components."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
     @classmethod
-    def for_pods(cls, folder: Path, address: str) -> ControlPlane:
+    def for_pods(cls, folder: Path, address: str, settings: Settings | None = None) -> ControlPlane:
         """The API server on `address` (a bridge address of this host) at 443, where pods reach it."""
-        return cls(folder, ports=Ports.pick(apiserver=POD_API_PORT), address=address)
+        return cls(folder, ports=Ports.pick(apiserver=POD_API_PORT), address=address, settings=settings or Settings())
 
     @property
     def server(self) -> str:
@@ -222,7 +261,7 @@ class ControlPlane:
         make_credentials(self.folder, self.server, self.address)
         deadline = time.monotonic() + timeout
         try:
-            for name, argv in commands(binaries, self.folder, self.ports, self.address).items():
+            for name, argv in commands(binaries, self.folder, self.ports, self.address, self.settings).items():
                 log = (self.folder / f"{name}.log").open("ab")
                 self._logs.append(log)
                 self.processes[name] = subprocess.Popen(

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sunk.runtime.local.controlplane import KUBERNETES_SERVICE_IP, Ports, commands
+from sunk.runtime.local.controlplane import KUBERNETES_SERVICE_IP, Ports, commands, go_duration, lifecycle_flags
+from sunk.runtime.local.lifecycle import Settings
 from sunk.runtime.local.remote import _path
 from sunk.runtime.local.resources import Registry
 
@@ -62,3 +63,50 @@ def test_for_pods_the_api_server_listens_on_and_advertises_the_bridge_address() 
     assert flags["bind-address"] == flags["advertise-address"] == "10.233.7.1"
     assert flags["service-cluster-ip-range"] == "10.96.0.0/16" and KUBERNETES_SERVICE_IP == "10.96.0.1"
     assert _flags(commands(Path("/bin"), Path("/w"), PORTS)["kube-apiserver"])["bind-address"] == "127.0.0.1"
+
+
+def test_the_node_lifecycle_settings_become_the_controllers_and_admission_s_flags() -> None:
+    settings = Settings(
+        node_monitor_grace=20.0,
+        not_ready_toleration=71,
+        unreachable_toleration=72,
+        node_startup_grace=90.5,
+        eviction_rate=0.25,
+        secondary_eviction_rate=0.0,
+        unhealthy_zone_threshold=0.6,
+        large_cluster_threshold=10,
+        terminated_pod_gc_threshold=100,
+    )
+    flags = lifecycle_flags(settings)
+    assert flags == {
+        "kube-apiserver": ["--default-not-ready-toleration-seconds=71", "--default-unreachable-toleration-seconds=72"],
+        "kube-controller-manager": [
+            "--node-monitor-grace-period=20s",
+            "--node-startup-grace-period=90.5s",
+            "--node-eviction-rate=0.25",
+            "--secondary-node-eviction-rate=0",
+            "--unhealthy-zone-threshold=0.6",
+            "--large-cluster-size-threshold=10",
+            "--terminated-pod-gc-threshold=100",
+        ],
+    }
+    argv = commands(Path("/bin"), Path("/w"), PORTS, settings=settings)
+    for component, own in flags.items():
+        assert set(own) <= set(argv[component])
+    assert not any("toleration-seconds" in a for a in argv["kube-controller-manager"])
+    assert not any("node-monitor" in a for a in argv["kube-apiserver"])
+
+
+def test_without_settings_the_components_get_kubernetes_defaults() -> None:
+    argv = commands(Path("/bin"), Path("/w"), PORTS)
+    kcm, apiserver = _flags(argv["kube-controller-manager"]), _flags(argv["kube-apiserver"])
+    assert kcm["node-monitor-grace-period"] == "50s" and kcm["node-startup-grace-period"] == "60s"
+    assert kcm["node-eviction-rate"] == "0.1" and kcm["secondary-node-eviction-rate"] == "0.01"
+    assert kcm["unhealthy-zone-threshold"] == "0.55" and kcm["large-cluster-size-threshold"] == "50"
+    assert kcm["terminated-pod-gc-threshold"] == "12500"
+    assert apiserver["default-not-ready-toleration-seconds"] == "300"
+    assert apiserver["default-unreachable-toleration-seconds"] == "300"
+
+
+def test_go_durations_drop_a_needless_fraction() -> None:
+    assert [go_duration(s) for s in (50.0, 0.5, 90.25, 3600)] == ["50s", "0.5s", "90.25s", "3600s"]
