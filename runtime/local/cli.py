@@ -159,10 +159,9 @@ def apply(state: State, rendered: Path) -> str:
     outside = outside_namespaces(inventory.read_render(rendered))
     if outside:  # applied from a file: `kubectl create namespace` sends protobuf (api.py)
         made = rendered.parent / f"{rendered.name}-namespaces.yaml"
+        # YAML documents: kubectl reads a file that starts with "{" as one JSON object.
         made.write_text(
-            "\n---\n".join(
-                json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}) for n in outside
-            )
+            "".join(f"---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {json.dumps(n)}}}\n" for n in outside)
         )
         _kubectl(state, "apply", "-f", str(made))
     # The keys are made in the cluster by the render's key generator Job, as on any cluster.
