@@ -180,6 +180,15 @@ LOCAL_PROVISIONER = PREFIX + "local-host-path"
 DB_PASSWORD = "password"
 DB_ROOT_PASSWORD = "root-password"
 
+# Kubernetes' own keys on a Job's pods (Kubernetes v1.36.3, k8s.io/api v0.36.3 batch/v1/types.go):
+# the webhook recognises an indexed Job's pods by them, and the local cluster's Job controller sets them.
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+"""Annotation and label of an Indexed Job's pod: its index (JobCompletionIndexAnnotation, line 34)."""
+JOB_NAME = "batch.kubernetes.io/job-name"
+"""Label of a Job's pod: the Job's name (JobNameLabel, line 48)."""
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+"""Label of a Job's pod: the Job's uid (ControllerUidLabel, line 51)."""
+
 LEGACY = {
     TENANT: "sunk.dev/tenant",
     CLUSTER: "sunk.dev/cluster",

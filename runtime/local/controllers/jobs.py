@@ -3,15 +3,24 @@
 `ttlSecondsAfterFinished` deletes the finished Job (and its pods with it, by the store's garbage
 collection).
 
-Not modelled: the pod failure back-off delay, indexed completions, pod failure and success
-policies, activeDeadlineSeconds, suspend, pod replacement policies, the Job's selector (pods are
-its by owner reference)."""
+With `completionMode: Indexed` each pod has an index from 0 to completions - 1, as Kubernetes
+v1.36.3's controller gives it (pkg/controller/job/indexed_job_utils.go, job_controller.go:1942-1945):
+the `batch.kubernetes.io/job-completion-index` annotation and label, the hostname `<job>-<index>`
+(unless the template sets one), JOB_COMPLETION_INDEX in every container's environment from that
+label, and a name `<job>-<index>-<random>`. The Job is complete when every index has a succeeded
+pod; an index whose pod failed gets a new pod.
+
+Not modelled: the pod failure back-off delay, pod failure and success policies, backoffLimitPerIndex,
+activeDeadlineSeconds, suspend, pod replacement policies, the Job's selector (pods are its by owner
+reference)."""
 
 from __future__ import annotations
 
 import copy
 import secrets
 from datetime import UTC, datetime
+
+from sunk.keys import CONTROLLER_UID, JOB_COMPLETION_INDEX, JOB_NAME
 
 from ...common.timefmt import parse_rfc3339, rfc3339
 from ..store import Obj, Store
@@ -69,6 +78,9 @@ def _advance(
     pods its parallelism allows. Returns how it finished, if it did."""
     spec, ns = job.get("spec") or {}, job["metadata"]["namespace"]
     completions = int(spec.get("completions", 1))
+    done = _done_indexes(store, job)
+    if done is not None:
+        succeeded = len(done & set(range(completions)))
     finished = None
     if succeeded >= completions:
         finished = "Complete"
@@ -84,9 +96,34 @@ def _advance(
         new_status["completionTime" if finished == "Complete" else "failedTime"] = now
     else:
         want = min(int(spec.get("parallelism", 1)), completions - succeeded) - len(active)
-        for _ in range(max(0, want)):
-            _create_pod(store, job)
+        _start(store, job, max(0, want), active, done)
     return finished
+
+
+def _done_indexes(store: Store, job: Obj) -> set[int] | None:
+    """An Indexed Job's indexes with a succeeded pod; None for a NonIndexed Job."""
+    if (job.get("spec") or {}).get("completionMode") != "Indexed":
+        return None
+    mine = [p for p in pods(store, job["metadata"]["namespace"]) if owned(p, job)]
+    return {_index(p) for p in mine if (p.get("status") or {}).get("phase") == "Succeeded"}
+
+
+def _start(store: Store, job: Obj, want: int, active: list[Obj], done: set[int] | None) -> None:
+    """`want` more pods: the lowest indexes neither done nor running (Indexed), else plain ones."""
+    if done is None:
+        for _ in range(want):
+            _create_pod(store, job)
+        return
+    running = {_index(p) for p in active}
+    completions = int((job.get("spec") or {}).get("completions", 1))
+    missing = [i for i in range(completions) if i not in done and i not in running]
+    for index in missing[:want]:
+        _create_pod(store, job, index)
+
+
+def _index(pod: Obj) -> int:
+    value = str(((pod.get("metadata") or {}).get("annotations") or {}).get(JOB_COMPLETION_INDEX, ""))
+    return int(value) if value.isdigit() else -1
 
 
 def _expired(spec: Obj, status: Obj) -> bool:
@@ -98,23 +135,37 @@ def _expired(spec: Obj, status: Obj) -> bool:
     )
 
 
-def _create_pod(store: Store, job: Obj) -> None:
+def _create_pod(store: Store, job: Obj, index: int | None = None) -> None:
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     pod_meta = template.get("metadata") or {}
     meta = job["metadata"]
     labels = {
         **(pod_meta.get("labels") or {}),
         "job-name": meta["name"],
-        "batch.kubernetes.io/job-name": meta["name"],
+        JOB_NAME: meta["name"],
         "controller-uid": meta["uid"],
+        CONTROLLER_UID: meta["uid"],
     }
+    annotations = dict(pod_meta.get("annotations") or {})
+    spec = template.get("spec") or {}
+    prefix = meta["name"]
+    if index is not None:
+        labels[JOB_COMPLETION_INDEX] = annotations[JOB_COMPLETION_INDEX] = str(index)
+        spec.setdefault("hostname", f"{meta['name']}-{index}")
+        for field in ("initContainers", "containers"):
+            for container in spec.get(field) or []:
+                env = container.setdefault("env", [])
+                if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in env):
+                    path = f"metadata.labels['{JOB_COMPLETION_INDEX}']"
+                    env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": path}}})
+        prefix = f"{prefix}-{index}"
     pod = {
         "metadata": {
-            "name": f"{meta['name']}-{secrets.token_hex(3)[:5]}",
+            "name": f"{prefix}-{secrets.token_hex(3)[:5]}",
             "labels": labels,
-            "annotations": pod_meta.get("annotations") or {},
+            "annotations": annotations,
             "ownerReferences": [owner_ref(job)],
         },
-        "spec": template.get("spec") or {},
+        "spec": spec,
     }
     store.create(store.resource("v1/pods"), meta["namespace"], pod)

@@ -148,3 +148,44 @@ def test_a_job_runs_until_its_completions_and_deployments_replace_on_a_template_
     _ready(store, new)
     controllers.reconcile()
     assert store.get(pods, "ns", first)["metadata"].get("deletionTimestamp")
+
+
+def test_an_indexed_job_gives_each_pod_its_index_as_kubernetes_does_and_replaces_a_failed_index() -> None:
+    """Annotation and label batch.kubernetes.io/job-completion-index, hostname <job>-<index>,
+    JOB_COMPLETION_INDEX from the label (Kubernetes v1.36.3 job_controller.go:1942-1945)."""
+    store, controllers = _setup()
+    pods, jobs = store.resource("v1/pods"), store.resource("batch/v1/jobs")
+    spec = {"containers": [{"name": "c", "env": [{"name": "A", "value": "1"}]}], "restartPolicy": "Never"}
+    job = {
+        "metadata": {"name": "infer"},
+        "spec": {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "template": {"spec": spec}},
+    }
+    store.create(jobs, "ns", job)
+    controllers.reconcile()
+    made = sorted(store.items(pods), key=lambda p: p["metadata"]["name"])
+    index_key = "batch.kubernetes.io/job-completion-index"
+    assert [p["metadata"]["annotations"][index_key] for p in made] == ["0", "1", "2"]
+    assert [p["metadata"]["labels"][index_key] for p in made] == ["0", "1", "2"]
+    assert [p["spec"]["hostname"] for p in made] == ["infer-0", "infer-1", "infer-2"]
+    assert all(p["metadata"]["name"].startswith(f"infer-{i}-") for i, p in enumerate(made))
+    uid = store.get(jobs, "ns", "infer")["metadata"]["uid"]
+    assert all(p["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] == uid for p in made)
+    env = made[1]["spec"]["containers"][0]["env"]
+    assert env[0] == {"name": "A", "value": "1"}
+    assert env[1] == {
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{index_key}']"}},
+    }
+    # Index 1 fails: a new pod for index 1 only; indexes 0 and 2 succeed: not complete yet.
+    name = made[1]["metadata"]["name"]
+    store.patch(pods, "ns", name, "merge", {"status": {"phase": "Failed"}}, "status")
+    for p in (made[0], made[2]):
+        store.patch(pods, "ns", p["metadata"]["name"], "merge", {"status": {"phase": "Succeeded"}}, "status")
+    controllers.reconcile()
+    again = [p for p in store.items(pods) if p["metadata"]["name"] not in {m["metadata"]["name"] for m in made}]
+    assert [p["metadata"]["annotations"][index_key] for p in again] == ["1"]
+    assert "conditions" not in store.get(jobs, "ns", "infer")["status"]
+    store.patch(pods, "ns", again[0]["metadata"]["name"], "merge", {"status": {"phase": "Succeeded"}}, "status")
+    controllers.reconcile()
+    status = store.get(jobs, "ns", "infer")["status"]
+    assert status["conditions"][0]["type"] == "Complete" and status["failed"] == 1
