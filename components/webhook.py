@@ -12,7 +12,8 @@ from ._k8s import Component, child, create
 
 class Webhook(Component):
     """The webhook's Deployment and Service, its access to its own MutatingWebhookConfiguration
-    (by name), the scheduler's Role and RoleBinding in each listed namespace, and the configuration itself,
+    (by name), the scheduler's Role and RoleBinding and the webhook's read of Jobs and JobSets in each
+    listed namespace, and the configuration itself,
     registered last, once the Deployment it calls is there (sunk.manifests.webhook)."""
 
     def __init__(
@@ -29,8 +30,10 @@ class Webhook(Component):
             kind = m["kind"]
             meta = m["metadata"]
             if meta.get("namespace", spec.ns) != spec.ns:
-                # The scheduler's grant in an opted-in namespace: that namespace, not the tenant's.
-                made.append(create(f"{name}-scheduler-{meta['namespace']}-{kind.lower()}", m, child(self)))
+                # A grant in an opted-in namespace (that namespace, not the tenant's): the
+                # scheduler's pod rules, or the webhook's read of the Jobs and JobSets of gangs.
+                who = "scheduler" if meta["labels"]["app.kubernetes.io/component"] == "scheduler" else "owners"
+                made.append(create(f"{name}-{who}-{meta['namespace']}-{kind.lower()}", m, child(self)))
                 continue
             suffix = {"MutatingWebhookConfiguration": "configuration"}.get(kind, kind.lower())
             waits = made if kind == "MutatingWebhookConfiguration" else []

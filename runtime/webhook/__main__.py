@@ -12,9 +12,10 @@ from pydantic import Field, field_validator
 
 from ..common.process import Process, run
 from ..common.settings import EnvSettings
-from .admission import parse_namespaces, review
+from .admission import owner_wanted, parse_namespaces, review
 from .cabundle import CaBundle, KubeConfigurations
 from .metrics import Metrics
+from .owners import KubeOwners, Owners, read_owner
 from .server import Certificate, WebhookServer
 
 
@@ -48,12 +49,20 @@ class Settings(EnvSettings):
 CA_INTERVAL = 10.0
 
 
-def build(settings: Settings) -> Process:
+def build(settings: Settings, owners: Owners | None = None) -> Process:
     namespaces = parse_namespaces(settings.webhook_namespaces)
     metrics = Metrics()
+    readers: list[Owners] = [owners] if owners is not None else []
 
     def answer(body: Mapping[str, Any]) -> dict[str, Any]:
-        out = review(body, namespaces, settings.scheduler_name)
+        # The Job or JobSet that sizes the pod's gang, read first (the review itself is pure).
+        wanted = owner_wanted(body, namespaces)
+        owner = None
+        if wanted is not None:
+            if not readers:
+                readers.append(KubeOwners())  # on the first gang pod: no API access needed before
+            owner = read_owner(readers[0], *wanted)
+        out = review(body, namespaces, settings.scheduler_name, owner)
         response = out["response"]
         metrics.reviews.labels(
             "refused" if not response["allowed"] else "patched" if "patch" in response else "unchanged"

@@ -14,20 +14,21 @@ What a pod gets (docs/how-to/inference.md):
   which the scheduler's Binding writes with the GPUs Slurm allocated. Every other container gets
   NVIDIA_VISIBLE_DEVICES=void: a CUDA image sets `all` in its own environment, and on a shared
   Node a CPU-only container would otherwise see every GPU, those Slurm gave to jobs included.
-- a LeaderWorkerSet group's pods, one sunk group (`slurm.sunk.dev/group`, `group-size` from the
-  group's size) allocated whole at its first member: placed all together or not at all.
+- the pods of a LeaderWorkerSet group, an indexed Job or a JobSet attempt, one sunk group
+  (`slurm.sunk.dev/group`, `group-size`; runtime/webhook/gangs.py): placed all together or not at all.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sunk import keys
+
+from . import gangs
 
 GPU = "nvidia.com/gpu"
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
@@ -37,13 +38,6 @@ MAX_GPUS = 64
 """What the scheduler takes in slurm.sunk.dev/gpus (runtime/scheduler/request.py)."""
 UNCHANGED_SCHEDULERS = frozenset({"", "default-scheduler"})
 """schedulerName values that mean the pod chose none."""
-LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
-"""Label of every pod of one LeaderWorkerSet group, a hash unique to the group
-(kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go:57, GroupUniqueHashLabelKey,
-at commit 024af08)."""
-LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
-"""Annotation of every pod of a group: the group's size, leader included (same file, line 49,
-SizeAnnotationKey)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +61,8 @@ class Refusal:
 
 
 Patch = list[dict[str, Any]]
+Owned = Mapping[str, Any] | Refusal | None
+"""The owner object read for a pod's gang; a Refusal when it could not be read."""
 
 
 def _pointer(*parts: str | int) -> str:
@@ -204,22 +200,59 @@ def _annotations_patch(meta: Mapping[str, Any], wanted: Mapping[str, str]) -> Pa
     ]
 
 
-def _gang(meta: Mapping[str, Any]) -> dict[str, str]:
-    """A LeaderWorkerSet group as one sunk group, allocated whole at its first member: with
-    startupPolicy LeaderReady the workers are created only once the leader runs, and the pods do
-    not say which policy made them. A pod's own slurm.sunk.dev/group wins."""
-    labels: Mapping[str, str] = meta.get("labels") or {}
+def _template_gpus(template: Mapping[str, Any]) -> int | None:
+    """The GPUs a pod template asks for, as this webhook would turn them; None if it would refuse them."""
+    meta = template.get("metadata") or {}
+    got = _gpus(template.get("spec") or {}, meta.get("annotations") or {})
+    if isinstance(got, Refusal):
+        return None
+    return got[0] or _annotated_gpus(meta.get("annotations") or {})
+
+
+def _annotated_gpus(annotations: Mapping[str, str]) -> int:
+    text = (annotations.get(keys.GPUS) or "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _gang(meta: Mapping[str, Any], owner: Owned) -> dict[str, str] | Refusal:
+    """The group annotations of a gang the pod's controller made (runtime/webhook/gangs.py)."""
+    if isinstance(owner, Refusal):
+        return owner
+    found: gangs.Gang | gangs.GangRefusal = gangs.lws_gang(meta)
+    wanted = gangs.owner_to_read(meta)
+    if wanted is not None and owner is not None:
+        job = wanted.kind == "Job"
+        found = gangs.job_gang(meta, owner) if job else gangs.jobset_gang(meta, owner, _template_gpus)
+    if isinstance(found, gangs.GangRefusal):
+        return Refusal(found.path, found.message)
+    return found
+
+
+def _wanted_annotations(
+    meta: Mapping[str, Any], defaults: NamespaceDefaults, gpus: int, owner: Owned
+) -> dict[str, str] | Refusal:
+    """The slurm.sunk.dev/* annotations the pod gets: the namespace's account and defaults where it
+    names none, its GPUs, and its gang's."""
     annotations: Mapping[str, str] = meta.get("annotations") or {}
-    key, size = labels.get(LWS_GROUP_KEY, ""), annotations.get(LWS_SIZE, "").strip()
-    if annotations.get(keys.GROUP) or not key or not size.isdigit() or int(size) < 2:
-        return {}
-    # The group key is a hex digest; the group name must stay a DNS label (the job's marker).
-    name = "lws-" + re.sub(r"[^a-z0-9]", "", key.lower())[:40]
-    return {keys.GROUP: name, keys.GROUP_SIZE: size, keys.GROUP_START: "first-member"}
+    wanted: dict[str, str] = {}
+    if not (annotations.get(keys.ACCOUNT) or "").strip():
+        wanted[keys.ACCOUNT] = defaults.account
+    for key, value in ((keys.PARTITION, defaults.partition), (keys.QOS, defaults.qos)):
+        if value and not (annotations.get(key) or "").strip():
+            wanted[key] = value
+    if gpus:
+        wanted[keys.GPUS] = str(gpus)
+    gang = _gang(meta, owner)
+    if isinstance(gang, Refusal):
+        return gang
+    return wanted | gang
 
 
-def pod_patch(pod: Mapping[str, Any], defaults: NamespaceDefaults, scheduler_name: str) -> Patch | Refusal:
-    """The JSONPatch for one pod being created in an opted-in namespace, or why it is refused."""
+def pod_patch(
+    pod: Mapping[str, Any], defaults: NamespaceDefaults, scheduler_name: str, owner: Owned = None
+) -> Patch | Refusal:
+    """The JSONPatch for one pod being created in an opted-in namespace, or why it is refused.
+    `owner`: the Job or JobSet that `owner_wanted` named, as read (None: none named or not found)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     chosen = spec.get("schedulerName") or ""
@@ -239,15 +272,9 @@ def pod_patch(pod: Mapping[str, Any], defaults: NamespaceDefaults, scheduler_nam
     if (refused := _env_refusal(spec)) is not None:
         return refused
     count, seeing = gpus
-    wanted: dict[str, str] = {}
-    if not account:
-        wanted[keys.ACCOUNT] = defaults.account
-    for key, value in ((keys.PARTITION, defaults.partition), (keys.QOS, defaults.qos)):
-        if value and not (annotations.get(key) or "").strip():
-            wanted[key] = value
-    if count:
-        wanted[keys.GPUS] = str(count)
-    wanted.update(_gang(meta))
+    wanted = _wanted_annotations(meta, defaults, count, owner)
+    if isinstance(wanted, Refusal):
+        return wanted
     patch: Patch = []
     if chosen != scheduler_name:
         op = "replace" if "schedulerName" in spec else "add"
@@ -255,7 +282,26 @@ def pod_patch(pod: Mapping[str, Any], defaults: NamespaceDefaults, scheduler_nam
     return patch + _annotations_patch(meta, wanted) + _resources_patch(spec, seeing) + _env_patch(spec, seeing)
 
 
-def review(body: Mapping[str, Any], namespaces: Mapping[str, NamespaceDefaults], scheduler_name: str) -> dict[str, Any]:
+def owner_wanted(
+    body: Mapping[str, Any], namespaces: Mapping[str, NamespaceDefaults]
+) -> tuple[str, gangs.Owner] | None:
+    """(namespace, owner) whose spec sizes the gang of the pod this review creates, or None: what
+    the caller reads before `review` (the Job, or the JobSet where its CRD is served)."""
+    request = body.get("request") or {}
+    namespace = request.get("namespace") or ""
+    resource = request.get("resource") or {}
+    if namespace not in namespaces or resource.get("resource") != "pods" or request.get("operation") != "CREATE":
+        return None
+    wanted = gangs.owner_to_read((request.get("object") or {}).get("metadata") or {})
+    return (namespace, wanted) if wanted is not None else None
+
+
+def review(
+    body: Mapping[str, Any],
+    namespaces: Mapping[str, NamespaceDefaults],
+    scheduler_name: str,
+    owner: Owned = None,
+) -> dict[str, Any]:
     """An AdmissionReview v1 request -> its AdmissionReview v1 response. Anything but a pod being
     created in a listed namespace is allowed untouched (the API server sends only those; a
     request that is not one changes nothing)."""
@@ -270,7 +316,7 @@ def review(body: Mapping[str, Any], namespaces: Mapping[str, NamespaceDefaults],
         and request.get("operation") == "CREATE"
     )
     if is_pod_create and namespace in namespaces:
-        outcome = pod_patch(request.get("object") or {}, namespaces[namespace], scheduler_name)
+        outcome = pod_patch(request.get("object") or {}, namespaces[namespace], scheduler_name, owner)
         if isinstance(outcome, Refusal):
             response["allowed"] = False
             response["status"] = {"code": 422, "reason": "Invalid", "message": f"sunk: {outcome}"}

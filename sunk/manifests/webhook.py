@@ -9,7 +9,8 @@ runs it), and the access sunk's scheduler needs there. Rendered only when namesp
   (TIMEOUT_SECONDS). Its caBundle is not in the render: the webhook writes its CA there itself,
   allowed to get and patch that one object by name (resourceNames);
 - in each listed namespace, and nowhere else, a Role with the scheduler's pod rules and its
-  RoleBinding to the scheduler's ServiceAccount.
+  RoleBinding to the scheduler's ServiceAccount, and one letting the webhook get the Jobs and
+  JobSets whose specs size their pods' gangs (runtime/webhook/gangs.py).
 """
 
 from __future__ import annotations
@@ -122,6 +123,34 @@ def _access(spec: ClusterSpec) -> list[Manifest]:
             subjects=[{"kind": "ServiceAccount", "name": n, "namespace": spec.ns}],
         ),
     ]
+
+
+OWNER_RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+    # A rule may name a CRD that is not installed; the webhook then reads a JobSet as absent.
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get"]},
+]
+"""What the webhook reads to size a gang: an indexed Job's completions, a JobSet's replicated Jobs."""
+
+
+def owner_access(spec: ClusterSpec) -> list[Manifest]:
+    """The webhook's read of Jobs and JobSets, as a Role and its RoleBinding in each listed namespace only."""
+    n = naming.webhook(spec)
+    out = []
+    for listed in sorted(spec.inference.namespaces, key=lambda x: x.name):
+        meta = metadata(spec, n, COMPONENT)
+        meta["namespace"] = listed.name
+        out += [
+            obj(f"{RBAC}/v1", "Role", dict(meta), rules=OWNER_RULES),
+            obj(
+                f"{RBAC}/v1",
+                "RoleBinding",
+                dict(meta),
+                roleRef={"apiGroup": RBAC, "kind": "Role", "name": n},
+                subjects=[{"kind": "ServiceAccount", "name": n, "namespace": spec.ns}],
+            ),
+        ]
+    return out
 
 
 def scheduler_access(spec: ClusterSpec) -> list[Manifest]:
@@ -240,4 +269,11 @@ def webhook_manifests(spec: ClusterSpec) -> list[Manifest]:
     """Everything of the webhook part; nothing without listed namespaces."""
     if not spec.inference.namespaces:
         return []
-    return [*_access(spec), *scheduler_access(spec), deployment(spec), service(spec), configuration(spec)]
+    return [
+        *_access(spec),
+        *scheduler_access(spec),
+        *owner_access(spec),
+        deployment(spec),
+        service(spec),
+        configuration(spec),
+    ]

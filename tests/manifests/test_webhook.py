@@ -89,18 +89,32 @@ def test_configuration_reaches_only_the_listed_namespaces_and_holds_no_ca() -> N
     ]
 
 
-def test_the_scheduler_gets_pods_in_each_listed_namespace_and_nowhere_else() -> None:
+def test_the_scheduler_and_the_webhook_get_access_in_each_listed_namespace_and_nowhere_else() -> None:
     spec = load_spec(SPEC)
     objs = cluster_manifests(spec)
     outside = [o for o in objs if o["metadata"].get("namespace") not in (None, spec.ns, "sunk-system")]
     assert sorted((o["kind"], o["metadata"]["namespace"]) for o in outside) == [
         ("Role", "team-speech"),
+        ("Role", "team-speech"),
+        ("Role", "team-vision"),
         ("Role", "team-vision"),
         ("RoleBinding", "team-speech"),
+        ("RoleBinding", "team-speech"),
+        ("RoleBinding", "team-vision"),
         ("RoleBinding", "team-vision"),
     ]
+    subjects = {binding["subjects"][0]["name"] for binding in _by(outside, "RoleBinding")}
+    assert subjects == {"research-scheduler", "research-webhook"}
     for binding in _by(outside, "RoleBinding"):
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "research-scheduler", "namespace": spec.ns}]
+        assert binding["subjects"][0]["namespace"] == spec.ns
+    # The webhook only reads the owners that size gangs: get on Jobs and JobSets, nothing else.
+    webhook_roles = [r for r in _by(outside, "Role") if r["metadata"]["name"] == "research-webhook"]
+    assert {r["metadata"]["namespace"] for r in webhook_roles} == {"team-speech", "team-vision"}
+    for role in webhook_roles:
+        assert role["rules"] == [
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+            {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get"]},
+        ]
     scheduler = next(o for o in _by(objs, "Deployment") if o["metadata"]["name"] == "research-scheduler")
     env = {e["name"]: e.get("value") for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SUNK_POD_NAMESPACES"] == "acme-research,team-speech,team-vision"

@@ -1,0 +1,207 @@
+"""Gangs from indexed Jobs and JobSets, through the webhook's review: pods and owners built as the
+controllers build them, from the projects' own constants (runtime/webhook/gangs.py cites each:
+Kubernetes v1.36.3's batch/v1 types and Job controller, JobSet v0.12.0's API and controller)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+from sunk.runtime.webhook import gangs
+from sunk.runtime.webhook.admission import NamespaceDefaults, Refusal, owner_wanted, review
+from sunk.runtime.webhook.owners import read_owner
+
+from sunk import keys
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "admission" / "vllm-pod-create.json"
+NAMESPACES = {"team-vision": NamespaceDefaults(account="vision")}
+JOB_UID = "0f4c8a52-5b1e-4c59-9d1f-1f3a8b6c2d10"
+JOBSET_UID = "6d1e2f3a-7b8c-4d9e-a0b1-c2d3e4f5a6b7"
+
+
+def _body(meta: dict[str, Any], *, gpus: int = 1) -> dict[str, Any]:
+    """A pod create review whose pod carries `meta` (labels, annotations, ownerReferences)."""
+    body: dict[str, Any] = json.loads(FIXTURE.read_text())
+    pod = body["request"]["object"]
+    pod["metadata"] = {**copy.deepcopy(meta), "namespace": "team-vision"}
+    container = pod["spec"]["containers"][0]
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
+    else:
+        container["resources"] = {"requests": {"cpu": "1"}}
+    return body
+
+
+def _indexed_pod(job: str, index: int, uid: str = JOB_UID) -> dict[str, Any]:
+    """What the Job controller stamps on an Indexed Job's pod (job_controller.go:1942-1945)."""
+    return {
+        "generateName": f"{job}-{index}-",
+        "labels": {
+            keys.CONTROLLER_UID: uid,
+            keys.JOB_NAME: job,
+            "controller-uid": uid,
+            "job-name": job,
+            keys.JOB_COMPLETION_INDEX: str(index),
+        },
+        "annotations": {keys.JOB_COMPLETION_INDEX: str(index)},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": uid, "controller": True}],
+    }
+
+
+def _job(name: str, *, parallelism: int, completions: int | None, mode: str = "Indexed") -> dict[str, Any]:
+    spec: dict[str, Any] = {"parallelism": parallelism, "completionMode": mode}
+    if completions is not None:
+        spec["completions"] = completions
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "uid": JOB_UID}, "spec": spec}
+
+
+def _jobset_pod(jobset: str, replicated: str, job_index: int, pod_index: int, attempt: int) -> dict[str, Any]:
+    """A JobSet child Job's pod: the JobSet labels and annotations (labelAndAnnotateObject, v0.12.0
+    jobset_controller.go:1014) on top of the Indexed Job's own."""
+    job = f"{jobset}-{replicated}-{job_index}"
+    meta = _indexed_pod(job, pod_index, uid=f"job-uid-{job_index}")
+    js = {
+        gangs.JOBSET_NAME: jobset,
+        gangs.JOBSET_UID: JOBSET_UID,
+        "jobset.sigs.k8s.io/replicatedjob-name": replicated,
+        gangs.JOBSET_RESTART: str(attempt),
+        "jobset.sigs.k8s.io/job-index": str(job_index),
+    }
+    meta["labels"].update(js)
+    meta["annotations"].update(js)
+    return meta
+
+
+def _template(gpus: int) -> dict[str, Any]:
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {"requests": {"cpu": "1"}}
+    return {"spec": {"containers": [{"name": "main", "image": "x", "resources": resources}]}}
+
+
+def _jobset(name: str, replicated: list[tuple[str, int, int, int]], **spec: Any) -> dict[str, Any]:
+    """replicated: (name, replicas, parallelism, GPUs per pod)."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "uid": JOBSET_UID},
+        "spec": {
+            **spec,
+            "replicatedJobs": [
+                {
+                    "name": r,
+                    "replicas": replicas,
+                    "template": {"spec": {"parallelism": par, "completions": par, "template": _template(gpus)}},
+                }
+                for r, replicas, par, gpus in replicated
+            ],
+        },
+    }
+
+
+def _annotations(body: dict[str, Any], owner: Any) -> dict[str, str]:
+    out = review(body, NAMESPACES, "sunk-scheduler", owner)["response"]
+    assert out["allowed"] is True, out
+    pod = jsonpatch.apply_patch(body["request"]["object"], json.loads(base64.b64decode(out["patch"])))
+    annotations: dict[str, str] = pod["metadata"]["annotations"]
+    return annotations
+
+
+def _refusal(body: dict[str, Any], owner: Any) -> str:
+    out = review(body, NAMESPACES, "sunk-scheduler", owner)["response"]
+    assert out["allowed"] is False, out
+    message: str = out["status"]["message"]
+    return message
+
+
+def test_an_indexed_job_with_every_index_at_once_is_one_gang_sized_by_its_completions() -> None:
+    body = _body(_indexed_pod("train", 3))
+    assert owner_wanted(body, NAMESPACES) == ("team-vision", gangs.Owner("Job", "train"))
+    got = _annotations(body, _job("train", parallelism=6, completions=6))
+    assert got[keys.GROUP] == "job-" + JOB_UID.replace("-", "")
+    assert got[keys.GROUP_SIZE] == "6"
+    assert keys.GROUP_START not in got  # all pods are created at once: the group waits for all
+    assert got[keys.GPUS] == "1"
+
+
+def test_other_jobs_are_placed_pod_by_pod() -> None:
+    body = _body(_indexed_pod("sweep", 0))
+    for job in (
+        _job("sweep", parallelism=2, completions=10),  # indexes run in waves: no gang
+        _job("sweep", parallelism=4, completions=None, mode="NonIndexed"),
+        _job("sweep", parallelism=1, completions=1),
+    ):
+        assert keys.GROUP not in _annotations(body, job)
+    assert keys.GROUP not in _annotations(body, None)  # the Job is already gone
+    plain = _body(
+        {"labels": {"app": "x"}, "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": True}]}
+    )
+    assert owner_wanted(plain, NAMESPACES) is None
+
+
+def test_a_job_created_again_under_the_same_name_is_not_the_pods_owner() -> None:
+    job = _job("train", parallelism=2, completions=2)
+    job["metadata"]["uid"] = "11111111-2222-3333-4444-555555555555"
+    assert "it was replaced" in _refusal(_body(_indexed_pod("train", 0)), job)
+
+
+def test_a_jobset_attempt_is_one_gang_of_all_its_replicated_jobs_pods() -> None:
+    """A CPU-only driver beside 2 worker Jobs of 4 pods: 1 + 8 = 9 pods, one gang per attempt."""
+    jobset = _jobset("llm", [("driver", 1, 1, 0), ("workers", 2, 4, 8)])
+    body = _body(_jobset_pod("llm", "workers", 1, 2, attempt=0), gpus=8)
+    assert owner_wanted(body, NAMESPACES) == ("team-vision", gangs.Owner("JobSet", "llm"))
+    got = _annotations(body, jobset)
+    assert got[keys.GROUP] == f"js-{JOBSET_UID.replace('-', '')}-0"
+    assert got[keys.GROUP_SIZE] == "9"
+    assert keys.GROUP_START not in got
+    driver = _annotations(_body(_jobset_pod("llm", "driver", 0, 0, attempt=0), gpus=0), jobset)
+    assert driver[keys.GROUP] == got[keys.GROUP] and keys.GPUS not in driver  # no GPUs for the driver
+
+
+def test_pods_of_an_older_attempt_never_join_the_new_gang() -> None:
+    jobset = _jobset("llm", [("workers", 2, 4, 8)])
+    old = _annotations(_body(_jobset_pod("llm", "workers", 0, 0, attempt=1)), jobset)
+    new = _annotations(_body(_jobset_pod("llm", "workers", 0, 0, attempt=2)), jobset)
+    assert old[keys.GROUP].endswith("-1") and new[keys.GROUP].endswith("-2")
+    assert old[keys.GROUP] != new[keys.GROUP]
+    assert old[keys.GROUP_SIZE] == new[keys.GROUP_SIZE] == "8"
+
+
+def test_exclusive_placement_leaves_the_gang_the_whole_attempt() -> None:
+    jobset = _jobset("llm", [("workers", 2, 4, 8)])
+    jobset["metadata"]["annotations"] = {gangs.JOBSET_EXCLUSIVE: "topology.acme.example/leaf"}
+    meta = _jobset_pod("llm", "workers", 0, 0, attempt=0)
+    meta["annotations"][gangs.JOBSET_EXCLUSIVE] = "topology.acme.example/leaf"
+    assert _annotations(_body(meta), jobset)[keys.GROUP_SIZE] == "8"
+
+
+def test_a_jobset_that_starts_in_order_is_allocated_at_its_first_pod_if_its_shapes_agree() -> None:
+    same = _jobset("llm", [("leader", 1, 1, 8), ("workers", 1, 3, 8)], startupPolicy={"startupPolicyOrder": "InOrder"})
+    got = _annotations(_body(_jobset_pod("llm", "leader", 0, 0, attempt=0), gpus=8), same)
+    assert got[keys.GROUP_START] == "first-member" and got[keys.GROUP_SIZE] == "4"
+    mixed = _jobset("llm", [("driver", 1, 1, 0), ("workers", 1, 3, 8)], startupPolicy={"startupPolicyOrder": "InOrder"})
+    message = _refusal(_body(_jobset_pod("llm", "driver", 0, 0, attempt=0), gpus=0), mixed)
+    assert "starts its replicated Jobs in order" in message and "driver: 0, workers: 8" in message
+    depends = copy.deepcopy(mixed)
+    del depends["spec"]["startupPolicy"]
+    depends["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "driver", "status": "Ready"}]
+    assert "in order" in _refusal(_body(_jobset_pod("llm", "driver", 0, 0, attempt=0), gpus=0), depends)
+
+
+def test_an_owner_that_cannot_be_read_refuses_the_pod_for_its_controller_to_retry() -> None:
+    class Broken:
+        def read(self, namespace: str, owner: gangs.Owner) -> None:
+            raise TimeoutError("read timed out")
+
+    owner = read_owner(Broken(), "team-vision", gangs.Owner("JobSet", "llm"))
+    assert isinstance(owner, Refusal)
+    message = _refusal(_body(_jobset_pod("llm", "workers", 0, 0, attempt=0)), owner)
+    assert "could not read JobSet llm to size its gang (TimeoutError)" in message
+
+
+def test_a_pods_own_group_wins_and_needs_no_read() -> None:
+    meta = _indexed_pod("train", 0)
+    meta["annotations"][keys.GROUP] = "mine"
+    assert owner_wanted(_body(meta), NAMESPACES) is None
