@@ -14,6 +14,7 @@ from .cache import POD_SELECTOR, WatchedCluster, node_entry, pod_entry
 from .kube import OfficialKube
 from .loop import SUBMIT_WORKERS, Scheduler
 from .metrics import Health, Metrics
+from .request import Topology
 from .settings import Settings
 from .slurm import RestSlurm
 
@@ -54,6 +55,7 @@ def build(settings: Settings) -> Process:
         grace=settings.bind_grace,
         cache=WatchedCluster(pods, nodes),
         submit_workers=SUBMIT_WORKERS,
+        topology=Topology(settings.gang_topology, settings.gang_block_nodes),
     )
 
     def loop(stop: threading.Event) -> None:

@@ -37,8 +37,11 @@ from .plan import (
     Reroute,
     Submit,
     Unfit,
+    event_reason,
     plan,
+    refused_reason,
 )
+from .request import NO_TOPOLOGY, Topology
 from .slurm import Rejected, SlurmApi
 
 log = logging.getLogger("sunk.scheduler")
@@ -116,6 +119,7 @@ class Scheduler:
         grace: float = GRACE,
         cache: WatchedCluster | None = None,
         submit_workers: int = 1,
+        topology: Topology = NO_TOPOLOGY,
     ) -> None:
         self.kube = kube
         self.cache = cache
@@ -132,6 +136,8 @@ class Scheduler:
         self.clock = clock
         self.grace = grace
         """Seconds a bind that does not fit is retried on the same job before it is rerouted."""
+        self.topology = topology
+        """The stack's topology: gangs are placed in one block or leaf switch (request.py)."""
         self.failures: dict[str, _Attempts] = {}
         self.first_seen: dict[str, float] = {}
         self._ns_cache: dict[str, tuple[float, dict[str, str]]] = {}
@@ -222,7 +228,7 @@ class Scheduler:
         self.pending = sum(1 for j in snap.jobs if j.state == "PENDING")
         snap = self._without_busy(snap)
         failures = {k: a.failure for k, a in dict(self.failures).items()}
-        actions = self._execute(plan(snap, failures, now, grace=self.grace), snap, now)
+        actions = self._execute(plan(snap, failures, now, grace=self.grace, topology=self.topology), snap, now)
         self.health.attempted(ok=True)
         self.metrics.last_cycle.set(now)
         self.metrics.cycle_seconds.observe(time.monotonic() - started)
@@ -407,6 +413,8 @@ class Scheduler:
             self._cancel([action])
         elif isinstance(action, Condition):
             self.kube.set_scheduled(action.pod, "False", action.reason, action.message)
+            if action.event:
+                self.kube.event(action.pod, "Normal", action.reason, action.message)
         elif isinstance(action, Unfit):
             log.info("not binding %s: %s", action.pod, action.message)
             self.metrics.unfit.inc()
@@ -419,7 +427,7 @@ class Scheduler:
             self.failures[action.marker.text] = _Attempts(Failure(action.spec_hash, float("inf")), 1)
             self.metrics.rejects.inc()
             for pod in action.pods:
-                self.kube.event(pod, "Warning", "FailedScheduling", action.message)
+                self.kube.event(pod, "Warning", event_reason(action.reason), action.message)
                 self.kube.set_scheduled(pod, "False", action.reason, action.message)
 
     def _cancel(self, actions: list[Cancel]) -> None:
@@ -456,8 +464,8 @@ class Scheduler:
             message = f"Slurm rejected the placeholder job: {e}; retrying in {delay:.0f} s if nothing changes"
             log.info("submit %s rejected: %s", action.marker.text, e)
             for pod in action.pods:
-                self.kube.event(pod, "Warning", "FailedScheduling", message)
-                self.kube.set_scheduled(pod, "False", "Unschedulable", message)
+                self.kube.event(pod, "Warning", event_reason(refused_reason(action.marker)), message)
+                self.kube.set_scheduled(pod, "False", refused_reason(action.marker), message)
             return
         except SlurmRestError:
             self.metrics.errors.labels("submit").inc()

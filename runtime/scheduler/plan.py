@@ -30,11 +30,20 @@ from ..slurmrest.podref import PodRef
 from .fit import NodeView, Shortfall, shortfalls
 from .marker import Marker, valid_group_name
 from .model import JobView, PodView, Snapshot
-from .request import Invalid, JobRequest, build_request, spec_hash
+from .request import NO_TOPOLOGY, Invalid, JobRequest, Topology, build_request, spec_hash
 
 PENDING_REASON = "SlurmJobPending"
 UNSCHEDULABLE = "Unschedulable"
 """kube-scheduler's reason for a pod that cannot be placed; tools (autoscalers, kubectl) know it."""
+GANG_REFUSED = "GangRefused"
+"""PodScheduled=False reason (and Warning Event) of a gang that can never run as asked: larger than
+any block, or refused by Slurm at submit (more GPUs or nodes than the pool holds). It is in no
+queue, so nothing behind it waits for it; it is tried again only when its pods change (or, for
+Slurm's refusal, after a backoff)."""
+GANG_WAITING = "GangWaiting"
+"""PodScheduled=False reason (and one Normal Event per change) of a gang whose job Slurm holds
+pending: it will fit later; what it waits for is Slurm's reason. It holds lower-priority work back
+only as Slurm's own priorities and backfill say."""
 DOES_NOT_FIT = "NodeDoesNotFit"
 """PodScheduled=False reason while the Node Slurm chose would not admit the pod."""
 GRACE = 60.0
@@ -135,11 +144,13 @@ class Cancel:
 
 @dataclass(frozen=True)
 class Condition:
-    """PodScheduled=False with a reason, no Event (waiting is not news)."""
+    """PodScheduled=False with a reason, no Event (waiting is not news) unless `event` is set."""
 
     pod: PodRef
     reason: str
     message: str
+    event: bool = False
+    """Also a Normal Event with the reason and message (a gang's wait: users look for it there)."""
 
 
 Action = Submit | Reject | Bind | Evict | Cancel | Condition | Unfit | Reroute
@@ -155,10 +166,20 @@ def _ended(job: JobView | None, job_id: int | None) -> tuple[str, str]:
     return reason, f"Slurm job {job.job_id} {what}" + (f" ({job.reason})" if job.reason not in ("", "None") else "")
 
 
-def _condition(pod: PodView, reason: str, message: str) -> list[Action]:
+def _condition(pod: PodView, reason: str, message: str, *, event: bool = False) -> list[Action]:
     if pod.scheduled == ("False", reason, message):
         return []
-    return [Condition(pod.ref, reason, message)]
+    return [Condition(pod.ref, reason, message, event)]
+
+
+def refused_reason(marker: Marker) -> str:
+    """The PodScheduled reason when Slurm refuses a workload's job at submit."""
+    return GANG_REFUSED if marker.kind == "group" else UNSCHEDULABLE
+
+
+def event_reason(reason: str) -> str:
+    """The Warning Event's reason for a refusal: a gang's own, else kube-scheduler's word."""
+    return GANG_REFUSED if reason == GANG_REFUSED else "FailedScheduling"
 
 
 def _group_size(members: Sequence[PodView]) -> int | Invalid:
@@ -185,6 +206,7 @@ def _submit_or_reject(
     defaults: Mapping[str, str],
     failures: Mapping[str, Failure],
     now: float,
+    topology: Topology,
 ) -> list[Action]:
     outcome: JobRequest | Invalid
     size = _group_size(members) if marker.kind == "group" else len(members)
@@ -197,17 +219,19 @@ def _submit_or_reject(
         # The oldest pods form the group; any extra waits for a free slot. A group that starts
         # at its first member asks for all its nodes now; the members still to come take the rest.
         members = sorted(members, key=lambda p: (p.created, p.name))[:size]
-        outcome = build_request(members, defaults, nodes=size)
+        outcome = build_request(members, defaults, nodes=size, topology=topology)
     digest = spec_hash(outcome, members)
     failure = failures.get(marker.text)
     if failure is not None and failure.spec_hash == digest and now < failure.retry_at:
         return []
     refs = tuple(p.ref for p in members)
     if isinstance(outcome, Invalid):
-        message = f"{outcome.reason}: {outcome.message}"
-        if all(p.scheduled == ("False", UNSCHEDULABLE, message) for p in members):
+        gang = outcome.reason == GANG_REFUSED
+        reason = GANG_REFUSED if gang else UNSCHEDULABLE
+        message = outcome.message if gang else f"{outcome.reason}: {outcome.message}"
+        if all(p.scheduled == ("False", reason, message) for p in members):
             return []  # reported before a restart; the condition remembers it
-        return [Reject(marker, digest, refs, UNSCHEDULABLE, message)]
+        return [Reject(marker, digest, refs, reason, message)]
     return [Submit(marker, outcome, digest, refs)]
 
 
@@ -220,6 +244,7 @@ def _workload(
     now: float,
     nodes: dict[str, NodeView],
     grace: float,
+    topology: Topology = NO_TOPOLOGY,
 ) -> list[Action]:
     """One workload's actions, in four phases: the pods already bound (kept while their job holds
     them, else evicted); then, for the pods not bound yet, with no active job, evict those whose
@@ -235,10 +260,10 @@ def _workload(
     if not unbound:
         return actions
     if job is None:
-        return actions + _without_job(marker, unbound, jobs, snap, failures, now)
+        return actions + _without_job(marker, unbound, jobs, snap, failures, now, topology)
     if not job.running:
-        return actions + _waiting(job, unbound, now)
-    return actions + _place(marker, job, unbound, holding, snap, failures, now, nodes, grace)
+        return actions + _waiting(marker, job, unbound, now, topology)
+    return actions + _place(marker, job, unbound, holding, snap, failures, now, nodes, grace, topology)
 
 
 def _bound(
@@ -274,6 +299,7 @@ def _without_job(
     snap: Snapshot,
     failures: Mapping[str, Failure],
     now: float,
+    topology: Topology,
 ) -> list[Action]:
     """No active job: the pods that waited for one that ended are evicted; the rest get a job
     submitted (or the reason none can be)."""
@@ -281,7 +307,9 @@ def _without_job(
     ended = max((j for j in jobs if not j.active), key=lambda j: j.job_id, default=None)
     # A submit Slurm refused can leave a FAILED job behind (BadConstraints): that is the
     # rejection already reported (remembered, or visible on the pods), not a reason to evict.
-    rejected = marker.text in failures or any(p.scheduled and p.scheduled[1] == UNSCHEDULABLE for p in unbound)
+    rejected = marker.text in failures or any(
+        p.scheduled and p.scheduled[1] in (UNSCHEDULABLE, GANG_REFUSED) for p in unbound
+    )
     if ended is not None and not rejected:
         # Pods that were already waiting when that job was submitted were waiting for it.
         waited = [p for p in unbound if marker.kind == "pod" or p.created <= ended.submit_time]
@@ -290,18 +318,29 @@ def _without_job(
         unbound = [p for p in unbound if p not in waited]
     if unbound:
         defaults = snap.namespace_defaults.get(marker.namespace, {})
-        actions += _submit_or_reject(marker, unbound, defaults, failures, now)
+        actions += _submit_or_reject(marker, unbound, defaults, failures, now, topology)
     return actions
 
 
-def _waiting(job: JobView, unbound: list[PodView], now: float) -> list[Action]:
-    """The job is not running yet: after a quiet while, the pods say why they wait."""
+def _waiting(marker: Marker, job: JobView, unbound: list[PodView], now: float, topology: Topology) -> list[Action]:
+    """The job is not running yet: after a quiet while, the pods say why they wait (a gang, what
+    for: all its nodes at once, in one block or leaf switch where the topology has them)."""
     if job.state == "PENDING" and now - job.submit_time < PENDING_QUIET:
         return []
     what = "suspended" if job.state == "SUSPENDED" else "pending"
     why = f" ({job.reason})" if job.reason not in ("", "None") else ""
     msg = f"Slurm job {job.job_id} is {what}{why}"
-    return [a for p in unbound for a in _condition(p, PENDING_REASON, msg)]
+    if marker.kind != "group":
+        return [a for p in unbound for a in _condition(p, PENDING_REASON, msg)]
+    where = {"block": " in one block", "tree": " under one leaf switch"}.get(topology.kind, "")
+    count = len(job.nodes) or _declared(unbound)
+    msg += f": the gang waits for {count} nodes free at once{where}"
+    return [a for p in unbound for a in _condition(p, GANG_WAITING, msg, event=True)]
+
+
+def _declared(members: Sequence[PodView]) -> int:
+    size = members[0].annotations.get(keys.GROUP_SIZE, "") if members else ""
+    return int(size) if size.isdigit() else len(members)
 
 
 _Unfit = tuple[PodView, str, str, list[Shortfall]]
@@ -319,6 +358,7 @@ def _place(
     now: float,
     nodes: dict[str, NodeView],
     grace: float,
+    topology: Topology,
 ) -> list[Action]:
     """The job runs: bind each unbound pod to a free node of it where its Node admits it (a
     group all or nothing), report the rest, and reroute the job once they cannot fit."""
@@ -338,7 +378,7 @@ def _place(
     rerouting = bool(unfit) and not holding and (lasting or now >= job.start_time + grace)
     actions += _unfit_reports(job, unfit, rerouting, grace)
     if rerouting:
-        actions += _reroute(marker, job, unbound, {n for _, n, _, _ in unfit}, snap, failures, now)
+        actions += _reroute(marker, job, unbound, {n for _, n, _, _ in unfit}, snap, failures, now, topology)
     for pod in unbound[len(free) :]:
         msg = f"group job {job.job_id} has no free node: {len(job.nodes)} nodes, all held"
         actions += _condition(pod, "GroupFull", msg)
@@ -355,6 +395,9 @@ def _fit(
     binds: list[Bind] = []
     unfit: list[_Unfit] = []
     planned = dict(nodes)
+    # Members of different shapes: some ask for GPUs themselves, others not (a Namespace default
+    # asks for every member alike, and then every member sees the GPUs).
+    mixed = len({_own_gpus(p) for p in unbound}) > 1
     for pod, slurm_node in zip(unbound, free, strict=False):
         node = snap.node_of.get(slurm_node)
         view = planned.get(node) if node is not None else None
@@ -371,9 +414,16 @@ def _fit(
         else:
             planned[node] = view.plus(pod.requests)  # the next pod bound there this cycle sees it
             start = str(int(job.start_time))
-            gpus = ",".join(str(i) for i in job.gpu_indices.get(slurm_node, ()))
+            # A CPU-only member of a gang of GPU workers sits on a node whose GPUs the job holds: it
+            # is told of none (its containers have NVIDIA_VISIBLE_DEVICES=void from the webhook).
+            told = not mixed or _own_gpus(pod)
+            gpus = ",".join(str(i) for i in job.gpu_indices.get(slurm_node, ())) if told else ""
             binds.append(Bind(pod.ref, node, job.job_id, slurm_node, start, _pinning(pod, slurm_node), gpus))
     return actions, binds, unfit, planned
+
+
+def _own_gpus(pod: PodView) -> bool:
+    return bool(pod.resources.gpus) or pod.annotations.get(keys.GPUS, "").strip() not in ("", "0")
 
 
 def _unfit_reports(job: JobView, unfit: list[_Unfit], rerouting: bool, grace: float) -> list[Action]:
@@ -419,9 +469,12 @@ def _reroute(
     snap: Snapshot,
     failures: Mapping[str, Failure],
     now: float,
+    topology: Topology,
 ) -> list[Action]:
     members = sorted(unbound, key=lambda p: (p.created, p.name))[: len(job.nodes)]
-    request = build_request(members, snap.namespace_defaults.get(marker.namespace, {}), nodes=len(job.nodes))
+    request = build_request(
+        members, snap.namespace_defaults.get(marker.namespace, {}), nodes=len(job.nodes), topology=topology
+    )
     if isinstance(request, Invalid):
         return []  # it was valid when submitted; the pods changed since and will be re-planned
     request = replace(request, exclude=tuple(sorted(set(job.excluded) | misfits)))
@@ -432,7 +485,14 @@ def _reroute(
     return [Reroute(marker, job.job_id, request, digest, tuple(p.ref for p in members))]
 
 
-def plan(snap: Snapshot, failures: Mapping[str, Failure], now: float, *, grace: float = GRACE) -> list[Action]:
+def plan(
+    snap: Snapshot,
+    failures: Mapping[str, Failure],
+    now: float,
+    *,
+    grace: float = GRACE,
+    topology: Topology = NO_TOPOLOGY,
+) -> list[Action]:
     pods: dict[str, list[PodView]] = defaultdict(list)
     for pod in snap.pods:
         pods[pod.marker.text].append(pod)
@@ -444,7 +504,7 @@ def plan(snap: Snapshot, failures: Mapping[str, Failure], now: float, *, grace: 
     nodes = dict(snap.nodes)
     for key in sorted(pods):
         members = pods[key]
-        actions += _workload(members[0].marker, members, jobs.get(key, []), snap, failures, now, nodes, grace)
+        actions += _workload(members[0].marker, members, jobs.get(key, []), snap, failures, now, nodes, grace, topology)
 
     for key in sorted(jobs):
         if any(p.live for p in pods.get(key, [])):

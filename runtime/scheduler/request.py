@@ -4,7 +4,19 @@ One job per pod (nodes=1) or per group (nodes=N, one task per node): a single al
 all-or-nothing in Slurm itself, and preempting it preempts the whole group. A heterogeneous job
 would allow mixed shapes but Slurm cannot preempt parts of one and schedules its components in
 lockstep anyway; a job array is N independent jobs, which is exactly not all-or-nothing. Members of
-a group therefore share one shape: the largest request of any member, per resource.
+a group therefore share one shape: the largest request of any member, per resource. A gang of
+mixed shapes (a CPU-only driver beside GPU workers) asks Slurm for its GPU workers' GPUs on every
+node, the driver's included: Slurm gives one job one GRES count per node. The driver never sees
+them: it is bound with no GPU indices, and the webhook gave its containers
+NVIDIA_VISIBLE_DEVICES=void; those GPUs stay idle for the gang's life, and no one else gets them.
+
+A gang (nodes > 1) is placed close together, from the topology the stack renders (`Topology`):
+- block: Slurm's block plugin already keeps a job of N nodes inside the smallest block level that
+  holds N (eval_nodes_block.c, _get_block_level, at slurm-26-05-3-1); a gang larger than the
+  largest block would be spread over the whole topology instead, so it is refused before
+  submitting (`gang_refusal`);
+- tree: `required_switches` 1 with `wait_for_switch`: one leaf switch if Slurm finds one within
+  SWITCH_WAIT seconds, else any nodes (Slurm caps the wait at max_switch_wait, 300 s by default).
 """
 
 from __future__ import annotations
@@ -49,9 +61,31 @@ class JobRequest:
     priority: int | None = None
     exclude: tuple[str, ...] = ()
     """Slurm nodes to avoid (--exclude): where an earlier placement did not fit the kubelet."""
+    switches: int | None = None
+    """--switches: the most leaf switches the job may span (topology/tree), waiting up to
+    `switch_wait` seconds for them."""
+    switch_wait: int | None = None
     constraint: str = SHARED_FEATURE
     """--constraint: only nodes of shared NodeSets, where slurmd leaves room for pods. An exclusive
     NodeSet's slurmd pod requests the whole node, so no pod would ever be admitted there."""
+
+
+SWITCH_WAIT = 300
+"""Seconds a gang waits for one leaf switch before Slurm places it on any nodes (Slurm's own
+max_switch_wait default: a longer wait is cut to it anyway)."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The network topology the stack renders, as the scheduler's settings carry it."""
+
+    kind: str = "none"
+    """none, tree or block (spec topology.plugin, or the default of `topologies`)."""
+    block_nodes: int = 0
+    """Nodes of the largest block (the last of BlockSizes); 0: not known, nothing refused."""
+
+
+NO_TOPOLOGY = Topology()
 
 
 @dataclass(frozen=True)
@@ -100,8 +134,23 @@ def _settings(pod: PodView, defaults: Mapping[str, str]) -> dict[str, str]:
     return {k: (pod.annotations.get(k) or defaults.get(k, "")).strip() for k in REQUEST_KEYS}
 
 
+def gang_refusal(nodes: int, topology: Topology) -> Invalid | None:
+    """A gang Slurm could not place in one block: larger than the largest block."""
+    if topology.kind == "block" and topology.block_nodes and nodes > topology.block_nodes:
+        return Invalid(
+            "GangRefused",
+            f"the gang needs {nodes} nodes and the largest block of the topology holds {topology.block_nodes}: a gang "
+            "is placed inside one block, so this one never runs; make it smaller (nothing behind it waits for it)",
+        )
+    return None
+
+
 def build_request(
-    pods: Sequence[PodView], defaults: Mapping[str, str], *, nodes: int | None = None
+    pods: Sequence[PodView],
+    defaults: Mapping[str, str],
+    *,
+    nodes: int | None = None,
+    topology: Topology = NO_TOPOLOGY,
 ) -> JobRequest | Invalid:
     """The job for one pod, or for the members of a group (complete, or those there so far of a
     group that starts at its first member: `nodes` its size): the members' one set of request
@@ -119,8 +168,12 @@ def build_request(
     if refused is not None:
         return refused
     res = [p.resources for p in members]
+    count = max(nodes or 0, len(members))
+    if (refused := gang_refusal(count, topology)) is not None:
+        return refused
+    tree = topology.kind == "tree" and count > 1
     return JobRequest(
-        nodes=max(nodes or 0, len(members)),
+        nodes=count,
         # Slurm allocates whole CPUs; a pod without a CPU request still takes one.
         cpus_per_task=max(1, max(math.ceil(r.cpu_millis / 1000) for r in res)),
         # --mem=0 would mean "the whole node" to Slurm; a pod without a request reserves 1 MiB.
@@ -133,6 +186,8 @@ def build_request(
         time_limit=time_limit,
         nice=nice,
         priority=priority,
+        switches=1 if tree else None,
+        switch_wait=SWITCH_WAIT if tree else None,
     )
 
 
@@ -142,9 +197,14 @@ def _group_settings(members: Sequence[PodView], defaults: Mapping[str, str]) -> 
     if bad:
         return Invalid("InvalidResources", f"pod {bad[0].name}: {bad[0].resource_error}")
     settings = [_settings(p, defaults) for p in members]
-    if any(s != settings[0] for s in settings):
+    # GPUs may differ (a CPU-only driver beside GPU workers): the job asks each node for the most.
+    alike = [{k: v for k, v in s.items() if k != keys.GPUS} for s in settings]
+    if any(a != alike[0] for a in alike):
         return Invalid("GroupMismatch", "members of a group must carry the same slurm.sunk.dev/* request annotations")
-    return settings[0]
+    asked = [s[keys.GPUS] for s in settings if s[keys.GPUS]]
+    unread = [g for g in asked if not g.isdigit()]
+    most = unread[0] if unread else max(asked, key=int, default="")
+    return {**settings[0], keys.GPUS: most}
 
 
 def _numbers(s: Mapping[str, str]) -> tuple[int | None, int | None, int | None, int] | Invalid:
@@ -209,6 +269,8 @@ def placeholder_job(request: JobRequest, marker: Marker, *, cwd: str = "/tmp") -
         "nice": request.nice,
         "excluded_nodes": list(request.exclude) or None,
         "constraints": request.constraint or None,
+        "required_switches": request.switches,
+        "wait_for_switch": request.switch_wait,
     }
     if request.gpus:
         kind = f"gpu:{request.gpu_type}" if request.gpu_type else "gpu"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from ..common.settings import EnvSettings
@@ -41,6 +43,13 @@ class Settings(EnvSettings):
     """Namespaces whose pods this scheduler places (SUNK_POD_NAMESPACES, comma-separated; `*` for
     all, which needs cluster-wide pod RBAC). Default: SUNK_NAMESPACE only, what the per-tenant
     Role grants; every tenant's scheduler shares the schedulerName, so scope keeps them apart."""
+
+    gang_topology: Literal["none", "tree", "block"] = "none"
+    """The topology gangs are placed in (SUNK_GANG_TOPOLOGY; rendered from the stack's topology):
+    block keeps a gang inside one block, tree asks for one leaf switch. Default: none."""
+    gang_block_nodes: int = Field(default=0, ge=0)
+    """Nodes of the topology's largest block (SUNK_GANG_BLOCK_NODES, the last of blockSizes); a
+    gang larger is refused, as it could never be placed in one. Default: 0 (not known)."""
 
     @field_validator("pod_namespaces", mode="before")
     @classmethod

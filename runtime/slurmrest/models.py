@@ -313,6 +313,10 @@ class JobSubmit(BaseModel):
     hold: bool | None = None
     requeue: bool | None = None
     constraints: str | None = None
+    required_switches: int | None = None
+    """--switches: the most leaf switches (topology/tree) the job may span."""
+    wait_for_switch: int | None = None
+    """Seconds to wait for them before any nodes will do."""
     current_working_directory: str = "/tmp"
     environment: list[str] = Field(default_factory=lambda: ["PATH=/usr/local/bin:/usr/bin:/bin"])
     """slurmrestd rejects a submission without one (error 2019)."""
@@ -321,7 +325,7 @@ class JobSubmit(BaseModel):
 
     def body(self) -> dict[str, Any]:
         data = self.model_dump(exclude_none=True)
-        for key in ("time_limit", "priority", "memory_per_node"):
+        for key in ("time_limit", "priority", "memory_per_node", "required_switches"):
             if key in data:
                 data[key] = no_val(data[key])
         return {"job": data}

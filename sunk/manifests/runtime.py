@@ -209,6 +209,21 @@ def mount_slurm_conf(spec: ClusterSpec, pod: Manifest) -> Manifest:
     return pod
 
 
+def gang_topology(spec: ClusterSpec) -> tuple[str, int]:
+    """(kind, nodes of the largest block) of the topology the scheduler places gangs in: the
+    cluster's one topology, or the default of `topologies` (a partition naming another is placed
+    by Slurm in that one all the same; the scheduler's block check then uses the default's)."""
+    kind: str
+    if spec.topologies:
+        chosen = next((t for t in spec.topologies if t.default), spec.topologies[0])
+        kind, sizes = chosen.plugin, chosen.block_sizes
+    else:
+        kind, sizes = spec.topology.plugin, spec.topology.block_sizes
+    if kind not in ("tree", "block"):
+        return "none", 0
+    return kind, (sizes[-1] if kind == "block" and sizes else 0)
+
+
 def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Manifest:
     n = name(spec, controller)
     env = runtime_env(spec)
@@ -218,6 +233,11 @@ def deployment(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> Man
             env.append({"name": "SUNK_POD_NAMESPACES", "value": ",".join(pod_namespaces(spec))})
         if immediate_allocation(spec):
             env.append({"name": "SUNK_IMMEDIATE_ALLOCATION", "value": "true"})
+        kind, block_nodes = gang_topology(spec)
+        if kind != "none":
+            env.append({"name": "SUNK_GANG_TOPOLOGY", "value": kind})
+        if block_nodes:
+            env.append({"name": "SUNK_GANG_BLOCK_NODES", "value": str(block_nodes)})
     if controller == "syncer":
         env.append({"name": "SUNK_SYNC_INTERVAL", "value": SYNC_INTERVAL})
         env.append(dict(SLURM_CONF_ENV))

@@ -171,7 +171,7 @@ class SchedulerProcess:
         self._log.close()
 
 
-StartScheduler = Callable[[], SchedulerProcess]
+StartScheduler = Callable[..., SchedulerProcess]
 """The `start_scheduler` fixture: starts one more scheduler process (each is killed at teardown)."""
 
 
@@ -219,7 +219,8 @@ def start_scheduler(
     started: list[SchedulerProcess] = []
     kubeconfig = k8s.sim.kubeconfig(tmp_path / "kubeconfig")
 
-    def start() -> SchedulerProcess:
+    def start(**settings: str) -> SchedulerProcess:
+        """`settings`: more SUNK_* variables, e.g. SUNK_GANG_TOPOLOGY="block"."""
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "KUBECONFIG": str(kubeconfig),
@@ -234,6 +235,7 @@ def start_scheduler(
             "SUNK_BIND_GRACE": "3",  # reroutes within a test's patience (60 s in production)
             # As the Deployment sets it (sunk renders InactiveLimit=0): allocations first.
             "SUNK_IMMEDIATE_ALLOCATION": "true",
+            **settings,
         }
         proc = SchedulerProcess(runtime_image, env, tmp_path / f"scheduler-{len(started)}.log")
         started.append(proc)

@@ -12,9 +12,10 @@ from sunk.runtime.scheduler.loop import Scheduler, backoff
 from sunk.runtime.scheduler.marker import Marker
 from sunk.runtime.scheduler.metrics import Health
 from sunk.runtime.scheduler.model import JobView
-from sunk.runtime.scheduler.plan import PENDING_QUIET, Bind
+from sunk.runtime.scheduler.plan import GANG_REFUSED, PENDING_QUIET, Bind
 from sunk.runtime.scheduler.request import JobRequest
 from sunk.runtime.scheduler.settings import Settings
+from sunk.runtime.scheduler.slurm import Rejected
 from sunk.runtime.slurmrest import PodRef
 
 from sunk import keys
@@ -439,3 +440,26 @@ def test_a_cycle_reads_slurm_once_however_long_the_queue(queue: int) -> None:
     finally:
         sched.close()
     assert slurm.reads == 3
+
+
+def test_a_gang_slurm_refuses_says_so_with_its_own_reason_and_holds_back_no_pod() -> None:
+    """More GPUs than the pool: Slurm refuses the gang's job at submit. Its pods say GangRefused
+    (condition and Warning Event); a pod created after it is placed in the same pass."""
+    gang = {keys.GROUP: "big", keys.GROUP_SIZE: "2", keys.GPUS: "64"}
+    kube, slurm, sched, _ = setup(raw_pod("g-0", **gang), raw_pod("g-1", **gang), raw_pod("after"))
+    original = slurm.submit
+
+    def submit(request: JobRequest, marker: Marker) -> int:
+        if request.gpus > 8:
+            raise Rejected("Requested node configuration is not available")
+        return original(request, marker)
+
+    slurm.submit = submit  # type: ignore[method-assign]
+    sched.cycle()
+    for name in ("g-0", "g-1"):
+        c = condition(kube, name)
+        assert (c["status"], c["reason"]) == ("False", GANG_REFUSED)
+        assert "Requested node configuration is not available" in c["message"]
+    reasons = sorted((ref.name, r) for ref, k, r, _ in kube.events if k == "Warning")
+    assert reasons == [("g-0", GANG_REFUSED), ("g-1", GANG_REFUSED)]
+    assert [marker.name for _, _, marker in slurm.submitted] == ["after"]

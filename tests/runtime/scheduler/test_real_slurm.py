@@ -131,14 +131,17 @@ def test_a_group_that_starts_at_its_first_member_gets_all_its_nodes_at_once(
     slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
 ) -> None:
     """LeaderWorkerSet's LeaderReady: the worker exists only once the leader runs. The leader alone
-    gets the whole group's job (both shared nodes); the worker, created after, takes the other."""
-    start_scheduler()
+    gets the whole group's job (both shared nodes); the worker, created after, takes the other.
+    acme-dev's topology is a tree (as its Deployment renders SUNK_GANG_TOPOLOGY): the gang's job
+    asks Slurm for one leaf switch, and gets it (both gpu nodes hang off one leaf)."""
+    start_scheduler(SUNK_GANG_TOPOLOGY="tree")
     group = {keys.GROUP: "lws-4f2a", keys.GROUP_SIZE: "2", keys.GROUP_START: "first-member", **SHARED}
     k8s.create_pod("lws-0", annotations=group)
     leader = k8s.wait_bound("lws-0")["metadata"]["annotations"]
     job_id = int(leader[keys.JOB_ID])
     job = slurm.run("scontrol", "show", "job", "-o", str(job_id), check=True).stdout
     assert "JobState=RUNNING" in job and " NumNodes=2 " in job, job
+    assert " Switches=1@00:05:00 " in job, job
     k8s.create_pod("lws-0-1", annotations=group)
     worker = k8s.wait_bound("lws-0-1")["metadata"]["annotations"]
     assert int(worker[keys.JOB_ID]) == job_id
