@@ -166,7 +166,8 @@ def test_an_unplaceable_gang_first_in_the_queue_holds_back_no_pod_behind_it(
     proc = start_scheduler()
     for i in range(4):
         k8s.wait_bound(f"web-{i}")
-    k8s.wait_for("the gang refused", lambda: (k8s.condition("big-0") or {}).get("reason") == "Unschedulable")
+    # A gang Slurm refuses has its own reason (GangRefused), apart from a single pod's Unschedulable.
+    k8s.wait_for("the gang refused", lambda: (k8s.condition("big-0") or {}).get("reason") == "GangRefused")
     assert not any(k8s.existing_pod(f"big-{i}")["spec"].get("nodeName") for i in range(3))
     assert proc.metric('sunk_scheduler_placeholders_total{kind="allocation"}') == 4
     assert proc.metric('sunk_scheduler_placeholders_total{kind="batch"}') == 0
