@@ -115,7 +115,14 @@ if [ -e "$marker" ]; then
   set_aside
   exit 0
 fi
+# slurmctld saves by writing job_state.new, then renaming job_state to job_state.old and the new
+# file to job_state: between the two renames, or after a save a kill cut short, job_state is
+# missing while the cluster's state is there (slurmctld itself then reads job_state.old). Only a
+# folder with none of the three is a new cluster.
 file="$state/job_state"
+for f in "$state/job_state" "$state/job_state.old" "$state/job_state.new"; do
+  if [ -s "$f" ]; then file=$f; break; fi
+done
 if [ ! -s "$file" ]; then
   echo "state-guard: no saved state in $state (a new cluster): nothing to copy or restore"
   exit 0

@@ -148,6 +148,20 @@ class Ha:
             )
 
 
+def state_saved(ha: Ha, since: float) -> None:
+    """Until slurmctld has written job_state on the shared claim (a host folder here) after
+    `since`. A job `sbatch` accepted is in slurmctld's memory at once and in its state files only at
+    its next save, seconds later and longer on a loaded machine: a SIGKILL or a lost Node before
+    that loses it and gives its id to the next job (Slurm's own window, seen in CI as a job id
+    given twice after a 4 s sleep). The outages start from saved state."""
+
+    def newest() -> float:
+        files = Path(ha.env["SUNK_LOCAL_DIR"]).glob(f"*/claims/{NS}/ha-controller-state/**/job_state")
+        return max((f.stat().st_mtime for f in files), default=0.0)
+
+    ha.wait("slurmctld's job state saved", newest, lambda mtime: mtime > since, 120)
+
+
 def _ready(pod: dict[str, Any]) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
@@ -227,7 +241,7 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
     node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
-    time.sleep(4)  # slurmctld saves its job state every few seconds: the two jobs are in the files
+    state_saved(ha, time.time())
     started = time.monotonic()
     done = _sunk("local", "node", "stop", node, env=ha.env)
     assert done.returncode == 0 and f"node {node}: agent stopped" in done.stdout, done.stderr
@@ -281,7 +295,7 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
             lambda s: s == "RUNNING", 120)  # fmt: skip
     restarts = ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
     before = next(c["restartCount"] for c in restarts if c["name"] == "slurmctld")
-    time.sleep(4)  # the jobs in the state files
+    state_saved(ha, time.time())
     started = time.monotonic()
     assert kill_slurmctld(ha, CONTROLLERS[0]) == 1
     arriving, outage = ha.until_accepted(started)
@@ -297,7 +311,7 @@ def test_both_controllers_down_then_one_back_resumes_from_the_shared_state(ha: H
     """Both controller pods deleted at once, the StatefulSet makes both again (Parallel): whichever
     takes control reads the one StateSaveLocation; a held job and the job-id sequence go on."""
     held = ha.sbatch("--hold --wrap true")
-    time.sleep(4)
+    state_saved(ha, time.time())
     uids = {name: ha.pod(name)["metadata"]["uid"] for name in CONTROLLERS}
     ha.kubectl("delete", "pod", "-n", NS, *CONTROLLERS, "--wait=false")
     ha.wait("both controller pods replaced", lambda: {n: ha.pod(n)["metadata"].get("uid") for n in CONTROLLERS},
