@@ -170,7 +170,11 @@ class Drill:
         seen: list[Any] = []
 
         def check() -> tuple[Any] | None:
-            seen[:] = [probe()]
+            try:
+                seen[:] = [probe()]
+            except AssertionError as missing:  # e.g. no pod of a component for a moment, mid-rollout
+                seen[:] = [f"not yet: {missing}"]
+                return None
             return (seen[0],) if done(seen[0]) else None
 
         try:
