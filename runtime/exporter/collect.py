@@ -79,6 +79,7 @@ def _partition(job: JobView) -> str:
 def job_families(jobs: Iterable[JobView], now: int, *, per_user: bool) -> list[AnyFamily]:
     by_state: Counter[Labels] = Counter()
     cpus: Counter[Labels] = Counter()
+    gpus_of: Counter[Labels] = Counter()
     reasons: Counter[Labels] = Counter()
     users: Counter[Labels] = Counter()
     user_cpus: Counter[Labels] = Counter()
@@ -88,6 +89,7 @@ def job_families(jobs: Iterable[JobView], now: int, *, per_user: bool) -> list[A
         key = (_state(job), _partition(job), job.account)
         by_state[key] += 1
         cpus[key] += job.cpus or 0
+        gpus_of[key] += job.gpus
         if per_user:
             users[(job.user_name, _state(job))] += 1
             user_cpus[(job.user_name, _state(job))] += job.cpus or 0
@@ -113,6 +115,13 @@ def job_families(jobs: Iterable[JobView], now: int, *, per_user: bool) -> list[A
             "CPUs of those jobs (allocated when running, requested when pending)",
             ("state", "partition", "account"),
             cpus,
+        ),
+        _family(
+            "job_gpus",
+            "gauge",
+            "GPUs (gres/gpu TRES) of those jobs (allocated when running, requested when pending)",
+            ("state", "partition", "account"),
+            gpus_of,
         ),
         _family(
             "jobs_pending",

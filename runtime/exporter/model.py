@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..slurmrest.models import Diag, Node, Partition
+from ..slurmrest.models import GPU_TRES, Diag, Node, Partition, tres_count
 
 USABLE = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
 """Node states whose free CPUs Slurm can still hand out; every other state's free CPUs are what
@@ -33,6 +33,11 @@ class JobView(Protocol):
     def user_name(self) -> str: ...
     @property
     def cpus(self) -> int | None: ...
+    @property
+    def gpus(self) -> int:
+        """GPUs (gres/gpu TRES): allocated when running, requested when pending."""
+        ...
+
     @property
     def state_reason(self) -> str: ...
     @property
@@ -75,19 +80,6 @@ def node_state(node: Node) -> str:
     return base.lower()
 
 
-def tres_count(tres: str, key: str) -> int:
-    """One entry of a TRES string (`cpu=4,mem=4G,gres/gpu=2`), 0 when absent. Counts only (the
-    memory entry, with its unit, is read from the node's own fields instead)."""
-    for item in tres.split(","):
-        name, _, value = item.partition("=")
-        if name == key:
-            try:
-                return int(value)
-            except ValueError:
-                return 0
-    return 0
-
-
 def gpus(node: Node) -> tuple[int, int]:
     """(total, allocated) GPUs of a node, from its TRES (`gres/gpu=2`) and TRES in use."""
-    return tres_count(node.tres, "gres/gpu"), tres_count(node.tres_used, "gres/gpu")
+    return tres_count(node.tres, GPU_TRES), tres_count(node.tres_used, GPU_TRES)

@@ -20,6 +20,8 @@ test_jobtext_real.py):
   slurmrestd reports as numbers too), a number -> itself (NO_VAL64 and INFINITE64 -> None, as
   slurmrestd leaves them unset).
 - `cpus`: NumCPUs; 4294967294 and 4294967295 (NO_VAL, INFINITE) -> None.
+- `gpus`: the `gres/gpu` entry of tres-alloc (the allocated TRES once the job has them, else the
+  requested: slurmrestd's `tres_alloc_str`, else its `tres_req_str`); `(null)` or no entry -> 0.
 - `account`, `partition`: `(null)` (never set) -> "".
 - `user_name`: UserName, or "" where the reader's image can't resolve the uid (squeue then prints
   the uid, which UserId shows; slurmrestd prints "" for it).
@@ -51,7 +53,7 @@ import msgspec
 from .auth import TokenProvider
 from .errors import SlurmRestError
 from .jobreasons import JOB_REASONS
-from .models import Job
+from .models import Job, job_gpus
 from .tokenclient import TokenClient
 from .versions import SPOKEN
 
@@ -66,7 +68,7 @@ BASE_STATES = frozenset(
 UNIT, RECORD = "\x1f", "\x1e"
 COLUMNS = (
     "JobID", "State", "PriorityLong", "SubmitTime", "EligibleTime", "NumCPUs", "UserId", "UserName", "Account",
-    "Partition", "Reason",
+    "Partition", "tres-alloc", "Reason",
 )  # fmt: skip
 """Fixed-form columns first, the free-form Reason last (it may hold the separators)."""
 FORMAT = ",".join(f"{c}:{UNIT}" for c in COLUMNS[:-1]) + f",{COLUMNS[-1]}:{RECORD}"
@@ -105,13 +107,15 @@ class JobRow(msgspec.Struct, frozen=True, gc=False):
     submit_time: int | None
     eligible_time: int | None
     hold: bool
+    gpus: int
+    """GPUs (gres/gpu TRES): allocated when running, requested when pending (`Job.gpus`)."""
 
 
 def job_row(job: Job) -> JobRow:
     """slurmrestd's job as the same row (to compare the two readers)."""
     return JobRow(
         job.job_id, job.state, job.partition, job.account, job.user_name, job.cpus, job.state_reason,
-        job.submit_time, job.eligible_time, job.hold,
+        job.submit_time, job.eligible_time, job.hold, job.gpus,
     )  # fmt: skip
 
 
@@ -152,7 +156,7 @@ def parse_squeue(text: str) -> tuple[list[JobRow], list[int]]:
         if len(values) != width:
             raise JobTextError(f"a record has {len(values)} columns, not {width}: {record[:80]!r}")
         job_id = _int(job, "JobID", job)
-        state, priority, submit, eligible, cpus, uid, user, account, partition, reason = values[1:]
+        state, priority, submit, eligible, cpus, uid, user, account, partition, tres, reason = values[1:]
         if state not in BASE_STATES or reason not in JOB_REASONS:
             unsettled.append(job_id)
             continue
@@ -170,6 +174,7 @@ def parse_squeue(text: str) -> tuple[list[JobRow], list[int]]:
                 _time(submit, "SubmitTime", job),
                 _time(eligible, "EligibleTime", job),
                 _int(priority, "PriorityLong", job) == 0,
+                job_gpus("" if tres == NULL else tres, ""),
             )
         )
     return rows, unsettled
@@ -196,6 +201,8 @@ class _JsonJob(msgspec.Struct):
     submit_time: _Number | None = None
     eligible_time: _Number | None = None
     hold: bool = False
+    tres_alloc_str: str = ""
+    tres_req_str: str = ""
 
 
 class _Error(msgspec.Struct):
@@ -234,6 +241,7 @@ def parse_squeue_json(data: bytes, wanted: Iterable[int]) -> list[JobRow]:
             _no_val(j.submit_time),
             _no_val(j.eligible_time),
             j.hold,
+            job_gpus(j.tres_alloc_str, j.tres_req_str),
         )
         for j in reply.jobs
         if j.job_id in keep

@@ -26,6 +26,29 @@ def state_flags(state: tuple[str, ...]) -> frozenset[str]:
     return frozenset(s for s in state if s not in BASE_STATES)
 
 
+GPU_TRES = "gres/gpu"
+"""The GPU entry of a TRES string, whatever the GPUs' type (`gres/gpu:h100` counts them again)."""
+
+
+def tres_count(tres: str, key: str) -> int:
+    """One entry of a TRES string (`cpu=4,mem=4G,gres/gpu=2`), 0 when absent. Counts only (the
+    memory entry, with its unit, is read from the node's own fields instead)."""
+    for item in tres.split(","):
+        name, _, value = item.partition("=")
+        if name == key:
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def job_gpus(tres_alloc: str, tres_req: str) -> int:
+    """A job's GPUs: allocated once it has an allocation, else requested (what squeue's
+    `tres-alloc` prints: the allocated TRES if set, else the requested)."""
+    return tres_count(tres_alloc or tres_req, GPU_TRES)
+
+
 def _no_val(value: Any) -> Any:
     if isinstance(value, dict):
         if not value.get("set", False) or value.get("infinite", False):
@@ -150,6 +173,11 @@ class Job(Reply):
     def node_names(self) -> list[str]:
         """The allocated nodes, expanded from Slurm's hostlist."""
         return expand(self.nodes) if self.nodes else []
+
+    @property
+    def gpus(self) -> int:
+        """GPUs (gres/gpu TRES) allocated (running) or requested (pending)."""
+        return job_gpus(self.tres_alloc_str, self.tres_req_str)
 
 
 class DbJobState(Reply):

@@ -188,6 +188,11 @@ QUEUE = (
         stacked=True,
     ),
     Panel(
+        "GPUs in use by account (training and inference)",
+        ((f"sum by (account) ({m('sunk_slurm_job_gpus', state='running')})", "{{account}}"),),
+        stacked=True,
+    ),
+    Panel(
         "CPUs asked for by pending jobs, by partition",
         ((f"sum by (partition) ({m('sunk_slurm_job_cpus', state='pending')})", "{{partition}}"),),
     ),

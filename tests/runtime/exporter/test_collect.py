@@ -30,10 +30,10 @@ def values(f: AnyFamily) -> dict[tuple[str, ...], float]:
 
 WORKLOAD = dict(
     jobs=[
-        job(1, "RUNNING", cpus=4, account="research", user="alice"),
+        job(1, "RUNNING", cpus=4, gpus=2, account="research", user="alice"),
         job(2, "PENDING", reason="Resources", cpus=8, submit_time=NOW - 30, account="research", user="bob"),
         job(3, "PENDING", reason="Dependency", submit_time=NOW - 4000, eligible_time=0, account="ops", user="bob"),
-        job(4, "PENDING", partition="gpu", reason="JobHeldUser", hold=True, submit_time=NOW - 10, user="carol"),
+        job(4, "PENDING", partition="gpu", gpus=1, reason="JobHeldUser", hold=True, submit_time=NOW - 10, user="carol"),
         job(5, "COMPLETED", account="ops", user="alice"),
         job(6, "PENDING", reason="Priority", submit_time=NOW - 7200, eligible_time=NOW - 7000, user="dave"),
     ],
@@ -66,6 +66,14 @@ def test_jobs_by_state_partition_account_and_pending_reasons() -> None:
         ("running", "batch", "research"): 1,
     }
     assert values(got["sunk_slurm_job_cpus"])[("pending", "batch", "research")] == 9
+    # GPUs from the jobs' TRES: allocated (running), requested (pending); 0 where a job asks none.
+    assert values(got["sunk_slurm_job_gpus"]) == {
+        ("completed", "batch", "ops"): 0,
+        ("pending", "batch", "ops"): 0,
+        ("pending", "batch", "research"): 0,
+        ("pending", "gpu", "research"): 1,
+        ("running", "batch", "research"): 2,
+    }
     assert values(got["sunk_slurm_jobs_pending"]) == {
         ("batch", "Dependency"): 1,
         ("batch", "Priority"): 1,

@@ -116,6 +116,12 @@ def cli_view(slurm: LocalSlurm) -> dict[str, Counter[tuple[str, ...]]]:
     view["job_cpus"] = Counter()
     for _, state, part, acct, _, cpus in jobs:
         view["job_cpus"][(state.lower(), part, acct)] += int(cpus)
+    view["job_gpus"] = Counter()
+    for _, state, part, acct, tres in lines(
+        slurm, "squeue", "-a", "-t", "all", "-h", "-O", "JobID:|,State:|,Partition:|,Account:|,tres-alloc:|"
+    ):
+        found = re.search(r"(?:^|,)gres/gpu=(\d+)", tres)  # allocated TRES when running, requested when pending
+        view["job_gpus"][(state.lower(), part, acct)] += int(found.group(1)) if found else 0
     view["pending"] = Counter((part, reason) for _, state, part, _, reason, _ in jobs if state == "PENDING")
     view["pending_by_partition"] = Counter((part,) for _, state, part, *_ in jobs if state == "PENDING")
     rows = lines(slurm, "sinfo", "-N", "-h", "-o", "%N|%R|%T")
@@ -144,6 +150,7 @@ def exporter_view(series: Series) -> dict[str, Counter[tuple[str, ...]]]:
     view = {
         "jobs": pick(series, "sunk_slurm_jobs", "state", "partition", "account"),
         "job_cpus": pick(series, "sunk_slurm_job_cpus", "state", "partition", "account"),
+        "job_gpus": pick(series, "sunk_slurm_job_gpus", "state", "partition", "account"),
         "pending": pick(series, "sunk_slurm_jobs_pending", "partition", "reason"),
         "pending_by_partition": pick(series, "sunk_slurm_pending_wait_seconds_gcount", "partition"),
         "partition_nodes": pick(series, "sunk_slurm_partition_nodes", "partition", "state"),
@@ -253,7 +260,7 @@ def test_the_exporter_serves_what_squeue_sinfo_and_sdiag_print(slurm: LocalSlurm
         # squeue prints a description naming nodes, which the exporter never makes a label of).
         resources = slurm.sbatch(sleep, "-p", "batch", "-w", "cpu-0")
         dependent = slurm.sbatch(sleep, "-p", "batch", f"--dependency=afterok:{running}")
-        held = slurm.sbatch(sleep, "-p", "gpu", "-H")
+        held = slurm.sbatch(sleep, "-p", "gpu", "-H", "--gres=gpu:2")
         wait_for(
             slurm,
             {
@@ -274,6 +281,8 @@ def test_the_exporter_serves_what_squeue_sinfo_and_sdiag_print(slurm: LocalSlurm
         assert got["jobs"][("completed", "batch", "root")] == 1 and got["jobs"][("running", "batch", "root")] == 1
         assert got["nodes"] == {("drained",): 1, ("draining",): 1, ("allocated",): 1, ("idle",): 1}
         assert got["gpus"] == {("total",): 4, ("allocated",): 1}
+        # GPUs by account: the running job's allocated GPU, the held job's requested two.
+        assert got["job_gpus"] == {("running", "gpu", "root"): 1, ("pending", "gpu", "root"): 2}
         assert got["partition_cpus"][("gpu", "other")] == 14  # gpu-0's free CPUs, drained: neither idle nor allocated
         # The queue's wait distribution holds every pending job once, in ascending buckets.
         buckets = pick(series, "sunk_slurm_pending_wait_seconds_bucket", "partition", "le")
@@ -349,14 +358,18 @@ def test_the_process_from_the_runtime_image_serves_the_same(
                 for f in text_string_to_metric_families(text)
                 for s in f.samples
             }
-            nodes = (exporter_view(got)["nodes"], exporter_view(served.scrape())["nodes"])
+            mine, theirs = exporter_view(got), exporter_view(served.scrape())
+            nodes = (mine["nodes"], theirs["nodes"])
+            # GPUs by account through the image's squeue (tres-alloc) and through slurmrestd.
+            gpus = (mine["job_gpus"], theirs["job_gpus"])
             jobs = Counter(state.lower() for _, state, *_ in squeue(slurm))
             users = (pick(got, "sunk_slurm_user_jobs", "state"), Counter({(s,): n for s, n in jobs.items()}))
             # The process collects every 5 s: a job or node that changed since (a finished job
             # leaving squeue after MinJobAge, say) agrees again at its next collection.
-            if nodes[0] == nodes[1] and users[0] == users[1]:
+            if nodes[0] == nodes[1] and users[0] == users[1] and gpus[0] == gpus[1]:
                 break
-            assert time.monotonic() < deadline, (nodes, users)
+            assert time.monotonic() < deadline, (nodes, users, gpus)
+        assert gpus[0], "the module's GPU jobs"
         # The jobs were read through squeue (as the image's user, with a token only), none fell back.
         assert got[("sunk_exporter_job_reads_total", (("via", "squeue"),))] >= 1, text
         assert ("sunk_exporter_job_reads_total", (("via", "slurmrestd"),)) not in got

@@ -2,8 +2,11 @@
 rows the text can't settle, and the reader that runs squeue. SAMPLE is real Slurm 24.11.5 output
 captured from the harness (a pending array expanded by -r with a split task of its own, a job on
 a dependency, a description instead of a reason code, a running job, an admin-held job with a
-begin time, a throttled array, a user hold); JSON is a real `squeue --json=v0.0.42` reply for
-the described job, cut to the fields read plus a few. tests/runtime/slurmrest/test_jobtext_real.py
+begin time, a throttled array, a user hold), with the tres-alloc column added after it was
+captured, in the form squeue 26.05 prints it (the harness, 2026-12: the allocated TRES of a running
+job, the requested of a pending one, `...,billing=1,gres/gpu=2`); JSON is a real
+`squeue --json=v0.0.42` reply for the described job, cut to the fields read plus a few, with the
+TRES strings slurmrestd gives a pending job (`tres_alloc_str` "", `tres_req_str` set). tests/runtime/slurmrest/test_jobtext_real.py
 compares the reader with slurmrestd on live daemons."""
 
 from __future__ import annotations
@@ -27,24 +30,26 @@ from sunk.runtime.slurmrest.jobtext import (
 from sunk.runtime.slurmrest.models import Job
 
 SAMPLE = (
-    "12\x1fPENDING\x1f11000\x1f1795478187\x1f1795478188\x1f1\x1f0\x1froot\x1fbio\x1fbatch\x1fResources\x1e\n"
-    + "8\x1fPENDING\x1f11000\x1f1795478187\x1f1795478188\x1f1\x1f0\x1froot\x1fbio\x1fbatch\x1fResources\x1e\n" * 3
-    + "3\x1fPENDING\x1f11000\x1f1795478187\x1fN/A\x1f1\x1f0\x1froot\x1fbio\x1fbatch\x1fDependency\x1e\n"
+    "12\x1fPENDING\x1f11000\x1f1795478187\x1f1795478188\x1f1\x1f0\x1froot\x1fbio\x1fbatch\x1fcpu=1,mem=1G,node=1,billing=1\x1fResources\x1e\n"
+    + "8\x1fPENDING\x1f11000\x1f1795478187\x1f1795478188\x1f1\x1f0\x1froot\x1fbio\x1fbatch\x1fcpu=1,mem=1G,node=1,billing=1\x1fResources\x1e\n"
+    * 3
+    + "3\x1fPENDING\x1f11000\x1f1795478187\x1fN/A\x1f1\x1f0\x1froot\x1fbio\x1fbatch\x1fcpu=1,mem=1G,node=1,billing=1\x1fDependency\x1e\n"
     "2014\x1fPENDING\x1f5000\x1f1795478591\x1f1795478591\x1f1\x1f0\x1froot\x1fphysics\x1fbatch\x1f"
-    "ReqNodeNotAvail, May be reserved for other job\x1e\n"
-    "1\x1fRUNNING\x1f1000\x1f1795478187\x1f1795478187\x1f4\x1f0\x1froot\x1fphysics\x1fbatch\x1fNone\x1e\n"
-    "5\x1fPENDING\x1f0\x1f1795478187\x1f1795481787\x1f1\x1f0\x1froot\x1fbio\x1fgpu\x1fJobHeldAdmin\x1e\n"
-    + "9\x1fPENDING\x1f5000\x1f1795478187\x1fN/A\x1f2\x1f0\x1froot\x1froot\x1fgpu\x1fJobArrayTaskLimit\x1e\n" * 4
-    + "4\x1fPENDING\x1f0\x1f1795478187\x1fN/A\x1f1\x1f0\x1froot\x1froot\x1fgpu\x1fJobHeldUser\x1e\n"
+    "cpu=1,mem=4G,node=1,billing=1,gres/gpu=1\x1fReqNodeNotAvail, May be reserved for other job\x1e\n"
+    "1\x1fRUNNING\x1f1000\x1f1795478187\x1f1795478187\x1f4\x1f0\x1froot\x1fphysics\x1fbatch\x1fcpu=4,mem=4G,node=1,billing=4\x1fNone\x1e\n"
+    "5\x1fPENDING\x1f0\x1f1795478187\x1f1795481787\x1f1\x1f0\x1froot\x1fbio\x1fgpu\x1fcpu=1,mem=4G,node=1,billing=1,gres/gpu=2\x1fJobHeldAdmin\x1e\n"
+    + "9\x1fPENDING\x1f5000\x1f1795478187\x1fN/A\x1f2\x1f0\x1froot\x1froot\x1fgpu\x1fcpu=2,mem=8G,node=1,billing=2,gres/gpu=1\x1fJobArrayTaskLimit\x1e\n"
+    * 4
+    + "4\x1fPENDING\x1f0\x1f1795478187\x1fN/A\x1f1\x1f0\x1froot\x1froot\x1fgpu\x1f(null)\x1fJobHeldUser\x1e\n"
 )
 EXPECTED = [
-    JobRow(12, "PENDING", "batch", "bio", "root", 1, "Resources", 1795478187, 1795478188, False),
-    JobRow(8, "PENDING", "batch", "bio", "root", 1, "Resources", 1795478187, 1795478188, False),
-    JobRow(3, "PENDING", "batch", "bio", "root", 1, "Dependency", 1795478187, 0, False),
-    JobRow(1, "RUNNING", "batch", "physics", "root", 4, "None", 1795478187, 1795478187, False),
-    JobRow(5, "PENDING", "gpu", "bio", "root", 1, "JobHeldAdmin", 1795478187, 1795481787, True),
-    JobRow(9, "PENDING", "gpu", "root", "root", 2, "JobArrayTaskLimit", 1795478187, 0, False),
-    JobRow(4, "PENDING", "gpu", "root", "root", 1, "JobHeldUser", 1795478187, 0, True),
+    JobRow(12, "PENDING", "batch", "bio", "root", 1, "Resources", 1795478187, 1795478188, False, 0),
+    JobRow(8, "PENDING", "batch", "bio", "root", 1, "Resources", 1795478187, 1795478188, False, 0),
+    JobRow(3, "PENDING", "batch", "bio", "root", 1, "Dependency", 1795478187, 0, False, 0),
+    JobRow(1, "RUNNING", "batch", "physics", "root", 4, "None", 1795478187, 1795478187, False, 0),
+    JobRow(5, "PENDING", "gpu", "bio", "root", 1, "JobHeldAdmin", 1795478187, 1795481787, True, 2),
+    JobRow(9, "PENDING", "gpu", "root", "root", 2, "JobArrayTaskLimit", 1795478187, 0, False, 1),
+    JobRow(4, "PENDING", "gpu", "root", "root", 1, "JobHeldUser", 1795478187, 0, True, 0),
 ]
 JSON = (
     b'{"jobs": [{"job_id": 2014, "job_state": ["PENDING"], "partition": "batch", "account": "physics", '
@@ -53,9 +58,10 @@ JSON = (
     b'"submit_time": {"set": true, "infinite": false, "number": 1795478591}, '
     b'"eligible_time": {"set": true, "infinite": false, "number": 1795478591}, "hold": false, '
     b'"priority": {"set": true, "infinite": false, "number": 5000}, '
-    b'"array_job_id": {"set": true, "infinite": false, "number": 0}}], "errors": [], "warnings": []}'
+    b'"array_job_id": {"set": true, "infinite": false, "number": 0}, "tres_alloc_str": "", '
+    b'"tres_req_str": "cpu=1,mem=4G,node=1,billing=1,gres/gpu=1"}], "errors": [], "warnings": []}'
 )
-DESCRIBED = JobRow(2014, "PENDING", "batch", "physics", "root", 1, "ReqNodeNotAvail", 1795478591, 1795478591, False)
+DESCRIBED = JobRow(2014, "PENDING", "batch", "physics", "root", 1, "ReqNodeNotAvail", 1795478591, 1795478591, False, 1)
 
 
 def test_real_output_gives_one_row_per_job_record_and_leaves_descriptions_to_json() -> None:
@@ -77,10 +83,11 @@ def test_a_row_equals_slurmrestds_job_as_the_exporter_reads_it() -> None:
             "cpus": {"set": True, "infinite": False, "number": 1}, "state_reason": "JobHeldAdmin",
             "submit_time": {"set": True, "infinite": False, "number": 1795478187},
             "eligible_time": {"set": True, "infinite": False, "number": 1795481787}, "hold": True,
+            "tres_alloc_str": "", "tres_req_str": "cpu=1,mem=4G,node=1,billing=1,gres/gpu=2",
         }
     )  # fmt: skip
     assert job_row(job) == EXPECTED[4]
-    for field in ("state", "partition", "account", "cpus", "user_name", "state_reason", "submit_time", "hold"):
+    for field in ("state", "partition", "account", "cpus", "user_name", "state_reason", "submit_time", "hold", "gpus"):
         assert getattr(EXPECTED[4], field) == getattr(job, field)
 
 
@@ -100,12 +107,17 @@ def test_a_row_equals_slurmrestds_job_as_the_exporter_reads_it() -> None:
         ("UserName", "alice", "user_name", "alice"),
         ("Account", "(null)", "account", ""),  # never set (no accounting, no -A): slurmrestd ""
         ("Partition", "(null)", "partition", ""),
+        ("tres-alloc", "cpu=2,mem=8G,node=1,billing=2,gres/gpu=3", "gpus", 3),
+        ("tres-alloc", "cpu=2,mem=8G,node=2,billing=2,gres/gpu:h100=4,gres/gpu=4", "gpus", 4),  # typed: counted once
+        ("tres-alloc", "cpu=2,mem=2G,node=1,billing=2", "gpus", 0),
+        ("tres-alloc", "(null)", "gpus", 0),
     ],
 )
 def test_values_map_to_slurmrestds(column: str, value: str, field: str, expected: object) -> None:
     columns = FORMAT.replace("\x1e", "\x1f").split(":\x1f,")
     values = {"JobID": "7", "State": "PENDING", "PriorityLong": "9", "SubmitTime": "5", "EligibleTime": "6"}
     values |= {"NumCPUs": "2", "UserId": "0", "UserName": "root", "Account": "a", "Partition": "p", "Reason": "None"}
+    values |= {"tres-alloc": "cpu=2,mem=2G,node=1,billing=2"}
     values[column] = value
     text = "\x1f".join(values[c.rstrip(":\x1f")] for c in columns) + "\x1e\n"
     (row,), _ = parse_squeue(text)
@@ -124,7 +136,7 @@ def test_a_flag_state_is_read_as_json_and_a_reason_may_hold_the_separators() -> 
     [
         (SAMPLE[:-2], "not a record separator"),
         ("slurm_load_jobs error: Unable to contact slurm controller\n", "not a record separator"),
-        (SAMPLE.replace("\x1f4\x1f0\x1froot\x1fphysics", "\x1f4\x1froot\x1fphysics"), "10 columns, not 11"),
+        (SAMPLE.replace("\x1f4\x1f0\x1froot\x1fphysics", "\x1f4\x1froot\x1fphysics"), "11 columns, not 12"),
         (SAMPLE.replace("1\x1fRUNNING\x1f1000", "1\x1fRUNNING\x1fhigh"), "PriorityLong 'high' is not a number"),
         (SAMPLE.replace("\x1f1795478187\x1f4\x1f", "\x1f2026-11-23T23:31:12\x1f4\x1f"), "EligibleTime"),
         (SAMPLE.replace("\x1f4\x1f0\x1f", "\x1f4\x1f\x1f"), "UserId '' is not a number"),
@@ -201,7 +213,8 @@ def test_an_older_squeue_gets_the_newest_version_it_has_and_keeps_it(tmp_path: P
 def test_many_described_jobs_are_read_as_json_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sunk.runtime.slurmrest.jobtext.JSON_BATCH", 2)
     described = "".join(
-        f"{i}\x1fCONFIGURING\x1f1\x1f5\x1f6\x1f1\x1f0\x1froot\x1fa\x1fp\x1fNone\x1e\n" for i in range(1, 6)
+        f"{i}\x1fCONFIGURING\x1f1\x1f5\x1f6\x1f1\x1f0\x1froot\x1fa\x1fp\x1fcpu=1,mem=1G,node=1,billing=1\x1fNone\x1e\n"
+        for i in range(1, 6)
     )
     (tmp_path / "text").write_text(described)
     (tmp_path / "json").write_bytes(b'{"jobs": [{"job_id": 1, "job_state": ["RUNNING", "CONFIGURING"]}]}')

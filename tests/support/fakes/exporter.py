@@ -61,6 +61,7 @@ def job(
     user: str = "alice",
     reason: str = "None",
     cpus: int = 1,
+    gpus: int = 0,
     submit_time: int = 1_000,
     eligible_time: int | None = None,
     hold: bool = False,
@@ -75,6 +76,11 @@ def job(
             "account": account,
             "user_name": user,
             "cpus": _number(cpus),
+            # slurmrestd's TRES strings: requested while pending, allocated once running.
+            "tres_req_str": f"cpu={cpus},node=1" + (f",gres/gpu={gpus}" if gpus else ""),
+            "tres_alloc_str": ""
+            if state == "PENDING"
+            else f"cpu={cpus},node=1" + (f",gres/gpu={gpus}" if gpus else ""),
             "submit_time": _number(submit_time),
             "eligible_time": _number(eligible),
             "hold": hold,
