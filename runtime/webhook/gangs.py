@@ -28,8 +28,12 @@ Constants, as the projects define them:
   ExclusiveKey (48), ReplicatedJob.Template (330), Replicas (335), DependsOn (353), InOrder (545);
   pkg/constants/constants.go: RestartsKey (34); the controller sets each on the Job and its pod
   template as label and annotation (pkg/controllers/jobset_controller.go:1014, labelAndAnnotateObject).
-- LeaderWorkerSet at commit 024af08, api/leaderworkerset/v1/leaderworkerset_types.go: SizeAnnotationKey
-  (49), GroupUniqueHashLabelKey (57).
+- LeaderWorkerSet v0.10.0 (commit 2161f38f), api/leaderworkerset/v1/leaderworkerset_types.go:
+  SizeAnnotationKey (49), GroupUniqueHashLabelKey (57). Both are on every pod of a group: the size
+  from the leader's and the workers' StatefulSet templates (pkg/controllers/leaderworkerset_controller.go:799,
+  pod_controller.go:416), the group key on the leader from LWS's own pod webhook
+  (pkg/webhooks/pod_webhook.go:117-118, which the API server calls before sunk's: configurations run
+  in name order) and on the workers from their template (pod_controller.go:405-410).
 """
 
 from __future__ import annotations

@@ -1,15 +1,18 @@
-"""Gangs from JobSets and indexed Jobs on real slurmctld, beside training jobs on one pool, with a
-block topology of two blocks of 8 shared GPU nodes (2 GPUs each): each gang placed whole or not at
-all, inside one block; a gang that will fit later waits and says what for; a gang Slurm can never
-run is refused with its own reason and holds nothing back.
+"""Gangs from JobSets, indexed Jobs and LeaderWorkerSets, and a Deployment's burst of single pods, on
+real slurmctld, beside training jobs on one pool, with a block topology of two blocks of 8 shared
+GPU nodes (2 GPUs each): each gang placed whole or not at all, inside one block; a gang that will
+fit later waits and says what for; a gang Slurm can never run is refused with its own reason and
+holds nothing back; no CPU or GPU is held by two jobs; sacct charges each team's account.
 
 The pods carry what the webhook writes for them: each is put through the webhook's own review
-(runtime/webhook/admission.py) with the JobSet or Job as its controller makes it."""
+(runtime/webhook/admission.py) as its controller (JobSet, Job, LeaderWorkerSet, ReplicaSet) makes it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jsonpatch
@@ -19,13 +22,15 @@ from sunk.runtime.webhook import gangs
 from sunk.runtime.webhook.admission import NamespaceDefaults, pod_patch
 
 from sunk import keys, naming
+from sunk.hostlist import expand
 from sunk.manifests.runtime import gang_topology
 from sunk.spec.scheduling import AccountSpec, NamedTopologySpec, TopologySpec
 from sunk.stackfile import load_stack
+from tests.support.rawclient import as_body, raw
 from tests.support.stacks import FIXTURE_STACKS
 
 from .conftest import Cluster, StartScheduler
-from .test_real_slurm import FILL, placeholder_jobs
+from .test_real_slurm import FILL, ids, placeholder_jobs
 
 pytestmark = pytest.mark.slurm
 
@@ -44,7 +49,13 @@ def slurm() -> Iterator[LocalSlurm]:
     nodesets = [ns.model_copy(update={"replicas": 2 * BLOCK}) if ns.name == "gpu" else ns for ns in spec.nodesets]
     spec = spec.model_copy(
         update={
-            "accounts": [AccountSpec(name="people", users=["games"])],
+            # Training charged to people, the LeaderWorkerSet's team to serving, the Deployment's to
+            # research (the runtime's Slurm user gets an association on each).
+            "accounts": [
+                AccountSpec(name="people", users=["games"]),
+                AccountSpec(name="serving"),
+                AccountSpec(name="research"),
+            ],
             "nodesets": nodesets,
             # Slurm 26.05 takes a block topology at start only from topology.yaml (`topologies`).
             "topology": TopologySpec(),
@@ -185,3 +196,215 @@ def test_gangs_are_placed_whole_in_one_block_beside_training_or_wait_or_are_refu
     # No GPU handed to two consumers: the JobSet's and the Job's allocations share no node.
     assert not nodes & infer_nodes
     print(json.dumps({"jobset": sorted(nodes), "indexed": sorted(infer_nodes)}))
+
+
+# --- A LeaderWorkerSet group (LeaderReady) and a Deployment's burst, beside training -----------
+#
+# The pods as LeaderWorkerSet v0.10.0 (kubernetes-sigs/lws, tag v0.10.0, commit 2161f38f) makes them:
+# - api/leaderworkerset/v1/leaderworkerset_types.go: SetNameLabelKey (37), GroupIndexLabelKey (41),
+#   WorkerIndexLabelKey (45), SizeAnnotationKey (49, gangs.LWS_SIZE), GroupUniqueHashLabelKey (57,
+#   gangs.LWS_GROUP_KEY), LeaderPodNameAnnotationKey (60), LeaderReadyStartupPolicy (357).
+# - The leader StatefulSet (named after the LeaderWorkerSet; group i's leader is `<lws>-<i>`): its
+#   template carries worker-index "0", the set's name and the size annotation
+#   (pkg/controllers/leaderworkerset_controller.go:793-799).
+# - LWS's own pod webhook, on the leader: group-index from the ordinal (pkg/webhooks/pod_webhook.go:108)
+#   and the group key, the sha1 hex of "<namespace>/<leader pod>" (117-118; genGroupUniqueKey 180-181,
+#   pkg/utils/utils.go:39); on a worker, worker-index from its ordinal (141). kube-apiserver calls
+#   mutating webhook configurations in name order (apiserver's mutating_webhook_manager.go sorts them
+#   ByName): LWS's, `lws-mutating-webhook-configuration` (charts/lws/templates/webhook/webhook.yaml:4,
+#   config/default namePrefix `lws-`), comes before sunk's `sunk-<namespace>-<cluster>-webhook`, so
+#   the leader reaches sunk's webhook with its group key.
+# - The pod controller: under LeaderReady it creates no worker StatefulSet until the leader pod is
+#   Ready (pkg/controllers/pod_controller.go:143); that StatefulSet is named after the leader, runs
+#   size-1 replicas with ordinals from 1 (438-444), and its template carries the leader's
+#   group-index and group-key labels (405-410) and the size and leader-name annotations (416-417).
+# A Deployment's pods (Kubernetes v1.36.3) come from its ReplicaSet `<deployment>-<pod-template-hash>`,
+# named `<replicaset>-<5 random>`, with the `pod-template-hash` label (apps/v1
+# DefaultDeploymentUniqueLabelKey) and the ReplicaSet as controller ownerReference: nothing sunk reads
+# as a gang.
+
+LWS = "llm"
+LWS_SET_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
+LWS_SIZE = 4
+SERVING = NamespaceDefaults(account="serving", partition="gpu")
+RESEARCH = NamespaceDefaults(account="research", partition="gpu")
+BURST = 50
+REPLICASET = "router-6d5f7c9b8"
+
+
+def _admitted(meta: dict[str, Any], defaults: NamespaceDefaults, gpus: int, cpu: str) -> dict[str, Any]:
+    """The pod as the API server stores it: created by its controller with `meta`, mutated by
+    sunk's webhook (runtime/webhook/admission.py)."""
+    resources = {"requests": {"cpu": cpu, "memory": "2Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    pod = {
+        "metadata": {**meta, "namespace": "ml"},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "main", "image": "vllm", "resources": resources}],
+        },
+    }
+    patch = pod_patch(pod, defaults, "sunk-scheduler")
+    assert isinstance(patch, list), patch
+    out: dict[str, Any] = jsonpatch.apply_patch(pod, patch)
+    return out
+
+
+def _lws_leader(group: int) -> dict[str, Any]:
+    name = f"{LWS}-{group}"
+    key = hashlib.sha1(f"ml/{name}".encode()).hexdigest()  # LWS's pod webhook
+    labels = {LWS_WORKER_INDEX: "0", LWS_SET_NAME: LWS, LWS_GROUP_INDEX: str(group), gangs.LWS_GROUP_KEY: key}
+    return {"name": name, "labels": labels, "annotations": {gangs.LWS_SIZE: str(LWS_SIZE)}}
+
+
+def _lws_worker(leader: Mapping[str, Any], index: int) -> dict[str, Any]:
+    copied = {k: leader["labels"][k] for k in (LWS_SET_NAME, LWS_GROUP_INDEX, gangs.LWS_GROUP_KEY)}
+    return {
+        "name": f"{leader['name']}-{index}",
+        "labels": {**copied, LWS_WORKER_INDEX: str(index)},
+        "annotations": {gangs.LWS_SIZE: str(LWS_SIZE), LWS_LEADER_NAME: leader["name"]},
+    }
+
+
+def _burst_pod(i: int) -> dict[str, Any]:
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": REPLICASET, "uid": "5b1e", "controller": True}
+    labels = {"app": "router", "pod-template-hash": REPLICASET.rsplit("-", 1)[1]}
+    return {"name": f"{REPLICASET}-{i:05x}", "labels": labels, "ownerReferences": [owner]}
+
+
+def _training(slurm: LocalSlurm, *args: str) -> int:
+    """A training job of the `people` account, submitted by its user."""
+    argv = ["sbatch", "--parsable", "-A", "people", "-p", "gpu", "-o", "/dev/null", *args]
+    done = slurm.jail.run(argv, input=FILL, user="games:games")
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip().split(";")[0])
+
+
+def allocations(slurm: LocalSlurm) -> dict[int, dict[str, tuple[set[int], set[int]]]]:
+    """Every running job's CPU ids and GPU indices on each of its nodes (`scontrol show job -d`)."""
+    out: dict[int, dict[str, tuple[set[int], set[int]]]] = {}
+    text = slurm.run("scontrol", "show", "job", "-d", check=True).stdout
+    for block in text.split("\n\n"):
+        found = re.search(r"JobId=(\d+)", block)
+        if found is None or "JobState=RUNNING" not in block:
+            continue
+        per_node = out.setdefault(int(found.group(1)), {})
+        for nodes, cpus, gres in re.findall(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=\S+ GRES=(\S*)", block):
+            gpus = re.search(r"IDX:([0-9,-]+)", gres)
+            for node in expand(nodes):
+                per_node[node] = (set(ids(cpus)), set(ids(gpus.group(1))) if gpus else set())
+    return out
+
+
+def _no_slot_twice(alloc: Mapping[int, Mapping[str, tuple[set[int], set[int]]]]) -> int:
+    """Asserts that no CPU and no GPU of a node is held by two running jobs; returns the GPUs held."""
+    cpus: dict[tuple[str, int], int] = {}
+    gpus: dict[tuple[str, int], int] = {}
+    for job, per_node in alloc.items():
+        for node, (job_cpus, job_gpus) in per_node.items():
+            for held, slots in ((cpus, job_cpus), (gpus, job_gpus)):
+                for slot in slots:
+                    other = held.setdefault((node, slot), job)
+                    assert other == job, f"{node} slot {slot} held by jobs {other} and {job}"
+    return len(gpus)
+
+
+def test_a_leaderworkerset_group_and_a_deployments_burst_beside_training(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
+    """Issue 35 on real slurmctld: a LeaderWorkerSet group of 4 (LeaderReady, 2 GPUs a pod) and a
+    Deployment scaled from 0 to 50 (1 GPU a pod), beside training, on the 16 shared nodes (32 GPUs)
+    in two blocks. The group is allocated whole from its declared size when its leader, its only
+    pod, appears: while no block has 4 nodes with free GPUs the leader waits (GangWaiting) and is
+    not bound; once one has, its job holds 4 nodes of that block and the workers, created only
+    once the leader is Ready, are bound to the 3 others as they come. The burst takes the GPUs left,
+    the rest of it waits in Slurm's queue and starts as training ends. No CPU or GPU is ever held by
+    two jobs, each pod's GPU indices are its job's, and sacct charges each team's account."""
+    t1 = _training(slurm, "-N5", "--gres=gpu:2", "-w", "gpu-[0-4]")
+    t2 = _training(slurm, "-N5", "--gres=gpu:2", "-w", "gpu-[8-12]")
+    for job in (t1, t2):
+        slurm.wait_job(job, {"RUNNING"})
+    start_scheduler(**GANG_SETTINGS)
+
+    # The leader alone: 6 nodes have free GPUs, but 3 in each block. The gang waits, whole.
+    leader = _lws_leader(0)
+    k8s.api.create_namespaced_pod("ml", as_body(_admitted(leader, SERVING, 2, "4")), _preload_content=False)
+    waiting = _wait_reason(k8s, leader["name"], "GangWaiting")
+    assert "the gang waits for 4 nodes free at once in one block" in waiting["message"], waiting
+    assert not k8s.existing_pod(leader["name"])["spec"].get("nodeName")
+    [(gang, state, _)] = [r for r in placeholder_jobs(slurm).values() if "/lws-" in r[0]]
+    assert state == "PENDING", gang
+
+    # Training in block b ends: the leader's job gets 4 nodes of block b, before any worker exists.
+    slurm.run("scancel", str(t2), check=True)
+    bound = k8s.wait_bound(leader["name"])["metadata"]["annotations"]
+    job_id = bound[keys.JOB_ID]
+    shown = slurm.run("scontrol", "show", "job", "-o", job_id, check=True).stdout
+    assert "JobState=RUNNING" in shown and " NumNodes=4 " in shown and "Account=serving" in shown, shown
+    group_nodes = set(expand(re.search(r" NodeList=(\S+)", shown).group(1)))  # type: ignore[union-attr]
+    assert _block_of(group_nodes) == {"nvl-b"} and bound[keys.SLURM_NODE] in group_nodes
+    assert bound[keys.GPU_INDICES] == "0,1"
+    # The kubelet reports the leader Ready; under LeaderReady the workers are created only now.
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    k8s.api.patch_namespaced_pod_status(leader["name"], "ml", as_body({"status": ready}), _preload_content=False)
+    for i in range(1, LWS_SIZE):
+        worker = _admitted(_lws_worker(leader, i), SERVING, 2, "4")
+        k8s.api.create_namespaced_pod("ml", as_body(worker), _preload_content=False)
+    members = [k8s.wait_bound(f"{leader['name']}-{i}")["metadata"]["annotations"] for i in range(1, LWS_SIZE)]
+    assert {m[keys.JOB_ID] for m in members} == {job_id}
+    assert {m[keys.SLURM_NODE] for m in [bound, *members]} == group_nodes
+    assert all(m[keys.GPU_INDICES] == "0,1" for m in members)
+
+    # The Deployment scaled from 0 to 50: 14 GPUs are free (gpu-5..7 and 4 nodes of block b).
+    for i in range(BURST):
+        pod = _admitted(_burst_pod(i), RESEARCH, 1, "1")
+        assert gangs.LWS_GROUP_KEY not in pod["metadata"]["labels"] and keys.GROUP not in pod["metadata"]["annotations"]
+        k8s.api.create_namespaced_pod("ml", as_body(pod), _preload_content=False)
+
+    def burst_bound(count: int) -> Callable[[], list[dict[str, Any]] | None]:
+        """The burst's bound pods, once exactly `count` are bound and the rest wait on their jobs."""
+
+        def check() -> list[dict[str, Any]] | None:
+            listed = raw(k8s.api.list_namespaced_pod("ml", _preload_content=False))["items"]
+            pods = [p for p in listed if p["metadata"]["name"].startswith(REPLICASET)]
+            done = [p for p in pods if p["spec"].get("nodeName")]
+            scheduled = [
+                c for p in pods for c in p.get("status", {}).get("conditions") or [] if c["type"] == "PodScheduled"
+            ]
+            waiting = [c for c in scheduled if c.get("reason") == "SlurmJobPending"]
+            return done if len(done) == count and len(waiting) == BURST - count else None
+
+        return check
+
+    first = k8s.wait_for("14 of the burst bound, 36 pending in Slurm", burst_bound(14))
+    assert _no_slot_twice(allocations(slurm)) == 10 + 2 * LWS_SIZE + 14
+    # Training in block a ends: 10 more of the burst start; every GPU of the pool is held once.
+    slurm.run("scancel", str(t1), check=True)
+    burst = k8s.wait_for("24 of the burst bound, 26 pending", burst_bound(24))
+    assert {p["metadata"]["name"] for p in first} <= {p["metadata"]["name"] for p in burst}
+    alloc = allocations(slurm)
+    assert _no_slot_twice(alloc) == 2 * LWS_SIZE + 24 == 2 * 2 * BLOCK  # every GPU of the pool
+    for pod in burst:
+        a = pod["metadata"]["annotations"]
+        [held] = alloc[int(a[keys.JOB_ID])].values()
+        assert a[keys.GPU_INDICES] == ",".join(map(str, sorted(held[1]))) and len(held[1]) == 1, (a, held)
+    assert k8s.sim.rejections == []
+
+    # Charged to each team: training to people, the group to serving, the burst to research.
+    burst_jobs = {int(p["metadata"]["annotations"][keys.JOB_ID]) for p in burst}
+    assert len(burst_jobs) == 24
+    wanted = {t1: "people", t2: "people", int(job_id): "serving", **dict.fromkeys(burst_jobs, "research")}
+    ids_arg = ",".join(map(str, wanted))
+
+    def charged() -> dict[int, tuple[str, str]] | None:
+        out = slurm.run("sacct", "-X", "-n", "-P", "-a", "-o", "JobID,Account,AllocTRES", "-j", ids_arg).stdout
+        rows = {int(r.split("|")[0]): (r.split("|")[1], r.split("|")[2]) for r in out.splitlines() if r}
+        return rows if set(rows) == set(wanted) else None
+
+    rows = k8s.wait_for("sacct to hold every job", charged)
+    assert {j: rows[j][0] for j in wanted} == wanted
+    assert "gres/gpu=8" in rows[int(job_id)][1] and "node=4" in rows[int(job_id)][1], rows[int(job_id)]
+    assert all("gres/gpu=1" in rows[j][1] for j in burst_jobs)
+    print(json.dumps({"lws": sorted(group_nodes), "burst_bound": len(burst), "gpus_held": 2 * LWS_SIZE + 24}))
