@@ -10,10 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 
 from sunk import keys
@@ -43,6 +41,7 @@ from .plan import (
 )
 from .request import NO_TOPOLOGY, Topology
 from .slurm import Rejected, SlurmApi
+from .submitter import Submitter
 
 log = logging.getLogger("sunk.scheduler")
 
@@ -53,11 +52,12 @@ NAMESPACE_TTL = 10.0
 MIN_GAP = 0.05
 """Seconds between two cycles at least, however often watch events arrive."""
 
-SUBMIT_BUDGET = 0.25
-"""Seconds of submits per cycle (at least one): slurmctld takes a burst's submits one at a time
-(4 ms each on an idle 2-core machine, 20+ ms under load, measured), and pods whose jobs already
-run should not wait behind all of them. The rest, oldest pods first, go next cycle, which
-follows at once."""
+SUBMIT_WAIT = 0.25
+"""Seconds a cycle waits for the submits it planned before it goes on (a cycle always waits for its
+bindings). Submits no longer stop there: the submitter (submitter.py) runs them on while the next
+cycles observe, plan and bind, so slurmctld is never idle while a burst's pods wait for their
+jobs. The wait paces the cycles of a burst: a cycle with submits still queued starts the next at
+once, which binds the pods whose jobs started meanwhile and hands over a fresh plan."""
 
 SUBMIT_WORKERS = 2
 """Submits in flight at once (the process's setting; each worker has its own slurmrestd client).
@@ -67,11 +67,11 @@ with four (measured on 24.11, 2 cores). Slurm numbers jobs in the order they rea
 two pods of a burst may get their job ids in either order; each pod still gets exactly one job."""
 
 STRAGGLERS = 8
-"""Slurm actions that may still be running past their cycle's SUBMIT_BUDGET (threads beyond
-SUBMIT_WORKERS): a submit slurmrestd or slurmctld is slow to answer (a large gang, a controller
-busy with other work) no longer holds the cycle, so the bindings and submits of the pods behind
-it go on. Its workload sits out the cycles until it returns and a job list read after that shows
-its outcome. Past this many stuck at once, new submits queue behind them again."""
+"""Slurm actions that may still be running past SUBMIT_WAIT (threads beyond SUBMIT_WORKERS): a
+submit slurmrestd or slurmctld is slow to answer (a large gang, a controller busy with other work)
+no longer holds the others, so the submits of the pods behind it go on. Its workload sits out the
+cycles until it returns and a job list read after that shows its outcome. Past this many stuck at
+once, new submits queue behind them again."""
 
 FOLLOW_UP = 0.1
 """Poll interval while a job this scheduler submitted (or made room for, by cancelling) may be about
@@ -80,7 +80,7 @@ every allocation of a 200-job burst fell on a whole second, none at submission),
 read this often for START_WATCH seconds after a cycle that submitted or cancelled, while any of our
 jobs is pending, and its pods are bound within FOLLOW_UP of their start instead of one poll interval
 later. A /jobs/state read costs ~5 ms for 200 jobs. A cycle that left submits for the next one
-(SUBMIT_BUDGET) is followed at once."""
+(SUBMIT_WAIT) is followed at once."""
 
 START_WATCH = 1.5
 """Seconds after a submit or cancel during which pending jobs are polled every FOLLOW_UP: one
@@ -142,26 +142,24 @@ class Scheduler:
         self.first_seen: dict[str, float] = {}
         self._ns_cache: dict[str, tuple[float, dict[str, str]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=kube_workers, thread_name_prefix="sunk-scheduler-kube")
-        # One thread for Slurm: the slurmrestd client is not thread-safe, slurmctld serialises
-        # submits anyway, and this way a burst's submits overlap its bindings.
+        # One thread for the cycle's cancels (one request), then its handover of the submits, while
+        # its Kubernetes writes go on: cancels first, so the submits after them find the room.
         self._slurm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sunk-scheduler-slurm")
-        # Submits in flight at once (SUBMIT_WORKERS), plus the STRAGGLERS: `slurm` takes
-        # concurrent submits (each thread its own slurmrestd client).
-        self._submit_workers = submit_workers
-        self._submit_pool = ThreadPoolExecutor(
-            max_workers=submit_workers + STRAGGLERS, thread_name_prefix="sunk-scheduler-submit"
+        # Submits, SUBMIT_WORKERS at a time plus the STRAGGLERS, running on between cycles: `slurm`
+        # takes concurrent submits (each thread its own slurmrestd client).
+        self._submitter: Submitter[Action] = Submitter(
+            lambda a: self._apply_counted(a, self.clock()),
+            _marker,
+            workers=submit_workers,
+            stragglers=STRAGGLERS,
+            straggle_after=SUBMIT_WAIT,
         )
-        self._flight_lock = threading.Lock()
-        self._in_flight: set[str] = set()
-        """Markers whose Slurm action (submit, reroute, reject) runs now."""
-        self._landed: dict[str, float] = {}
-        """Markers -> when (monotonic) their last Slurm action returned."""
         self._after: list[Future[None]] = []
         self._after_lock = threading.Lock()
         self._jobs_read = time.monotonic()
         """When this cycle's job list was asked for: what a bind's job state is as of."""
         self.backlog = 0
-        """Slurm actions the last cycle left for the next (SUBMIT_BUDGET spent)."""
+        """Slurm actions the last cycle left queued (not started within SUBMIT_WAIT; they run on)."""
         self.pending = 0
         """Our jobs the last cycle saw pending in Slurm."""
 
@@ -264,67 +262,37 @@ class Scheduler:
         )
 
     def _execute(self, actions: list[Action], snap: Snapshot, now: float) -> list[Action]:
-        """Slurm actions in their own thread, one at a time (see _slurm_pool), while the Kubernetes
-        actions (one pod each, independent) overlap their round trips in the pool, bindings first:
-        they end a pod's wait. Events that only report a binding go after every binding. Returns
-        the actions done (those deferred to the next cycle left out)."""
+        """The cycle's cancels, then its submits handed to the submitter (oldest pods first), in
+        their own thread, while the Kubernetes actions (one pod each, independent) overlap their
+        round trips in the pool, bindings first: they end a pod's wait. Events that only report a
+        binding go after every binding. Waits for the submits up to SUBMIT_WAIT; those not done by
+        then run on. Returns the actions planned."""
+        started = time.monotonic()
         cancels = [a for a in actions if isinstance(a, Cancel)]
         created = {p.uid: p.created for p in snap.pods}
         slurm = sorted(
             (a for a in actions if isinstance(a, Submit | Reject | Reroute)),
             key=lambda a: min((created.get(p.uid, 0.0) for p in a.pods), default=0.0),
         )
-        slurm_done = self._slurm_pool.submit(self._slurm_actions, cancels, slurm, now)
+        handed = self._slurm_pool.submit(self._slurm_actions, cancels, slurm)
         binds = [a for a in actions if isinstance(a, Bind)]
         others = [a for a in actions if isinstance(a, Evict | Condition | Unfit)]
         list(self._pool.map(lambda a: self._apply_counted(a, now), [*binds, *others]))
-        deferred = slurm_done.result()
-        self.backlog = len(deferred)
+        handed.result()
+        self.backlog = self._submitter.wait(max(0.0, started + SUBMIT_WAIT - time.monotonic()))
         self._wait_after()
-        return [a for a in actions if not any(a is d for d in deferred)] if deferred else actions
+        return actions
 
-    def _slurm_actions(self, cancels: list[Cancel], actions: Sequence[Action], now: float) -> list[Action]:
-        """Cancels, then submits (oldest pods first, SUBMIT_WORKERS at a time) until SUBMIT_BUDGET
-        is spent; returns the actions left for the next cycle. An action still running when the
-        budget is spent is not waited for (STRAGGLERS): its workload is busy until it returns."""
+    def _slurm_actions(self, cancels: list[Cancel], actions: Sequence[Action]) -> None:
+        """Cancels, then this plan's submits replace those of the last plan not started yet
+        (submitter.py): a workload whose submit started since this cycle's job list was read is
+        left out, so nothing is submitted twice."""
         self._cancel(cancels)
-        deadline = time.monotonic() + SUBMIT_BUDGET
-        queue = deque(actions)
-        lock = threading.Lock()
-        started = [False]
-
-        def drain() -> None:
-            while True:
-                with lock:
-                    # The first action always goes, so every cycle makes progress.
-                    if not queue or (started[0] and time.monotonic() > deadline):
-                        return
-                    action = queue.popleft()
-                    started[0] = True
-                    key = _marker(action)
-                    with self._flight_lock:
-                        self._in_flight.add(key)
-                try:
-                    self._apply_counted(action, now)
-                finally:
-                    with self._flight_lock:
-                        self._in_flight.discard(key)
-                        self._landed[key] = time.monotonic()
-
-        drains = [self._submit_pool.submit(drain) for _ in range(min(self._submit_workers, len(queue)))]
-        wait_for(drains, timeout=max(0.0, deadline - time.monotonic()))
-        with lock:
-            # Not started by now: the next cycle plans them again (drains still running stop).
-            left = list(queue)
-            queue.clear()
-            started[0] = True
-        return left
+        self._submitter.offer(actions, since=self._jobs_read)
 
     def _busy(self) -> set[str]:
         """Markers whose Slurm action runs, or returned after this cycle's job list was read."""
-        with self._flight_lock:
-            self._landed = {k: at for k, at in self._landed.items() if at >= self._jobs_read}
-            return self._in_flight | set(self._landed)
+        return self._submitter.busy(since=self._jobs_read)
 
     def _later(self, fn: Callable[[], None]) -> None:
         """Run after this cycle's bindings (the pool is FIFO), before the cycle ends."""
@@ -358,7 +326,7 @@ class Scheduler:
 
     def close(self) -> None:
         self._slurm_pool.shutdown(wait=True)
-        self._submit_pool.shutdown(wait=True)
+        self._submitter.close()
         self._pool.shutdown(wait=True)
 
     def _remember(self, snap: Snapshot, now: float) -> None:
@@ -381,7 +349,7 @@ class Scheduler:
             wake.clear()
             actions = self.cycle()
             if self.backlog:
-                continue  # pods still wait for their submits: no pause
+                continue  # pods wait for submits still queued: plan afresh (and bind) at once
             acted = any(isinstance(a, Submit | Reroute | Cancel) for a in actions)
             if acted:
                 watch_until = time.monotonic() + START_WATCH

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +127,7 @@ def test_submits_spread_over_workers_give_each_pod_exactly_one_job() -> None:
     )
     try:
         sched.cycle()
-        while sched.backlog:  # SUBMIT_BUDGET spent (a slow machine): the rest goes next cycle
+        while sched.backlog:  # submits still queued after SUBMIT_WAIT (a slow machine): they run on
             sched.cycle()
         sched.cycle()  # the jobs are seen now: nothing is submitted twice
     finally:
@@ -401,6 +402,13 @@ class HungSubmit(FakeSlurm):
         return super().jobs()
 
 
+def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within 10 s"
+        time.sleep(0.005)
+
+
 def test_a_gang_whose_submit_hangs_blocks_none_of_the_pods_behind_it() -> None:
     group = {keys.GROUP: "big", keys.GROUP_SIZE: "2"}
     kube, _, _, clock = setup(raw_pod("big-0", **group), raw_pod("big-1", **group), raw_pod("web"), raw_pod("api"))
@@ -408,8 +416,9 @@ def test_a_gang_whose_submit_hangs_blocks_none_of_the_pods_behind_it() -> None:
     sched = scheduler(kube, slurm, clock)  # one submit at a time: the gang goes first and hangs
     try:
         sched.cycle()
-        assert slurm.submitted == [] and sched.backlog == 2  # the budget ran out behind the gang
-        sched.cycle()  # the gang's submit still runs: the pods behind it go on without it
+        # The gang's submit still runs; past SUBMIT_WAIT it no longer holds the one worker, and the
+        # pods behind it are submitted without waiting for another cycle.
+        until(lambda: len(slurm.submitted) == 2)
         singles = {marker.text: job_id for job_id, _, marker in slurm.submitted}
         assert sorted(singles) == ["sunk-pod:ml/api/uid-api", "sunk-pod:ml/web/uid-web"]
         slurm.start(singles["sunk-pod:ml/web/uid-web"], ("cpu-0",))
@@ -417,16 +426,50 @@ def test_a_gang_whose_submit_hangs_blocks_none_of_the_pods_behind_it() -> None:
         sched.cycle()
         assert sorted(ref.name for ref, _ in kube.bindings) == ["api", "web"]
         slurm.release.set()
-        for _ in range(500):  # the gang's submit returns in its own thread
-            if sched.metrics.submits._value.get() == 3:
-                break
-            time.sleep(0.01)
+        until(lambda: sched.metrics.submits._value.get() == 3)  # the gang's submit returns in its own thread
         for _ in range(3):
             sched.cycle()
     finally:
         slurm.release.set()
         sched.close()
     assert [m.text for _, _, m in slurm.submitted].count("sunk-group:ml/big") == 1  # never submitted twice
+
+
+@dataclass
+class SlowSubmit(FakeSlurm):
+    """FakeSlurm whose every submit takes `seconds` (slurmctld under load: 20+ ms a submit)."""
+
+    seconds: float = 0.02
+
+    def submit(self, request: JobRequest, marker: Marker) -> int:
+        time.sleep(self.seconds)
+        return super().submit(request, marker)
+
+
+def test_the_submits_a_cycle_could_not_wait_for_run_on_without_another_cycle() -> None:
+    """A burst's submits take longer than a cycle waits for them (SUBMIT_WAIT): they go on between
+    cycles, and the cycles that plan while they run submit nothing twice."""
+    names = [f"web-{i:02d}" for i in range(40)]
+    kube, _, _, clock = setup(*(raw_pod(n) for n in names))
+    slurm = SlowSubmit()  # 40 x 20 ms, one at a time: 0.8 s, more than SUBMIT_WAIT
+    sched = scheduler(kube, slurm, clock)
+    try:
+        sched.cycle()
+        until(lambda: len(slurm.submitted) == len(names))  # no cycle in between
+        for _ in range(3):
+            sched.cycle()
+        racing = [f"api-{i:02d}" for i in range(40)]
+        for n in racing:
+            kube.add_pod(raw_pod(n))
+        for _ in range(20):  # cycles planning while the submits they handed over still run
+            sched.cycle()
+        until(lambda: len(slurm.submitted) == 80)
+        sched.cycle()
+    finally:
+        sched.close()
+    markers = [marker.name for _, _, marker in slurm.submitted]
+    assert sorted(markers) == sorted(names + racing)  # each pod exactly one job
+    assert markers[:40] == names  # oldest pods first
 
 
 @pytest.mark.parametrize("queue", [1, 300])
