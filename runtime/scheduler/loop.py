@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 
 from sunk import keys
@@ -72,6 +73,18 @@ submit slurmrestd or slurmctld is slow to answer (a large gang, a controller bus
 no longer holds the others, so the submits of the pods behind it go on. Its workload sits out the
 cycles until it returns and a job list read after that shows its outcome. Past this many stuck at
 once, new submits queue behind them again."""
+
+EVENT_WORKERS = 2
+"""Threads writing the Events that only report a binding (`Scheduled`, `CPUPinningUnknownToSlurm`).
+They are news, not a step of scheduling: kube-scheduler's own event recorder writes them
+asynchronously. A burst's cycle waits for them only until SUBMIT_WAIT from its start; before, each
+Binding's Event was a second API write inside the cycle, and the next cycle's job read and
+Bindings waited for all of them (half of a 1,000-pod burst's Kubernetes phase, measured)."""
+
+EVENT_BACKLOG = 1000
+"""Reporting Events queued at most: past this many, a cycle waits for all of them, so a burst
+larger than the API server can take Events for slows the bindings down rather than growing a
+queue without bound."""
 
 FOLLOW_UP = 0.1
 """Poll interval while a job this scheduler submitted (or made room for, by cancelling) may be about
@@ -154,6 +167,7 @@ class Scheduler:
             stragglers=STRAGGLERS,
             straggle_after=SUBMIT_WAIT,
         )
+        self._events_pool = ThreadPoolExecutor(max_workers=EVENT_WORKERS, thread_name_prefix="sunk-scheduler-events")
         self._after: list[Future[None]] = []
         self._after_lock = threading.Lock()
         self._jobs_read = time.monotonic()
@@ -265,8 +279,8 @@ class Scheduler:
         """The cycle's cancels, then its submits handed to the submitter (oldest pods first), in
         their own thread, while the Kubernetes actions (one pod each, independent) overlap their
         round trips in the pool, bindings first: they end a pod's wait. Events that only report a
-        binding go after every binding. Waits for the submits up to SUBMIT_WAIT; those not done by
-        then run on. Returns the actions planned."""
+        binding are written beside them (EVENT_WORKERS). Waits for the submits and those Events up
+        to SUBMIT_WAIT; what is not done by then runs on. Returns the actions planned."""
         started = time.monotonic()
         cancels = [a for a in actions if isinstance(a, Cancel)]
         created = {p.uid: p.created for p in snap.pods}
@@ -280,7 +294,7 @@ class Scheduler:
         list(self._pool.map(lambda a: self._apply_counted(a, now), [*binds, *others]))
         handed.result()
         self.backlog = self._submitter.wait(max(0.0, started + SUBMIT_WAIT - time.monotonic()))
-        self._wait_after()
+        self._wait_after(max(0.0, started + SUBMIT_WAIT - time.monotonic()))
         return actions
 
     def _slurm_actions(self, cancels: list[Cancel], actions: Sequence[Action]) -> None:
@@ -295,9 +309,9 @@ class Scheduler:
         return self._submitter.busy(since=self._jobs_read)
 
     def _later(self, fn: Callable[[], None]) -> None:
-        """Run after this cycle's bindings (the pool is FIFO), before the cycle ends."""
+        """Run beside the bindings, in the order asked (EVENT_WORKERS at a time)."""
         with self._after_lock:
-            self._after.append(self._pool.submit(self._guarded, fn))
+            self._after.append(self._events_pool.submit(self._guarded, fn))
 
     def _guarded(self, fn: Callable[[], None]) -> None:
         try:
@@ -306,14 +320,13 @@ class Scheduler:
             self.metrics.errors.labels("event").inc()
             log.exception("writing an Event failed")
 
-    def _wait_after(self) -> None:
-        while True:
-            with self._after_lock:
-                pending, self._after = self._after, []
-            if not pending:
-                return
-            for future in pending:
-                future.result()
+    def _wait_after(self, timeout: float) -> None:
+        """Waits for the reporting Events until `timeout`, or for all of them while more than
+        EVENT_BACKLOG are queued; those not written by then are written meanwhile."""
+        with self._after_lock:
+            self._after = [f for f in self._after if not f.done()]
+            pending = list(self._after)
+        wait_for(pending, timeout=None if len(pending) > EVENT_BACKLOG else timeout)
 
     def _apply_counted(self, action: Action, now: float) -> None:
         kind, mark = type(action).__name__.lower(), time.monotonic()
@@ -328,6 +341,7 @@ class Scheduler:
         self._slurm_pool.shutdown(wait=True)
         self._submitter.close()
         self._pool.shutdown(wait=True)
+        self._events_pool.shutdown(wait=True)
 
     def _remember(self, snap: Snapshot, now: float) -> None:
         uids = {p.uid for p in snap.pods}

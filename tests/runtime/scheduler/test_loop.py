@@ -472,6 +472,42 @@ def test_the_submits_a_cycle_could_not_wait_for_run_on_without_another_cycle() -
     assert markers[:40] == names  # oldest pods first
 
 
+@dataclass
+class SlowEvents(FakeKube):
+    """FakeKube whose Events wait for `release` (an API server slow to take a burst's Events)."""
+
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def event(self, ref: PodRef, kind: str, reason: str, message: str) -> None:
+        if not self.release.wait(timeout=10):
+            raise TimeoutError("the test never released the Events")
+        super().event(ref, kind, reason, message)
+
+
+def test_bindings_do_not_wait_behind_the_events_that_report_earlier_ones() -> None:
+    kube = SlowEvents()
+    kube.slurmd = [slurmd("cpu-0", "k8s-a"), slurmd("cpu-1", "k8s-b")]
+    kube.nodes = {n: kube_node(n) for n in ("k8s-a", "k8s-b")}
+    kube.add_pod(raw_pod("web"))
+    slurm, clock = FakeSlurm(), Clock()
+    sched = scheduler(kube, slurm, clock)
+    try:
+        sched.cycle()
+        slurm.start(slurm.submitted[0][0], ("cpu-0",))
+        sched.cycle()  # binds web; its Scheduled Event is stuck
+        kube.add_pod(raw_pod("api"))
+        sched.cycle()
+        slurm.start(slurm.submitted[1][0], ("cpu-1",))
+        sched.cycle()
+        assert [ref.name for ref, _ in kube.bindings] == ["web", "api"] and kube.events == []
+        kube.release.set()
+        until(lambda: len(kube.events) == 2)
+    finally:
+        kube.release.set()
+        sched.close()
+    assert [(ref.name, reason) for ref, _, reason, _ in kube.events] == [("web", "Scheduled"), ("api", "Scheduled")]
+
+
 @pytest.mark.parametrize("queue", [1, 300])
 def test_a_cycle_reads_slurm_once_however_long_the_queue(queue: int) -> None:
     kube, _, _, clock = setup(*(raw_pod(f"web-{i}") for i in range(queue)))

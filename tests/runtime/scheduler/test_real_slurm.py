@@ -365,6 +365,9 @@ def test_binding_reads_nothing_and_a_steady_scheduler_lists_nothing(
     during = k8s.sim.requests - before
     # kubesim counts by (verb, resource plural); a GET is a `fetch`.
     assert {(verb, res) for verb, res in during if verb in ("fetch", "list") and res in ("pods", "nodes")} == set()
+    # The Scheduled Events are written beside the cycles (EVENT_WORKERS): news of the bindings,
+    # not requests of the idle cycles after them.
+    k8s.wait_for("3 Scheduled Events", lambda: (k8s.sim.requests - before)[("create", "events")] >= 3)
     cycles = scheduler.metric("sunk_scheduler_cycle_seconds_count")
     steady = k8s.sim.requests
     k8s.wait_for("10 more cycles", lambda: scheduler.metric("sunk_scheduler_cycle_seconds_count") >= cycles + 10)
