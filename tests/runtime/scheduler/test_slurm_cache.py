@@ -359,3 +359,39 @@ def test_the_deployment_allows_immediate_allocations_unless_inactive_limit_is_se
     assert ({"name": "SUNK_IMMEDIATE_ALLOCATION", "value": "true"} in env) is immediate
     assert Settings.from_env({**SETTINGS, "SUNK_IMMEDIATE_ALLOCATION": "true"}).immediate_allocation
     assert not Settings.from_env(SETTINGS).immediate_allocation
+
+
+def test_an_allocation_is_read_by_the_thread_that_made_it_not_by_the_next_pass(server: Slurmrestd) -> None:
+    """The job read of a burst's new jobs happens beside the cycle: the submitting thread reads the
+    allocation it was just granted, and the pass takes that copy while the state is unchanged."""
+
+    def connect() -> SlurmRestClient:
+        return SlurmRestClient(
+            "http://slurmrestd",
+            user="slurm",
+            token=StaticToken("t"),
+            transport=httpx.MockTransport(server),
+            api="v0.0.42",
+        )
+
+    clock = [0.0]
+    slurm = RestSlurm(connect(), connect=connect, immediate=True, bulk_over=2, clock=lambda: clock[0])
+    request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1)
+    server.add(78, "RUNNING", "sunk-pod:ml/a/u1", "cpu-3")
+    assert slurm.submit(request, Marker("pod", "ml", "a", "u1")) == 78
+    assert server.paths == [f"POST {API}/job/allocate", f"GET {API}/job/78"]
+
+    server.reset()
+    [view] = slurm.jobs()
+    assert server.paths == [f"GET {API}/jobs/state/"]  # no read of job 78: the copy was taken
+    assert (view.job_id, view.running, view.nodes) == (78, True, ("cpu-3",))
+
+    slurm.close()
+
+    again = RestSlurm(connect(), connect=connect, immediate=True, bulk_over=2, clock=lambda: clock[0])
+    assert again.submit(request, Marker("pod", "ml", "a", "u1")) == 78
+    server.jobs[78]["job_state"] = ["COMPLETED"]  # ended after its thread read it: read again
+    server.reset()
+    [view] = again.jobs()
+    assert server.paths == [f"GET {API}/jobs/state/", f"GET {API}/job/78"] and view.state == "COMPLETED"
+    again.close()
