@@ -322,7 +322,8 @@ def scenario(sim: KubeSim, api: client.CoreV1Api, label: str, pods: Pods, timeou
     first, last = min(created.values()), max(bound.values())
     latencies = [bound[name] - at for name, at in created.items()]
     print(
-        f"{label}: {len(pods)} pods bound in {last - first:.2f} s, {len(pods) / (last - first):.1f} pods/s; "
+        f"{label}: {len(pods)} pods created in {max(created.values()) - first:.2f} s, "
+        f"bound in {last - first:.2f} s, {len(pods) / (last - first):.1f} pods/s; "
         f"pending -> bound p50 {percentile(latencies, 0.5):.2f} s, p95 {percentile(latencies, 0.95):.2f} s, "
         f"p99 {percentile(latencies, 0.99):.2f} s, max {max(latencies):.2f} s"
     )
