@@ -413,9 +413,15 @@ def test_a_failed_slurmdbd_conversion_is_restored_and_nothing_after_it_moves(dri
         )
         # Nothing after slurmdbd moved: slurmctld's new pod is held by wait-slurmdbd (its state
         # guard, which copies the state before a conversion, never ran), no slurmd pod replaced.
-        controller = drill.newest("controller")
-        assert TARGET in _image_of(controller, "slurmctld")
-        assert "running" in (_container(controller, "wait-slurmdbd").get("state") or {}), controller["status"]
+        # The old slurmctld pod may still be terminating (its grace period is 120 s): wait for the
+        # StatefulSet's new one, of 26.05, to come up to its wait-slurmdbd.
+        controller = drill.wait(
+            "slurmctld's 26.05 pod in wait-slurmdbd",
+            lambda: drill.newest("controller"),
+            lambda pod: TARGET in _image_of(pod, "slurmctld")
+            and "running" in (_container(pod, "wait-slurmdbd").get("state") or {}),
+            300,
+        )
         assert not _container(controller, "state-guard").get("state", {}).get("terminated"), controller["status"]
         assert not (_container(controller, "slurmctld").get("state") or {}).get("running"), controller["status"]
         assert drill.slurmd_images() == slurmd
