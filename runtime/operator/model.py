@@ -194,6 +194,9 @@ class Observed:
     budgets: Sequence[Budget] | None = ()
     """The PodDisruptionBudgets protecting this NodeSet's slurmd pods; None when they could not be
     read (then none is created or removed)."""
+    slurm_release: str | None = None
+    """The Slurm release that answered the read (slurmrestd's; a slurmrestd reads no slurmctld of
+    an older release, so slurmctld runs this one or a later one); None when unknown."""
 
     @property
     def missing_config(self) -> list[str]:

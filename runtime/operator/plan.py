@@ -18,6 +18,12 @@ Rules, each tested in tests/runtime/operator/test_plan.py:
 - updateStrategy maintenanceReservation: only outdated pods whose node is in that Slurm
   reservation, while it is active and has the MAINT flag, are drained and replaced; the others
   wait (a drain the update left outside the window is resumed).
+- A release upgrade holds the rolling update until slurmctld runs the NodeSet's release: while
+  Slurm answers at an older release than the NodeSet's slurmVersion (observed.slurm_release), no
+  outdated pod is drained or deleted (a drain the update left is resumed). A slurmd newer than
+  slurmctld can't register, and the upgrade's order (sunk.manifests.upgrade) moves slurmctld
+  first: its pod may wait on slurmdbd's conversion, which may fail and be set back, and an idle
+  slurmd replaced meanwhile would have been lost capacity for nothing.
 - updateStrategy OnDelete: an outdated pod is never drained nor deleted for the update (one
   someone deletes is created again from the new template); a rolling-update drain left from
   before is resumed; status.outdated counts them.
@@ -487,7 +493,14 @@ def _update_budget(
 
 def _held(observed: Observed, outdated: list[Pod], now: datetime) -> tuple[list[Pod], list[Pod], str]:
     """(the outdated pods that wait, those replaced now, why they wait)."""
-    strategy = observed.nodeset.spec.update_strategy
+    spec = observed.nodeset.spec
+    strategy = spec.update_strategy
+    if behind(observed.slurm_release, spec.slurm_version):
+        return (
+            outdated,
+            [],
+            f"slurmctld answers at {observed.slurm_release}: slurmd pods of {spec.slurm_version} wait for it",
+        )
     if strategy.type == "OnDelete":
         return outdated, [], "updateStrategy OnDelete: replaced only when deleted"
     if strategy.maintenance_reservation is not None:
@@ -498,6 +511,16 @@ def _held(observed: Observed, outdated: list[Pod], now: datetime) -> tuple[list[
             "outside the maintenance reservation: the update waits for it",
         )
     return [], outdated, ""
+
+
+def behind(answered: str | None, release: str) -> bool:
+    """Slurm answered at a release older than `release` (unknown: not behind)."""
+    if answered is None:
+        return False
+    try:
+        return tuple(map(int, answered.split("."))) < tuple(map(int, release.split(".")))
+    except ValueError:
+        return False
 
 
 def _roll(

@@ -235,11 +235,13 @@ class Reconciler:
         first = sets[0].spec
         api: SlurmApi | None = None
         slurm: dict[str, SlurmNode] | None = None
+        release: str | None = None
         try:
             ref = ClusterRef(namespace, cluster, first.jwt_secret, first.jwt_secret_key or "jwt_hs256.key")
             api = self.slurm_for(ref)
             self.slurm_reads += 1
             slurm = {n.name: n for n in api.list_nodes()}
+            release = api.release()
         except Exception as err:  # any failure to read Slurm means: delete nothing this resync
             log.warning("cluster %s/%s: Slurm unreadable, deleting nothing: %s", namespace, cluster, err)
             report.slurm_unreadable.append(f"{namespace}/{cluster}")
@@ -264,6 +266,7 @@ class Reconciler:
                 node_usage=usage,
                 budgets=None if budgets_by is None else budgets_by.get((namespace, cluster, s.spec.name), []),
                 reservations=reservations,
+                slurm_release=release,
             )
             for action in plan(observed, now):
                 applied = self._apply(s, action, api, now, report)

@@ -27,6 +27,10 @@ class SlurmApi(Protocol):
     def remove(self, name: str, reason: str) -> None: ...
     def reconfigure(self) -> None: ...
     def list_reservations(self) -> list[Reservation]: ...
+    def release(self) -> str | None:
+        """The Slurm release of the last read's answer (slurmctld runs it or a later one); None
+        when unknown."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class RestSlurm:
 
     def list_reservations(self) -> list[Reservation]:
         return self.client.list_reservations()
+
+    def release(self) -> str | None:
+        return self.client.release
 
 
 class SlurmClients:

@@ -31,6 +31,19 @@ REDISCOVER = 30.0
 again (slurmrestd restarting, say): not once per request."""
 
 
+def _release(payload: Mapping[str, Any]) -> str | None:
+    """`meta.slurm.version` of a reply as a release (`26.05`), or None where it has none."""
+    meta = payload.get("meta")
+    slurm = meta.get("slurm") if isinstance(meta, dict) else None
+    version = slurm.get("version") if isinstance(slurm, dict) else None
+    if not isinstance(version, dict):
+        return None
+    try:
+        return f"{int(version['major'])}.{int(version['minor']):02d}"
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _errors(payload: Any) -> list[SlurmError]:
     if not isinstance(payload, dict):
         return []
@@ -86,6 +99,11 @@ class SlurmRestClient:
         self._token = token
         self._sleep = sleep
         self.requests = 0
+        self.release: str | None = None
+        """The Slurm release (`26.05`) of the slurmrestd that gave the last Slurm reply, from its
+        `meta.slurm.version`; None before one. A slurmrestd can't read a slurmctld of an older
+        release (Slurm serves older clients only), so a read answered at R means slurmctld runs R
+        or later."""
         self._api = api
         self._pinned = api is not None
         self._fallback_until = 0.0
@@ -169,6 +187,7 @@ class SlurmRestClient:
                 # No Slurm payload at all: slurmrestd died mid-reply or a proxy answered.
                 raise _Transient(f"HTTP {reply.status_code} without a Slurm reply")
             raise SlurmApiError(method, path, reply.status_code, [SlurmError(0, reply.text[:200])])
+        self.release = _release(payload) or self.release
         return payload
 
     def call(

@@ -95,7 +95,8 @@ def state_restore(name: str, directory: str = BACKUP_DIR, state: str = naming.ST
 #   login's pod       `wait-slurmctld`: until slurmctld answers at the new release; the old login
 #                     pod serves meanwhile (the Deployment keeps it until the new one is ready).
 #   slurmd pods       the operator's rolling update: each is drained and replaced once it runs no
-#                     job, and nothing is deleted while Slurm can't be read (slurmctld waiting).
+#                     job, nothing is deleted while Slurm can't be read (slurmctld waiting),
+#                     and none is replaced while Slurm answers at an older release.
 BACKUP_VOLUME = "backup"
 WAIT_PERIOD = 5
 """Seconds between the wait containers' asks (each ask is one Slurm RPC)."""

@@ -182,6 +182,11 @@ class FakeSlurm:
         self.down = False
         self.reconfigures = 0
         self.reservations: list[Reservation] = []
+        self.answers_at: str | None = None
+        """The release its answers carry (slurmrestd's meta.slurm.version); None: none said."""
+
+    def release(self) -> str | None:
+        return self.answers_at
 
     def _check(self) -> None:
         if self.down:
