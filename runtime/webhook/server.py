@@ -57,19 +57,34 @@ class Certificate:
 class WebhookServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], certificate: Certificate, review: Review) -> None:
+    def __init__(
+        self, address: tuple[str, int], certificate: Certificate, review: Review, *, timeout: float = 10.0
+    ) -> None:
         self.certificate = certificate
         self.review = review
+        self.timeout = timeout
+        """Seconds a connection may take for its handshake and each read (the API server's own
+        timeout is shorter; never hold a thread longer)."""
         super().__init__(address, _Handler)
 
     def get_request(self) -> tuple[socket.socket, Any]:
+        """The accepted connection, wrapped but not yet shaken hands: the TLS handshake runs in
+        the connection's own thread (finish_request), so a client that connects and says nothing
+        holds only its own thread, never the accept loop and the admissions behind it."""
         sock, addr = super().get_request()
         context = self.certificate.context()
         if context is None:
             sock.close()
             raise OSError("no serving certificate yet")
-        sock.settimeout(10)  # the API server's own timeout is shorter; never hold a thread longer
-        return context.wrap_socket(sock, server_side=True), addr
+        sock.settimeout(self.timeout)
+        return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError):
+            return  # a client that fails or never finishes its handshake gets nothing; the socket is closed
+        super().finish_request(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

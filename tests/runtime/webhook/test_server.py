@@ -10,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sunk.runtime.webhook.server import Certificate, WebhookServer
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "admission" / "vllm-pod-create.json"
 HOST = "webhook.sunk-test.svc"
@@ -139,3 +141,25 @@ def test_refuses_what_is_no_admission_review(webhook: dict[str, Any]) -> None:
         assert client.post(url, content=b'{"kind": "Pod"}', extensions=ext).status_code == 400
         assert client.post(url, content=b"not json", extensions=ext).status_code == 400
         assert client.post(url.replace("/mutate", "/other"), content=b"{}", extensions=ext).status_code == 404
+
+
+def test_a_client_that_connects_and_says_nothing_holds_back_no_admission(tmp_path: Path) -> None:
+    """The TLS handshake runs in the connection's thread, not the accept loop: with an idle TCP
+    connection open (no ClientHello, as a stalled client or a port scan leaves), a review is still
+    answered. The server's timeout is set far above the client's so that a handshake done in the
+    accept loop would make this request time out."""
+    ca, cert, key = _issue(tmp_path, "idle")
+    server = WebhookServer(
+        ("127.0.0.1", 0), Certificate(cert, key), lambda review: {"kind": "AdmissionReview", "seen": True}, timeout=300
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as idle:
+            reply = _post(port, ca)
+            assert reply.status_code == 200 and reply.json() == {"kind": "AdmissionReview", "seen": True}
+            idle.sendall(b"")  # still open: the review above was answered beside it
+    finally:
+        server.shutdown()
+        server.server_close()
