@@ -418,8 +418,10 @@ def test_a_failed_slurmdbd_conversion_is_restored_and_nothing_after_it_moves(dri
         controller = drill.wait(
             "slurmctld's 26.05 pod in wait-slurmdbd",
             lambda: drill.newest("controller"),
-            lambda pod: TARGET in _image_of(pod, "slurmctld")
-            and "running" in (_container(pod, "wait-slurmdbd").get("state") or {}),
+            lambda pod: (
+                TARGET in _image_of(pod, "slurmctld")
+                and "running" in (_container(pod, "wait-slurmdbd").get("state") or {})
+            ),
             300,
         )
         assert not _container(controller, "state-guard").get("state", {}).get("terminated"), controller["status"]
