@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.timefmt import rfc3339, rfc3339_micro
-from . import inventory, lifecycle, net
+from . import events, inventory, lifecycle, net
 from .images import Images
 from .podrunner import PodRunner
 from .sandbox import PodSandbox
@@ -97,6 +97,8 @@ class Agent:
         self.ca = ca
         self.issuer = issuer
         self.sync_seconds = sync_seconds
+        self.recorder = events.Recorder(store, "kubelet")
+        """The kubelets' Events (one recorder for every Node: each Event names its host)."""
         self.pods: dict[str, PodRunner] = {}
         self.devices: dict[str, dict[str, list[str]]] = {}
         """Node name -> pod uid -> the device files (keys.LOCAL_DEVICES) given to that pod."""

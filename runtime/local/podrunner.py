@@ -47,6 +47,10 @@ from .tokens import Token
 
 log = logging.getLogger("sunk.local.agent")
 
+MOUNT_EVENT_FIRST, MOUNT_EVENT_CAP = 2.0, 122.0
+"""Seconds between two FailedMount Events of one message: the kubelet's volume manager retries a
+mount with exponential back-off from 500 ms to 2 min 2 s, and the agent retries every 2 s (so a pod
+starts soon after its Secret appears) but tells it at the volume manager's pace."""
 BACKOFF_START, BACKOFF_CAP = 10.0, 300.0
 """The kubelet's container restart back-off (v1.32): 10 s, doubling, at most 5 minutes."""
 
@@ -124,6 +128,24 @@ class PodRunner(PodSandbox):
         self.tokens: dict[tuple[str | None, int], Token] = {}
         self.finishing = False
         self._sandboxing: concurrent.futures.Future[None] | None = None
+        self._mount_told: tuple[str, float, float] = ("", 0.0, 0.0)
+        """The last FailedMount message told, when the next may be, and the delay after it."""
+
+    def event(self, severity: str, reason: str, message: str, running: Running | None = None) -> None:
+        """An Event about this pod (or one of its containers), as this Node's kubelet; none once
+        the Node's agent stopped under it (nothing of it reaches the API)."""
+        if self.lost or self.detached:
+            return
+        path = events.container_path(self.pod, running.name) if running is not None else ""
+        self.agent.recorder.event(self.pod, severity, reason, message, host=self.node, field_path=path)
+
+    def _mount_failed(self, message: str, now: float) -> None:
+        told, due, delay = self._mount_told
+        if message == told and now < due:
+            return
+        delay = min(delay * 2, MOUNT_EVENT_CAP) if message == told else MOUNT_EVENT_FIRST
+        self._mount_told = (message, now + delay, delay)
+        self.event(events.WARNING, "FailedMount", message)
 
     def _carry_restarts(self, pod: Obj) -> None:
         """A pod that ran on this Node before its agent stopped (a reboot): its containers start
@@ -217,6 +239,7 @@ class PodRunner(PodSandbox):
                 for r in self.containers.values():
                     if r.image is None:
                         r.state = {"waiting": {"reason": "ErrImagePull", "message": str(err)}}
+                        self.event(events.WARNING, "Failed", f"Failed to pull image: {err}", r)
                 self.publish()
                 await asyncio.sleep(10)
                 if self.stopping is not None:
@@ -226,7 +249,7 @@ class PodRunner(PodSandbox):
                 self._volumes()
                 break
             except MountFailed as err:  # as a kubelet: a FailedMount Event, the pod ContainerCreating
-                events.record(self.agent.store, self.pod, "FailedMount", str(err), component="kubelet", host=self.node)
+                self._mount_failed(str(err), asyncio.get_running_loop().time())
                 for r in self.containers.values():
                     r.state = {"waiting": {"reason": "ContainerCreating"}}
                 self.publish()
@@ -235,6 +258,9 @@ class PodRunner(PodSandbox):
                     return
         if self.finishing:
             return
+        for r in self.containers.values():
+            image = r.spec.get("image", "")
+            self.event(events.NORMAL, "Pulled", f'Container image "{image}" already present on machine', r)
         # In a thread it can't be cancelled half-way; teardown waits for it (see there).
         self._sandboxing = self.agent.threads.submit(self._sandbox)
         await asyncio.shield(asyncio.wrap_future(self._sandboxing))
@@ -265,6 +291,8 @@ class PodRunner(PodSandbox):
         logfile.close()
         running.pid = await self._child(running.proc.pid)
         running.state = {"running": {"startedAt": _now()}}
+        self.event(events.NORMAL, "Created", f"Created container: {running.name}", running)
+        self.event(events.NORMAL, "Started", f"Started container {running.name}", running)
         running.started = not running.spec.get("startupProbe")
         running.ready = False
 
@@ -291,6 +319,7 @@ class PodRunner(PodSandbox):
                 await self._start(running)
             except spec_of.ConfigError as err:
                 running.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(err)}}
+                self.event(events.WARNING, "Failed", f"Error: {err}", running)
                 self.publish()
                 await asyncio.sleep(2)
                 continue
@@ -340,6 +369,10 @@ class PodRunner(PodSandbox):
                     "message": f"back-off {int(backoff.window)}s restarting failed container={running.name} pod={self.name}_{self.namespace}({self.uid})",
                 }
             }
+            told = (
+                f"Back-off restarting failed container {running.name} in pod {self.name}_{self.namespace}({self.uid})"
+            )
+            self.event(events.WARNING, "BackOff", told, running)
         self.publish()
         while restart_wait(backoff, ended, loop.time()) > 0 and self.stopping is None and not self.finishing:
             await asyncio.sleep(0.5)
@@ -387,6 +420,9 @@ class PodRunner(PodSandbox):
         if self.task is not None and not self.sandbox:
             self.task.cancel()
         mains = [r for r in self.containers.values() if r.kind in ("main", "init")]
+        for r in self.containers.values():
+            if r.proc is not None and r.proc.returncode is None:
+                self.event(events.NORMAL, "Killing", f"Stopping container {r.name}", r)
         await asyncio.gather(*(self.kill_container(r, grace) for r in mains))
         for r in reversed([r for r in self.containers.values() if r.kind == "sidecar"]):
             await self.kill_container(r, 2)

@@ -38,6 +38,7 @@ from typing import Protocol
 from ..harness.jail import Jail
 from . import container as spec_of
 from . import net, tokens, volumes
+from .events import Recorder
 from .images import Images, Unpacked
 from .store import ApiError, Obj, Store
 from .tokens import Issuer, Token
@@ -74,6 +75,8 @@ class NodeAgent(Protocol):
     def issuer(self) -> Issuer: ...
     @property
     def threads(self) -> concurrent.futures.ThreadPoolExecutor: ...
+    @property
+    def recorder(self) -> Recorder: ...
 
     def give_devices(self, pod: Obj) -> dict[str, list[str]]: ...
 

@@ -258,7 +258,10 @@ def _refuse(store: Store, pod: Obj, nodes: list[Obj], reasons: list[str]) -> Non
         meta = pod["metadata"]
         body = {"status": {"conditions": [refusal]}}
         store.patch(store.resource("v1/pods"), meta["namespace"], meta["name"], "merge", body, "status")
-    events.record(store, pod, "FailedScheduling", message, component="default-scheduler")
+    # Counted at most every 20 s: the home-made scheduler tries again on every change.
+    events.recorder(store, "default-scheduler", repeat_seconds=20).event(
+        pod, events.WARNING, "FailedScheduling", message
+    )
 
 
 def _bind(store: Store, pod: Obj, node: str) -> None:

@@ -93,17 +93,17 @@ def test_the_newest_warning_of_each_object_counts_and_normal_events_do_not() -> 
     assert newest["u1"]["message"] == "new" and newest["u2"]["message"] == "other pod"
 
 
-def test_a_repeated_event_is_one_event_counted_up_and_another_message_is_another(monkeypatch: Any) -> None:
+def test_a_repeated_event_is_one_event_counted_up_and_another_message_is_another() -> None:
     from sunk.runtime.local import events
     from sunk.runtime.local.store import Store
 
     store = Store()
     store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": NS}})
     involved = {"kind": "Pod", "metadata": {"name": "p", "namespace": NS, "uid": "u1"}}
-    monkeypatch.setattr(events, "REPEAT", 0.0)
-    events.record(store, involved, "FailedMount", 'secret "x" not found', component="kubelet", host="n1")
-    events.record(store, involved, "FailedMount", 'secret "x" not found', component="kubelet", host="n1")
-    events.record(store, involved, "FailedScheduling", "0/1 nodes are available", component="default-scheduler")
+    kubelet, scheduler = events.Recorder(store, "kubelet"), events.Recorder(store, "default-scheduler")
+    kubelet.event(involved, events.WARNING, "FailedMount", 'secret "x" not found', host="n1")
+    kubelet.event(involved, events.WARNING, "FailedMount", 'secret "x" not found', host="n1")
+    scheduler.event(involved, events.WARNING, "FailedScheduling", "0/1 nodes are available")
     listed = sorted(store.items(store.resource("v1/events"), NS), key=lambda e: e["reason"])
     assert [(e["reason"], e["count"], e["type"]) for e in listed] == [("FailedMount", 2, "Warning"),
                                                                        ("FailedScheduling", 1, "Warning")]  # fmt: skip

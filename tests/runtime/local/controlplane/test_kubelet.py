@@ -406,3 +406,54 @@ def test_kubectl_port_forward_reaches_a_port_on_the_pod_s_own_loopback(plane: tu
         forward.kill()
         forward.wait()
     kubectl(cp, "delete", "pod", "served", "--wait=false")
+
+
+def _events(cp: ControlPlane, pod: str) -> dict[str, dict[str, Any]]:
+    """reason/container -> the Event, of the Events about `pod`."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in get(cp, "events", f"--field-selector=involvedObject.name={pod}")["items"]:
+        out[f"{e['reason']}/{e['involvedObject'].get('fieldPath', '')}"] = e
+    return out
+
+
+def test_the_kubelet_s_events_reach_the_api_counted_as_a_kubelet_posts_them(plane: tuple[ControlPlane, Path]) -> None:
+    cp, _ = plane
+    pod = _pod("crashing")
+    crashing, steady = pod["spec"]["containers"][0], dict(pod["spec"]["containers"][0], name="steady")
+    crashing["command"] = ["sh", "-c", "echo once; exit 1"]
+    del crashing["readinessProbe"]
+    steady["command"] = ["sleep", "infinity"]
+    steady["volumeMounts"] = [{"name": "later", "mountPath": "/later"}]
+    pod["spec"]["containers"].append(steady)
+    pod["spec"]["volumes"] = [{"name": "later", "configMap": {"name": "later"}}]
+    wait_for("default ServiceAccount", lambda: "default" in kubectl(cp, "get", "serviceaccounts", "-o", "name"), 60)
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(pod))
+    # Its ConfigMap missing: the kubelet's FailedMount, a Warning about the pod, from kubelet on NODE.
+    mount = wait_for("FailedMount", lambda: _events(cp, "crashing").get("FailedMount/"), 60)
+    assert mount["type"] == "Warning" and 'configmap "later" not found' in mount["message"]
+    assert mount["source"] == {"component": "kubelet", "host": NODE}
+    assert mount["involvedObject"]["uid"] == get(cp, "pod", "crashing")["metadata"]["uid"]
+    kubectl(cp, "create", "configmap", "later", "--from-literal=k=v")
+    # Then the container crashes and restarts: one Event per (reason, container) counted up, and
+    # the back-off the kubelet waits between restarts told as BackOff.
+    crash_path, steady_path = "spec.containers{c}", "spec.containers{steady}"
+
+    def backed_off() -> dict[str, dict[str, Any]] | None:
+        seen = _events(cp, "crashing")
+        return seen if seen.get(f"BackOff/{crash_path}", {}).get("count", 0) >= 2 else None
+
+    seen = backed_off() or wait_for("two BackOff counts", backed_off, 120)
+    assert seen[f"Started/{crash_path}"]["count"] >= 3
+    assert seen[f"Created/{crash_path}"]["message"] == "Created container: c"
+    assert seen[f"Started/{steady_path}"]["count"] == 1
+    assert seen[f"Pulled/{steady_path}"]["message"].startswith('Container image "ghcr.io/sunk-dev/')
+    backoff = seen[f"BackOff/{crash_path}"]
+    assert backoff["type"] == "Warning" and backoff["firstTimestamp"] < backoff["lastTimestamp"]
+    assert backoff["message"].startswith("Back-off restarting failed container c in pod crashing_default(")
+    described = kubectl(cp, "describe", "pod", "crashing")
+    assert "Back-off restarting failed container c" in described and "FailedMount" in described, described
+    # A deletion stops the running container: Killing.
+    kubectl(cp, "delete", "pod", "crashing", "--wait=false")
+    killing = wait_for("Killing", lambda: _events(cp, "crashing").get(f"Killing/{steady_path}"), 60)
+    assert killing["message"] == "Stopping container steady"
+    kubectl(cp, "delete", "configmap", "later")
