@@ -21,8 +21,14 @@ TokenRequest bound to the pod with the source's audience and lifetime, renewed b
 The kubelet API the API server calls (logs, follow, exec, attach, port-forward) is kubeletapi.py's,
 served on each Node's InternalIP (the bridge address) at 10250.
 
-Not yet (the list for the switch is in docs/concepts/local-cluster.md): DNS and the
-other Services' addresses, NetworkPolicy enforcement and the ports fed from the real API.
+The cluster's network parts run beside it, fed by the real API server's watches: the DNS server
+on the bridge (dns.py, from the agent's table of Services and pods), the NodePort and LoadBalancer
+listeners on 127.0.0.1 (ports.py; the API server allocates the nodePorts, a LoadBalancer's ingress
+goes to its status) and the NetworkPolicy enforcer (netpolicy.py), its rules written before the
+first pod starts. They read Services, Namespaces and NetworkPolicies cluster-wide as user
+`system:sunk-local-network` (remote.NETWORK), which a ClusterRole of that name grants only those
+reads and a Service's status, as CoreDNS, kube-proxy and a CNI's agent hold their own accounts on
+a real cluster; a Node's credentials may read none of them.
 """
 
 from __future__ import annotations
@@ -38,13 +44,14 @@ import aiohttp.web
 import httpx
 
 from ..common.timefmt import rfc3339
-from . import net, tokens
+from . import dns, hostsettings, net, netpolicy, pki, tokens
 from .agent import SYNC_SECONDS, Agent
 from .controlplane import POD_API_PORT, ControlPlane
 from .images import Images
 from .kubeletapi import KubeletApi
 from .noderules import own_labels
-from .remote import RemoteStore
+from .ports import Ports
+from .remote import NETWORK, NETWORK_RULES, RemoteStore
 from .store import ApiError, Obj
 
 KUBELET_PORT = 10250
@@ -65,6 +72,8 @@ def open_network(workdir: Path) -> net.Network:
 def close_network(network: net.Network) -> None:
     net.remove_rules(network)
     net.run(net.bridge_down(network), check=False)
+    up = set(net.bridges())  # bridge-nf-call-iptables put back unless another cluster holds it
+    hostsettings.release(network.bridge, lambda other: other in up)
 
 
 def kubernetes_env(cluster_ip: str, port: int) -> dict[str, str]:
@@ -109,13 +118,20 @@ class NodeAgents:
         self.store: RemoteStore | None = None
         self.agent: Agent | None = None
         self.server: aiohttp.web.AppRunner | None = None
+        self.enforcer: netpolicy.Enforcer | None = None
+        self.ports: Ports | None = None
+        self.dns: asyncio.DatagramTransport | None = None
 
     async def start(self, nodes: Iterable[Obj]) -> Agent:
         self.workdir.mkdir(parents=True, exist_ok=True)
         pki_dir = self.plane.folder / "pki"
         nodes = list(nodes)
         credentials = {n["metadata"]["name"]: self.plane.node_credentials(n["metadata"]["name"]) for n in nodes}
-        self.store = RemoteStore(self.plane.server, pki_dir / "ca.crt", credentials)
+        self._admin("PATCH", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{NETWORK}", network_role())
+        binding = network_binding()
+        self._admin("PATCH", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{NETWORK}", binding)
+        network_user = pki.client_certificate(pki_dir, "network", NETWORK)
+        self.store = RemoteStore(self.plane.server, pki_dir / "ca.crt", credentials, network_user)
         for node in nodes:
             left = register_node(self.store, node, self.network.gateway, KUBELET_PORT)
             if left:
@@ -134,7 +150,14 @@ class NodeAgents:
             TokenRequestIssuer(self.store, self.clock),
             sync_seconds=self.sync_seconds,
         )
+        agent = self.agent
+        # The rules before the first pod: a pod never starts outside its NetworkPolicies.
+        self.enforcer = netpolicy.Enforcer(self.store, self.network, lambda: {u: r.ip for u, r in agent.pods.items()})
+        self.enforcer.start()
         self.agent.start()
+        self.dns = await dns.serve(self.network.gateway, self.agent.dns_table)
+        self.ports = Ports(self.store)  # type: ignore[arg-type]  # the Store's surface (remote.py)
+        self.ports.start()
         api = KubeletApi(self.agent)
         self.server = await api.serve(
             self.network.gateway, KUBELET_PORT, self.workdir / "kubelet-pki", pki_dir / "ca.crt"
@@ -154,18 +177,27 @@ class NodeAgents:
 
     def _label(self, node: str, labels: dict[str, str]) -> None:
         """Labels NodeRestriction refuses to a Node, set as the administrator sets them."""
+        self._admin("MERGE", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}})
+
+    def _admin(self, verb: str, path: str, body: Obj) -> None:
+        """One write with the administrator's certificate: a merge patch (MERGE), or a server-side
+        apply (PATCH) that makes the object or brings it to `body`."""
         pki_dir = self.plane.folder / "pki"
         context = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
         context.load_cert_chain(str(pki_dir / "admin.crt"), str(pki_dir / "admin.key"))
+        kind = "application/merge-patch+json" if verb == "MERGE" else "application/apply-patch+yaml"
+        params = {} if verb == "MERGE" else {"fieldManager": "sunk-local", "force": "true"}
         with httpx.Client(base_url=self.plane.server, verify=context, timeout=30) as admin:
-            answer = admin.patch(
-                f"/api/v1/nodes/{node}",
-                json={"metadata": {"labels": labels}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            )
+            answer = admin.patch(path, json=body, params=params, headers={"Content-Type": kind})
             answer.raise_for_status()
 
     async def close(self) -> None:
+        if self.dns is not None:
+            self.dns.close()
+        if self.ports is not None:
+            self.ports.close()
+        if self.enforcer is not None:
+            self.enforcer.close()
         if self.server is not None:
             await self.server.cleanup()
         if self.agent is not None:
@@ -217,3 +249,23 @@ def register_node(store: RemoteStore, node: Obj, address: str, kubelet_port: int
     status["declaredFeatures"] = [WEBSOCKETS_FEATURE]
     store.patch(nodes, None, meta["name"], "merge", {"status": status}, "status")
     return admin
+
+
+def network_role() -> Obj:
+    """The ClusterRole of the network parts' user (remote.NETWORK_RULES)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": NETWORK},
+        "rules": NETWORK_RULES,
+    }
+
+
+def network_binding() -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": NETWORK},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NETWORK},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NETWORK}],
+    }

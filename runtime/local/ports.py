@@ -132,7 +132,10 @@ class Ports:
             taken.add(int(p["nodePort"]))
             wanted[int(p["nodePort"])] = (meta["uid"], str(p.get("name") or p.get("port")))
         ingress = [{"ip": "127.0.0.1"}]
-        current = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+        # The real API server adds ipMode VIP (its default) to what is written: compared by address.
+        current = [
+            {"ip": i.get("ip")} for i in ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        ]
         with contextlib.suppress(ApiError):
             if changed:
                 self.store.patch(self.services, meta["namespace"], meta["name"], "merge", {"spec": {"ports": ports}})

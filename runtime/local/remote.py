@@ -12,7 +12,13 @@ plugin hold each Node's kubelet as they hold a real one:
   the Node authorizer allows one (its graph follows the binding a moment behind: a refusal is
   retried by the pod's mount loop);
 - writes go as the Node they concern: a pod's status and final delete as the Node it is bound to,
-  a Node, its status and its Lease as itself, an Event as the Node of the pod it is about.
+  a Node, its status and its Lease as itself, an Event as the Node of the pod it is about;
+- with `network` credentials (user NETWORK, granted NETWORK_RULES by nodeagents.py), what the
+  cluster's network parts read cluster-wide is watched as that user: Services, Namespaces and
+  NetworkPolicies (what CoreDNS, kube-proxy and a CNI's policy agent watch on a real cluster,
+  each with its own ServiceAccount), and a Service's status (a LoadBalancer's ingress, a cloud
+  controller's write) goes as it. Pods need no more: every pod that runs is bound to one of the
+  agent's Nodes, whose watches already see it.
 
 One thread per watch streams it, applies each event to the cache, then hands the event to the
 listeners on the agent's event loop, so `find` inside a listener already sees it. A watch that
@@ -57,6 +63,21 @@ PATCH_TYPES = {
     "json": "application/json-patch+json",
 }
 LEASE_NAMESPACE = "kube-node-lease"
+NETWORK = "system:sunk-local-network"
+"""The user the network parts act as (a Node name can't hold a colon: never a Node's key)."""
+NETWORK_CACHED = ("v1/services", "v1/namespaces", "networking.k8s.io/v1/networkpolicies")
+NETWORK_RULES: list[dict[str, list[str]]] = [
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "services", "namespaces", "endpoints"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": [""], "resources": ["services/status"], "verbs": ["patch", "update"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
+]
+"""What NETWORK may do: read what DNS, the Service ports and NetworkPolicy enforcement decide from,
+and write a Service's status. Nothing else (no Secret, no pod write)."""
 
 
 def _path(res: Resource, namespace: str | None, name: str = "", subresource: str = "") -> str:
@@ -100,13 +121,20 @@ class _Informer:
 class RemoteStore:
     """The agent's store, backed by a real API server, acting as its Nodes (see the module's docstring)."""
 
-    def __init__(self, server: str, ca: Path, nodes: Mapping[str, tuple[Path, Path]]) -> None:
+    def __init__(
+        self,
+        server: str,
+        ca: Path,
+        nodes: Mapping[str, tuple[Path, Path]],
+        network: tuple[Path, Path] | None = None,
+    ) -> None:
         if not nodes:
             raise ValueError("a RemoteStore acts as at least one Node: give it a Node's certificate and key")
         self.registry = Registry()
         self.clients: dict[str, httpx.Client] = {}
         self._watch_clients: dict[str, httpx.Client] = {}
-        for node, (cert, key) in nodes.items():
+        identities = {**nodes, **({NETWORK: network} if network else {})}
+        for node, (cert, key) in identities.items():
             context = ssl.create_default_context(cafile=str(ca))
             context.load_cert_chain(str(cert), str(key))
             self.clients[node] = httpx.Client(base_url=server, verify=context, timeout=30)
@@ -114,10 +142,16 @@ class RemoteStore:
                 base_url=server, verify=context, timeout=httpx.Timeout(30, read=None)
             )
         first = next(iter(nodes))
+        self.network = network is not None
+        self.cached = set(CACHED) | (set(NETWORK_CACHED) if network else set())
         self.informers = [
             *(_Informer(self.resource("v1/pods"), n, f"spec.nodeName={n}") for n in nodes),
             *(_Informer(self.resource("v1/nodes"), n, f"metadata.name={n}") for n in nodes),
-            _Informer(self.resource("v1/services"), first, ""),
+            *(
+                (_Informer(self.resource(k), NETWORK, "") for k in NETWORK_CACHED)
+                if network
+                else [_Informer(self.resource("v1/services"), first, "")]
+            ),
         ]
         self._cache: dict[tuple[str, str, str], Obj] = {}
         self._pod_nodes: dict[tuple[str, str], str] = {}
@@ -136,7 +170,7 @@ class RemoteStore:
         return found
 
     def find(self, res: Resource, namespace: str | None, name: str) -> Obj | None:
-        if res.key not in CACHED:
+        if res.key not in self.cached:
             return self._get(res, namespace, name)
         with self._lock:
             obj = self._cache.get((res.key, namespace or "", name))
@@ -165,7 +199,7 @@ class RemoteStore:
         naming = [p["spec"]["nodeName"] for p in pods if (res.key, name) in references(p)]
         near = [p["spec"]["nodeName"] for p in pods]
         ordered = list(dict.fromkeys([*naming, *near, *self.clients]))
-        return [n for n in ordered if n in self.clients]
+        return [n for n in ordered if n in self.clients and n != NETWORK]
 
     def items(self, res: Resource, namespace: str | None = None) -> Iterator[Obj]:
         with self._lock:
@@ -180,18 +214,24 @@ class RemoteStore:
         """The Node a write about `name` is made as; ApiError 403 when none of the agent's is concerned."""
         meta = body.get("metadata") or {} if isinstance(body, dict) else {}
         name = name or str(meta.get("name") or "")
-        node: str | None = None
-        if res.key == "v1/nodes" or (res.key == "coordination.k8s.io/v1/leases" and namespace == LEASE_NAMESPACE):
-            node = name
-        elif res.key == "v1/pods":
-            node = self._pod_node(namespace or "", name) or ((body or {}).get("spec") or {}).get("nodeName")
-        elif res.key == "v1/events":
-            involved = (body or {}).get("involvedObject") or {}
-            if involved.get("kind", "Pod") == "Pod":
-                node = self._pod_node(involved.get("namespace", namespace or ""), involved.get("name", ""))
+        node = self._concerned(res, namespace or "", name, body if isinstance(body, dict) else {})
         if node not in self.clients:
             raise ApiError(403, "Forbidden", f"none of this agent's Nodes may write {res.key} {namespace or ''}/{name}")
         return str(node)
+
+    def _concerned(self, res: Resource, namespace: str, name: str, body: Obj) -> str | None:
+        """Who a write is about: a Node or its Lease itself, a pod's Node, the Node of the pod an
+        Event is about, or the network user for a Service (its status)."""
+        if res.key == "v1/nodes" or (res.key == "coordination.k8s.io/v1/leases" and namespace == LEASE_NAMESPACE):
+            return name
+        if res.key == "v1/services" and self.network:
+            return NETWORK
+        if res.key == "v1/pods":
+            return self._pod_node(namespace, name) or (body.get("spec") or {}).get("nodeName")
+        involved = body.get("involvedObject") or {}
+        if res.key == "v1/events" and involved.get("kind", "Pod") == "Pod":
+            return self._pod_node(involved.get("namespace", namespace), involved.get("name", ""))
+        return None
 
     def _pod_node(self, namespace: str, name: str) -> str | None:
         with self._lock:

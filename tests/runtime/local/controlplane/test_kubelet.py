@@ -457,3 +457,79 @@ def test_the_kubelet_s_events_reach_the_api_counted_as_a_kubelet_posts_them(plan
     killing = wait_for("Killing", lambda: _events(cp, "crashing").get(f"Killing/{steady_path}"), 60)
     assert killing["message"] == "Stopping container steady"
     kubectl(cp, "delete", "configmap", "later")
+
+
+CLIENT = """
+import socket, time, urllib.request
+while True:
+    try:
+        address = socket.gethostbyname("web")
+    except OSError as err:
+        print("unresolved", err, flush=True)
+        time.sleep(1)
+        continue
+    try:
+        with urllib.request.urlopen("http://web:8080/hello", timeout=3) as answer:
+            print("reached", address, answer.read().decode().strip(), flush=True)
+    except OSError as err:
+        print("refused", address, type(err).__name__, flush=True)
+    time.sleep(1)
+"""
+
+
+def test_a_pod_resolves_a_service_by_name_and_a_network_policy_refuses_it(plane: tuple[ControlPlane, Path]) -> None:
+    cp, _ = plane
+    web = _pod("web")
+    web["metadata"]["labels"] = {"app": "web"}
+    serve = "mkdir -p /tmp/www && echo served > /tmp/www/hello && exec python3 -m http.server 8080 --directory /tmp/www"
+    web["spec"]["containers"][0]["command"] = ["sh", "-c", serve]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"}, "ports": [{"port": 8080, "targetPort": 8080}]},
+    }
+    client = _pod("client")
+    del client["spec"]["containers"][0]["readinessProbe"]
+    client["spec"]["containers"][0]["command"] = ["python3", "-c", CLIENT]
+    wait_for("default ServiceAccount", lambda: "default" in kubectl(cp, "get", "serviceaccounts", "-o", "name"), 60)
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [web, service]}))
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(client))
+
+    def last(prefix: str) -> str | None:
+        lines = kubectl(cp, "logs", "client").splitlines() if _running(cp, "client") else []
+        return lines[-1] if lines and lines[-1].startswith(prefix) else None
+
+    # The cluster's DNS answers the Service's name (the client's search path) with its Ready pod.
+    reached = wait_for("the client reaching web by name", lambda: last("reached"))
+    assert reached == f"reached {get(cp, 'pod', 'web')['status']['podIP']} served"
+    # The LoadBalancer: the API server allocated its nodePort, the agent relays it on 127.0.0.1
+    # and wrote the ingress into the Service's status (as the network user: a Node may not).
+    lb = wait_for(
+        "the LoadBalancer's ingress", lambda: get(cp, "service", "web")["status"]["loadBalancer"].get("ingress")
+    )
+    assert [i["ip"] for i in lb] == ["127.0.0.1"]
+    node_port = get(cp, "service", "web")["spec"]["ports"][0]["nodePort"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{node_port}/hello", timeout=30) as answer:
+        assert answer.read() == b"served\n"
+    # A NetworkPolicy read from the real API: web admits only pods labelled role=friend.
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "friends-only", "namespace": "default"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "friend"}}}], "ports": [{"port": 8080}]}],
+        },
+    }
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(policy))
+    refused = wait_for("the client refused", lambda: last("refused"), 60)
+    assert refused.startswith(f"refused {get(cp, 'pod', 'web')['status']['podIP']} ")
+    kubectl(cp, "label", "pod", "client", "role=friend")
+    wait_for("the friend admitted", lambda: last("reached"), 60)
+    # A Node's own credentials may read no NetworkPolicy: the network parts act as their own user.
+    assert as_node(cp, "get", "networkpolicies", "-A").returncode != 0
+    kubectl(cp, "delete", "networkpolicy", "friends-only")
+    kubectl(cp, "delete", "service", "web")
+    kubectl(cp, "delete", "pod", "web", "client", "--wait=false")
