@@ -32,12 +32,21 @@ Constants, as the projects define them:
   SizeAnnotationKey (49), GroupUniqueHashLabelKey (57). Both are on every pod of a group: the size
   from the leader's and the workers' StatefulSet templates (pkg/controllers/leaderworkerset_controller.go:799,
   pod_controller.go:416), the group key on the leader from LWS's own pod webhook
-  (pkg/webhooks/pod_webhook.go:117-118, which the API server calls before sunk's: configurations run
-  in name order) and on the workers from their template (pod_controller.go:405-410).
+  (pkg/webhooks/pod_webhook.go:116-118) and on the workers from their template
+  (pod_controller.go:405-410). The API server calls mutating webhook configurations in name order,
+  and `lws-mutating-webhook-configuration` sorts before `sunk-<namespace>-<cluster>-webhook` today;
+  a leader that reaches sunk first (another configuration name, a reinvocation) carries no key
+  yet. LWS's webhook takes a pod for a leader when it has the set-name label (SetNameLabelKey, 37)
+  and worker-index "0" (WorkerIndexLabelKey, 45; pkg/utils/pod/pod_utils.go:53-54), and gives it
+  the key sha1-hex of "<namespace>/<pod name>" (pod_webhook.go:88, 101, 117, 180-181;
+  pkg/utils/utils.go:39-42) unless the label is already there: sunk computes the same for such a
+  leader, so the group is the same whichever webhook runs first, and a key the pod carries is
+  always the one used.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -53,6 +62,8 @@ JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 """group, version, plural of the JobSet CRD (api/jobset/v1alpha2/groupversion_info.go:27)."""
 LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+LWS_SET_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 FIRST_MEMBER = "first-member"
 MAX_SIZE = 100_000
 """What the scheduler takes in slurm.sunk.dev/group-size (runtime/scheduler/plan.py)."""
@@ -79,7 +90,7 @@ def owner_to_read(meta: Mapping[str, Any]) -> Owner | None:
     """The owner whose spec sizes this pod's gang, or None (not a gang, or one the pod sizes itself)."""
     labels: Mapping[str, str] = meta.get("labels") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
-    if annotations.get(keys.GROUP) or labels.get(LWS_GROUP_KEY):
+    if annotations.get(keys.GROUP) or lws_group_key(meta):
         return None
     if labels.get(JOBSET_NAME) and labels.get(JOBSET_RESTART, "").isdigit():
         return Owner("JobSet", labels[JOBSET_NAME])
@@ -90,12 +101,23 @@ def owner_to_read(meta: Mapping[str, Any]) -> Owner | None:
     return None
 
 
+def lws_group_key(meta: Mapping[str, Any]) -> str:
+    """The pod's LeaderWorkerSet group key: its group-key label where it has one; for a leader
+    without it yet, the key LWS's own pod webhook gives it (see the module docstring); else ""."""
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    if key := labels.get(LWS_GROUP_KEY, ""):
+        return key
+    namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+    if LWS_SET_NAME not in labels or labels.get(LWS_WORKER_INDEX) != "0" or not namespace or not name:
+        return ""
+    return hashlib.sha1(f"{namespace}/{name}".encode(), usedforsecurity=False).hexdigest()
+
+
 def lws_gang(meta: Mapping[str, Any]) -> Gang:
     """A LeaderWorkerSet group as one sunk group, allocated whole at its first member. A pod's own
     slurm.sunk.dev/group wins."""
-    labels: Mapping[str, str] = meta.get("labels") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
-    key, size = labels.get(LWS_GROUP_KEY, ""), annotations.get(LWS_SIZE, "").strip()
+    key, size = lws_group_key(meta), annotations.get(LWS_SIZE, "").strip()
     if annotations.get(keys.GROUP) or not key or not size.isdigit() or int(size) < 2:
         return {}
     # The group key is a hex digest; the group name must stay a DNS label (the job's marker).

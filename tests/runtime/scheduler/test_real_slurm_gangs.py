@@ -212,8 +212,9 @@ def test_gangs_are_placed_whole_in_one_block_beside_training_or_wait_or_are_refu
 #   pkg/utils/utils.go:39); on a worker, worker-index from its ordinal (141). kube-apiserver calls
 #   mutating webhook configurations in name order (apiserver's mutating_webhook_manager.go sorts them
 #   ByName): LWS's, `lws-mutating-webhook-configuration` (charts/lws/templates/webhook/webhook.yaml:4,
-#   config/default namePrefix `lws-`), comes before sunk's `sunk-<namespace>-<cluster>-webhook`, so
-#   the leader reaches sunk's webhook with its group key.
+#   config/default namePrefix `lws-`), comes before sunk's `sunk-<namespace>-<cluster>-webhook`.
+#   Here the leader is put through sunk's webhook first, without its key, and then LWS's: the
+#   order sunk must not depend on (runtime/webhook/gangs.py computes the key as LWS does).
 # - The pod controller: under LeaderReady it creates no worker StatefulSet until the leader pod is
 #   Ready (pkg/controllers/pod_controller.go:143); that StatefulSet is named after the leader, runs
 #   size-1 replicas with ordinals from 1 (438-444), and its template carries the leader's
@@ -253,10 +254,19 @@ def _admitted(meta: dict[str, Any], defaults: NamespaceDefaults, gpus: int, cpu:
 
 
 def _lws_leader(group: int) -> dict[str, Any]:
-    name = f"{LWS}-{group}"
-    key = hashlib.sha1(f"ml/{name}".encode()).hexdigest()  # LWS's pod webhook
-    labels = {LWS_WORKER_INDEX: "0", LWS_SET_NAME: LWS, LWS_GROUP_INDEX: str(group), gangs.LWS_GROUP_KEY: key}
-    return {"name": name, "labels": labels, "annotations": {gangs.LWS_SIZE: str(LWS_SIZE)}}
+    """The leader as its StatefulSet creates it, before any webhook."""
+    labels = {LWS_WORKER_INDEX: "0", LWS_SET_NAME: LWS}
+    return {"name": f"{LWS}-{group}", "labels": labels, "annotations": {gangs.LWS_SIZE: str(LWS_SIZE)}}
+
+
+def _lws_webhook(pod: dict[str, Any]) -> dict[str, Any]:
+    """LWS's pod webhook on a leader: group-index from its ordinal, and its group key where absent."""
+    meta = pod["metadata"]
+    meta["labels"].setdefault(LWS_GROUP_INDEX, meta["name"].rsplit("-", 1)[1])
+    meta["labels"].setdefault(
+        gangs.LWS_GROUP_KEY, hashlib.sha1(f"{meta['namespace']}/{meta['name']}".encode()).hexdigest()
+    )
+    return pod
 
 
 def _lws_worker(leader: Mapping[str, Any], index: int) -> dict[str, Any]:
@@ -329,8 +339,11 @@ def test_a_leaderworkerset_group_and_a_deployments_burst_beside_training(
     start_scheduler(**GANG_SETTINGS)
 
     # The leader alone: 6 nodes have free GPUs, but 3 in each block. The gang waits, whole.
-    leader = _lws_leader(0)
-    k8s.api.create_namespaced_pod("ml", as_body(_admitted(leader, SERVING, 2, "4")), _preload_content=False)
+    # sunk's webhook reviews it before LWS's has given it its group key; its gang is still the group's.
+    admitted = _lws_webhook(_admitted(_lws_leader(0), SERVING, 2, "4"))
+    leader = admitted["metadata"]
+    assert leader["annotations"][keys.GROUP] == f"lws-{leader['labels'][gangs.LWS_GROUP_KEY]}"
+    k8s.api.create_namespaced_pod("ml", as_body(admitted), _preload_content=False)
     waiting = _wait_reason(k8s, leader["name"], "GangWaiting")
     assert "the gang waits for 4 nodes free at once in one block" in waiting["message"], waiting
     assert not k8s.existing_pod(leader["name"])["spec"].get("nodeName")

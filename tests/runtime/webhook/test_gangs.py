@@ -1,6 +1,6 @@
-"""Gangs from indexed Jobs and JobSets, through the webhook's review: pods and owners built as the
+"""Gangs from indexed Jobs, JobSets and LeaderWorkerSets, through the webhook's review: pods and owners built as the
 controllers build them, from the projects' own constants (runtime/webhook/gangs.py cites each:
-Kubernetes v1.36.3's batch/v1 types and Job controller, JobSet v0.12.0's API and controller)."""
+Kubernetes v1.36.3's batch/v1 types and Job controller, JobSet v0.12.0's API and controller, LeaderWorkerSet v0.10.0's API, controllers and pod webhook)."""
 
 from __future__ import annotations
 
@@ -205,3 +205,73 @@ def test_a_pods_own_group_wins_and_needs_no_read() -> None:
     meta = _indexed_pod("train", 0)
     meta["annotations"][keys.GROUP] = "mine"
     assert owner_wanted(_body(meta), NAMESPACES) is None
+
+
+# --- LeaderWorkerSet v0.10.0 (kubernetes-sigs/lws, tag v0.10.0, commit 2161f38f) ---------------
+# The leader as the leader StatefulSet creates it, before any webhook: named `<lws>-<group>`, its
+# template labelled with worker-index "0", the set's name and revision, and annotated with the size
+# (pkg/controllers/leaderworkerset_controller.go:793-799; the keys in
+# api/leaderworkerset/v1/leaderworkerset_types.go: SetNameLabelKey 37, WorkerIndexLabelKey 45,
+# SizeAnnotationKey 49, GroupUniqueHashLabelKey 57, LeaderPodNameAnnotationKey 60, RevisionKey 63). LWS's pod webhook
+# then adds group-index (pod_webhook.go:108) and, where absent, the group key (116-118): sha1 hex of
+# "<namespace>/<pod name>" (180-181, pkg/utils/utils.go:39-42). A worker's StatefulSet template
+# carries the leader's group-key label and the size and leader-name annotations
+# (pkg/controllers/pod_controller.go:405-417).
+
+LWS_KEY_LLM_0 = "d3d9c97a19366ea0aa264ade045965ccf53d2d97"
+"""`printf 'team-vision/llm-0' | sha1sum`: the key LWS's webhook gives leader llm-0 in team-vision."""
+LWS_REVISION = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+
+
+def _lws_leader(group: int, *, key: str | None = None) -> dict[str, Any]:
+    """Leader `llm-<group>` of a group of 4; `key`: the group-key label LWS's webhook already wrote."""
+    labels = {gangs.LWS_WORKER_INDEX: "0", gangs.LWS_SET_NAME: "llm", LWS_REVISION: "5c8d7f9b6"}
+    if key is not None:
+        labels |= {"leaderworkerset.sigs.k8s.io/group-index": str(group), gangs.LWS_GROUP_KEY: key}
+    return {"name": f"llm-{group}", "labels": labels, "annotations": {gangs.LWS_SIZE: "4"}}
+
+
+def _lws_worker(group: int, index: int, key: str) -> dict[str, Any]:
+    labels = {
+        gangs.LWS_SET_NAME: "llm",
+        "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        gangs.LWS_GROUP_KEY: key,
+    }
+    annotations = {gangs.LWS_SIZE: "4", "leaderworkerset.sigs.k8s.io/leader-name": f"llm-{group}"}
+    return {"name": f"llm-{group}-{index}", "labels": labels, "annotations": annotations}
+
+
+def test_a_leader_reviewed_before_lws_gives_it_its_key_joins_its_workers_gang() -> None:
+    """Whichever mutating webhook runs first, the leader's gang is its workers'."""
+    first = _annotations(_body(_lws_leader(0)), None)  # sunk's webhook before LWS's
+    after = _annotations(_body(_lws_leader(0, key=LWS_KEY_LLM_0)), None)  # after LWS's
+    worker = _annotations(_body(_lws_worker(0, 1, LWS_KEY_LLM_0)), None)
+    gang = {keys.GROUP: f"lws-{LWS_KEY_LLM_0}", keys.GROUP_SIZE: "4", keys.GROUP_START: gangs.FIRST_MEMBER}
+    for got in (first, after, worker):
+        assert {k: got.get(k) for k in gang} == gang, got
+    # Another group's leader is another gang; no owner is read for either.
+    assert _annotations(_body(_lws_leader(1)), None)[keys.GROUP] != gang[keys.GROUP]
+    assert owner_wanted(_body(_lws_leader(0)), NAMESPACES) is None
+
+
+def test_a_group_key_the_pod_carries_is_never_recomputed() -> None:
+    """A key already on the pod is the group's, even one sunk would not compute (LWS keeps a label
+    it finds, pod_webhook.go:119-120, and the workers copy the leader's)."""
+    other = "0123456789abcdef0123456789abcdef01234567"
+    assert _annotations(_body(_lws_leader(0, key=other)), None)[keys.GROUP] == f"lws-{other}"
+
+
+def test_only_a_named_lws_leader_gets_a_computed_key() -> None:
+    """Not a leader to LWS: no set-name label, a worker (its key comes from its template, never
+    computed), or no pod name to hash. Such a pod without a key is placed alone, as before."""
+    no_set = _lws_leader(0)
+    del no_set["labels"][gangs.LWS_SET_NAME]
+    worker = _lws_worker(0, 2, "")
+    del worker["labels"][gangs.LWS_GROUP_KEY]
+    worker["labels"][gangs.LWS_WORKER_INDEX] = "2"
+    unnamed = _lws_leader(0)
+    unnamed["generateName"] = unnamed.pop("name") + "-"
+    for meta in (no_set, worker, unnamed):
+        assert gangs.lws_group_key({**meta, "namespace": "team-vision"}) == ""
+        assert keys.GROUP not in _annotations(_body(meta), None)
+    assert gangs.lws_group_key({**_lws_leader(0), "namespace": "team-vision"}) == LWS_KEY_LLM_0
