@@ -121,9 +121,15 @@ INDEXED = {
 
 
 def _wait_reason(k8s: Cluster, name: str, reason: str) -> dict[str, Any]:
+    """The pod's PodScheduled condition once it says `reason`; fails at once, saying so, if the pod
+    was bound instead (that condition is status True with no reason)."""
+
     def said() -> dict[str, Any] | None:
         c = k8s.condition(name)
-        return c if c is not None and c["reason"] == reason else None
+        if c is not None and c.get("status") == "True":
+            node = k8s.existing_pod(name)["spec"].get("nodeName")
+            pytest.fail(f"{name} was bound to {node} while the test waited for it to say {reason}: {c}")
+        return c if c is not None and c.get("reason") == reason else None
 
     found: dict[str, Any] = k8s.wait_for(f"{name} to say {reason}", said)
     return found
