@@ -7,7 +7,8 @@ there; a readiness probe turns the container's Ready on and off. Nothing is prob
 agent is stopped (the kubelet is the prober).
 
 Not modelled: grpc probes, httpGet headers and hosts, terminationGracePeriodSeconds set on a probe,
-the kubelet's probe jitter, probe results as events.
+the kubelet's probe jitter, the probe's output in its Unhealthy Event (each failure is one:
+"Liveness probe failed"; the container killed after a failed startup or liveness probe, Killing).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from .events import NORMAL, WARNING
 from .sandbox import Running
 from .store import Obj
 
@@ -43,13 +45,16 @@ class Pod(Protocol):
 
     def publish(self) -> None: ...
 
+    def event(self, severity: str, reason: str, message: str, running: Running | None = None) -> None: ...
+
 
 async def run_probes(pod: Pod, running: Running) -> None:
     """The container's startup, readiness and liveness probes, from its start until it exits."""
     spec = running.spec
     startup, readiness, liveness = spec.get("startupProbe"), spec.get("readinessProbe"), spec.get("livenessProbe")
     if startup:
-        if not await _until(pod, running, startup, want=True):
+        if not await _until(pod, running, startup, want=True, kind="Startup"):
+            pod.event(NORMAL, "Killing", f"Container {running.name} failed startup probe, will be restarted", running)
             await pod.kill_container(running, pod.grace_period)
             return
         running.started = True
@@ -69,13 +74,15 @@ async def run_probes(pod: Pod, running: Running) -> None:
             task.cancel()
 
 
-async def _until(pod: Pod, running: Running, probe: Obj, *, want: bool) -> bool:
-    """Probe until success (True) or failureThreshold failures in a row (False)."""
+async def _until(pod: Pod, running: Running, probe: Obj, *, want: bool, kind: str) -> bool:
+    """Probe until success (True) or failureThreshold failures in a row (False); each failure an
+    Unhealthy Event, as the kubelet's prober writes it."""
     await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
     failures, threshold = 0, int(probe.get("failureThreshold", 3))
     while True:
         if await check(pod, running, probe):
             return True
+        pod.event(WARNING, "Unhealthy", f"{kind} probe failed", running)
         failures += 1
         if failures >= threshold:
             return False
@@ -92,6 +99,7 @@ async def _readiness(pod: Pod, running: Running, probe: Obj) -> None:
                 running.ready = True
                 pod.publish()
         else:
+            pod.event(WARNING, "Unhealthy", "Readiness probe failed", running)
             successes, failures = 0, failures + 1
             if running.ready and failures >= int(probe.get("failureThreshold", 3)):
                 running.ready = False
@@ -100,11 +108,12 @@ async def _readiness(pod: Pod, running: Running, probe: Obj) -> None:
 
 
 async def _liveness(pod: Pod, running: Running, probe: Obj) -> None:
-    if not await _until(pod, running, probe, want=True):
+    if not await _until(pod, running, probe, want=True, kind="Liveness"):
         return
     while True:
         await asyncio.sleep(float(probe.get("periodSeconds", 10)))
-        if not await _until(pod, running, {**probe, "initialDelaySeconds": 0}, want=True):
+        if not await _until(pod, running, {**probe, "initialDelaySeconds": 0}, want=True, kind="Liveness"):
+            pod.event(NORMAL, "Killing", f"Container {running.name} failed liveness probe, will be restarted", running)
             log.info("%s/%s %s: liveness probe failed; restarting", pod.namespace, pod.name, running.name)
             await pod.kill_container(running, pod.grace_period)
             return

@@ -533,3 +533,23 @@ def test_a_pod_resolves_a_service_by_name_and_a_network_policy_refuses_it(plane:
     kubectl(cp, "delete", "networkpolicy", "friends-only")
     kubectl(cp, "delete", "service", "web")
     kubectl(cp, "delete", "pod", "web", "client", "--wait=false")
+
+
+def test_a_failing_liveness_probe_is_told_as_unhealthy_then_killing(plane: tuple[ControlPlane, Path]) -> None:
+    cp, _ = plane
+    pod = _pod("unwell")
+    container = pod["spec"]["containers"][0]
+    # Alive for its first seconds, then its probe fails.
+    container["command"] = ["sh", "-c", "sleep 4; touch /tmp/unwell; exec sleep infinity"]
+    del container["readinessProbe"]
+    probe = {"exec": {"command": ["test", "!", "-e", "/tmp/unwell"]}, "periodSeconds": 2, "failureThreshold": 2}
+    container["livenessProbe"] = probe
+    wait_for("default ServiceAccount", lambda: "default" in kubectl(cp, "get", "serviceaccounts", "-o", "name"), 60)
+    kubectl(cp, "apply", "-f", "-", stdin=json.dumps(pod))
+    path = "spec.containers{c}"
+    killing = wait_for("Killing", lambda: _events(cp, "unwell").get(f"Killing/{path}"), 120)
+    assert (killing["type"], killing["message"]) == ("Normal", "Container c failed liveness probe, will be restarted")
+    unhealthy = _events(cp, "unwell")[f"Unhealthy/{path}"]
+    assert unhealthy["type"] == "Warning" and unhealthy["message"] == "Liveness probe failed"
+    assert unhealthy["count"] >= 2 and unhealthy["source"] == {"component": "kubelet", "host": NODE}
+    kubectl(cp, "delete", "pod", "unwell", "--wait=false")
