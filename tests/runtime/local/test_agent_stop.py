@@ -20,7 +20,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,17 +32,12 @@ from sunk.runtime.local import cli, inventory
 from sunk.runtime.local.inventory import DEFAULT_NODE
 
 from tests.support import waiting
+from tests.support.localcluster import sunk
 
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE = "ghcr.io/sunk-dev/slurmctld:26.05.5"
-
-
-def _sunk(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunk", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 class One:
@@ -70,14 +64,14 @@ class One:
         return dict(json.loads(done.stdout)) if done.stdout.strip() else {}
 
     def down(self) -> None:
-        done = _sunk("local", "down", env=self.env)
+        done = sunk("local", "down", env=self.env)
         assert done.returncode == 0, done.stderr
         waiting.wait_for("the cluster's process to exit", lambda: cli.running(self.folder) is None, timeout=30)
 
 
 @pytest.fixture(scope="module")
 def one(tmp_path_factory: pytest.TempPathFactory) -> Iterator[One]:
-    built = _sunk("images", "build", "slurmctld", env=dict(os.environ), timeout=1800)
+    built = sunk("images", "build", "slurmctld", env=dict(os.environ), timeout=1800)
     assert built.returncode == 0, built.stderr
     running = One(tmp_path_factory.mktemp("agent-stop"))
     try:
@@ -122,7 +116,7 @@ def test_a_stopped_agent_leaves_containers_running_and_reconciles_them_when_it_s
     # Ready comes as the container starts; its shell's exec may come a moment later
     pids = waiting.wait_for("every container's shell", shells, timeout=60, interval=1)
 
-    stopped = _sunk("local", "node", "stop", DEFAULT_NODE, "--keep-containers", env=one.env)
+    stopped = sunk("local", "node", "stop", DEFAULT_NODE, "--keep-containers", env=one.env)
     assert stopped.returncode == 0, stopped.stderr
     assert f"node {DEFAULT_NODE}: agent stopped (3 pods' containers left running)" in stopped.stdout
     try:
@@ -135,7 +129,7 @@ def test_a_stopped_agent_leaves_containers_running_and_reconciles_them_when_it_s
         assert one.pod("deleted")["metadata"]["deletionTimestamp"]  # ...or Terminating, unconfirmed
         assert {name: _alive(markers[name]) for name in names} == pids  # and every process runs on
     finally:
-        started = _sunk("local", "node", "start", DEFAULT_NODE, env=one.env)
+        started = sunk("local", "node", "start", DEFAULT_NODE, env=one.env)
     assert started.returncode == 0 and f"node {DEFAULT_NODE}: agent started" in started.stdout, started.stderr
 
     def settled() -> tuple[dict[str, Any], set[int], set[int]] | None:

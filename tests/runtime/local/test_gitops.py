@@ -14,7 +14,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from sunk.runtime.local import cli
 
 from tests.support import waiting
+from tests.support.localcluster import sunk
 from tests.support.stacks import FIXTURE_PROJECT
 
 pytestmark = pytest.mark.slurm
@@ -32,12 +32,6 @@ pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[3]
 NS = "acme-research"
 KEYGEN_SECRETS = ("research-auth", "research-jwt", "research-mariadb", "research-login-host-keys")
-
-
-def _sunk(*args: str, env: dict[str, str], cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunk", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 class Empty:
@@ -88,18 +82,18 @@ class Empty:
         return dict(json.loads(self.kubectl("get", "job", "-n", NS, name, "-o", "json").stdout))
 
     def down(self) -> None:
-        done = _sunk("local", "down", env=self.env, cwd=self.project)
+        done = sunk("local", "down", env=self.env, cwd=self.project)
         assert done.returncode == 0, done.stderr
         waiting.wait_for("the cluster's process to exit", lambda: cli.running(self.folder) is None, timeout=30)
 
 
 @pytest.fixture(scope="module")
 def render(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    built = _sunk("images", "build", env=dict(os.environ), timeout=1800)
+    built = sunk("images", "build", env=dict(os.environ), timeout=1800)
     assert built.returncode == 0, built.stderr
     folder = tmp_path_factory.mktemp("gitops") / "render"
     # The fixture project's acme-dev (tests/fixtures), as a user renders in their own project.
-    done = _sunk("render", "acme-dev", "--out", str(folder), env=dict(os.environ), cwd=FIXTURE_PROJECT)
+    done = sunk("render", "acme-dev", "--out", str(folder), env=dict(os.environ), cwd=FIXTURE_PROJECT)
     assert done.returncode == 0, done.stderr
     from sunk.runtime.local.offcluster import override_render
 

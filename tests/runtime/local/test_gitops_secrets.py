@@ -31,8 +31,9 @@ from sunk.runtime.local.stuck import why as stuck_why
 
 from sunk.manifests.accounting import mariadb_manifests
 from sunk.spec import load_spec
-from tests.runtime.local.test_gitops import ROOT, Empty, _sunk
+from tests.runtime.local.test_gitops import ROOT, Empty
 from tests.support.bridgehost import host_on_bridge
+from tests.support.localcluster import sunk
 from tests.support.stacks import FIXTURE_PROJECT
 
 pytestmark = pytest.mark.slurm
@@ -147,7 +148,7 @@ def _not_ready(cluster: Empty) -> list[str]:
 
 @pytest.fixture(scope="module")
 def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Empty, Path, dict[str, bytes]]]:
-    built = _sunk("images", "build", env=dict(os.environ), timeout=1800)
+    built = sunk("images", "build", env=dict(os.environ), timeout=1800)
     assert built.returncode == 0, built.stderr
     work = tmp_path_factory.mktemp("gitops-secrets")
     cluster = Empty(work / "clusters", ROOT)
@@ -168,7 +169,7 @@ def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Empty, Pa
             stack_file = project / "stacks" / f"Pulumi.{STACK}.yaml"
             stack_file.write_text(yaml.safe_dump({"config": _stack(ldap)}, sort_keys=False))
             render = work / "render"
-            done = _sunk("render", STACK, "--out", str(render), env=dict(os.environ), cwd=project)
+            done = sunk("render", STACK, "--out", str(render), env=dict(os.environ), cwd=project)
             assert done.returncode == 0, done.stderr
             from sunk.runtime.local.offcluster import override_render
 

@@ -21,7 +21,6 @@ import select
 import shlex
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,20 +34,14 @@ from sunk.runtime.local.stuck import why as stuck_why
 
 from sunk import keys, naming
 from tests.support import bridgehost, waiting
+from tests.support.localcluster import ROOT, LocalCluster, booted, sunk
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[3]
 NS = "acme-research"
 STATE = naming.STATE_SAVE
 """slurmctld's StateSaveLocation."""
 T = TypeVar("T")
-
-
-def _sunk(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunk", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def footprint(marker: str) -> dict[str, int]:
@@ -105,24 +98,14 @@ _seen_holders: set[int] = set()
 _seen_netns: set[str] = set()
 
 
-class Cluster:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.kubeconfig = ""
+class Cluster(LocalCluster):
+    def __init__(self, env: dict[str, str], kubeconfig: str = "") -> None:
+        super().__init__(env, kubeconfig)
         self.first_job: tuple[int, str, str] = (-1, "", "")
         """sbatch -N2 submitted the moment `sunk local up` returned: exit code, stdout, stderr."""
 
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True, timeout=timeout
-        )
-        if check:
-            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done
-
     def pod(self, name: str, namespace: str = NS) -> dict[str, Any]:
-        done = self.kubectl("get", "pod", "-n", namespace, name, "-o", "json", check=False)
-        return dict(json.loads(done.stdout)) if done.returncode == 0 else {"metadata": {}, "status": {}}
+        return super().pod(name, namespace)
 
     def login(self, script: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """A shell on the login pod (as root: the Slurm clients as an administrator would run them)."""
@@ -209,26 +192,18 @@ def before(marker: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def cluster(marker: str, before: dict[str, int]) -> Iterator[Cluster]:
-    env = {**os.environ, "SUNK_LOCAL_DIR": marker}
-    running = Cluster(env)
     # The images this checkout's manifests name (cached by input hash: quick when built; the
     # runtime image's hash covers the sources, so a changed checkout rebuilds that one).
-    built = _sunk("images", "build", env=env, timeout=1800)
-    assert built.returncode == 0, built.stderr
-    up = _sunk("local", "up", "acme-dev", env=env, timeout=900)
-    try:
-        running.kubeconfig = _sunk("local", "kubeconfig", env=env).stdout.strip()
-        if up.returncode != 0:
+    with booted(Path(marker), "acme-dev", clusters=Path(marker)) as boot:
+        running = Cluster(boot.env, boot.kubeconfig)
+        if boot.up.returncode != 0:
             pods = running.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-            pytest.fail(f"sunk local up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}\n{pods}")
+            pytest.fail(f"sunk local up failed:\n{boot.up.stdout[-3000:]}\n{boot.up.stderr[-3000:]}\n{pods}")
         # The moment `up` returns, a job on two nodes is taken: no retry (up waited until slurmctld
         # bound every registered node into its topology, which the operator's reconfigure does).
         first = running.login("sbatch --parsable -N2 -o /dev/null --wrap 'srun hostname'", check=False)
         running.first_job = (first.returncode, first.stdout.strip(), first.stderr.strip())
         yield running
-    finally:
-        down = _sunk("local", "down", env=env)
-        assert down.returncode == 0, down.stderr
 
 
 def test_slurmctld_runs_from_its_image_with_the_rendered_user_volumes_and_probes(cluster: Cluster) -> None:
@@ -772,7 +747,7 @@ def test_a_new_partition_applied_with_sunk_local_apply_reaches_slurmctld_and_no_
     changed.write_text(yaml.safe_dump(stack, sort_keys=False))
     before = _slurmd_pods(cluster)
     assert len(before) == 4
-    done = _sunk("local", "apply", str(changed), env=cluster.env)
+    done = sunk("local", "apply", str(changed), env=cluster.env)
     assert done.returncode == 0, done.stderr
     assert "configmap/research-slurm-conf configured" in done.stdout.splitlines()
     assert not any(line.startswith("nodeset.") for line in done.stdout.splitlines())  # no NodeSet changed
@@ -958,7 +933,7 @@ def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_un
             ("node.kubernetes.io/not-ready", 300),
         }  # DefaultTolerationSeconds
 
-        done = _sunk("local", "node", "stop", lost, env=cluster.env)
+        done = sunk("local", "node", "stop", lost, env=cluster.env)
         assert done.returncode == 0 and f"node {lost}: agent stopped" in done.stdout, done.stderr
         stopped = True
         unknown = wait_for(f"{lost} Ready Unknown", lambda: _node(cluster, lost), lambda n: _node_ready(n) == "Unknown",
@@ -998,7 +973,7 @@ def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_un
                  lambda seen: seen[0] not in (None, lost) and seen[1] == {"idle"}, 300, cluster)  # fmt: skip
 
         cluster.kubectl("taint", "node", lost, f"{OUT_OF_SERVICE}-")
-        done = _sunk("local", "node", "start", lost, env=cluster.env)
+        done = sunk("local", "node", "start", lost, env=cluster.env)
         assert done.returncode == 0 and f"node {lost}: agent started" in done.stdout, done.stderr
         stopped = False
         back = wait_for(f"{lost} Ready and untainted", lambda: _node(cluster, lost),
@@ -1009,7 +984,7 @@ def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_un
     finally:
         if stopped:
             cluster.kubectl("taint", "node", lost, f"{OUT_OF_SERVICE}-", check=False)
-            _sunk("local", "node", "start", lost, env=cluster.env)
+            sunk("local", "node", "start", lost, env=cluster.env)
         cluster.kubectl("uncordon", spare, check=False)
         cluster.kubectl("delete", "statefulset", "-n", "default", "keeper", "--wait=false", check=False)
         cluster.kubectl("delete", "pod", "-n", "default", "short", "forever", "keeper-0", "--force", "--grace-period=0",
@@ -1017,15 +992,15 @@ def test_a_lost_node_turns_unknown_evicts_keeps_a_statefulset_pod_terminating_un
 
 
 def test_node_stop_names_the_nodes_when_the_name_is_wrong(cluster: Cluster) -> None:
-    done = _sunk("local", "node", "stop", "no-such-node", env=cluster.env)
+    done = sunk("local", "node", "stop", "no-such-node", env=cluster.env)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert 'nodes "no-such-node" not found' in done.stderr and "local-research-cpu-0" in done.stderr
 
 
 def test_a_second_up_says_one_is_running(cluster: Cluster) -> None:
-    again = _sunk("local", "up", "acme-dev", "--no-wait", env=cluster.env)
+    again = sunk("local", "up", "acme-dev", "--no-wait", env=cluster.env)
     assert again.returncode == 1 and "already running" in again.stderr and "sunk local down" in again.stderr
-    assert "research-controller-0" in _sunk("local", "status", env=cluster.env).stdout
+    assert "research-controller-0" in sunk("local", "status", env=cluster.env).stdout
 
 
 def test_a_settled_cluster_gets_no_more_topology_reconfigures(cluster: Cluster) -> None:
@@ -1092,14 +1067,14 @@ def test_a_directory_user_submits_over_ssh_and_the_job_runs_as_that_user(
         }
         changed = tmp_path / "Pulumi.acme-dev.yaml"
         changed.write_text(yaml.safe_dump(stack, sort_keys=False))
-        done = _sunk("local", "apply", str(changed), env=cluster.env)
+        done = sunk("local", "apply", str(changed), env=cluster.env)
         assert done.returncode == 0, done.stderr
         # The bind Secret is made after the stack, as a new user does once told: the pods that
         # mount it wait in ContainerCreating with the kubelet's FailedMount Event, and `sunk local
         # status` names each, with the command that makes the Secret and the keys it must hold.
         told = wait_for(
             "sunk local status naming the missing bind Secret",
-            lambda: _sunk("local", "status", env=cluster.env).stdout,
+            lambda: sunk("local", "status", env=cluster.env).stdout,
             lambda out: 'secret "research-ldap" not found' in out,
             300,
             cluster,
@@ -1173,7 +1148,7 @@ def test_down_leaves_nothing_behind(cluster: Cluster, marker: str, before: dict[
     up = footprint(marker)  # the cluster is up: the counts see it
     assert up["processes"] > 0 and up["netns"] > 0 and up["bridges"] == 1 and up["veths"] > 0 and up["rules"] == 8
     assert up["chains"] == 3  # NetworkPolicy's
-    down = _sunk("local", "down", env=cluster.env)
+    down = sunk("local", "down", env=cluster.env)
     assert down.returncode == 0, down.stderr
     assert footprint(marker) == before
-    assert _sunk("local", "status", env=cluster.env).returncode == 1
+    assert sunk("local", "status", env=cluster.env).returncode == 1

@@ -25,21 +25,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-import yaml
 
 from sunk.naming import PRIMARY_MARK
-from tests.support import waiting
+from tests.support.localcluster import LocalCluster, booted, ready, sunk
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[3]
 NS = "acme-ha"
 CONTROLLERS = ("ha-controller-0", "ha-controller-1")
 CONTROLLER_POOL = "node-role.acme.example/slurmctld"
@@ -65,39 +62,20 @@ STACK: dict[str, Any] = {
         },
     }
 }
-T = TypeVar("T")
 
 
-def _sunk(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunk", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-class Ha:
-    def __init__(self, env: dict[str, str], kubeconfig: str) -> None:
-        self.env, self.kubeconfig = env, kubeconfig
-
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True, timeout=timeout
-        )
-        if check:
-            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done
-
+class Ha(LocalCluster):
     def login(self, script: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """A shell on the login pod, as root (an administrator's Slurm clients)."""
         return self.kubectl("exec", "-n", NS, "deploy/ha-login", "-c", "sshd", "--", "bash", "-c", script,
                             check=check, timeout=timeout)  # fmt: skip
 
-    def pod(self, name: str) -> dict[str, Any]:
-        done = self.kubectl("get", "pod", "-n", NS, name, "-o", "json", check=False)
-        return dict(json.loads(done.stdout)) if done.returncode == 0 else {"metadata": {}, "spec": {}, "status": {}}
+    def pod(self, name: str, namespace: str = NS) -> dict[str, Any]:
+        return super().pod(name, namespace)
 
     def ready(self) -> list[str]:
         """The controller pods Ready: with backups, the readiness probe passes only on the primary."""
-        return [name for name in CONTROLLERS if _ready(self.pod(name))]
+        return [name for name in CONTROLLERS if ready(self.pod(name))]
 
     def sbatch(self, options: str) -> str:
         done = self.wait("sbatch " + options, lambda: self.login(f"sbatch --parsable -o /dev/null {options}",
@@ -128,24 +106,11 @@ class Ha:
         self.wait(f"jobs {jobs} COMPLETED once each in sacct", lambda: self.states(jobs),
                   lambda s: s == {job: "COMPLETED x1" for job in jobs}, timeout)  # fmt: skip
 
-    def wait(self, what: str, probe: Callable[[], T], done: Callable[[T], bool], timeout: float) -> T:
-        seen: list[T] = []
-
-        def check() -> tuple[T] | None:
-            seen[:] = [probe()]
-            return (seen[0],) if done(seen[0]) else None
-
-        try:
-            return waiting.wait_for(what, check, timeout=timeout, interval=1)[0]
-        except AssertionError:
-            pods = self.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-            logs = "".join(
-                f"--- {name}\n{self.kubectl('logs', '-n', NS, name, '-c', 'slurmctld', '--tail=30', check=False).stdout}"
-                for name in CONTROLLERS
-            )
-            pytest.fail(
-                f"{what}: not after {timeout:.0f} s; last: {str(seen[0] if seen else None)[:2000]}\n{pods}{logs}"
-            )
+    def diagnose(self) -> str:
+        return "".join(
+            f"--- {name}\n{self.kubectl('logs', '-n', NS, name, '-c', 'slurmctld', '--tail=30', check=False).stdout}"
+            for name in CONTROLLERS
+        )
 
 
 def state_saved(ha: Ha, since: float) -> None:
@@ -160,11 +125,6 @@ def state_saved(ha: Ha, since: float) -> None:
         return max((f.stat().st_mtime for f in files), default=0.0)
 
     ha.wait("slurmctld's job state saved", newest, lambda mtime: mtime > since, 120)
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def kill_slurmctld(ha: Ha, pod: str) -> int:
@@ -204,22 +164,12 @@ def primaries(ha: Ha) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ha]:
-    folder = tmp_path_factory.mktemp("local-ha")
-    env = {**os.environ, "SUNK_LOCAL_DIR": str(folder / "clusters")}
-    built = _sunk("images", "build", env=env, timeout=1800)
-    assert built.returncode == 0, built.stderr
-    stack = folder / "Pulumi.acme-ha.yaml"
-    stack.write_text(yaml.safe_dump(STACK, sort_keys=False))
-    up = _sunk("local", "up", str(stack), env=env)
-    try:
-        running = Ha(env, _sunk("local", "kubeconfig", env=env).stdout.strip())
-        assert up.returncode == 0, up.stderr[-3000:] + up.stdout[-3000:]
+    with booted(tmp_path_factory.mktemp("local-ha"), STACK, stack_name="acme-ha") as boot:
+        running = Ha(boot.env, boot.kubeconfig)
+        assert boot.up.returncode == 0, boot.up.stderr[-3000:] + boot.up.stdout[-3000:]
         running.wait("2 nodes idle", lambda: running.login("sinfo -h -N -o %T", check=False).stdout.split(),
                      lambda states: states == ["idle", "idle"], 300)  # fmt: skip
         yield running
-    finally:
-        down = _sunk("local", "down", env=env)
-        assert down.returncode == 0, down.stderr
 
 
 def test_the_controllers_run_on_two_nodes_and_only_the_primary_is_ready(ha: Ha) -> None:
@@ -243,7 +193,7 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
     state_saved(ha, time.time())
     started = time.monotonic()
-    done = _sunk("local", "node", "stop", node, env=ha.env)
+    done = sunk("local", "node", "stop", node, env=ha.env)
     assert done.returncode == 0 and f"node {node}: agent stopped" in done.stdout, done.stderr
     arriving, outage = ha.until_accepted(started)
     ready = ha.wait("controller-1 the one Ready pod", ha.ready, lambda r: r == [CONTROLLERS[1]], 120)
@@ -264,7 +214,7 @@ def test_the_primary_back_takes_control_again(ha: Ha, capsys: pytest.CaptureFixt
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
     started = time.monotonic()
-    done = _sunk("local", "node", "start", node, env=ha.env)
+    done = sunk("local", "node", "start", node, env=ha.env)
     assert done.returncode == 0 and f"node {node}: agent started" in done.stdout, done.stderr
     accepted, gap, refused_since = [], 0.0, None
     while time.monotonic() - started < 300:
@@ -340,7 +290,7 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
     there and take control beside the old one: sunk holds no Lease yet (docs/how-to/ha.md)."""
     primary = ha.wait("one primary", ha.ready, lambda r: len(r) == 1, 120)[0]
     node, old = ha.pod(primary)["spec"]["nodeName"], ha.pod(primary)["metadata"]["uid"]
-    done = _sunk("local", "node", "stop", node, "--keep-containers", env=ha.env)
+    done = sunk("local", "node", "stop", node, "--keep-containers", env=ha.env)
     assert done.returncode == 0 and f"node {node}" in done.stdout, done.stderr
     stopped, samples = True, []
     try:
@@ -352,7 +302,7 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
         assert any(old in s for seen in samples for s in seen), "the old slurmctld ran on as primary"
         again = ha.pod(primary)
         assert again["metadata"].get("uid") != old and again["spec"].get("nodeName") in (node, None), again["spec"]
-        done = _sunk("local", "node", "start", node, env=ha.env)
+        done = sunk("local", "node", "start", node, env=ha.env)
         assert done.returncode == 0, done.stderr
         stopped = False
         ha.wait("one controller Ready, the old slurmctld gone", lambda: (ha.ready(), primaries(ha)),
@@ -360,6 +310,6 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
         samples.append(primaries(ha))
     finally:
         if stopped:
-            _sunk("local", "node", "start", node, env=ha.env)
+            sunk("local", "node", "start", node, env=ha.env)
     assert max(len(seen) for seen in samples) == 1, samples
     ha.all_completed_once([ha.sbatch("--wrap true")])

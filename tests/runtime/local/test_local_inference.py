@@ -19,24 +19,19 @@ admission.py), and its GPUs are device files bound to /dev/null (inventory.py)."
 from __future__ import annotations
 
 import base64
-import json
-import os
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
 
 from sunk import keys
 from sunk.images import ROLES, tag_for
-from tests.support import waiting
+from tests.support.localcluster import LocalCluster, booted, ready
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[3]
 NS, TEAM, OTHER = "acme-inf", "team-serving", "other"
 STACK: dict[str, Any] = {
     "config": {
@@ -68,13 +63,6 @@ STACK: dict[str, Any] = {
 }
 SLURMD = ROLES["slurmd"]
 IMAGE = f"ghcr.io/sunk-dev/{SLURMD.image}:{tag_for(SLURMD, release='26.05')}"
-T = TypeVar("T")
-
-
-def _sunk(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunk", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def server(namespace: str, name: str = "vllm", replicas: int = 1) -> dict[str, Any]:
@@ -97,29 +85,9 @@ def server(namespace: str, name: str = "vllm", replicas: int = 1) -> dict[str, A
     }
 
 
-class Inf:
-    def __init__(self, env: dict[str, str], kubeconfig: str) -> None:
-        self.env, self.kubeconfig = env, kubeconfig
-
-    def kubectl(
-        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["kubectl", "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check:
-            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done
-
+class Inf(LocalCluster):
     def apply(self, *objects: dict[str, Any], check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects), check=check)
-
-    def get(self, *args: str) -> Any:
-        return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
 
     def pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", f"app={app}")["items"]
@@ -128,48 +96,18 @@ class Inf:
     def login(self, script: str) -> str:
         return self.kubectl("exec", "-n", NS, "deploy/inf-login", "-c", "sshd", "--", "bash", "-c", script).stdout
 
-    def wait(self, what: str, probe: Callable[[], T], done: Callable[[T], bool], timeout: float = 300) -> T:
-        seen: list[T] = []
-
-        def check() -> tuple[T] | None:
-            seen[:] = [probe()]
-            return (seen[0],) if done(seen[0]) else None
-
-        try:
-            return waiting.wait_for(what, check, timeout=timeout, interval=1)[0]
-        except AssertionError:
-            pods = self.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-            pytest.fail(f"{what}: not after {timeout:.0f} s; last: {str(seen[0] if seen else None)[:2000]}\n{pods}")
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
-
 
 @pytest.fixture(scope="module")
 def inf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inf]:
-    folder = tmp_path_factory.mktemp("local-inference")
-    env = {**os.environ, "SUNK_LOCAL_DIR": str(folder / "clusters")}
-    built = _sunk("images", "build", env=env, timeout=1800)
-    assert built.returncode == 0, built.stderr
-    stack = folder / "Pulumi.acme-inf.yaml"
-    stack.write_text(yaml.safe_dump(STACK, sort_keys=False))
-    up = _sunk("local", "up", str(stack), env=env)
-    try:
-        running = Inf(env, _sunk("local", "kubeconfig", env=env).stdout.strip())
-        assert up.returncode == 0, up.stderr[-3000:] + up.stdout[-3000:]
+    with booted(tmp_path_factory.mktemp("local-inference"), STACK, stack_name="acme-inf") as boot:
+        running = Inf(boot.env, boot.kubeconfig)
+        assert boot.up.returncode == 0, boot.up.stderr[-3000:] + boot.up.stdout[-3000:]
         yield running
-    finally:
-        down = _sunk("local", "down", env=env)
-        assert down.returncode == 0, down.stderr
 
 
 def test_the_webhook_serves_the_certificate_made_in_the_cluster(inf: Inf) -> None:
     pods = inf.get("pods", "-n", NS, "-l", f"{keys.APP_COMPONENT}=webhook")["items"]
-    assert len(pods) == 2 and all(_ready(p) for p in pods), [p["metadata"]["name"] for p in pods]
+    assert len(pods) == 2 and all(ready(p) for p in pods), [p["metadata"]["name"] for p in pods]
     secret = inf.get("secret", "-n", NS, "inf-webhook-tls")
     assert secret["type"] == "kubernetes.io/tls"
     assert {"tls.crt", "tls.key", "ca.crt"} <= set(secret["data"])
@@ -187,7 +125,7 @@ def test_a_team_s_deployment_runs_where_slurm_places_it(inf: Inf) -> None:
     inf.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER}})
     inf.apply(server(TEAM))
     pod = inf.wait("the team's pod Running", lambda: inf.pods(TEAM, "vllm"),
-                   lambda ps: len(ps) == 1 and _ready(ps[0]))[0]  # fmt: skip
+                   lambda ps: len(ps) == 1 and ready(ps[0]))[0]  # fmt: skip
     assert pod["spec"]["schedulerName"] == "sunk-scheduler"
     annotations = pod["metadata"]["annotations"]
     assert annotations[f"{keys.PREFIX}account"] == "serving"

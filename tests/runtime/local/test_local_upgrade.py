@@ -22,12 +22,10 @@ Each prints its timeline: when each step was seen, and what each pod's upgrade c
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,11 +36,10 @@ import yaml
 
 from sunk import naming
 from sunk.images import release_of
-from tests.support import waiting
+from tests.support.localcluster import LocalCluster, booted, sunk
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[3]
 SOURCE, TARGET = "24.11", "26.05"
 NS = "acme-drill"
 STACK: dict[str, Any] = {
@@ -81,15 +78,12 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def _sunk(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunk", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+class Drill(LocalCluster):
+    interval = 2.0
 
-
-class Drill:
     def __init__(self, env: dict[str, str], kubeconfig: str, folder: Path) -> None:
-        self.env, self.kubeconfig, self.folder = env, kubeconfig, folder
+        super().__init__(env, kubeconfig)
+        self.folder = folder
         self.started = time.monotonic()
         self.timeline: list[tuple[float, str]] = []
 
@@ -117,7 +111,7 @@ class Drill:
         path = self.folder / "Pulumi.acme-drill.yaml"
         path.write_text(yaml.safe_dump(stack, sort_keys=False))
         self.mark(f"apply ({what}): slurm {slurm}")
-        applied = _sunk("local", "apply", str(path), env=self.env)
+        applied = sunk("local", "apply", str(path), env=self.env)
         assert applied.returncode == 0, applied.stderr
         self.mark("apply returned")
 
@@ -146,12 +140,10 @@ class Drill:
         script = f'MYSQL_PWD="$(cat "$MARIADB_ROOT_PASSWORD_FILE")" mariadb -uroot -e "{sql}"'
         self.exec(pod, "mariadb", script)
 
-    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True, timeout=180
-        )
-        assert not check or done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 180
+    ) -> subprocess.CompletedProcess[str]:
+        return super().kubectl(*args, stdin=stdin, check=check, timeout=timeout)
 
     def login(self, script: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """`script` in a login pod that serves (while an upgrade holds the new one in its init
@@ -166,24 +158,8 @@ class Drill:
             return subprocess.CompletedProcess([], 1, "", "no login pod serves")
         return self.kubectl("exec", "-n", NS, serving[-1], "-c", "sshd", "--", "bash", "-c", script, check=check)
 
-    def wait(self, what: str, probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float) -> Any:
-        seen: list[Any] = []
-
-        def check() -> tuple[Any] | None:
-            try:
-                seen[:] = [probe()]
-            except AssertionError as missing:  # e.g. no pod of a component for a moment, mid-rollout
-                seen[:] = [f"not yet: {missing}"]
-                return None
-            return (seen[0],) if done(seen[0]) else None
-
-        try:
-            value = waiting.wait_for(what, check, timeout=timeout, interval=2)[0]
-        except AssertionError:
-            pods = self.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-            pytest.fail(f"{what}: not after {timeout:.0f} s; last: {str(seen[-1] if seen else None)[:2000]}\n{pods}")
+    def waited(self, what: str) -> None:
         self.mark(what)
-        return value
 
     def sbatch(self, options: str) -> str:
         done = self.wait(
@@ -251,16 +227,10 @@ class Drill:
 @pytest.fixture(scope="module")
 def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drill]:
     folder = tmp_path_factory.mktemp("local-upgrade")
-    env = {**os.environ, "SUNK_LOCAL_DIR": str(folder / "clusters")}
-    for release in (SOURCE, TARGET):
-        built = _sunk("images", "build", "--slurm", release, env=env, timeout=1800)
-        assert built.returncode == 0, built.stderr
-    stack = folder / "Pulumi.acme-drill.yaml"
-    stack.write_text(yaml.safe_dump(STACK, sort_keys=False))
-    up = _sunk("local", "up", str(stack), "--no-wait", env=env)
-    try:
-        assert up.returncode == 0, up.stderr + up.stdout
-        running = Drill(env, _sunk("local", "kubeconfig", env=env).stdout.strip(), folder)
+    builds = [("--slurm", release) for release in (SOURCE, TARGET)]
+    with booted(folder, STACK, stack_name="acme-drill", builds=builds, up=("--no-wait",)) as boot:
+        assert boot.up.returncode == 0, boot.up.stderr + boot.up.stdout
+        running = Drill(boot.env, boot.kubeconfig, folder)
         running.wait(
             "3 nodes idle on 24.11",
             lambda: running.login("sinfo -h -N -o '%T %v'", check=False).stdout.splitlines(),
@@ -268,9 +238,6 @@ def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drill]:
             600,
         )
         yield running
-    finally:
-        down = _sunk("local", "down", env=env)
-        assert down.returncode == 0, down.stderr
 
 
 @dataclass
@@ -530,7 +497,9 @@ def test_b_slurmctld_failing_at_its_start_is_rolled_back_by_the_snapshot(drill: 
         drill.wait("slurmdbd answers at 26.05 (it converted)", lambda: drill.versions().get("slurmdbd"),
                    lambda v: v == new, 600)  # fmt: skip
         live.converted.append(new)
-        ended = drill.wait("slurmctld 26.05 crashed after rewriting its state", crashed, bool, 600)
+        found = drill.wait("slurmctld 26.05 crashed after rewriting its state", crashed, bool, 600)
+        assert found is not None
+        ended: dict[str, Any] = found
         controller = ended["pod"]
         snapshot = drill.logs(controller["metadata"]["name"], "state-guard")
         ran = _seconds(ended["finishedAt"]) - _seconds(ended["startedAt"])
