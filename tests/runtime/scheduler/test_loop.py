@@ -493,10 +493,12 @@ def test_bindings_do_not_wait_behind_the_events_that_report_earlier_ones() -> No
     sched = scheduler(kube, slurm, clock)
     try:
         sched.cycle()
+        until(lambda: len(slurm.submitted) == 1)  # the submit runs beside the cycle (slower on a loaded machine)
         slurm.start(slurm.submitted[0][0], ("cpu-0",))
         sched.cycle()  # binds web; its Scheduled Event is stuck
         kube.add_pod(raw_pod("api"))
         sched.cycle()
+        until(lambda: len(slurm.submitted) == 2)
         slurm.start(slurm.submitted[1][0], ("cpu-1",))
         sched.cycle()
         assert [ref.name for ref, _ in kube.bindings] == ["web", "api"] and kube.events == []

@@ -49,7 +49,7 @@ def _issue(folder: Path, name: str) -> tuple[Path, Path, Path]:
     return ca, cert, key
 
 
-def _wait(url: str, ready: bool = True, timeout: float = 30.0) -> None:
+def _wait(url: str, ready: bool = True, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
