@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +20,7 @@ from sunk.runtime.local.controlplane import ISSUER, ControlPlane
 from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.nodeset_resource import API_VERSION, KIND
 from tests.support import jwts
+from tests.support.controlplane import get, kubectl_run
 
 pytestmark = pytest.mark.controlplane
 
@@ -32,32 +32,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
         yield plane
 
 
-def kubectl(
-    plane: ControlPlane, *args: str, stdin: str | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        ["kubectl", f"--kubeconfig={plane.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if check:
-        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done
-
-
-def get(plane: ControlPlane, *args: str) -> Any:
-    return json.loads(kubectl(plane, "get", "-o", "json", *args).stdout)
-
-
 def test_kubectl_create_of_the_kinds_kubectl_sends_as_protobuf(cluster: ControlPlane) -> None:
-    kubectl(cluster, "create", "namespace", "made")
-    kubectl(cluster, "-n", "made", "create", "configmap", "c", "--from-literal=a=1")
-    kubectl(cluster, "-n", "made", "create", "secret", "generic", "s", "--from-literal=password=x")
-    kubectl(cluster, "-n", "made", "create", "deployment", "d", "--image=example.invalid/x:1", "--replicas=2")
-    kubectl(cluster, "-n", "made", "create", "job", "j", "--image=example.invalid/x:1")
+    kubectl_run(cluster, "create", "namespace", "made")
+    kubectl_run(cluster, "-n", "made", "create", "configmap", "c", "--from-literal=a=1")
+    kubectl_run(cluster, "-n", "made", "create", "secret", "generic", "s", "--from-literal=password=x")
+    kubectl_run(cluster, "-n", "made", "create", "deployment", "d", "--image=example.invalid/x:1", "--replicas=2")
+    kubectl_run(cluster, "-n", "made", "create", "job", "j", "--image=example.invalid/x:1")
     assert get(cluster, "-n", "made", "configmap", "c")["data"] == {"a": "1"}
     assert base64.b64decode(get(cluster, "-n", "made", "secret", "s")["data"]["password"]) == b"x"
     # The real Deployment and ReplicaSet controllers make the pods; the Job controller its pod.
@@ -73,7 +53,7 @@ def test_kubectl_create_of_the_kinds_kubectl_sends_as_protobuf(cluster: ControlP
 
 def test_server_side_apply_owns_fields_and_reports_conflicts(cluster: ControlPlane) -> None:
     manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "namespace": "default"}}
-    kubectl(
+    kubectl_run(
         cluster,
         "apply",
         "--server-side",
@@ -82,7 +62,7 @@ def test_server_side_apply_owns_fields_and_reports_conflicts(cluster: ControlPla
         "-",
         stdin=json.dumps({**manifest, "data": {"k": "1"}}),
     )
-    clash = kubectl(
+    clash = kubectl_run(
         cluster,
         "apply",
         "--server-side",
@@ -117,7 +97,7 @@ def _nodeset(name: str, **spec: Any) -> str:
 
 
 def test_the_nodeset_crd_schema_rejects_a_bad_nodeset(cluster: ControlPlane) -> None:
-    kubectl(cluster, "apply", "-f", "-", stdin=json.dumps(nodeset_crd()))
+    kubectl_run(cluster, "apply", "-f", "-", stdin=json.dumps(nodeset_crd()))
     name = nodeset_crd()["metadata"]["name"]
     # Polled, not `kubectl wait`: kubectl 1.32 fails at once on a CRD whose status has no conditions yet.
     deadline = time.monotonic() + 60
@@ -126,15 +106,15 @@ def test_the_nodeset_crd_schema_rejects_a_bad_nodeset(cluster: ControlPlane) -> 
         for c in (get(cluster, "crd", name).get("status") or {}).get("conditions") or []
     ):
         time.sleep(1)
-    good = kubectl(cluster, "apply", "-f", "-", stdin=_nodeset("good", replicas=2), check=False)
+    good = kubectl_run(cluster, "apply", "-f", "-", stdin=_nodeset("good", replicas=2), check=False)
     assert good.returncode == 0, good.stderr
-    bad = kubectl(cluster, "apply", "-f", "-", stdin=_nodeset("bad", replicas=20000, cpus="eight"), check=False)
+    bad = kubectl_run(cluster, "apply", "-f", "-", stdin=_nodeset("bad", replicas=20000, cpus="eight"), check=False)
     assert bad.returncode != 0
     assert "spec.replicas" in bad.stderr and "spec.cpus" in bad.stderr
 
 
 def test_token_request_gives_a_signed_jwt_with_audience_and_expiry(cluster: ControlPlane) -> None:
-    token = kubectl(cluster, "create", "token", "default", "--audience=slurm", "--duration=10m").stdout.strip()
+    token = kubectl_run(cluster, "create", "token", "default", "--audience=slurm", "--duration=10m").stdout.strip()
     header, payload, signature = token.split(".")
     claims = jwts.claims(token)
     assert json.loads(jwts.b64(header))["alg"] == "ES256"
@@ -147,8 +127,8 @@ def test_token_request_gives_a_signed_jwt_with_audience_and_expiry(cluster: Cont
 
 
 def test_pod_security_rejects_a_privileged_pod_in_a_restricted_namespace(cluster: ControlPlane) -> None:
-    kubectl(cluster, "create", "namespace", "locked")
-    kubectl(cluster, "label", "namespace", "locked", "pod-security.kubernetes.io/enforce=restricted")
+    kubectl_run(cluster, "create", "namespace", "locked")
+    kubectl_run(cluster, "label", "namespace", "locked", "pod-security.kubernetes.io/enforce=restricted")
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -157,14 +137,14 @@ def test_pod_security_rejects_a_privileged_pod_in_a_restricted_namespace(cluster
             "containers": [{"name": "c", "image": "example.invalid/x:1", "securityContext": {"privileged": True}}]
         },
     }
-    denied = kubectl(cluster, "apply", "-f", "-", stdin=json.dumps(pod), check=False)
+    denied = kubectl_run(cluster, "apply", "-f", "-", stdin=json.dumps(pod), check=False)
     assert denied.returncode != 0 and 'violates PodSecurity "restricted:latest"' in denied.stderr
     assert "privileged" in denied.stderr
 
 
 def test_the_scheduler_binds_a_pod_to_a_node(cluster: ControlPlane) -> None:
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}}}
-    kubectl(cluster, "apply", "-f", "-", stdin=json.dumps(node))
+    kubectl_run(cluster, "apply", "-f", "-", stdin=json.dumps(node))
     capacity = {"cpu": "8", "memory": "16Gi", "pods": "110"}
     status = {
         "status": {
@@ -173,7 +153,7 @@ def test_the_scheduler_binds_a_pod_to_a_node(cluster: ControlPlane) -> None:
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}],
         }
     }
-    kubectl(cluster, "patch", "node", "n1", "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    kubectl_run(cluster, "patch", "node", "n1", "--subresource=status", "--type=merge", "-p", json.dumps(status))
     pod = yaml.safe_dump(
         {
             "apiVersion": "v1",
@@ -186,7 +166,7 @@ def test_the_scheduler_binds_a_pod_to_a_node(cluster: ControlPlane) -> None:
             },
         }
     )
-    kubectl(cluster, "apply", "-f", "-", stdin=pod)
+    kubectl_run(cluster, "apply", "-f", "-", stdin=pod)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not get(cluster, "pod", "placed")["spec"].get("nodeName"):
         time.sleep(1)

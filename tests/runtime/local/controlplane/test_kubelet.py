@@ -7,7 +7,6 @@ with the agent's final delete. On demand (marker `controlplane`, `make test-cont
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import ssl
@@ -15,10 +14,9 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -28,35 +26,11 @@ from sunk.runtime.local.nodeagents import NodeAgents, close_network, open_networ
 
 from sunk.images import ROLES, tag_for
 from tests.support import jwts
+from tests.support.controlplane import Loop, get, kubectl, wait_for
 
 pytestmark = pytest.mark.controlplane
 
-T = TypeVar("T")
 NODE = "cp-node-1"
-
-
-class Loop:
-    """An asyncio loop on a thread: the agent's, as the cluster's process runs it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any, timeout: float = 120) -> Any:
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return future.result(timeout)
-
-    def close(self) -> None:
-        async def drain() -> None:  # the agent's pod tasks end before the loop (no coroutine left unfinished)
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        self.run(drain(), 30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 class Clock:
@@ -91,28 +65,6 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPla
                 loop.close()
     finally:
         close_network(network)
-
-
-def kubectl(cp: ControlPlane, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        ["kubectl", f"--kubeconfig={cp.kubeconfig}", *args], input=stdin, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-def get(cp: ControlPlane, *args: str) -> Any:
-    return json.loads(kubectl(cp, "get", "-o", "json", *args))
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 180) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"no {what} in {timeout:.0f} s")
 
 
 def test_the_agent_registers_its_node_and_renews_the_lease(plane: tuple[ControlPlane, Path]) -> None:

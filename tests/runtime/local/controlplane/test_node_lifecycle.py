@@ -18,7 +18,7 @@ from sunk.runtime.local.controlplane import ControlPlane
 from sunk.runtime.local.lifecycle import NOT_READY, UNREACHABLE, Settings
 from sunk.runtime.local.nodeagents import NodeAgents, close_network, open_network
 
-from tests.runtime.local.controlplane.test_kubelet import Loop, get, kubectl, wait_for
+from tests.support.controlplane import Loop, get, kubectl, wait_for
 
 pytestmark = pytest.mark.controlplane
 

@@ -6,20 +6,18 @@ folder. On demand (marker `controlplane`, `make test-controlplane`)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 from sunk.runtime.local.controlplane import ControlPlane
 from sunk.runtime.local.provisioner import HttpApi, Provisioner, storage_classes
 
+from tests.support.controlplane import get, kubectl, wait_for
+
 pytestmark = pytest.mark.controlplane
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -35,27 +33,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlP
         finally:
             provisioner.close()
             api.close()
-
-
-def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        ["kubectl", f"--kubeconfig={plane.kubeconfig}", *args], input=stdin, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-def get(plane: ControlPlane, *args: str) -> Any:
-    return json.loads(kubectl(plane, "get", "-o", "json", *args))
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 90) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def claim(name: str, klass: str | None, mode: str) -> str:
