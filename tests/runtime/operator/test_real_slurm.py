@@ -145,9 +145,11 @@ class World:
         self.rest = SlurmRestClient(
             slurm.rest_url, user="slurm", token=JwtMinter.from_file(slurm.jwt_key_path, "slurm")
         )
-        ns_spec = resource_spec(SPEC, "cpu", replicas=replicas, **spec)
+        # The cluster's spec, on the release the harness runs (SUNK_HARNESS_SLURM_VERSION in the
+        # compatibility run): a NodeSet of another release than slurmctld's waits (the release hold).
+        ns_spec = resource_spec(slurm.spec, "cpu", replicas=replicas, **spec)
         server.add_namespace(NS, labels={keys.TENANT: SPEC.tenant})  # as the tenant stack labels it
-        for cm in config_map_objects(SPEC, namespace=NS):
+        for cm in config_map_objects(slurm.spec, namespace=NS):
             self.core.create_namespaced_config_map(NS, as_body(cm), _preload_content=False)
         jwt = base64.b64encode(slurm.jwt_key_path.read_bytes()).decode()
         self.core.create_namespaced_secret(
