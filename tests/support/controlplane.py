@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from sunk.runtime.local.controlplane import ControlPlane
 
 from tests.support import waiting
+from tests.support.localcluster import kubectl_at
 
 T = TypeVar("T")
 
@@ -22,19 +23,8 @@ T = TypeVar("T")
 def kubectl_run(
     plane: ControlPlane, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """The real kubectl on the plane's admin kubeconfig; with `check`, a failure fails the test
-    naming the command and kubectl's error."""
-    done = subprocess.run(
-        ["kubectl", f"--kubeconfig={plane.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if check:
-        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done
+    """The real kubectl on the plane's admin kubeconfig (localcluster.kubectl_at)."""
+    return kubectl_at(plane.kubeconfig, *args, stdin=stdin, check=check, timeout=timeout)
 
 
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None, timeout: float = 120) -> str:

@@ -39,6 +39,19 @@ def ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def kubectl_at(
+    kubeconfig: str | Path, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The real kubectl on `kubeconfig`; with `check`, a failure fails the test naming the command
+    and kubectl's error."""
+    done = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True, text=True, timeout=timeout
+    )
+    if check:
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done
+
+
 @dataclass
 class Boot:
     """A local cluster brought up by `booted`: its environment (SUNK_LOCAL_DIR), kubeconfig, the
@@ -94,16 +107,7 @@ class LocalCluster:
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["kubectl", "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check:
-            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done
+        return kubectl_at(self.kubeconfig, *args, stdin=stdin, check=check, timeout=timeout)
 
     def get(self, *args: str) -> Any:
         """`kubectl get -o json ARGS`, parsed."""
