@@ -73,6 +73,7 @@ from sunk.manifests.nodeset_pod import (
 )
 from sunk.nodeset_resource import NodeSetResourceSpec
 from sunk.spec.nodeset import UpdateStrategy
+from sunk.spec.upgrade import release_index
 
 from ..slurmrest.models import Node as SlurmNode
 from .admission import pod_requests, shortfalls
@@ -518,7 +519,7 @@ def behind(answered: str | None, release: str) -> bool:
     if answered is None:
         return False
     try:
-        return tuple(map(int, answered.split("."))) < tuple(map(int, release.split(".")))
+        return release_index(answered) < release_index(release)
     except ValueError:
         return False
 
