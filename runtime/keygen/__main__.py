@@ -14,9 +14,12 @@ from typing import Protocol
 
 from pydantic import field_validator
 
+from sunk.manifests.keygen import TLS_KEYS
+
 from ..common.settings import EnvSettings, SettingsError
-from .plan import PlanError, Wanted, parse, renewal_due, renewed_body, secret_body
-from .values import make, tls, validity
+from .plan import PlanError, Wanted, parse, renewed_body, secret_body
+from .rollover import Observed, Validity, new_keys, plan, split_pem
+from .values import make, new_ca, serving, signed_by, validity
 
 log = logging.getLogger("sunk.keygen")
 
@@ -50,11 +53,17 @@ class SecretApi(Protocol):
 
 
 class Certificates(Protocol):
-    def make(self, dns_names: list[str], ca: tuple[bytes, bytes] | None) -> dict[str, bytes]:
-        """The TLS_KEYS: a serving certificate signed by `ca` (certificate, key), or by a new CA."""
+    def new_ca(self, subject: str) -> tuple[bytes, bytes]:
+        """A new self-signed CA (certificate, key PEM)."""
+
+    def serving(self, dns_names: list[str], ca: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+        """A serving certificate for `dns_names` signed by `ca` (certificate, key), and its key."""
 
     def validity(self, cert: bytes) -> tuple[float, float]:
         """(notBefore, notAfter) of a PEM certificate, in seconds since the epoch."""
+
+    def signed_by(self, cert: bytes, ca: bytes) -> bool:
+        """Whether the CA certificate `ca` signed `cert`."""
 
 
 class KubeSecrets:
@@ -107,11 +116,28 @@ class OpensslCertificates:
     def __init__(self, work_dir: Path) -> None:
         self._dir = work_dir
 
-    def make(self, dns_names: list[str], ca: tuple[bytes, bytes] | None) -> dict[str, bytes]:
-        return tls(dns_names, self._dir, ca)
+    def new_ca(self, subject: str) -> tuple[bytes, bytes]:
+        return new_ca(subject, self._dir)
+
+    def serving(self, dns_names: list[str], ca: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+        return serving(dns_names, ca, self._dir)
 
     def validity(self, cert: bytes) -> tuple[float, float]:
         return validity(cert, self._dir)
+
+    def signed_by(self, cert: bytes, ca: bytes) -> bool:
+        return signed_by(cert, ca, self._dir)
+
+
+def ca_subject(wanted: Wanted) -> str:
+    return f"{wanted.dns_names[0]} CA"
+
+
+def make_tls(wanted: Wanted, certificates: Certificates) -> dict[str, bytes]:
+    """The TLS_KEYS of a new TLS Secret: a new CA and the serving certificate it signs."""
+    ca = certificates.new_ca(ca_subject(wanted))
+    crt, key = certificates.serving(list(wanted.dns_names), ca)
+    return dict(zip(TLS_KEYS, (*ca, crt, key), strict=True))
 
 
 def generate(
@@ -127,7 +153,7 @@ def generate(
     due; returns one line per Secret, naming it and its keys, never a value."""
     lines = []
     for w in wanted:
-        values = certificates.make(list(w.dns_names), None) if w.tls else {key: value(w, key) for key, _ in w.items}
+        values = make_tls(w, certificates) if w.tls else {key: value(w, key) for key, _ in w.items}
         keys = ", ".join(k for k, _ in w.items)
         if api.create(namespace, secret_body(w, namespace, values)):
             lines.append(f"created Secret {namespace}/{w.name} ({keys})")
@@ -139,8 +165,9 @@ def generate(
 
 
 def renew(api: SecretApi, namespace: str, wanted: Wanted, certificates: Certificates, now: float) -> str:
-    """A TLS Secret that exists: its serving certificate renewed (same CA, new key) once due; a
-    Secret without ca.key is someone else's (cert-manager's, an administrator's) and left alone."""
+    """A TLS Secret that exists: its serving certificate and CA renewed as rollover.plan says, one
+    step per run; a Secret without ca.key is someone else's (cert-manager's, an administrator's)
+    and left alone."""
     where = f"Secret {namespace}/{wanted.name}"
     current = api.read(namespace, wanted.name)
     data = current.get("data") or {}
@@ -148,13 +175,28 @@ def renew(api: SecretApi, namespace: str, wanted: Wanted, certificates: Certific
     if not all(isinstance(data.get(k), str) for k in ("ca.crt", "ca.key", "tls.crt")):
         return f"kept {where}: it has no ca.key (not made by the generator), so its maker renews it"
     pem = {k: base64.b64decode(data[k]) for k in ("ca.crt", "ca.key", "tls.crt")}
-    not_before, not_after = certificates.validity(pem["tls.crt"])
-    until = time.strftime("%Y-%m-%d", time.gmtime(not_after))
-    if not renewal_due(not_before, not_after, now):
-        return f"kept {where}: its certificate is valid until {until}, not yet due for renewal"
-    made = certificates.make(list(wanted.dns_names), (pem["ca.crt"], pem["ca.key"]))
-    api.replace(namespace, renewed_body(current, {k: made[k] for k in ("tls.crt", "tls.key")}))
-    return f"renewed the serving certificate of {where} (tls.crt, tls.key; the old one ended {until})"
+    cas = split_pem(pem["ca.crt"])
+    dates = [Validity(*certificates.validity(ca)) for ca in cas]
+    served = Validity(*certificates.validity(pem["tls.crt"]))
+    # The newest CA first: in a rollover the serving certificate moves to the last one.
+    signer = next((i for i in reversed(range(len(cas))) if certificates.signed_by(pem["tls.crt"], cas[i])), None)
+    decision = plan(Observed(tuple(dates), served, signer), now)
+    state = (f"its serving certificate ends {_day(served.not_after)}, its CA"
+             f"{'s end ' if len(cas) > 1 else ' ends '}{', '.join(_day(d.not_after) for d in dates)}")  # fmt: skip
+    if decision.step == "keep":
+        return f"kept {where}: {decision.reason} ({state})"
+    ca = certificates.new_ca(ca_subject(wanted)) if decision.step in ("add-ca", "reissue") else None
+    made = None
+    if decision.step in ("renew-serving", "sign-with-new-ca", "reissue"):
+        # ca.key belongs to the last CA of ca.crt; a reissue signs with the CA it just made.
+        made = certificates.serving(list(wanted.dns_names), ca or (cas[-1], pem["ca.key"]))
+    keys = new_keys(decision.step, cas, ca, made)
+    api.replace(namespace, renewed_body(current, keys))
+    return f"{decision.step} in {where} ({', '.join(sorted(keys))}): {decision.reason} ({state})"
+
+
+def _day(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds))
 
 
 def main() -> int:

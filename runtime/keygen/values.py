@@ -46,40 +46,71 @@ def _ssh_key(args: list[str], work_dir: Path) -> bytes:
         return path.read_bytes()
 
 
-CA_DAYS = 3650
-"""The webhook's CA lives ten years and is not renewed: its certificate is in the webhook
-configuration's caBundle, and a new CA would be served before the API server trusts it."""
+CA_DAYS = 365
+"""The webhook's CA lives a year and is renewed by a rollover (rollover.py) once a third of its life
+is left: a yearly rollover is exercised while someone remembers it, and the 121 days left when it
+starts exceed a serving certificate's life, so none outlives the CA that signed it."""
 SERVING_DAYS = 90
 """The serving certificate's life (cert-manager's default); renewed a third before its end."""
 _EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
 
 
-def _openssl(args: list[str], cwd: Path) -> None:
+def _openssl(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"openssl {args[0]} failed: {done.stderr.strip()[-300:]}")
+    return done
 
 
-def tls(dns_names: list[str], work_dir: Path, ca: tuple[bytes, bytes] | None = None) -> dict[str, bytes]:
-    """A serving certificate for `dns_names` (the first is its subject) and its key, signed by `ca`
-    (ca.crt, ca.key PEM), or by a new CA made here: the four TLS_KEYS. ECDSA P-256."""
+def _serial() -> str:
+    return str(int.from_bytes(secrets.token_bytes(15), "big"))
+
+
+def new_ca(subject: str, work_dir: Path) -> tuple[bytes, bytes]:
+    """A self-signed CA for CN `subject` (certificate, key PEM), valid CA_DAYS from now. ECDSA P-256."""
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         folder = Path(tmp)
-        if ca is None:
-            _openssl(["req", "-x509", "-new", *_EC, "-keyout", "ca.key", "-out", "ca.crt",
-                      "-days", str(CA_DAYS), "-subj", f"/CN={dns_names[0]} CA"], folder)  # fmt: skip
-        else:
-            (folder / "ca.crt").write_bytes(ca[0])
-            (folder / "ca.key").write_bytes(ca[1])
+        # A random serial: two CAs of one subject (old and new, side by side in a rollover) differ.
+        _openssl(["req", "-x509", "-new", *_EC, "-keyout", "ca.key", "-out", "ca.crt", "-days", str(CA_DAYS),
+                  "-set_serial", _serial(), "-subj", f"/CN={subject}"], folder)  # fmt: skip
+        return (folder / "ca.crt").read_bytes(), (folder / "ca.key").read_bytes()
+
+
+def serving(dns_names: list[str], ca: tuple[bytes, bytes], work_dir: Path) -> tuple[bytes, bytes]:
+    """A serving certificate for `dns_names` (the first is its subject) signed by `ca` (certificate,
+    key PEM), valid SERVING_DAYS from now, and its key (certificate, key PEM). ECDSA P-256."""
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        folder = Path(tmp)
+        (folder / "ca.crt").write_bytes(ca[0])
+        (folder / "ca.key").write_bytes(ca[1])
         (folder / "ext.cnf").write_text(
             "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
             "extendedKeyUsage=serverAuth\nsubjectAltName=" + ",".join(f"DNS:{n}" for n in dns_names) + "\n"
         )
         _openssl(["req", "-new", *_EC, "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={dns_names[0]}"], folder)
-        _openssl(["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial",
-                  str(int.from_bytes(secrets.token_bytes(15), "big")), "-days", str(SERVING_DAYS),
-                  "-extfile", "ext.cnf", "-out", "tls.crt"], folder)  # fmt: skip
-        return {key: (folder / key).read_bytes() for key in TLS_KEYS}
+        _openssl(["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial", _serial(),
+                  "-days", str(SERVING_DAYS), "-extfile", "ext.cnf", "-out", "tls.crt"], folder)  # fmt: skip
+        return (folder / "tls.crt").read_bytes(), (folder / "tls.key").read_bytes()
+
+
+def tls(dns_names: list[str], work_dir: Path, ca: tuple[bytes, bytes] | None = None) -> dict[str, bytes]:
+    """The four TLS_KEYS: a serving certificate for `dns_names` and its key, signed by `ca`
+    (ca.crt, ca.key PEM), or by a new CA made here."""
+    ca = ca or new_ca(f"{dns_names[0]} CA", work_dir)
+    crt, key = serving(dns_names, ca, work_dir)
+    return dict(zip(TLS_KEYS, (ca[0], ca[1], crt, key), strict=True))
+
+
+def signed_by(cert_pem: bytes, ca_pem: bytes, work_dir: Path) -> bool:
+    """Whether the CA certificate `ca_pem` signed `cert_pem` (its signature, whatever the dates)."""
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        folder = Path(tmp)
+        (folder / "ca.crt").write_bytes(ca_pem)
+        (folder / "cert.crt").write_bytes(cert_pem)
+        # -no_check_time: an expired pair is still a pair; the plan reads the dates itself.
+        done = subprocess.run(["openssl", "verify", "-no_check_time", "-CAfile", "ca.crt", "cert.crt"],
+                              cwd=folder, capture_output=True, text=True, check=False)  # fmt: skip
+    return done.returncode == 0
 
 
 def validity(cert_pem: bytes, work_dir: Path) -> tuple[float, float]:

@@ -10,9 +10,11 @@ no value is ever logged. Secrets the spec names instead (`existingSecret`, an ex
 `passwordSecret`) are not the generator's.
 
 With inference namespaces listed it also makes the webhook's `<cluster>-webhook-tls`: a CA
-(ten years) and a serving certificate for the webhook Service's names (90 days) that it signs, and
-a CronJob runs the same pod daily, renewing that serving certificate (same CA, new key) once less
-than a third of its life is left.
+(a year) and a serving certificate for the webhook Service's names (90 days) that it signs, and
+a CronJob runs the same pod daily, renewing each once less than a third of its life is left: the
+serving certificate with the same CA and a new key, the CA by a rollover that keeps the old and
+the new CA side by side in `ca.crt` (so in the webhook's caBundle) until the new CA's serving
+certificate is served (sunk.runtime.keygen.rollover).
 
 Its ServiceAccount may `create` Secrets in the namespace and nothing else, but for the Secrets
 holding a certificate it made: `get` and `update` those, by name (resourceNames), to renew them.
@@ -56,10 +58,11 @@ KINDS: tuple[Kind, ...] = ("random-1024", "random-32", "password-32", "ssh-ed255
 size are 1024; Slurm's JWT guide asks 32 for HS256); password-32: 32 letters and digits (the
 password ends up in a `Key=Value` line of slurmdbd.conf); ssh-*: an OpenSSH private key from
 ssh-keygen; tls: one of TLS_KEYS, made together (a CA, and a serving certificate for the Secret's
-DNS names that it signs), the serving certificate renewed before it ends by the renewal CronJob."""
+DNS names that it signs), both renewed before they end by the renewal CronJob."""
 TLS_KEYS = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 """The keys of a TLS Secret the generator makes: the CA's certificate and key (kept to sign the
-renewals; the webhook mounts every key but ca.key) and the serving certificate and its key."""
+renewals; the webhook mounts every key but ca.key; during a CA rollover ca.crt holds the old and
+the new CA, and ca.key is the new one's) and the serving certificate and its key."""
 RENEW_SCHEDULE = "17 3 * * *"
 """Daily (at an odd minute, away from the hour's crowd): a 90-day serving certificate is renewed
 in its last 30 days, so a month of runs may fail before it lapses."""

@@ -289,7 +289,8 @@ def _pem(secret: dict[str, Any], key: str, folder: Path) -> Path:
 def test_the_webhook_certificate_is_made_for_its_service_and_renewed_a_third_before_its_end(tmp_path: Path) -> None:
     """acme-prod lists inference namespaces: the generator makes <cluster>-webhook-tls, a CA and a
     serving certificate for the webhook Service's names that the CA verifies; later runs keep it
-    until a third of its life is left, then renew it with the same CA and a new key; a TLS Secret
+    until a third of its life is left, then renew it with the same CA and a new key (the CA's own
+    rollover: test_rollover.py); a TLS Secret
     without ca.key (cert-manager's) is never touched."""
     spec = _spec("acme-prod")
     wanted = parse(secrets_json(wanted_secrets(spec)))
@@ -310,13 +311,15 @@ def test_the_webhook_certificate_is_made_for_its_service_and_renewed_a_third_bef
     not_before, not_after = certs.validity(base64.b64decode(made["data"]["tls.crt"]))
     assert round((not_after - not_before) / 86400) == 90
 
+    ca_end = certs.validity(base64.b64decode(made["data"]["ca.crt"]))[1]
     again = generate(api, spec.ns, [cert], lambda w, k: b"", certs, not_after - 31 * 86400)
-    assert again == [f"kept Secret {spec.ns}/{cert.name}: its certificate is valid until "
-                     f"{time.strftime('%Y-%m-%d', time.gmtime(not_after))}, not yet due for renewal"]  # fmt: skip
+    assert again == [f"kept Secret {spec.ns}/{cert.name}: not yet due for renewal (its serving certificate ends "
+                     f"{time.strftime('%Y-%m-%d', time.gmtime(not_after))}, its CA ends "
+                     f"{time.strftime('%Y-%m-%d', time.gmtime(ca_end))})"]  # fmt: skip
     assert api.objects[cert.name]["data"] == made["data"]
 
     renewed = generate(api, spec.ns, [cert], lambda w, k: b"", certs, not_after - 29 * 86400)
-    assert renewed[0].startswith(f"renewed the serving certificate of Secret {spec.ns}/{cert.name}")
+    assert renewed[0].startswith(f"renew-serving in Secret {spec.ns}/{cert.name} (tls.crt, tls.key): less than")
     after = api.objects[cert.name]
     assert after["data"]["ca.crt"] == made["data"]["ca.crt"] and after["data"]["ca.key"] == made["data"]["ca.key"]
     assert after["data"]["tls.crt"] != made["data"]["tls.crt"] and after["data"]["tls.key"] != made["data"]["tls.key"]
