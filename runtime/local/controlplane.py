@@ -101,10 +101,16 @@ def lifecycle_flags(settings: Settings) -> dict[str, list[str]]:
 
 
 def commands(
-    binaries: Path, folder: Path, ports: Ports, address: str = "127.0.0.1", settings: Settings | None = None
+    binaries: Path,
+    folder: Path,
+    ports: Ports,
+    address: str = "127.0.0.1",
+    settings: Settings | None = None,
+    api_server_flags: tuple[str, ...] = (),
 ) -> dict[str, list[str]]:
     """Each component's command line, in start order (pure), the API server on `address`, the node
-    lifecycle as `settings` say (`lifecycle_flags`; Kubernetes' defaults when None).
+    lifecycle as `settings` say (`lifecycle_flags`; Kubernetes' defaults when None), and
+    `api_server_flags` last on the API server's (an alpha API's feature gate and runtime-config).
     Credentials are read from `folder` as make_credentials() leaves them."""
     pki_dir = folder / "pki"
     lifecycle = lifecycle_flags(settings or Settings())
@@ -152,6 +158,7 @@ def commands(
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
             *lifecycle["kube-apiserver"],
+            *api_server_flags,
         ],
         "kube-controller-manager": [
             str(binaries / "kube-controller-manager"),
@@ -234,6 +241,8 @@ class ControlPlane:
     """Where the API server listens and what it advertises."""
     settings: Settings = field(default_factory=Settings)
     """The node lifecycle's knobs (`sunk local up`'s flags), passed to the components."""
+    api_server_flags: tuple[str, ...] = ()
+    """Added to the API server's command line (`commands`); none by default."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -261,7 +270,9 @@ class ControlPlane:
         make_credentials(self.folder, self.server, self.address)
         deadline = time.monotonic() + timeout
         try:
-            for name, argv in commands(binaries, self.folder, self.ports, self.address, self.settings).items():
+            for name, argv in commands(
+                binaries, self.folder, self.ports, self.address, self.settings, self.api_server_flags
+            ).items():
                 log = (self.folder / f"{name}.log").open("ab")
                 self._logs.append(log)
                 self.processes[name] = subprocess.Popen(

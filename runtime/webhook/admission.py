@@ -14,7 +14,7 @@ What a pod gets (docs/how-to/inference.md):
   which the scheduler's Binding writes with the GPUs Slurm allocated. Every other container gets
   NVIDIA_VISIBLE_DEVICES=void: a CUDA image sets `all` in its own environment, and on a shared
   Node a CPU-only container would otherwise see every GPU, those Slurm gave to jobs included.
-- the pods of a LeaderWorkerSet group, an indexed Job or a JobSet attempt, one sunk group
+- the pods of a LeaderWorkerSet group, an indexed Job, a JobSet attempt or a PodGroup, one sunk group
   (`slurm.sunk.dev/group`, `group-size`; runtime/webhook/gangs.py): placed all together or not at all.
 """
 
@@ -214,22 +214,27 @@ def _annotated_gpus(annotations: Mapping[str, str]) -> int:
     return int(text) if text.isdigit() else 0
 
 
-def _gang(meta: Mapping[str, Any], owner: Owned) -> dict[str, str] | Refusal:
+def _gang(meta: Mapping[str, Any], spec: Mapping[str, Any], owner: Owned) -> dict[str, str] | Refusal:
     """The group annotations of a gang the pod's controller made (runtime/webhook/gangs.py)."""
     if isinstance(owner, Refusal):
         return owner
+    wanted = gangs.owner_to_read(meta, spec)
+    # Where the pod's PodGroup can't be read (the API not served: the field is then dropped anyway).
     found: gangs.Gang | gangs.GangRefusal = gangs.lws_gang(meta)
-    wanted = gangs.owner_to_read(meta)
     if wanted is not None and owner is not None:
-        job = wanted.kind == "Job"
-        found = gangs.job_gang(meta, owner) if job else gangs.jobset_gang(meta, owner, _template_gpus)
+        if wanted.kind == "PodGroup":
+            found = gangs.podgroup_gang(meta, owner)
+        elif wanted.kind == "Job":
+            found = gangs.job_gang(meta, owner)
+        else:
+            found = gangs.jobset_gang(meta, owner, _template_gpus)
     if isinstance(found, gangs.GangRefusal):
         return Refusal(found.path, found.message)
     return found
 
 
 def _wanted_annotations(
-    meta: Mapping[str, Any], defaults: NamespaceDefaults, gpus: int, owner: Owned
+    meta: Mapping[str, Any], spec: Mapping[str, Any], defaults: NamespaceDefaults, gpus: int, owner: Owned
 ) -> dict[str, str] | Refusal:
     """The slurm.sunk.dev/* annotations the pod gets: the namespace's account and defaults where it
     names none, its GPUs, and its gang's."""
@@ -242,7 +247,7 @@ def _wanted_annotations(
             wanted[key] = value
     if gpus:
         wanted[keys.GPUS] = str(gpus)
-    gang = _gang(meta, owner)
+    gang = _gang(meta, spec, owner)
     if isinstance(gang, Refusal):
         return gang
     return wanted | gang
@@ -252,7 +257,8 @@ def pod_patch(
     pod: Mapping[str, Any], defaults: NamespaceDefaults, scheduler_name: str, owner: Owned = None
 ) -> Patch | Refusal:
     """The JSONPatch for one pod being created in an opted-in namespace, or why it is refused.
-    `owner`: the Job or JobSet that `owner_wanted` named, as read (None: none named or not found)."""
+    `owner`: the Job, JobSet or PodGroup that `owner_wanted` named, as read (None: none named or
+    not found)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     chosen = spec.get("schedulerName") or ""
@@ -272,7 +278,7 @@ def pod_patch(
     if (refused := _env_refusal(spec)) is not None:
         return refused
     count, seeing = gpus
-    wanted = _wanted_annotations(meta, defaults, count, owner)
+    wanted = _wanted_annotations(meta, spec, defaults, count, owner)
     if isinstance(wanted, Refusal):
         return wanted
     patch: Patch = []
@@ -286,13 +292,15 @@ def owner_wanted(
     body: Mapping[str, Any], namespaces: Mapping[str, NamespaceDefaults]
 ) -> tuple[str, gangs.Owner] | None:
     """(namespace, owner) whose spec sizes the gang of the pod this review creates, or None: what
-    the caller reads before `review` (the Job, or the JobSet where its CRD is served)."""
+    the caller reads before `review` (the Job; the JobSet where its CRD is served; the PodGroup where
+    the API server serves scheduling.k8s.io/v1alpha2)."""
     request = body.get("request") or {}
     namespace = request.get("namespace") or ""
     resource = request.get("resource") or {}
     if namespace not in namespaces or resource.get("resource") != "pods" or request.get("operation") != "CREATE":
         return None
-    wanted = gangs.owner_to_read((request.get("object") or {}).get("metadata") or {})
+    pod = request.get("object") or {}
+    wanted = gangs.owner_to_read(pod.get("metadata") or {}, pod.get("spec") or {})
     return (namespace, wanted) if wanted is not None else None
 
 

@@ -20,6 +20,15 @@ in, the group annotations out.
   its replicated Jobs must ask for the same GPUs; a JobSet that starts in order with mixed GPU
   counts is refused, naming them.
 
+- Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2, served behind the GenericWorkload feature
+  gate): a pod that names one in `spec.schedulingGroup.podGroupName` is one group per PodGroup
+  (named by its uid), sized by its gang policy's minCount and waiting for that many pods. A basic
+  policy, or a minCount below 2, is no gang: the pods are placed one by one. The pod carries only
+  the name, so the caller reads the PodGroup where the API server serves the API (and refuses the
+  pod, for its controller to retry, while the PodGroup does not exist yet: the API lets a pod name
+  a group before it is created, and a pod placed alone would split the gang). A pod's own
+  slurm.sunk.dev/group wins over it; it wins over every other controller's grouping.
+
 Constants, as the projects define them:
 - Kubernetes v1.36.3 (in sunk/keys.py: JOB_COMPLETION_INDEX, JOB_NAME, CONTROLLER_UID); the Job
   controller sets the index as annotation and label and the hostname `<job>-<index>`
@@ -28,6 +37,10 @@ Constants, as the projects define them:
   ExclusiveKey (48), ReplicatedJob.Template (330), Replicas (335), DependsOn (353), InOrder (545);
   pkg/constants/constants.go: RestartsKey (34); the controller sets each on the Job and its pod
   template as label and annotation (pkg/controllers/jobset_controller.go:1014, labelAndAnnotateObject).
+- Kubernetes v1.36.3 (k8s.io/api v0.36.3): core/v1/types.go: PodSpec.SchedulingGroup (4499),
+  PodSchedulingGroup.PodGroupName (4647); scheduling/v1alpha2/register.go: the group and version
+  (26, 29); types.go: PodGroupSpec.SchedulingPolicy (374), PodGroupSchedulingPolicy.Basic and
+  .Gang (218, 226), GangSchedulingPolicy.MinCount (247).
 - LeaderWorkerSet v0.10.0 (commit 2161f38f), api/leaderworkerset/v1/leaderworkerset_types.go:
   SizeAnnotationKey (49), GroupUniqueHashLabelKey (57). Both are on every pod of a group: the size
   from the leader's and the workers' StatefulSet templates (pkg/controllers/leaderworkerset_controller.go:799,
@@ -60,6 +73,8 @@ JOBSET_RESTART = "jobset.sigs.k8s.io/restart-attempt"
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 """group, version, plural of the JobSet CRD (api/jobset/v1alpha2/groupversion_info.go:27)."""
+PODGROUP_API = ("scheduling.k8s.io", "v1alpha2", "podgroups")
+"""group, version, plural of Kubernetes' PodGroup (k8s.io/api v0.36.3 scheduling/v1alpha2/register.go:26, 29)."""
 LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
 LWS_SET_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -73,7 +88,7 @@ MAX_SIZE = 100_000
 class Owner:
     """The object the webhook reads to size a pod's gang."""
 
-    kind: Literal["Job", "JobSet"]
+    kind: Literal["Job", "JobSet", "PodGroup"]
     name: str
 
 
@@ -86,11 +101,22 @@ class GangRefusal:
 Gang = dict[str, str]
 
 
-def owner_to_read(meta: Mapping[str, Any]) -> Owner | None:
-    """The owner whose spec sizes this pod's gang, or None (not a gang, or one the pod sizes itself)."""
+def pod_group_name(spec: Mapping[str, Any]) -> str:
+    """The PodGroup a pod's spec names (spec.schedulingGroup.podGroupName), or ""."""
+    group = spec.get("schedulingGroup") or {}
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def owner_to_read(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> Owner | None:
+    """The object whose spec sizes this pod's gang, or None (not a gang, or one the pod sizes itself)."""
     labels: Mapping[str, str] = meta.get("labels") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
-    if annotations.get(keys.GROUP) or lws_group_key(meta):
+    if annotations.get(keys.GROUP):
+        return None
+    if name := pod_group_name(spec):
+        return Owner("PodGroup", name)
+    if lws_group_key(meta):
         return None
     if labels.get(JOBSET_NAME) and labels.get(JOBSET_RESTART, "").isdigit():
         return Owner("JobSet", labels[JOBSET_NAME])
@@ -218,3 +244,16 @@ def jobset_gang(
     if not uid:
         return {}
     return _gang(f"js-{uid[:40]}-{attempt}", size, first_member=in_order)
+
+
+def podgroup_gang(meta: Mapping[str, Any], podgroup: Mapping[str, Any]) -> Gang:
+    """A PodGroup with a gang policy: one group per PodGroup, named by its uid (one created again
+    under the same name is a new gang), sized by its minCount; its pods are placed when that many
+    are there (the gang policy's own all-or-nothing). A basic policy is no gang."""
+    policy = (podgroup.get("spec") or {}).get("schedulingPolicy") or {}
+    gang = policy.get("gang") if isinstance(policy, Mapping) else None
+    count = gang.get("minCount") if isinstance(gang, Mapping) else None
+    uid = _label(str((podgroup.get("metadata") or {}).get("uid", "")))
+    if not isinstance(count, int) or not 2 <= count <= MAX_SIZE or not uid:
+        return {}
+    return _gang(f"pg-{uid}"[:63], count, first_member=False)

@@ -129,12 +129,18 @@ OWNER_RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
     # A rule may name a CRD that is not installed; the webhook then reads a JobSet as absent.
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get"]},
+    # Rendered whatever the API server's feature gates: the webhook reads a PodGroup only where
+    # scheduling.k8s.io/v1alpha2 is served (its discovery), and a stack can't know the gates of a
+    # cluster it doesn't run (GenericWorkload is alpha in Kubernetes 1.36).
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
 ]
-"""What the webhook reads to size a gang: an indexed Job's completions, a JobSet's replicated Jobs."""
+"""What the webhook reads to size a gang: an indexed Job's completions, a JobSet's replicated Jobs,
+a PodGroup's gang policy."""
 
 
 def owner_access(spec: ClusterSpec) -> list[Manifest]:
-    """The webhook's read of Jobs and JobSets, as a Role and its RoleBinding in each listed namespace only."""
+    """The webhook's read of Jobs, JobSets and PodGroups, as a Role and its RoleBinding in each listed
+    namespace only."""
     n = naming.webhook(spec)
     out = []
     for listed in sorted(spec.inference.namespaces, key=lambda x: x.name):

@@ -107,13 +107,14 @@ def test_the_scheduler_and_the_webhook_get_access_in_each_listed_namespace_and_n
     assert subjects == {"research-scheduler", "research-webhook"}
     for binding in _by(outside, "RoleBinding"):
         assert binding["subjects"][0]["namespace"] == spec.ns
-    # The webhook only reads the owners that size gangs: get on Jobs and JobSets, nothing else.
+    # The webhook only reads the owners that size gangs: get on Jobs, JobSets and PodGroups, nothing else.
     webhook_roles = [r for r in _by(outside, "Role") if r["metadata"]["name"] == "research-webhook"]
     assert {r["metadata"]["namespace"] for r in webhook_roles} == {"team-speech", "team-vision"}
     for role in webhook_roles:
         assert role["rules"] == [
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
             {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get"]},
+            {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
         ]
     scheduler = next(o for o in _by(objs, "Deployment") if o["metadata"]["name"] == "research-scheduler")
     env = {e["name"]: e.get("value") for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]}

@@ -13,7 +13,7 @@ from typing import Any
 import jsonpatch
 from sunk.runtime.webhook import gangs
 from sunk.runtime.webhook.admission import NamespaceDefaults, Refusal, owner_wanted, review
-from sunk.runtime.webhook.owners import read_owner
+from sunk.runtime.webhook.owners import NotCreatedYet, read_owner
 
 from sunk import keys
 
@@ -21,6 +21,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "admission" / "vllm
 NAMESPACES = {"team-vision": NamespaceDefaults(account="vision")}
 JOB_UID = "0f4c8a52-5b1e-4c59-9d1f-1f3a8b6c2d10"
 JOBSET_UID = "6d1e2f3a-7b8c-4d9e-a0b1-c2d3e4f5a6b7"
+PODGROUP_UID = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 
 
 def _body(meta: dict[str, Any], *, gpus: int = 1) -> dict[str, Any]:
@@ -275,3 +276,68 @@ def test_only_a_named_lws_leader_gets_a_computed_key() -> None:
         assert gangs.lws_group_key({**meta, "namespace": "team-vision"}) == ""
         assert keys.GROUP not in _annotations(_body(meta), None)
     assert gangs.lws_group_key({**_lws_leader(0), "namespace": "team-vision"}) == LWS_KEY_LLM_0
+
+
+def _grouped(meta: dict[str, Any], podgroup: str, *, gpus: int = 1) -> dict[str, Any]:
+    """A pod create review whose pod names `podgroup` in spec.schedulingGroup.podGroupName
+    (k8s.io/api v0.36.3 core/v1/types.go:4499, 4647)."""
+    body = _body(meta, gpus=gpus)
+    body["request"]["object"]["spec"]["schedulingGroup"] = {"podGroupName": podgroup}
+    return body
+
+
+def _podgroup(name: str, policy: dict[str, Any]) -> dict[str, Any]:
+    """A PodGroup as the API server returns it (scheduling/v1alpha2/types.go: PodGroup 325,
+    PodGroupSpec.SchedulingPolicy 374, PodGroupTemplateRef 366, WorkloadPodGroupTemplateReference 561-574)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "team-vision", "uid": PODGROUP_UID},
+        "spec": {
+            "podGroupTemplateRef": {"workload": {"workloadName": "llm", "podGroupTemplateName": "workers"}},
+            "schedulingPolicy": policy,
+        },
+    }
+
+
+def test_a_pod_group_with_a_gang_policy_is_one_gang_of_its_min_count() -> None:
+    """GangSchedulingPolicy.MinCount (types.go:247): the group waits for that many pods."""
+    body = _grouped({"generateName": "llm-workers-", "labels": {"app": "llm"}}, "llm-workers-0")
+    assert owner_wanted(body, NAMESPACES) == ("team-vision", gangs.Owner("PodGroup", "llm-workers-0"))
+    got = _annotations(body, _podgroup("llm-workers-0", {"gang": {"minCount": 4}}))
+    assert got[keys.GROUP] == "pg-" + PODGROUP_UID.replace("-", "")
+    assert got[keys.GROUP_SIZE] == "4"
+    assert keys.GROUP_START not in got and got[keys.GPUS] == "1"
+
+
+def test_a_basic_pod_group_or_one_of_one_is_placed_pod_by_pod() -> None:
+    """BasicSchedulingPolicy (types.go:218, 231): standard scheduling, no all-or-nothing."""
+    body = _grouped({"generateName": "web-"}, "web")
+    policies: list[dict[str, Any]] = [{"basic": {}}, {"gang": {"minCount": 1}}]
+    for policy in policies:
+        assert keys.GROUP not in _annotations(body, _podgroup("web", policy))
+    assert keys.GROUP not in _annotations(body, None)  # the API is not served: placed alone
+
+
+def test_a_pod_group_wins_over_the_controllers_labels_and_loses_to_the_pods_own_group() -> None:
+    """An indexed Job's pod that names a PodGroup (a 1.36 Job controller with the gate on) is sized
+    by the PodGroup, not the Job; a pod's own slurm.sunk.dev/group is read from the pod alone."""
+    body = _grouped(_indexed_pod("train", 0), "train-pg")
+    assert owner_wanted(body, NAMESPACES) == ("team-vision", gangs.Owner("PodGroup", "train-pg"))
+    assert _annotations(body, _podgroup("train-pg", {"gang": {"minCount": 3}}))[keys.GROUP_SIZE] == "3"
+    own = _grouped({"annotations": {keys.GROUP: "mine", keys.GROUP_SIZE: "2"}}, "train-pg")
+    assert owner_wanted(own, NAMESPACES) is None
+
+
+def test_a_pod_group_not_created_yet_refuses_the_pod_for_its_controller_to_retry() -> None:
+    """The API lets a pod name a group that does not exist yet (core/v1/types.go:4492-4493); placed
+    alone, it would split the gang."""
+
+    class NotYet:
+        def read(self, namespace: str, owner: gangs.Owner) -> None:
+            raise NotCreatedYet(f"PodGroup {namespace}/{owner.name} not found")
+
+    owner = read_owner(NotYet(), "team-vision", gangs.Owner("PodGroup", "llm-workers-0"))
+    assert isinstance(owner, Refusal)
+    message = _refusal(_grouped({"generateName": "llm-"}, "llm-workers-0"), owner)
+    assert "could not read PodGroup llm-workers-0 to size its gang (NotCreatedYet)" in message
