@@ -4,6 +4,14 @@ in, the group annotations out.
 
 - LeaderWorkerSet: one group per group key, sized by the size annotation the pods carry, allocated
   whole at its first member (LeaderReady creates the workers only once the leader runs).
+  Subgroups (LWS's subGroupPolicy: the subgroup-index, subgroup-key and subgroup-size keys) are
+  nothing to Slurm: the whole group stays one gang. A subgroup is a part of one model replica
+  (a tensor-parallel shard, a slice), which serves only when every part runs, so all-or-nothing
+  holds for the group; sunk asks Slurm for the group as one job in one block or leaf switch, which
+  keeps each subgroup in that domain too. The one subgroup key that asks something of placement,
+  subgroup-exclusive-topology (each subgroup alone in its own topology domain, through pod
+  affinity that sunk's scheduler does not read), can't be honoured by one job in one domain: such a
+  group is refused, naming the annotation, rather than placed against it.
 - Indexed Job with parallelism = completions (every index runs at once): one group per Job, its
   size the Job's completions. A pod does not carry the Job's size, so the caller reads the Job
   (batch/v1: always served). Any other Job is placed pod by pod: its pods do not all run together.
@@ -42,7 +50,10 @@ Constants, as the projects define them:
   (26, 29); types.go: PodGroupSpec.SchedulingPolicy (374), PodGroupSchedulingPolicy.Basic and
   .Gang (218, 226), GangSchedulingPolicy.MinCount (247).
 - LeaderWorkerSet v0.10.0 (commit 2161f38f), api/leaderworkerset/v1/leaderworkerset_types.go:
-  SizeAnnotationKey (49), GroupUniqueHashLabelKey (57). Both are on every pod of a group: the size
+  SizeAnnotationKey (49), GroupUniqueHashLabelKey (57), SubGroupExclusiveKeyAnnotationKey (33),
+  SubGroupIndexLabelKey (79), SubGroupSizeAnnotationKey (83), SubGroupUniqueHashLabelKey (86); the
+  controllers copy subgroup-exclusive-topology from the LeaderWorkerSet onto the leader's and the
+  workers' templates (leaderworkerset_controller.go:806-807, pod_controller.go:426-427). Both are on every pod of a group: the size
   from the leader's and the workers' StatefulSet templates (pkg/controllers/leaderworkerset_controller.go:799,
   pod_controller.go:416), the group key on the leader from LWS's own pod webhook
   (pkg/webhooks/pod_webhook.go:116-118) and on the workers from their template
@@ -79,6 +90,7 @@ LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
 LWS_SET_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_SUBGROUP_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
 FIRST_MEMBER = "first-member"
 MAX_SIZE = 100_000
 """What the scheduler takes in slurm.sunk.dev/group-size (runtime/scheduler/plan.py)."""
@@ -139,13 +151,20 @@ def lws_group_key(meta: Mapping[str, Any]) -> str:
     return hashlib.sha1(f"{namespace}/{name}".encode(), usedforsecurity=False).hexdigest()
 
 
-def lws_gang(meta: Mapping[str, Any]) -> Gang:
-    """A LeaderWorkerSet group as one sunk group, allocated whole at its first member. A pod's own
-    slurm.sunk.dev/group wins."""
+def lws_gang(meta: Mapping[str, Any]) -> Gang | GangRefusal:
+    """A LeaderWorkerSet group as one sunk group, allocated whole at its first member, its
+    subgroups included. A pod's own slurm.sunk.dev/group wins."""
     annotations: Mapping[str, str] = meta.get("annotations") or {}
     key, size = lws_group_key(meta), annotations.get(LWS_SIZE, "").strip()
     if annotations.get(keys.GROUP) or not key or not size.isdigit() or int(size) < 2:
         return {}
+    if topology := annotations.get(LWS_SUBGROUP_EXCLUSIVE, "").strip():
+        return GangRefusal(
+            f"metadata.annotations[{LWS_SUBGROUP_EXCLUSIVE}]",
+            f"{topology!r}: each subgroup alone in its own topology domain can't be honoured: sunk places the "
+            "whole LeaderWorkerSet group as one Slurm job in one block or leaf switch; drop the annotation "
+            "from the LeaderWorkerSet (its subgroups then share the group's domain)",
+        )
     # The group key is a hex digest; the group name must stay a DNS label (the job's marker).
     return _gang("lws-" + _label(key)[:40], int(size), first_member=True)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -341,3 +342,46 @@ def test_a_pod_group_not_created_yet_refuses_the_pod_for_its_controller_to_retry
     assert isinstance(owner, Refusal)
     message = _refusal(_grouped({"generateName": "llm-"}, "llm-workers-0"), owner)
     assert "could not read PodGroup llm-workers-0 to size its gang (NotCreatedYet)" in message
+
+
+# LeaderWorkerSet subgroups (v0.10.0): with subGroupPolicy {subGroupSize: 2} on a group of 4, both
+# templates carry subgroup-size and subgroup-policy-type (leaderworkerset_controller.go:803-805,
+# pod_controller.go:421-425); LWS's pod webhook labels the leader subgroup "0" and each worker
+# index // 2 (pod_webhook.go:127-131, 143-152, getSubGroupIndex 249-255: 3 % 2 != 0), with the
+# subgroup key sha1 of "<leader name>/<subgroup index>" (genGroupUniqueKey 180-181). Keys:
+# api/leaderworkerset/v1/leaderworkerset_types.go:33, 79, 83, 86, 90.
+LWS_SUBGROUP_INDEX = "leaderworkerset.sigs.k8s.io/subgroup-index"
+LWS_SUBGROUP_KEY = "leaderworkerset.sigs.k8s.io/subgroup-key"
+LWS_SUBGROUP_SIZE = "leaderworkerset.sigs.k8s.io/subgroup-size"
+LWS_SUBGROUP_POLICY = "leaderworkerset.sigs.k8s.io/subgroup-policy-type"
+
+
+def _in_subgroup(meta: dict[str, Any], index: int) -> dict[str, Any]:
+    subgroup = str(index // 2)
+    key = hashlib.sha1(f"llm-0/{subgroup}".encode(), usedforsecurity=False).hexdigest()
+    meta["labels"] |= {LWS_SUBGROUP_INDEX: subgroup, LWS_SUBGROUP_KEY: key}
+    meta["annotations"] |= {LWS_SUBGROUP_SIZE: "2", LWS_SUBGROUP_POLICY: "LeaderWorker"}
+    return meta
+
+
+def test_subgroups_of_a_leaderworkerset_group_are_one_gang() -> None:
+    """The group's 4 pods in 2 subgroups: one sunk group of 4, as without subgroups."""
+    pods = [_in_subgroup(_lws_leader(0, key=LWS_KEY_LLM_0), 0)] + [
+        _in_subgroup(_lws_worker(0, i, LWS_KEY_LLM_0), i) for i in (1, 2, 3)
+    ]
+    assert len({p["labels"][LWS_SUBGROUP_KEY] for p in pods}) == 2
+    gang = {keys.GROUP: f"lws-{LWS_KEY_LLM_0}", keys.GROUP_SIZE: "4", keys.GROUP_START: gangs.FIRST_MEMBER}
+    for meta in pods:
+        got = _annotations(_body(meta), None)
+        assert {k: got.get(k) for k in gang} == gang, got
+
+
+def test_subgroup_exclusive_topology_is_refused_naming_the_annotation() -> None:
+    """Each subgroup alone in its own domain can't be one Slurm job in one block: every pod of the
+    group is refused (the annotation is on both templates), so no part of it is placed."""
+    for meta in (_lws_leader(0, key=LWS_KEY_LLM_0), _lws_worker(0, 2, LWS_KEY_LLM_0)):
+        meta = _in_subgroup(meta, 0)
+        meta["annotations"][gangs.LWS_SUBGROUP_EXCLUSIVE] = "cloud.google.com/gke-nodepool"
+        message = _refusal(_body(meta), None)
+        assert f"metadata.annotations[{gangs.LWS_SUBGROUP_EXCLUSIVE}]" in message
+        assert "'cloud.google.com/gke-nodepool': each subgroup alone in its own topology domain" in message
