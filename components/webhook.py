@@ -12,7 +12,7 @@ from ._k8s import Component, child, create
 
 class Webhook(Component):
     """The webhook's Deployment and Service, its access to its own MutatingWebhookConfiguration
-    (by name), the scheduler's Role and RoleBinding and the webhook's read of Jobs and JobSets in each
+    (by name), the scheduler's Role and RoleBinding and the webhook's read of Jobs, JobSets and PodGroups in each
     listed namespace, and the configuration itself,
     registered last, once the Deployment it calls is there (sunk.manifests.webhook)."""
 
@@ -31,7 +31,7 @@ class Webhook(Component):
             meta = m["metadata"]
             if meta.get("namespace", spec.ns) != spec.ns:
                 # A grant in an opted-in namespace (that namespace, not the tenant's): the
-                # scheduler's pod rules, or the webhook's read of the Jobs and JobSets of gangs.
+                # scheduler's pod rules, or the webhook's read of the Jobs, JobSets and PodGroups of gangs.
                 who = "scheduler" if meta["labels"]["app.kubernetes.io/component"] == "scheduler" else "owners"
                 made.append(create(f"{name}-{who}-{meta['namespace']}-{kind.lower()}", m, child(self)))
                 continue
