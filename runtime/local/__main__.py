@@ -7,7 +7,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from .cluster import serve
+from .cluster import serve, serve_kubernetes
 from .lifecycle import Settings
 
 
@@ -17,6 +17,7 @@ def main() -> None:
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--project", default="")
     parser.add_argument("--debug", action="store_true")
+    parser.add_argument("--control-plane", choices=["sunk", "kubernetes"], default="sunk")
     parser.add_argument("--node-monitor-grace-period", type=float, default=Settings.node_monitor_grace)
     parser.add_argument("--default-toleration-seconds", type=int, default=Settings.unreachable_toleration)
     parser.add_argument("--node-startup-grace-period", type=float, default=Settings.node_startup_grace)
@@ -31,7 +32,8 @@ def main() -> None:
         eviction_rate=args.node_eviction_rate,
     )
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    asyncio.run(serve(args.workdir, args.project, settings))
+    run = serve_kubernetes if args.control_plane == "kubernetes" else serve
+    asyncio.run(run(args.workdir, args.project, settings))
 
 
 if __name__ == "__main__":

@@ -33,10 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from sunk import keys
 from sunk.hostlist import expand
 
-from . import inventory, net, stuck
+from . import inventory, kubebuild, net, provisioner, stuck
 from .cluster import NODES_FILE, State, release_host_settings
 from .container import ConfigError
 from .lifecycle import Settings
@@ -92,10 +94,30 @@ def _kubectl(state: State, *args: str, check: bool = True, quiet: bool = False) 
     return done
 
 
-def _start(folder: Path, project: Path, timeout: float = 60, settings: Settings | None = None) -> State:
+START_TIMEOUT = {"sunk": 60.0, "kubernetes": 240.0}
+"""Seconds for the cluster's process to serve: Kubernetes' API server installs its bootstrap RBAC and
+priority levels into an empty etcd first (tens of seconds on 2 loaded cores)."""
+
+
+def _control(state: State, path: str, body: Any) -> dict[str, Any]:
+    """POST to the cluster process's own socket (cluster.control_app); its answer, or RuntimeError
+    with its message."""
+    with httpx.Client(transport=httpx.HTTPTransport(uds=state.control), timeout=120) as client:
+        answer = client.post(f"http://local{path}", json=body)
+    said: dict[str, Any] = answer.json()
+    if answer.status_code != 200:
+        raise RuntimeError(str(said.get("message")))
+    return said
+
+
+def _start(
+    folder: Path, project: Path, timeout: float | None = None, settings: Settings | None = None,
+    control_plane: str = "sunk",
+) -> State:  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "cluster.log").open("ab")
     settings = settings or Settings()
+    timeout = timeout or START_TIMEOUT[control_plane]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -114,6 +136,8 @@ def _start(folder: Path, project: Path, timeout: float = 60, settings: Settings 
             str(settings.node_startup_grace),
             "--node-eviction-rate",
             str(settings.eviction_rate),
+            "--control-plane",
+            control_plane,
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -163,6 +187,11 @@ def apply(state: State, rendered: Path) -> str:
         made.write_text(
             "".join(f"---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {json.dumps(n)}}}\n" for n in outside)
         )
+        _kubectl(state, "apply", "-f", str(made))
+    if state.control_plane == "kubernetes":  # a claim waits for the provisioner its class names
+        classes = provisioner.storage_classes(provisioner.claim_classes(inventory.read_render(rendered)))
+        made = rendered.parent / f"{rendered.name}-storageclasses.json"
+        made.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": classes}))
         _kubectl(state, "apply", "-f", str(made))
     # The keys are made in the cluster by the render's key generator Job, as on any cluster.
     return _kubectl(state, "apply", "-f", str(rendered)).stdout
@@ -266,7 +295,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if state is not None:
         print(
             f"sunk local: a local cluster is already running for {project} (pid {state.pid}, "
-            f"https://127.0.0.1:{state.port}); `sunk local down` stops it",
+            f"{state.url}); `sunk local down` stops it",
             file=sys.stderr,
         )
         return 1
@@ -290,8 +319,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         node_startup_grace=getattr(args, "node_startup_grace_period", Settings.node_startup_grace),
         eviction_rate=getattr(args, "node_eviction_rate", Settings.eviction_rate),
     )
-    state = _start(folder, project, settings=settings)
-    print(f"local cluster up: https://127.0.0.1:{state.port} (pods on {state.subnet}, bridge {state.bridge})")
+    control_plane = getattr(args, "control_plane", "sunk")
+    if control_plane == "kubernetes":
+        try:
+            kubebuild.locate()
+        except kubebuild.BuildError as err:
+            raise SystemExit(f"sunk local up --control-plane kubernetes: {err}") from None
+    state = _start(folder, project, settings=settings, control_plane=control_plane)
+    print(f"local cluster up: {state.url} (pods on {state.subnet}, bridge {state.bridge})")
     print(apply(state, rendered).rstrip())
     if args.no_wait:
         return 0
@@ -345,10 +380,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
         }
         new = [n for n in inventory.derive(inventory.read_render(following)) if n["metadata"]["name"] not in have]
         if new:
-            listing = folder / "nodes.new.json"
-            nodes = [{"apiVersion": "v1", "kind": "Node", **n} for n in new]
-            listing.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
-            print(_kubectl(state, "create", "-f", str(listing)).stdout.rstrip())
+            if state.control:  # each registers as its own kubelet would, with its own certificate
+                print(_control(state, "/nodes", new)["message"])
+            else:
+                listing = folder / "nodes.new.json"
+                nodes = [{"apiVersion": "v1", "kind": "Node", **n} for n in new]
+                listing.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+                print(_kubectl(state, "create", "-f", str(listing)).stdout.rstrip())
     out = apply(state, following)
     changed = [line for line in out.splitlines() if line and not line.endswith(" unchanged")]
     gone = sorted(_identities(current) - _identities(following)) if current.is_dir() else []
@@ -371,7 +409,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if state is None:
         print(f"no local cluster for {project}")
         return 1
-    print(f"local cluster for {project}: pid {state.pid}, https://127.0.0.1:{state.port}, pods on {state.subnet}")
+    print(f"local cluster for {project}: pid {state.pid}, {state.url}, pods on {state.subnet}")
     print(_kubectl(state, "get", "pods", "-A", "-o", "wide").stdout.rstrip())
     waiting = _unready(state)
     if waiting:
@@ -386,9 +424,18 @@ def cmd_node(args: argparse.Namespace) -> int:
     if state is None:
         print("no local cluster for this project; `sunk local up` starts one", file=sys.stderr)
         return 1
+    verb = "stop-keep-containers" if args.action == "stop" and getattr(args, "keep_containers", False) else args.action
+    if state.control:
+        try:
+            print(_control(state, f"/nodes/{args.name}/{verb}", {})["message"])
+        except RuntimeError as err:
+            listed = _kubectl(state, "get", "nodes", "-o", "name", check=False).stdout.split()
+            names = ", ".join(n.removeprefix("node/") for n in listed)
+            print(f"sunk local node {args.action}: {err} (the Nodes: {names})", file=sys.stderr)
+            return 1
+        return 0
     body = workdir(project_dir()) / "node-request.json"
     body.write_text("{}")
-    verb = "stop-keep-containers" if args.action == "stop" and getattr(args, "keep_containers", False) else args.action
     done = _kubectl(state, "create", "--raw", f"/sunk-local/v1/nodes/{args.name}/{verb}", "-f", str(body),
                     check=False)  # fmt: skip
     body.unlink(missing_ok=True)

@@ -21,12 +21,15 @@ from pathlib import Path
 
 import aiohttp.web
 
-from . import admission, dns, hostsettings, inventory, lifecycle, net, netpolicy, pki, rbac
+from . import admission, dns, hostsettings, inventory, lifecycle, net, netpolicy, nodeagents, pki, rbac
 from .agent import Agent, TokenIssuer
 from .api import ApiServer, tls_context
 from .controllers import Controllers
+from .controlplane import ControlPlane
 from .images import Images
+from .nodeagents import NodeAgents
 from .ports import Ports
+from .provisioner import HttpApi, Provisioner
 from .store import Store
 
 log = logging.getLogger("sunk.local")
@@ -50,6 +53,17 @@ class State:
     subnet: str
     kubeconfig: str
     project: str
+    server: str = ""
+    """The API server's URL as kubectl dials it (an older state.json: https://127.0.0.1:port)."""
+    control: str = ""
+    """The cluster process's own socket (node stop/start, Nodes added) on the real control plane;
+    "" on ours, where the API server serves those verbs itself (/sunk-local/v1)."""
+    control_plane: str = "sunk"
+    """Which control plane runs it: "sunk" (api.py and its controllers) or "kubernetes" (issue 37)."""
+
+    @property
+    def url(self) -> str:
+        return self.server or f"https://127.0.0.1:{self.port}"
 
     @staticmethod
     def read(workdir: Path) -> State | None:
@@ -135,7 +149,8 @@ async def serve(workdir: Path, project: str, settings: lifecycle.Settings | None
         fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(pki.kubeconfig(f"https://127.0.0.1:{port}", ca, admin))
-        state = State(os.getpid(), port, bridge, str(network.subnet), str(kubeconfig), project)
+        server_url = f"https://127.0.0.1:{port}"
+        state = State(os.getpid(), port, bridge, str(network.subnet), str(kubeconfig), project, server_url)
         (workdir / "state.json").write_text(json.dumps(state.__dict__))
         log.info("local cluster serving on https://127.0.0.1:%d (pods on %s)", port, network.subnet)
         stop = asyncio.Event()
@@ -167,3 +182,94 @@ def release_host_settings(bridge: str) -> None:
     still up) holds them."""
     up = set(net.bridges())
     hostsettings.release(bridge, lambda other: other in up)
+
+
+CONTROL_SOCKET = "control.sock"
+"""The cluster process's own socket in its folder (mode 0700): `sunk local node` and `apply` reach
+the node agents through it. A file, not a port: whoever may read the folder may drive it."""
+
+
+def control_app(agents: NodeAgents) -> aiohttp.web.Application:
+    """POST /nodes/NAME/stop|stop-keep-containers|start (`sunk local node`), POST /nodes with a
+    JSON list of Nodes (`sunk local apply` adding a NodeSet's Nodes). Answers {"message": ...}."""
+    verbs = ("stop", "stop-keep-containers", "start")
+
+    async def node(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        name, verb = request.match_info["name"], request.match_info["verb"]
+        agent = agents.agent
+        if verb not in verbs or agent is None:
+            return aiohttp.web.json_response({"message": f"POST /nodes/NAME/{'|'.join(verbs)}"}, status=404)
+        if agents.store is None or agents.store.find(agents.store.resource("v1/nodes"), None, name) is None:
+            return aiohttp.web.json_response({"message": f'nodes "{name}" not found'}, status=404)
+        if verb == "start":
+            await agent.start_node(name)
+            said = f"node {name}: agent started"
+        else:
+            said = await agent.stop_node(name, keep_containers=verb == "stop-keep-containers")
+        return aiohttp.web.json_response({"message": said})
+
+    async def add(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        nodes = await request.json()
+        added = await asyncio.to_thread(agents.add_nodes, nodes)
+        return aiohttp.web.json_response({"message": f"nodes added: {' '.join(added) or 'none'}", "added": added})
+
+    app = aiohttp.web.Application()
+    app.router.add_post("/nodes/{name}/{verb}", node)
+    app.router.add_post("/nodes", add)
+    return app
+
+
+async def serve_kubernetes(workdir: Path, project: str, settings: lifecycle.Settings | None = None) -> None:
+    """The local cluster on Kubernetes' own control plane (controlplane.py, built by `sunk local
+    controlplane build`), our node agents as its kubelets (nodeagents.py), claims provisioned as
+    host folders (provisioner.py). What stays ours is what a kubelet, a CNI and kube-proxy do."""
+    settings = settings or lifecycle.Settings()
+    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stale = net.Network(net.bridge_name(str(workdir)), ipaddress.IPv4Network("10.233.0.0/24"))
+    net.remove_rules(stale)  # left by a process that was killed: start clean
+    if stale.bridge in net.bridges():
+        net.run(net.bridge_down(stale), check=False)
+    network = nodeagents.open_network(workdir)
+    plane = ControlPlane.for_pods(workdir / "plane", network.gateway, settings)
+    agents: NodeAgents | None = None
+    provisioner: Provisioner | None = None
+    runner: aiohttp.web.AppRunner | None = None
+    try:
+        await asyncio.to_thread(plane.start)
+        nodes_file = workdir / NODES_FILE
+        nodes = json.loads(nodes_file.read_text()) if nodes_file.is_file() else inventory.default()
+        agents = NodeAgents(plane, workdir, network)
+        await agents.start(nodes)
+        pki_dir = plane.folder / "pki"
+        provisioner = Provisioner(
+            HttpApi(plane.server, pki_dir / "ca.crt", pki_dir / "admin.crt", pki_dir / "admin.key"), workdir
+        )
+        provisioner.start()
+        runner = aiohttp.web.AppRunner(control_app(agents), handle_signals=False, access_log=None)
+        await runner.setup()
+        socket_path = workdir / CONTROL_SOCKET
+        socket_path.unlink(missing_ok=True)
+        await aiohttp.web.UnixSite(runner, str(socket_path)).start()
+        os.chmod(socket_path, 0o600)
+        state = State(
+            os.getpid(), POD_API_PORT, network.bridge, str(network.subnet), str(plane.kubeconfig), project,
+            plane.server, str(socket_path), "kubernetes",
+        )  # fmt: skip
+        (workdir / "state.json").write_text(json.dumps(state.__dict__))
+        log.info("local cluster (Kubernetes' control plane) serving on %s (pods on %s)", plane.server, network.subnet)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        if provisioner is not None:
+            provisioner.close()
+        if agents is not None:
+            await agents.close()
+        await asyncio.to_thread(plane.stop)
+        nodeagents.close_network(network)
+        (workdir / "state.json").unlink(missing_ok=True)

@@ -132,10 +132,7 @@ class NodeAgents:
         self._admin("PATCH", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{NETWORK}", binding)
         network_user = pki.client_certificate(pki_dir, "network", NETWORK)
         self.store = RemoteStore(self.plane.server, pki_dir / "ca.crt", credentials, network_user)
-        for node in nodes:
-            left = register_node(self.store, node, self.network.gateway, KUBELET_PORT)
-            if left:
-                self._label(node["metadata"]["name"], left)
+        self._register(nodes)
         self.store.start()
         service = await self._kubernetes_service()
         cluster_ip, port = service["spec"]["clusterIP"], int(service["spec"]["ports"][0]["port"])
@@ -163,6 +160,24 @@ class NodeAgents:
             self.network.gateway, KUBELET_PORT, self.workdir / "kubelet-pki", pki_dir / "ca.crt"
         )
         return self.agent
+
+    def _register(self, nodes: Iterable[Obj]) -> None:
+        assert self.store is not None
+        for node in nodes:
+            left = register_node(self.store, node, self.network.gateway, KUBELET_PORT)
+            if left:
+                self._label(node["metadata"]["name"], left)
+
+    def add_nodes(self, nodes: Iterable[Obj]) -> list[str]:
+        """Nodes joining the running cluster (`sunk local apply` with a new NodeSet), each with its
+        own certificate, registered as at the start; the names of those that were new."""
+        assert self.store is not None, "start() first"
+        fresh = [n for n in nodes if n["metadata"]["name"] not in self.store.clients]
+        for node in fresh:
+            name = node["metadata"]["name"]
+            self.store.add_node(name, *self.plane.node_credentials(name))
+        self._register(fresh)
+        return [n["metadata"]["name"] for n in fresh]
 
     async def _kubernetes_service(self, timeout: float = 60) -> Obj:
         """The `kubernetes` Service, which the API server makes soon after it starts."""

@@ -133,14 +133,10 @@ class RemoteStore:
         self.registry = Registry()
         self.clients: dict[str, httpx.Client] = {}
         self._watch_clients: dict[str, httpx.Client] = {}
+        self.server, self.ca = server, ca
         identities = {**nodes, **({NETWORK: network} if network else {})}
         for node, (cert, key) in identities.items():
-            context = ssl.create_default_context(cafile=str(ca))
-            context.load_cert_chain(str(cert), str(key))
-            self.clients[node] = httpx.Client(base_url=server, verify=context, timeout=30)
-            self._watch_clients[node] = httpx.Client(
-                base_url=server, verify=context, timeout=httpx.Timeout(30, read=None)
-            )
+            self._connect(node, cert, key)
         first = next(iter(nodes))
         self.network = network is not None
         self.cached = set(CACHED) | (set(NETWORK_CACHED) if network else set())
@@ -162,6 +158,28 @@ class RemoteStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def _connect(self, identity: str, cert: Path, key: Path) -> None:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(str(cert), str(key))
+        self.clients[identity] = httpx.Client(base_url=self.server, verify=context, timeout=30)
+        self._watch_clients[identity] = httpx.Client(
+            base_url=self.server, verify=context, timeout=httpx.Timeout(30, read=None)
+        )
+
+    def add_node(self, node: str, cert: Path, key: Path) -> None:
+        """Act as one more Node from now on (`sunk local apply` adding a NodeSet's Nodes): its client,
+        and its pods' and its Node's informers, listed then watched as the first ones are."""
+        if node in self.clients:
+            return
+        self._connect(node, cert, key)
+        added = [
+            _Informer(self.resource("v1/pods"), node, f"spec.nodeName={node}"),
+            _Informer(self.resource("v1/nodes"), node, f"metadata.name={node}"),
+        ]
+        self.informers.extend(added)
+        if self._loop is not None:
+            self._follow(added)
 
     # -- the Store's read surface ---------------------------------------------------------------
     def resource(self, key: str) -> Resource:
@@ -294,8 +312,11 @@ class RemoteStore:
         """List every informer into the cache (before returning: the agent's first pass sees the
         cluster as it is), then keep each current from its watch on a thread."""
         self._loop = loop or asyncio.get_running_loop()
-        versions = [self._relist(informer) for informer in self.informers]
-        for informer, version in zip(self.informers, versions, strict=True):
+        self._follow(self.informers)
+
+    def _follow(self, informers: list[_Informer]) -> None:
+        versions = [self._relist(informer) for informer in informers]
+        for informer, version in zip(informers, versions, strict=True):
             name = f"watch-{informer.res.plural}-{informer.node}"
             thread = threading.Thread(target=self._watch, args=(informer, version), name=name, daemon=True)
             thread.start()
