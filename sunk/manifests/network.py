@@ -76,6 +76,19 @@ def _ports(numbers: list[int], protocol: str = "TCP") -> list[Manifest]:
     return [{"protocol": protocol, "port": n} for n in numbers]
 
 
+def policy_spec(pods: Manifest, ingress: list[Manifest], egress: list[Manifest]) -> Manifest:
+    """A NetworkPolicy's spec denying both ways but for `ingress` and `egress`. An empty list is left
+    out, not written `[]`: it means the same (policyTypes names both), and the API server drops an
+    empty list, so a render that kept it would differ from the stored object at every apply
+    (`kubectl apply` says "configured", a GitOps tool shows it out of sync)."""
+    return {
+        "podSelector": pods,
+        "policyTypes": ["Ingress", "Egress"],
+        **({"ingress": ingress} if ingress else {}),
+        **({"egress": egress} if egress else {}),
+    }
+
+
 def rules(links: tuple[roles.Link, ...], side: str, peers: Peers, network: NetworkSpec) -> list[Manifest]:
     """Policy rules (`side`: from or to) for the table's links."""
     out: list[Manifest] = []
@@ -158,12 +171,11 @@ def role_policy(spec: ClusterSpec, role: str, operator_namespace: str | None) ->
         API,
         "NetworkPolicy",
         metadata(spec, naming.role_policy(spec, role), role),
-        spec={
-            "podSelector": pods_of(spec.name, role),
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": rules(row.listens, "from", peers, spec.network),
-            "egress": [*rules(row.talks_to, "to", peers, spec.network), *_outside_ports(spec, row)],
-        },
+        spec=policy_spec(
+            pods_of(spec.name, role),
+            rules(row.listens, "from", peers, spec.network),
+            [*rules(row.talks_to, "to", peers, spec.network), *_outside_ports(spec, row)],
+        ),
     )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sunk import keys, naming, roles
 from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
 from sunk.manifests.meta import resources as container_resources
-from sunk.manifests.network import OPEN, OPERATOR_LABELS, rules
+from sunk.manifests.network import OPEN, OPERATOR_LABELS, policy_spec, rules
 from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.manifests.podsettings import apply_pod
 from sunk.manifests.runtime import METRICS_PORT, RBAC
@@ -123,12 +123,11 @@ def operator_network_policy(op: OperatorSpec) -> Manifest:
         "networking.k8s.io/v1",
         "NetworkPolicy",
         _meta(op, OPERATOR_NAME),
-        spec={
-            "podSelector": {"matchLabels": dict(OPERATOR_LABELS)},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": rules(row.listens, "from", peers, op.network),
-            "egress": rules(row.talks_to, "to", peers, op.network),
-        },
+        spec=policy_spec(
+            {"matchLabels": dict(OPERATOR_LABELS)},
+            rules(row.listens, "from", peers, op.network),
+            rules(row.talks_to, "to", peers, op.network),
+        ),
     )
 
 

@@ -52,6 +52,25 @@ def kubectl_at(
     return done
 
 
+def token_kubeconfig(kubeconfig: str | Path, token: str, out: Path) -> Path:
+    """A kubeconfig at `out` for the cluster of `kubeconfig` that presents `token` and nothing else:
+    with the admin's client certificate beside it, Kubernetes' API server would take the
+    certificate (its x509 authenticator comes first) and the request would be the admin's."""
+    view = json.loads(kubectl_at(kubeconfig, "config", "view", "--raw", "--minify", "-o", "json").stdout)
+    cluster = view["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": "token", "user": {"token": token}}],
+        "contexts": [{"name": "token", "context": {"cluster": "local", "user": "token"}}],
+        "current-context": "token",
+    }
+    out.write_text(json.dumps(config))
+    out.chmod(0o600)
+    return out
+
+
 @dataclass
 class Boot:
     """A local cluster brought up by `booted`: its environment (SUNK_LOCAL_DIR), kubeconfig, the
