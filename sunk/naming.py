@@ -42,6 +42,9 @@ PRIMARY_MARK = "/run/slurmctld/primary"
 """Present while this pod's slurmctld is the primary (pod memory: a restarted pod has none)."""
 STANDBY_MARK = "/run/slurmctld/standby"
 """Present while this pod's slurmctld stands by as a backup."""
+FENCE_STOP = "/run/slurmctld/fence-stop"
+"""Written by the fence container when this pod's slurmctld may not act as the primary (sunk.fence):
+the watcher SlurmctldPrimaryOnProg starts then stops slurmctld."""
 # The ports are the role table's (sunk.roles), which the NetworkPolicies are built from.
 SLURMCTLD_PORT = roles.SLURMCTLD_PORT
 SLURMD_PORT = roles.SLURMD_PORT
@@ -83,6 +86,12 @@ def namespace(tenant: str, cluster_name: str) -> str:
 
 def controller(spec: ClusterSpec) -> str:
     return f"{spec.name}-controller"
+
+
+def controller_fence(spec: ClusterSpec) -> str:
+    """The Lease a slurmctld with backups holds while it is the primary (sunk.fence), and the
+    ServiceAccount, Role and RoleBinding of its controller pods, which may write only that Lease."""
+    return f"{controller(spec)}-fence"
 
 
 def controller_state_claim(spec: ClusterSpec) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from sunk.runtime.common import process
 from sunk.runtime.common.settings import EnvSettings
 from sunk.runtime.exporter.settings import Settings as ExporterSettings
+from sunk.runtime.fence.__main__ import Settings as FenceSettings
 from sunk.runtime.keygen.__main__ import Settings as KeygenSettings
 from sunk.runtime.operator.settings import Settings as OperatorSettings
 from sunk.runtime.scheduler.settings import Settings as SchedulerSettings
@@ -23,6 +24,7 @@ CONTROLLERS: tuple[tuple[str, str, type[EnvSettings]], ...] = (
     ("exporter", "each cluster's Slurm metrics exporter", ExporterSettings),
     ("keygen", "each cluster's key generator Job (with `sunk:keys: cluster`)", KeygenSettings),
     ("webhook", "each cluster's pod admission webhook (with `inference.namespaces`)", WebhookSettings),
+    ("fence", "the fence beside each slurmctld of a controller with backups (`controller.replicas` 2-3)", FenceSettings),
 )
 HEADER = ("Variable", "Type", "Default", "Constraints", "Description")
 
