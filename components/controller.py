@@ -7,7 +7,14 @@ import pulumi_kubernetes as k8s
 
 from sunk import naming
 from sunk.manifests.auth import AuthRefs
-from sunk.manifests.controller import backup_claims, disruption_budget, headless_service, state_claim, statefulset
+from sunk.manifests.controller import (
+    backup_claims,
+    disruption_budget,
+    fence_access,
+    headless_service,
+    state_claim,
+    statefulset,
+)
 from sunk.spec.cluster import ClusterSpec
 
 from ._k8s import Component, child, create, state_options, text, typed
@@ -17,7 +24,9 @@ class Controller(Component):
     """slurmctld as a StatefulSet of `controller.replicas` pods (each pod name `<cluster>-controller-<i>`
     is a SlurmctldHost: one restarted pod, or a primary and backups on a ReadWriteMany claim), the
     state PVC, the headless Service giving each pod DNS, and a PodDisruptionBudget. A reconfigure
-    watcher beside slurmctld applies ConfigMap changes with `scontrol reconfigure`."""
+    watcher beside slurmctld applies ConfigMap changes with `scontrol reconfigure`. With backups, a
+    fence beside it holds the cluster's Lease while its slurmctld is the primary (sunk.fence), as
+    the ServiceAccount, Role and RoleBinding it creates allow."""
 
     host: pulumi.Output[str]
     """The DNS name of pod 0, the first SlurmctldHost (with backups, the primary Slurm prefers)."""
@@ -60,10 +69,14 @@ class Controller(Component):
         service = create(f"{name}-service", headless_service(spec), child(self), namespace=namespace)
         self.service = typed(k8s.core.v1.Service, service)
         create(f"{name}-pdb", disruption_budget(spec), child(self), namespace=namespace)
+        # With backups: the fence's ServiceAccount, Role and RoleBinding (its pods run as it).
+        fence = [
+            create(f"{name}-fence-{m['kind'].lower()}", m, child(self), namespace=namespace) for m in fence_access(spec)
+        ]
         sts = create(
             f"{name}-slurmctld",
             statefulset(spec, refs),
-            child(self, depends_on=[*claims, service]),
+            child(self, depends_on=[*claims, service, *fence]),
             namespace=namespace,
         )
         self.statefulset = typed(k8s.apps.v1.StatefulSet, sts)

@@ -178,6 +178,9 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         "wait-qos": _NO_CAPS,
                         "wait-slurmdbd": _NO_CAPS,
                         "state-guard": _NO_CAPS,
+                        # fence: with backups, holds the cluster's Lease while slurmctld is the
+                        # primary (sunk.fence); it reads no Secret.
+                        "fence": _NO_CAPS,
                         **_MUNGE,
                         **_SSSD,
                     },
@@ -187,9 +190,13 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         "wait-qos": _CTL,
                         "wait-slurmdbd": _CTL,
                         "state-guard": frozenset(),
+                        "fence": frozenset(),
                         **_MUNGE_SECRETS,
                         **_SSSD_SECRETS,
                     },
+                    # With backups only (sunk.manifests.controller.fenced); one controller's pod
+                    # says automountServiceAccountToken: false.
+                    token=True,
                     root=_SIDECAR_ROOT,
                     writable_root=frozenset({"sssd"}),
                     # controller from and to controller: with backups, each pings the others and a
@@ -218,9 +225,14 @@ ROLES: Mapping[str, Role] = MappingProxyType(
                         # srun and salloc on login listen on ephemeral ports slurmctld calls back.
                         Link(None, ("login",)),
                         Link(None, (LDAP,)),
+                        # The fence's Lease, with backups.
+                        Link(None, (KUBE_API,)),
                         *_DNS_OUT,
                     ),
-                    reasons=_SIDECAR_REASONS,
+                    reasons={
+                        **_SIDECAR_REASONS,
+                        "token": "with backups the fence writes the cluster's Lease, the one grant of its ServiceAccount",
+                    },
                 )
             ),
             _role(

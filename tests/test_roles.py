@@ -14,6 +14,7 @@ from sunk import roles
 from sunk.manifests.auth import allowed_secret_names, secret_purposes
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import config_maps
+from sunk.manifests.controller import fenced
 from sunk.manifests.nodeset_pod import nodeset_pod
 from sunk.manifests.operator import operator_manifests
 from sunk.spec.cluster import ClusterSpec
@@ -55,6 +56,13 @@ def _specs() -> dict[str, ClusterSpec]:
     out["acme-dev+upgrade"] = _variant("acme-dev", slurm__version="26.05", slurm__upgradeFrom="24.11")
     out["acme-dev+slurm-auth+upgrade"] = _variant(
         "acme-dev", auth__type="slurm", slurm__version="26.05", slurm__upgradeFrom="24.11"
+    )
+    # With backups: the fence container and its ServiceAccount's token.
+    out["acme-dev+ha"] = _variant(
+        "acme-dev",
+        controller__replicas=2,
+        controller__stateStorage__accessMode="ReadWriteMany",
+        controller__stateStorage__storageClass="nfs-client",
     )
     out["acme-prod+ldap-client-cert"] = _variant(
         "acme-prod", auth__ldap__clientCertSecret={"name": "research-ldap-client"}
@@ -163,7 +171,9 @@ def test_every_pod_gets_exactly_what_its_row_grants(
         ports = {p["containerPort"] for p in c.get("ports", [])}
         listened = {link.port for link in row.listens if link.port is not None}
         assert ports <= listened, f"{name}/{cname}: listens on {sorted(ports - listened)}, not in the row"
-    assert _token(pod, _objects(spec)) == row.token, f"{name}: ServiceAccount token mounted"
+    # The controller's row grants a token for its fence, which only a controller with backups has.
+    wants = row.token and (row.name != "controller" or fenced(spec))
+    assert _token(pod, _objects(spec)) == wants, f"{name}: ServiceAccount token mounted"
     allowed = allowed_secret_names(spec, row.name)
     assert _secrets(pod) <= allowed, f"{name}: mounts {sorted(_secrets(pod) - allowed)} beyond its row"
     host_paths = [v["name"] for v in pod.get("volumes", []) if "hostPath" in v]

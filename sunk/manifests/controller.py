@@ -115,6 +115,66 @@ def spread(spec: ClusterSpec) -> Manifest:
     }
 
 
+RBAC = "rbac.authorization.k8s.io"
+FENCE_MODULE = "sunk.runtime.fence"
+
+
+def fenced(spec: ClusterSpec) -> bool:
+    """With backups every controller pod holds a fence (sunk.fence): its ServiceAccount, Role and
+    RoleBinding, its token, and the `fence` container. One controller needs none."""
+    return spec.controller.ha
+
+
+def fence_container(spec: ClusterSpec) -> Manifest:
+    """sunk.runtime.fence in the runtime's image, as the slurm user: it reads the primary mark and
+    writes the stop file in the pod's /run/slurmctld (primary-mark.sh starts the watcher that
+    acts on it). The pod's ServiceAccount token (its only grant: this cluster's Lease) is
+    Kubernetes' usual mount, which the official client reads."""
+    env = {
+        "SUNK_NAMESPACE": spec.ns,
+        "SUNK_LEASE": naming.controller_fence(spec),
+        "SUNK_PRIMARY_MARK": naming.PRIMARY_MARK,
+        "SUNK_STOP_FILE": naming.FENCE_STOP,
+    }
+    return {
+        "name": "fence",
+        "image": spec.images.runtime.ref,
+        "command": ["python", "-m", FENCE_MODULE],
+        "env": [
+            *({"name": k, "value": v} for k, v in env.items()),
+            {"name": "SUNK_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "SUNK_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        ],
+        "securityContext": read_only(SLURM_UID),
+        "resources": fixed_resources("10m", "48Mi", "128Mi"),
+        "volumeMounts": [{"name": "run", "mountPath": "/run/slurmctld"}],
+    }
+
+
+def fence_access(spec: ClusterSpec) -> list[Manifest]:
+    """The fence's ServiceAccount and its one grant: get and update this cluster's Lease, by name,
+    and create it (Kubernetes can't restrict a create to a name: RBAC sees no name in it)."""
+    if not fenced(spec):
+        return []
+    name = naming.controller_fence(spec)
+    group = "coordination.k8s.io"
+    rules = [
+        {"apiGroups": [group], "resources": ["leases"], "resourceNames": [name], "verbs": ["get", "update"]},
+        {"apiGroups": [group], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    return [
+        obj("v1", "ServiceAccount", metadata(spec, name, COMPONENT), automountServiceAccountToken=False),
+        obj(f"{RBAC}/v1", "Role", metadata(spec, name, COMPONENT), rules=rules),
+        obj(
+            f"{RBAC}/v1",
+            "RoleBinding",
+            metadata(spec, name, COMPONENT),
+            roleRef={"apiGroup": RBAC, "kind": "Role", "name": name},
+            subjects=[{"kind": "ServiceAccount", "name": name, "namespace": spec.ns}],
+        ),
+    ]
+
+
 def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     image = spec.images.controller.ref
     shared_vols, shared_mounts = shared_volumes(spec, "controller")
@@ -199,6 +259,11 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
             "volumes": volumes,
         },
     }
+    if fenced(spec):
+        # The token is mounted in every container of the pod (the one way every cluster sunk runs
+        # on provides it with its CA); what it may do is write this cluster's Lease, nothing else.
+        pod["spec"] |= {"serviceAccountName": naming.controller_fence(spec), "automountServiceAccountToken": True}
+        pod["spec"]["containers"].append(fence_container(spec))
     pod = apply_pod(
         pod,
         spec.controller,
@@ -253,5 +318,6 @@ def controller_manifests(spec: ClusterSpec, refs: AuthRefs) -> list[Manifest]:
         *backup_claims(spec),
         headless_service(spec),
         disruption_budget(spec),
+        *fence_access(spec),
         statefulset(spec, refs),
     ]

@@ -120,7 +120,13 @@ def render_primary_marks(spec: ClusterSpec) -> dict[str, str]:
     if not spec.controller.ha:
         return {}
     return {
-        path: render("primary-mark.sh", MARK=naming.PRIMARY_MARK, STANDBY=naming.STANDBY_MARK, PRIMARY=primary)
+        path: render(
+            "primary-mark.sh",
+            MARK=naming.PRIMARY_MARK,
+            STANDBY=naming.STANDBY_MARK,
+            STOP=naming.FENCE_STOP,
+            PRIMARY=primary,
+        )
         for path, primary in ((PRIMARY_ON, "yes"), (PRIMARY_OFF, "no"))
     }
 

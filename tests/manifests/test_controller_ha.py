@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sunk.manifests.auth import auth_refs
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import slurm_projection
 from sunk.manifests.controller import disruption_budget, ready_probe, state_claim, statefulset
+from sunk.manifests.meta import SLURM_UID
 from sunk.render import render_slurm_files
 from sunk.render.script import render
 from sunk.render.slurm_conf import SLURMCTLD_TIMEOUT_HA
@@ -157,9 +159,48 @@ def sandbox(tmp_path: Path) -> dict[str, str]:
 
 
 def _mark(env: dict[str, str], primary: str) -> None:
+    env["TMP"]
+    subprocess.run(["/bin/sh", "-c", _mark_script(env, primary)], env=env, check=True)
+
+
+def _mark_script(env: dict[str, str], primary: str) -> str:
     tmp = env["TMP"]
-    script = render("primary-mark.sh", MARK=f"{tmp}/primary", STANDBY=f"{tmp}/standby", PRIMARY=primary)
-    subprocess.run(["/bin/sh", "-c", script], env=env, check=True)
+    return render(
+        "primary-mark.sh", MARK=f"{tmp}/primary", STANDBY=f"{tmp}/standby", STOP=f"{tmp}/fence-stop", PRIMARY=primary
+    )
+
+
+def _slurmctld_stand_in(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A process that runs SlurmctldPrimaryOnProg as its child, as slurmctld does, then lives on."""
+    return subprocess.Popen(["/bin/sh", "-c", '/bin/sh -c "$0"; exec sleep 60', _mark_script(env, "yes")], env=env)
+
+
+def test_the_fences_stop_file_stops_the_slurmctld_that_marked_itself_primary(sandbox: dict[str, str]) -> None:
+    """SlurmctldPrimaryOnProg's watcher: SIGTERM to its parent once the fence writes the stop file;
+    a stop file left from before is cleared by the next takeover."""
+    tmp = Path(sandbox["TMP"])
+    (tmp / "fence-stop").write_text("old\n")
+    ctld = _slurmctld_stand_in(sandbox)
+    assert _wait_for(tmp / "primary") and not (tmp / "fence-stop").exists()
+    subprocess.run(["sleep", "1.5"], check=True)
+    assert ctld.poll() is None  # no stop file: it runs on
+    (tmp / "fence-stop").write_text("the Lease is held by research-controller-0_1\n")
+    assert ctld.wait(10) == -signal.SIGTERM
+
+
+def test_the_watcher_ends_with_the_mark_and_stops_nothing(sandbox: dict[str, str]) -> None:
+    tmp = Path(sandbox["TMP"])
+    ctld = _slurmctld_stand_in(sandbox)
+    try:
+        assert _wait_for(tmp / "primary")
+        _mark(sandbox, "no")  # PrimaryOffProg: it gave control back
+        subprocess.run(["sleep", "1.5"], check=True)
+        (tmp / "fence-stop").write_text("too late\n")
+        subprocess.run(["sleep", "1.5"], check=True)
+        assert ctld.poll() is None
+    finally:
+        ctld.kill()
+        ctld.wait()
 
 
 def _wait_for(path: Path) -> bool:
@@ -240,3 +281,54 @@ def test_nothing_but_the_slurmctld_host_lines_names_a_controller_pod() -> None:
     assert [line for line in conf.splitlines() if any(f"{p}." in line for p in pods)] == [
         line for line in conf.splitlines() if line.startswith("SlurmctldHost=")
     ]
+
+
+def _by_kind(spec: ClusterSpec) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for m in cluster_manifests(spec):
+        out.setdefault(m["kind"], []).append(m)
+    return out
+
+
+def test_with_backups_the_fence_may_write_only_the_clusters_lease() -> None:
+    spec = ha(2)
+    name = naming.controller_fence(spec)
+    kinds = _by_kind(spec)
+    [role] = [r for r in kinds["Role"] if r["metadata"]["name"] == name]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [name],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    [binding] = [b for b in kinds["RoleBinding"] if b["metadata"]["name"] == name]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": spec.ns}]
+    assert binding["roleRef"]["name"] == name
+    pod = statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name and pod["automountServiceAccountToken"] is True
+    [fence] = [c for c in pod["containers"] if c["name"] == "fence"]
+    assert fence["image"] == spec.images.runtime.ref and fence["command"] == ["python", "-m", "sunk.runtime.fence"]
+    env = {e["name"]: e.get("value") or e["valueFrom"]["fieldRef"]["fieldPath"] for e in fence["env"]}
+    assert env == {
+        "SUNK_NAMESPACE": spec.ns,
+        "SUNK_LEASE": name,
+        "SUNK_PRIMARY_MARK": naming.PRIMARY_MARK,
+        "SUNK_STOP_FILE": naming.FENCE_STOP,
+        "SUNK_POD_NAME": "metadata.name",
+        "SUNK_POD_UID": "metadata.uid",
+    }
+    # It shares /run/slurmctld with slurmctld: the mark it reads, the stop file it writes.
+    assert fence["volumeMounts"] == [{"name": "run", "mountPath": "/run/slurmctld"}]
+    assert fence["securityContext"]["runAsUser"] == SLURM_UID
+
+
+def test_one_controller_has_no_fence_and_no_token() -> None:
+    spec = build_spec()
+    names = {m["metadata"]["name"] for m in cluster_manifests(spec)}
+    assert naming.controller_fence(spec) not in names
+    pod = statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+    assert [c["name"] for c in pod["containers"]] == ["slurmctld", "reconfigure"]

@@ -8,18 +8,36 @@
 # A backup that takes over keeps its accounting records queued ("DBD Agent queue size" in sdiag
 # grows, sacct misses every job it runs) until a reconfigure (Slurm 26.05.5, measured in
 # tests/slurm/test_controller_ha.py). So a takeover, a primary mark after a standby one, asks for
-# one, in the background: slurmctld waits for this program, and the reconfigure waits for it.
+# one, in the background: the reconfigure waits for this program to end.
+#
+# The fence (sunk.fence, the pod's `fence` container) holds the cluster's Lease while the mark is
+# here, and writes the stop file when this slurmctld may not be the primary: it could not take
+# the Lease, or lost it. slurmctld runs this program without waiting for it, so On starts a watcher
+# that stops slurmctld (SIGTERM to this program's parent: slurmctld is the container's PID 1, which
+# ignores SIGKILL from inside) once the stop file appears, and ends with the mark or slurmctld.
 set -eu
 mark=@MARK@
 standby=@STANDBY@
+stop=@STOP@
 primary=@PRIMARY@
 if [ "$primary" = no ]; then
   rm -f "$mark"
   : >"$standby"
   exit 0
 fi
+rm -f "$stop"
 if [ -e "$standby" ]; then
   rm -f "$standby"
   setsid sh -c 'sleep 2; scontrol reconfigure' </dev/null >/dev/null 2>&1 &
 fi
 : >"$mark"
+ctld=$PPID
+setsid sh -c '
+  while [ -e "$1" ] && kill -0 "$3" 2>/dev/null; do
+    if [ -e "$2" ]; then
+      echo "fence: stopping slurmctld ($3): $(cat "$2")" >"/proc/$3/fd/2" 2>/dev/null || true
+      kill -TERM "$3"
+      exit 0
+    fi
+    sleep 1
+  done' fence-watch "$mark" "$stop" "$ctld" </dev/null >/dev/null 2>&1 &
