@@ -124,3 +124,27 @@ def test_the_primary_takes_control_back(ha: LocalSlurm, capsys: pytest.CaptureFi
         print(f"\nprimary restarted to sbatch accepted by it again: {time.monotonic() - started:.1f} s")
     assert ha.wait_job(job, timeout=120) == "COMPLETED"
     assert [line.rsplit(" ", 1)[-1] for line in ping(ha)] == ["UP", "UP"]
+
+
+def test_the_fences_stop_file_stops_the_primary_and_the_backup_takes_over(
+    ha: LocalSlurm, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fence's way of stopping slurmctld (docs/how-to/ha.md, the fence), on a real slurmctld:
+    the watcher SlurmctldPrimaryOnProg started sends SIGTERM to its parent, which must be the
+    primary slurmctld itself, once the stop file appears in its /run/slurmctld."""
+    assert is_primary(ha, 0)
+    started = time.monotonic()
+    ha.jail.run(["/bin/sh", "-c", f"echo 'the Lease is held by another' > {naming.FENCE_STOP}"], role="slurmctld")
+    primary = ha.jail.processes[ha.controller_process(0)]
+    while primary.poll() is None:
+        assert time.monotonic() - started < 30, ha.log("slurmctld")
+        time.sleep(0.2)
+    stopped = time.monotonic() - started
+    assert "Terminate signal SIGTERM received" in ha.log("slurmctld", lines=1000)  # the watcher's, not a crash
+    job, outage = until_accepted(ha, "true")
+    with capsys.disabled():
+        print(
+            f"\nfence stop file to the primary's exit: {stopped:.1f} s; sbatch accepted by the backup after {outage:.1f} s"
+        )
+    assert is_primary(ha, 1)
+    assert ha.wait_job(job, timeout=120) == "COMPLETED"

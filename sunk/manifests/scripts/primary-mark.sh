@@ -32,6 +32,7 @@ if [ -e "$standby" ]; then
 fi
 : >"$mark"
 ctld=$PPID
+# shellcheck disable=SC2016  # expanded by the watcher's own shell, from its arguments
 setsid sh -c '
   while [ -e "$1" ] && kill -0 "$3" 2>/dev/null; do
     if [ -e "$2" ]; then

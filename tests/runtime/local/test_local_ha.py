@@ -39,6 +39,7 @@ pytestmark = pytest.mark.slurm
 
 NS = "acme-ha"
 CONTROLLERS = ("ha-controller-0", "ha-controller-1")
+LEASE = "ha-controller-fence"
 CONTROLLER_POOL = "node-role.acme.example/slurmctld"
 STACK: dict[str, Any] = {
     "config": {
@@ -69,6 +70,15 @@ class Ha(LocalCluster):
         """A shell on the login pod, as root (an administrator's Slurm clients)."""
         return self.kubectl("exec", "-n", NS, "deploy/ha-login", "-c", "sshd", "--", "bash", "-c", script,
                             check=check, timeout=timeout)  # fmt: skip
+
+    def lease_holder(self) -> str:
+        """The holder of the fence's Lease (sunk.fence); empty while there is none."""
+        got = self.kubectl("get", "lease", "-n", NS, LEASE, "-o", "jsonpath={.spec.holderIdentity}", check=False)
+        return got.stdout.strip() if got.returncode == 0 else ""
+
+    def identity(self, pod: str) -> str:
+        """A fence's holderIdentity: the pod's name and uid."""
+        return f"{pod}_{self.pod(pod)['metadata']['uid']}"
 
     def pod(self, name: str, namespace: str = NS) -> dict[str, Any]:
         return super().pod(name, namespace)
@@ -181,6 +191,8 @@ def test_the_controllers_run_on_two_nodes_and_only_the_primary_is_ready(ha: Ha) 
     claim = json.loads(ha.kubectl("get", "pvc", "-n", NS, *claims, "-o", "json").stdout)
     modes = [item["spec"]["accessModes"] for item in claim.get("items", [claim])]
     assert ["ReadWriteMany"] in modes, modes
+    # The fence: the primary's pod holds the cluster's Lease (docs/how-to/ha.md, the fence).
+    assert ha.wait("controller-0 holds the Lease", ha.lease_holder, lambda h: h == ha.identity(CONTROLLERS[0]), 60)
 
 
 def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
@@ -199,6 +211,7 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     ready = ha.wait("controller-1 the one Ready pod", ha.ready, lambda r: r == [CONTROLLERS[1]], 120)
     ready_after = time.monotonic() - started
     assert ready
+    assert ha.wait("controller-1 holds the Lease", ha.lease_holder, lambda h: h == ha.identity(CONTROLLERS[1]), 60)
     ha.all_completed_once([running, pending, arriving])
     with capsys.disabled():
         print(f"\nlocal cluster, HA: {node} (controller-0) stopped to an sbatch accepted from login: {outage:.1f} s; "
@@ -230,6 +243,8 @@ def test_the_primary_back_takes_control_again(ha: Ha, capsys: pytest.CaptureFixt
             break
         time.sleep(0.5)
     assert ha.ready() == [CONTROLLERS[0]], ha.ready()
+    assert ha.wait("controller-0 holds the Lease again", ha.lease_holder,
+                   lambda h: h == ha.identity(CONTROLLERS[0]), 60)  # fmt: skip
     ha.all_completed_once([running, *accepted])
     with capsys.disabled():
         print(f"\nlocal cluster, HA failback: controller-0 in control {time.monotonic() - started:.1f} s after its "
@@ -284,10 +299,12 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
     primary mark, the old one included, until the Node's agent is back (it kills the containers of
     the pod the API no longer has) and one controller is Ready again.
 
-    What keeps the second primary away here is the placement, not a fence: the hard spread admits
-    the new pod only to the stopped Node (the other holds controller-1; within the 50 s grace it is
-    still Ready), whose agent never starts it. With a spare Node in the pool the new pod would start
-    there and take control beside the old one: sunk holds no Lease yet (docs/how-to/ha.md)."""
+    What keeps the second primary away here is the placement: the hard spread admits the new pod
+    only to the stopped Node (the other holds controller-1; within the 50 s grace it is still
+    Ready), whose agent never starts it. With a spare Node in the pool the new pod would start
+    there and take control beside the old one until the fence stops one of them, within its 15 s
+    grace (the local cluster's tokens are not bound, so the orphan's fence renews on:
+    docs/how-to/ha.md, the fence)."""
     primary = ha.wait("one primary", ha.ready, lambda r: len(r) == 1, 120)[0]
     node, old = ha.pod(primary)["spec"]["nodeName"], ha.pod(primary)["metadata"]["uid"]
     done = sunk("local", "node", "stop", node, "--keep-containers", env=ha.env)
