@@ -137,6 +137,10 @@ class Fence:
             self._primary_since = None if epoch is None else now
         obj, lease = self._read(now)
         action = plan(lease, self.me, now, self.timing, primary_since=self._primary_since, renewed_at=self._renewed_at)
+        if isinstance(action, Take | Renew) and self._stopped is not None and self._stopped == self._epoch:
+            # Its slurmctld is being stopped (the mark outlives it until the container restarts):
+            # it may not hold the Lease again before it takes control anew.
+            return Wait("slurmctld is being stopped")
         if isinstance(action, Take | Renew):
             if self._write(obj, action):
                 self._renewed_at = now

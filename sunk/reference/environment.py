@@ -24,7 +24,11 @@ CONTROLLERS: tuple[tuple[str, str, type[EnvSettings]], ...] = (
     ("exporter", "each cluster's Slurm metrics exporter", ExporterSettings),
     ("keygen", "each cluster's key generator Job (with `sunk:keys: cluster`)", KeygenSettings),
     ("webhook", "each cluster's pod admission webhook (with `inference.namespaces`)", WebhookSettings),
-    ("fence", "the fence beside each slurmctld of a controller with backups (`controller.replicas` 2-3)", FenceSettings),
+    (
+        "fence",
+        "the fence beside each slurmctld of a controller with backups (`controller.replicas` 2-3)",
+        FenceSettings,
+    ),
 )
 HEADER = ("Variable", "Type", "Default", "Constraints", "Description")
 

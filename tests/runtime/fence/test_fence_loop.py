@@ -200,3 +200,19 @@ def test_two_fences_racing_for_a_free_lease_one_wins(world: Any) -> None:
     del c1.api.read
     clock.t += 2
     assert c0.fence.tick() == Renew() and isinstance(c1.fence.tick(), Wait)
+
+
+def test_a_stopped_slurmctlds_fence_takes_no_lease_until_it_takes_control_again(world: Any) -> None:
+    """After a stop, the mark stays until the container restarts: a Lease freed meanwhile is not
+    taken for the slurmctld being stopped."""
+    store, clock, c0, c1 = world
+    c0.take_control(1)
+    run(clock, 4, c0)
+    c1.take_control(2)
+    run(clock, 20, c0, c1)
+    assert c1.stopped() is not None
+    c0.stand_by()
+    assert c0.fence.tick() == Release() and holder(store) == ""
+    assert c1.fence.tick() == Wait("slurmctld is being stopped") and holder(store) == ""
+    c1.take_control(3)
+    assert c1.fence.tick() == Take() and holder(store) == "c1_uid"
