@@ -96,7 +96,7 @@ def world(tmp_path: Path) -> tuple[Store, Clock, Pod, Pod]:
     return store, clock, Pod(tmp_path, "c0", store, clock), Pod(tmp_path, "c1", store, clock)
 
 
-def run(clock: Clock, seconds: float, *pods: Pod) -> list[list[object]]:
+def run(clock: Clock, seconds: float, *pods: Pod) -> list[list[str]]:
     """Tick every pod each 2 s for `seconds`: the actions, per tick."""
     out = []
     end = clock.t + seconds
@@ -194,7 +194,7 @@ def test_two_fences_racing_for_a_free_lease_one_wins(world: Any) -> None:
     c1.take_control(1)
     stale = c1.api.read()  # c1 read before c0 wrote
     assert c0.fence.tick() == Take()
-    c1.api.read = lambda: stale  # type: ignore[method-assign]
+    c1.api.read = lambda: stale
     assert c1.fence.tick() == Take()  # it tried, and the create lost
     assert holder(store) == "c0_uid" and c1.fence._renewed_at is None
     del c1.api.read
