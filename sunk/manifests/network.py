@@ -24,6 +24,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from sunk import keys, naming, roles
+from sunk.manifests.controller import fenced
 from sunk.manifests.keygen import made_here
 from sunk.manifests.meta import Manifest, metadata, obj
 from sunk.spec.cluster import ClusterSpec
@@ -167,6 +168,10 @@ def default_deny(spec: ClusterSpec) -> Manifest:
 def role_policy(spec: ClusterSpec, role: str, operator_namespace: str | None) -> Manifest:
     row = roles.ROLES[role]
     peers = _tenant_peers(spec, role, operator_namespace)
+    talks_to = row.talks_to
+    if role == "controller" and not fenced(spec):
+        # Only the fence calls the API server, and only a controller with backups has one.
+        talks_to = tuple(link for link in talks_to if roles.KUBE_API not in link.peers)
     return obj(
         API,
         "NetworkPolicy",
@@ -174,7 +179,7 @@ def role_policy(spec: ClusterSpec, role: str, operator_namespace: str | None) ->
         spec=policy_spec(
             pods_of(spec.name, role),
             rules(row.listens, "from", peers, spec.network),
-            [*rules(row.talks_to, "to", peers, spec.network), *_outside_ports(spec, row)],
+            [*rules(talks_to, "to", peers, spec.network), *_outside_ports(spec, row)],
         ),
     )
 

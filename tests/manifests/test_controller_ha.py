@@ -18,8 +18,9 @@ from sunk.manifests import scripts
 from sunk.manifests.auth import auth_refs
 from sunk.manifests.cluster import cluster_manifests
 from sunk.manifests.config import slurm_projection
-from sunk.manifests.controller import disruption_budget, ready_probe, state_claim, statefulset
+from sunk.manifests.controller import disruption_budget, fenced, ready_probe, state_claim, statefulset
 from sunk.manifests.meta import SLURM_UID
+from sunk.manifests.network import role_policy
 from sunk.render import render_slurm_files
 from sunk.render.script import render
 from sunk.render.slurm_conf import SLURMCTLD_TIMEOUT_HA
@@ -332,3 +333,13 @@ def test_one_controller_has_no_fence_and_no_token() -> None:
     pod = statefulset(spec, auth_refs(spec))["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     assert [c["name"] for c in pod["containers"]] == ["slurmctld", "reconfigure"]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_only_a_fenced_controller_may_reach_the_api_server(replicas: int) -> None:
+    network = {"apiServerCidrs": ["10.0.0.1/32"]}
+    controller: dict[str, Any] = {"replicas": replicas, **({"stateStorage": RWX} if replicas > 1 else {})}
+    spec = build_spec(controller=controller, network=network)
+    egress = role_policy(spec, "controller", "sunk-system")["spec"]["egress"]
+    to_api = [r for r in egress if {"ipBlock": {"cidr": "10.0.0.1/32"}} in r.get("to", [])]
+    assert bool(to_api) == fenced(spec) == (replicas > 1)
