@@ -6,7 +6,6 @@ import the layer contracts see, so `sunk --help` and `sunk validate` load neithe
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -511,10 +510,10 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--control-plane",
         choices=["sunk", "kubernetes"],
-        default=os.environ.get("SUNK_LOCAL_CONTROL_PLANE") or "sunk",
-        help="sunk: the local cluster's own API server and controllers (the default); kubernetes: etcd, "
-        "kube-apiserver, kube-controller-manager and kube-scheduler from `sunk local controlplane build`, "
-        "our node agents as their kubelets (default: $SUNK_LOCAL_CONTROL_PLANE, else sunk)",
+        default=None,
+        help="kubernetes: etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from "
+        "tools/controlplane's pins (built first when missing), our node agents as their kubelets; sunk: the "
+        "local cluster's former API server and controllers (default: $SUNK_LOCAL_CONTROL_PLANE, else kubernetes)",
     )
     p.set_defaults(func=with_default_stack(_local_up))
     p = verbs.add_parser("apply", help="re-render STACK and apply the difference to the running local cluster")

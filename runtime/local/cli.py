@@ -112,7 +112,7 @@ def _control(state: State, path: str, body: Any) -> dict[str, Any]:
 
 def _start(
     folder: Path, project: Path, timeout: float | None = None, settings: Settings | None = None,
-    control_plane: str = "sunk",
+    control_plane: str = "kubernetes",
 ) -> State:  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "cluster.log").open("ab")
@@ -155,6 +155,36 @@ def _start(
         time.sleep(0.2)
     proc.kill()
     raise SystemExit(f"sunk local: the cluster's process did not start within {timeout:.0f} s")
+
+
+CONTROL_PLANE_ENV = "SUNK_LOCAL_CONTROL_PLANE"
+"""The control plane `sunk local up` runs when --control-plane is not given."""
+CONTROL_PLANES = ("kubernetes", "sunk")
+
+
+def control_plane_of(args: argparse.Namespace) -> str:
+    """--control-plane, else $SUNK_LOCAL_CONTROL_PLANE, else Kubernetes' own."""
+    chosen = getattr(args, "control_plane", None) or os.environ.get(CONTROL_PLANE_ENV) or CONTROL_PLANES[0]
+    if chosen not in CONTROL_PLANES:
+        raise SystemExit(
+            f"sunk local up: {CONTROL_PLANE_ENV}={chosen!r} names no control plane: use one of {', '.join(CONTROL_PLANES)}"
+        )
+    return chosen
+
+
+def _built_control_plane() -> Path:
+    """The control plane's binaries, built first when this machine has none of these pins (cold:
+    minutes to tens of minutes and about 1 GB of Go modules; `make bootstrap` does it beforehand)."""
+    try:
+        return kubebuild.locate()
+    except kubebuild.BuildError:
+        print("sunk local up: building the control plane from tools/controlplane's pins (once per machine)", flush=True)
+    try:
+        built = kubebuild.build(log=lambda line: print(line, file=sys.stderr, flush=True))
+    except kubebuild.BuildError as err:
+        raise SystemExit(f"sunk local up: the control plane can't be built: {err}") from None
+    print(f"control plane built in {built.seconds:.0f} s: {built.bin}")
+    return built.bin
 
 
 def render(stack: str, out: Path) -> None:
@@ -319,12 +349,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         node_startup_grace=getattr(args, "node_startup_grace_period", Settings.node_startup_grace),
         eviction_rate=getattr(args, "node_eviction_rate", Settings.eviction_rate),
     )
-    control_plane = getattr(args, "control_plane", "sunk")
+    control_plane = control_plane_of(args)
     if control_plane == "kubernetes":
-        try:
-            kubebuild.locate()
-        except kubebuild.BuildError as err:
-            raise SystemExit(f"sunk local up --control-plane kubernetes: {err}") from None
+        _built_control_plane()
     state = _start(folder, project, settings=settings, control_plane=control_plane)
     print(f"local cluster up: {state.url} (pods on {state.subnet}, bridge {state.bridge})")
     print(apply(state, rendered).rstrip())

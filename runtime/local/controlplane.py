@@ -156,6 +156,11 @@ def commands(
             f"--kubelet-client-certificate={p('apiserver-kubelet-client.crt')}",
             f"--kubelet-client-key={p('apiserver-kubelet-client.key')}",
             "--kubelet-preferred-address-types=InternalIP",
+            # Webhooks (and aggregated APIs) dialled at a ready endpoint's pod address on the bridge,
+            # not the Service's ClusterIP: this host routes no ClusterIP, so a call would leave the
+            # machine by its default route (no kube-proxy here: our node agents translate only the
+            # `kubernetes` Service's address, for pods).
+            "--enable-aggregator-routing=true",
             "--profiling=false",
             *lifecycle["kube-apiserver"],
             *api_server_flags,

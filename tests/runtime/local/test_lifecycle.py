@@ -628,6 +628,7 @@ def test_the_cluster_process_takes_the_lifecycle_flags_sunk_local_up_passes(
         got.append(settings)
 
     monkeypatch.setattr(entry, "serve", serve)
+    monkeypatch.setattr(entry, "serve_kubernetes", serve)
     monkeypatch.setattr("asyncio.run", lambda ran: ran)  # no loop made and closed in the test process
     monkeypatch.setattr(sys, "argv", ["python -m sunk.runtime.local", *started[0][3:]])
     entry.main()
