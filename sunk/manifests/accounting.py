@@ -241,11 +241,12 @@ def backup_claims(spec: ClusterSpec) -> list[Manifest]:
     return [upgrade.backup_claim(spec, COMPONENT, db.storage_size, db.storage_class)]
 
 
-def setup_job_name(spec: ClusterSpec) -> str:
-    """The name carries a hash of what the Job does, so a new QOS list runs a new Job (Jobs are
-    immutable) and an unchanged one is left alone."""
+def setup_job_name(spec: ClusterSpec, pod: Manifest) -> str:
+    """The name carries a hash of what the Job does and of its pod, so a new QOS list or a new pod
+    (another release's image, a changed setting) runs a new Job, as a Job's template is immutable
+    (kube-apiserver refuses the apply: "field is immutable"), and an unchanged one is left alone."""
     script = slurm_files(spec).get(ACCOUNTING_SETUP, "")
-    return naming.accounting_setup_job(spec, content_hash(spec.name, script)[:8])
+    return naming.accounting_setup_job(spec, content_hash(spec.name, script, pod)[:8])
 
 
 def setup_job(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
@@ -283,7 +284,7 @@ def setup_job(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     return obj(
         "batch/v1",
         "Job",
-        metadata(spec, setup_job_name(spec), SETUP_COMPONENT),
+        metadata(spec, setup_job_name(spec, pod), SETUP_COMPONENT),
         spec={"backoffLimit": 10, "activeDeadlineSeconds": 3600, "template": pod},
     )
 

@@ -383,3 +383,18 @@ def test_mariadb_memory_holds_the_buffer_pool_slurmdbd_needs(specs: dict[str, Cl
         assert memory["requests"] >= int(pool[:-1]) * 2**20
         assert memory["limits"] - int(pool[:-1]) * 2**20 >= 512 * 2**20
     assert quantity_value("2560Mi") == 2.5 * 2**30 and quantity_value("3G") == 3e9 and quantity_value("500m") == 0.5
+
+
+def test_the_accounting_setup_job_is_a_new_job_when_its_pod_changes(specs: dict[str, ClusterSpec]) -> None:
+    """A Job's template is immutable (kube-apiserver refuses the apply: "field is immutable"), so a
+    change of its pod, such as another release's image, must name a new Job; an unchanged spec keeps
+    its name. Found by the upgrade drill on the local cluster's real API server."""
+    from sunk.manifests.accounting import setup_job
+
+    spec = specs["acme-dev"]
+    refs = auth_refs(spec)
+    older = _change(spec, slurm__version="24.11")
+    jobs = [setup_job(s, refs) for s in (spec, older, spec)]
+    assert jobs[0]["spec"]["template"] != jobs[1]["spec"]["template"]
+    assert jobs[0]["metadata"]["name"] != jobs[1]["metadata"]["name"]
+    assert jobs[0]["metadata"]["name"] == jobs[2]["metadata"]["name"]
