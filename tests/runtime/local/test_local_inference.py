@@ -158,8 +158,16 @@ def test_elsewhere_the_same_deployment_is_untouched_and_no_pod_lands_on_a_shared
         conditions = (pods[0].get("status") or {}).get("conditions") or [] if pods else []
         return " ".join(c.get("message", "") for c in conditions if c.get("type") == "PodScheduled")
 
-    said = inf.wait("the stray pod refused by the scheduler", scheduled, lambda m: "slurm.sunk.dev/shared" in m, 120)
+    # kube-scheduler 1.36 says "N node(s) had untolerated taint(s)" without naming the taint: the
+    # Nodes the pod selects are then checked to carry sunk's shared taint, the one it does not tolerate.
+    said = inf.wait("the stray pod refused by the scheduler", scheduled, lambda m: "untolerated taint" in m, 120)
     assert not inf.pods(OTHER, "stray")[0]["spec"].get("nodeName"), said
+    selected = inf.get("nodes", "-l", "node.kubernetes.io/instance-type=H100x8")["items"]
+    assert selected
+    for node in selected:
+        hard = [t for t in node["spec"].get("taints") or [] if t["effect"] in ("NoSchedule", "NoExecute")]
+        untolerated = [t for t in hard if t["key"] != "nvidia.com/gpu"]
+        assert untolerated == [{k: keys.SHARED_TOLERATION[k] for k in ("key", "value", "effect")}], hard
     assert not pod["spec"].get("nodeName") and not inf.pods(OTHER, "vllm")[0]["spec"].get("nodeName")
 
 
