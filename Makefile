@@ -5,7 +5,7 @@ bootstrap:
 	bash .ci/bootstrap
 
 # The main job, offline, on the acme-dev stack: its images and the local cluster's control plane
-# (Kubernetes' own, built from tools/controlplane's pins; cached), then the whole stack on a local
+# (Kubernetes' own, built from the pinned Go modules; cached), then the whole stack on a local
 # cluster (`sunk local demo`: pods, sinfo, a job, a pod placed by Slurm beside one, a drain), torn down after.
 demo:
 	SUNK_BOOTSTRAP_TEST_TOOLS=0 bash .ci/bootstrap
@@ -47,7 +47,7 @@ check: bootstrap lint
 	.venv/bin/python -m pytest -m "not slurm and not images and not controlplane"
 
 # The real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
-# the local cluster runs, built from tools/controlplane's pinned Go modules into
+# the local cluster runs, built from the pinned Go modules (runtime/local/gomodules) into
 # ~/.cache/sunk/controlplane/<hash of the pins>. Cold: about 10 CPU-minutes and 1 GB of Go modules
 # (tens of minutes of wall time on a loaded 2-core machine); built already: a no-op. `make check`
 # neither builds it nor runs its tests (marker `controlplane`).

@@ -512,7 +512,7 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=["sunk", "kubernetes"],
         default=None,
         help="kubernetes: etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from "
-        "tools/controlplane's pins (built first when missing), our node agents as their kubelets; sunk: the "
+        "the pinned Go modules (built first when missing), our node agents as their kubelets; sunk: the "
         "local cluster's former API server and controllers (default: $SUNK_LOCAL_CONTROL_PLANE, else kubernetes)",
     )
     p.set_defaults(func=with_default_stack(_local_up))
@@ -534,7 +534,7 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stop: only the agent stops (a kubelet crash); the Node's containers keep running until it starts again",
     )
     p.set_defaults(func=_local_node)
-    p = verbs.add_parser("controlplane", help="the real Kubernetes control plane built from tools/controlplane's pins")
+    p = verbs.add_parser("controlplane", help="the real Kubernetes control plane built from the pinned Go modules")
     p.add_argument(
         "action",
         choices=["build"],

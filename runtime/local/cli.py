@@ -178,7 +178,7 @@ def _built_control_plane() -> Path:
     try:
         return kubebuild.locate()
     except kubebuild.BuildError:
-        print("sunk local up: building the control plane from tools/controlplane's pins (once per machine)", flush=True)
+        print("sunk local up: building the control plane from the pinned Go modules (once per machine)", flush=True)
     try:
         built = kubebuild.build(log=lambda line: print(line, file=sys.stderr, flush=True))
     except kubebuild.BuildError as err:

@@ -1,6 +1,6 @@
 """The real Kubernetes control plane built from the pinned Go modules, cached by their hash.
 
-tools/controlplane/ holds two small Go modules written by its pin.py: `kubernetes` (k8s.io/kubernetes
+runtime/local/gomodules/ holds two small Go modules written by tools/controlplane/pin.py: `kubernetes` (k8s.io/kubernetes
 at a release, one replace per staging module) and `etcd` (go.etcd.io/etcd/server/v3). `build()`
 compiles etcd, kube-apiserver, kube-controller-manager and kube-scheduler with upstream's release
 flags (hack/lib/golang.sh: static, `-trimpath`, tags `selinux,notest,grpcnotrace`, `-s -w` and the
@@ -8,8 +8,9 @@ version stamped into component-base) into ~/.cache/sunk/controlplane/<key>/bin, 
 the go.mod and go.sum files, the flags and the Go toolchain: the same pins never build twice, and a
 bump lands beside the old build. kubectl is not built: the machines carry one (notes/local-cluster.md).
 
-`sunk local controlplane build` and `make controlplane` call this. The Go modules live in the
-checkout, not in the wheel: a build needs the repository.
+`sunk local controlplane build`, `make controlplane` and `sunk local up` (when missing) call this. The
+Go modules ship in the wheel (package data), so an installed sunk builds its control plane too; Go
+1.26 and a Go module proxy are what it needs.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from pathlib import Path
 
 from ..images.cache import cache_dir
 
-MODULES = Path(__file__).resolve().parents[2] / "tools" / "controlplane"
-"""The checkout's Go modules (runtime/ is a link inside sunk/, so this resolves to the checkout)."""
+MODULES = Path(__file__).resolve().parent / "gomodules"
+"""The pinned Go modules, beside this file in the checkout and in the wheel."""
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ETCD_PACKAGE = "go.etcd.io/etcd/server/v3"
@@ -67,7 +68,9 @@ def release_of(gomod: str) -> tuple[str, str]:
     """(v1.36.3, "36"): the Kubernetes release the kubernetes module's go.mod requires."""
     m = _REQUIRE.search(gomod)
     if not m:
-        raise BuildError("tools/controlplane/kubernetes/go.mod requires no k8s.io/kubernetes release: run pin.py")
+        raise BuildError(
+            "gomodules/kubernetes/go.mod requires no k8s.io/kubernetes release: run tools/controlplane/pin.py"
+        )
     return m.group(1), m.group(2)
 
 
@@ -118,8 +121,7 @@ def _pin_files(modules: Path) -> list[tuple[str, bytes]]:
     missing = [n for n in names if not (modules / n).is_file()]
     if missing:
         raise BuildError(
-            f"{modules}: {', '.join(missing)} missing; the control plane builds from a sunk checkout "
-            "(python tools/controlplane/pin.py v1.36.3 v3.6.17 writes them)"
+            f"{modules}: {', '.join(missing)} missing (python tools/controlplane/pin.py v1.36.3 v3.6.17 writes them)"
         )
     return [(n, (modules / n).read_bytes()) for n in names]
 

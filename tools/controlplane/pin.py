@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "runtime" / "local" / "gomodules"
+"""Where kubebuild.py reads the pins (package data of sunk.runtime.local, so the wheel has them)."""
 
 # The commands built from each module; `tool` lines keep `go mod tidy` from dropping their packages.
 KUBERNETES_TOOLS = (

@@ -12,7 +12,7 @@ import pytest
 from sunk.runtime.local import kubebuild
 
 ROOT = Path(__file__).resolve().parents[3]
-PINS = ROOT / "tools" / "controlplane"
+PINS = ROOT / "runtime" / "local" / "gomodules"
 
 UPSTREAM = """// This is a generated file. Do not edit directly.
 module k8s.io/kubernetes
@@ -35,7 +35,7 @@ replace (
 
 
 def _pin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("controlplane_pin", PINS / "pin.py")
+    spec = importlib.util.spec_from_file_location("controlplane_pin", ROOT / "tools" / "controlplane" / "pin.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
