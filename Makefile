@@ -7,10 +7,11 @@ bootstrap:
 # The main job, offline, on the acme-dev stack: its images and the local cluster's control plane
 # (Kubernetes' own, built from the pinned Go modules; cached), then the whole stack on a local
 # cluster (`sunk local demo`: pods, sinfo, a job, a pod placed by Slurm beside one, a drain), torn down after.
+# On a fresh machine the control plane's Go build (CPU) runs beside the images' build (mostly
+# downloads and unpacking); each is a cache lookup once built.
 demo:
 	SUNK_BOOTSTRAP_TEST_TOOLS=0 bash .ci/bootstrap
-	.venv/bin/sunk images build --unpack
-	.venv/bin/sunk local controlplane build
+	.venv/bin/sunk local controlplane build & plane=$$!; .venv/bin/sunk images build --unpack && wait $$plane
 	.venv/bin/sunk local demo acme-dev
 
 # Every image the manifests name, for each supported Slurm release (26.05 from Debian sid, 24.11
