@@ -3,11 +3,9 @@ every pod Ready with the images built (warm: no cluster state), how much memory 
 holds at its peak, and how long `make demo`'s local scenario takes, next to the harness's boot of
 the same stack's Slurm files.
 
-Run: .venv/bin/python bench/local_bench.py [--stack acme-dev] [--no-demo] [--control-planes kubernetes,sunk]
+Run: .venv/bin/python bench/local_bench.py [--stack acme-dev] [--no-demo]
 
-`up` and the memory are measured for each control plane in turn (default: Kubernetes' own, the
-local cluster's, beside the former Python one), each on a cluster of its own; the GOAL lines are the
-first one's. The control plane's build is not timed (cached, `sunk local controlplane build`).
+The control plane's build is not timed (cached, `sunk local controlplane build`).
 
 Memory: the proportional set size (PSS, so pages the pods share, such as one image's libraries,
 count once) of the cluster's process and every process under it (etcd, the API server, the
@@ -146,12 +144,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="acme-dev")
     parser.add_argument("--no-demo", action="store_true", help="skip the `sunk local demo` timing")
-    parser.add_argument(
-        "--control-planes",
-        default="kubernetes,sunk",
-        help="comma-separated, each measured in turn; the GOAL lines are the first's (default kubernetes,sunk: "
-        "the local cluster's control plane beside the former one)",
-    )
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}")
     env = {**os.environ}
@@ -167,18 +159,14 @@ def main() -> int:
     boot = harness_boot(args.stack)
     print(f"old harness boot of {args.stack}'s Slurm files: {boot:.1f} s")
 
-    figures: dict[str, tuple[float, float, float]] = {}
-    for plane in args.control_planes.split(","):
-        measured = measure_up(args.stack, {**env, "SUNK_LOCAL_CONTROL_PLANE": plane})
-        if measured is None:
-            return 1
-        figures[plane] = measured
-        up_s, idle_s, peak = measured
-        print(
-            f"sunk local up {args.stack} on the {plane} control plane: every pod Ready in {up_s:.1f} s; "
-            f"NodeSets idle in Slurm at {idle_s:.1f} s; whole local cluster, peak PSS: {peak:.2f} GiB"
-        )
-    up_s, _, peak = figures[next(iter(figures))]
+    measured = measure_up(args.stack, env)
+    if measured is None:
+        return 1
+    up_s, idle_s, peak = measured
+    print(
+        f"sunk local up {args.stack}: every pod Ready in {up_s:.1f} s; "
+        f"NodeSets idle in Slurm at {idle_s:.1f} s; whole local cluster, peak PSS: {peak:.2f} GiB"
+    )
 
     demo_s = None
     if not args.no_demo:
@@ -191,7 +179,6 @@ def main() -> int:
         print(f"sunk local demo {args.stack} (images cached): {demo_s:.1f} s, exit {demo.returncode}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     print()
-    # The GOAL lines are the first control plane's (the default one, `sunk local up` as users run it).
     goal("local-up-warm-s", up_s, 120, "s", digits=1)
     goal("local-peak-memory-gib", peak, 6, "GiB")
     goal("harness-boot-s (old harness, same run)", boot, 10, "s", digits=1)

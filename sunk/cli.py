@@ -507,14 +507,6 @@ def _register_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.1,
         help="Nodes per second and zone that get the NoExecute taint while the zone is healthy (default 0.1)",
     )
-    p.add_argument(
-        "--control-plane",
-        choices=["sunk", "kubernetes"],
-        default=None,
-        help="kubernetes: etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from "
-        "the pinned Go modules (built first when missing), our node agents as their kubelets; sunk: the "
-        "local cluster's former API server and controllers (default: $SUNK_LOCAL_CONTROL_PLANE, else kubernetes)",
-    )
     p.set_defaults(func=with_default_stack(_local_up))
     p = verbs.add_parser("apply", help="re-render STACK and apply the difference to the running local cluster")
     p.add_argument("stack", nargs="?", default=None, help="stack name or file (default: the project's only stack)")

@@ -7,8 +7,8 @@ import asyncio
 import logging
 from pathlib import Path
 
-from .cluster import serve, serve_kubernetes
-from .lifecycle import Settings
+from .cluster import serve
+from .controlplane import Settings
 
 
 def main() -> None:
@@ -17,7 +17,6 @@ def main() -> None:
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--project", default="")
     parser.add_argument("--debug", action="store_true")
-    parser.add_argument("--control-plane", choices=["sunk", "kubernetes"], default="sunk")
     parser.add_argument("--node-monitor-grace-period", type=float, default=Settings.node_monitor_grace)
     parser.add_argument("--default-toleration-seconds", type=int, default=Settings.unreachable_toleration)
     parser.add_argument("--node-startup-grace-period", type=float, default=Settings.node_startup_grace)
@@ -32,8 +31,7 @@ def main() -> None:
         eviction_rate=args.node_eviction_rate,
     )
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    run = serve_kubernetes if args.control_plane == "kubernetes" else serve
-    asyncio.run(run(args.workdir, args.project, settings))
+    asyncio.run(serve(args.workdir, args.project, settings))
 
 
 if __name__ == "__main__":

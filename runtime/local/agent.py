@@ -1,7 +1,7 @@
 """The node agent: what the kubelets of the local cluster's Nodes do towards the API server.
 
 - each Node's heartbeat: its Lease in kube-node-lease renewed every 10 s, and Ready=True posted
-  when the Node does not say so (after the control plane marked it Unknown: lifecycle.py);
+  when the Node does not say so (after the control plane marked it Unknown: kube-controller-manager's node lifecycle);
 - the watch on pods: a pod bound to a Node gets a pod runner (podrunner.py: sandbox, containers,
   probes, restarts, status) and an address on the bridge; a deletion stops it gracefully, a pod
   force-deleted from the API has its containers killed (KILL_GRACE);
@@ -31,19 +31,19 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..common.timefmt import rfc3339, rfc3339_micro
-from . import events, inventory, lifecycle, net
+from . import events, inventory, net
+from .apitypes import ApiError, Event, Obj, Store
 from .images import Images
 from .podrunner import PodRunner
+from .remote import LEASE_NAMESPACE
 from .sandbox import PodSandbox
-from .store import ApiError, Event, Obj, Store
-from .tokens import Issuer, Token
+from .tokens import Issuer
 
 log = logging.getLogger("sunk.local.agent")
 
@@ -54,24 +54,6 @@ SYNC_SECONDS = 60.0
 """The kubelet's syncFrequency: a running pod's volumes are refreshed at least this often, which is
 when a projected token that is due is renewed (tokens.py), besides after every change seen."""
 """Seconds the kubelet gives a container of a pod removed from the API (force-deleted): its minimum."""
-
-
-class TokenIssuer:
-    """Service account tokens the home-made API server accepts (token -> user): random bearer
-    tokens for the pod's account, living as long as the pod (no audience, no expiry)."""
-
-    def __init__(self, tokens: dict[str, str]) -> None:
-        self.tokens = tokens
-
-    def issue(self, pod: Obj, account: str, audience: str | None, seconds: int) -> Token:
-        from .pki import token
-
-        value = token()
-        self.tokens[value] = f"system:serviceaccount:{pod['metadata']['namespace']}:{account}"
-        return Token(value, time.time(), None)
-
-    def now(self) -> float:
-        return time.time()
 
 
 class Agent:
@@ -188,16 +170,16 @@ class Agent:
         name, now = node["metadata"]["name"], datetime.now(UTC)
         leases = self.store.resource("coordination.k8s.io/v1/leases")
         renew = {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": rfc3339_micro(now)}
-        if self.store.find(leases, lifecycle.LEASE_NAMESPACE, name) is None:
+        if self.store.find(leases, LEASE_NAMESPACE, name) is None:
             owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
             self.store.create(
                 leases,
-                lifecycle.LEASE_NAMESPACE,
+                LEASE_NAMESPACE,
                 {"metadata": {"name": name, "ownerReferences": [owner]}, "spec": renew},
             )
         else:
-            self.store.patch(leases, lifecycle.LEASE_NAMESPACE, name, "merge", {"spec": renew})
-        if lifecycle.ready_status(node) != "True":
+            self.store.patch(leases, LEASE_NAMESPACE, name, "merge", {"spec": renew})
+        if ready_status(node) != "True":
             conditions = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
             stamp = rfc3339(now)
             conditions.insert(
@@ -424,3 +406,9 @@ def _ready(pod: Obj) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or []
     )
+
+
+def ready_status(node: Obj) -> str:
+    """The Node's Ready condition: "True", "False" or "Unknown" (absent counts as Unknown)."""
+    found = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    return str(found.get("status", "Unknown")) if found else "Unknown"

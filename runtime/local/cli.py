@@ -9,7 +9,7 @@ pod is Ready (a slurmctld backup: running beside its Ready primary), every Job c
 multi-node job then runs at once), and prints the pods. `down` stops the process, which stops
 every pod and removes the bridge, its veths and firewall rules, then deletes the cluster's folder.
 `node stop NAME` stops one Node's agent as if the Node lost power (its heartbeats and containers
-stop; the control plane then marks it Unknown, taints it and evicts, lifecycle.py); with
+stop; kube-controller-manager then marks it Unknown, taints it and evicts); with
 `--keep-containers` only the agent stops, as a kubelet that crashed: the containers run on, and
 what the API did to their pods meanwhile reaches them when `node start NAME` brings it back.
 
@@ -41,7 +41,7 @@ from sunk.hostlist import expand
 from . import inventory, kubebuild, net, provisioner, stuck
 from .cluster import NODES_FILE, State, release_host_settings
 from .container import ConfigError
-from .lifecycle import Settings
+from .controlplane import Settings
 from .offcluster import override_render
 
 STOP_TIMEOUT = 120.0
@@ -94,7 +94,7 @@ def _kubectl(state: State, *args: str, check: bool = True, quiet: bool = False) 
     return done
 
 
-START_TIMEOUT = {"sunk": 60.0, "kubernetes": 240.0}
+START_TIMEOUT = 240.0
 """Seconds for the cluster's process to serve: Kubernetes' API server installs its bootstrap RBAC and
 priority levels into an empty etcd first (tens of seconds on 2 loaded cores)."""
 
@@ -110,14 +110,10 @@ def _control(state: State, path: str, body: Any) -> dict[str, Any]:
     return said
 
 
-def _start(
-    folder: Path, project: Path, timeout: float | None = None, settings: Settings | None = None,
-    control_plane: str = "kubernetes",
-) -> State:  # fmt: skip
+def _start(folder: Path, project: Path, timeout: float = START_TIMEOUT, settings: Settings | None = None) -> State:
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "cluster.log").open("ab")
     settings = settings or Settings()
-    timeout = timeout or START_TIMEOUT[control_plane]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -136,8 +132,6 @@ def _start(
             str(settings.node_startup_grace),
             "--node-eviction-rate",
             str(settings.eviction_rate),
-            "--control-plane",
-            control_plane,
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -155,21 +149,6 @@ def _start(
         time.sleep(0.2)
     proc.kill()
     raise SystemExit(f"sunk local: the cluster's process did not start within {timeout:.0f} s")
-
-
-CONTROL_PLANE_ENV = "SUNK_LOCAL_CONTROL_PLANE"
-"""The control plane `sunk local up` runs when --control-plane is not given."""
-CONTROL_PLANES = ("kubernetes", "sunk")
-
-
-def control_plane_of(args: argparse.Namespace) -> str:
-    """--control-plane, else $SUNK_LOCAL_CONTROL_PLANE, else Kubernetes' own."""
-    chosen = getattr(args, "control_plane", None) or os.environ.get(CONTROL_PLANE_ENV) or CONTROL_PLANES[0]
-    if chosen not in CONTROL_PLANES:
-        raise SystemExit(
-            f"sunk local up: {CONTROL_PLANE_ENV}={chosen!r} names no control plane: use one of {', '.join(CONTROL_PLANES)}"
-        )
-    return chosen
 
 
 def _built_control_plane() -> Path:
@@ -211,18 +190,18 @@ def apply(state: State, rendered: Path) -> str:
     if crds:
         _kubectl(state, "apply", *(arg for path in crds for arg in ("-f", path)))
     outside = outside_namespaces(inventory.read_render(rendered))
-    if outside:  # applied from a file: `kubectl create namespace` sends protobuf (api.py)
+    if outside:
         made = rendered.parent / f"{rendered.name}-namespaces.yaml"
         # YAML documents: kubectl reads a file that starts with "{" as one JSON object.
         made.write_text(
             "".join(f"---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {json.dumps(n)}}}\n" for n in outside)
         )
         _kubectl(state, "apply", "-f", str(made))
-    if state.control_plane == "kubernetes":  # a claim waits for the provisioner its class names
-        classes = provisioner.storage_classes(provisioner.claim_classes(inventory.read_render(rendered)))
-        made = rendered.parent / f"{rendered.name}-storageclasses.json"
-        made.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": classes}))
-        _kubectl(state, "apply", "-f", str(made))
+    # A claim waits for the provisioner its class names.
+    classes = provisioner.storage_classes(provisioner.claim_classes(inventory.read_render(rendered)))
+    made = rendered.parent / f"{rendered.name}-storageclasses.json"
+    made.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": classes}))
+    _kubectl(state, "apply", "-f", str(made))
     # The keys are made in the cluster by the render's key generator Job, as on any cluster.
     return _kubectl(state, "apply", "-f", str(rendered)).stdout
 
@@ -349,10 +328,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         node_startup_grace=getattr(args, "node_startup_grace_period", Settings.node_startup_grace),
         eviction_rate=getattr(args, "node_eviction_rate", Settings.eviction_rate),
     )
-    control_plane = control_plane_of(args)
-    if control_plane == "kubernetes":
-        _built_control_plane()
-    state = _start(folder, project, settings=settings, control_plane=control_plane)
+    _built_control_plane()
+    state = _start(folder, project, settings=settings)
     print(f"local cluster up: {state.url} (pods on {state.subnet}, bridge {state.bridge})")
     print(apply(state, rendered).rstrip())
     if args.no_wait:
@@ -407,13 +384,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         }
         new = [n for n in inventory.derive(inventory.read_render(following)) if n["metadata"]["name"] not in have]
         if new:
-            if state.control:  # each registers as its own kubelet would, with its own certificate
-                print(_control(state, "/nodes", new)["message"])
-            else:
-                listing = folder / "nodes.new.json"
-                nodes = [{"apiVersion": "v1", "kind": "Node", **n} for n in new]
-                listing.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
-                print(_kubectl(state, "create", "-f", str(listing)).stdout.rstrip())
+            # each registers as its own kubelet would, with its own certificate
+            print(_control(state, "/nodes", new)["message"])
     out = apply(state, following)
     changed = [line for line in out.splitlines() if line and not line.endswith(" unchanged")]
     gone = sorted(_identities(current) - _identities(following)) if current.is_dir() else []
@@ -452,26 +424,13 @@ def cmd_node(args: argparse.Namespace) -> int:
         print("no local cluster for this project; `sunk local up` starts one", file=sys.stderr)
         return 1
     verb = "stop-keep-containers" if args.action == "stop" and getattr(args, "keep_containers", False) else args.action
-    if state.control:
-        try:
-            print(_control(state, f"/nodes/{args.name}/{verb}", {})["message"])
-        except RuntimeError as err:
-            listed = _kubectl(state, "get", "nodes", "-o", "name", check=False).stdout.split()
-            names = ", ".join(n.removeprefix("node/") for n in listed)
-            print(f"sunk local node {args.action}: {err} (the Nodes: {names})", file=sys.stderr)
-            return 1
-        return 0
-    body = workdir(project_dir()) / "node-request.json"
-    body.write_text("{}")
-    done = _kubectl(state, "create", "--raw", f"/sunk-local/v1/nodes/{args.name}/{verb}", "-f", str(body),
-                    check=False)  # fmt: skip
-    body.unlink(missing_ok=True)
-    if done.returncode != 0:
+    try:
+        print(_control(state, f"/nodes/{args.name}/{verb}", {})["message"])
+    except RuntimeError as err:
         listed = _kubectl(state, "get", "nodes", "-o", "name", check=False).stdout.split()
         names = ", ".join(n.removeprefix("node/") for n in listed)
-        print(f"sunk local node {args.action}: {done.stderr.strip()} (the Nodes: {names})", file=sys.stderr)
+        print(f"sunk local node {args.action}: {err} (the Nodes: {names})", file=sys.stderr)
         return 1
-    print(json.loads(done.stdout).get("message", done.stdout.strip()))
     return 0
 
 

@@ -11,7 +11,7 @@ controllers and the scheduler. No kubelet: Nodes are whoever registers them (iss
 
 The flags are the ones kubeadm sets for a single-node control plane, less what a one-machine
 cluster has no use for (no aggregation layer, no leader election: one of each component), plus the
-node lifecycle's knobs `sunk local up` takes (lifecycle.Settings, `lifecycle_flags`): the
+node lifecycle's knobs `sunk local up` takes (Settings, `lifecycle_flags`): the
 node-lifecycle controller's grace periods, eviction rates and zone thresholds and pod GC's threshold
 for kube-controller-manager, and the DefaultTolerationSeconds admission's seconds for the API server.
 
@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import IO
 
 from . import kubebuild, pki
-from .lifecycle import Settings
 
 SERVICE_CIDR = "10.96.0.0/16"
 """ClusterIPs the API server allocates (kubeadm's default range)."""
@@ -52,6 +51,35 @@ READY_TIMEOUT = 120.0
 """Seconds for every component to report healthy: the API server's first start installs its
 bootstrap RBAC and priority levels into an empty etcd, which takes tens of seconds on 2 loaded cores."""
 STOP_GRACE = 15.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The control plane's knobs the local cluster takes (`sunk local up` flags)."""
+
+    node_monitor_grace: float = 50.0
+    """--node-monitor-grace-period: seconds without a heartbeat before a Node's Ready is Unknown
+    (v1.32 default 50 s)."""
+    not_ready_toleration: int = 300
+    """--default-not-ready-toleration-seconds of the DefaultTolerationSeconds admission plugin."""
+    unreachable_toleration: int = 300
+    """--default-unreachable-toleration-seconds."""
+    node_startup_grace: float = 60.0
+    """--node-startup-grace-period: seconds a registered Node that never posted Ready has before it
+    is Unknown (v1.32 default 1m)."""
+    eviction_rate: float = 0.1
+    """--node-eviction-rate: Nodes per second, per zone, that get the NoExecute taint while the zone
+    is healthy (and while it is fully down but another zone is not)."""
+    secondary_eviction_rate: float = 0.01
+    """--secondary-node-eviction-rate: the same while the zone is partly down, for a zone larger
+    than `large_cluster_threshold` (0 for one this size or smaller)."""
+    unhealthy_zone_threshold: float = 0.55
+    """--unhealthy-zone-threshold: the fraction of a zone's Nodes not Ready (and at least 3) that
+    makes it partly down."""
+    large_cluster_threshold: int = 50
+    """--large-cluster-size-threshold."""
+    terminated_pod_gc_threshold: int = 12500
+    """--terminated-pod-gc-threshold: terminated pods kept before pod GC deletes the oldest (0: never)."""
 
 
 def free_port() -> int:
@@ -81,8 +109,7 @@ def go_duration(seconds: float) -> str:
 def lifecycle_flags(settings: Settings) -> dict[str, list[str]]:
     """The node lifecycle's settings as the components' flags (pure): the node-lifecycle
     controller's and pod GC's for kube-controller-manager, DefaultTolerationSeconds' for the API
-    server. Pod GC's 40 s quarantine of a gone Node (`orphan_quarantine`) is upstream's constant,
-    not a flag, and has none."""
+    server. Pod GC's 40 s quarantine of a gone Node is upstream's constant, not a flag."""
     return {
         "kube-apiserver": [
             f"--default-not-ready-toleration-seconds={settings.not_ready_toleration}",

@@ -1,7 +1,7 @@
 """Events as the kubelet's and kube-scheduler's recorders write them (client-go's legacy
 `record.EventRecorder`, core/v1 Events), so `kubectl describe pod` and `kubectl get events` show
 what a real cluster shows: Pulled, Created, Started, Killing, BackOff, Failed and FailedMount from
-the node agent, FailedScheduling from the home-made scheduler.
+the node agent (kube-scheduler writes its own FailedScheduling).
 
 What the recorder decides is client-go's EventCorrelator (tools/record/events_cache.go), kept in
 `Correlator`, pure but for its bounded memory, the clock passed in:
@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from ..common.timefmt import rfc3339
-from .store import ApiError, Obj, Store
+from .apitypes import ApiError, Obj, Store
 
 log = logging.getLogger("sunk.local.events")
 
@@ -143,7 +142,7 @@ class Correlator:
         self.repeat_seconds = repeat_seconds
         """An occurrence the same as one counted less than this ago is not counted (0: each is):
         what stands in for a component's own retry back-off where it retries faster than the
-        real one (the home-made scheduler reconciles on every change)."""
+        real one."""
         self.similar_max = similar_max
         self.similar_seconds = similar_seconds
         self.burst = burst
@@ -294,15 +293,3 @@ class Recorder:
                 if err.code != 404:  # gone (expired from the API's TTL): created again, as client-go does
                     raise
         self.store.create(res, namespace, event)
-
-
-_RECORDERS: weakref.WeakKeyDictionary[Store, dict[str, Recorder]] = weakref.WeakKeyDictionary()
-
-
-def recorder(store: Store, component: str, repeat_seconds: float = 0.0) -> Recorder:
-    """The one recorder of `component` writing to `store` (for controllers that are functions of the
-    store, such as the home-made scheduler); it goes with the store."""
-    mine = _RECORDERS.setdefault(store, {})
-    if component not in mine:
-        mine[component] = Recorder(store, component, correlator=Correlator(repeat_seconds=repeat_seconds))
-    return mine[component]

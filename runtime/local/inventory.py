@@ -21,7 +21,7 @@ Derived (`derive`), from what the rendered objects ask of the Nodes under them:
   given them, as the NVIDIA device plugin does (fakes: /dev/null, which is all Slurm checks).
   Each compute Node also carries a PreferNoSchedule taint (keys.LOCAL_COMPUTE) so that the control plane's
   pods, which tolerate none of it, prefer the system pool while it has room, as on a cluster with
-  a dedicated node pool; the default scheduler scores such taints (controllers/scheduler.py).
+  a dedicated node pool; kube-scheduler scores such taints (TaintToleration).
   Where the render lists inference namespaces (it holds sunk's MutatingWebhookConfiguration), the
   shared NodeSets' Nodes are tainted `slurm.sunk.dev/shared=true:NoSchedule` (keys.SHARED), as
   docs/how-to/inference.md asks of a real node pool: a pod the webhook missed stays Pending, while

@@ -34,7 +34,7 @@ import aiohttp.web
 
 from . import podexec, portforward
 from .agent import Agent
-from .store import ApiError, Obj
+from .apitypes import ApiError, Obj
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 FOLLOW_POLL = 0.2

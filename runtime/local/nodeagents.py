@@ -46,13 +46,13 @@ import httpx
 from ..common.timefmt import rfc3339
 from . import dns, hostsettings, net, netpolicy, pki, tokens
 from .agent import SYNC_SECONDS, Agent
+from .apitypes import ApiError, Obj
 from .controlplane import POD_API_PORT, ControlPlane
 from .images import Images
 from .kubeletapi import KubeletApi
 from .noderules import own_labels
 from .ports import Ports
 from .remote import NETWORK, NETWORK_RULES, RemoteStore
-from .store import ApiError, Obj
 
 KUBELET_PORT = 10250
 """What the Nodes announce in daemonEndpoints (the API server's target for logs and exec)."""
@@ -138,7 +138,7 @@ class NodeAgents:
         cluster_ip, port = service["spec"]["clusterIP"], int(service["spec"]["ports"][0]["port"])
         net.run(net.service_nat(self.network, cluster_ip, port, POD_API_PORT))
         self.agent = Agent(
-            self.store,  # type: ignore[arg-type]  # the Store's surface, over HTTPS (remote.py)
+            self.store,
             self.workdir,
             self.network,
             self.images,
@@ -153,7 +153,7 @@ class NodeAgents:
         self.enforcer.start()
         self.agent.start()
         self.dns = await dns.serve(self.network.gateway, self.agent.dns_table)
-        self.ports = Ports(self.store)  # type: ignore[arg-type]  # the Store's surface (remote.py)
+        self.ports = Ports(self.store)
         self.ports.start()
         api = KubeletApi(self.agent)
         self.server = await api.serve(

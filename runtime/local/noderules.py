@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .store import Obj
+from .apitypes import Obj
 
 KUBELET_LABELS = frozenset({
     "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch",

@@ -39,10 +39,10 @@ from typing import Any
 from ..common.timefmt import rfc3339
 from . import container as spec_of
 from . import events
+from .apitypes import ApiError, Obj
 from .images import ImageMissing
 from .probes import run_probes
 from .sandbox import MountFailed, NodeAgent, PodSandbox, Running
-from .store import ApiError, Obj
 from .tokens import Token
 
 log = logging.getLogger("sunk.local.agent")
@@ -494,7 +494,7 @@ class PodRunner(PodSandbox):
             ],
             "containerStatuses": mains,
             # The API server sets a pod's QoS class at creation, immutable after (a kubelet only
-            # repeats it); the home-made API server sets none, and Burstable stands in there.
+            # repeats it); Burstable stands in for a pod object that has none.
             "qosClass": (self.pod.get("status") or {}).get("qosClass") or "Burstable",
         }
         if inits:

@@ -22,7 +22,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from .store import ApiError, Event, Obj, Store
+from .apitypes import ApiError, Event, Obj, Store
 
 log = logging.getLogger("sunk.local.ports")
 

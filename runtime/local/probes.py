@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from .apitypes import Obj
 from .events import NORMAL, WARNING
 from .sandbox import Running
-from .store import Obj
 
 log = logging.getLogger("sunk.local.agent")
 

@@ -38,8 +38,8 @@ import httpx
 
 from sunk import keys
 
+from .apitypes import ApiError
 from .resources import Resource
-from .store import ApiError
 from .volumes import pvc_dir
 
 log = logging.getLogger("sunk.local.provisioner")

@@ -1,5 +1,5 @@
-"""The seam between the node agent and the real API server: the Store's surface (resource, find,
-items, listen, create, patch, delete) backed by kube-apiserver instead of the in-process store.
+"""The seam between the node agent and the API server: the Store (apitypes.py: resource, find,
+items, listen, create, update, patch, delete) backed by kube-apiserver.
 
 Every request is made as one of the agent's Nodes, with that Node's client certificate
 (`system:node:NAME` in `system:nodes`), so the Node authorizer and the NodeRestriction admission
@@ -45,9 +45,9 @@ from typing import Any
 
 import httpx
 
+from .apitypes import ApiError, Event, Listener, Obj
 from .noderules import references
 from .resources import Registry, Resource
-from .store import ApiError, Event, Listener, Obj
 
 log = logging.getLogger("sunk.local.remote")
 

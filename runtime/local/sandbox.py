@@ -38,17 +38,16 @@ from typing import Protocol
 from ..harness.jail import Jail
 from . import container as spec_of
 from . import net, tokens, volumes
+from .apitypes import ApiError, Obj, Store
 from .events import Recorder
 from .images import Images, Unpacked
-from .store import ApiError, Obj, Store
 from .tokens import Issuer, Token
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 AUTOMOUNT_SECONDS = 3607
-"""The lifetime of the token mounted where the pod declares no volume for it (the home-made API
-server's admission leaves that to the agent): the real ServiceAccount admission's kube-api-access
-volume asks the same."""
+"""The lifetime of the token mounted where the pod declares no volume for it (the ServiceAccount
+admission adds a kube-api-access volume to every pod that mounts its token; this is what it asks)."""
 
 
 class MountFailed(Exception):

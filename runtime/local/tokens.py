@@ -5,7 +5,7 @@ old expires.
 The rotation rule is the kubelet's token manager's (pkg/kubelet/token/token_manager.go,
 `requiresRefresh`): a token is renewed once 80 % of its life has passed or it is 24 hours old,
 without the manager's random jitter (up to 10 s) so that the rule is a pure function. A token with
-no expiry (the home-made API server's) is never renewed.
+no expiry is never renewed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .store import Obj
+from .apitypes import Obj
 
 DEFAULT_SECONDS = 3600
 """A projected serviceAccountToken's expirationSeconds when the pod names none (the API's default)."""
@@ -40,8 +40,7 @@ def due(token: Token | None, now: float) -> bool:
 
 
 class Issuer(Protocol):
-    """Where a node agent gets a pod's tokens: TokenRequest on the real API server (remote.py),
-    or the home-made API server's table of bearer tokens (agent.py)."""
+    """Where a node agent gets a pod's tokens: TokenRequest on the API server (nodeagents.py)."""
 
     def issue(self, pod: Obj, account: str, audience: str | None, seconds: int) -> Token: ...
 

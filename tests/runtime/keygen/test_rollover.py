@@ -20,12 +20,12 @@ from sunk.runtime.keygen.__main__ import OpensslCertificates, generate, renew
 from sunk.runtime.keygen.plan import RENEW_FRACTION, Wanted
 from sunk.runtime.keygen.rollover import PROPAGATION, Observed, Validity, new_keys, plan, split_pem
 from sunk.runtime.keygen.values import CA_DAYS, SERVING_DAYS
-from sunk.runtime.local.admission import CallFailed, post
 from sunk.runtime.webhook.cabundle import CaBundle
 from sunk.runtime.webhook.server import Certificate, WebhookServer
 
 from tests.runtime.keygen.test_keygen import _Secrets
 from tests.runtime.webhook.test_cabundle import NAME, FakeConfigurations
+from tests.support.webhookcall import CallFailed, post
 
 DAY = 86400.0
 CA = Validity(0.0, CA_DAYS * DAY)

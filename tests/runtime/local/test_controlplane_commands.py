@@ -5,9 +5,17 @@ tests/runtime/local/controlplane, on demand)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from sunk.runtime.local.controlplane import KUBERNETES_SERVICE_IP, Ports, commands, go_duration, lifecycle_flags
-from sunk.runtime.local.lifecycle import Settings
+import pytest
+from sunk.runtime.local.controlplane import (
+    KUBERNETES_SERVICE_IP,
+    Ports,
+    Settings,
+    commands,
+    go_duration,
+    lifecycle_flags,
+)
 from sunk.runtime.local.remote import _path
 from sunk.runtime.local.resources import Registry
 
@@ -110,3 +118,38 @@ def test_without_settings_the_components_get_kubernetes_defaults() -> None:
 
 def test_go_durations_drop_a_needless_fraction() -> None:
     assert [go_duration(s) for s in (50.0, 0.5, 90.25, 3600)] == ["50s", "0.5s", "90.25s", "3600s"]
+
+
+def test_the_cluster_process_takes_the_lifecycle_flags_sunk_local_up_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`sunk local up --node-startup-grace-period 30 --node-eviction-rate 0.5` reaches the
+    cluster's Settings: the flags cli._start writes are the ones `python -m sunk.runtime.local` reads."""
+    import sys
+
+    from sunk.runtime.local import __main__ as entry
+    from sunk.runtime.local import cli as local_cli
+
+    want = Settings(20.0, 40, 40, node_startup_grace=30.0, eviction_rate=0.5)
+    started: list[list[str]] = []
+
+    class Started(Exception):
+        pass
+
+    def popen(argv: list[str], **_: Any) -> None:
+        started.append(argv)
+        raise Started
+
+    monkeypatch.setattr("subprocess.Popen", popen)
+    with pytest.raises(Started):
+        local_cli._start(tmp_path, tmp_path, settings=want)
+    got: list[Settings] = []
+
+    def serve(workdir: Any, project: Any, settings: Settings) -> None:
+        got.append(settings)
+
+    monkeypatch.setattr(entry, "serve", serve)
+    monkeypatch.setattr("asyncio.run", lambda ran: ran)  # no loop made and closed in the test process
+    monkeypatch.setattr(sys, "argv", ["python -m sunk.runtime.local", *started[0][3:]])
+    entry.main()
+    assert got == [want]

@@ -8,7 +8,8 @@ from typing import Any
 
 from sunk.runtime.local import events
 from sunk.runtime.local.events import COMBINED, Correlator, Occurrence, Recorder
-from sunk.runtime.local.store import Store
+
+from tests.support.fakestore import FakeStore
 
 NS = "team"
 
@@ -79,7 +80,7 @@ class Clock:
 
 
 def test_the_recorder_writes_core_v1_events_and_patches_their_count() -> None:
-    store = Store()
+    store = FakeStore()
     store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": NS}})
     clock = Clock()
     recorder = Recorder(store, "kubelet", clock=clock)

@@ -1,6 +1,6 @@
 """The local cluster's Nodes: derived from a render (the golden renders of the demo stacks), read
-from a file with errors that name the field, and how the default scheduler and the node agent use
-them (placement preference, GPU device files)."""
+from a file with errors that name the field, and how the node agent uses them (GPU device files).
+Where pods land is kube-scheduler's."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 from sunk.runtime.local import inventory
 from sunk.runtime.local.container import ConfigError
-from sunk.runtime.local.controllers import Controllers, place, score, unfit
-from sunk.runtime.local.store import Store
 
 from sunk import keys
 
@@ -43,29 +41,6 @@ def test_acme_dev_gets_a_system_node_and_a_pool_per_nodeset_with_a_spare() -> No
     assert "taints" not in nodes["local-system"]["spec"]  # acme-dev places its roles nowhere in particular
 
 
-def test_a_slurmd_pod_fits_its_pool_but_not_the_system_node() -> None:
-    """The system Node holds the control plane, a replacement of its largest pod and a margin; a
-    cpu NodeSet's slurmd pod (exclusive: the whole Slurm node) fits only its own pool."""
-    nodes = _nodes("acme-dev")
-    slurmd = {
-        "metadata": {"name": "research-cpu-0"},
-        "spec": {
-            "initContainers": [
-                {
-                    "name": "munge",
-                    "restartPolicy": "Always",
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                }
-            ],
-            "containers": [{"name": "slurmd", "resources": {"requests": {"cpu": "4", "memory": "4096Mi"}}}],
-        },
-    }
-    assert "Insufficient cpu" in (unfit(slurmd, nodes["local-system"], []) or "")
-    assert unfit(slurmd, nodes["local-research-cpu-0"], []) is None
-    assert "untolerated taint" in (unfit(slurmd, nodes["local-research-gpu-0"], []) or "")
-    assert "Insufficient cpu" in (unfit(slurmd, nodes["local-research-cpu-0"], [slurmd]) or "")
-
-
 def test_shared_nodes_are_tainted_where_the_render_lists_inference_namespaces() -> None:
     """acme-prod lists acme-serving (its render holds sunk's MutatingWebhookConfiguration): its
     shared NodeSet's Nodes carry slurm.sunk.dev/shared=true:NoSchedule, which its slurmd pods
@@ -95,41 +70,6 @@ def test_acme_prod_system_pool_carries_the_taint_its_roles_tolerate() -> None:
     assert len(dedicated) == 1
     taints = dedicated[0]["spec"]["taints"]
     assert {"key": "node-role.acme.example/slurm-system", "value": "", "effect": "NoSchedule"} in taints
-
-
-def test_the_scheduler_prefers_untainted_nodes_then_spreads_siblings() -> None:
-    plain = inventory.node("a-plain", {"cpu": "8", "memory": "8Gi"})
-    soft = inventory.node(
-        "b-soft", {"cpu": "8", "memory": "8Gi"}, taints=[{"key": "k", "value": "v", "effect": "PreferNoSchedule"}]
-    )
-    owner = [{"uid": "sts-1", "kind": "StatefulSet", "name": "s"}]
-    pod = {"metadata": {"name": "p", "ownerReferences": owner}, "spec": {"containers": [{"name": "c"}]}}
-    assert score(pod, plain, []) < score(pod, soft, [])
-    sibling = {"metadata": {"name": "q", "ownerReferences": owner}, "spec": {"containers": [{"name": "c"}]}}
-    other = inventory.node("c-other", {"cpu": "8", "memory": "8Gi"})
-    assert score(pod, other, []) < score(pod, plain, [sibling])
-
-
-def test_two_pods_of_one_owner_land_on_two_nodes_of_their_pool() -> None:
-    store = Store()
-    store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": "ns"}})
-    for n in _nodes("acme-dev").values():
-        store.create(store.resource("v1/nodes"), None, n)
-    template = {
-        "metadata": {"labels": {"app": "w"}},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "4", "memory": "4Gi"}}}]},
-    }
-    sts = {"metadata": {"name": "w"}, "spec": {"replicas": 2, "podManagementPolicy": "Parallel", "template": template}}
-    store.create(store.resource("apps/v1/statefulsets"), "ns", sts)
-    controllers = Controllers(store)
-    pods = store.resource("v1/pods")
-    for _ in range(3):
-        controllers.reconcile()
-        for p in list(store.items(pods)):
-            status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-            store.patch(pods, "ns", p["metadata"]["name"], "merge", {"status": status}, "status")
-    placed = sorted(p["spec"]["nodeName"] for p in store.items(pods))
-    assert placed == ["local-research-cpu-0", "local-research-cpu-1"]
 
 
 def test_gpu_devices_go_to_privileged_containers_all_and_to_requests_by_count() -> None:
@@ -222,24 +162,6 @@ def test_a_hard_spread_over_hostnames_gets_its_min_domains_of_system_nodes() -> 
     names = [n["metadata"]["name"] for n in inventory.derive([_spread_set(3, 3)])]
     assert names == ["local-system", "local-system-1", "local-system-2"]
     assert [n["metadata"]["name"] for n in inventory.derive([_spread_set(3, None)])] == ["local-system"]
-
-
-def test_a_hard_spread_refuses_a_second_pod_on_a_node_until_min_domains_are_used() -> None:
-    """PodTopologySpread as kube-scheduler filters: minDomains 2 over one Node counts the missing
-    Node as empty, so the second pod stays Pending rather than share the first one's Node; with a
-    second Node it goes there; a terminating pod no longer counts."""
-    template = _spread_set(2, 2)["spec"]["template"]
-    pod = {"metadata": {"name": "c-1", "namespace": "ns", "labels": {"app": "c"}}, "spec": template["spec"]}
-    first = {"metadata": {"name": "c-0", "namespace": "ns", "labels": {"app": "c"}},
-             "spec": {**template["spec"], "nodeName": "a"}}  # fmt: skip
-    a, b = (inventory.node(name, {"cpu": "8", "memory": "8Gi"}) for name in ("a", "b"))
-    fits, reasons = place(pod, [a], [first])
-    assert fits == [] and reasons == ["node a didn't match pod topology spread constraints"]
-    assert [name for _, name in place(pod, [a, b], [first])[0]] == ["b"]
-    going = {**first, "metadata": {**first["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
-    assert [name for _, name in place(pod, [a], [going])[0]] == ["a"]
-    elsewhere = {**first, "metadata": {**first["metadata"], "namespace": "other"}}
-    assert [name for _, name in place(pod, [a], [elsewhere])[0]] == ["a"]
 
 
 def test_up_makes_the_namespaces_the_render_places_objects_in_but_does_not_create() -> None:

@@ -279,7 +279,7 @@ def test_a_load_balancer_service_reaches_login_over_ssh_on_loopback(cluster: Clu
             120,
             cluster,
         )
-        # Kubernetes' API server adds ipMode: VIP (the default since 1.30); ours writes the ip alone.
+        # The API server adds ipMode: VIP beside the ip (the default since 1.30).
         assert [i["ip"] for i in service["status"]["loadBalancer"]["ingress"]] == ["127.0.0.1"]
         port = service["spec"]["ports"][0]["nodePort"]
         options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
@@ -390,7 +390,7 @@ def test_each_slurmd_pod_has_a_node_of_its_nodesets_pool_and_gpu_nodes_their_dev
     gpu_node = nodes[placed["research-gpu-0"]]
     assert gpu_node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "H100x8"
     assert gpu_node["metadata"]["labels"]["nvidia.com/gpu.count"] == "2"
-    # Kubernetes' API server leaves an empty value out; ours keeps it.
+    # The API server leaves an empty taint value out.
     taints = [{"value": "", **t} for t in gpu_node["spec"]["taints"]]
     assert {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"} in taints
     assert cluster.pod("research-controller-0")["spec"]["nodeName"] == "local-system"

@@ -15,7 +15,7 @@ The stack's ReadWriteMany claim is, on the local cluster, a plain host folder th
 controller pods mount (claims are folders under the cluster's folder): it shows slurmctld's own
 coordination through StateSaveLocation, with none of NFS's behaviour (no attribute caching, no
 lost locks, no server to lose). The two controller pods run on two system Nodes because the
-render's hard topology spread asks for them (minDomains 2) and the local scheduler honours it.
+render's hard topology spread asks for them (minDomains 2) and kube-scheduler honours it.
 
 One cluster for the module, its scenarios in order; the outages print their figures (never
 asserted: a loaded machine stretches them)."""

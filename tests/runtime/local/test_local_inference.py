@@ -13,8 +13,7 @@ one shared GPU NodeSet and one opted-in namespace (`inference.namespaces`).
 4. with the webhook's pods gone, a pod in the listed namespace is refused (failurePolicy Fail),
    and a Deployment scaled meanwhile creates its pod once the webhook is back.
 
-What the local cluster can't model: its API server calls webhooks for CREATE only (runtime/local/
-admission.py), and its GPUs are device files bound to /dev/null (inventory.py)."""
+What the local cluster can't model: its GPUs are device files bound to /dev/null (inventory.py)."""
 
 from __future__ import annotations
 

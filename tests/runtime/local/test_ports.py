@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from sunk.runtime.local.ports import NODE_PORTS, Ports, target_of
-from sunk.runtime.local.store import Store
+
+from tests.support.fakestore import FakeStore
 
 
 def _pod(name: str, ip: str, ready: bool) -> dict[str, object]:
@@ -36,7 +37,7 @@ def test_a_load_balancer_gets_a_node_port_on_loopback_that_reaches_its_pod() -> 
 
         backend = await asyncio.start_server(echo, "127.0.0.1", 0)
         backend_port = backend.sockets[0].getsockname()[1]
-        store = Store()
+        store = FakeStore()
         store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": "ns"}})
         store.create(store.resource("v1/pods"), "ns", _pod("login-0", "127.0.0.1", True))
         service = {

@@ -95,9 +95,10 @@ def test_the_newest_warning_of_each_object_counts_and_normal_events_do_not() -> 
 
 def test_a_repeated_event_is_one_event_counted_up_and_another_message_is_another() -> None:
     from sunk.runtime.local import events
-    from sunk.runtime.local.store import Store
 
-    store = Store()
+    from tests.support.fakestore import FakeStore
+
+    store = FakeStore()
     store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": NS}})
     involved = {"kind": "Pod", "metadata": {"name": "p", "namespace": NS, "uid": "u1"}}
     kubelet, scheduler = events.Recorder(store, "kubelet"), events.Recorder(store, "default-scheduler")

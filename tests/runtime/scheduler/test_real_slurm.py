@@ -6,9 +6,9 @@ import re
 from functools import partial
 from typing import Any
 
+import jsonpatch
 import pytest
 from sunk.runtime.harness import LocalSlurm
-from sunk.runtime.local.patch import json_patch
 from sunk.runtime.webhook.admission import parse_namespaces, pod_patch
 
 from sunk import keys
@@ -398,7 +398,7 @@ def test_each_namespace_runs_under_its_account_and_its_qos_caps_it(
             }
             patch = pod_patch(pod, teams[ns], "sunk-scheduler")
             assert isinstance(patch, list)
-            k8s.api.create_namespaced_pod(ns, as_body(json_patch(pod, patch)), _preload_content=False)
+            k8s.api.create_namespaced_pod(ns, as_body(jsonpatch.apply_patch(pod, patch)), _preload_content=False)
     start_scheduler()
     caps = {"team-a": 2, "team-b": 1}  # one-CPU pods under GrpTRES cpu=2 and MaxTRESPerAccount cpu=1
     limits = {"team-a": "QOSGrpCpuLimit", "team-b": "MaxCpuPerAccount"}  # Slurm's pending reasons (26.05)

@@ -14,13 +14,16 @@ from typing import Any
 
 import pytest
 from sunk.runtime.local import inventory
-from sunk.runtime.local.controlplane import ControlPlane
-from sunk.runtime.local.lifecycle import NOT_READY, UNREACHABLE, Settings
+from sunk.runtime.local.controlplane import ControlPlane, Settings
 from sunk.runtime.local.nodeagents import NodeAgents, close_network, open_network
 
 from tests.support.controlplane import Loop, get, kubectl, wait_for
 
 pytestmark = pytest.mark.controlplane
+
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+"""The taints the node lifecycle controller puts on a Node whose Ready is False or Unknown."""
 
 LOST, KEPT = "cp-lost-1", "cp-kept-1"
 SETTINGS = Settings(
@@ -33,6 +36,10 @@ SETTINGS = Settings(
 )
 """A grace of three Lease renewals (the agent renews every 10 s), not Kubernetes' 50 s; every value
 unlike its default, so that what the components run with can only come from the flags."""
+
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+"""The taints the node lifecycle controller puts on a Node whose Ready is False or Unknown."""
 
 
 @pytest.fixture(scope="module")
