@@ -56,12 +56,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "replicas).",
     ),
     Difference(
-        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT name the bridge's address and port 443, "
-        "where the local API server listens for pods, not a ClusterIP of the `kubernetes` Service.",
-        "The API server runs on the host, reachable from pods only at the bridge address; the "
-        "in-cluster clients read exactly these variables and the mounted CA and token.",
-    ),
-    Difference(
         "A placeholder OpenSSH key in a program's own Secret (a Pulumi program rendered offline) is "
         "replaced by a new key (`real_ssh_keys`).",
         "Offline, the program can't make the keys it keeps in its encrypted state; the render's key "
