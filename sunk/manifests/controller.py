@@ -12,6 +12,7 @@ from sunk.manifests.config import controller_hash, slurm_projection
 from sunk.manifests.meta import (
     SLURM_UID,
     Manifest,
+    bound_role,
     exec_probe,
     fixed_resources,
     labels,
@@ -115,7 +116,6 @@ def spread(spec: ClusterSpec) -> Manifest:
     }
 
 
-RBAC = "rbac.authorization.k8s.io"
 FENCE_MODULE = "sunk.runtime.fence"
 
 
@@ -164,14 +164,7 @@ def fence_access(spec: ClusterSpec) -> list[Manifest]:
     ]
     return [
         obj("v1", "ServiceAccount", metadata(spec, name, COMPONENT), automountServiceAccountToken=False),
-        obj(f"{RBAC}/v1", "Role", metadata(spec, name, COMPONENT), rules=rules),
-        obj(
-            f"{RBAC}/v1",
-            "RoleBinding",
-            metadata(spec, name, COMPONENT),
-            roleRef={"apiGroup": RBAC, "kind": "Role", "name": name},
-            subjects=[{"kind": "ServiceAccount", "name": name, "namespace": spec.ns}],
-        ),
+        *bound_role(metadata(spec, name, COMPONENT), rules, name, spec.ns),
     ]
 
 

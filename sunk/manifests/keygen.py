@@ -33,6 +33,7 @@ from sunk.manifests.auth import AuthRefs, auth_refs, db_secret_name, host_keys_s
 from sunk.manifests.meta import (
     RUNTIME_UID,
     Manifest,
+    bound_role,
     content_hash,
     fixed_resources,
     labels,
@@ -45,7 +46,6 @@ from sunk.spec.cluster import ClusterSpec
 
 COMPONENT = "keygen"
 MODULE = "sunk.runtime.keygen"
-RBAC = "rbac.authorization.k8s.io"
 SECRETS_ENV = "SUNK_KEYGEN_SECRETS"
 """The JSON list of Secrets to make (names, keys, kinds and labels; never a value)."""
 WORK_DIR = "/tmp"
@@ -215,14 +215,7 @@ def keygen_manifests(spec: ClusterSpec, refs: AuthRefs | None = None, keys_in_cl
         rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"], "resourceNames": names})
     out = [
         obj("v1", "ServiceAccount", meta, automountServiceAccountToken=True),
-        obj(f"{RBAC}/v1", "Role", metadata(spec, name, COMPONENT), rules=rules),
-        obj(
-            f"{RBAC}/v1",
-            "RoleBinding",
-            metadata(spec, name, COMPONENT),
-            roleRef={"apiGroup": RBAC, "kind": "Role", "name": name},
-            subjects=[{"kind": "ServiceAccount", "name": name, "namespace": spec.ns}],
-        ),
+        *bound_role(metadata(spec, name, COMPONENT), rules, name, spec.ns),
         obj(
             "batch/v1",
             "Job",

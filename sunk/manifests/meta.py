@@ -5,6 +5,7 @@ them to typed Pulumi resources unchanged."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from typing import Any
@@ -46,6 +47,25 @@ def selector(spec: ClusterSpec, component: str) -> dict[str, str]:
         "app.kubernetes.io/instance": spec.name,
         "app.kubernetes.io/component": component,
     }
+
+
+RBAC = "rbac.authorization.k8s.io"
+"""The RBAC API group (Roles, ClusterRoles and their bindings)."""
+
+
+def bound_role(meta: Manifest, rules: list[Manifest], account: str, account_namespace: str) -> list[Manifest]:
+    """A Role of `rules` and the RoleBinding that grants it to ServiceAccount `account` of
+    `account_namespace`, both named and placed as `meta` says."""
+    return [
+        obj(f"{RBAC}/v1", "Role", copy.deepcopy(meta), rules=rules),
+        obj(
+            f"{RBAC}/v1",
+            "RoleBinding",
+            copy.deepcopy(meta),
+            roleRef={"apiGroup": RBAC, "kind": "Role", "name": meta["name"]},
+            subjects=[{"kind": "ServiceAccount", "name": account, "namespace": account_namespace}],
+        ),
+    ]
 
 
 def metadata(

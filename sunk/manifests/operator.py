@@ -15,12 +15,12 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from sunk import keys, naming, roles
-from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, obj, restricted
+from sunk.manifests.meta import RBAC, RUNTIME_UID, Manifest, http_probe, obj, restricted
 from sunk.manifests.meta import resources as container_resources
 from sunk.manifests.network import OPEN, OPERATOR_LABELS, policy_spec, rules
 from sunk.manifests.nodeset_crd import nodeset_crd
 from sunk.manifests.podsettings import apply_pod
-from sunk.manifests.runtime import METRICS_PORT, RBAC
+from sunk.manifests.runtime import METRICS_PORT
 from sunk.nodeset_resource import GROUP, PLURAL
 from sunk.spec import operator as _spec
 

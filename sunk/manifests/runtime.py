@@ -14,8 +14,10 @@ from sunk import keys, naming, roles
 from sunk.manifests.auth import AuthRefs
 from sunk.manifests.config import file_source, nodeset_config_maps
 from sunk.manifests.meta import (
+    RBAC,
     RUNTIME_UID,
     Manifest,
+    bound_role,
     http_probe,
     labels,
     metadata,
@@ -37,7 +39,6 @@ JWT_DIR = f"{naming.SLURM_ETC}/jwt"
 SLURM_CONF_DIR = f"{naming.SLURM_ETC}/conf"
 """slurm.conf of the syncer (for `scontrol show nodes`, runtime/slurmrest/nodetext.py) and the
 exporter (for `squeue`, runtime/slurmrest/jobtext.py), beside JWT_DIR."""
-RBAC = "rbac.authorization.k8s.io"
 
 POD_RULES: dict[Controller, list[Manifest]] = {
     "syncer": [
@@ -93,14 +94,7 @@ def rbac(spec: ClusterSpec, controller: Controller) -> list[Manifest]:
     cr = cluster_role_name(spec, controller)
     return [
         obj("v1", "ServiceAccount", metadata(spec, n, controller), automountServiceAccountToken=True),
-        obj(f"{RBAC}/v1", "Role", metadata(spec, n, controller), rules=POD_RULES[controller]),
-        obj(
-            f"{RBAC}/v1",
-            "RoleBinding",
-            metadata(spec, n, controller),
-            roleRef={"apiGroup": RBAC, "kind": "Role", "name": n},
-            subjects=subject,
-        ),
+        *bound_role(metadata(spec, n, controller), POD_RULES[controller], n, spec.ns),
         obj(
             f"{RBAC}/v1",
             "ClusterRole",
@@ -303,16 +297,7 @@ def operator_access(
             },
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
         ]
-    return [
-        obj(f"{RBAC}/v1", "Role", metadata(spec, n, "operator-access"), rules=rules),
-        obj(
-            f"{RBAC}/v1",
-            "RoleBinding",
-            metadata(spec, n, "operator-access"),
-            roleRef={"apiGroup": RBAC, "kind": "Role", "name": n},
-            subjects=[{"kind": "ServiceAccount", "name": operator_account, "namespace": operator_namespace}],
-        ),
-    ]
+    return bound_role(metadata(spec, n, "operator-access"), rules, operator_account, operator_namespace)
 
 
 def runtime_manifests(spec: ClusterSpec, refs: AuthRefs, controller: Controller) -> list[Manifest]:

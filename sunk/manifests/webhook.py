@@ -18,9 +18,20 @@ from __future__ import annotations
 import json
 
 from sunk import keys, naming, roles
-from sunk.manifests.meta import RUNTIME_UID, Manifest, http_probe, labels, metadata, obj, restricted, selector
+from sunk.manifests.meta import (
+    RBAC,
+    RUNTIME_UID,
+    Manifest,
+    bound_role,
+    http_probe,
+    labels,
+    metadata,
+    obj,
+    restricted,
+    selector,
+)
 from sunk.manifests.podsettings import apply_pod, object_meta
-from sunk.manifests.runtime import POD_RULES, RBAC, SCHEDULER_NAME
+from sunk.manifests.runtime import POD_RULES, SCHEDULER_NAME
 from sunk.spec.cluster import ClusterSpec
 from sunk.spec.inference import InferenceNamespaceSpec
 
@@ -146,16 +157,7 @@ def owner_access(spec: ClusterSpec) -> list[Manifest]:
     for listed in sorted(spec.inference.namespaces, key=lambda x: x.name):
         meta = metadata(spec, n, COMPONENT)
         meta["namespace"] = listed.name
-        out += [
-            obj(f"{RBAC}/v1", "Role", dict(meta), rules=OWNER_RULES),
-            obj(
-                f"{RBAC}/v1",
-                "RoleBinding",
-                dict(meta),
-                roleRef={"apiGroup": RBAC, "kind": "Role", "name": n},
-                subjects=[{"kind": "ServiceAccount", "name": n, "namespace": spec.ns}],
-            ),
-        ]
+        out += bound_role(meta, OWNER_RULES, n, spec.ns)
     return out
 
 
@@ -167,16 +169,7 @@ def scheduler_access(spec: ClusterSpec) -> list[Manifest]:
     for listed in sorted(spec.inference.namespaces, key=lambda x: x.name):
         meta = metadata(spec, n, "scheduler")
         meta["namespace"] = listed.name
-        out += [
-            obj(f"{RBAC}/v1", "Role", dict(meta), rules=POD_RULES["scheduler"]),
-            obj(
-                f"{RBAC}/v1",
-                "RoleBinding",
-                dict(meta),
-                roleRef={"apiGroup": RBAC, "kind": "Role", "name": n},
-                subjects=[{"kind": "ServiceAccount", "name": scheduler, "namespace": spec.ns}],
-            ),
-        ]
+        out += bound_role(meta, POD_RULES["scheduler"], scheduler, spec.ns)
     return out
 
 
