@@ -59,9 +59,13 @@ def footprint(marker: str) -> dict[str, int]:
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         with contextlib.suppress(OSError):
             procs += marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() or int(pid) in holders
+    host = os.readlink("/proc/self/ns/net")
     for holder in holders:
         with contextlib.suppress(OSError):
             _seen_netns.add(os.readlink(f"/proc/{holder}/ns/net"))
+    # A holder's PID that another process took after `down` reads as that process's namespace,
+    # usually the host's (seen under load): the host's own is never a pod's.
+    _seen_netns.discard(host)
     alive = _live_net_namespaces()
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines() if ":" in line]
