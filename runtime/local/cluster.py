@@ -23,9 +23,10 @@ from pathlib import Path
 import aiohttp.web
 
 from . import hostsettings, inventory, net, nodeagents
+from .apitypes import ApiError
 from .controlplane import ControlPlane, Settings
 from .nodeagents import NodeAgents
-from .provisioner import HttpApi, Provisioner
+from .provisioner import STORAGE_CLASSES, HttpApi, Provisioner, storage_classes
 
 log = logging.getLogger("sunk.local")
 
@@ -130,9 +131,16 @@ async def serve(workdir: Path, project: str, settings: Settings | None = None) -
         agents = NodeAgents(plane, workdir, network)
         await agents.start(nodes)
         pki_dir = plane.folder / "pki"
-        provisioner = Provisioner(
-            HttpApi(plane.server, pki_dir / "ca.crt", pki_dir / "admin.crt", pki_dir / "admin.key"), workdir
-        )
+        api = HttpApi(plane.server, pki_dir / "ca.crt", pki_dir / "admin.crt", pki_dir / "admin.key")
+        # A default StorageClass from the start, as kind's or k3s's: a render applied with plain
+        # kubectl (the GitOps path) gets its unclassed claims provisioned, not left Pending.
+        for klass in storage_classes():
+            try:
+                api.create(STORAGE_CLASSES, klass)
+            except ApiError as err:
+                if err.code != 409:
+                    raise
+        provisioner = Provisioner(api, workdir)
         provisioner.start()
         runner = aiohttp.web.AppRunner(control_app(agents), handle_signals=False, access_log=None)
         await runner.setup()
