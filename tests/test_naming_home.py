@@ -22,8 +22,8 @@ ALLOWED: dict[str, str] = {
     "runtime/images/": "image recipe, cache and archive file names and tags",
     "runtime/harness/image_process.py": "a file copied into the harness's folder",
     "runtime/harness/layout.py": "the harness's topology label values (rack and switch of a Node)",
-    "runtime/local/": "the local cluster emulates Kubernetes' own controllers, which name what they "
-    "make (<statefulset>-<ordinal>, <deployment>-<hash>-<random>) as Kubernetes does",
+    "runtime/local/": "the local cluster names its own Nodes (local-<nodeset>-<n>), files beside a "
+    "render and its firewall chains; Kubernetes' controllers name the pods",
 }
 """file (or folder ending in /) -> why it may build `f"{...}-..."` strings."""
 
