@@ -15,6 +15,7 @@ import argparse
 import multiprocessing
 import os
 import re
+import shlex
 import sys
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -104,14 +105,27 @@ def file_name(obj: Manifest) -> str:
     return f"{CRD_DIR}/{name}" if obj["kind"] == "CustomResourceDefinition" else name
 
 
+# A CRD is created with `status.conditions: null` (the field has no omitempty) until the API
+# server's naming controller writes its first condition. `kubectl wait --for=condition=...` fails at
+# once on a null list ("accessor error: <nil> is of the type <nil>") instead of waiting, so the
+# command first waits, with a JSONPath that finds nothing in a null list, for any condition to exist
+# (a JSONPath with no value needs kubectl 1.29 or newer). Single-quoted: zsh globs `[0]`.
+FIRST_CONDITION = "'{.status.conditions[0].type}'"
+
+
 def apply_command(files: dict[str, str] | list[str], out: Path | str) -> str:
     """The exact commands that apply a render in `out`: its CRDs first, until the API serves them,
     then the rest (`kubectl apply -f DIR` reads DIR's own files, not CRD_DIR)."""
-    rest = f"kubectl apply -f {out}"
+    rest = f"kubectl apply -f {shlex.quote(str(out))}"
     if not any(n.startswith(f"{CRD_DIR}/") for n in files):
         return rest
-    crds = f"{out}/{CRD_DIR}"
-    return f"kubectl apply -f {crds} && kubectl wait --for=condition=Established --timeout=60s -f {crds} && {rest}"
+    crds = shlex.quote(f"{out}/{CRD_DIR}")
+    return (
+        f"kubectl apply -f {crds}"
+        f" && kubectl wait --for=jsonpath={FIRST_CONDITION} --timeout=60s -f {crds}"
+        f" && kubectl wait --for=condition=Established --timeout=60s -f {crds}"
+        f" && {rest}"
+    )
 
 
 def ordered(objs: list[Manifest]) -> list[Manifest]:

@@ -332,8 +332,10 @@ def test_crds_have_their_own_folder_applied_first(rendered: dict[str, Rendered],
     command = render_module.apply_command(files, tmp_path)
     if has_crds:
         assert command == (
-            f"kubectl apply -f {tmp_path}/crds && kubectl wait --for=condition=Established --timeout=60s "
-            f"-f {tmp_path}/crds && kubectl apply -f {tmp_path}"
+            f"kubectl apply -f {tmp_path}/crds"
+            f" && kubectl wait --for=jsonpath='{{.status.conditions[0].type}}' --timeout=60s -f {tmp_path}/crds"
+            f" && kubectl wait --for=condition=Established --timeout=60s -f {tmp_path}/crds"
+            f" && kubectl apply -f {tmp_path}"
         )
     else:
         assert command == f"kubectl apply -f {tmp_path}"

@@ -23,6 +23,7 @@ from unittest import mock
 import pytest
 from sunk.runtime.local import cli
 
+from components.render import apply_command
 from tests.support import waiting
 from tests.support.localcluster import sunk
 from tests.support.stacks import FIXTURE_PROJECT
@@ -55,11 +56,16 @@ class Empty:
         return done
 
     def apply(self, render: Path) -> list[str]:
-        """The README's command: CRDs, wait until Established, then the folder."""
-        crds = render / "crds"
-        self.kubectl("apply", "-f", str(crds))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
-        return self.kubectl("apply", "-f", str(render)).stdout.splitlines()
+        """The exact command `sunk render` prints (and the docs give), through a shell as a user
+        pastes it: the CRDs, a wait until they have conditions, until Established, then the folder.
+        The lines `kubectl apply -f DIR` printed (the waits' "condition met" lines left out)."""
+        names = [str(p.relative_to(render)) for p in render.rglob("*.yaml")]
+        done = subprocess.run(
+            ["sh", "-c", apply_command(names, render)], env={**os.environ, "KUBECONFIG": self.kubeconfig},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{apply_command(names, render)}: {done.stderr}"
+        return [line for line in done.stdout.splitlines() if not line.endswith(" condition met")]
 
     def keys(self) -> dict[str, dict[str, bytes]]:
         out = {}
@@ -95,6 +101,8 @@ def render(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The fixture project's acme-dev (tests/fixtures), as a user renders in their own project.
     done = sunk("render", "acme-dev", "--out", str(folder), env=dict(os.environ), cwd=FIXTURE_PROJECT)
     assert done.returncode == 0, done.stderr
+    names = [str(p.relative_to(folder)) for p in folder.rglob("*.yaml")]
+    assert f"  {apply_command(names, folder)}" in done.stdout.splitlines()  # what Empty.apply runs
     from sunk.runtime.local.offcluster import override_render
 
     override_render(folder)  # the named off-cluster changes only (cgroups, node sizes)
