@@ -22,9 +22,14 @@ images: bootstrap
 
 # Everything CI runs: lint, types, layers, the images and the control plane, then the whole pytest
 # suite (real Slurm booted from those images, the local cluster on the real control plane included).
-test: bootstrap lint images controlplane
-	.venv/bin/python -m pytest
-	$(MAKE) test-compat
+# Each step is timed (.ci/timed): the log ends with every step's wall time, pass or fail.
+test: bootstrap
+	@bash .ci/timed --reset
+	@bash .ci/timed lint $(MAKE) --no-print-directory lint
+	@bash .ci/timed images $(MAKE) --no-print-directory images
+	@bash .ci/timed controlplane $(MAKE) --no-print-directory controlplane
+	@bash .ci/timed pytest .venv/bin/python -m pytest
+	@bash .ci/timed test-compat $(MAKE) --no-print-directory test-compat
 
 # The compatibility subset on Slurm 24.11 (the default release, 26.05, runs everything above):
 # boot and jobs, accounting, the syncer, operator and scheduler, identity, power saving, health

@@ -128,7 +128,11 @@ def state_saved(ha: Ha, since: float) -> None:
     `since`. A job `sbatch` accepted is in slurmctld's memory at once and in its state files only at
     its next save, seconds later and longer on a loaded machine: a SIGKILL or a lost Node before
     that loses it and gives its id to the next job (Slurm's own window, seen in CI as a job id
-    given twice after a 4 s sleep). The outages start from saved state."""
+    given twice after a 4 s sleep). The outages start from saved state.
+
+    `since` is taken before the last `sbatch`, never after it returns: slurmctld saves only when
+    something changed, and a held job changes nothing more, so a save made while the reply came
+    back through kubectl exec was the last one (CI waited 120 s for a save that had come before)."""
 
     def newest() -> float:
         files = Path(ha.env["SUNK_LOCAL_DIR"]).glob(f"*/claims/{NS}/ha-controller-state/**/job_state")
@@ -199,11 +203,12 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     ha: Ha, capsys: pytest.CaptureFixture[str]
 ) -> None:
     running = ha.sbatch("--wrap 'sleep 30'")
+    submitted = time.time()
     pending = ha.sbatch("--begin=now+20 --wrap true")
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
     node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
-    state_saved(ha, time.time())
+    state_saved(ha, submitted)
     started = time.monotonic()
     done = sunk("local", "node", "stop", node, env=ha.env)
     assert done.returncode == 0 and f"node {node}: agent stopped" in done.stdout, done.stderr
@@ -255,12 +260,13 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
     ha: Ha, capsys: pytest.CaptureFixture[str]
 ) -> None:
     running = ha.sbatch("--wrap 'sleep 20'")
+    submitted = time.time()
     pending = ha.sbatch("--begin=now+10 --wrap true")
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
     restarts = ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
     before = next(c["restartCount"] for c in restarts if c["name"] == "slurmctld")
-    state_saved(ha, time.time())
+    state_saved(ha, submitted)
     started = time.monotonic()
     assert kill_slurmctld(ha, CONTROLLERS[0]) == 1
     arriving, outage = ha.until_accepted(started)
@@ -275,8 +281,9 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
 def test_both_controllers_down_then_one_back_resumes_from_the_shared_state(ha: Ha) -> None:
     """Both controller pods deleted at once, the StatefulSet makes both again (Parallel): whichever
     takes control reads the one StateSaveLocation; a held job and the job-id sequence go on."""
+    submitted = time.time()
     held = ha.sbatch("--hold --wrap true")
-    state_saved(ha, time.time())
+    state_saved(ha, submitted)
     uids = {name: ha.pod(name)["metadata"]["uid"] for name in CONTROLLERS}
     ha.kubectl("delete", "pod", "-n", NS, *CONTROLLERS, "--wait=false")
     ha.wait("both controller pods replaced", lambda: {n: ha.pod(n)["metadata"].get("uid") for n in CONTROLLERS},
