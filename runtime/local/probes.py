@@ -53,7 +53,7 @@ async def run_probes(pod: Pod, running: Running) -> None:
     spec = running.spec
     startup, readiness, liveness = spec.get("startupProbe"), spec.get("readinessProbe"), spec.get("livenessProbe")
     if startup:
-        if not await _until(pod, running, startup, want=True, kind="Startup"):
+        if not await _until(pod, running, startup, kind="Startup"):
             pod.event(NORMAL, "Killing", f"Container {running.name} failed startup probe, will be restarted", running)
             await pod.kill_container(running, pod.grace_period)
             return
@@ -74,7 +74,7 @@ async def run_probes(pod: Pod, running: Running) -> None:
             task.cancel()
 
 
-async def _until(pod: Pod, running: Running, probe: Obj, *, want: bool, kind: str) -> bool:
+async def _until(pod: Pod, running: Running, probe: Obj, *, kind: str) -> bool:
     """Probe until success (True) or failureThreshold failures in a row (False); each failure an
     Unhealthy Event, as the kubelet's prober writes it."""
     await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
@@ -108,15 +108,25 @@ async def _readiness(pod: Pod, running: Running, probe: Obj) -> None:
 
 
 async def _liveness(pod: Pod, running: Running, probe: Obj) -> None:
-    if not await _until(pod, running, probe, want=True, kind="Liveness"):
-        return
+    """As the kubelet's: from initialDelaySeconds on, failureThreshold failures in a row kill the
+    container, whether or not the probe ever succeeded (a container that hangs at its start is
+    restarted too); a success resets the count."""
+    await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
+    failures, threshold = 0, int(probe.get("failureThreshold", 3))
     while True:
+        if await check(pod, running, probe):
+            failures = 0
+        else:
+            pod.event(WARNING, "Unhealthy", "Liveness probe failed", running)
+            failures += 1
+            if failures >= threshold:
+                pod.event(
+                    NORMAL, "Killing", f"Container {running.name} failed liveness probe, will be restarted", running
+                )
+                log.info("%s/%s %s: liveness probe failed; restarting", pod.namespace, pod.name, running.name)
+                await pod.kill_container(running, pod.grace_period)
+                return
         await asyncio.sleep(float(probe.get("periodSeconds", 10)))
-        if not await _until(pod, running, {**probe, "initialDelaySeconds": 0}, want=True, kind="Liveness"):
-            pod.event(NORMAL, "Killing", f"Container {running.name} failed liveness probe, will be restarted", running)
-            log.info("%s/%s %s: liveness probe failed; restarting", pod.namespace, pod.name, running.name)
-            await pod.kill_container(running, pod.grace_period)
-            return
 
 
 async def check(pod: Pod, running: Running, probe: Obj) -> bool:
