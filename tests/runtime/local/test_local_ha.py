@@ -3,8 +3,9 @@
 arriving at each outage:
 
 1. the primary's Node loses power (`sunk local node stop`): the backup takes control, becomes
-   the Ready pod, accepts `sbatch`; the running job completes, the pending one starts, sacct has
-   every job once;
+   the Ready pod, accepts `sbatch` from the login pod and a REST submission (slurmrestd through
+   `kubectl port-forward`, root's `scontrol token`); the running job completes, the pending one
+   starts, sacct has every job once;
 2. the primary comes back (`sunk local node start`): it takes control back; the second, shorter
    outage is measured;
 3. the primary's slurmctld process is killed (SIGKILL from the host: it is its pod's PID 1): the
@@ -22,17 +23,21 @@ asserted: a loaded machine stretches them)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from sunk.runtime.slurmrest import JobSubmit, SlurmApiError, SlurmRestClient, StaticToken
 
-from sunk.naming import PRIMARY_MARK
+from sunk.naming import PRIMARY_MARK, SLURMRESTD_PORT
 from tests.support.localcluster import LocalCluster, booted, ready, sunk
 
 pytestmark = pytest.mark.slurm
@@ -101,6 +106,38 @@ class Ha(LocalCluster):
                 return done.stdout.strip(), time.monotonic() - started
             assert time.monotonic() - started < 300, f"no sbatch accepted in 300 s: {done.stderr}"
             time.sleep(0.5)
+
+    @contextlib.contextmanager
+    def rest(self) -> Iterator[SlurmRestClient]:
+        """slurmrestd as a REST user reaches it from outside: `kubectl port-forward` to the
+        restapi Service, with root's token from `scontrol token` in the login pod (15 minutes)."""
+        token = self.login("scontrol token username=root lifespan=900").stdout.strip().removeprefix("SLURM_JWT=")
+        forward = subprocess.Popen(
+            ["kubectl", "--kubeconfig", self.kubeconfig, "port-forward", "-n", NS, "svc/ha-restapi",
+             f":{SLURMRESTD_PORT}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        try:
+            assert forward.stdout is not None
+            line = forward.stdout.readline()  # "Forwarding from 127.0.0.1:PORT -> 6820"
+            found = re.search(r"127\.0\.0\.1:(\d+)", line)
+            assert found, f"kubectl port-forward said {line!r}"
+            with SlurmRestClient(f"http://127.0.0.1:{found[1]}", user="root", token=StaticToken(token)) as client:
+                yield client
+        finally:
+            forward.terminate()
+            forward.wait(10)
+
+    def rest_until_accepted(self, rest: SlurmRestClient, started: float) -> tuple[str, float]:
+        """POST /job/submit, again and again, until slurmrestd answers with a job id (it reaches
+        slurmctld through slurm.conf's SlurmctldHost list, as sbatch does): the id and the seconds
+        since `started`."""
+        job = JobSubmit(script="#!/bin/sh\ntrue\n", name="rest-in-failover", standard_output="/dev/null")
+        while True:
+            try:
+                return str(rest.submit_job(job)), time.monotonic() - started
+            except (SlurmApiError, httpx.HTTPError) as error:
+                assert time.monotonic() - started < 300, f"no REST submission accepted in 300 s: {error}"
+                time.sleep(0.5)
 
     def states(self, jobs: list[str]) -> dict[str, str]:
         """sacct's state of each job, and how many records it has (-D: every requeue or
@@ -209,18 +246,20 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
             lambda s: s == "RUNNING", 120)  # fmt: skip
     node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
     state_saved(ha, submitted)
-    started = time.monotonic()
-    done = sunk("local", "node", "stop", node, env=ha.env)
-    assert done.returncode == 0 and f"node {node}: agent stopped" in done.stdout, done.stderr
-    arriving, outage = ha.until_accepted(started)
+    with ha.rest() as rest:
+        started = time.monotonic()
+        done = sunk("local", "node", "stop", node, env=ha.env)
+        assert done.returncode == 0 and f"node {node}: agent stopped" in done.stdout, done.stderr
+        arriving, outage = ha.until_accepted(started)
+        by_rest, rest_outage = ha.rest_until_accepted(rest, started)
     ready = ha.wait("controller-1 the one Ready pod", ha.ready, lambda r: r == [CONTROLLERS[1]], 120)
     ready_after = time.monotonic() - started
     assert ready
     assert ha.wait("controller-1 holds the Lease", ha.lease_holder, lambda h: h == ha.identity(CONTROLLERS[1]), 60)
-    ha.all_completed_once([running, pending, arriving])
+    ha.all_completed_once([running, pending, arriving, by_rest])
     with capsys.disabled():
-        print(f"\nlocal cluster, HA: {node} (controller-0) stopped to an sbatch accepted from login: {outage:.1f} s; "
-              f"controller-1 Ready after {ready_after:.1f} s")  # fmt: skip
+        print(f"\nlocal cluster, HA: {node} (controller-0) stopped to an sbatch accepted from login: {outage:.1f} s, "
+              f"a REST submission accepted: {rest_outage:.1f} s; controller-1 Ready after {ready_after:.1f} s")  # fmt: skip
 
 
 def test_the_primary_back_takes_control_again(ha: Ha, capsys: pytest.CaptureFixture[str]) -> None:
