@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from sunk.spec.nodeset import SHARED_FEATURE
+
 from ..slurmrest import SlurmApiError, SlurmRestClient, SlurmRestError
 from ..slurmrest.errors import INVALID_JOB_ID
 from .marker import Marker
@@ -42,6 +44,19 @@ def _no_smaller(size: _Size, than: _Size) -> bool:
 
 class Rejected(Exception):
     """Slurm refused the submit (unknown partition, no node can ever satisfy it, QOS denied, ...)."""
+
+
+def _explained(why: str, request: JobRequest) -> str:
+    """Slurm's refusal, with what the user must change where Slurm's own words don't say it: a
+    constraint on the shared feature that no node has means the partition has no shared NodeSet."""
+    if request.constraint == SHARED_FEATURE and "invalid feature" in why.lower():
+        where = f"partition {request.partition}" if request.partition else "the default partition"
+        return (
+            f"{why}: no node of {where} has the feature {SHARED_FEATURE}; sunk's scheduler places pods only "
+            "on NodeSets with resourceMode: shared (set it on a NodeSet of that partition, or name another "
+            "partition with the slurm.sunk.dev/partition annotation)"
+        )
+    return why
 
 
 class SlurmApi(Protocol):
@@ -232,7 +247,7 @@ class RestSlurm:
         except SlurmApiError as e:
             # The first line ("Batch job submission failed") is generic; `error` says why.
             why = "; ".join(dict.fromkeys(err.message or err.description for err in e.errors)) or str(e)
-            raise Rejected(why) from e
+            raise Rejected(_explained(why, request)) from e
         if self._on_placed is not None:
             self._on_placed("batch")
         return job_id

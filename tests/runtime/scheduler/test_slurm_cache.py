@@ -216,6 +216,25 @@ def test_a_refused_submit_says_why(server: Slurmrestd) -> None:
         slurm.submit(request, Marker("pod", "ml", "a", "u1"))
 
 
+def test_a_cluster_without_a_shared_nodeset_is_named_as_the_reason(server: Slurmrestd) -> None:
+    """Slurm's words for the placeholder's constraint on a partition with no shared NodeSet say
+    nothing of NodeSets: the refusal adds what to change (seen on the local cluster's HA stack)."""
+    slurm = client(server, [0.0])
+    server.submit_error = {"error_number": 2072, "description": "Batch job submission failed",
+                           "error": "Invalid feature specification"}  # fmt: skip
+    with pytest.raises(Rejected) as refused:
+        slurm.submit(JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), Marker("pod", "ml", "a", "u1"))
+    assert str(refused.value) == (
+        "Invalid feature specification: no node of the default partition has the feature sunk_shared; sunk's "
+        "scheduler places pods only on NodeSets with resourceMode: shared (set it on a NodeSet of that partition, "
+        "or name another partition with the slurm.sunk.dev/partition annotation)"
+    )
+    with pytest.raises(Rejected, match=r"^Invalid feature specification$"):  # another constraint: Slurm's words
+        slurm.submit(
+            JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, constraint="a100"), Marker("pod", "ml", "a", "u1")
+        )
+
+
 def test_each_submitting_thread_has_its_own_client_and_close_ends_them(server: Slurmrestd) -> None:
     made: list[SlurmRestClient] = []
 
