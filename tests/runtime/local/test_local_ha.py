@@ -6,6 +6,8 @@ arriving at each outage:
    the Ready pod, accepts `sbatch` from the login pod and a REST submission (slurmrestd through
    `kubectl port-forward`, root's `scontrol token`); the running job completes, the pending one
    starts, sacct has every job once;
+   with controller-1 in control, the syncer mirrors a cordon into a drain and the scheduler
+   places a pod, neither restarted;
 2. the primary comes back (`sunk local node start`): it takes control back; the second, shorter
    outage is measured;
 3. the primary's slurmctld process is killed (SIGKILL from the host: it is its pod's PID 1): the
@@ -63,7 +65,8 @@ STACK: dict[str, Any] = {
                 "tolerations": [{"key": CONTROLLER_POOL, "operator": "Exists", "effect": "NoSchedule"}],
             },
             "login": {"serviceType": "ClusterIP"},
-            "nodesets": [{"name": "cpu", "replicas": 2, "cpus": 2, "memoryMib": 2048}],
+            # shared: the scheduler's pods run there through Slurm (its placeholders ask for sunk_shared)
+            "nodesets": [{"name": "cpu", "replicas": 2, "cpus": 2, "memoryMib": 2048, "resourceMode": "shared"}],
             "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
         },
     }
@@ -154,10 +157,15 @@ class Ha(LocalCluster):
                   lambda s: s == {job: "COMPLETED x1" for job in jobs}, timeout)  # fmt: skip
 
     def diagnose(self) -> str:
-        return "".join(
+        controllers = "".join(
             f"--- {name}\n{self.kubectl('logs', '-n', NS, name, '-c', 'slurmctld', '--tail=30', check=False).stdout}"
             for name in CONTROLLERS
         )
+        runtime = "".join(
+            f"--- {name}\n{self.kubectl('logs', '-n', NS, f'deploy/{name}', '--tail=30', check=False).stdout}"
+            for name in ("ha-scheduler", "ha-syncer")
+        )
+        return controllers + runtime
 
 
 def state_saved(ha: Ha, since: float) -> None:
@@ -260,6 +268,61 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     with capsys.disabled():
         print(f"\nlocal cluster, HA: {node} (controller-0) stopped to an sbatch accepted from login: {outage:.1f} s, "
               f"a REST submission accepted: {rest_outage:.1f} s; controller-1 Ready after {ready_after:.1f} s")  # fmt: skip
+
+
+def runtime_restarts(ha: Ha) -> dict[str, int]:
+    """The syncer's and the scheduler's pods, each with its containers' restarts."""
+    pods = json.loads(ha.kubectl("get", "pods", "-n", NS, "-l", "app.kubernetes.io/component in (syncer,scheduler)",
+                                 "-o", "json").stdout)["items"]  # fmt: skip
+    return {p["metadata"]["name"]: sum(c["restartCount"] for c in p["status"].get("containerStatuses") or [])
+            for p in pods}  # fmt: skip
+
+
+def test_with_the_backup_in_control_the_syncer_mirrors_a_cordon_and_the_scheduler_places_a_pod(ha: Ha) -> None:
+    """controller-0's Node still stopped, controller-1 in control: the runtime follows the takeover
+    with no restart and no config change (it reaches slurmctld through slurm.conf's SlurmctldHost
+    list, as the clients do). A cordoned Node drains its Slurm node; a pod with sunk's
+    schedulerName gets a placeholder job from the backup and runs where Slurm put it."""
+    assert ha.ready() == [CONTROLLERS[1]], ha.ready()
+    before = runtime_restarts(ha)
+    node = ha.pod("ha-cpu-1")["spec"]["nodeName"]
+    ha.kubectl("cordon", node)
+    try:
+        drained = ha.wait("cpu-1 drained in Slurm", lambda: ha.login("sinfo -h -N -n cpu-1 -o '%T|%E'").stdout.strip(),
+                          lambda line: line.startswith("drain"), 180)  # fmt: skip
+        assert drained.split("|")[1].startswith("sunk:"), drained  # the syncer's reason
+    finally:
+        ha.kubectl("uncordon", node)
+    ha.wait("cpu-1 idle again", lambda: ha.login("sinfo -h -N -n cpu-1 -o '%T'").stdout.strip(),
+            lambda state: state == "idle", 180)  # fmt: skip
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "placed-by-the-backup", "namespace": NS},
+        "spec": {
+            "schedulerName": "sunk-scheduler",
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "c", "image": ha.pod("ha-cpu-0")["spec"]["containers"][0]["image"],
+                "command": ["sleep", "600"],
+                "resources": {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "256Mi"}},
+            }],
+        },
+    }  # fmt: skip
+    ha.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    try:
+        bound = ha.wait("the pod running", lambda: ha.pod("placed-by-the-backup"),
+                        lambda p: (p.get("status") or {}).get("phase") == "Running", 240)  # fmt: skip
+        annotations = bound["metadata"]["annotations"]
+        placeholder, slurm_node = annotations["slurm.sunk.dev/job-id"], annotations["slurm.sunk.dev/slurm-node"]
+        assert bound["spec"]["nodeName"] == ha.pod(f"ha-{slurm_node}")["spec"]["nodeName"]
+        queue = ha.login("squeue -h -o '%i %T %N'").stdout.split("\n")
+        assert f"{placeholder} RUNNING {slurm_node}" in queue, queue
+    finally:
+        ha.kubectl("delete", "pod", "-n", NS, "placed-by-the-backup", "--wait=false", check=False)
+    ha.wait("the placeholder job gone", lambda: ha.login(f"squeue -h -j {placeholder} -o %T", check=False).stdout,
+            lambda text: "RUNNING" not in text, 180)  # fmt: skip
+    assert ha.ready() == [CONTROLLERS[1]] and runtime_restarts(ha) == before, runtime_restarts(ha)
 
 
 def test_the_primary_back_takes_control_again(ha: Ha, capsys: pytest.CaptureFixture[str]) -> None:
