@@ -15,6 +15,7 @@ from sunk import keys
 from sunk.hostlist import expand
 from sunk.manifests.webhook import namespaces_json
 from tests.support.rawclient import as_body
+from tests.support.slurmalloc import allocations
 
 from .conftest import Cluster, StartScheduler
 
@@ -234,18 +235,8 @@ def test_a_killed_scheduler_restarts_adopts_its_jobs_and_binds_each_pod_once(
 def job_detail(slurm: LocalSlurm, job_id: int) -> tuple[str, set[int], set[int]]:
     """(node, CPU ids, GPU indices) of a running one-node job, from `scontrol show job -d`."""
     out = slurm.run("scontrol", "show", "job", "-d", str(job_id), check=True).stdout
-    m = re.search(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=\S+ GRES=(\S*)", out)
-    assert m is not None, out
-    gpus = re.search(r"IDX:([0-9,-]+)", m.group(3))
-    return m.group(1), set(ids(m.group(2))), set(ids(gpus.group(1))) if gpus else set()
-
-
-def ids(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out += range(int(lo), int(hi or lo) + 1)
-    return out
+    [(node, (cpus, gpus))] = allocations(out)[job_id].items()
+    return node, cpus, gpus
 
 
 def test_a_slurm_job_and_a_sunk_scheduled_pod_share_a_node(

@@ -26,11 +26,13 @@ from sunk.hostlist import expand
 from sunk.manifests.runtime import gang_topology
 from sunk.spec.scheduling import AccountSpec, NamedTopologySpec, TopologySpec
 from sunk.stackfile import load_stack
+from tests.support import lws
 from tests.support.rawclient import as_body, raw
+from tests.support.slurmalloc import Allocations, allocations, no_slot_twice
 from tests.support.stacks import FIXTURE_STACKS
 
 from .conftest import Cluster, StartScheduler
-from .test_real_slurm import FILL, ids, placeholder_jobs
+from .test_real_slurm import FILL, placeholder_jobs
 
 pytestmark = pytest.mark.slurm
 
@@ -231,10 +233,6 @@ def test_gangs_are_placed_whole_in_one_block_beside_training_or_wait_or_are_refu
 # as a gang.
 
 LWS = "llm"
-LWS_SET_NAME = "leaderworkerset.sigs.k8s.io/name"
-LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
-LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
-LWS_LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
 LWS_SIZE = 4
 SERVING = NamespaceDefaults(account="serving", partition="gpu")
 RESEARCH = NamespaceDefaults(account="research", partition="gpu")
@@ -261,14 +259,14 @@ def _admitted(meta: dict[str, Any], defaults: NamespaceDefaults, gpus: int, cpu:
 
 def _lws_leader(group: int) -> dict[str, Any]:
     """The leader as its StatefulSet creates it, before any webhook."""
-    labels = {LWS_WORKER_INDEX: "0", LWS_SET_NAME: LWS}
+    labels = {gangs.LWS_WORKER_INDEX: "0", gangs.LWS_SET_NAME: LWS}
     return {"name": f"{LWS}-{group}", "labels": labels, "annotations": {gangs.LWS_SIZE: str(LWS_SIZE)}}
 
 
 def _lws_webhook(pod: dict[str, Any]) -> dict[str, Any]:
     """LWS's pod webhook on a leader: group-index from its ordinal, and its group key where absent."""
     meta = pod["metadata"]
-    meta["labels"].setdefault(LWS_GROUP_INDEX, meta["name"].rsplit("-", 1)[1])
+    meta["labels"].setdefault(lws.GROUP_INDEX, meta["name"].rsplit("-", 1)[1])
     meta["labels"].setdefault(
         gangs.LWS_GROUP_KEY, hashlib.sha1(f"{meta['namespace']}/{meta['name']}".encode()).hexdigest()
     )
@@ -276,11 +274,11 @@ def _lws_webhook(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lws_worker(leader: Mapping[str, Any], index: int) -> dict[str, Any]:
-    copied = {k: leader["labels"][k] for k in (LWS_SET_NAME, LWS_GROUP_INDEX, gangs.LWS_GROUP_KEY)}
+    copied = {k: leader["labels"][k] for k in (gangs.LWS_SET_NAME, lws.GROUP_INDEX, gangs.LWS_GROUP_KEY)}
     return {
         "name": f"{leader['name']}-{index}",
-        "labels": {**copied, LWS_WORKER_INDEX: str(index)},
-        "annotations": {gangs.LWS_SIZE: str(LWS_SIZE), LWS_LEADER_NAME: leader["name"]},
+        "labels": {**copied, gangs.LWS_WORKER_INDEX: str(index)},
+        "annotations": {gangs.LWS_SIZE: str(LWS_SIZE), lws.LEADER_NAME: leader["name"]},
     }
 
 
@@ -298,33 +296,9 @@ def _training(slurm: LocalSlurm, *args: str) -> int:
     return int(done.stdout.strip().split(";")[0])
 
 
-def allocations(slurm: LocalSlurm) -> dict[int, dict[str, tuple[set[int], set[int]]]]:
-    """Every running job's CPU ids and GPU indices on each of its nodes (`scontrol show job -d`)."""
-    out: dict[int, dict[str, tuple[set[int], set[int]]]] = {}
-    text = slurm.run("scontrol", "show", "job", "-d", check=True).stdout
-    for block in text.split("\n\n"):
-        found = re.search(r"JobId=(\d+)", block)
-        if found is None or "JobState=RUNNING" not in block:
-            continue
-        per_node = out.setdefault(int(found.group(1)), {})
-        for nodes, cpus, gres in re.findall(r"Nodes=(\S+) CPU_IDs=(\S+) Mem=\S+ GRES=(\S*)", block):
-            gpus = re.search(r"IDX:([0-9,-]+)", gres)
-            for node in expand(nodes):
-                per_node[node] = (set(ids(cpus)), set(ids(gpus.group(1))) if gpus else set())
-    return out
-
-
-def _no_slot_twice(alloc: Mapping[int, Mapping[str, tuple[set[int], set[int]]]]) -> int:
-    """Asserts that no CPU and no GPU of a node is held by two running jobs; returns the GPUs held."""
-    cpus: dict[tuple[str, int], int] = {}
-    gpus: dict[tuple[str, int], int] = {}
-    for job, per_node in alloc.items():
-        for node, (job_cpus, job_gpus) in per_node.items():
-            for held, slots in ((cpus, job_cpus), (gpus, job_gpus)):
-                for slot in slots:
-                    other = held.setdefault((node, slot), job)
-                    assert other == job, f"{node} slot {slot} held by jobs {other} and {job}"
-    return len(gpus)
+def _allocations(slurm: LocalSlurm) -> Allocations:
+    """Every running job's CPU ids and GPU indices on each of its nodes."""
+    return allocations(slurm.run("scontrol", "show", "job", "-d", check=True).stdout)
 
 
 def test_a_leaderworkerset_group_and_a_deployments_burst_beside_training(
@@ -398,13 +372,13 @@ def test_a_leaderworkerset_group_and_a_deployments_burst_beside_training(
         return check
 
     first = k8s.wait_for("14 of the burst bound, 36 pending in Slurm", burst_bound(14))
-    assert _no_slot_twice(allocations(slurm)) == 10 + 2 * LWS_SIZE + 14
+    assert no_slot_twice(_allocations(slurm)) == 10 + 2 * LWS_SIZE + 14
     # Training in block a ends: 10 more of the burst start; every GPU of the pool is held once.
     slurm.run("scancel", str(t1), check=True)
     burst = k8s.wait_for("24 of the burst bound, 26 pending", burst_bound(24))
     assert {p["metadata"]["name"] for p in first} <= {p["metadata"]["name"] for p in burst}
-    alloc = allocations(slurm)
-    assert _no_slot_twice(alloc) == 2 * LWS_SIZE + 24 == 2 * 2 * BLOCK  # every GPU of the pool
+    alloc = _allocations(slurm)
+    assert no_slot_twice(alloc) == 2 * LWS_SIZE + 24 == 2 * 2 * BLOCK  # every GPU of the pool
     for pod in burst:
         a = pod["metadata"]["annotations"]
         [held] = alloc[int(a[keys.JOB_ID])].values()
