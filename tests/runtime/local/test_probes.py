@@ -43,7 +43,13 @@ def _run(probe: dict[str, object], seconds: float) -> FakePod:
         await asyncio.wait([task], timeout=seconds)
         task.cancel()
 
-    asyncio.run(main())
+    # A loop of its own, never the thread's current one: asyncio.run() leaves the main thread
+    # without a current loop, and later tests (Pulumi's mocks) call asyncio.get_event_loop().
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
     return pod
 
 
