@@ -168,22 +168,30 @@ class Ha(LocalCluster):
         return controllers + runtime
 
 
-def state_saved(ha: Ha, since: float) -> None:
-    """Until slurmctld has written job_state on the shared claim (a host folder here) after
-    `since`. A job `sbatch` accepted is in slurmctld's memory at once and in its state files only at
-    its next save, seconds later and longer on a loaded machine: a SIGKILL or a lost Node before
-    that loses it and gives its id to the next job (Slurm's own window, seen in CI as a job id
-    given twice after a 4 s sleep). The outages start from saved state.
+def state_saved(ha: Ha, job: str) -> None:
+    """Until slurmctld's job_state on the shared claim (a host folder here) holds `job`. A job
+    `sbatch` accepted is in slurmctld's memory at once and in its state files only at its next
+    save, seconds later and longer on a loaded machine: a SIGKILL or a lost Node before that loses
+    it and gives its id to the next job (Slurm's own window, seen in CI as a job id given twice
+    after a 4 s sleep). The outages start from saved state.
 
-    `since` is taken before the last `sbatch`, never after it returns: slurmctld saves only when
-    something changed, and a held job changes nothing more, so a save made while the reply came
-    back through kubectl exec was the last one (CI waited 120 s for a save that had come before)."""
+    Read from the file, not its time: job_state carries the next job id slurmctld will give (4
+    bytes, big-endian, after its header and save time: state-guard.sh reads it so on every
+    release), above `job` once a save holds it. A time is wrong both ways: taken after `sbatch`
+    returns it misses a save made while the reply came back, the last one when nothing changes
+    after (CI waited 120 s); taken before it, a save just before slurmctld took the job passes
+    (seen here: the pending job lost at a SIGKILL, its id given to the next job)."""
 
-    def newest() -> float:
-        files = Path(ha.env["SUNK_LOCAL_DIR"]).glob(f"*/claims/{NS}/ha-controller-state/**/job_state")
-        return max((f.stat().st_mtime for f in files), default=0.0)
+    def next_id() -> int:
+        found = 0
+        for file in Path(ha.env["SUNK_LOCAL_DIR"]).glob(f"*/claims/{NS}/ha-controller-state/**/job_state"):
+            try:
+                found = max(found, int.from_bytes(file.read_bytes()[31:35], "big"))
+            except OSError:  # renamed to job_state.old mid-save
+                continue
+        return found
 
-    ha.wait("slurmctld's job state saved", newest, lambda mtime: mtime > since, 120)
+    ha.wait(f"job {job} in slurmctld's saved job state", next_id, lambda next_job: next_job > int(job), 120)
 
 
 def kill_slurmctld(ha: Ha, pod: str) -> int:
@@ -248,12 +256,11 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     ha: Ha, capsys: pytest.CaptureFixture[str]
 ) -> None:
     running = ha.sbatch("--wrap 'sleep 30'")
-    submitted = time.time()
     pending = ha.sbatch("--begin=now+20 --wrap true")
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
     node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
-    state_saved(ha, submitted)
+    state_saved(ha, pending)
     with ha.rest() as rest:
         started = time.monotonic()
         done = sunk("local", "node", "stop", node, env=ha.env)
@@ -362,13 +369,12 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
     ha: Ha, capsys: pytest.CaptureFixture[str]
 ) -> None:
     running = ha.sbatch("--wrap 'sleep 20'")
-    submitted = time.time()
     pending = ha.sbatch("--begin=now+10 --wrap true")
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
     restarts = ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
     before = next(c["restartCount"] for c in restarts if c["name"] == "slurmctld")
-    state_saved(ha, submitted)
+    state_saved(ha, pending)
     started = time.monotonic()
     assert kill_slurmctld(ha, CONTROLLERS[0]) == 1
     arriving, outage = ha.until_accepted(started)
@@ -383,9 +389,8 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
 def test_both_controllers_down_then_one_back_resumes_from_the_shared_state(ha: Ha) -> None:
     """Both controller pods deleted at once, the StatefulSet makes both again (Parallel): whichever
     takes control reads the one StateSaveLocation; a held job and the job-id sequence go on."""
-    submitted = time.time()
     held = ha.sbatch("--hold --wrap true")
-    state_saved(ha, submitted)
+    state_saved(ha, held)
     uids = {name: ha.pod(name)["metadata"]["uid"] for name in CONTROLLERS}
     ha.kubectl("delete", "pod", "-n", NS, *CONTROLLERS, "--wait=false")
     ha.wait("both controller pods replaced", lambda: {n: ha.pod(n)["metadata"].get("uid") for n in CONTROLLERS},
