@@ -12,7 +12,17 @@ arriving at each outage:
    outage is measured;
 3. the primary's slurmctld process is killed (SIGKILL from the host: it is its pod's PID 1): the
    kubelet restarts it, the same guarantees;
-4. both controllers down, then one back: it resumes from the shared state, every job as it was.
+4. both controllers down, then one back: it resumes from the shared state, every job as it was;
+5. a kubelet crash, then a force delete of the primary's pod: never two primaries;
+6. the upgrade to the next release (Slurm 24.11 -> 26.05) as docs/how-to/ha.md says: the stack
+   applied with slurm.upgradeFrom (`sunk local apply`), slurmdbd moves while both controllers stay
+   on 24.11 (OnDelete), both controller pods deleted together with the docs' kubectl command, the
+   state guards take turns (one copies, never while a 24.11 slurmctld runs; the other finds the
+   copy); a job running across it completes, every job once in sacct, both controllers on 26.05;
+7. on 26.05, the primary's Node lost again: the backup takes over, every job once.
+
+The stack boots on 24.11 so that one boot shows failover on both releases and the upgrade between
+them (scenarios 1-5 run on 24.11, 7 on the default release).
 
 The stack's ReadWriteMany claim is, on the local cluster, a plain host folder that both
 controller pods mount (claims are folders under the cluster's folder): it shows slurmctld's own
@@ -30,6 +40,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,13 +48,18 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from sunk.runtime.slurmrest import JobSubmit, SlurmApiError, SlurmRestClient, StaticToken
 
+from sunk.images import release_of
 from sunk.naming import PRIMARY_MARK, SLURMRESTD_PORT
 from tests.support.localcluster import LocalCluster, booted, ready, sunk
 
 pytestmark = pytest.mark.slurm
 
+SOURCE, TARGET = "24.11", "26.05"
+"""The stack boots on the release before the default, so that its last scenarios upgrade it as
+docs/how-to/ha.md says and show failover again on the default release (one boot for both)."""
 NS = "acme-ha"
 CONTROLLERS = ("ha-controller-0", "ha-controller-1")
 LEASE = "ha-controller-fence"
@@ -54,7 +70,7 @@ STACK: dict[str, Any] = {
         "sunk:cluster": {
             "name": "ha",
             "tenant": "acme",
-            "slurm": {"version": "26.05"},
+            "slurm": {"version": SOURCE},
             "controller": {
                 "replicas": 2,
                 # the local cluster binds any claim to a host folder: the class is a name only
@@ -74,6 +90,9 @@ STACK: dict[str, Any] = {
 
 
 class Ha(LocalCluster):
+    stack = Path()
+    """The stack file `sunk local up` was given, which the upgrade writes and applies again."""
+
     def login(self, script: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """A shell on the login pod, as root (an administrator's Slurm clients)."""
         return self.kubectl("exec", "-n", NS, "deploy/ha-login", "-c", "sshd", "--", "bash", "-c", script,
@@ -198,18 +217,30 @@ def kill_slurmctld(ha: Ha, pod: str) -> int:
     """SIGKILL the slurmctld of one controller pod from the host (it is the pod's PID 1, which
     ignores SIGKILL sent from inside its namespace): the processes whose root is under that pod's
     folder (pods/<uid>) of this cluster. How many were killed."""
-    uid, base, mine = ha.pod(pod)["metadata"]["uid"], ha.env["SUNK_LOCAL_DIR"], 0
+    mine = 0
+    for pid in slurmctld_of(ha, [ha.pod(pod)["metadata"]["uid"]]):
+        try:
+            os.kill(pid, 9)
+            mine += 1
+        except OSError:  # gone meanwhile
+            continue
+    return mine
+
+
+def slurmctld_of(ha: Ha, uids: list[str]) -> list[int]:
+    """The slurmctld processes of this cluster whose root is under the folder (pods/<uid>) of one
+    of these pods, read from the host: a pod the API no longer has counts too."""
+    base, found = ha.env["SUNK_LOCAL_DIR"], []
     for proc in Path("/proc").iterdir():
         try:
             if not (proc.name.isdigit() and (proc / "comm").read_text().startswith("slurmctld")):
                 continue
             root = os.readlink(proc / "root")
-            if root.startswith(base) and f"/pods/{uid}/" in root + "/":
-                os.kill(int(proc.name), 9)
-                mine += 1
+            if root.startswith(base) and any(f"/pods/{uid}/" in root + "/" for uid in uids):
+                found.append(int(proc.name))
         except OSError:  # gone meanwhile, or not ours to read
             continue
-    return mine
+    return found
 
 
 def primaries(ha: Ha) -> list[str]:
@@ -231,11 +262,14 @@ def primaries(ha: Ha) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ha]:
-    with booted(tmp_path_factory.mktemp("local-ha"), STACK, stack_name="acme-ha") as boot:
+    builds = [("--slurm", release) for release in (SOURCE, TARGET)]
+    with booted(tmp_path_factory.mktemp("local-ha"), STACK, stack_name="acme-ha", builds=builds) as boot:
         running = Ha(boot.env, boot.kubeconfig)
+        running.stack = boot.folder / "Pulumi.acme-ha.yaml"
         assert boot.up.returncode == 0, boot.up.stderr[-3000:] + boot.up.stdout[-3000:]
-        running.wait("2 nodes idle", lambda: running.login("sinfo -h -N -o %T", check=False).stdout.split(),
-                     lambda states: states == ["idle", "idle"], 300)  # fmt: skip
+        old = release_of(SOURCE).slurm
+        running.wait(f"2 nodes idle on {old}", lambda: running.login("sinfo -h -N -o '%T %v'", check=False).stdout.split(),
+                     lambda states: states == ["idle", old, "idle", old], 300)  # fmt: skip
         yield running
 
 
@@ -444,3 +478,179 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
             sunk("local", "node", "start", node, env=ha.env)
     assert max(len(seen) for seen in samples) == 1, samples
     ha.all_completed_once([ha.sbatch("--wrap true")])
+
+
+SPANNING_JOB = "--wrap 'until scontrol show job $SLURM_JOB_ID | grep -q Comment=release; do sleep 2; done'"
+"""A job that runs across the upgrade: it ends once the test sets its comment to `release`, which
+it does only when slurmctld answers at the new release."""
+DELETE_CONTROLLERS = (
+    f"kubectl delete pod -n {NS} -l app.kubernetes.io/instance=ha,app.kubernetes.io/component=controller"
+)
+"""docs/how-to/ha.md's command, "Upgrades and template changes" step 2, for this stack."""
+
+
+def versions(ha: Ha) -> dict[str, str]:
+    """What each daemon reports, and the login clients' own release, asked from the login pod."""
+    ctld = ha.login("scontrol show config | sed -n 's/^SLURM_VERSION *= *//p'", check=False).stdout.strip()
+    dbd = ha.login("sacctmgr -n show config | sed -n 's/^SLURMDBD_VERSION *= *//p'", check=False).stdout.strip()
+    login = ha.login("sinfo --version", check=False).stdout.split()
+    nodes = [line.split() for line in ha.login("sinfo -h -N -o '%N %v'", check=False).stdout.splitlines()]
+    return {"slurmctld": ctld, "slurmdbd": dbd, "login": login[-1] if login else ""} | {
+        f"slurmd {node[0]}": node[1] for node in nodes if len(node) == 2
+    }
+
+
+def accounted(ha: Ha) -> dict[str, list[str]]:
+    """Every job's sacct records (-D: a requeue or a second record shows), by job id."""
+    lines = ha.login("sacct -a -D -X -n -P -S 2000-01-01 -o JobID,JobName,Submit,State", check=False).stdout
+    records: dict[str, list[str]] = {}
+    for line in lines.splitlines():
+        records.setdefault(line.split("|", 1)[0], []).append(line)
+    return records
+
+
+def slurmctld_images(ha: Ha) -> dict[str, str]:
+    """The slurmctld container's image of each controller pod."""
+    return {
+        name: next((c["image"] for c in ha.pod(name)["spec"].get("containers", []) if c["name"] == "slurmctld"), "")
+        for name in CONTROLLERS
+    }
+
+
+class Copies(threading.Thread):
+    """Read from the host every 0.2 s while the controllers are replaced: whether the state
+    snapshot (its partial copy, or the copy) is on the backup claim (a host folder here), then
+    whether a slurmctld of the old pods still runs. In that order a sample with both is a certain
+    overlap: the copy, once begun, stays."""
+
+    def __init__(self, ha: Ha, uids: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.ha, self.uids, self.stop = ha, uids, threading.Event()
+        self.samples: list[tuple[float, bool, bool]] = []
+        """(time.monotonic(), the snapshot there, an old slurmctld running)."""
+
+    def copied(self) -> bool:
+        names = (f"statesave-{SOURCE}", f".statesave-{SOURCE}.partial")
+        claims = Path(self.ha.env["SUNK_LOCAL_DIR"]).glob(f"*/claims/{NS}/ha-controller-backup-{SOURCE}")
+        return any(any(claim.glob(f"**/{name}")) for claim in claims for name in names)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            copy = self.copied()
+            self.samples.append((time.monotonic(), copy, bool(slurmctld_of(self.ha, self.uids))))
+            self.stop.wait(0.2)
+
+
+def test_the_upgrade_to_the_next_release_as_the_docs_say_keeps_every_job(
+    ha: Ha, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/how-to/ha.md, "Upgrades and template changes", as a user takes it: the stack applied
+    with `slurm: {version: 26.05, upgradeFrom: 24.11}` (`sunk local apply`); slurmdbd moves (its
+    dump, its conversion) while both controller pods stay the same 24.11 pods (OnDelete) and no
+    slurmd is replaced; both controller pods deleted together with the docs' command; the new pods'
+    state guards take turns on the backup volume: one copies StateSaveLocation, never while a
+    24.11 slurmctld runs (read from the host), the other finds the copy. A job runs across the
+    upgrade and completes, a held one and one submitted while no controller answered complete, every
+    job before is in sacct as it was and none twice; both controllers end on 26.05, pod 0 the one
+    primary, every daemon and the login clients on 26.05."""
+    old, new = release_of(SOURCE).slurm, release_of(TARGET).slurm
+    begun, timeline = time.monotonic(), []
+
+    def mark(what: str) -> None:
+        timeline.append((time.monotonic() - begun, what))
+
+    ha.wait("one primary", ha.ready, lambda r: len(r) == 1, 120)
+    assert set(versions(ha).values()) == {old}, versions(ha)
+    running = ha.sbatch(SPANNING_JOB)
+    ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
+            lambda s: s == "RUNNING", 120)  # fmt: skip
+    held = ha.sbatch("--hold --wrap true")
+    before = accounted(ha)
+    uids = [ha.pod(name)["metadata"]["uid"] for name in CONTROLLERS]
+    slurmd = ha.login("sinfo -h -N -o '%N %v'").stdout
+    stack = yaml.safe_load(ha.stack.read_text())
+    stack["config"]["sunk:cluster"]["slurm"] = {"version": TARGET, "upgradeFrom": SOURCE}
+    ha.stack.write_text(yaml.safe_dump(stack, sort_keys=False))
+    mark(f"apply: slurm {{version: {TARGET}, upgradeFrom: {SOURCE}}}")
+    applied = sunk("local", "apply", str(ha.stack), env=ha.env)
+    assert applied.returncode == 0, applied.stderr
+    mark("apply returned")
+
+    ha.wait(f"slurmdbd answers at {new}", lambda: versions(ha)["slurmdbd"], lambda v: v == new, 600)
+    mark(f"slurmdbd answers at {new} (dumped, converted)")
+    # OnDelete: the StatefulSet has the new template and has replaced neither pod; slurmctld runs
+    # 24.11 on the converted database, and the operator replaced no slurmd while it does.
+    controllers = ha.get("statefulset", "-n", NS, "ha-controller")
+    assert controllers["status"]["updateRevision"] != controllers["status"]["currentRevision"], controllers["status"]
+    assert [ha.pod(name)["metadata"]["uid"] for name in CONTROLLERS] == uids
+    assert all(f":{old}" in image for image in slurmctld_images(ha).values()), slurmctld_images(ha)
+    assert versions(ha)["slurmctld"] == old
+    assert ha.login("sinfo -h -N -o '%N %v'").stdout == slurmd
+
+    copies = Copies(ha, uids)
+    copies.start()
+    deleted = time.monotonic()
+    try:
+        ha.kubectl(*DELETE_CONTROLLERS.split()[1:], timeout=300)
+        mark("both controller pods deleted (the docs' kubectl delete returned)")
+        arriving, outage = ha.until_accepted(deleted)
+        mark(f"sbatch from login accepted (job {arriving})")
+        ha.wait(f"both controller pods replaced, slurmctld {new}", lambda: (
+            [ha.pod(name)["metadata"].get("uid") for name in CONTROLLERS], slurmctld_images(ha)),
+            lambda s: not set(s[0]) & {*uids, None} and all(f":{new}" in i for i in s[1].values()), 300)  # fmt: skip
+    finally:
+        copies.stop.set()
+        copies.join(10)
+    guards = {name: ha.kubectl("logs", "-n", NS, name, "-c", "state-guard").stdout for name in CONTROLLERS}
+    ha.wait("controller-0 the one Ready pod", ha.ready, lambda r: r == [CONTROLLERS[0]], 240)
+    mark("controller-0 the one Ready pod")
+    assert ha.wait("controller-0 holds the Lease", ha.lease_holder, lambda h: h == ha.identity(CONTROLLERS[0]), 60)
+    ping = ha.login("scontrol ping").stdout
+    assert [line.rsplit(" ", 1)[-1] for line in ping.splitlines() if line.startswith("Slurmctld(")] == ["UP", "UP"]
+
+    ha.login(f"scontrol update jobid={running} comment=release")
+    ha.login(f"scontrol release {held}")
+    ha.all_completed_once([running, held, arriving])
+    mark("the spanning job, the held one and the one submitted meanwhile COMPLETED, once each")
+    final = ha.wait(f"every daemon and the login clients at {new}", lambda: versions(ha),
+                    lambda v: len(v) == 5 and set(v.values()) == {new}, 600)  # fmt: skip
+    mark(f"every daemon and the login clients at {new}")
+    after = accounted(ha)
+
+    with capsys.disabled():
+        print(f"\nlocal cluster, HA upgrade Slurm {old} -> {new} (docs/how-to/ha.md, kubectl delete of both):")
+        for seconds, what in timeline:
+            print(f"  {seconds:6.1f} s  {what}")
+        print(f"  sbatch accepted {outage:.1f} s after the delete began; versions: {final}")
+        for name, log in guards.items():
+            print(f"  state-guard {name}: {[line for line in log.splitlines() if line.strip()]}")
+    snapshots = [samples for samples in copies.samples if samples[1]]
+    alive = [samples for samples in copies.samples if samples[2]]
+    assert snapshots and alive, "the watch saw neither the old slurmctld nor the copy"
+    assert not [s for s in copies.samples if s[1] and s[2]], "the snapshot was taken while a 24.11 slurmctld ran"
+    with capsys.disabled():
+        print(f"  from the host: the last 24.11 slurmctld ran {alive[-1][0] - deleted:.1f} s after the delete began, "
+              f"the snapshot appeared at {snapshots[0][0] - deleted:.1f} s")  # fmt: skip
+    # The guards took turns: one copied, the other found the copy and the mark that every 24.11
+    # controller had stopped, and both let slurmctld 26.05 convert.
+    copied = [name for name, log in guards.items() if "state-snapshot: " in log]
+    assert len(copied) == 1, guards
+    [other] = [name for name in CONTROLLERS if name not in copied]
+    assert "kept as it is" in guards[other] and f"every slurmctld {SOURCE} had stopped before" in guards[other], guards
+    assert all(f"slurmctld {TARGET} converts the state of {SOURCE}" in log for log in guards.values()), guards
+    # sacct: every job of before the upgrade as it was, none twice; the new ones once each.
+    ended = {job: records for job, records in before.items() if job not in (running, held)}
+    assert ended and {job: after.get(job) for job in ended} == ended
+    assert all(len(records) == 1 for records in after.values()), after
+
+
+def test_on_the_new_release_the_primarys_node_lost_the_backup_takes_over(
+    ha: Ha, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the upgrade, on the default release: the first scenario again (the primary's Node
+    stopped, the backup takes control and accepts sbatch, every job once)."""
+    assert ha.wait("slurmctld at the new release", lambda: versions(ha)["slurmctld"],
+                   lambda v: v == release_of(TARGET).slurm, 60)  # fmt: skip
+    test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(ha, capsys)
+    with capsys.disabled():
+        print(f"  (that on Slurm {release_of(TARGET).slurm}, after the upgrade)")
