@@ -58,6 +58,14 @@ class PodView:
         return not self.deleting and self.phase not in TERMINAL_PHASES
 
     @property
+    def stopping(self) -> bool:
+        """Deleted but still on its Node: bound, not Succeeded or Failed. Its containers run until
+        the kubelet stops them (the grace period, longer on a lost Node), so its Slurm allocation
+        must outlive them, as kube-scheduler counts a terminating pod's resources until it is gone:
+        a job cancelled at the deletion would hand its GPUs on while the pod still uses them."""
+        return self.deleting and bool(self.node_name) and self.phase not in TERMINAL_PHASES
+
+    @property
     def group(self) -> str | None:
         return self.annotations.get(keys.GROUP) or None
 

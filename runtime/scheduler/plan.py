@@ -507,8 +507,8 @@ def plan(
         actions += _workload(members[0].marker, members, jobs.get(key, []), snap, failures, now, nodes, grace, topology)
 
     for key in sorted(jobs):
-        if any(p.live for p in pods.get(key, [])):
-            continue
+        if any(p.live or p.stopping for p in pods.get(key, [])):
+            continue  # a deleted pod still on its Node keeps the job until it stops (PodView.stopping)
         gone = pods.get(key)
         reason = "pod gone" if not gone else f"pod {gone[0].name} {'deleted' if gone[0].deleting else gone[0].phase}"
         actions += [Cancel(j.job_id, j.marker, reason) for j in jobs[key] if j.active]

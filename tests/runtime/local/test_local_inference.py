@@ -82,7 +82,8 @@ def server(namespace: str, name: str = "vllm", replicas: int = 1) -> dict[str, A
     container = {
         "name": "server",
         "image": IMAGE,
-        "command": ["sh", "-c", "echo started GPUs=$NVIDIA_VISIBLE_DEVICES; exec sleep 600"],
+        # Stops at SIGTERM as a server does: a deleted pod keeps its Slurm job until it has stopped.
+        "command": ["sh", "-c", "echo started GPUs=$NVIDIA_VISIBLE_DEVICES; trap 'exit 0' TERM; sleep 600 & wait"],
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi", "nvidia.com/gpu": "1"}},
     }
     return {

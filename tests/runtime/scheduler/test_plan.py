@@ -207,9 +207,22 @@ def test_jobs_of_ended_deleted_or_unknown_pods_are_cancelled() -> None:
     running = job(7, m, "RUNNING", ("cpu-1",))
     assert run([], [running]) == [Cancel(7, m, "pod gone")]
     assert run([bound("web", 7, "cpu-1", phase="Succeeded")], [running]) == [Cancel(7, m, "pod web Succeeded")]
-    assert run([bound("web", 7, "cpu-1", deleting=True)], [running]) == [Cancel(7, m, "pod web deleted")]
+    assert run([pod("web", uid="uid-web", deleting=True)], [running]) == [Cancel(7, m, "pod web deleted")]
     # An ended job needs no cancel.
     assert run([], [job(7, m, "COMPLETED")]) == []
+
+
+def test_a_deleted_pod_still_on_its_node_keeps_its_job_until_it_stops() -> None:
+    """Its containers run through the grace period: Slurm keeps its GPUs allocated until the pod
+    is gone or has ended, never handing them to another job meanwhile."""
+    m = Marker("pod", "ml", "web", "uid-web")
+    running = job(7, m, "RUNNING", ("cpu-1",))
+    for phase in ("Pending", "Running"):
+        assert run([bound("web", 7, "cpu-1", uid="uid-web", deleting=True, phase=phase)], [running]) == []
+    assert run([bound("web", 7, "cpu-1", uid="uid-web", deleting=True, phase="Failed")], [running]) == [
+        Cancel(7, m, "pod web deleted")
+    ]
+    assert run([], [running]) == [Cancel(7, m, "pod gone")]
 
 
 def test_a_pod_recreated_under_the_same_name_gets_a_new_job_and_the_old_one_ends() -> None:
