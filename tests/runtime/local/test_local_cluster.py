@@ -47,25 +47,27 @@ T = TypeVar("T")
 def footprint(marker: str) -> dict[str, int]:
     """What this test's local clusters leave on the host: processes and mounts naming their folder,
     their pods' namespace holders and network namespaces, their bridges, veths and firewall rules.
-    Only theirs: other local clusters (another checkout's tests) may come and go meanwhile."""
+    Only theirs: other local clusters (another checkout's tests) may come and go meanwhile. A
+    holder is known by its PID and start time, so a PID the kernel gave to another process after
+    `down` (under load, often another cluster's) is never taken for it."""
     states = [json.loads(p.read_text()) for p in Path(marker).glob("*/state.json")]
     bridges = {state["bridge"] for state in states} | set(_seen_bridges)
-    holders = set(_seen_holders)
     for note in Path(marker).glob("*/pods/*/holder.pid"):
-        holders.add(int(note.read_text()))
+        pid = int(note.read_text())
+        started = _started(pid)
+        if started is not None:
+            _seen_holders.setdefault(pid, started)
     _seen_bridges.update(bridges)
-    _seen_holders.update(holders)
+    holders = {pid for pid, started in _seen_holders.items() if _started(pid) == started}
     procs = 0
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+    for entry in (p for p in os.listdir("/proc") if p.isdigit()):
         with contextlib.suppress(OSError):
-            procs += marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() or int(pid) in holders
+            procs += marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes() or int(entry) in holders
     host = os.readlink("/proc/self/ns/net")
     for holder in holders:
         with contextlib.suppress(OSError):
             _seen_netns.add(os.readlink(f"/proc/{holder}/ns/net"))
-    # A holder's PID that another process took after `down` reads as that process's namespace,
-    # usually the host's (seen under load): the host's own is never a pod's.
-    _seen_netns.discard(host)
+    _seen_netns.discard(host)  # the host's own is never a pod's
     alive = _live_net_namespaces()
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines() if ":" in line]
@@ -98,7 +100,27 @@ def _live_net_namespaces() -> set[str]:
 
 
 _seen_bridges: set[str] = set()
-_seen_holders: set[int] = set()
+_seen_holders: dict[int, str] = {}
+"""PID -> its start time (/proc/PID/stat's 22nd field) when first seen."""
+
+
+def _started(pid: int) -> str | None:
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return None
+
+
+def _in_leftover_namespaces() -> list[str]:
+    """The processes in the network namespaces footprint() counts: what kept one alive."""
+    left, found = _live_net_namespaces() & _seen_netns, []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/ns/net") in left:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                found.append(f"{pid} {command[:120]}")
+    return found
+
+
 _seen_netns: set[str] = set()
 
 
@@ -1161,5 +1183,9 @@ def test_down_leaves_nothing_behind(cluster: Cluster, marker: str, before: dict[
     assert up["chains"] == 3  # NetworkPolicy's
     down = sunk("local", "down", env=cluster.env)
     assert down.returncode == 0, down.stderr
-    assert footprint(marker) == before
+    # Killed processes may take a moment to be reaped; a leak stays.
+    deadline = time.monotonic() + 15
+    while (after := footprint(marker)) != before and time.monotonic() < deadline:
+        time.sleep(1)
+    assert after == before, f"left behind: {after} (before {before}); in its namespaces: {_in_leftover_namespaces()}"
     assert sunk("local", "status", env=cluster.env).returncode == 1
