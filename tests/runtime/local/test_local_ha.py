@@ -202,7 +202,12 @@ def state_saved(ha: Ha, job: str) -> None:
     release), above `job` once a save holds it. A time is wrong both ways: taken after `sbatch`
     returns it misses a save made while the reply came back, the last one when nothing changes
     after (CI waited 120 s); taken before it, a save just before slurmctld took the job passes
-    (seen here: the pending job lost at a SIGKILL, its id given to the next job)."""
+    (seen here: the pending job lost at a SIGKILL, its id given to the next job).
+
+    The same window holds for a job's start: a save from before a job started, then the primary
+    lost, and the backup recovers it as pending while its batch step runs; Slurm requeues it and it
+    runs twice (seen once here: `REQUEUED PENDING x2`). So the scenarios submit their last job only
+    once the running one runs, and wait for a save that holds the last job."""
 
     def next_id() -> int:
         found = 0
@@ -293,9 +298,10 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     ha: Ha, capsys: pytest.CaptureFixture[str]
 ) -> None:
     running = ha.sbatch("--wrap 'sleep 30'")
-    pending = ha.sbatch("--begin=now+20 --wrap true")
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
+    # Submitted once the first runs: the save that holds it (state_saved) holds the first's start.
+    pending = ha.sbatch("--begin=now+20 --wrap true")
     node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
     state_saved(ha, pending)
     with ha.rest() as rest:
@@ -406,9 +412,10 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
     ha: Ha, capsys: pytest.CaptureFixture[str]
 ) -> None:
     running = ha.sbatch("--wrap 'sleep 20'")
-    pending = ha.sbatch("--begin=now+10 --wrap true")
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
+    # Submitted once the first runs: the save that holds it (state_saved) holds the first's start.
+    pending = ha.sbatch("--begin=now+10 --wrap true")
     restarts = ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
     before = next(c["restartCount"] for c in restarts if c["name"] == "slurmctld")
     state_saved(ha, pending)
