@@ -81,8 +81,20 @@ STACK: dict[str, Any] = {
                 "tolerations": [{"key": CONTROLLER_POOL, "operator": "Exists", "effect": "NoSchedule"}],
             },
             "login": {"serviceType": "ClusterIP"},
-            # shared: the scheduler's pods run there through Slurm (its placeholders ask for sunk_shared)
-            "nodesets": [{"name": "cpu", "replicas": 2, "cpus": 2, "memoryMib": 2048, "resourceMode": "shared"}],
+            # shared: the scheduler's pods run there through Slurm (its placeholders ask for sunk_shared);
+            # a pool of their own, as production gives a NodeSet: a shared slurmd pod requests only
+            # slurmd's overhead, and without a nodeSelector it may land on a system Node that has no
+            # room for the pods Slurm then places beside it (seen in CI: a 60 s reroute)
+            "nodesets": [
+                {
+                    "name": "cpu",
+                    "replicas": 2,
+                    "cpus": 2,
+                    "memoryMib": 2048,
+                    "resourceMode": "shared",
+                    "nodeSelector": {"node-role.acme.example/cpu": "true"},
+                }
+            ],
             "partitions": [{"name": "batch", "nodesets": ["cpu"], "default": True}],
         },
     }
