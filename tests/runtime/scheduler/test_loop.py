@@ -303,11 +303,13 @@ def test_a_pod_that_would_not_fit_is_not_bound_then_its_job_is_rerouted() -> Non
     hog["spec"] = {"nodeName": "k8s-b", "containers": [{"resources": {"requests": {"cpu": "3"}}}]}
     kube.add_pod(hog)
     sched.cycle()
+    until(lambda: len(slurm.submitted) == 1)  # submits and Events run beside the cycle (SUBMIT_WAIT)
     [(job_id, _, _)] = slurm.submitted
     slurm.start(job_id, ("cpu-1",), start_time=clock.now)
     for _ in range(3):
         sched.cycle()
     assert kube.bindings == []
+    until(lambda: len(kube.events) >= 1)
     [(_, kind, reason, message)] = kube.events  # once, not every cycle
     assert (kind, reason) == ("Warning", "FailedScheduling")
     assert "Kubernetes Node k8s-b would not admit it (cpu: requested 1000m, 3500m of 4000m" in message
@@ -317,6 +319,7 @@ def test_a_pod_that_would_not_fit_is_not_bound_then_its_job_is_rerouted() -> Non
     clock.now += 60
     sched.cycle()
     # A new job excluding cpu-1 was submitted, then the old one cancelled.
+    until(lambda: len(slurm.submitted) == 2 and slurm.cancelled == [job_id])
     assert [r.exclude for _, r, _ in slurm.submitted] == [(), ("cpu-1",)]
     assert slurm.cancelled == [job_id]
     new_job = slurm.submitted[1][0]
@@ -333,13 +336,14 @@ def test_a_pod_that_would_not_fit_is_not_bound_then_its_job_is_rerouted() -> Non
 def test_a_refused_reroute_keeps_the_old_allocation() -> None:
     kube, slurm, sched, clock = setup(raw_pod("web"))
     sched.cycle()
+    until(lambda: len(slurm.submitted) == 1)  # submits and Events run beside the cycle (SUBMIT_WAIT)
     [(job_id, _, _)] = slurm.submitted
     slurm.start(job_id, ("cpu-1",), start_time=clock.now - 120)
     kube.nodes["k8s-b"]["status"]["allocatable"]["cpu"] = "1"  # slurmd's 500m leaves too little
     slurm.reject = "Requested node configuration is not available"
     sched.cycle()
+    until(lambda: any("keeping job" in e[3] for e in kube.events))
     assert slurm.cancelled == [] and kube.bindings == []
-    assert any("keeping job" in e[3] for e in kube.events)
     # Room appears on the Node (the allocatable was wrong, now fixed): bound to the job it kept.
     kube.nodes["k8s-b"]["status"]["allocatable"]["cpu"] = "4"
     sched.cycle()
