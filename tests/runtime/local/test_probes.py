@@ -42,6 +42,7 @@ def _run(probe: dict[str, object], seconds: float) -> FakePod:
         task = asyncio.create_task(probes.run_probes(pod, running))
         await asyncio.wait([task], timeout=seconds)
         task.cancel()
+        await asyncio.gather(task, return_exceptions=True)  # ended before the loop closes
 
     # A loop of its own, never the thread's current one: asyncio.run() leaves the main thread
     # without a current loop, and later tests (Pulumi's mocks) call asyncio.get_event_loop().
