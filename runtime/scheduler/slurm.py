@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from sunk import keys
 from sunk.spec.nodeset import SHARED_FEATURE
 
 from ..slurmrest import SlurmApiError, SlurmRestClient, SlurmRestError
@@ -54,7 +55,7 @@ def _explained(why: str, request: JobRequest) -> str:
         return (
             f"{why}: no node of {where} has the feature {SHARED_FEATURE}; sunk's scheduler places pods only "
             "on NodeSets with resourceMode: shared (set it on a NodeSet of that partition, or name another "
-            "partition with the slurm.sunk.dev/partition annotation)"
+            f"partition with the {keys.PARTITION} annotation)"
         )
     return why
 
