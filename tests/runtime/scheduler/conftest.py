@@ -181,7 +181,8 @@ def slurm() -> Iterator[LocalSlurm]:
     # comes with every cluster); `games` gets one to submit jobs of its own (not `nobody`: Slurm
     # 26.05 resolves no user of that name).
     # Two teams' inference namespaces, each charged to its account and capped by its QOS (GrpTRES,
-    # MaxTRESPerAccount): test_real_slurm.py::test_each_namespace_*.
+    # MaxTRESPerAccount): test_real_slurm.py::test_each_namespace_*; sreport's figures per team after
+    # a rollup: test_real_slurm.py::test_sreport_*.
     spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     accounts = [
         AccountSpec(name="people", users=["games"]),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -425,3 +428,108 @@ def test_each_namespace_runs_under_its_account_and_its_qos_caps_it(
     assert rows[training_job][0] == "people"
     assert {rows[j] for j in charged["team-a"]} == {("serving", "serving")}
     assert {rows[j] for j in charged["team-b"]} == {("research", "research")}
+
+
+def _tres(alloc: str) -> dict[str, int]:
+    """sacct's AllocTRES (`billing=1,cpu=2,gres/gpu=1,mem=4G,node=1`) as counts; mem is left out."""
+    pairs = (item.split("=", 1) for item in alloc.split(",") if item)
+    return {k: int(v) for k, v in pairs if v.isdigit()}
+
+
+def test_sreport_charges_each_team_gpu_and_cpu_hours_after_a_rollup(
+    slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler
+) -> None:
+    """Charged to each team in sreport (issue 35): a training job of `people` (sbatch, 2 GPUs) and
+    a pod of team-a placed by sunk's scheduler (its placeholder job under the namespace's account,
+    `serving`, 1 GPU) run side by side; once both have ended, slurmdbd rolls up the hour they ran
+    in and `sreport cluster AccountUtilizationByUser` gives each account its CPU- and GPU-seconds.
+
+    Real: slurmctld, slurmdbd, MariaDB, the job records, and slurmdbd's own rollup code (the one its
+    hourly timer runs). Shifted: when the rollup runs. slurmdbd rolls up only complete hours, on its
+    timer; here `sacctmgr -i rollup START END` (a command sacctmgr has but its man page does not
+    list) asks slurmdbd to roll up at once, with END past the current hour, so the hour still under
+    way is rolled up as if it had ended. What this can't model: the timer itself (a user sees the
+    usage only after the hour ends), a job still running at the rollup (it would be charged up to
+    END, and re-rolled later), and the re-roll of an hour whose late records reach slurmdbd after it.
+
+    Before the rollup the hour has no usage in sreport (checked while that hour lasts). Every job
+    the module ran is in the window, so each account's figures are compared with what sacct says
+    its jobs held (AllocTRES x ElapsedRaw, summed): exact, whatever the tests before this one
+    submitted."""
+    teams = parse_namespaces(namespaces_json(slurm.spec.inference.namespaces))
+    training = slurm.jail.run(
+        ["sbatch", "--parsable", "-A", "people", "-p", "gpu", "--gres=gpu:2", "-o", "/dev/null"],
+        input=FILL,
+        user="games:games",
+    )
+    assert training.returncode == 0, training.stderr
+    training_job = int(training.stdout.strip().split(";")[0])
+    slurm.wait_job(training_job, {"RUNNING"})
+    # team-a names no partition: its pods go to Slurm's default one (batch), which holds the GPU
+    # nodes too. The pod asks for a GPU as a Deployment's would, in its limits.
+    k8s.sim.add_namespace("team-a")
+    resources = {"requests": {"cpu": "1", "memory": "100Mi"}, "limits": {"nvidia.com/gpu": "1"}}
+    pod: dict[str, Any] = {
+        "metadata": {"name": "serve", "namespace": "team-a"},
+        "spec": {"containers": [{"name": "main", "resources": resources}]},
+    }
+    patch = pod_patch(pod, teams["team-a"], "sunk-scheduler")
+    assert isinstance(patch, list), patch
+    k8s.api.create_namespaced_pod("team-a", as_body(jsonpatch.apply_patch(pod, patch)), _preload_content=False)
+    start_scheduler()
+    pod_job = int(k8s.wait_bound("serve", "team-a")["metadata"]["annotations"][keys.JOB_ID])
+
+    def ran(job: int) -> bool:
+        """The job has run 2 s by slurmctld's count: sreport, in whole seconds, charges it more than 0."""
+        shown = slurm.run("scontrol", "show", "job", "-o", str(job), check=True).stdout
+        runtime = re.search(r" RunTime=(\d+):(\d+):(\d+) ", shown)
+        assert runtime is not None, shown
+        h, m, s = map(int, runtime.groups())
+        return 3600 * h + 60 * m + s >= 2
+
+    k8s.wait_for("both jobs to have run 2 s", lambda: ran(training_job) and ran(pod_job))
+    k8s.delete_pod("serve", "team-a")  # the scheduler cancels its job
+    slurm.run("scancel", str(training_job), check=True)
+    for job in (training_job, pod_job):
+        slurm.wait_accounted(job, {"CANCELLED"})
+
+    # What each account's jobs held, by sacct: every record (-D: a requeued job's runs too).
+    fields = "JobIDRaw,Account,AllocTRES,ElapsedRaw,Start,End"
+    out = slurm.run("sacct", "-a", "-X", "-D", "-n", "-P", "-S", "2000-01-01", "-o", fields, check=True).stdout
+    rows = [r.split("|") for r in out.splitlines() if r]
+    charged = {int(r[0]): r[1] for r in rows}
+    assert charged[training_job] == "people" and charged[pod_job] == "serving", rows
+    assert all(r[5] != "Unknown" for r in rows), rows  # nothing left running
+    held: dict[tuple[str, str], int] = Counter()
+    for _, account, alloc, elapsed, *_ in rows:
+        tres = _tres(alloc)
+        for name in ("cpu", "gres/gpu"):
+            held[account, name] += tres.get(name, 0) * int(elapsed)
+    accounts = {account for account, _ in held}
+    assert {"people", "serving"} <= accounts
+    # The window: from the hour of the first start to the end of the hour of the last end.
+    times = [datetime.fromisoformat(t) for r in rows for t in r[4:6] if t not in ("None", "Unknown")]
+    start = min(times).replace(minute=0, second=0)
+    end = max(times).replace(minute=0, second=0) + timedelta(hours=1)
+    window = (start.isoformat(), end.isoformat())
+    command = ["sreport", "-T", "cpu,gres/gpu", "-n", "-P", "-t", "Seconds", "cluster", "AccountUtilizationByUser"]
+    last_hour = end - timedelta(hours=1)
+    # Before the rollup, the hour the jobs ended in has no usage yet, while it lasts (slurmdbd's timer
+    # rolls up an hour only once it is over; if it just ended, the timer may have got there first).
+    if slurm.run("date", "+%Y-%m-%dT%H", check=True).stdout.strip() == last_hour.strftime("%Y-%m-%dT%H"):
+        before = slurm.run(*command, f"start={last_hour.isoformat()}", f"end={window[1]}", check=True).stdout
+        assert before.strip() == "", before
+    rolled = slurm.run("sacctmgr", "-i", "rollup", *window, check=True)
+    assert "SUCCESS" in rolled.stdout + rolled.stderr, rolled
+    report = slurm.run(*command, f"start={window[0]}", f"end={window[1]}", check=True).stdout
+    # Cluster|Account|Login|Proper Name|TRES Name|Used; an account's own row has no Login.
+    used = {(r[1], r[4]): int(r[5]) for r in (line.split("|") for line in report.splitlines()) if r[2] == ""}
+    for account in accounts - {"root"}:
+        for name in ("cpu", "gres/gpu"):
+            assert used[account, name] == held[account, name], (account, name, report, rows)
+    # root is the top of the tree: everything, once.
+    for name in ("cpu", "gres/gpu"):
+        assert used["root", name] == sum(v for (_, n), v in held.items() if n == name), report
+    # Each team's GPUs, apart: training's 2 GPUs in people, the pod's 1 in serving.
+    assert used["people", "gres/gpu"] > 0 and used["serving", "gres/gpu"] > 0, report
+    print(json.dumps({"window": window, "sreport": report.splitlines()}))
