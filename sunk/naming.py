@@ -27,6 +27,10 @@ class ClusterSpec(Protocol):
 
 SLURM_ETC = "/etc/slurm"
 STATE_SAVE = "/var/spool/slurmctld"
+CONTROLLER_LOCK = ".slurmctld.lock"
+"""In StateSaveLocation: the lock every slurmctld's container holds shared while it runs
+(slurmctld-start.sh), and an upgrade's state-guard takes exclusively (state-guard.sh). A dot name:
+slurmctld's own files never start with one, and the guard's `*` does not match it."""
 SLURMD_SPOOL = "/var/spool/slurmd"
 JWT_KEY_PATH = f"{SLURM_ETC}/jwt/jwt_hs256.key"
 SLURM_KEY_PATH = f"{SLURM_ETC}/slurm.key"

@@ -164,7 +164,8 @@ def _stop_and_copy(spec: ClusterSpec, source: str) -> str:
     return (
         f"delete every controller pod (kubectl delete pod -n {spec.ns} -l {keys.APP_INSTANCE}={spec.name},"
         f"{keys.APP_COMPONENT}=controller: the StatefulSet is OnDelete), so {_controllers(spec, source)} stops "
-        "and saves its state; once no controller answers, one new pod's state guard copies StateSaveLocation "
+        "and saves its state; once every slurmctld has exited and no controller answers, one new pod's state guard "
+        "copies StateSaveLocation "
         "with a sha256 of every file (the others wait their turn and find the copy)"
     )
 

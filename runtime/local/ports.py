@@ -5,7 +5,7 @@ Every TCP port of a Service of type NodePort or LoadBalancer gets a nodePort (th
 else a free one of 30000-32767, written into its spec as the API server's allocator does) and a
 listener on 127.0.0.1 at that port, which relays each connection to a Ready pod behind the Service
 (the first, by name) at the port's targetPort. A LoadBalancer Service's status then names
-127.0.0.1 as its ingress. So `ssh -p PORT user@127.0.0.1` reaches a login pod whose Service is a
+127.0.0.1 as its ingress, once every listener of the Service is open. So `ssh -p PORT user@127.0.0.1` reaches a login pod whose Service is a
 LoadBalancer.
 
 Not modelled: UDP and SCTP ports, load balancing across pods, externalTrafficPolicy, the host's
@@ -111,14 +111,22 @@ class Ports:
 
     async def reconcile(self) -> None:
         wanted: dict[int, tuple[str, str]] = {}
-        for svc in list(self.store.items(self.services)):
-            if (svc.get("spec") or {}).get("type") in EXPOSED:
-                wanted |= self._allocate(svc, set(self.listeners) | set(wanted))
+        exposed = [svc for svc in list(self.store.items(self.services)) if (svc.get("spec") or {}).get("type") in EXPOSED]
+        for svc in exposed:
+            wanted |= self._allocate(svc, set(self.listeners) | set(wanted))
         await self._listen(wanted)
+        # A cloud's load balancer publishes its address once it takes connections: the ingress is
+        # written only when every port of the Service has its listener (a client that read it
+        # earlier met a refused connection; CI saw it).
+        for svc in exposed:
+            uid = svc["metadata"]["uid"]
+            ports = [port for port, (owner, _) in wanted.items() if owner == uid]
+            if svc["spec"].get("type") == "LoadBalancer" and all(port in self.listeners for port in ports):
+                self._publish(svc)
 
     def _allocate(self, svc: Obj, taken: set[int]) -> dict[int, tuple[str, str]]:
         """nodePort -> (Service uid, port) of `svc`'s TCP ports, a free nodePort written into those
-        without one; a LoadBalancer's ingress."""
+        without one."""
         spec, meta = svc.get("spec") or {}, svc["metadata"]
         ports = [dict(p) for p in spec.get("ports") or []]
         wanted: dict[int, tuple[str, str]] = {}
@@ -131,18 +139,22 @@ class Ports:
                 changed = True
             taken.add(int(p["nodePort"]))
             wanted[int(p["nodePort"])] = (meta["uid"], str(p.get("name") or p.get("port")))
-        ingress = [{"ip": "127.0.0.1"}]
+        if changed:
+            with contextlib.suppress(ApiError):
+                self.store.patch(self.services, meta["namespace"], meta["name"], "merge", {"spec": {"ports": ports}})
+        return wanted
+
+    def _publish(self, svc: Obj) -> None:
+        """127.0.0.1 as the LoadBalancer Service's ingress, where it is not already."""
+        meta, ingress = svc["metadata"], [{"ip": "127.0.0.1"}]
         # The real API server adds ipMode VIP (its default) to what is written: compared by address.
         current = [
             {"ip": i.get("ip")} for i in ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
         ]
-        with contextlib.suppress(ApiError):
-            if changed:
-                self.store.patch(self.services, meta["namespace"], meta["name"], "merge", {"spec": {"ports": ports}})
-            if spec.get("type") == "LoadBalancer" and current != ingress:
-                body = {"status": {"loadBalancer": {"ingress": ingress}}}
+        if current != ingress:
+            body = {"status": {"loadBalancer": {"ingress": ingress}}}
+            with contextlib.suppress(ApiError):
                 self.store.patch(self.services, meta["namespace"], meta["name"], "merge", body, "status")
-        return wanted
 
     async def _listen(self, wanted: dict[int, tuple[str, str]]) -> None:
         """Listeners for exactly the wanted nodePorts."""

@@ -175,7 +175,8 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
     slurmctld: Manifest = {
         "name": "slurmctld",
         "image": image,
-        "command": ["slurmctld", "-D"],
+        # `slurmctld -D` under the lock an upgrade's state-guard waits on (slurmctld-start.sh).
+        "command": scripts.sh(scripts.slurmctld_start()),
         "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
         "securityContext": read_only(SLURM_UID),
         "resources": resources(spec.controller.resources),

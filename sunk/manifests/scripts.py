@@ -58,6 +58,11 @@ def reconfigure_watcher(
     )
 
 
+def slurmctld_start(state: str = naming.STATE_SAVE) -> str:
+    """slurmctld's container: `slurmctld -D "$@"` under the controllers' lock (slurmctld-start.sh)."""
+    return render("slurmctld-start.sh", LOCK=f"{state}/{naming.CONTROLLER_LOCK}")
+
+
 def primary_probe() -> str:
     """With backups: succeed only where this pod's slurmctld is the primary (primary-probe.sh)."""
     return render("primary-probe.sh", MARK=naming.PRIMARY_MARK)

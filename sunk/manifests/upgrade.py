@@ -264,6 +264,7 @@ def state_guard(
         "state-guard.sh",
         STATE=state,
         DIR=directory,
+        LOCK=f"{state}/{naming.CONTROLLER_LOCK}",
         RELEASE=release,
         SOURCE=source,
         ANNOUNCED=spec.slurm.upgrade_from or "",

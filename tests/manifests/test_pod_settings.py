@@ -188,8 +188,8 @@ def test_extra_args_follow_the_daemons_own() -> None:
         pod = _pod_of(next(o for n, o in objs.items() if n.endswith(suffix)))
         return next(c for c in pod["spec"]["containers"] if c["name"] == MAIN[suffix.lstrip("-")])
 
-    assert main("-controller")["command"] + main("-controller")["args"] == ["slurmctld", "-D", "-v"]
     # A start script gets them as "$@" after its $0 (the container's name).
+    assert main("-controller")["args"] == ["slurmctld", "-v"]
     assert main("-accounting")["args"] == ["slurmdbd", "-v"]
     assert main("-login")["args"] == ["sshd", "-o", "LogLevel=VERBOSE"]
 

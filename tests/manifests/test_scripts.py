@@ -47,6 +47,7 @@ def test_every_script_is_plain_sh_and_every_input_is_declared_first() -> None:
         "primary-mark.sh",
         "primary-probe.sh",
         "reconfigure-watcher.sh",
+        "slurmctld-start.sh",
         "slurmdbd-start.sh",
         "sssd-start.sh",
         "state-guard.sh",

@@ -111,7 +111,7 @@ def test_the_plan_stops_every_controller_before_the_snapshot() -> None:
     assert snapshot.startswith("delete every controller pod (kubectl delete pod -n ")
     assert "app.kubernetes.io/component=controller" in snapshot and "OnDelete" in snapshot
     assert "every slurmctld 24.11 (the primary and its backup) stops" in snapshot
-    assert "once no controller answers" in snapshot
+    assert "once every slurmctld has exited and no controller answers" in snapshot
     assert plan.step("slurmctld").does.startswith("every slurmctld 26.05")
     assert "start every slurmctld 24.11 (the primary and its backup)" in plan.step("slurmctld").rollback
     three = build_spec("acme-dev", {**HA_UPGRADE, "controller": {"replicas": 3, "stateStorage": RWX}})

@@ -33,9 +33,17 @@
 # that every old controller stopped (.controllers-moved-<from>-<to>, removed when going back), so
 # the guards that follow, whose peers of the new release answer by then, don't wait on them; they
 # find the copy taken and write nothing.
+# Not answering is not the same as stopped: a slurmctld told to stop closes its port, then saves
+# its state. So before a conversion or a restore the guard first takes the controllers' lock
+# (LOCK, in StateSaveLocation) exclusively: every slurmctld's container holds it shared from before
+# slurmctld starts until after it exits (slurmctld-start.sh), so the guard gets it once every
+# slurmctld of the folder has exited, and holds it, so that none starts, until the state is
+# copied or restored. The address check still follows, for controllers of a template that took
+# no lock. A volume that takes no locks is said in the log, and the addresses decide alone.
 set -eu
 state=@STATE@
 dir=@DIR@
+controllers=@LOCK@
 release=@RELEASE@
 source=@SOURCE@
 announced=@ANNOUNCED@
@@ -78,9 +86,35 @@ answering() {
     fi
   done
 }
-# Before the state is copied or restored: until no controller answers (without backups, at once:
-# slurmctld's own pod is the only one, and it is not started yet).
+# `exclusive`: the controllers' lock, taken exclusively and held until this guard ends (its
+# descriptor 9): every slurmctld on the folder has exited, and none starts meanwhile.
+held=""
+exclusive() {
+  if [ -n "$held" ]; then return 0; fi
+  if ! true 9<>"$controllers" 2>/dev/null; then
+    echo "state-guard: $controllers can't be opened: a running slurmctld is known by its address alone" >&2
+    return 0
+  fi
+  exec 9<>"$controllers"
+  got=0
+  flock -x -n 9 || got=$?
+  if [ "$got" -eq 1 ]; then
+    echo "state-guard: a slurmctld still runs on $state (its container holds $controllers): waiting until it has exited"
+    got=0
+    flock -x 9 || got=$?
+    if [ "$got" -eq 0 ]; then echo "state-guard: every slurmctld on $state has exited"; fi
+  fi
+  if [ "$got" -ne 0 ]; then
+    echo "state-guard: $controllers takes no lock on this volume (flock: $got): a running slurmctld is known by its address alone" >&2
+    return 0
+  fi
+  held=yes
+}
+# Before the state is copied or restored: until every slurmctld holding the controllers' lock has
+# exited, and no controller answers (without backups, at once: slurmctld's own pod is the only
+# one, and it is not started yet).
 all_stopped() {
+  exclusive
   said=""
   while alive=$(answering) && [ -n "$alive" ]; do
     if [ -z "$said" ]; then

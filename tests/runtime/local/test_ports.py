@@ -4,6 +4,7 @@ LoadBalancer's ingress, and a connection relayed to a Ready pod behind the Servi
 from __future__ import annotations
 
 import asyncio
+import socket
 
 from sunk.runtime.local.ports import NODE_PORTS, Ports, target_of
 
@@ -66,6 +67,44 @@ def test_a_load_balancer_gets_a_node_port_on_loopback_that_reaches_its_pod() -> 
             backend.close()
 
     loop = asyncio.new_event_loop()  # not asyncio.run: it leaves the main thread without a loop for later tests
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_a_load_balancer_whose_port_can_not_listen_publishes_no_ingress() -> None:
+    """The ingress says the load balancer takes connections: while a nodePort has no listener (here
+    another socket holds it) the Service gets none, and gets it once the port is free."""
+
+    async def main() -> None:
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        held = holder.getsockname()[1]
+        store = FakeStore()
+        store.create(store.resource("v1/namespaces"), None, {"metadata": {"name": "ns"}})
+        service = {
+            "metadata": {"name": "login"},
+            "spec": {"type": "LoadBalancer", "selector": {"app": "login"}, "ports": [{"port": 22, "nodePort": held}]},
+        }
+        store.create(store.resource("v1/services"), "ns", service)
+        ports = Ports(store)
+        try:
+            await ports.reconcile()
+            stored = store.get(store.resource("v1/services"), "ns", "login")
+            assert held not in ports.listeners
+            assert not (stored.get("status") or {}).get("loadBalancer", {}).get("ingress"), stored["status"]
+            holder.close()
+            await ports.reconcile()
+            stored = store.get(store.resource("v1/services"), "ns", "login")
+            assert held in ports.listeners
+            assert stored["status"]["loadBalancer"]["ingress"] == [{"ip": "127.0.0.1"}]
+        finally:
+            holder.close()
+            ports.close()
+
+    loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(main())
     finally:
