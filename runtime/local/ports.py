@@ -111,7 +111,9 @@ class Ports:
 
     async def reconcile(self) -> None:
         wanted: dict[int, tuple[str, str]] = {}
-        exposed = [svc for svc in list(self.store.items(self.services)) if (svc.get("spec") or {}).get("type") in EXPOSED]
+        exposed = [
+            svc for svc in list(self.store.items(self.services)) if (svc.get("spec") or {}).get("type") in EXPOSED
+        ]
         for svc in exposed:
             wanted |= self._allocate(svc, set(self.listeners) | set(wanted))
         await self._listen(wanted)
