@@ -65,13 +65,13 @@ def db_schema(db: Database, directory: str = BACKUP_DIR) -> str:
 
 def state_snapshot(name: str, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:
     """state-snapshot.sh: `<directory>/<name>/` and `<name>.sha256` (every file's checksum)."""
-    return render("state-snapshot.sh", STATE=state, DIR=directory, NAME=name)
+    return render("state-snapshot.sh", STATE=state, DIR=directory, NAME=name, LOCK=naming.CONTROLLER_LOCK)
 
 
 def state_restore(name: str, directory: str = BACKUP_DIR, state: str = naming.STATE_SAVE) -> str:
     """state-restore.sh: StateSaveLocation emptied and filled from the snapshot, checksums verified
     before and after."""
-    return render("state-restore.sh", STATE=state, DIR=directory, NAME=name)
+    return render("state-restore.sh", STATE=state, DIR=directory, NAME=name, LOCK=naming.CONTROLLER_LOCK)
 
 
 # -- in the cluster: the copies taken, and the order held, by the pods themselves -----------------

@@ -164,6 +164,9 @@ def test_manifests_run_what_the_images_are_made_for(stack: str) -> None:
             image = ROLES[role]
             if image.entrypoint:
                 assert "command" not in c, f"{where}: {role} runs through its image's entrypoint"
+            elif c["command"][:2] == ["/bin/sh", "-c"]:
+                # A start script (slurmctld-start.sh) runs the image's own command as its child.
+                assert " ".join(image.cmd) in c["command"][2], where
             elif c["name"] != "sshd":
                 assert c["command"][0] == image.cmd[0], where
             uid = (c.get("securityContext") or {}).get("runAsUser", (pod.get("securityContext") or {}).get("runAsUser"))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sunk import naming
 from sunk.manifests import upgrade
 from sunk.manifests.cluster import cluster_manifests
 from sunk.spec.errors import SpecError
@@ -124,6 +125,10 @@ def test_the_guard_copies_older_state_once_and_restores_it_when_going_back(tmp_p
     first = _guard(tmp_path, "26.05", "24.11")
     assert first.returncode == 0, first.stderr
     assert (backup / "statesave-24.11" / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    # The controllers' lock the guard held while it copied (slurmctld-start.sh) is not state.
+    assert (state / naming.CONTROLLER_LOCK).exists()
+    assert sorted(os.listdir(backup / "statesave-24.11")) == ["job_state"]
+    assert naming.CONTROLLER_LOCK not in (backup / "statesave-24.11.sha256").read_text()
     # The pod starts again before slurmctld converted anything: the copy is kept, not retaken.
     (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs, later"))
     again = _guard(tmp_path, "26.05", "24.11")
@@ -136,7 +141,7 @@ def test_the_guard_copies_older_state_once_and_restores_it_when_going_back(tmp_p
     # The stack goes back to 24.11: its slurmctld finds state newer than it reads, and the copy.
     back = _guard(tmp_path, "24.11", "24.11")
     assert back.returncode == 0, back.stderr
-    assert sorted(os.listdir(state)) == ["job_state"]
+    assert sorted(os.listdir(state)) == [naming.CONTROLLER_LOCK, "job_state"]  # the lock kept, not restored
     assert (state / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
     # The copy is set aside: a later upgrade takes a fresh one.
     assert not (backup / "statesave-24.11").exists()
@@ -161,7 +166,7 @@ def test_the_guard_restores_when_any_state_file_is_newer_not_only_job_state(tmp_
     assert back.returncode == 0, back.stderr
     assert "written by Slurm 26.05, newer than this slurmctld in node_state:" in back.stdout
     assert (state / "node_state").read_bytes() == _state_file(42, b"24.11 node_state")
-    assert sorted(os.listdir(state)) == ["assoc_usage", "job_state", "node_state", "part_state"]
+    assert sorted(os.listdir(state)) == [naming.CONTROLLER_LOCK, "assoc_usage", "job_state", "node_state", "part_state"]
     # Without the copy, the same state is refused, naming the file.
     (state / "part_state").write_bytes(_state_file(45))
     refused = _guard(tmp_path, "24.11", "24.11")
@@ -186,7 +191,10 @@ def test_a_restore_stopped_midway_is_finished_at_the_next_start(tmp_path: Path) 
     again = _guard(tmp_path, "24.11", "24.11")
     assert again.returncode == 0, again.stderr
     assert "stopped before it finished: it runs again" in again.stdout, again.stdout
-    assert {f.name: f.read_bytes() for f in state.iterdir()} == {"job_state": jobs, "node_state": nodes}
+    assert {f.name: f.read_bytes() for f in state.iterdir() if f.name != naming.CONTROLLER_LOCK} == {
+        "job_state": jobs,
+        "node_state": nodes,
+    }
     assert not (backup / "statesave-24.11.restoring").exists() and not (backup / "statesave-24.11").exists()
     assert "nothing to do" in _guard(tmp_path, "24.11", "24.11").stdout
     # Stopped later, with only some of the old files back: finished all the same.
@@ -202,7 +210,10 @@ def test_a_restore_stopped_midway_is_finished_at_the_next_start(tmp_path: Path) 
     done = _guard(tmp_path, "24.11", "24.11")
     assert done.returncode == 0 and "had finished before it was stopped" in done.stdout, done.stdout
     assert not (backup / "statesave-24.11.restoring").exists()
-    assert {f.name: f.read_bytes() for f in state.iterdir()} == {"job_state": jobs, "node_state": nodes}
+    assert {f.name: f.read_bytes() for f in state.iterdir() if f.name != naming.CONTROLLER_LOCK} == {
+        "job_state": jobs,
+        "node_state": nodes,
+    }
 
 
 def test_the_guard_refuses_newer_state_without_a_copy_and_a_wrong_upgrade_from(tmp_path: Path) -> None:
