@@ -8,6 +8,7 @@ handling of the descriptor it inherits (the shell holds the lock either way)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -54,7 +55,18 @@ def _stand_in(tmp_path: Path, state: Path) -> dict[str, str]:
 
 def _start(state: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     script = scripts.slurmctld_start(str(state))
-    return subprocess.Popen(["sh", "-c", script, "slurmctld", "-v"], env=env, text=True, stderr=subprocess.PIPE)
+    # A session of its own: the stand-in is the shell's child, and _stop ends both.
+    return subprocess.Popen(
+        ["sh", "-c", script, "slurmctld", "-v"], env=env, text=True, stderr=subprocess.PIPE, start_new_session=True
+    )
+
+
+def _stop(start: subprocess.Popen[str]) -> None:
+    """SIGKILL to the start script's session: it and the stand-in (no PID namespace here to take
+    the child with its PID 1, as a container's has)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(start.pid, signal.SIGKILL)
+    start.wait()
 
 
 def _locked_by_another(lock: Path) -> bool:
@@ -90,8 +102,7 @@ def test_the_start_script_holds_the_lock_while_slurmctld_runs_and_passes_its_sto
         assert not _locked_by_another(lock)
         assert (state / "job_state").read_bytes() == (tmp_path / "saved").read_bytes()
     finally:
-        start.kill()
-        start.wait()
+        _stop(start)
 
 
 def test_a_volume_without_the_lock_file_still_starts_slurmctld_and_says_so(tmp_path: Path) -> None:
@@ -105,8 +116,7 @@ def test_a_volume_without_the_lock_file_still_starts_slurmctld_and_says_so(tmp_p
         _, err = start.communicate()
         assert "can't be opened" in err, err
     finally:
-        start.kill()
-        start.wait()
+        _stop(start)
 
 
 def test_the_guard_copies_only_once_a_slurmctld_that_stopped_answering_has_saved_and_exited(
@@ -134,8 +144,7 @@ def test_the_guard_copies_only_once_a_slurmctld_that_stopped_answering_has_saved
         copy = tmp_path / "backup" / "statesave-24.11" / "job_state"
         assert copy.read_bytes() == _state_file(42, b"24.11 jobs, saved at exit")
     finally:
-        old.kill()
-        old.wait()
+        _stop(old)
 
 
 def test_no_slurmctld_starts_while_the_guard_holds_the_lock(tmp_path: Path) -> None:
@@ -151,5 +160,4 @@ def test_no_slurmctld_starts_while_the_guard_holds_the_lock(tmp_path: Path) -> N
             fcntl.flock(held, fcntl.LOCK_UN)
             _until("slurmctld started once the guard was done", lambda: (tmp_path / "args").exists())
         finally:
-            start.kill()
-            start.wait()
+            _stop(start)
