@@ -10,7 +10,7 @@ LoadBalancer.
 
 Not modelled: UDP and SCTP ports, load balancing across pods, externalTrafficPolicy, the host's
 other addresses, and a port another process already holds (the Service keeps it; the relay is
-skipped and logged).
+logged and tried again every few seconds, and a LoadBalancer gets no ingress until it listens).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ log = logging.getLogger("sunk.local.ports")
 
 NODE_PORTS = range(30000, 32768)
 EXPOSED = ("NodePort", "LoadBalancer")
+RETRY = 5.0
+"""Seconds between tries of a nodePort that could not listen."""
 
 
 def _ready(pod: Obj) -> bool:
@@ -101,15 +103,21 @@ class Ports:
             self._wake.set()
 
     async def _loop(self) -> None:
+        complete = True
         while True:
-            await self._wake.wait()
+            # A nodePort that could not listen (another process held it) is tried again every
+            # RETRY seconds; its Service gets no ingress meanwhile.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), None if complete else RETRY)
             self._wake.clear()
             try:
-                await self.reconcile()
+                complete = await self.reconcile()
             except Exception:
                 log.exception("ports")
 
-    async def reconcile(self) -> None:
+    async def reconcile(self) -> bool:
+        """Every exposed port listening and every LoadBalancer's ingress published: whether every
+        wanted nodePort has its listener."""
         wanted: dict[int, tuple[str, str]] = {}
         exposed = [
             svc for svc in list(self.store.items(self.services)) if (svc.get("spec") or {}).get("type") in EXPOSED
@@ -125,6 +133,7 @@ class Ports:
             ports = [port for port, (owner, _) in wanted.items() if owner == uid]
             if svc["spec"].get("type") == "LoadBalancer" and all(port in self.listeners for port in ports):
                 self._publish(svc)
+        return all(port in self.listeners for port in wanted)
 
     def _allocate(self, svc: Obj, taken: set[int]) -> dict[int, tuple[str, str]]:
         """nodePort -> (Service uid, port) of `svc`'s TCP ports, a free nodePort written into those

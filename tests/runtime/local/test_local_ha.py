@@ -539,6 +539,12 @@ def slurmctld_images(ha: Ha) -> dict[str, str]:
     }
 
 
+def guard_ended(ha: Ha, name: str) -> dict[str, Any] | None:
+    """The pod's state-guard init container's `terminated` state, None while it waits or runs."""
+    statuses = (ha.pod(name).get("status") or {}).get("initContainerStatuses") or []
+    return next(((s.get("state") or {}).get("terminated") for s in statuses if s["name"] == "state-guard"), None)
+
+
 class Copies(threading.Thread):
     """Read from the host every 0.2 s while the controllers are replaced: whether the state
     snapshot (its partial copy, or the copy) is on the backup claim (a host folder here), then
@@ -620,6 +626,10 @@ def test_the_upgrade_to_the_next_release_as_the_docs_say_keeps_every_job(
         ha.wait(f"both controller pods replaced, slurmctld {new}", lambda: (
             [ha.pod(name)["metadata"].get("uid") for name in CONTROLLERS], slurmctld_images(ha)),
             lambda s: not set(s[0]) & {*uids, None} and all(f":{new}" in i for i in s[1].values()), 300)  # fmt: skip
+        # Pod 1's guard takes its turn after pod 0's, which may be well after pod 0 answers.
+        ha.wait("both new pods' state guards ended", lambda: [guard_ended(ha, name) for name in CONTROLLERS],
+                lambda ended: all(e is not None for e in ended), 300)  # fmt: skip
+        mark("both state guards ended")
     finally:
         copies.stop.set()
         copies.join(10)

@@ -91,12 +91,12 @@ def test_a_load_balancer_whose_port_can_not_listen_publishes_no_ingress() -> Non
         store.create(store.resource("v1/services"), "ns", service)
         ports = Ports(store)
         try:
-            await ports.reconcile()
+            assert await ports.reconcile() is False
             stored = store.get(store.resource("v1/services"), "ns", "login")
             assert held not in ports.listeners
             assert not (stored.get("status") or {}).get("loadBalancer", {}).get("ingress"), stored["status"]
             holder.close()
-            await ports.reconcile()
+            assert await ports.reconcile() is True
             stored = store.get(store.resource("v1/services"), "ns", "login")
             assert held in ports.listeners
             assert stored["status"]["loadBalancer"]["ingress"] == [{"ip": "127.0.0.1"}]
