@@ -461,7 +461,9 @@ def test_both_controllers_down_then_one_back_resumes_from_the_shared_state(ha: H
     ha.all_completed_once([held, after])
 
 
-def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -> None:
+def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
+    ha: Ha, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The hazard of docs/how-to/ha.md's "What you must never do": the primary's Node agent stops
     and leaves its containers running (`sunk local node stop --keep-containers`, a kubelet crash),
     then its pod is force-deleted. The old slurmctld runs on, unwatched; the StatefulSet makes a
@@ -469,12 +471,16 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
     primary mark, the old one included, until the Node's agent is back (it kills the containers of
     the pod the API no longer has) and one controller is Ready again.
 
+    The orphan's own fence stops it while the agent is still away (so nothing else could have):
+    its ServiceAccount token is bound to the pod, which the API server no longer has, so it can't
+    renew the Lease, and it stops its slurmctld RENEW_DEADLINE (10 s) after its last renewal; the
+    slurmctld process, read from the host, ends.
+
     What keeps the second primary away here is the placement: the hard spread admits the new pod
     only to the stopped Node (the other holds controller-1; within the 50 s grace it is still
     Ready), whose agent never starts it. With a spare Node in the pool the new pod would start
     there and take control beside the old one until the fence stops one of them, within its 15 s
-    grace (the local cluster's tokens are not bound, so the orphan's fence renews on:
-    docs/how-to/ha.md, the fence)."""
+    grace (docs/how-to/ha.md, the fence): not shown here, the pool has no spare controller Node."""
     primary = ha.wait("one primary", ha.ready, lambda r: len(r) == 1, 120)[0]
     node, old = ha.pod(primary)["spec"]["nodeName"], ha.pod(primary)["metadata"]["uid"]
     done = sunk("local", "node", "stop", node, "--keep-containers", env=ha.env)
@@ -482,11 +488,15 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
     stopped, samples = True, []
     try:
         ha.kubectl("delete", "pod", "-n", NS, primary, "--force", "--grace-period=0")
-        until = time.monotonic() + 20
+        deleted = time.monotonic()
+        until = deleted + 20
         while time.monotonic() < until:
             samples.append(primaries(ha))
             time.sleep(1)
         assert any(old in s for seen in samples for s in seen), "the old slurmctld ran on as primary"
+        ha.wait("the orphan's fence stopped its slurmctld, its Node's agent still away",
+                lambda: slurmctld_of(ha, [old]), lambda pids: not pids, 60)  # fmt: skip
+        fenced = time.monotonic() - deleted
         again = ha.pod(primary)
         assert again["metadata"].get("uid") != old and again["spec"].get("nodeName") in (node, None), again["spec"]
         done = sunk("local", "node", "start", node, env=ha.env)
@@ -500,6 +510,8 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(ha: Ha) -
             sunk("local", "node", "start", node, env=ha.env)
     assert max(len(seen) for seen in samples) == 1, samples
     ha.all_completed_once([ha.sbatch("--wrap true")])
+    with capsys.disabled():
+        print(f"\nlocal cluster, HA: the orphan's fence stopped its slurmctld {fenced:.1f} s after the force delete")
 
 
 SPANNING_JOB = "--wrap 'until scontrol show job $SLURM_JOB_ID | grep -q Comment=release; do sleep 2; done'"
