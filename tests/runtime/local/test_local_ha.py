@@ -489,14 +489,16 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
     try:
         ha.kubectl("delete", "pod", "-n", NS, primary, "--force", "--grace-period=0")
         deleted = time.monotonic()
-        until = deleted + 20
+        until, fenced = deleted + 20, None
         while time.monotonic() < until:
             samples.append(primaries(ha))
+            if fenced is None and not slurmctld_of(ha, [old]):
+                fenced = time.monotonic() - deleted
             time.sleep(1)
         assert any(old in s for seen in samples for s in seen), "the old slurmctld ran on as primary"
         ha.wait("the orphan's fence stopped its slurmctld, its Node's agent still away",
                 lambda: slurmctld_of(ha, [old]), lambda pids: not pids, 60)  # fmt: skip
-        fenced = time.monotonic() - deleted
+        fenced = fenced or time.monotonic() - deleted
         again = ha.pod(primary)
         assert again["metadata"].get("uid") != old and again["spec"].get("nodeName") in (node, None), again["spec"]
         done = sunk("local", "node", "start", node, env=ha.env)
