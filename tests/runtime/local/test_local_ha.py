@@ -499,6 +499,8 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
         ha.wait("the orphan's fence stopped its slurmctld, its Node's agent still away",
                 lambda: slurmctld_of(ha, [old]), lambda pids: not pids, 60)  # fmt: skip
         fenced = fenced or time.monotonic() - deleted
+        said = host_log(ha, old, "fence")
+        assert "stopping slurmctld" in said, f"the orphan's slurmctld ended, but not by its fence: {said}"
         again = ha.pod(primary)
         assert again["metadata"].get("uid") != old and again["spec"].get("nodeName") in (node, None), again["spec"]
         done = sunk("local", "node", "start", node, env=ha.env)
@@ -551,6 +553,14 @@ def slurmctld_images(ha: Ha) -> dict[str, str]:
         name: next((c["image"] for c in ha.pod(name)["spec"].get("containers", []) if c["name"] == "slurmctld"), "")
         for name in CONTROLLERS
     }
+
+
+def host_log(ha: Ha, uid: str, container: str) -> str:
+    """A container's log as the node agent writes it on the host (every run of it, in order): what
+    `kubectl logs` can't give while the pod's Node agent is stopped, or once the pod is gone."""
+    base = Path(ha.env["SUNK_LOCAL_DIR"])
+    files = [f for depth in ("*", "*/*", "*/*/*") for f in base.glob(f"{depth}/pods/{uid}/logs/{container}/*.log")]
+    return "".join(f.read_text(errors="replace") for f in sorted(files, key=lambda f: int(f.stem)))
 
 
 def guard_ended(ha: Ha, name: str) -> dict[str, Any] | None:
