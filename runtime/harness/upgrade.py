@@ -541,7 +541,8 @@ class Upgrade:
 
     def state_changes(self, manifest: Path | None = None) -> list[str]:
         """Files of StateSaveLocation that differ from the snapshot (changed, new or gone), by
-        the snapshot's checksums (`manifest`: those of a snapshot set aside)."""
+        the snapshot's checksums (`manifest`: those of a snapshot set aside). The controllers' lock,
+        which the state guard creates and the snapshot leaves out, is not state."""
         manifest = manifest or self.backup / f"{self.snapshot_name}.sha256"
         recorded: dict[str, str] = {}
         for line in manifest.read_text().splitlines():
@@ -551,7 +552,7 @@ class Upgrade:
         now = {
             f"./{path.relative_to(state)}": hashlib.sha256(path.read_bytes()).hexdigest()
             for path in state.rglob("*")
-            if path.is_file()
+            if path.is_file() and path.name != naming.CONTROLLER_LOCK
         }
         return sorted(p for p in recorded.keys() | now.keys() if recorded.get(p) != now.get(p))
 
