@@ -12,8 +12,6 @@ import contextlib
 import fcntl
 import os
 import signal
-import socket
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -21,19 +19,9 @@ from pathlib import Path
 from sunk import naming
 from sunk.manifests import scripts, upgrade
 from tests.support.specs import build_spec
+from tests.support.statefiles import free_port, state_file
 
 RWX = {"accessMode": "ReadWriteMany", "storageClass": "nfs-client"}
-
-
-def _state_file(protocol: int, body: bytes) -> bytes:
-    name = b"PROTOCOL_VERSION\0"
-    return struct.pack(">I", len(name)) + name + struct.pack(">HQI", protocol << 8, 1_796_000_000, 1000) + body
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _stand_in(tmp_path: Path, state: Path) -> dict[str, str]:
@@ -41,7 +29,7 @@ def _stand_in(tmp_path: Path, state: Path) -> dict[str, str]:
     state it saves at exit and exits 7 (a status the start script must pass on)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (tmp_path / "saved").write_bytes(_state_file(42, b"24.11 jobs, saved at exit"))
+    (tmp_path / "saved").write_bytes(state_file(42, b"24.11 jobs, saved at exit"))
     fake = bin_dir / "slurmctld"
     fake.write_text(
         "#!/bin/sh\n"
@@ -126,7 +114,7 @@ def test_the_guard_copies_only_once_a_slurmctld_that_stopped_answering_has_saved
     is still saving. The guard waits on the lock, and the copy holds what was saved at exit."""
     state = tmp_path / "state"
     state.mkdir()
-    (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs"))
+    (state / "job_state").write_bytes(state_file(42, b"24.11 jobs"))
     old = _start(state, _stand_in(tmp_path, state))
     try:
         _until("the old slurmctld runs", lambda: (tmp_path / "args").exists())
@@ -135,14 +123,14 @@ def test_the_guard_copies_only_once_a_slurmctld_that_stopped_answering_has_saved
             slurm={"version": "26.05", "upgradeFrom": "24.11"}, controller={"replicas": 2, "stateStorage": RWX}
         )
         script = upgrade.state_guard(
-            spec, str(tmp_path / "backup"), str(state), peers=[f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+            spec, str(tmp_path / "backup"), str(state), peers=[f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
         )
         guard = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
         assert guard.returncode == 0, guard.stdout + guard.stderr
         assert "a slurmctld still runs on" in guard.stdout and "every slurmctld on" in guard.stdout, guard.stdout
         assert old.poll() == 7
         copy = tmp_path / "backup" / "statesave-24.11" / "job_state"
-        assert copy.read_bytes() == _state_file(42, b"24.11 jobs, saved at exit")
+        assert copy.read_bytes() == state_file(42, b"24.11 jobs, saved at exit")
     finally:
         _stop(old)
 

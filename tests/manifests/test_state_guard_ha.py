@@ -7,7 +7,6 @@ the controllers; real daemons in tests/slurm/test_upgrade_drill_ha.py."""
 from __future__ import annotations
 
 import socket
-import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,17 +20,13 @@ from sunk.manifests import upgrade
 from sunk.manifests.cluster import cluster_manifests
 from sunk.upgrade import plan_text, upgrade_plan
 from tests.support.specs import build_spec
+from tests.support.statefiles import free_port, state_file
 
 RWX = {"accessMode": "ReadWriteMany", "storageClass": "nfs-client"}
 HA_UPGRADE: dict[str, Any] = {
     "slurm": {"version": "26.05", "upgradeFrom": "24.11"},
     "controller": {"replicas": 2, "stateStorage": RWX},
 }
-
-
-def _state_file(protocol: int, body: bytes = b"jobs") -> bytes:
-    name = b"PROTOCOL_VERSION\0"
-    return struct.pack(">I", len(name)) + name + struct.pack(">HQI", protocol << 8, 1_796_000_000, 1000) + body
 
 
 @pytest.fixture
@@ -41,12 +36,6 @@ def controller() -> Iterator[socket.socket]:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         yield listener
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _guard(tmp_path: Path, peers: list[str], version: str = "26.05", source: str = "24.11") -> subprocess.Popen[str]:
@@ -70,7 +59,7 @@ def _done(guard: subprocess.Popen[str]) -> tuple[int, str]:
 def _older_state(tmp_path: Path) -> Path:
     state = tmp_path / "state"
     state.mkdir()
-    (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs"))
+    (state / "job_state").write_bytes(state_file(42, b"24.11 jobs"))
     return state
 
 
@@ -126,7 +115,7 @@ def test_the_first_guard_copies_only_once_no_old_controller_answers(tmp_path: Pa
     backup = tmp_path / "backup"
     backup.mkdir()
     old_backup = f"127.0.0.1:{controller.getsockname()[1]}"
-    guard = _guard(tmp_path, [f"127.0.0.1:{_free_port()}", old_backup])
+    guard = _guard(tmp_path, [f"127.0.0.1:{free_port()}", old_backup])
     deadline = time.monotonic() + 30
     while not (backup / ".state-guard.lock").exists():
         assert time.monotonic() < deadline and guard.poll() is None, _done(guard)
@@ -135,12 +124,12 @@ def test_the_first_guard_copies_only_once_no_old_controller_answers(tmp_path: Pa
     assert guard.poll() is None
     assert not (backup / "statesave-24.11").exists()
     # The old backup's pod deleted (its slurmctld saves its state and exits): the copy follows.
-    (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs, saved at exit"))
+    (state / "job_state").write_bytes(state_file(42, b"24.11 jobs, saved at exit"))
     controller.close()
     code, out = _done(guard)
     assert code == 0, out
     assert f"a slurmctld still answers at {old_backup}" in out and "no slurmctld answers any more" in out
-    assert (backup / "statesave-24.11" / "job_state").read_bytes() == _state_file(42, b"24.11 jobs, saved at exit")
+    assert (backup / "statesave-24.11" / "job_state").read_bytes() == state_file(42, b"24.11 jobs, saved at exit")
     assert (backup / ".controllers-moved-24.11-26.05").exists()
     assert not (backup / ".state-guard.lock").exists()
 
@@ -149,27 +138,27 @@ def test_the_guards_that_follow_do_not_wait_on_the_new_controllers(tmp_path: Pat
     """Pod 1's guard after pod 0's: pod 0's slurmctld 26.05 answers by then, and it has not
     rewritten job_state yet (slurmctld rewrites a file only when what it holds changes)."""
     _older_state(tmp_path)
-    code, out = _done(_guard(tmp_path, [f"127.0.0.1:{_free_port()}"]))
+    code, out = _done(_guard(tmp_path, [f"127.0.0.1:{free_port()}"]))
     assert code == 0, out
     new_primary = f"127.0.0.1:{controller.getsockname()[1]}"
-    code, out = _done(_guard(tmp_path, [new_primary, f"127.0.0.1:{_free_port()}"]))
+    code, out = _done(_guard(tmp_path, [new_primary, f"127.0.0.1:{free_port()}"]))
     assert code == 0, out
     assert "had stopped before" in out and "kept as it is" in out and "still answers" not in out
 
 
 def test_going_back_waits_for_every_controller_and_clears_the_mark(tmp_path: Path, controller: socket.socket) -> None:
     state = _older_state(tmp_path)
-    assert _done(_guard(tmp_path, [f"127.0.0.1:{_free_port()}"]))[0] == 0
-    (state / "job_state").write_bytes(_state_file(45, b"26.05 jobs"))
+    assert _done(_guard(tmp_path, [f"127.0.0.1:{free_port()}"]))[0] == 0
+    (state / "job_state").write_bytes(state_file(45, b"26.05 jobs"))
     alive = f"127.0.0.1:{controller.getsockname()[1]}"
     back = _guard(tmp_path, [alive], version="24.11", source="24.11")
     time.sleep(3)
     assert back.poll() is None
-    assert (state / "job_state").read_bytes() == _state_file(45, b"26.05 jobs")  # not restored yet
+    assert (state / "job_state").read_bytes() == state_file(45, b"26.05 jobs")  # not restored yet
     controller.close()
     code, out = _done(back)
     assert code == 0, out
-    assert (state / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    assert (state / "job_state").read_bytes() == state_file(42, b"24.11 jobs")
     assert not (tmp_path / "backup" / ".controllers-moved-24.11-26.05").exists()
 
 
@@ -178,7 +167,7 @@ def test_the_guards_take_turns_and_a_restarted_pod_takes_its_own_turn_back(tmp_p
     lock = tmp_path / "backup" / ".state-guard.lock"
     lock.mkdir(parents=True)
     (lock / "holder").write_text("drill-controller-1\n")
-    waiting = _guard(tmp_path, [f"127.0.0.1:{_free_port()}"])
+    waiting = _guard(tmp_path, [f"127.0.0.1:{free_port()}"])
     time.sleep(3)
     assert waiting.poll() is None and not (tmp_path / "backup" / "statesave-24.11").exists()
     (lock / "holder").unlink()
@@ -189,6 +178,6 @@ def test_the_guards_take_turns_and_a_restarted_pod_takes_its_own_turn_back(tmp_p
     lock.mkdir()
     me = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
     (lock / "holder").write_text(f"{me}\n")
-    code, out = _done(_guard(tmp_path, [f"127.0.0.1:{_free_port()}"]))
+    code, out = _done(_guard(tmp_path, [f"127.0.0.1:{free_port()}"]))
     assert code == 0 and "left by an earlier start of this pod: taken back" in out, out
     assert not lock.exists()

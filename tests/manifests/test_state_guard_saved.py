@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sunk.manifests import upgrade
-from tests.manifests.test_state_guard_ha import _state_file
 from tests.support.specs import build_spec
+from tests.support.statefiles import state_file
 
 
 def _run(state: Path, backup: Path) -> subprocess.CompletedProcess[str]:
@@ -26,8 +26,8 @@ def _run(state: Path, backup: Path) -> subprocess.CompletedProcess[str]:
 def test_a_save_between_its_renames_is_not_a_new_cluster(tmp_path: Path, left: str) -> None:
     state = tmp_path / "state"
     state.mkdir()
-    (state / left).write_bytes(_state_file(42, b"24.11 jobs"))  # 24.11's protocol
-    (state / "node_state").write_bytes(_state_file(42, b"24.11 nodes"))
+    (state / left).write_bytes(state_file(42, b"24.11 jobs"))  # 24.11's protocol
+    (state / "node_state").write_bytes(state_file(42, b"24.11 nodes"))
     done = _run(state, tmp_path / "backup")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "new cluster" not in done.stdout

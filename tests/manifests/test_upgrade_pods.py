@@ -7,7 +7,6 @@ local cluster, tests/runtime/local/test_local_upgrade.py, the whole upgrade)."""
 from __future__ import annotations
 
 import os
-import struct
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from sunk.manifests import upgrade
 from sunk.manifests.cluster import cluster_manifests
 from sunk.spec.errors import SpecError
 from tests.support.specs import build_spec
+from tests.support.statefiles import state_file
 
 UPGRADE = {"slurm": {"version": "26.05", "upgradeFrom": "24.11"}}
 
@@ -98,13 +98,6 @@ def test_going_back_keeps_the_guards_and_the_volumes_but_nothing_waits() -> None
     assert "guard=''" in slurmdbd["command"][2]  # nothing to mark: no conversion
 
 
-def _state_file(protocol: int, body: bytes = b"jobs", next_job: int = 1000, saved: int = 1_796_000_000) -> bytes:
-    """The head slurmctld writes: packstr("PROTOCOL_VERSION"), the protocol version, and (in
-    job_state) the time saved and the next job id."""
-    name = b"PROTOCOL_VERSION\0"
-    return struct.pack(">I", len(name)) + name + struct.pack(">HQI", protocol << 8, saved, next_job) + body
-
-
 def _guard(
     tmp_path: Path, version: str, source: str | None, *, accept_loss: bool = False
 ) -> subprocess.CompletedProcess[str]:
@@ -121,28 +114,28 @@ def _guard(
 def test_the_guard_copies_older_state_once_and_restores_it_when_going_back(tmp_path: Path) -> None:
     state, backup = tmp_path / "state", tmp_path / "backup"
     state.mkdir()
-    (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs"))
+    (state / "job_state").write_bytes(state_file(42, b"24.11 jobs"))
     first = _guard(tmp_path, "26.05", "24.11")
     assert first.returncode == 0, first.stderr
-    assert (backup / "statesave-24.11" / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    assert (backup / "statesave-24.11" / "job_state").read_bytes() == state_file(42, b"24.11 jobs")
     # The controllers' lock the guard held while it copied (slurmctld-start.sh) is not state.
     assert (state / naming.CONTROLLER_LOCK).exists()
     assert sorted(os.listdir(backup / "statesave-24.11")) == ["job_state"]
     assert naming.CONTROLLER_LOCK not in (backup / "statesave-24.11.sha256").read_text()
     # The pod starts again before slurmctld converted anything: the copy is kept, not retaken.
-    (state / "job_state").write_bytes(_state_file(42, b"24.11 jobs, later"))
+    (state / "job_state").write_bytes(state_file(42, b"24.11 jobs, later"))
     again = _guard(tmp_path, "26.05", "24.11")
     assert again.returncode == 0 and "kept as it is" in again.stdout, again.stdout + again.stderr
-    assert (backup / "statesave-24.11" / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    assert (backup / "statesave-24.11" / "job_state").read_bytes() == state_file(42, b"24.11 jobs")
     # slurmctld 26.05 converts the state: from then on there is nothing to do.
-    (state / "job_state").write_bytes(_state_file(45, b"26.05 jobs"))
+    (state / "job_state").write_bytes(state_file(45, b"26.05 jobs"))
     (state / "new_26.05_file").write_bytes(b"x")
     assert "nothing to do" in _guard(tmp_path, "26.05", "24.11").stdout
     # The stack goes back to 24.11: its slurmctld finds state newer than it reads, and the copy.
     back = _guard(tmp_path, "24.11", "24.11")
     assert back.returncode == 0, back.stderr
     assert sorted(os.listdir(state)) == [naming.CONTROLLER_LOCK, "job_state"]  # the lock kept, not restored
-    assert (state / "job_state").read_bytes() == _state_file(42, b"24.11 jobs")
+    assert (state / "job_state").read_bytes() == state_file(42, b"24.11 jobs")
     # The copy is set aside: a later upgrade takes a fresh one.
     assert not (backup / "statesave-24.11").exists()
     assert any(p.name.startswith("statesave-24.11.restored-") for p in backup.iterdir())
@@ -156,19 +149,19 @@ def test_the_guard_restores_when_any_state_file_is_newer_not_only_job_state(tmp_
     state = tmp_path / "state"
     state.mkdir()
     for name in ("job_state", "node_state", "part_state"):
-        (state / name).write_bytes(_state_file(42, f"24.11 {name}".encode()))
+        (state / name).write_bytes(state_file(42, f"24.11 {name}".encode()))
     (state / "assoc_usage").write_bytes(b"\x2a\x00 no header")  # other files: not read
     assert _guard(tmp_path, "26.05", "24.11").returncode == 0
-    (state / "node_state").write_bytes(_state_file(45, b"26.05 nodes"))
-    (state / "node_state.old").write_bytes(_state_file(42, b"24.11 node_state"))
+    (state / "node_state").write_bytes(state_file(45, b"26.05 nodes"))
+    (state / "node_state.old").write_bytes(state_file(42, b"24.11 node_state"))
     assert "nothing to do" in _guard(tmp_path, "26.05", "24.11").stdout
     back = _guard(tmp_path, "24.11", "24.11")
     assert back.returncode == 0, back.stderr
     assert "written by Slurm 26.05, newer than this slurmctld in node_state:" in back.stdout
-    assert (state / "node_state").read_bytes() == _state_file(42, b"24.11 node_state")
+    assert (state / "node_state").read_bytes() == state_file(42, b"24.11 node_state")
     assert sorted(os.listdir(state)) == [naming.CONTROLLER_LOCK, "assoc_usage", "job_state", "node_state", "part_state"]
     # Without the copy, the same state is refused, naming the file.
-    (state / "part_state").write_bytes(_state_file(45))
+    (state / "part_state").write_bytes(state_file(45))
     refused = _guard(tmp_path, "24.11", "24.11")
     assert refused.returncode == 1 and "(24.11) in part_state, and" in refused.stderr, refused.stderr
 
@@ -179,11 +172,11 @@ def test_a_restore_stopped_midway_is_finished_at_the_next_start(tmp_path: Path) 
     as the old release's own state (only old files left), and slurmctld would start from it."""
     state, backup = tmp_path / "state", tmp_path / "backup"
     state.mkdir()
-    jobs, nodes = _state_file(42, b"24.11 jobs"), _state_file(42, b"24.11 nodes")
+    jobs, nodes = state_file(42, b"24.11 jobs"), state_file(42, b"24.11 nodes")
     (state / "job_state").write_bytes(jobs)
     (state / "node_state").write_bytes(nodes)
     assert _guard(tmp_path, "26.05", "24.11").returncode == 0  # the copy, before the conversion
-    (state / "job_state").write_bytes(_state_file(45, b"26.05 jobs"))
+    (state / "job_state").write_bytes(state_file(45, b"26.05 jobs"))
     # The restore going back marks itself, then empties the state... and is stopped there.
     (backup / "statesave-24.11.restoring").touch()
     for f in state.iterdir():
@@ -200,7 +193,7 @@ def test_a_restore_stopped_midway_is_finished_at_the_next_start(tmp_path: Path) 
     # Stopped later, with only some of the old files back: finished all the same.
     assert "statesave-24.11" in _guard(tmp_path, "26.05", "24.11").stdout  # a fresh copy, next attempt
     assert (backup / "statesave-24.11" / "node_state").read_bytes() == nodes
-    (state / "node_state").write_bytes(_state_file(45, b"26.05 nodes"))
+    (state / "node_state").write_bytes(state_file(45, b"26.05 nodes"))
     (backup / "statesave-24.11.restoring").touch()
     (state / "node_state").unlink()  # job_state copied back (24.11's), node_state not yet
     assert "nothing to do" not in (finished := _guard(tmp_path, "24.11", "24.11")).stdout, finished.stdout
@@ -219,12 +212,12 @@ def test_a_restore_stopped_midway_is_finished_at_the_next_start(tmp_path: Path) 
 def test_the_guard_refuses_newer_state_without_a_copy_and_a_wrong_upgrade_from(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
-    (state / "job_state").write_bytes(_state_file(45))
+    (state / "job_state").write_bytes(state_file(45))
     refused = _guard(tmp_path, "24.11", "24.11")
     assert refused.returncode == 1
     assert "written by Slurm 26.05, newer than this slurmctld (24.11)" in refused.stderr
-    assert (state / "job_state").read_bytes() == _state_file(45)
-    (state / "job_state").write_bytes(_state_file(43))  # 25.05: sunk doesn't ship it
+    assert (state / "job_state").read_bytes() == state_file(45)
+    (state / "job_state").write_bytes(state_file(43))  # 25.05: sunk doesn't ship it
     refused = _guard(tmp_path, "26.05", "24.11")
     assert refused.returncode == 1
     assert "not 24.11 as slurm.upgradeFrom says" in refused.stderr
@@ -289,14 +282,14 @@ def test_without_upgrade_from_the_guard_refuses_state_another_release_wrote(tmp_
     or a plain set-back (26.05 state, a 24.11 pod): refused, each naming the way that is."""
     state = tmp_path / "state"
     state.mkdir()
-    (state / "job_state").write_bytes(_state_file(42))
+    (state / "job_state").write_bytes(state_file(42))
     assert "nothing to do" in _guard(tmp_path, "24.11", None).stdout  # the same release: two reads
     moved = _guard(tmp_path, "26.05", None)
     assert moved.returncode == 1
     assert "slurm.upgradeFrom is unset: nobody announced the upgrade" in moved.stderr
     assert 'slurm: {version: "26.05", upgradeFrom: "24.11"}' in moved.stderr
-    assert (state / "job_state").read_bytes() == _state_file(42) and not (tmp_path / "backup").exists()
-    (state / "job_state").write_bytes(_state_file(45))
+    assert (state / "job_state").read_bytes() == state_file(42) and not (tmp_path / "backup").exists()
+    (state / "job_state").write_bytes(state_file(45))
     back = _guard(tmp_path, "24.11", None)
     assert back.returncode == 1
     assert 'say so: slurm: {version: "24.11", upgradeFrom: "24.11"}' in back.stderr
@@ -305,21 +298,21 @@ def test_without_upgrade_from_the_guard_refuses_state_another_release_wrote(tmp_
 def test_going_back_to_a_snapshot_older_than_jobs_is_refused_unless_the_loss_is_accepted(tmp_path: Path) -> None:
     state, backup = tmp_path / "state", tmp_path / "backup"
     state.mkdir()
-    (state / "job_state").write_bytes(_state_file(42, next_job=1000))
+    (state / "job_state").write_bytes(state_file(42, next_job=1000))
     assert _guard(tmp_path, "26.05", "24.11").returncode == 0  # the snapshot: next job 1000
     # slurmctld 26.05 ran on and took jobs 1000 to 1041; then the stack is set back.
-    (state / "job_state").write_bytes(_state_file(45, next_job=1042))
+    (state / "job_state").write_bytes(state_file(45, next_job=1042))
     refused = _guard(tmp_path, "24.11", "24.11")
     assert refused.returncode == 1, refused.stdout
     assert "the next job id is 1042 in" in refused.stderr and "and 1000 in the copy" in refused.stderr
     assert "restoring it loses every job from 1000 on" in refused.stderr
     assert "slurm.acceptJobLoss: true" in refused.stderr and "saved 2026-11-30T00:53:20Z" in refused.stderr
-    assert (state / "job_state").read_bytes() == _state_file(45, next_job=1042)  # untouched
+    assert (state / "job_state").read_bytes() == state_file(45, next_job=1042)  # untouched
     assert (backup / "statesave-24.11").is_dir()
     accepted = _guard(tmp_path, "24.11", "24.11", accept_loss=True)
     assert accepted.returncode == 0, accepted.stderr
     assert "slurm.acceptJobLoss is set: restoring all the same" in accepted.stdout
-    assert (state / "job_state").read_bytes() == _state_file(42, next_job=1000)
+    assert (state / "job_state").read_bytes() == state_file(42, next_job=1000)
 
 
 def test_accept_job_loss_is_only_for_going_back() -> None:
