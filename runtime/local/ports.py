@@ -5,8 +5,8 @@ Every TCP port of a Service of type NodePort or LoadBalancer gets a nodePort (th
 else a free one of 30000-32767, written into its spec as the API server's allocator does) and a
 listener on 127.0.0.1 at that port, which relays each connection to a Ready pod behind the Service
 (the first, by name) at the port's targetPort. A LoadBalancer Service's status then names
-127.0.0.1 as its ingress, once every listener of the Service is open. So `ssh -p PORT user@127.0.0.1` reaches a login pod whose Service is a
-LoadBalancer.
+127.0.0.1 as its ingress, once every listener of the Service is open. So `ssh -p PORT
+user@127.0.0.1` reaches a login pod whose Service is a LoadBalancer.
 
 Not modelled: UDP and SCTP ports, load balancing across pods, externalTrafficPolicy, the host's
 other addresses, and a port another process already holds (the Service keeps it; the relay is
@@ -128,12 +128,11 @@ class Ports:
         # A cloud's load balancer publishes its address once it takes connections: the ingress is
         # written only when every port of the Service has its listener (a client that read it
         # earlier met a refused connection; CI saw it).
+        unready = {owner for port, (owner, _) in wanted.items() if port not in self.listeners}
         for svc in exposed:
-            uid = svc["metadata"]["uid"]
-            ports = [port for port, (owner, _) in wanted.items() if owner == uid]
-            if svc["spec"].get("type") == "LoadBalancer" and all(port in self.listeners for port in ports):
+            if svc["spec"].get("type") == "LoadBalancer" and svc["metadata"]["uid"] not in unready:
                 self._publish(svc)
-        return all(port in self.listeners for port in wanted)
+        return not unready
 
     def _allocate(self, svc: Obj, taken: set[int]) -> dict[int, tuple[str, str]]:
         """nodePort -> (Service uid, port) of `svc`'s TCP ports, a free nodePort written into those
