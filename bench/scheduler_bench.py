@@ -5,8 +5,9 @@ Run: .venv/bin/python -m bench.scheduler_bench [--pods 200] [--nodes 25] [--cpus
 
 The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each
 (real slurmctld, slurmdbd, slurmrestd and one slurmd per node, all on this machine); kmock
-(tests.support.kubesim) is the Kubernetes API with one Node and one slurmd pod per Slurm
-node, admitting pods as a kubelet would: each Node's allocatable is its Slurm node's CPUs plus one
+(tests.support.kubesim), in a process of its own as an API server would be (`--kmock-thread`: in
+a thread of the bench, whose pod creation and simulated kubelet then share its interpreter lock),
+is the Kubernetes API with one Node and one slurmd pod per Slurm node, admitting pods as a kubelet would: each Node's allocatable is its Slurm node's CPUs plus one
 and its memory plus 2 GiB, and each slurmd pod requests what a shared-mode slurmd does (500m,
 1 GiB), so every binding is checked against the Node and any the kubelet would reject shows up as
 a kubelet rejection (expected: none) or a withheld bind (`unfit`). The scheduler runs as its own
@@ -44,6 +45,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +61,9 @@ from sunk.manifests.runtime import immediate_allocation
 from sunk.spec.errors import load_spec
 from tests.support.goals import goal
 from tests.support.kubesim import KubeSim
+from tests.support.kubesim.process import KubeSimProcess
+
+Sim = KubeSim | KubeSimProcess
 
 NS = "bench"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -137,11 +142,15 @@ class JobSteps:
                     time.sleep(0.1)
 
 
-def cpu_sample(slurm: LocalSlurm, scheduler: int, steps: JobSteps) -> dict[str, float]:
-    """Where the CPU goes: the scheduler, this process (kmock, the simulated kubelet, pod
-    creation), slurmctld, slurmrestd, the slurmd daemons, the jobs' slurmstepd (JobSteps), and the
-    whole machine (other load is the rest)."""
-    out = {"scheduler": process_cpu(scheduler), "kmock+bench": time.process_time()}
+def cpu_sample(slurm: LocalSlurm, scheduler: int, steps: JobSteps, kmock: int | None) -> dict[str, float]:
+    """Where the CPU goes: the scheduler, kmock (its process, or this one when `kmock` is None),
+    this process (the simulated kubelet, pod creation), slurmctld, slurmrestd, the slurmd daemons,
+    the jobs' slurmstepd (JobSteps), and the whole machine (other load is the rest)."""
+    out = {"scheduler": process_cpu(scheduler)}
+    if kmock is None:
+        out["kmock+bench"] = time.process_time()
+    else:
+        out |= {"kmock": process_cpu(kmock), "bench": time.process_time()}
     for name, proc in slurm.jail.processes.items():
         key = "slurmd" if name.startswith("slurmd-") else name
         if key in ("slurmctld", "slurmrestd", "slurmd"):
@@ -238,7 +247,7 @@ def wait(what: str, check, timeout: float) -> None:  # type: ignore[no-untyped-d
         time.sleep(0.05)
 
 
-def kubelet(api: client.CoreV1Api, sim: KubeSim, hold: float, stop: threading.Event) -> None:
+def kubelet(api: client.CoreV1Api, sim: Sim, hold: float, stop: threading.Event) -> None:
     """Marks each bound pod Succeeded `hold` seconds after its binding (its work is done)."""
     finished: set[tuple[str, str]] = set()
     while not stop.is_set():
@@ -286,7 +295,7 @@ def create(api: client.CoreV1Api, pods: Pods) -> dict[str, float]:
     return created
 
 
-def bound_of(sim: KubeSim, names: set[str] | dict[str, float]) -> dict[str, float]:
+def bound_of(sim: Sim, names: set[str] | dict[str, float]) -> dict[str, float]:
     return {name: at for (ns, name), at in sim.bound_at.items() if ns == NS and name in names}
 
 
@@ -314,10 +323,16 @@ class Run:
         return percentile(self.latencies, 0.99)
 
 
-def scenario(sim: KubeSim, api: client.CoreV1Api, label: str, pods: Pods, timeout: float) -> Run:
+Sampler = Callable[[], dict[str, float]]
+"""cpu_sample for this run's processes."""
+
+
+def scenario(sim: Sim, api: client.CoreV1Api, sample: Sampler, label: str, pods: Pods, timeout: float) -> Run:
     """Creates `pods` and waits until every one is bound."""
+    before = sample()
     created = create(api, pods)
     wait(f"{label}: {len(pods)} bindings", lambda: len(bound_of(sim, created)) >= len(created), timeout)
+    after = sample()
     bound = bound_of(sim, created)
     first, last = min(created.values()), max(bound.values())
     latencies = [bound[name] - at for name, at in created.items()]
@@ -325,7 +340,8 @@ def scenario(sim: KubeSim, api: client.CoreV1Api, label: str, pods: Pods, timeou
         f"{label}: {len(pods)} pods created in {max(created.values()) - first:.2f} s, "
         f"bound in {last - first:.2f} s, {len(pods) / (last - first):.1f} pods/s; "
         f"pending -> bound p50 {percentile(latencies, 0.5):.2f} s, p95 {percentile(latencies, 0.95):.2f} s, "
-        f"p99 {percentile(latencies, 0.99):.2f} s, max {max(latencies):.2f} s"
+        f"p99 {percentile(latencies, 0.99):.2f} s, max {max(latencies):.2f} s; CPU-seconds over it: "
+        + ", ".join(f"{k} {after[k] - before[k]:.2f}" for k in before)
     )
     return Run(latencies, len(pods) / (last - first))
 
@@ -341,7 +357,7 @@ class Issue35:
     """Seconds from the 64-pod gang's last member created to its last member bound."""
 
 
-def issue35(sim: KubeSim, api: client.CoreV1Api, slurm: LocalSlurm, nodes: int, base: int) -> Issue35:
+def issue35(sim: Sim, api: client.CoreV1Api, sample: Sampler, slurm: LocalSlurm, nodes: int, base: int) -> Issue35:
     """Issue 35's runs, after the `base`-pod burst on the same cluster and scheduler process:
     the same burst behind an unplaceable gang (one member more than the cluster has nodes:
     Slurm refuses it, and it is retried with backoff), the same burst again without it, a
@@ -350,17 +366,19 @@ def issue35(sim: KubeSim, api: client.CoreV1Api, slurm: LocalSlurm, nodes: int, 
     settle(slurm)
     stuck = gang("stuck", nodes + 1)
     create(api, stuck)
-    behind = scenario(sim, api, f"{base} pods behind an unplaceable {nodes + 1}-pod gang", singles("behind", base), 120)
+    behind = scenario(
+        sim, api, sample, f"{base} pods behind an unplaceable {nodes + 1}-pod gang", singles("behind", base), 120
+    )
     for name, _ in stuck:
         reply: Any = api.delete_namespaced_pod(name, NS, _preload_content=False)
         reply.read()
     settle(slurm)
-    again = scenario(sim, api, f"{base} pods, no gang (again)", singles("again", base), 120)
+    again = scenario(sim, api, sample, f"{base} pods, no gang (again)", singles("again", base), 120)
     settle(slurm)
     mixed: Pods = []
     for g in range(50):  # 400 gang members and 600 singles, interleaved as several workloads scale at once
         mixed += gang(f"mix-{g:02d}", 8) + singles(f"mix-{g:02d}-s", 12)
-    burst = scenario(sim, api, "1,000 pods: 600 singles and 50 gangs of 8", mixed, 600)
+    burst = scenario(sim, api, sample, "1,000 pods: 600 singles and 50 gangs of 8", mixed, 600)
     settle(slurm)
     members = gang("g64", 64)
     created = create(api, members)
@@ -401,6 +419,12 @@ def main() -> int:
         help="after the burst, issue 35's runs on the same cluster and scheduler (use --nodes 64 --cpus 16): "
         "behind an unplaceable gang, 1,000 mixed pods, a 64-pod gang",
     )
+    parser.add_argument(
+        "--kmock-thread",
+        action="store_true",
+        help="serve kmock from a thread of this process, beside the pod creation and the simulated kubelet "
+        "(as before 2026-12-06), not from a process of its own",
+    )
     parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the scheduler's and slurmctld's logs (their folder is printed)"
@@ -414,7 +438,7 @@ def main() -> int:
         LocalSlurm.start(
             spec(args.nodes, args.cpus, max(100, args.pods, 1000 if args.issue35 else 0)), nodes=nodes
         ) as slurm,
-        KubeSim() as sim,
+        KubeSim() if args.kmock_thread else KubeSimProcess() as sim,
     ):
         print(f"harness up in {time.monotonic() - started:.1f} s: {args.nodes} Slurm nodes x {args.cpus} CPUs")
         api = client.CoreV1Api(sim.api_client())
@@ -461,7 +485,7 @@ def main() -> int:
             threading.Thread(target=kubelet, args=(api, sim, args.hold, stop), daemon=True).start()
 
             wall = time.time() - time.monotonic()  # monotonic -> wall clock, as the logs are
-            cpu_before = cpu_sample(slurm, proc.pid, steps)
+            cpu_before = cpu_sample(slurm, proc.pid, steps, getattr(sim, "pid", None))
             requests_before = sim.requests
             first = time.monotonic()
             created = create(api, singles("pod", args.pods))
@@ -470,11 +494,22 @@ def main() -> int:
             bound = bound_of(sim, created)
             last = max(bound.values())
             latencies = [bound[name] - at for name, at in created.items()]
-            cpu_after = cpu_sample(slurm, proc.pid, steps)
+            cpu_after = cpu_sample(slurm, proc.pid, steps, getattr(sim, "pid", None))
             requests = sim.requests - requests_before
             counters = metrics(port)
             binds = sum(1 for ns, _, _ in sim.bindings if ns == NS)
-            later = issue35(sim, api, slurm, args.nodes, args.pods) if args.issue35 else None
+            later = (
+                issue35(
+                    sim,
+                    api,
+                    lambda: cpu_sample(slurm, proc.pid, steps, getattr(sim, "pid", None)),
+                    slurm,
+                    args.nodes,
+                    args.pods,
+                )
+                if args.issue35
+                else None
+            )
         finally:
             stop.set()
             proc.send_signal(signal.SIGTERM)

@@ -93,7 +93,7 @@ class Emulator(Namespaces, Pods):
             data = request.data if isinstance(request.data, dict) else {}
             name = request.name or (data.get("metadata") or {}).get("name")
             if res.plural == "pods":
-                await self._kubelet(request.namespace or (data.get("metadata") or {}).get("namespace"), name)
+                await self._kubelet(res, request.namespace or (data.get("metadata") or {}).get("namespace"), name)
             elif request.action == kmock.action.CREATE:
                 await self._kubelet_starts(name)
         return response

@@ -28,6 +28,11 @@ class Pods(Watches):
         self.sim_admission = True
         self.sim_admitted: dict[str, str] = {}
         """Pod uid -> the Node whose kubelet admitted it (in admission order)."""
+        self._admitted_on: dict[str, dict[str, Any]] = {}
+        """Node -> uid -> the pod object its kubelet admitted and that has not ended since (the
+        pods admission counts: a kubelet keeps its own list, it does not search every pod)."""
+        self._nodes: dict[str, Any] = {}
+        """Node name -> its object, found once (a Node deleted since is looked up again)."""
         self.sim_rejections: list[tuple[str, str, str, str]] = []
 
     async def _pods_on_node_list(self, namespace: str | None, node: str) -> aiohttp.web.StreamResponse:
@@ -49,8 +54,13 @@ class Pods(Watches):
         return aiohttp.web.json_response(body)
 
     def _node(self, name: str) -> dict[str, Any] | None:
+        known = self._nodes.get(name)
+        if known is not None and not known.deleted:
+            raw: dict[str, Any] = known.raw
+            return raw
         for (resource, _, obj_name), obj in self.objects.items():
             if resource.plural == "nodes" and obj_name == name and not obj.deleted:
+                self._nodes[name] = obj
                 return obj.raw
         return None
 
@@ -65,19 +75,22 @@ class Pods(Watches):
             if resource.plural == "pods" and not obj.deleted and (obj.raw.get("spec") or {}).get("nodeName") == node
         ]
 
-    async def _kubelet(self, namespace: str | None, name: str | None) -> None:
+    async def _kubelet(self, resource: Any, namespace: str | None, name: str | None) -> None:
         """A kubelet's resource admission of a pod that just got (or was created with) a Node."""
         async with self._lock:
-            found = next(
-                (
-                    (resource, o)
-                    for (resource, ns, n), o in self.objects.items()
-                    if resource.plural == "pods" and ns == namespace and n == name and not o.deleted
-                ),
-                None,
-            )
-            if found is not None:
-                await self._admit(*found)
+            key: Any = (resource, namespace, name)
+            obj = self.objects[key] if key in self.objects else None
+            if obj is not None and not obj.deleted:
+                await self._admit(resource, obj)
+
+    def _still_admitted(self, node: str) -> list[dict[str, Any]]:
+        """The pods `node`'s kubelet admitted that are still there and have not ended (an ended
+        pod never runs again: it leaves the list for good)."""
+        mine = self._admitted_on.get(node, {})
+        for uid, obj in list(mine.items()):
+            if obj.deleted or obj.raw["metadata"].get("uid") != uid or kubelet.terminated(obj.raw):
+                del mine[uid]  # (a deleted object has no raw form: deleted is asked first)
+        return [obj.raw for obj in mine.values()]
 
     async def _kubelet_starts(self, node: str | None) -> None:
         """A Node appears: its kubelet admits the pods already bound to it, oldest first."""
@@ -93,10 +106,10 @@ class Pods(Watches):
         node = self._node(node_name)
         if node is None:
             return  # no kubelet yet; it admits the pod when the Node registers
-        admitted = [o.raw for o in self._pods_on(node_name) if o.raw["metadata"].get("uid") in self.sim_admitted]
-        rejection = kubelet.admit(raw, node, admitted)
+        rejection = kubelet.admit(raw, node, self._still_admitted(node_name))
         if rejection is None:
             self.sim_admitted[uid] = node_name
+            self._admitted_on.setdefault(node_name, {})[uid] = obj
             return
         meta = raw["metadata"]
         self.sim_rejections.append((meta.get("namespace", ""), meta.get("name", ""), node_name, rejection.reason))

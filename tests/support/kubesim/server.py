@@ -206,10 +206,15 @@ class KubeSim:
 
     def kubeconfig(self, path: Path) -> Path:
         """A kubeconfig pointing at this server (for a runtime started as its own process)."""
-        path.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
-            f"clusters:\n- name: sim\n  cluster:\n    server: {self.url}\n"
-            "users:\n- name: sim\n  user:\n    token: kmock-accepts-anything\n"
-            "contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n"
-        )
-        return path
+        return write_kubeconfig(self.url, path)
+
+
+def write_kubeconfig(url: str, path: Path) -> Path:
+    """A kubeconfig at `path` for the server at `url` (kmock accepts any token)."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
+        f"clusters:\n- name: sim\n  cluster:\n    server: {url}\n"
+        "users:\n- name: sim\n  user:\n    token: kmock-accepts-anything\n"
+        "contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n"
+    )
+    return path
