@@ -46,7 +46,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -317,6 +317,9 @@ class Run:
     """Each pod's creation -> the API server accepting its Binding, seconds."""
     rate: float
     """Pods bound per second, from the first creation to the last binding."""
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    """Each pod's creation and binding, time.monotonic()."""
 
     @property
     def p99(self) -> float:
@@ -343,7 +346,7 @@ def scenario(sim: Sim, api: client.CoreV1Api, sample: Sampler, label: str, pods:
         f"p99 {percentile(latencies, 0.99):.2f} s, max {max(latencies):.2f} s; CPU-seconds over it: "
         + ", ".join(f"{k} {after[k] - before[k]:.2f}" for k in before)
     )
-    return Run(latencies, len(pods) / (last - first))
+    return Run(latencies, len(pods) / (last - first), created, bound)
 
 
 @dataclass(frozen=True)
@@ -539,6 +542,14 @@ def main() -> int:
             {name: at + wall for name, at in created.items()},
             {name: at + wall for name, at in bound.items()},
         )
+        if later is not None:
+            print("the 1,000-pod mixed burst, its singles (a gang's job is not one pod's):")
+            stages(
+                (workdir / "scheduler.log").read_text(),
+                ctld_log,
+                {name: at + wall for name, at in later.mixed.created.items()},
+                {name: at + wall for name, at in later.mixed.bound.items()},
+            )
         print(f"kubelet model: {len(sim.rejections)} pods rejected at admission")
         wanted = (
             "submits_total",
