@@ -79,8 +79,7 @@ class Pods(Watches):
         """A kubelet's resource admission of a pod that just got (or was created with) a Node."""
         async with self._lock:
             key: Any = (resource, namespace, name)
-            obj = self.objects[key] if key in self.objects else None
-            if obj is not None and not obj.deleted:
+            if key in self.objects and not (obj := self.objects[key]).deleted:
                 await self._admit(resource, obj)
 
     def _still_admitted(self, node: str) -> list[dict[str, Any]]:
