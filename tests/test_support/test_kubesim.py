@@ -88,6 +88,25 @@ def test_a_binding_that_does_not_fit_fails_the_pod_as_the_kubelet_would(sim: Kub
     assert read(api, "again")["status"]["phase"] == "Pending"
 
 
+def test_a_deleted_pod_frees_its_requests_and_a_pod_of_the_same_name_is_admitted_afresh(
+    sim: KubeSim, api: client.CoreV1Api
+) -> None:
+    """The kubelet model keeps each Node's admitted pods (not a scan of every pod): a pod deleted,
+    or ended, leaves that list, and a new pod under an old name is not mistaken for the old one."""
+    create_node(api, "n1", allocatable={"cpu": "4", "memory": "8Gi"})
+    create_pod(api, "a", node="n1", cpu="3")
+    create_pod(api, "b", node="n1", cpu="2")
+    assert read(api, "b")["status"]["reason"] == "OutOfcpu"
+    api.delete_namespaced_pod("a", NS, _preload_content=False)
+    create_pod(api, "c", node="n1", cpu="2")  # a's 3 CPUs are free again
+    assert read(api, "c")["status"]["phase"] == "Pending"
+    create_pod(api, "a", node="n1", cpu="2")  # the same name, a new pod: 2 + 2 of 4 fit
+    assert read(api, "a")["status"]["phase"] == "Pending"
+    create_pod(api, "d", node="n1", cpu="1")  # the new "a" counts: 4 of 4 are taken
+    assert read(api, "d")["status"]["reason"] == "OutOfcpu"
+    assert [r[1] for r in sim.rejections] == ["b", "d"]
+
+
 def test_pods_bound_before_their_node_exists_are_admitted_when_it_registers(api: client.CoreV1Api) -> None:
     create_pod(api, "early", node="late-node", cpu="2")
     create_pod(api, "second", node="late-node", cpu="2")
