@@ -6,9 +6,9 @@ Run: .venv/bin/python -m bench.scheduler_bench [--pods 200] [--nodes 25] [--cpus
 The harness boots a one-partition cluster of `--nodes` simulated Slurm nodes with `--cpus` CPUs each
 (real slurmctld, slurmdbd, slurmrestd and one slurmd per node, all on this machine); kmock
 (tests.support.kubesim), in a process of its own as an API server would be (`--kmock-thread`: in
-a thread of the bench, whose pod creation and simulated kubelet then share its interpreter lock),
-is the Kubernetes API with one Node and one slurmd pod per Slurm node, admitting pods as a kubelet would: each Node's allocatable is its Slurm node's CPUs plus one
-and its memory plus 2 GiB, and each slurmd pod requests what a shared-mode slurmd does (500m,
+a thread of the bench, beside its pod creation and simulated kubelet), is the Kubernetes API with
+one Node and one slurmd pod per Slurm node, admitting pods as a kubelet would: each Node's
+allocatable is its Slurm node's CPUs plus one and its memory plus 2 GiB, and each slurmd pod requests what a shared-mode slurmd does (500m,
 1 GiB), so every binding is checked against the Node and any the kubelet would reject shows up as
 a kubelet rejection (expected: none) or a withheld bind (`unfit`). The scheduler runs as its own
 process (`python -m sunk.runtime.scheduler`, the deployed 1 s poll unless `--interval`, woken by its
@@ -488,7 +488,12 @@ def main() -> int:
             threading.Thread(target=kubelet, args=(api, sim, args.hold, stop), daemon=True).start()
 
             wall = time.time() - time.monotonic()  # monotonic -> wall clock, as the logs are
-            cpu_before = cpu_sample(slurm, proc.pid, steps, getattr(sim, "pid", None))
+            kmock = sim.pid if isinstance(sim, KubeSimProcess) else None
+
+            def sample() -> dict[str, float]:
+                return cpu_sample(slurm, proc.pid, steps, kmock)
+
+            cpu_before = sample()
             requests_before = sim.requests
             first = time.monotonic()
             created = create(api, singles("pod", args.pods))
@@ -497,22 +502,11 @@ def main() -> int:
             bound = bound_of(sim, created)
             last = max(bound.values())
             latencies = [bound[name] - at for name, at in created.items()]
-            cpu_after = cpu_sample(slurm, proc.pid, steps, getattr(sim, "pid", None))
+            cpu_after = sample()
             requests = sim.requests - requests_before
             counters = metrics(port)
             binds = sum(1 for ns, _, _ in sim.bindings if ns == NS)
-            later = (
-                issue35(
-                    sim,
-                    api,
-                    lambda: cpu_sample(slurm, proc.pid, steps, getattr(sim, "pid", None)),
-                    slurm,
-                    args.nodes,
-                    args.pods,
-                )
-                if args.issue35
-                else None
-            )
+            later = issue35(sim, api, sample, slurm, args.nodes, args.pods) if args.issue35 else None
         finally:
             stop.set()
             proc.send_signal(signal.SIGTERM)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.support.kubesim.process import KubeSimProcess
@@ -35,5 +36,8 @@ def test_a_binding_through_the_client_reads_back_across_the_pipe() -> None:
         [(key, at)] = sim.bound_at.items()
         assert key == (NS, "p0") and before <= at <= after
         assert sim.requests[("create", "pods")] == 1 and sim.rejections == []
+        with pytest.raises(RuntimeError, match="not offered across the pipe: stop"):
+            sim._ask("stop")  # only READS and CALLS cross: the child keeps serving
+        assert sim.bindings == [(NS, "p0", "n0")]
         pid = sim.pid
     assert not Path(f"/proc/{pid}").exists()  # ended and reaped
