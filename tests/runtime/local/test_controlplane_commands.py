@@ -153,3 +153,47 @@ def test_the_cluster_process_takes_the_lifecycle_flags_sunk_local_up_passes(
     monkeypatch.setattr(sys, "argv", ["python -m sunk.runtime.local", *started[0][3:]])
     entry.main()
     assert got == [want]
+
+
+def test_stop_kills_an_api_server_that_drains_and_gives_the_others_their_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`stop()` in reverse start order: a component that ends on SIGTERM ends so (etcd keeps its
+    clean shutdown); the API server, which after SIGTERM waits up to its 60 s request timeout for
+    the requests in flight, is killed once API_SERVER_STOP_GRACE has passed instead of after
+    STOP_GRACE (set to 10 minutes here: waiting it out would hang the test, not slow it). Stand-ins,
+    not the binaries: one shell ignores SIGTERM as the draining API server
+    does (it never exits on its own here), the others exit on it. What the stand-ins can't model:
+    the real API server's drain itself (measured on the local cluster, see the constant)."""
+    import subprocess
+    import threading
+    import time
+
+    from sunk.runtime.local import controlplane
+    from sunk.runtime.local.controlplane import API_SERVER_STOP_GRACE, STOP_GRACE, ControlPlane
+
+    assert API_SERVER_STOP_GRACE < STOP_GRACE
+    monkeypatch.setattr(controlplane, "STOP_GRACE", 600.0)
+    order = tmp_path / "order"
+    names = ("etcd", "kube-apiserver", "kube-scheduler")
+    plane = ControlPlane(tmp_path, ports=PORTS)
+    for name in names:
+        on_term = f"echo {name} >> {order}" + ("" if name == "kube-apiserver" else "; exit 0")
+        script = f"trap '{on_term}' TERM; touch {tmp_path}/{name}.up; while :; do sleep 0.1; done"
+        plane.processes[name] = subprocess.Popen(["bash", "-c", script])
+    procs = dict(plane.processes)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"{name}.up").exists() for name in names):  # every trap set
+        assert time.monotonic() < deadline, "the stand-ins did not start"
+        time.sleep(0.05)
+    stopping = threading.Thread(target=plane.stop, daemon=True)
+    stopping.start()
+    stopping.join(120)
+    if stopping.is_alive():  # waiting STOP_GRACE out on the API server: end the stand-ins
+        for proc in procs.values():
+            proc.kill()
+        pytest.fail("stop() waited STOP_GRACE out on the API server")
+    assert order.read_text().split() == ["kube-scheduler", "kube-apiserver", "etcd"]
+    assert procs["kube-apiserver"].returncode == -9  # SIGTERM seen, then killed
+    assert procs["etcd"].returncode == 0 and procs["kube-scheduler"].returncode == 0
+    assert plane.processes == {}
