@@ -46,6 +46,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,22 @@ def slurmctld_images(ha: Ha) -> dict[str, str]:
         name: next((c["image"] for c in ha.pod(name)["spec"].get("containers", []) if c["name"] == "slurmctld"), "")
         for name in CONTROLLERS
     }
+
+
+def takeover_log(ha: Ha, name: str, since: float) -> str:
+    """What a controller's slurmctld and fence said about control since `since` (a wall-clock
+    time), each line led by its seconds after it: how a takeover went, printed beside its figure."""
+    said = []
+    for container in ("slurmctld", "fence"):
+        for line in ha.kubectl("logs", "-n", NS, name, "-c", container, check=False).stdout.splitlines():
+            found = re.match(r"\[?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]? ?(.*)", line)
+            wanted = ("primary", "control", "backup", "lease", "standby", "reconfig", "terminate", "shutdown")
+            if not found or not any(word in line.lower() for word in wanted):
+                continue
+            stamp = datetime.fromisoformat(found[1].replace(" ", "T").replace(",", ".")).replace(tzinfo=UTC).timestamp()
+            if stamp >= since - 1:
+                said.append((stamp - since, f"{container}: {found[2][:140]}"))
+    return "\n".join(f"  {at:6.1f} s  {what}" for at, what in sorted(said))
 
 
 def host_log(ha: Ha, uid: str, container: str) -> str:
@@ -681,7 +698,7 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
     stopped, samples = True, []
     try:
         ha.kubectl("delete", "pod", "-n", NS, primary, "--force", "--grace-period=0")
-        deleted = time.monotonic()
+        deleted, deleted_at = time.monotonic(), time.time()
         fenced = None
         while fenced is None:  # every second until the orphan's slurmctld is gone
             samples.append(primaries(ha))
@@ -721,3 +738,4 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
     with capsys.disabled():
         print(f"\nlocal cluster, HA: the orphan's fence stopped its slurmctld {fenced:.1f} s after the force delete; "
               f"{survivor} accepted an sbatch {after:.1f} s after it")  # fmt: skip
+        print(takeover_log(ha, survivor, deleted_at))
