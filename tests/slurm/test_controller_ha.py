@@ -4,7 +4,8 @@ for the ReadWriteMany claim is one folder; no NFS behaviour). The primary is SIG
 its Node loses power: the backup takes control, the jobs it had run on, and clients follow the
 SlurmctldHost list with no change. Then the primary comes back and takes control again.
 
-The release is the stack's (the default), or the one SUNK_HARNESS_SLURM_VERSION names: failover
+The release is the stack's (the default), or the one SUNK_HARNESS_SLURM_VERSION names (the
+`acme_spec` fixture): failover
 on 24.11 is this module with SUNK_HARNESS_SLURM_VERSION=24.11, on demand (the local cluster's HA
 module fails over on 26.05 only; docs/how-to/ha.md).
 
@@ -13,14 +14,12 @@ before left. Times are printed, never asserted (bench/ha_bench.py measures them)
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sunk.runtime.harness import LocalSlurm
-from sunk.runtime.harness.local import RELEASE_ENV
 
 from sunk import naming
 from sunk.manifests import scripts
@@ -38,8 +37,6 @@ def ha(acme_spec: ClusterSpec) -> Iterator[LocalSlurm]:
     controller = data.setdefault("controller", {})
     controller["replicas"] = 2
     controller["stateStorage"] = {"accessMode": "ReadWriteMany", "storageClass": "nfs-client"}
-    if os.environ.get(RELEASE_ENV):  # the fixture stack names 26.05, which the harness would keep
-        data["slurm"] = {"version": os.environ[RELEASE_ENV]}
     with LocalSlurm.start(ClusterSpec.model_validate(data)) as slurm:
         yield slurm
 
