@@ -14,6 +14,8 @@ from sunk.runtime.harness.local import RELEASE_ENV
 
 from sunk.spec.cluster import ClusterSpec
 from sunk.stackfile import load_stack
+from tests.support.slurmrelease import slurmctld_release
+from tests.support.specs import build_spec
 from tests.support.stacks import FIXTURE_STACKS
 
 
@@ -22,21 +24,18 @@ def acme_spec() -> ClusterSpec:
     """The acme-dev fixture stack's spec, on the release SUNK_HARNESS_SLURM_VERSION names where it
     names one (`make test-compat`: 24.11). The stack pins 26.05, and the harness keeps a release a
     stack names, so without this the compatibility subset's modules on this cluster ran 26.05."""
-    spec = load_stack("acme-dev", FIXTURE_STACKS).spec
     release = os.environ.get(RELEASE_ENV, "")
-    if not release or release == spec.slurm.version:
-        return spec
-    data = spec.model_dump(by_alias=True, exclude_unset=True)  # python mode: a SecretStr stays secret
-    return ClusterSpec.model_validate({**data, "slurm": {**data.get("slurm", {}), "version": release}})
+    return (
+        build_spec("acme-dev", {"slurm.version": release}) if release else load_stack("acme-dev", FIXTURE_STACKS).spec
+    )
 
 
 @pytest.fixture(scope="session")
 def acme_cluster(acme_spec: ClusterSpec) -> Iterator[LocalSlurm]:
     with LocalSlurm.start(acme_spec) as slurm:
         print(f"\nLocalSlurm acme-dev start-up: {slurm.timings}")
-        config = slurm.run("scontrol", "show", "config", timeout=120).stdout
-        running = [line.split("=", 1)[1].strip() for line in config.splitlines() if line.startswith("SLURM_VERSION")]
-        assert running and running[0].startswith(acme_spec.slurm.version + "."), (running, acme_spec.slurm.version)
+        running = slurmctld_release(slurm)
+        assert running.startswith(acme_spec.slurm.version + "."), (running, acme_spec.slurm.version)
         yield slurm
 
 

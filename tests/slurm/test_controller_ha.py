@@ -25,6 +25,7 @@ from sunk import naming
 from sunk.manifests import scripts
 from sunk.render.slurm_conf import SLURMCTLD_TIMEOUT_HA
 from sunk.spec.cluster import ClusterSpec
+from tests.support.slurmrelease import slurmctld_release
 
 pytestmark = pytest.mark.slurm
 
@@ -84,9 +85,8 @@ def test_two_controllers_one_primary(ha: LocalSlurm) -> None:
     # Both answer pings: `scontrol ping` labels them by place in the list, so it can't say
     # which one is in control; the primary's mark (SlurmctldPrimaryOnProg) does.
     assert [line.rsplit(" ", 1)[-1] for line in ping(ha)] == ["UP", "UP"]
-    config = ha.run("scontrol", "show", "config", timeout=120).stdout
-    version = next(line.split("=", 1)[1].strip() for line in config.splitlines() if line.startswith("SLURM_VERSION"))
-    assert version.startswith(ha.spec.slurm.version + "."), (version, ha.spec.slurm.version)
+    running = slurmctld_release(ha)
+    assert running.startswith(ha.spec.slurm.version + "."), (running, ha.spec.slurm.version)
     assert is_primary(ha, 0)
     assert not is_primary(ha, 1)
 
