@@ -101,6 +101,10 @@ def control_app(agents: NodeAgents) -> aiohttp.web.Application:
     async def add(request: aiohttp.web.Request) -> aiohttp.web.Response:
         nodes = await request.json()
         added = await asyncio.to_thread(agents.add_nodes, nodes)
+        try:
+            await agents.schedulable(added)
+        except TimeoutError as late:
+            return aiohttp.web.json_response({"message": str(late), "added": added}, status=503)
         return aiohttp.web.json_response({"message": f"nodes added: {' '.join(added) or 'none'}", "added": added})
 
     app = aiohttp.web.Application()

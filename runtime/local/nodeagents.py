@@ -59,6 +59,11 @@ KUBELET_PORT = 10250
 WEBSOCKETS_FEATURE = "ExtendWebSocketsToKubelet"
 """What a Node declares (status.declaredFeatures) for the API server to proxy exec and attach to
 its kubelet as WebSockets (Kubernetes 1.36) instead of translating them to SPDY."""
+LIFECYCLE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""The NoSchedule taints the API server puts on a new Node (TaintNodesByCondition) and
+kube-controller-manager's node lifecycle takes off once it has seen the Node Ready."""
+SCHEDULABLE_SECONDS = 60.0
+"""How long registered Nodes may wait for the node lifecycle to take those taints off (~5 s here)."""
 
 
 def open_network(workdir: Path) -> net.Network:
@@ -159,7 +164,25 @@ class NodeAgents:
         self.server = await api.serve(
             self.network.gateway, KUBELET_PORT, self.workdir / "kubelet-pki", pki_dir / "ca.crt"
         )
+        await self.schedulable([n["metadata"]["name"] for n in nodes])
         return self.agent
+
+    async def schedulable(self, names: Iterable[str], timeout: float = SCHEDULABLE_SECONDS) -> None:
+        """Return once kube-controller-manager has taken the not-ready taint off every Node in
+        `names`. Until then kube-scheduler filters the Node out, so a render applied at once
+        would put its control plane's pods on whichever Nodes were cleared first: compute Nodes,
+        whose PreferNoSchedule taint only scores (the upgrade drill's slurmd pods were then left
+        without a Node)."""
+        assert self.store is not None, "start() first"
+        nodes, names = self.store.resource("v1/nodes"), list(names)
+        deadline = time.monotonic() + timeout
+        while held := not_schedulable(self.store.find(nodes, None, n) or {"metadata": {"name": n}} for n in names):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Nodes not schedulable after {timeout:g} s (kube-controller-manager's node lifecycle "
+                    f"did not clear them; see its log in the plane folder): {'; '.join(held)}"
+                )
+            await asyncio.sleep(0.2)
 
     def _register(self, nodes: Iterable[Obj]) -> None:
         assert self.store is not None
@@ -238,6 +261,24 @@ class TokenRequestIssuer:
 
     def now(self) -> float:
         return self.clock()
+
+
+def not_schedulable(nodes: Iterable[Obj]) -> list[str]:
+    """'NAME: why' for each Node kube-scheduler would still filter out for its lifecycle: not yet
+    seen (no status), not Ready, or still carrying a LIFECYCLE_TAINTS taint."""
+    held = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        if "status" not in node:
+            held.append(f"{name}: not seen yet")
+            continue
+        conditions = {c.get("type"): c.get("status") for c in node["status"].get("conditions") or []}
+        taints = [t["key"] for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") in LIFECYCLE_TAINTS]
+        if conditions.get("Ready") != "True":
+            held.append(f"{name}: Ready is {conditions.get('Ready', 'unset')}")
+        elif taints:
+            held.append(f"{name}: tainted {', '.join(taints)}")
+    return held
 
 
 def register_node(store: RemoteStore, node: Obj, address: str, kubelet_port: int) -> dict[str, str]:

@@ -75,6 +75,19 @@ def _renewed(cp: ControlPlane, name: str) -> str:
     return str(get(cp, "lease", "-n", "kube-node-lease", name)["spec"]["renewTime"])
 
 
+def test_start_returns_once_the_node_lifecycle_has_cleared_every_node(
+    cluster: tuple[ControlPlane, NodeAgents, Loop],
+) -> None:
+    """First in the module, right after start(): the API server gave each new Node the not-ready
+    taint (TaintNodesByCondition), and start() waited for kube-controller-manager to take it off,
+    so a render applied next is scheduled on every Node, not on those cleared first."""
+    cp, _, _ = cluster
+    for name in (LOST, KEPT):
+        node = get(cp, "node", name)
+        assert _ready(node)["status"] == "True"
+        assert [t["key"] for t in node["spec"].get("taints") or []] == []
+
+
 def test_kube_controller_manager_runs_with_the_settings(cluster: tuple[ControlPlane, NodeAgents, Loop]) -> None:
     cp, _, _ = cluster
     context = ssl._create_unverified_context()  # its /configz certificate is self-signed, made at start
