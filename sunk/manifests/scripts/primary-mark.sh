@@ -8,7 +8,11 @@
 # A backup that takes over keeps its accounting records queued ("DBD Agent queue size" in sdiag
 # grows, sacct misses every job it runs) until a reconfigure (Slurm 26.05.5, measured in
 # tests/slurm/test_controller_ha.py). So a takeover, a primary mark after a standby one, asks for
-# one, in the background: the reconfigure waits for this program to end.
+# one, in the background: the reconfigure waits for this program to end. It is a SIGHUP to this
+# slurmctld (slurmctld(8): reloads the configuration as `scontrol reconfigure` does), not
+# `scontrol reconfigure`, which asks the SlurmctldHost list in order: after a takeover the first
+# is the lost primary, whose address held the request back until the failback (the local
+# cluster's kubelet-crash scenario, tests/runtime/local/test_local_ha.py).
 #
 # The fence (sunk.fence, the pod's `fence` container) holds the cluster's Lease while the mark is
 # here, and writes the stop file when this slurmctld may not be the primary: it could not take
@@ -26,12 +30,13 @@ if [ "$primary" = no ]; then
   exit 0
 fi
 rm -f "$stop"
+ctld=$PPID
 if [ -e "$standby" ]; then
   rm -f "$standby"
-  setsid sh -c 'sleep 2; scontrol reconfigure' </dev/null >/dev/null 2>&1 &
+  # shellcheck disable=SC2016  # expanded by the background shell, from its argument
+  setsid sh -c 'sleep 2; kill -HUP "$1"' reconfigure "$ctld" </dev/null >/dev/null 2>&1 &
 fi
 : >"$mark"
-ctld=$PPID
 # shellcheck disable=SC2016  # expanded by the watcher's own shell, from its arguments
 setsid sh -c '
   while [ -e "$1" ] && kill -0 "$3" 2>/dev/null; do

@@ -718,11 +718,13 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
         # controller-0 asks for control, and the failback's outage is its own scenario's).
         survivor = next(name for name in CONTROLLERS if name != primary)
         taken, after = ha.until_accepted(deleted)
-        # Known to the controller in charge, asked before the Node is back (then the failback's
-        # outage would answer); not read from sacct: the survivor's accounting reached slurmdbd
-        # only once it handed control back, 35-50 s later (docs/how-to/ha.md).
-        ha.wait(f"job {taken}, accepted by {survivor}, known to Slurm",
-                lambda: ha.login(f"scontrol show job {taken}", check=False), lambda d: d.returncode == 0, 60)  # fmt: skip
+        # Run and in sacct, asked before the Node is back (then the failback would answer): the
+        # takeover's reconfigure (primary-mark.sh, a SIGHUP to the survivor's own slurmctld) lets
+        # its accounting through. Before, `scontrol reconfigure` asked the lost controller-0 first
+        # and the job reached sacct only once the survivor had handed control back, 35-50 s later.
+        ha.wait(f"job {taken}, accepted by {survivor}, COMPLETED once in sacct", lambda: ha.states([taken]),
+                lambda s: s == {taken: "COMPLETED x1"}, 60)  # fmt: skip
+        accounted = time.monotonic() - deleted
         ha.wait(f"{survivor} holds the Lease", ha.lease_holder, lambda h: h == ha.identity(survivor), 60)
         samples.append(primaries(ha))
     finally:
@@ -734,5 +736,5 @@ def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
     assert max(len(seen) for seen in samples) == 1, samples
     with capsys.disabled():
         print(f"\nlocal cluster, HA: the orphan's fence stopped its slurmctld {fenced:.1f} s after the force delete; "
-              f"{survivor} accepted an sbatch {after:.1f} s after it")  # fmt: skip
+              f"{survivor} accepted an sbatch {after:.1f} s after it, in sacct at {accounted:.1f} s")  # fmt: skip
         print(takeover_log(ha, survivor, deleted_at))
