@@ -37,6 +37,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(_EXIT_STATUS[-1])
 
 
+_MODULE_SECONDS: dict[str, float] = {}
+MODULE_REPORT_SECONDS = 60.0
+"""Modules whose setups, tests and teardowns took this long in all are listed at the end of a run:
+a local-cluster module's boot is its first test's setup, so this is what the module adds to
+`make test` (issues give such modules a budget)."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    slow = sorted(
+        ((seconds, m) for m, seconds in _MODULE_SECONDS.items() if seconds >= MODULE_REPORT_SECONDS), reverse=True
+    )
+    if slow:
+        terminalreporter.write_sep(
+            "=", f"modules that took {MODULE_REPORT_SECONDS:g} s or more (setups, tests, teardowns)"
+        )
+        for seconds, module in slow:
+            terminalreporter.write_line(f"{seconds:8.1f} s  {module}")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that boot real Slurm or start a controller from the runtime image need the images:
     `make check` leaves them out (`-m "not slurm and not images"`), `make test` builds and runs them."""
