@@ -45,7 +45,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -349,12 +349,24 @@ def scenario(sim: Sim, api: client.CoreV1Api, sample: Sampler, label: str, pods:
     return Run(latencies, len(pods) / (last - first), created, bound)
 
 
+UNPLACEABLE_ROUNDS = 3
+"""Pairs of runs of the base burst, behind an unplaceable gang and without it, alternated. One
+200-pod run's p99 is its second-slowest pod, and two runs of the same burst without any gang
+differed by more than the goal's 10 % (1.47 and 2.20 s, 2026-12-05): the goal compares the p99 of
+each side's pooled pods (600 a side), measured under the same conditions in turn."""
+
+
+def pooled(runs: Sequence[Run]) -> Run:
+    """The runs' pods as one sample (their latencies together; the mean of their rates)."""
+    return Run([x for run in runs for x in run.latencies], statistics.fmean(run.rate for run in runs))
+
+
 @dataclass(frozen=True)
 class Issue35:
     behind: Run
-    """The base burst behind an unplaceable gang."""
+    """The base burst behind an unplaceable gang, UNPLACEABLE_ROUNDS runs pooled."""
     again: Run
-    """The base burst once more, without it (how much the base run varies)."""
+    """The base burst without it, as many runs, each right after one behind it, pooled."""
     mixed: Run
     gang_after: float
     """Seconds from the 64-pod gang's last member created to its last member bound."""
@@ -366,17 +378,26 @@ def issue35(sim: Sim, api: client.CoreV1Api, sample: Sampler, slurm: LocalSlurm,
     Slurm refuses it, and it is retried with backoff), the same burst again without it, a
     1,000-pod burst of singles and 8-pod gangs, and a 64-pod gang."""
     print("issue 35's runs, after the burst whose figures follow them:")
-    settle(slurm)
-    stuck = gang("stuck", nodes + 1)
-    create(api, stuck)
-    behind = scenario(
-        sim, api, sample, f"{base} pods behind an unplaceable {nodes + 1}-pod gang", singles("behind", base), 120
+    behinds: list[Run] = []
+    agains: list[Run] = []
+    for round_ in range(1, UNPLACEABLE_ROUNDS + 1):
+        settle(slurm)
+        stuck = gang(f"stuck-{round_}", nodes + 1)
+        create(api, stuck)
+        label = f"{base} pods behind an unplaceable {nodes + 1}-pod gang (round {round_} of {UNPLACEABLE_ROUNDS})"
+        behinds.append(scenario(sim, api, sample, label, singles(f"behind-{round_}", base), 120))
+        for name, _ in stuck:
+            reply: Any = api.delete_namespaced_pod(name, NS, _preload_content=False)
+            reply.read()
+        settle(slurm)
+        label = f"{base} pods, no gang (round {round_} of {UNPLACEABLE_ROUNDS})"
+        agains.append(scenario(sim, api, sample, label, singles(f"again-{round_}", base), 120))
+    behind, again = pooled(behinds), pooled(agains)
+    print(
+        f"pooled, {len(behind.latencies)} pods a side: p99 behind the gang {behind.p99:.2f} s, "
+        f"without it {again.p99:.2f} s (runs: {', '.join(f'{r.p99:.2f}' for r in behinds)} / "
+        f"{', '.join(f'{r.p99:.2f}' for r in agains)} s)"
     )
-    for name, _ in stuck:
-        reply: Any = api.delete_namespaced_pod(name, NS, _preload_content=False)
-        reply.read()
-    settle(slurm)
-    again = scenario(sim, api, sample, f"{base} pods, no gang (again)", singles("again", base), 120)
     settle(slurm)
     mixed: Pods = []
     for g in range(50):  # 400 gang members and 600 singles, interleaved as several workloads scale at once
@@ -609,9 +630,6 @@ def main() -> int:
         goal(f"scheduler p95 pending -> bound, {burst}", percentile(latencies, 0.95), 2.0, "s")
         if later is not None:
             base = Run(latencies, len(bound) / (last - first))
-            # The runs without the gang: the burst above and the same burst once more right after
-            # the one behind the gang (both beside it in this process, on this cluster).
-            without = statistics.fmean([base.p99, later.again.p99])
             goal(
                 f"scheduler 1,000-pod mixed burst, pods bound per second (goal: the {args.pods}-pod burst's)",
                 later.mixed.rate,
@@ -622,9 +640,9 @@ def main() -> int:
             goal("scheduler p99 pending -> bound, 1,000-pod mixed burst", later.mixed.p99, 3.0, "s")
             goal("scheduler 64-pod gang bound after its last member arrives", later.gang_after, 2.0, "s")
             goal(
-                f"scheduler p99 behind an unplaceable gang / without it ({later.behind.p99:.2f} s / "
-                f"{base.p99:.2f} and {later.again.p99:.2f} s)",
-                later.behind.p99 / without,
+                f"scheduler p99 behind an unplaceable gang / without it, {UNPLACEABLE_ROUNDS} runs of "
+                f"{args.pods} pods a side, alternated ({later.behind.p99:.2f} s / {later.again.p99:.2f} s)",
+                later.behind.p99 / later.again.p99,
                 1.10,
             )
     return 0
