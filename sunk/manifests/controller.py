@@ -180,9 +180,12 @@ def statefulset(spec: ClusterSpec, refs: AuthRefs) -> Manifest:
         "ports": [{"name": "slurmctld", "containerPort": naming.SLURMCTLD_PORT, "protocol": "TCP"}],
         "securityContext": read_only(SLURM_UID),
         "resources": resources(spec.controller.resources),
-        # Loading a large state directory can take minutes; liveness starts after it. A standby
-        # listens on the port too (it answers pings), so the TCP probes hold for it as well.
-        "startupProbe": tcp_probe("slurmctld", period=10, failures=60),
+        # Loading a large state directory can take minutes (10 allowed); liveness starts after it.
+        # A standby listens on the port too (it answers pings), so the TCP probes hold for it as
+        # well. Every 2 s: readiness starts only once this passes, and slurmctld is seldom
+        # listening at the first probe, so a period of 10 s held each start's Ready (a failover's
+        # new primary named) up to 10 s past the moment slurmctld answered.
+        "startupProbe": tcp_probe("slurmctld", period=2, failures=300),
         "readinessProbe": ready_probe(spec),
         "livenessProbe": tcp_probe("slurmctld", period=20, failures=6),
         "volumeMounts": [

@@ -116,6 +116,10 @@ def test_the_statefulset_of_a_primary_and_backups() -> None:
     slurmctld = next(c for c in pod["containers"] if c["name"] == "slurmctld")
     assert slurmctld["readinessProbe"] == ready_probe(spec)
     assert slurmctld["readinessProbe"]["exec"]["command"] == scripts.sh(scripts.primary_probe())
+    # Readiness starts once the startup probe passes: checked every 2 s, so a new primary is named
+    # within 2 s of slurmctld listening; still 10 minutes to load a large state.
+    startup = slurmctld["startupProbe"]
+    assert startup["periodSeconds"] == 2 and startup["periodSeconds"] * startup["failureThreshold"] == 600
     assert state_claim(spec)["spec"]["accessModes"] == ["ReadWriteMany"]
     # The ha.d programs reach the controller pods, executable by SlurmUser.
     items = [
