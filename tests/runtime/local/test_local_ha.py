@@ -644,14 +644,17 @@ def test_the_primary_back_takes_control_again(ha: Ha, capsys: pytest.CaptureFixt
 def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
     ha: Ha, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    begun, steps = time.monotonic(), []
     running = ha.sbatch("--wrap 'sleep 8'")
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
+    steps.append(("the first job running", time.monotonic() - begun))
     # Submitted once the first runs: the save that holds it (state_saved) holds the first's start.
     pending = ha.sbatch("--begin=now+8 --wrap true")
     restarts = ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
     before = next(c["restartCount"] for c in restarts if c["name"] == "slurmctld")
     state_saved(ha, pending)
+    steps.append(("a state save holds the second", time.monotonic() - begun))
     started = time.monotonic()
     assert kill_slurmctld(ha, CONTROLLERS[0]) == 1
     arriving, outage = ha.until_accepted(started)
@@ -663,10 +666,13 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
         next(c["restartCount"] for c in ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
              if c["name"] == "slurmctld"), [p.split("@")[1] for p in primaries(ha)]),
         lambda s: s == (before + 1, [uid]), 180)  # fmt: skip
+    steps.append(("SIGKILL, an sbatch accepted, the restarted slurmctld the one primary", time.monotonic() - begun))
     assert ha.lease_holder() == ha.identity(CONTROLLERS[0])
     ha.all_completed_once([running, pending, arriving])
+    steps.append(("the three jobs COMPLETED once each in sacct", time.monotonic() - begun))
     with capsys.disabled():
         print(f"\nlocal cluster, HA: controller-0's slurmctld SIGKILLed to an sbatch accepted: {outage:.1f} s")
+        print("".join(f"  {seconds:6.1f} s  {what}\n" for what, seconds in steps), end="")
 
 
 def test_a_kubelet_crash_then_a_force_delete_never_gives_two_primaries(
