@@ -526,7 +526,10 @@ def test_the_primarys_node_lost_the_backup_takes_over_and_every_job_runs_once(
     ha.wait(f"job {running} running", lambda: ha.login(f"squeue -h -j {running} -o %T", check=False).stdout.strip(),
             lambda s: s == "RUNNING", 120)  # fmt: skip
     # Submitted once the first runs: the save that holds it (state_saved) holds the first's start.
-    pending = ha.sbatch("--begin=now+12 --wrap true")
+    # Pending until the first ends (a dependency, not a begin time: a job whose begin time passes
+    # waits for slurmctld's next periodic pass, up to bf_interval's 30 s; one freed by a job's end
+    # starts in the pass that end triggers).
+    pending = ha.sbatch(f"--dependency=afterany:{running} --wrap true")
     node = ha.pod(CONTROLLERS[0])["spec"]["nodeName"]
     state_saved(ha, pending)
     with ha.rest() as rest:
@@ -650,7 +653,7 @@ def test_the_primarys_slurmctld_killed_restarts_and_every_job_runs_once(
             lambda s: s == "RUNNING", 120)  # fmt: skip
     steps.append(("the first job running", time.monotonic() - begun))
     # Submitted once the first runs: the save that holds it (state_saved) holds the first's start.
-    pending = ha.sbatch("--begin=now+8 --wrap true")
+    pending = ha.sbatch(f"--dependency=afterany:{running} --wrap true")  # as in the Node-loss scenario
     restarts = ha.pod(CONTROLLERS[0])["status"]["containerStatuses"]
     before = next(c["restartCount"] for c in restarts if c["name"] == "slurmctld")
     state_saved(ha, pending)
