@@ -22,7 +22,12 @@ import aiohttp.web
 
 
 async def exec_pipes(ws: aiohttp.web.WebSocketResponse, argv: list[str], stdin: bool) -> int:
-    """A command with stdin (channel 0), stdout (1) and stderr (2) as pipes; its exit status."""
+    """A command with stdin (channel 0), stdout (1) and stderr (2) as pipes; its exit status.
+
+    The client's frames are read all along, stdin or not: aiohttp answers a ping only while
+    someone reads, and kubectl (1.30 on) pings every 5 s and gives up after 61 s without a frame
+    ("next reader: ... i/o timeout"), so a silent command without `-i` (`sbatch --wait`) failed
+    after a minute where a kubelet's stream carries on."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
@@ -36,9 +41,8 @@ async def exec_pipes(ws: aiohttp.web.WebSocketResponse, argv: list[str], stdin: 
             await ws.send_bytes(bytes([channel]) + chunk)
 
     async def feed() -> None:
-        assert proc.stdin is not None
-        async for message in ws:
-            if message.type != aiohttp.WSMsgType.BINARY or not message.data:
+        async for message in ws:  # pings are answered inside this read
+            if proc.stdin is None or message.type != aiohttp.WSMsgType.BINARY or not message.data:
                 continue
             channel, data = message.data[0], message.data[1:]
             if channel == 0 and data:
@@ -46,13 +50,15 @@ async def exec_pipes(ws: aiohttp.web.WebSocketResponse, argv: list[str], stdin: 
                 await proc.stdin.drain()
             elif channel == 255 and data[:1] == b"\x00":  # v5: the client closed stdin
                 proc.stdin.close()
-        with contextlib.suppress(Exception):
-            proc.stdin.close()
+        if proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
 
-    feeder = asyncio.create_task(feed()) if stdin else None
-    await asyncio.gather(pump(proc.stdout, 1), pump(proc.stderr, 2))
-    code = await proc.wait()
-    if feeder is not None:
+    feeder = asyncio.create_task(feed())
+    try:
+        await asyncio.gather(pump(proc.stdout, 1), pump(proc.stderr, 2))
+        code = await proc.wait()
+    finally:
         feeder.cancel()
     return code
 
