@@ -170,8 +170,8 @@ class OfficialKube:
         official client's ApiClient (its configuration: the server, TLS, the token it renews, its
         connection pool), raising ApiException for a status outside 2xx as its generated methods
         do. Not through those methods: each validates its arguments (pydantic's validate_call) and
-        serialises models first, and the Binding and Event writes were 16 % of the scheduler's CPU
-        in a 1,000-pod burst (py-spy, 2026-12-06)."""
+        serialises models first; a write took 1.02 ms of CPU that way and takes 0.80 ms this way
+        (alone, against a local server, 2026-12-06)."""
         api_client = self._api.api_client
         request = api_client.param_serialize(
             method=method,
