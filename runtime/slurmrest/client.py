@@ -9,6 +9,7 @@ retried with bounded exponential backoff and end as SlurmUnavailable."""
 from __future__ import annotations
 
 import functools
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from .auth import TokenProvider
 from .errors import CONTROLLER_UNREACHABLE, INVALID_NODE_NAME, SlurmApiError, SlurmError, SlurmUnavailable
 from .models import DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, Reservation
 from .nodestate import NodeState, NodeStates, decode_node_states
-from .versions import choose, fallback, served_versions
+from .versions import Discovered, choose, fallback, served_versions
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -62,6 +63,14 @@ def _errors(payload: Any) -> list[SlurmError]:
 
 
 @functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's default verifying context (the certifi bundle), made once per process: httpx makes
+    one for every client otherwise, ~20 ms of CPU each (measured 2026-12-07), and a controller
+    makes a client per submitting thread."""
+    return httpx.create_ssl_context()
+
+
+@functools.cache
 def _adapter(model: type[T]) -> TypeAdapter[list[T]]:
     """Built once per model: a TypeAdapter costs more to make than to validate a short list."""
     return TypeAdapter(list[model])  # type: ignore[valid-type]
@@ -89,8 +98,11 @@ class SlurmRestClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         api: str | None = None,
+        discovered: Discovered | None = None,
     ) -> None:
-        """`api`: the data_parser version to use (`v0.0.42`); default: found from the server."""
+        """`api`: the data_parser version to use (`v0.0.42`); default: found from the server, or
+        taken from `discovered` where another client of the same server found it (and written
+        there once found)."""
         # Bounded on purpose: a controller's cycle must end; the next cycle is the real retry.
         self.retries = retries
         self.backoff = backoff
@@ -107,7 +119,13 @@ class SlurmRestClient:
         self._api = api
         self._pinned = api is not None
         self._fallback_until = 0.0
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport)
+        self._discovered = discovered
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            transport=transport,
+            verify=_tls() if transport is None else True,
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -126,6 +144,8 @@ class SlurmRestClient:
         A server that serves no version this client speaks is an error naming both (NoCommonVersion);
         one whose document can't be read gets fallback(), the newest version every supported release serves,
         and the document is asked for again after REDISCOVER seconds."""
+        if self._api is None and self._discovered is not None and self._discovered.api is not None:
+            self._api = self._discovered.api
         if self._api is None:
             if time.monotonic() < self._fallback_until:
                 return fallback()
@@ -140,6 +160,8 @@ class SlurmRestClient:
                 self._fallback_until = time.monotonic() + REDISCOVER
                 return fallback()
             self._api = choose(served_versions(document))
+            if self._discovered is not None:
+                self._discovered.api = self._api
         return self._api
 
     @property
@@ -236,6 +258,8 @@ class SlurmRestClient:
         if prefix is None:
             return None
         self._api = None
+        if self._discovered is not None and self._discovered.api == used:
+            self._discovered.api = None  # stale for every client of this server
         if self.api == used:
             return None
         return prefix.replace(used, self.api) + path[len(prefix) :]

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .auth import JwtMinter
+from .versions import Discovered
 
 if TYPE_CHECKING:
     from .client import SlurmRestClient
@@ -42,6 +43,8 @@ class SlurmAccess:
     """Seconds per request (the client's default)."""
     retries: int = 3
     """Retries of a request slurmrestd could not answer (the client's default)."""
+    discovered: Discovered = field(default_factory=Discovered, compare=False, repr=False)
+    """The data_parser version the first client found, which the later ones start from."""
 
     @classmethod
     def from_key(cls, url: str, user: str, key: bytes, *, timeout: float = 10.0, retries: int = 3) -> SlurmAccess:
@@ -59,7 +62,14 @@ class SlurmAccess:
         """A new client (each holds its own connections; the caller closes it)."""
         from .client import SlurmRestClient
 
-        return SlurmRestClient(self.url, user=self.user, token=self.token, timeout=self.timeout, retries=self.retries)
+        return SlurmRestClient(
+            self.url,
+            user=self.user,
+            token=self.token,
+            timeout=self.timeout,
+            retries=self.retries,
+            discovered=self.discovered,
+        )
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,18 @@ def preferred(release: str) -> str:
 _PATH = re.compile(r"^/slurm(?:db)?/(v\d+\.\d+\.\d+)/")
 
 
+class Discovered:
+    """The version a client found in one server's document, for the next clients of that server
+    to start from instead of reading the document again: a controller that makes a client per
+    submitting thread paid ~65 ms of CPU (slurmrestd's and its own) per client for it, measured
+    2026-12-07 on 26.05. Only a starting point: a client that meets a 404 of that version reads
+    the document again, and clears what it finds stale here. One per slurmrestd address
+    (connect.SlurmAccess holds it); an attribute write is atomic, so threads may share it."""
+
+    def __init__(self) -> None:
+        self.api: str | None = None
+
+
 class NoCommonVersion(ValueError):
     """The server serves no data_parser version the client speaks."""
 

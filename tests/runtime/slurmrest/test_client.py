@@ -21,6 +21,7 @@ from sunk.runtime.slurmrest import (
     mint_hs256,
     versions,
 )
+from sunk.runtime.slurmrest.connect import SlurmAccess
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -435,6 +436,53 @@ def test_after_a_set_back_the_client_renegotiates_on_the_first_404_without_a_res
     seen.clear()
     assert client.submit_job(JobSubmit(script="#!/bin/sh\ntrue\n")) == 7
     assert seen == ["POST /slurm/v0.0.40/job/submit", "GET /openapi/v3", "POST /slurm/v0.0.45/job/submit"]
+
+
+def test_clients_of_one_server_share_what_the_first_found_and_a_stale_finding_is_cleared() -> None:
+    # A controller makes a client per submitting thread: only the first reads the document (a
+    # 26.05 document costs slurmrestd ~45 ms to write); the others start from what it found.
+    served = ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/openapi/v3":
+            return httpx.Response(200, json=_openapi(*served))
+        if request.url.path.split("/")[2] not in served:
+            return httpx.Response(404, text="Unable to find handler")
+        return httpx.Response(200, json={"nodes": [NODE], "errors": [], "warnings": []})
+
+    shared = versions.Discovered()
+    first, _ = make(handler, api=None, discovered=shared)
+    first.list_nodes()
+    assert shared.api == "v0.0.45"
+    others = [make(handler, api=None, discovered=shared)[0] for _ in range(3)]
+    for client in others:
+        client.list_nodes()
+    assert seen.count("/openapi/v3") == 1 and seen[-3:] == ["/slurm/v0.0.45/nodes/"] * 3
+    # A set-back: the next client to meet the 404 reads the document again and says so for all;
+    # a client made after it starts from the new finding.
+    served[:] = ["v0.0.40", "v0.0.41", "v0.0.42"]
+    seen.clear()
+    others[0].list_nodes()
+    assert seen == ["/slurm/v0.0.45/nodes/", "/openapi/v3", "/slurm/v0.0.42/nodes/"] and shared.api == "v0.0.42"
+    seen.clear()
+    make(handler, api=None, discovered=shared)[0].list_nodes()
+    assert seen == ["/slurm/v0.0.42/nodes/"]
+    # One still on the old version meets its own 404 and takes the new finding, without a read.
+    seen.clear()
+    others[1].list_nodes()
+    assert seen == ["/slurm/v0.0.45/nodes/", "/slurm/v0.0.42/nodes/"] and shared.api == "v0.0.42"
+
+
+def test_access_hands_every_client_it_makes_the_same_finding() -> None:
+    access = SlurmAccess.from_key("http://slurm", "slurm", b"k" * 32)
+    one, two = access.client(), access.client()
+    try:
+        assert one._discovered is two._discovered is access.discovered
+    finally:
+        one.close()
+        two.close()
 
 
 def test_a_404_of_a_missing_job_or_a_pinned_version_is_an_answer_not_a_renegotiation() -> None:
