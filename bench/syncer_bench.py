@@ -45,7 +45,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 from sunk.runtime.common.informer import Informer
@@ -54,6 +53,7 @@ from sunk.runtime.harness import LocalSlurm, SimNode
 from sunk.runtime.slurmrest import JwtMinter, SlurmRestClient
 from sunk.runtime.slurmrest.nodestate import NodeState
 from sunk.runtime.slurmrest.nodetext import ScontrolNodes
+from sunk.runtime.slurmrest.wire import Reply
 from sunk.runtime.syncer.cache import InformerCache
 from sunk.runtime.syncer.kube import KubernetesApi
 from sunk.runtime.syncer.loop import CycleReport, Syncer
@@ -176,7 +176,7 @@ class Bench:
         http = rest._http
         request = http.request
 
-        def timed(*args: Any, **kwargs: Any) -> httpx.Response:
+        def timed(*args: Any, **kwargs: Any) -> Reply:
             mark = time.monotonic()
             reply = request(*args, **kwargs)
             self.get_seconds += time.monotonic() - mark

@@ -133,7 +133,7 @@ def test_dependency_extras(wheel: zipfile.ZipFile) -> None:
     assert requires == {
         "": {"pydantic", "pyyaml"},
         "pulumi": {"pulumi", "pulumi-kubernetes", "pulumi-random", "pulumi-tls"},
-        "runtime": {"kubernetes", "httpx", "prometheus-client", "msgspec"},
+        "runtime": {"kubernetes", "httpx", "prometheus-client", "msgspec", "urllib3"},
         "local": {"aiohttp"},
     }
 

@@ -9,7 +9,7 @@ retried with bounded exponential backoff and end as SlurmUnavailable."""
 from __future__ import annotations
 
 import functools
-import ssl
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -23,6 +23,7 @@ from .errors import CONTROLLER_UNREACHABLE, INVALID_NODE_NAME, SlurmApiError, Sl
 from .models import DbJob, Diag, Job, JobSubmit, Node, Partition, Ping, Reservation
 from .nodestate import NodeState, NodeStates, decode_node_states
 from .versions import Discovered, choose, fallback, served_versions
+from .wire import HttpxWire, Lost, NotSent, Urllib3Wire, Wire
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -63,14 +64,6 @@ def _errors(payload: Any) -> list[SlurmError]:
 
 
 @functools.cache
-def _tls() -> ssl.SSLContext:
-    """httpx's default verifying context (the certifi bundle), made once per process: httpx makes
-    one for every client otherwise, ~20 ms of CPU each (measured 2026-12-07), and a controller
-    makes a client per submitting thread."""
-    return httpx.create_ssl_context()
-
-
-@functools.cache
 def _adapter(model: type[T]) -> TypeAdapter[list[T]]:
     """Built once per model: a TypeAdapter costs more to make than to validate a short list."""
     return TypeAdapter(list[model])  # type: ignore[valid-type]
@@ -81,7 +74,8 @@ class _Transient(Exception):
 
 
 class SlurmRestClient:
-    """Talks to one slurmrestd. Not thread-safe (one httpx.Client); make one per thread.
+    """Talks to one slurmrestd. Not thread-safe (one connection pool, runtime/slurmrest/wire.py);
+    make one per thread.
 
     `requests` counts HTTP attempts (retries included), for metrics and benchmarks."""
 
@@ -120,11 +114,10 @@ class SlurmRestClient:
         self._pinned = api is not None
         self._fallback_until = 0.0
         self._discovered = discovered
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            timeout=timeout,
-            transport=transport,
-            verify=_tls() if transport is None else True,
+        self._http: Wire = (
+            Urllib3Wire(base_url, timeout=timeout)
+            if transport is None
+            else HttpxWire(base_url, timeout=timeout, transport=transport)
         )
 
     def close(self) -> None:
@@ -150,11 +143,13 @@ class SlurmRestClient:
             if time.monotonic() < self._fallback_until:
                 return fallback()
             try:
-                reply = self._http.get(
-                    "/openapi/v3", headers={"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self._token.token()}
+                reply = self._http.request(
+                    "GET",
+                    "/openapi/v3",
+                    headers={"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self._token.token()},
                 )
-                document = reply.json() if reply.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
+                document = json.loads(reply.content) if reply.status_code == 200 else None
+            except (NotSent, Lost, ValueError):
                 document = None
             if not isinstance(document, dict):
                 self._fallback_until = time.monotonic() + REDISCOVER
@@ -194,7 +189,7 @@ class SlurmRestClient:
             if decoded is not None and not getattr(decoded, "errors", None):
                 return decoded
         try:
-            payload = reply.json()
+            payload = json.loads(reply.content)
         except ValueError:
             payload = None
         errors = _errors(payload)
@@ -279,10 +274,10 @@ class SlurmRestClient:
                 self._sleep(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
             try:
                 return self._once(method, path, params, body, fast)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: {exc}"
+            except NotSent as exc:
+                last = str(exc)
+            except Lost as exc:
+                last = str(exc)
                 if not idempotent:
                     break
             except _Transient as exc:

@@ -13,6 +13,7 @@ from sunk.runtime.scheduler.request import JobRequest
 from sunk.runtime.scheduler.settings import Settings
 from sunk.runtime.scheduler.slurm import Rejected, RestSlurm
 from sunk.runtime.slurmrest import SlurmApiError, SlurmRestClient, StaticToken
+from sunk.runtime.slurmrest.wire import HttpxWire
 
 from sunk.manifests.auth import auth_refs
 from sunk.manifests.runtime import deployment
@@ -165,7 +166,9 @@ def test_a_job_purged_between_the_two_reads_is_skipped(server: Slurmrestd) -> No
             server.jobs.clear()
         return reply
 
-    slurm._rest._http._transport = httpx.MockTransport(purge_after_listing)
+    wire = slurm._rest._http
+    assert isinstance(wire, HttpxWire)
+    wire._transport = httpx.MockTransport(purge_after_listing)
     assert slurm.jobs() == []
 
 

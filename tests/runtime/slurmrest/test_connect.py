@@ -44,11 +44,11 @@ def test_the_client_gets_the_url_user_timeout_and_retries() -> None:
     )
     with access.client() as client:
         assert client.user == "slurm" and client.retries == LONG_READ_RETRIES
-        assert client._http.timeout.read == LONG_READ_TIMEOUT
+        assert client._http.timeout == LONG_READ_TIMEOUT
         assert str(client._http.base_url) == "http://c-restapi:6820"
     default = SlurmAccess.from_key("http://c-restapi:6820", "slurm", KEY)
     with default.client() as client:
-        assert client.retries == 3 and client._http.timeout.read == 10.0
+        assert client.retries == 3 and client._http.timeout == 10.0
         # Each call is a new client (the scheduler reconnects through it); the token is shared.
         with default.client() as other:
             assert other is not client and other._token is client._token
