@@ -6,7 +6,7 @@ the server: versions.py), shared by the syncer, the operator and the scheduler.
     for node in client.list_nodes(): ...
 
 The data types (models, podref, errors, cache, auth) import no HTTP library, so pure modules
-(the controllers' plans and models) can use them; the client, which needs httpx, is imported
+(the controllers' plans and models) can use them; the client, which needs urllib3 and httpx, is imported
 only when it is asked for.
 """
 

@@ -5,7 +5,7 @@ squeue) some reads go through when the image has it and slurm.conf is mounted.
 
 The syncer, the scheduler and the exporter call it from their `__main__`, the operator for each
 tenant it serves (operator/slurm.py). The client is imported when one is made, so this module
-stays importable where httpx is not (the pure modules' rule, .importlinter)."""
+stays importable where urllib3 and httpx are not (the pure modules' rule, .importlinter)."""
 
 from __future__ import annotations
 
