@@ -128,7 +128,9 @@ InOrder): waiting for every member would wait for ever. Default: every member pe
 JOB_ID = PREFIX + "job-id"
 SLURM_NODE = PREFIX + "slurm-node"
 JOB_START = PREFIX + "job-start"
-"""The job's start time (epoch seconds) when the pod was bound: a requeued job restarts later."""
+"""The job's start time (epoch seconds) when the pod was bound: a requeued job restarts later.
+Empty for an allocation granted on a node the scheduler named, which was not read back (never
+requeued: runtime/scheduler/room.py)."""
 GPU_INDICES = PREFIX + "gpu-indices"
 """The GPU indices Slurm allocated to the job on this pod's node, e.g. "0,1" (GRES IDX, the
 order of gres.conf's File= devices: /dev/nvidia0, /dev/nvidia1). Absent when the job has no GPUs."""

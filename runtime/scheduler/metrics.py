@@ -25,7 +25,8 @@ class Metrics:
         self.submits = Counter("sunk_scheduler_submits", "Placeholder jobs submitted", registry=r)
         self.placed = Counter(
             "sunk_scheduler_placeholders",
-            "Placeholder jobs by kind: an allocation started at submission, or a batch job that queued",
+            "Placeholder jobs by kind: an allocation started at submission on a node Slurm chose (allocation) or"
+            " the scheduler named (named), or a batch job that queued",
             ["kind"],
             registry=r,
         )

@@ -109,6 +109,9 @@ class JobView:
     """Nodes the job was submitted to avoid (excluded_nodes): where an earlier placement did not fit."""
     gpu_indices: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """Slurm node -> the GPU indices (GRES IDX) the job holds there, from gres_detail."""
+    start_exact: bool = True
+    """Whether start_time is Slurm's own (read from the job); False for an allocation granted on a
+    node the scheduler named, whose start is the time of the grant as the scheduler saw it."""
 
     @property
     def active(self) -> bool:

@@ -413,7 +413,7 @@ def _fit(
             unfit.append((pod, slurm_node, node, short))
         else:
             planned[node] = view.plus(pod.requests)  # the next pod bound there this cycle sees it
-            start = str(int(job.start_time))
+            start = str(int(job.start_time)) if job.start_exact else ""
             # A CPU-only member of a gang of GPU workers sits on a node whose GPUs the job holds: it
             # is told of none (its containers have NVIDIA_VISIBLE_DEVICES=void from the webhook).
             told = not mixed or _own_gpus(pod)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from sunk import keys
+from sunk.hostlist import expand
 from sunk.spec.nodeset import SHARED_FEATURE
 
 from ..slurmrest import SlurmApiError, SlurmRestClient, SlurmRestError
@@ -23,12 +24,16 @@ from ..slurmrest.errors import INVALID_JOB_ID
 from .marker import Marker
 from .model import ACTIVE_JOB_STATES, JobView, job_view
 from .request import JobRequest, placeholder_job
+from .room import NONE, Room, nameable, pick, room
 
 ALREADY_DONE = 2021
 """ESLURM_ALREADY_DONE: cancelling a job that already ended."""
 IMMEDIATE_PAUSE = 1.0
 """Seconds without immediate allocations of requests no smaller than one that was refused
 (RestSlurm.submit)."""
+ROOM_MAX_AGE = 1.0
+"""Seconds Slurm's count of free room per node (`GET /nodes`) is used to name nodes before it is
+read again (runtime/scheduler/room.py); a cancel makes it stale at once."""
 
 _Size = tuple[int, int, int, int]
 """What a placeholder asks for, compared resource by resource: nodes, CPUs per node, MiB per
@@ -96,6 +101,7 @@ class RestSlurm:
         bulk_over: int = 8,
         clock: Callable[[], float] = time.monotonic,
         immediate: bool = False,
+        name_nodes: bool = True,
         on_placed: Callable[[str], None] | None = None,
     ) -> None:
         self._rest = rest
@@ -104,6 +110,15 @@ class RestSlurm:
         self._refused: dict[_Size, float] = {}
         """Sizes of refused allocations -> until when allocations no smaller are not tried."""
         self._refused_lock = threading.Lock()
+        self._name_nodes = immediate and name_nodes
+        """Name the node of a single CPU pod's allocation (runtime/scheduler/room.py)."""
+        self._learned: dict[tuple[str | None, str], set[str]] = {}
+        """(partition, constraint) as a request names them -> nodes where Slurm placed one of our
+        allocations of that request: the nodes such a request may be named."""
+        self._free: dict[str, Room] = {}
+        """Slurm's free room per node as last read, less what was named since."""
+        self._free_read = float("-inf")
+        self._room_lock = threading.Lock()
         self._on_placed = on_placed
         self._connect = connect
         self._local = threading.local()
@@ -117,9 +132,10 @@ class RestSlurm:
         """Up to this many stale jobs are always read one by one (GET /job/{id}, ~4 ms each)."""
         self._clock = clock
         self._cache: dict[int, tuple[tuple[str, ...], float, JobView | None]] = {}
-        self._seeds: dict[int, tuple[float, dict[str, Any]]] = {}
-        """Allocations read by the thread that made them (`submit`) -> when, and the job as read:
-        the next pass takes them into the cache instead of reading them itself."""
+        self._seeds: dict[int, tuple[float, tuple[str, ...], JobView | None]] = {}
+        """Allocations known to the thread that made them (`submit`: read, or granted on a named
+        node) -> when, their state then, and the job: the next pass takes them into the cache
+        instead of reading them itself."""
         self._seed_lock = threading.Lock()
         self._cancelled: set[int] = set()
         """Jobs this scheduler cancelled: once /jobs/state shows one ended, its cached copy is
@@ -162,15 +178,14 @@ class RestSlurm:
         return [view for _, _, view in self._cache.values() if view is not None]
 
     def _take_seeds(self, states: Mapping[int, tuple[str, ...]]) -> None:
-        """Allocations their submitting thread read, as cached copies of that time, where the state
-        list shows them in the state they were read in (else they are read again like any job)."""
+        """Allocations their submitting thread read or was granted on a named node, as cached
+        copies of that time, where the state list shows them in the state they had then (else
+        they are read again like any job)."""
         with self._seed_lock:
             seeds, self._seeds = self._seeds, {}
-        for job_id, (at, raw) in seeds.items():
-            state = tuple(raw.get("job_state") or ())
+        for job_id, (at, state, view) in seeds.items():
             if job_id not in self._cache and states.get(job_id) == state:
-                mine = raw.get("user_name") == self._rest.user
-                self._cache[job_id] = (state, at, job_view(raw) if mine else None)
+                self._cache[job_id] = (state, at, view)
 
     def _end_cancelled(self, states: Mapping[int, tuple[str, ...]], now: float) -> None:
         """The jobs we cancelled that the state list shows ended: their cached copies take the
@@ -233,6 +248,18 @@ class RestSlurm:
         job = placeholder_job(request, marker, cwd=self._cwd)
         client = self._submitter()
         if self._immediate and self._may_allocate(_size(request)):
+            node = self._name(client, request) if self._name_nodes and nameable(request) else None
+            if node is not None:
+                try:
+                    job_id = client.allocate_job(job, node=node)
+                except SlurmApiError:
+                    with self._room_lock:
+                        self._free[node] = NONE  # no room there after all, until the next count
+                else:
+                    if self._on_placed is not None:
+                        self._on_placed("named")
+                    self._seed_named(job_id, node, marker, request)
+                    return job_id
             try:
                 job_id = client.allocate_job(job)
             except SlurmApiError:
@@ -241,7 +268,7 @@ class RestSlurm:
             else:
                 if self._on_placed is not None:
                     self._on_placed("allocation")
-                self._seed(client, job_id)
+                self._seed(client, job_id, request)
                 return job_id
         try:
             job_id = client.submit_job(job)
@@ -253,7 +280,7 @@ class RestSlurm:
             self._on_placed("batch")
         return job_id
 
-    def _seed(self, client: SlurmRestClient, job_id: int) -> None:
+    def _seed(self, client: SlurmRestClient, job_id: int, request: JobRequest) -> None:
         """Reads a granted allocation (running, its nodes and GPUs known) with the submitting
         thread's own client, for the next pass to take (`_take_seeds`): that read is one the pass
         would make anyway, one GET /job/{id} per new job, and here it runs beside the cycle
@@ -269,7 +296,60 @@ class RestSlurm:
         with self._seed_lock:
             for job in raw:
                 if int(job.get("job_id") or 0) == job_id:
-                    self._seeds[job_id] = (self._clock(), job)
+                    mine = job.get("user_name") == self._rest.user
+                    self._seeds[job_id] = (
+                        self._clock(),
+                        tuple(job.get("job_state") or ()),
+                        job_view(job) if mine else None,
+                    )
+                    self._learn(request, job)
+
+    def _learn(self, request: JobRequest, raw: Mapping[str, Any]) -> None:
+        """The nodes Slurm placed a granted allocation of `request` on: nodes of its partition
+        with its constraint, which later requests of the same kind may be named."""
+        nodes = raw.get("nodes") or ""
+        if self._name_nodes and nodes and "RUNNING" in (raw.get("job_state") or ()):
+            with self._room_lock:
+                self._learned.setdefault((request.partition, request.constraint), set()).update(expand(nodes))
+
+    def _name(self, client: SlurmRestClient, request: JobRequest) -> str | None:
+        """A node for `request` among those learned for its kind, with room by Slurm's count
+        (read again when older than ROOM_MAX_AGE), taken out of that count; None when there is
+        none (or the count can't be read), and the request goes the usual way."""
+        with self._room_lock:
+            candidates = self._learned.get((request.partition, request.constraint))
+            if not candidates:
+                return None
+            if self._clock() - self._free_read > ROOM_MAX_AGE:
+                read = self._clock()
+                try:
+                    nodes = client.list_nodes()
+                except SlurmRestError:
+                    return None
+                self._free = {n.name: room(n.state, n.cpus, n.alloc_cpus, n.real_memory, n.alloc_memory) for n in nodes}
+                self._free_read = read
+            node = pick(self._free, candidates, request.cpus_per_task, request.memory_mib)
+            if node is not None:
+                self._free[node] = self._free[node].less(request.cpus_per_task, request.memory_mib)
+            return node
+
+    def _seed_named(self, job_id: int, node: str, marker: Marker, request: JobRequest) -> None:
+        """A granted allocation on a named node, as the next pass takes it without reading it:
+        running there since now. Its start time is Slurm's clock at the grant, which only a read
+        would give to the second: `start_exact` is False, so its pod's binding records none (an
+        allocation is never requeued, so there is no later start to tell apart)."""
+        now = time.time()
+        view = JobView(
+            job_id=job_id,
+            marker=marker,
+            state="RUNNING",
+            nodes=(node,),
+            submit_time=now,
+            start_time=now,
+            start_exact=False,
+        )
+        with self._seed_lock:
+            self._seeds[job_id] = (self._clock(), ("RUNNING",), view)
 
     def _may_allocate(self, size: _Size) -> bool:
         now = self._clock()
@@ -286,6 +366,8 @@ class RestSlurm:
             self._cancelled.update(ids)
         with self._refused_lock:
             self._refused.clear()  # room was made: allocations may start again
+        with self._room_lock:
+            self._free_read = float("-inf")  # and Slurm's count of it is read again
 
     def close(self) -> None:
         """Closes the submitting threads' own clients (not `rest`, which the caller owns)."""

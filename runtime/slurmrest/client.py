@@ -407,15 +407,18 @@ class SlurmRestClient:
         payload = self.call("POST", f"{self._slurm}/job/submit", body=job.body(), idempotent=False)
         return int(payload["job_id"])
 
-    def allocate_job(self, job: JobSubmit) -> int:
+    def allocate_job(self, job: JobSubmit, *, node: str | None = None) -> int:
         """POST /job/allocate with `immediate`: an allocation without a batch step (what
         `salloc --no-shell --immediate` makes), granted in the request or refused at once.
         slurmctld tries it at submission, where a batch job waits for its once-a-second pass;
         refused (SlurmApiError, e.g. 2016 when the nodes are busy or a job of higher priority waits)
-        when it can't start now. Without `immediate` slurmrestd 24.11 blocks until it starts."""
+        when it can't start now. Without `immediate` slurmrestd 24.11 blocks until it starts.
+        With `node`, on that node only (`required_nodes`, as `salloc --nodelist`)."""
         body = job.body()
         body["job"].pop("script", None)
         body["job"]["immediate"] = True
+        if node is not None:
+            body["job"]["required_nodes"] = [node]
         payload = self.call("POST", f"{self._slurm}/job/allocate", body=body, idempotent=False)
         return int(payload["job_id"])
 

@@ -196,6 +196,20 @@ def test_a_requeued_job_no_longer_holds_the_pod() -> None:
     assert isinstance(again, Evict) and again.reason == "SlurmJobRequeued"
 
 
+def test_a_job_granted_on_a_named_node_binds_without_a_start_and_keeps_its_pod_once_read() -> None:
+    # Granted on a node the scheduler named (runtime/scheduler/room.py): its start time is the
+    # scheduler's, not Slurm's, so the binding records none; once Slurm's own copy is read (any
+    # start), the pod still holds, as only a requeue would change the start of a batch job.
+    m = Marker("pod", "ml", "web", "uid-web")
+    named = job(7, m, "RUNNING", ("cpu-1",), start_time=1999.6, start_exact=False)
+    [action] = run([pod("web")], [named])
+    assert isinstance(action, Bind) and action.job_start == "" and action.slurm_node == "cpu-1"
+    read = job(7, m, "RUNNING", ("cpu-1",), start_time=2000.0)
+    assert run([bound("web", 7, "cpu-1", start="")], [read]) == []
+    [exact] = run([pod("web")], [read])
+    assert isinstance(exact, Bind) and exact.job_start == "2000"
+
+
 def test_a_job_cancelled_before_it_started_evicts_its_waiting_pod() -> None:
     p = pod("web")
     [action] = run([p], [job(7, p.marker, "CANCELLED")])

@@ -12,6 +12,10 @@ from typing import Any
 import jsonpatch
 import pytest
 from sunk.runtime.harness import LocalSlurm
+from sunk.runtime.scheduler.marker import Marker
+from sunk.runtime.scheduler.request import JobRequest
+from sunk.runtime.scheduler.slurm import RestSlurm
+from sunk.runtime.slurmrest.connect import SlurmAccess
 from sunk.runtime.webhook.admission import parse_namespaces, pod_patch
 
 from sunk import keys
@@ -265,6 +269,45 @@ def test_a_slurm_job_and_a_sunk_scheduled_pod_share_a_node(
     # The kubelet model admitted it beside the shared slurmd pod: nothing was rejected.
     assert k8s.sim.rejections == []
     assert (k8s.pod("infer") or {})["status"]["phase"] != "Failed"
+
+
+def test_a_single_cpu_pods_allocation_goes_to_the_node_named_and_a_node_slurm_refuses_is_left(
+    slurm: LocalSlurm,
+) -> None:
+    """Named nodes (runtime/scheduler/room.py) on real slurmctld: once Slurm placed one allocation
+    of a kind, the next goes to a node the scheduler names, in one request, and Slurm's record
+    agrees; a named node that a job filled since Slurm's count was read is refused by Slurm, and
+    the pod's allocation goes where Slurm chooses."""
+    access = SlurmAccess.from_key_file(slurm.rest_url, "slurm", slurm.jwt_key_path)
+    clock = [0.0]  # Slurm's count of free room is not read again unless a test moves this
+    placed: list[str] = []
+    rest = access.client()
+    api = RestSlurm(rest, connect=access.client, immediate=True, clock=lambda: clock[0], on_placed=placed.append)
+    single = JobRequest(nodes=1, cpus_per_task=2, memory_mib=512, partition="gpu")
+    try:
+        first = api.submit(single, Marker("pod", "ml", "a", "u1"))
+        second = api.submit(single, Marker("pod", "ml", "b", "u2"))
+        assert placed == ["allocation", "named"]
+        where = {job_id: row[2] for job_id, row in squeue(slurm).items()}
+        node = where[first]
+        assert where[second] == node  # the learned node, which the request fills most
+        views = {v.job_id: v for v in api.jobs()}
+        assert views[second].running and views[second].nodes == (node,) and not views[second].start_exact
+        # A batch job takes the rest of the node's CPUs behind the count's back.
+        fill = slurm.sbatch(FILL, "-N1", f"-w{node}", "-pgpu", "-c12", "--mem=1G")
+        slurm.wait_job(fill, {"RUNNING"})
+        third = api.submit(single, Marker("pod", "ml", "c", "u3"))
+        assert placed[-1] == "allocation"  # named, refused by Slurm, then placed by Slurm
+        other = squeue(slurm)[third][2]
+        assert other != node and other.startswith("gpu-")
+        clock[0] = 5.0  # the count is read again: the full node has no room, the other is learned
+        fourth = api.submit(single, Marker("pod", "ml", "d", "u4"))
+        assert placed[-1] == "named" and squeue(slurm)[fourth][2] == other
+        assert all(slurm.job_state(j) == "RUNNING" for j in (first, second, third, fourth))
+    finally:
+        api.close()
+        rest.close()
+        slurm.cancel_all()
 
 
 def test_pods_never_land_on_exclusive_nodes(slurm: LocalSlurm, k8s: Cluster, start_scheduler: StartScheduler) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -38,6 +39,12 @@ class Slurmrestd:
         self.submit_error: dict[str, Any] | None = None
         self.busy = False
         """POST /job/allocate refuses (2016), as slurmctld does when the job can't start now."""
+        self.nodes: list[dict[str, Any]] = []
+        """GET /nodes/'s list."""
+        self.full: set[str] = set()
+        """Nodes an allocation naming them is refused on (2016)."""
+        self.allocated: list[int] = []
+        """Job ids POST /job/allocate hands out, in turn (78 when empty)."""
 
     def add(self, job_id: int, state: str, comment: str = "", nodes: str = "", user: str = "slurm") -> None:
         self.jobs[job_id] = {
@@ -69,13 +76,15 @@ class Slurmrestd:
                 {"job_id": int(i), "error": {"code": 2017 if int(i) not in self.jobs else 0}} for i in body["jobs"]
             ]
             return httpx.Response(200, json={"status": status})
+        if path == f"{API}/nodes/" and request.method == "GET":
+            return httpx.Response(200, json={"nodes": self.nodes})
         if path == f"{API}/job/allocate":
             assert body is not None and body["job"]["immediate"] is True and "script" not in body["job"]
-            if self.busy:
+            if self.busy or set(body["job"].get("required_nodes") or ()) & self.full:
                 return httpx.Response(
                     500, json={"errors": [{"error_number": 2016, "error": "Job allocation request failed"}]}
                 )
-            return httpx.Response(200, json={"job_id": 78})
+            return httpx.Response(200, json={"job_id": self.allocated.pop(0) if self.allocated else 78})
         if path == f"{API}/job/submit":
             if self.submit_error:
                 return httpx.Response(500, json={"errors": [self.submit_error]})
@@ -417,3 +426,121 @@ def test_an_allocation_is_read_by_the_thread_that_made_it_not_by_the_next_pass(s
     [view] = again.jobs()
     assert server.paths == [f"GET {API}/jobs/state/", f"GET {API}/job/78"] and view.state == "COMPLETED"
     again.close()
+
+
+def _node(name: str, cpus: int, alloc: int, state: str = "MIXED") -> dict[str, Any]:
+    return {"name": name, "state": [state], "cpus": cpus, "alloc_cpus": alloc, "real_memory": 8192, "alloc_memory": 0}
+
+
+def test_a_single_cpu_pod_is_put_on_a_node_the_scheduler_names_and_not_read_back(server: Slurmrestd) -> None:
+    """After Slurm placed one allocation of a kind (partition, constraint), the next of that kind is
+    asked for on a node where Slurm placed it (runtime/scheduler/room.py): one request a pod, the
+    job's node known from its name, not from a read."""
+
+    def connect() -> SlurmRestClient:
+        return SlurmRestClient(
+            "http://slurmrestd",
+            user="slurm",
+            token=StaticToken("t"),
+            transport=httpx.MockTransport(server),
+            api="v0.0.42",
+        )
+
+    clock = [0.0]
+    placed: list[str] = []
+    slurm = RestSlurm(connect(), connect=connect, immediate=True, clock=lambda: clock[0], on_placed=placed.append)
+    single = JobRequest(nodes=1, cpus_per_task=2, memory_mib=1024, partition="gpu")
+    server.add(78, "RUNNING", "sunk-pod:ml/a/u1", "gpu-0")
+    server.jobs[78]["partition"] = "gpu"
+    assert slurm.submit(single, Marker("pod", "ml", "a", "u1")) == 78
+    assert server.paths == [f"POST {API}/job/allocate", f"GET {API}/job/78"]  # Slurm chose: read back
+    server.nodes = [_node("gpu-0", 16, 2), _node("gpu-1", 16, 0), _node("gpu-2", 16, 15)]
+    server.reset()
+    server.allocated = [79, 80]
+    assert slurm.submit(single, Marker("pod", "ml", "b", "u2")) == 79
+    assert server.paths == [f"GET {API}/nodes/", f"POST {API}/job/allocate"]  # the count, then one request
+    assert server.bodies[1]["job"]["required_nodes"] == ["gpu-0"]  # learned (gpu-1 never held one)
+    server.reset()
+    assert slurm.submit(single, Marker("pod", "ml", "c", "u3")) == 80
+    assert server.paths == [f"POST {API}/job/allocate"]  # the count is kept ROOM_MAX_AGE
+    assert placed == ["allocation", "named", "named"]
+
+    server.add(79, "RUNNING", "sunk-pod:ml/b/u2", "gpu-0")
+    server.add(80, "RUNNING", "sunk-pod:ml/c/u3", "gpu-0")
+    server.reset()
+    views = {v.job_id: v for v in slurm.jobs()}
+    assert server.paths == [f"GET {API}/jobs/state/"]  # neither named job is read
+    assert views[79].nodes == ("gpu-0",) and views[79].running and not views[79].start_exact
+    assert views[78].start_exact  # read from Slurm
+
+    # A GPU pod, a gang, a request with exclusions or a switch count: Slurm chooses, as before.
+    for other in (
+        replace(single, gpus=1),
+        replace(single, nodes=2),
+        replace(single, exclude=("gpu-1",)),
+        replace(single, switches=1),
+        replace(single, partition="batch"),  # no allocation of that kind placed yet
+    ):
+        server.reset()
+        slurm.submit(other, Marker("pod", "ml", "x", "ux"))
+        assert "required_nodes" not in server.bodies[0]["job"], other
+    slurm.close()
+
+
+def test_a_named_node_slurm_refuses_is_left_and_the_pod_goes_the_usual_way(server: Slurmrestd) -> None:
+    def connect() -> SlurmRestClient:
+        return SlurmRestClient(
+            "http://slurmrestd",
+            user="slurm",
+            token=StaticToken("t"),
+            transport=httpx.MockTransport(server),
+            api="v0.0.42",
+        )
+
+    clock = [0.0]
+    placed: list[str] = []
+    slurm = RestSlurm(connect(), connect=connect, immediate=True, clock=lambda: clock[0], on_placed=placed.append)
+    single = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1, partition="gpu")
+    for job_id, node in ((78, "gpu-0"), (79, "gpu-1")):
+        server.add(job_id, "RUNNING", f"sunk-pod:ml/p{job_id}/u{job_id}", node)
+    server.allocated = [78, 79]
+    slurm.submit(single, Marker("pod", "ml", "p78", "u78"))  # learned gpu-0
+    server.busy = True  # a refusal of an unnamed allocation: the usual pause, and no learning
+    server.nodes = [_node("gpu-0", 16, 10), _node("gpu-1", 16, 1)]
+    server.full = {"gpu-0"}  # a training job took it since Slurm's count was read
+    server.reset()
+    slurm.submit(single, Marker("pod", "ml", "p80", "u80"))
+    # Named gpu-0 (the learned one), refused; then Slurm's own choice, refused too: queued.
+    assert server.paths == [
+        f"GET {API}/nodes/",
+        f"POST {API}/job/allocate",
+        f"POST {API}/job/allocate",
+        f"POST {API}/job/submit",
+    ]
+    assert server.bodies[1]["job"]["required_nodes"] == ["gpu-0"] and "required_nodes" not in server.bodies[2]["job"]
+    server.busy = False
+    clock[0] = 0.5  # within the pause after the refusal: straight to the queue
+    server.reset()
+    slurm.submit(single, Marker("pod", "ml", "p81", "u81"))
+    assert server.paths == [f"POST {API}/job/submit"]
+    clock[0] = 1.0  # the pause is over; gpu-0 counts as full until Slurm's count is read again
+    server.allocated = [79]
+    server.reset()
+    slurm.submit(single, Marker("pod", "ml", "p79", "u79"))
+    assert server.paths == [f"POST {API}/job/allocate", f"GET {API}/job/79"]  # Slurm chose gpu-1
+    assert "required_nodes" not in server.bodies[0]["job"] and placed[-1] == "allocation"
+    clock[0] = 2.5  # the count is read again; both nodes learned, gpu-0 the fuller one
+    server.full = set()
+    server.allocated = [83]
+    server.reset()
+    slurm.submit(single, Marker("pod", "ml", "p83", "u83"))
+    assert server.paths == [f"GET {API}/nodes/", f"POST {API}/job/allocate"]
+    assert server.bodies[1]["job"]["required_nodes"] == ["gpu-0"] and placed[-1] == "named"
+    # A cancel makes room: Slurm's count is read again at the next name.
+    slurm.cancel([78])
+    server.reset()
+    server.allocated = [82]
+    server.full = set()
+    slurm.submit(single, Marker("pod", "ml", "p82", "u82"))
+    assert server.paths == [f"GET {API}/nodes/", f"POST {API}/job/allocate"]
+    slurm.close()
