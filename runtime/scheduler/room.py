@@ -9,8 +9,8 @@ measured 2026-12-07 on 26.05.5): half of what every single pod of a burst asked 
 allocation made on a node the scheduler names (`required_nodes`) needs no read: where it runs is
 the name. Slurm still decides whether it runs: it grants or refuses the named node under its own
 priorities, limits, QOS and partition, as for any immediate allocation; a refusal costs the
-request it took, and the pod goes the way it went before (an allocation Slurm places, then the
-queue).
+request it took, the node is not named again until Slurm places an allocation there itself, and
+the pod goes the way it went before (an allocation Slurm places, then the queue).
 
 Which placeholders: one node, no GPUs (which GPUs Slurm picks on a node is known only from a read
 of the job: their indices are the pod's devices), nothing excluded, no switch count. Which nodes:

@@ -253,8 +253,12 @@ class RestSlurm:
                 try:
                     job_id = client.allocate_job(job, node=node)
                 except SlurmApiError:
+                    # No room after all (a job took it since the count), or no longer a node of
+                    # this kind (a partition changed): not named again until Slurm places one
+                    # there itself.
                     with self._room_lock:
-                        self._free[node] = NONE  # no room there after all, until the next count
+                        self._free[node] = NONE
+                        self._learned.get((request.partition, request.constraint), set()).discard(node)
                 else:
                     if self._on_placed is not None:
                         self._on_placed("named")

@@ -523,19 +523,19 @@ def test_a_named_node_slurm_refuses_is_left_and_the_pod_goes_the_usual_way(serve
     server.reset()
     slurm.submit(single, Marker("pod", "ml", "p81", "u81"))
     assert server.paths == [f"POST {API}/job/submit"]
-    clock[0] = 1.0  # the pause is over; gpu-0 counts as full until Slurm's count is read again
+    clock[0] = 1.0  # the pause is over; gpu-0 is no longer named (until Slurm places one there)
     server.allocated = [79]
     server.reset()
     slurm.submit(single, Marker("pod", "ml", "p79", "u79"))
     assert server.paths == [f"POST {API}/job/allocate", f"GET {API}/job/79"]  # Slurm chose gpu-1
     assert "required_nodes" not in server.bodies[0]["job"] and placed[-1] == "allocation"
-    clock[0] = 2.5  # the count is read again; both nodes learned, gpu-0 the fuller one
+    clock[0] = 2.5  # the count is read again: gpu-0 has room by it, yet only gpu-1 is named
     server.full = set()
     server.allocated = [83]
     server.reset()
     slurm.submit(single, Marker("pod", "ml", "p83", "u83"))
     assert server.paths == [f"GET {API}/nodes/", f"POST {API}/job/allocate"]
-    assert server.bodies[1]["job"]["required_nodes"] == ["gpu-0"] and placed[-1] == "named"
+    assert server.bodies[1]["job"]["required_nodes"] == ["gpu-1"] and placed[-1] == "named"
     # A cancel makes room: Slurm's count is read again at the next name.
     slurm.cancel([78])
     server.reset()
