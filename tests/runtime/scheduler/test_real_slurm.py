@@ -177,7 +177,11 @@ def test_an_unplaceable_gang_first_in_the_queue_holds_back_no_pod_behind_it(
     # A gang Slurm refuses has its own reason (GangRefused), apart from a single pod's Unschedulable.
     k8s.wait_for("the gang refused", lambda: (k8s.condition("big-0") or {}).get("reason") == "GangRefused")
     assert not any(k8s.existing_pod(f"big-{i}")["spec"].get("nodeName") for i in range(3))
-    assert proc.metric('sunk_scheduler_placeholders_total{kind="allocation"}') == 4
+    # Allocations where Slurm chose and on nodes the scheduler named (once Slurm placed one there).
+    allocations_made = [
+        proc.metric(f'sunk_scheduler_placeholders_total{{kind="{k}"}}') for k in ("allocation", "named")
+    ]
+    assert sum(allocations_made) == 4 and allocations_made[0] >= 1
     assert proc.metric('sunk_scheduler_placeholders_total{kind="batch"}') == 0
 
 
@@ -291,8 +295,10 @@ def test_a_single_cpu_pods_allocation_goes_to_the_node_named_and_a_node_slurm_re
         where = {job_id: row[2] for job_id, row in squeue(slurm).items()}
         node = where[first]
         assert where[second] == node  # the learned node, which the request fills most
+        # (Not read back: test_slurm_cache.py counts the requests; here other tests' jobs may make
+        # the first pass read every job at once, this one with them.)
         views = {v.job_id: v for v in api.jobs()}
-        assert views[second].running and views[second].nodes == (node,) and not views[second].start_exact
+        assert views[second].running and views[second].nodes == (node,)
         # A batch job takes the rest of the node's CPUs behind the count's back.
         fill = slurm.sbatch(FILL, "-N1", f"-w{node}", "-pgpu", "-c12", "--mem=1G")
         slurm.wait_job(fill, {"RUNNING"})
