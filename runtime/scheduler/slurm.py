@@ -262,7 +262,7 @@ class RestSlurm:
                 else:
                     if self._on_placed is not None:
                         self._on_placed("named")
-                    self._seed_named(job_id, node, marker, request)
+                    self._seed_named(job_id, node, marker)
                     return job_id
             try:
                 job_id = client.allocate_job(job)
@@ -337,7 +337,7 @@ class RestSlurm:
                 self._free[node] = self._free[node].less(request.cpus_per_task, request.memory_mib)
             return node
 
-    def _seed_named(self, job_id: int, node: str, marker: Marker, request: JobRequest) -> None:
+    def _seed_named(self, job_id: int, node: str, marker: Marker) -> None:
         """A granted allocation on a named node, as the next pass takes it without reading it:
         running there since now. Its start time is Slurm's clock at the grant, which only a read
         would give to the second: `start_exact` is False, so its pod's binding records none (an

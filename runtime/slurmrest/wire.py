@@ -17,7 +17,7 @@ import functools
 import json
 import ssl
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 from urllib.parse import urlencode, urlsplit
 
 import httpx
@@ -42,26 +42,6 @@ class Reply(NamedTuple):
         return self.content.decode("utf-8", "replace")
 
 
-class Wire(Protocol):
-    base_url: str
-    timeout: float
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Reply: ...
-
-    def close(self) -> None: ...
-
-    @property
-    def is_closed(self) -> bool: ...
-
-
 def _body(payload: Any) -> bytes | None:
     """A JSON body as httpx writes one (compact, UTF-8, no NaN)."""
     if payload is None:
@@ -80,12 +60,51 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-class Urllib3Wire:
-    """One slurmrestd's connections (urllib3's pool for its host): one client's, so one thread's."""
+class Wire:
+    """One slurmrestd's exchange, whatever carries it: the request as slurmrestd reads it (the
+    query, a JSON body and its type) is made here once; `_send` carries it."""
 
     def __init__(self, base_url: str, *, timeout: float) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self._closed = False
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        body = _body(json)
+        sent = dict(headers or {})
+        if body is not None:
+            sent["Content-Type"] = "application/json"
+        return self._send(method, _target(path, params), body, sent)
+
+    def _send(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> Reply:
+        """`target`: the path and query under base_url. Raises NotSent or Lost."""
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._close()
+        self._closed = True
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+
+class Urllib3Wire(Wire):
+    """One slurmrestd's connections (urllib3's pool for its host): one client's, so one thread's."""
+
+    def __init__(self, base_url: str, *, timeout: float) -> None:
+        super().__init__(base_url, timeout=timeout)
         parts = urlsplit(self.base_url)
         self._prefix = parts.path
         tls = {"ssl_context": _tls()} if parts.scheme == "https" else {}
@@ -96,27 +115,14 @@ class Urllib3Wire:
             retries=False,
             **tls,
         )
-        self._closed = False
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Reply:
-        body = _body(json)
-        sent = dict(headers or {})
-        if body is not None:
-            sent["Content-Type"] = "application/json"
+    def _send(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> Reply:
         try:
             reply = self._pool.urlopen(
                 method,
-                self._prefix + _target(path, params),
+                self._prefix + target,
                 body=body,
-                headers=sent,
+                headers=headers,
                 retries=False,
                 redirect=False,
                 preload_content=True,
@@ -127,38 +133,19 @@ class Urllib3Wire:
             raise Lost(f"{type(e).__name__}: {e}") from e
         return Reply(reply.status, reply.data)
 
-    def close(self) -> None:
+    def _close(self) -> None:
         self._pool.close()
-        self._closed = True
-
-    @property
-    def is_closed(self) -> bool:
-        return self._closed
 
 
-class HttpxWire:
+class HttpxWire(Wire):
     """The same exchange through an httpx transport (a MockTransport in tests)."""
 
     def __init__(self, base_url: str, *, timeout: float, transport: httpx.BaseTransport) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
+        super().__init__(base_url, timeout=timeout)
         self._transport = transport
-        self._closed = False
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Reply:
-        body = _body(json)
-        sent = dict(headers or {})
-        if body is not None:
-            sent["Content-Type"] = "application/json"
-        request = httpx.Request(method, self.base_url + _target(path, params), content=body, headers=sent)
+    def _send(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> Reply:
+        request = httpx.Request(method, self.base_url + target, content=body, headers=headers)
         try:
             response = self._transport.handle_request(request)
             content = response.read()
@@ -168,10 +155,5 @@ class HttpxWire:
             raise Lost(f"{type(e).__name__}: {e}") from e
         return Reply(response.status_code, content)
 
-    def close(self) -> None:
+    def _close(self) -> None:
         self._transport.close()
-        self._closed = True
-
-    @property
-    def is_closed(self) -> bool:
-        return self._closed

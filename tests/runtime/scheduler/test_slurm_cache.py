@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import httpx
@@ -101,15 +102,19 @@ def server() -> Slurmrestd:
     return Slurmrestd()
 
 
-def client(server: Slurmrestd, clock: list[float]) -> RestSlurm:
-    rest = SlurmRestClient(
+def rest_client(server: Slurmrestd) -> SlurmRestClient:
+    """A new client of the fake (each submitting thread's, or the pass's)."""
+    return SlurmRestClient(
         "http://slurmrestd",
         user="slurm",
         token=StaticToken("t"),
         transport=httpx.MockTransport(server),
         api="v0.0.42",  # the fake's replies are v0.0.42's
     )
-    return RestSlurm(rest, bulk_over=2, clock=lambda: clock[0])
+
+
+def client(server: Slurmrestd, clock: list[float]) -> RestSlurm:
+    return RestSlurm(rest_client(server), bulk_over=2, clock=lambda: clock[0])
 
 
 def test_jobs_are_reread_only_when_their_state_changes_or_they_get_old(server: Slurmrestd) -> None:
@@ -251,24 +256,10 @@ def test_each_submitting_thread_has_its_own_client_and_close_ends_them(server: S
     made: list[SlurmRestClient] = []
 
     def connect() -> SlurmRestClient:
-        made.append(
-            SlurmRestClient(
-                "http://slurmrestd",
-                user="slurm",
-                token=StaticToken("t"),
-                transport=httpx.MockTransport(server),
-                api="v0.0.42",  # the fake's replies are v0.0.42's
-            )
-        )
+        made.append(rest_client(server))
         return made[-1]
 
-    rest = SlurmRestClient(
-        "http://slurmrestd",
-        user="slurm",
-        token=StaticToken("t"),
-        transport=httpx.MockTransport(server),
-        api="v0.0.42",  # the fake's replies are v0.0.42's
-    )
+    rest = rest_client(server)
     slurm = RestSlurm(rest, connect=connect)
     request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1)
 
@@ -309,13 +300,7 @@ def test_a_marker_on_another_users_job_is_not_ours(server: Slurmrestd) -> None:
 def test_an_immediate_allocation_first_and_a_queued_batch_job_when_refused(server: Slurmrestd) -> None:
     clock = [0.0]
     placed: list[str] = []
-    rest = SlurmRestClient(
-        "http://slurmrestd",
-        user="slurm",
-        token=StaticToken("t"),
-        transport=httpx.MockTransport(server),
-        api="v0.0.42",  # the fake's replies are v0.0.42's
-    )
+    rest = rest_client(server)
     slurm = RestSlurm(rest, clock=lambda: clock[0], immediate=True, on_placed=placed.append)
     request, marker = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1), Marker("pod", "ml", "a", "u1")
 
@@ -348,10 +333,7 @@ def test_a_refused_gang_keeps_no_smaller_pod_off_immediate_allocations(server: S
     """The pause after a refusal covers requests no smaller than the refused one: a 64-node gang
     that can't start (or never can) at the head of the queue leaves single pods their fast path."""
     clock = [0.0]
-    rest = SlurmRestClient(
-        "http://slurmrestd", user="slurm", token=StaticToken("t"), transport=httpx.MockTransport(server), api="v0.0.42"
-    )
-    slurm = RestSlurm(rest, clock=lambda: clock[0], immediate=True)
+    slurm = RestSlurm(rest_client(server), clock=lambda: clock[0], immediate=True)
     gang, marker = JobRequest(nodes=64, cpus_per_task=1, memory_mib=1), Marker("group", "ml", "g")
     single = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1)
     server.busy = True
@@ -396,15 +378,7 @@ def test_an_allocation_is_read_by_the_thread_that_made_it_not_by_the_next_pass(s
     """The job read of a burst's new jobs happens beside the cycle: the submitting thread reads the
     allocation it was just granted, and the pass takes that copy while the state is unchanged."""
 
-    def connect() -> SlurmRestClient:
-        return SlurmRestClient(
-            "http://slurmrestd",
-            user="slurm",
-            token=StaticToken("t"),
-            transport=httpx.MockTransport(server),
-            api="v0.0.42",
-        )
-
+    connect = partial(rest_client, server)
     clock = [0.0]
     slurm = RestSlurm(connect(), connect=connect, immediate=True, bulk_over=2, clock=lambda: clock[0])
     request = JobRequest(nodes=1, cpus_per_task=1, memory_mib=1)
@@ -437,15 +411,7 @@ def test_a_single_cpu_pod_is_put_on_a_node_the_scheduler_names_and_not_read_back
     asked for on a node where Slurm placed it (runtime/scheduler/room.py): one request a pod, the
     job's node known from its name, not from a read."""
 
-    def connect() -> SlurmRestClient:
-        return SlurmRestClient(
-            "http://slurmrestd",
-            user="slurm",
-            token=StaticToken("t"),
-            transport=httpx.MockTransport(server),
-            api="v0.0.42",
-        )
-
+    connect = partial(rest_client, server)
     clock = [0.0]
     placed: list[str] = []
     slurm = RestSlurm(connect(), connect=connect, immediate=True, clock=lambda: clock[0], on_placed=placed.append)
@@ -488,15 +454,7 @@ def test_a_single_cpu_pod_is_put_on_a_node_the_scheduler_names_and_not_read_back
 
 
 def test_a_named_node_slurm_refuses_is_left_and_the_pod_goes_the_usual_way(server: Slurmrestd) -> None:
-    def connect() -> SlurmRestClient:
-        return SlurmRestClient(
-            "http://slurmrestd",
-            user="slurm",
-            token=StaticToken("t"),
-            transport=httpx.MockTransport(server),
-            api="v0.0.42",
-        )
-
+    connect = partial(rest_client, server)
     clock = [0.0]
     placed: list[str] = []
     slurm = RestSlurm(connect(), connect=connect, immediate=True, clock=lambda: clock[0], on_placed=placed.append)
